@@ -1,1 +1,45 @@
-//! placeholder
+//! A GASNet-EX-style communication core: per-rank segments, active messages, one-sided RMA,
+//! remote atomics, a split-phase barrier and NIC-like epoch / incoming-write counters.
+//!
+//! The `smp` conduit (ranks as threads of one process) is the default and needs no system
+//! library. A job starts with [`launch`]; each rank gets an [`Endpoint`]:
+//!
+//! ```
+//! use gasnet_bridge::{launch, HandlerTable, LaunchConfig};
+//! let sums = launch(&LaunchConfig::new(4).segment_bytes(1 << 16), HandlerTable::new(), |ep| {
+//!     let right = (ep.rank() + 1) % ep.ranks();
+//!     let ack = ep.put(right, 0, &(ep.rank() as u64).to_ne_bytes()).unwrap();
+//!     assert_eq!(ack.iwc, 1); // the first write into `right`'s segment
+//!     ep.barrier().unwrap();
+//!     let mut word = [0u8; 8];
+//!     ep.get(ep.rank(), 0, &mut word).unwrap();
+//!     u64::from_ne_bytes(word)
+//! })
+//! .unwrap();
+//! assert_eq!(sums, vec![3, 0, 1, 2]);
+//! ```
+
+pub mod active_message;
+pub mod atomic;
+pub mod barrier;
+pub mod completion;
+pub mod conduit;
+pub mod config;
+pub mod counters;
+pub mod endpoint;
+pub mod error;
+pub mod failure;
+pub mod launch;
+pub mod segment;
+pub mod sleep;
+pub mod topology;
+
+pub use active_message::{HandlerId, HandlerTable, MAX_ARGS, MAX_MEDIUM, Payload, Token};
+pub use atomic::{AtomicOp, AtomicResult};
+pub use completion::{AccessRegion, GetHandle, WriteHandle};
+pub use config::{DEFAULT_SEGMENT_BYTES, LaunchConfig};
+pub use counters::WriteAck;
+pub use endpoint::Endpoint;
+pub use error::{BridgeError, ConfigError, LaunchError};
+pub use launch::{launch, launch_from_env};
+pub use topology::Topology;

@@ -1,0 +1,445 @@
+//! A rank's handle on the job: every operation a rank initiates goes through its `Endpoint`.
+//!
+//! An endpoint belongs to its rank's thread (it is `!Sync`); AM handlers run on that thread,
+//! inside [`Endpoint::poll`], and get the same endpoint through their [`Token`].
+
+use std::cell::Cell;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use crate::active_message::{Args, Body, HandlerId, MAX_MEDIUM, Message, Token};
+use crate::atomic::{AtomicOp, AtomicResult};
+use crate::barrier::Phase;
+use crate::completion::{AccessRegion, GetHandle, WriteHandle};
+use crate::conduit::smp::SmpWorld;
+use crate::counters::{WriteAck, WriteCounters};
+use crate::error::BridgeError;
+use crate::sleep::Backoff;
+use crate::topology::Topology;
+
+/// Most messages one `poll` runs before returning, so a flood cannot starve the caller.
+const POLL_BATCH: usize = 64;
+
+/// One rank's view of the job: identity, segments, AMs, RMA, atomics, barrier, counters.
+#[derive(Debug)]
+pub struct Endpoint {
+    rank: usize,
+    world: Arc<SmpWorld>,
+    in_handler: Cell<bool>,
+    phase: Cell<Phase>,
+}
+
+/// Resets the in-handler flag even if the handler unwinds.
+struct HandlerScope<'a>(&'a Cell<bool>);
+
+impl Drop for HandlerScope<'_> {
+    fn drop(&mut self) {
+        self.0.set(false);
+    }
+}
+
+impl Endpoint {
+    pub(crate) fn new(rank: usize, world: Arc<SmpWorld>) -> Self {
+        Endpoint {
+            rank,
+            world,
+            in_handler: Cell::new(false),
+            phase: Cell::new(Phase::Idle),
+        }
+    }
+
+    /// This rank's index, `0..ranks()`.
+    #[inline]
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+
+    /// Number of ranks in the job.
+    #[inline]
+    pub fn ranks(&self) -> usize {
+        self.world.ranks()
+    }
+
+    /// The node grouping of the job.
+    pub fn topology(&self) -> Topology {
+        self.world.topology
+    }
+
+    /// The node this rank is on.
+    pub fn node(&self) -> usize {
+        self.world.topology.node_of(self.rank)
+    }
+
+    /// Size of every rank's segment in bytes.
+    pub fn segment_len(&self) -> usize {
+        self.world.segments[self.rank].len()
+    }
+
+    /// Base address of `rank`'s segment if this process can address it directly (always on
+    /// smp). Use it only as the segment module allows: raw copies or atomics, no references.
+    pub fn segment_base(&self, rank: usize) -> Result<*mut u8, BridgeError> {
+        Ok(self.world.segment(rank)?.base())
+    }
+
+    pub(crate) fn counters(&self) -> &WriteCounters {
+        &self.world.counters[self.rank]
+    }
+
+    // ---- counters -------------------------------------------------------------------------
+
+    /// This rank's Epoch Counter.
+    pub fn epoch(&self) -> u64 {
+        self.counters().ec()
+    }
+
+    /// Sets this rank's Epoch Counter (a replaying CD rewinds it this way).
+    pub fn set_epoch(&self, ec: u64) {
+        self.counters().set_ec(ec);
+    }
+
+    /// Advances this rank's Epoch Counter by `steps` and returns the new value.
+    pub fn advance_epoch(&self, steps: u64) -> u64 {
+        let ec = self.counters().ec() + steps;
+        self.counters().set_ec(ec);
+        ec
+    }
+
+    /// Number of writes that have landed in this rank's segment.
+    pub fn incoming_writes(&self) -> u64 {
+        self.counters().iwc()
+    }
+
+    // ---- RMA ------------------------------------------------------------------------------
+
+    /// Writes `src` into `rank`'s segment at `offset`; returns once the bytes are there, with
+    /// the target's EC and the IWC value this write produced.
+    #[inline]
+    pub fn put(&self, rank: usize, offset: usize, src: &[u8]) -> Result<WriteAck, BridgeError> {
+        let world = &*self.world;
+        world.segment(rank)?.write(offset, src)?;
+        Ok(world.counters[rank].count_write())
+    }
+
+    /// Starts a put; `src` is reusable on return, the handle yields the ack on completion.
+    #[inline]
+    pub fn put_nb(
+        &self,
+        rank: usize,
+        offset: usize,
+        src: &[u8],
+    ) -> Result<WriteHandle, BridgeError> {
+        self.put(rank, offset, src).map(WriteHandle::complete)
+    }
+
+    /// Reads `dst.len()` bytes from `rank`'s segment at `offset`.
+    #[inline]
+    pub fn get(&self, rank: usize, offset: usize, dst: &mut [u8]) -> Result<(), BridgeError> {
+        self.world.segment(rank)?.read(offset, dst)
+    }
+
+    /// Starts a get into `dst`, which stays borrowed until the handle completes.
+    #[inline]
+    pub fn get_nb<'buf>(
+        &self,
+        rank: usize,
+        offset: usize,
+        dst: &'buf mut [u8],
+    ) -> Result<GetHandle<'buf>, BridgeError> {
+        self.get(rank, offset, dst).map(|()| GetHandle::complete())
+    }
+
+    /// Opens a region of implicit-handle puts and gets, completed by one `wait_all`.
+    pub fn access_region<'buf>(&self) -> AccessRegion<'_, 'buf> {
+        AccessRegion::new(self)
+    }
+
+    /// Runs a remote atomic on the 8-byte aligned word at `offset` of `rank`'s segment.
+    #[inline]
+    pub fn atomic(
+        &self,
+        rank: usize,
+        offset: usize,
+        op: AtomicOp,
+    ) -> Result<AtomicResult, BridgeError> {
+        let world = &*self.world;
+        let word = world.segment(rank)?.atomic_u64(offset)?;
+        let (previous, wrote) = op.apply(word);
+        let ack = wrote.then(|| world.counters[rank].count_write());
+        Ok(AtomicResult { previous, ack })
+    }
+
+    // ---- active messages ------------------------------------------------------------------
+
+    /// Sends a short request (arguments only) to `rank`.
+    pub fn am_request_short(
+        &self,
+        rank: usize,
+        handler: HandlerId,
+        args: &[u64],
+    ) -> Result<(), BridgeError> {
+        self.send(rank, handler, args, Body::Short, false)
+    }
+
+    /// Sends a medium request: `payload` (at most [`MAX_MEDIUM`] bytes) is copied to `rank`.
+    pub fn am_request_medium(
+        &self,
+        rank: usize,
+        handler: HandlerId,
+        args: &[u64],
+        payload: &[u8],
+    ) -> Result<(), BridgeError> {
+        self.send_medium(rank, handler, args, payload, false)
+    }
+
+    /// Sends a long request: `payload` is written into `rank`'s segment at `offset` (counted as
+    /// an incoming write there), then the handler runs.
+    pub fn am_request_long(
+        &self,
+        rank: usize,
+        handler: HandlerId,
+        args: &[u64],
+        payload: &[u8],
+        offset: usize,
+    ) -> Result<WriteHandle, BridgeError> {
+        self.send_long(rank, handler, args, payload, offset, false)
+            .map(WriteHandle::complete)
+    }
+
+    pub(crate) fn send(
+        &self,
+        target: usize,
+        handler: HandlerId,
+        args: &[u64],
+        body: Body,
+        is_reply: bool,
+    ) -> Result<(), BridgeError> {
+        let message = self.message(target, handler, args, is_reply, body)?;
+        self.world.deliver(target, message);
+        Ok(())
+    }
+
+    pub(crate) fn send_medium(
+        &self,
+        target: usize,
+        handler: HandlerId,
+        args: &[u64],
+        payload: &[u8],
+        is_reply: bool,
+    ) -> Result<(), BridgeError> {
+        if payload.len() > MAX_MEDIUM {
+            return Err(BridgeError::PayloadTooLarge {
+                len: payload.len(),
+                max: MAX_MEDIUM,
+            });
+        }
+        self.send(
+            target,
+            handler,
+            args,
+            Body::Medium(payload.to_vec()),
+            is_reply,
+        )
+    }
+
+    pub(crate) fn send_long(
+        &self,
+        target: usize,
+        handler: HandlerId,
+        args: &[u64],
+        payload: &[u8],
+        offset: usize,
+        is_reply: bool,
+    ) -> Result<WriteAck, BridgeError> {
+        // Everything is checked before the payload lands, so a refused message leaves no
+        // counted write behind.
+        let mut message = self.message(target, handler, args, is_reply, Body::Short)?;
+        let world = &*self.world;
+        world.segments[target].write(offset, payload)?;
+        let ack = world.counters[target].count_write();
+        message.body = Body::Long {
+            offset,
+            len: payload.len(),
+            ack,
+        };
+        world.deliver(target, message);
+        Ok(ack)
+    }
+
+    fn message(
+        &self,
+        target: usize,
+        handler: HandlerId,
+        args: &[u64],
+        is_reply: bool,
+        body: Body,
+    ) -> Result<Message, BridgeError> {
+        self.world.segment(target)?;
+        self.world.handlers.validate(handler)?;
+        Ok(Message {
+            source: self.rank as u32,
+            handler: handler.0,
+            is_reply,
+            args: Args::new(args)?,
+            body,
+        })
+    }
+
+    // ---- progress -------------------------------------------------------------------------
+
+    /// Runs queued active-message handlers (at most a batch); returns how many ran. Inside a
+    /// handler it does nothing: handlers never nest.
+    pub fn poll(&self) -> usize {
+        if self.in_handler.get() {
+            return 0;
+        }
+        let inbox = &self.world.inboxes[self.rank];
+        let mut ran = 0;
+        while ran < POLL_BATCH {
+            let Some(message) = inbox.pop() else { break };
+            self.run_handler(&message);
+            ran += 1;
+        }
+        ran
+    }
+
+    fn run_handler(&self, message: &Message) {
+        let world = &*self.world;
+        let Some(handler) = world.handlers.get(message.handler as usize) else {
+            panic!(
+                "malformed active message from rank {}: handler {} is not registered here ({} are)",
+                message.source,
+                message.handler,
+                world.handlers.len()
+            );
+        };
+        self.in_handler.set(true);
+        let _scope = HandlerScope(&self.in_handler);
+        let token = Token {
+            endpoint: self,
+            message,
+            replied: Cell::new(false),
+        };
+        handler(&token);
+    }
+
+    /// Polls until `done()` is true, spinning, then yielding, then parking (see `sleep`).
+    /// Unwinds if another rank has failed. Panics inside an AM handler, where waiting would
+    /// deadlock the rank.
+    pub fn wait_until(&self, mut done: impl FnMut() -> bool) {
+        self.assert_may_block();
+        let world = &*self.world;
+        let inbox = &world.inboxes[self.rank];
+        let mut backoff = Backoff::new();
+        loop {
+            if done() {
+                return;
+            }
+            if self.poll() == 0 {
+                world.failure.check();
+                backoff.snooze(&world.sleepers[self.rank], || {
+                    inbox.is_empty() && !world.failure.is_failed() && !done()
+                });
+            }
+        }
+    }
+
+    fn assert_may_block(&self) {
+        assert!(
+            !self.in_handler.get(),
+            "rank {}: a blocking call inside an active-message handler would deadlock; \
+             use non-blocking operations there",
+            self.rank
+        );
+    }
+
+    // ---- barrier --------------------------------------------------------------------------
+
+    /// Blocks until every rank has entered the barrier.
+    pub fn barrier(&self) -> Result<(), BridgeError> {
+        self.barrier_notify()?;
+        self.barrier_wait()
+    }
+
+    /// First half of a split-phase barrier: announces arrival and returns at once.
+    pub fn barrier_notify(&self) -> Result<(), BridgeError> {
+        if self.phase.get() != Phase::Idle {
+            return Err(BridgeError::BarrierOrder(
+                "barrier_notify called again before barrier_wait completed the previous barrier",
+            ));
+        }
+        let (phase, released) = self.world.barrier.notify();
+        if released {
+            self.world.wake_all();
+        }
+        self.phase.set(phase);
+        Ok(())
+    }
+
+    /// Second half: true (and the barrier is over) if every rank has notified; never blocks.
+    pub fn barrier_try(&self) -> Result<bool, BridgeError> {
+        let Phase::Notified(generation) = self.phase.get() else {
+            return Err(BridgeError::BarrierOrder(
+                "barrier_try called without barrier_notify",
+            ));
+        };
+        self.poll();
+        let done = self.world.barrier.is_complete(generation);
+        if done {
+            self.phase.set(Phase::Idle);
+        }
+        Ok(done)
+    }
+
+    /// Second half: waits (polling) until every rank has notified.
+    ///
+    /// Panics, naming the cause, if the barrier can no longer complete because some rank has
+    /// already returned from the job (the ranks called `barrier` different numbers of times).
+    pub fn barrier_wait(&self) -> Result<(), BridgeError> {
+        let Phase::Notified(generation) = self.phase.get() else {
+            return Err(BridgeError::BarrierOrder(
+                "barrier_wait called without barrier_notify",
+            ));
+        };
+        let world = &*self.world;
+        self.wait_until(|| {
+            if world.barrier.is_complete(generation) {
+                return true;
+            }
+            let finished = world.finished();
+            // A finished rank completed all its barriers; re-read after acquiring its count.
+            if finished > 0 && !world.barrier.is_complete(generation) {
+                panic!(
+                    "rank {} waits in barrier #{} but {finished} rank(s) already returned from \
+                     the job: every rank must enter the same number of barriers",
+                    self.rank,
+                    generation + 1
+                );
+            }
+            false
+        });
+        self.phase.set(Phase::Idle);
+        Ok(())
+    }
+
+    // ---- end of the job -------------------------------------------------------------------
+
+    /// Completes this rank's part of the job after its body returned: finishes a notified
+    /// barrier, then keeps serving AMs until every rank has returned and drained its inbox.
+    pub(crate) fn finish(&self) {
+        if self.phase.get() != Phase::Idle {
+            self.barrier_wait()
+                .expect("a notified barrier is waited on");
+        }
+        let world = &*self.world;
+        let ranks = world.ranks();
+        world.finished.fetch_add(1, Ordering::AcqRel);
+        world.wake_all();
+        self.wait_until(|| world.finished() == ranks);
+        // Messages sent before their sender finished are in the inbox now; run them, and keep
+        // serving (replies they cause) until every rank has done the same.
+        while self.poll() > 0 {}
+        world.drained.fetch_add(1, Ordering::AcqRel);
+        world.wake_all();
+        self.wait_until(|| world.drained.load(Ordering::Acquire) == ranks);
+    }
+}

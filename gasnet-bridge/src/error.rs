@@ -1,0 +1,82 @@
+//! Errors of the communication core; every variant names the cause and what to do.
+
+use thiserror::Error;
+
+/// An operation the bridge refused, with the rank, offset and length it was given.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum BridgeError {
+    /// The target rank does not exist in this job.
+    #[error("rank {rank} does not exist: the job has {ranks} ranks (0..{ranks})")]
+    NoSuchRank { rank: usize, ranks: usize },
+
+    /// The byte range falls (partly) outside the target rank's segment.
+    #[error(
+        "access outside the segment of rank {rank}: offset {offset} + length {len} exceeds \
+         the segment size {segment_len} bytes (raise PGAS_SEGMENT_MB if the program needs more)"
+    )]
+    OutOfSegment {
+        rank: usize,
+        offset: usize,
+        len: usize,
+        segment_len: usize,
+    },
+
+    /// A remote atomic addressed a word that is not naturally aligned.
+    #[error("atomic on rank {rank} at offset {offset} is not {align}-byte aligned")]
+    Misaligned {
+        rank: usize,
+        offset: usize,
+        align: usize,
+    },
+
+    /// The handler index is not in this job's handler table.
+    #[error("active-message handler {index} is not registered (the table has {registered})")]
+    UnknownHandler { index: usize, registered: usize },
+
+    /// More arguments than an active message carries.
+    #[error("active message with {given} arguments: at most {max} are allowed")]
+    TooManyArgs { given: usize, max: usize },
+
+    /// A medium payload larger than the conduit's limit.
+    #[error(
+        "medium active-message payload of {len} bytes exceeds the limit of {max} bytes; use a long AM"
+    )]
+    PayloadTooLarge { len: usize, max: usize },
+
+    /// A reply was attempted where none is allowed.
+    #[error("{0}")]
+    ReplyNotAllowed(&'static str),
+
+    /// A split-phase barrier call out of order.
+    #[error("{0}")]
+    BarrierOrder(&'static str),
+}
+
+/// A configuration value that cannot be used, naming where it came from.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ConfigError {
+    /// An environment variable holds something that is not a valid value.
+    #[error("environment variable {var}={value:?} is invalid: {reason}")]
+    BadEnv {
+        var: &'static str,
+        value: String,
+        reason: String,
+    },
+    /// A value given through the API is out of range.
+    #[error("invalid {what}: {reason}")]
+    BadValue { what: &'static str, reason: String },
+}
+
+/// Why a launched job did not return every rank's result.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum LaunchError {
+    /// The configuration could not be used; no rank was started.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// A rank panicked; the other ranks were woken and unwound.
+    #[error("rank {rank} panicked: {message}")]
+    RankPanicked { rank: usize, message: String },
+    /// The operating system refused to start a rank's thread.
+    #[error("could not start the thread of rank {rank}: {reason}")]
+    Spawn { rank: usize, reason: String },
+}

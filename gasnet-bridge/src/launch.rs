@@ -1,0 +1,103 @@
+//! Starting a job on the smp conduit: one thread per rank, results or the first failure back.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::thread;
+
+use crate::active_message::HandlerTable;
+use crate::conduit::smp::SmpWorld;
+use crate::config::LaunchConfig;
+use crate::endpoint::Endpoint;
+use crate::error::LaunchError;
+use crate::failure::{PeerFailure, panic_message};
+
+/// Runs `body` on every rank of a job shaped by `config`, with the AM `handlers`, and returns
+/// each rank's result in rank order.
+///
+/// When a rank panics, the others are woken at their next wait and unwound; the error names
+/// the first rank that panicked and its message. After its body returns a rank keeps serving
+/// active messages until all ranks have returned, so nobody waits on a departed rank.
+pub fn launch<R, F>(
+    config: &LaunchConfig,
+    handlers: HandlerTable,
+    body: F,
+) -> Result<Vec<R>, LaunchError>
+where
+    R: Send,
+    F: Fn(&Endpoint) -> R + Sync,
+{
+    config.validate()?;
+    let world = Arc::new(SmpWorld::new(config, handlers));
+    let body = &body;
+    let results: Vec<Option<R>> = thread::scope(|scope| {
+        let mut threads = Vec::with_capacity(config.ranks);
+        for rank in 0..config.ranks {
+            let rank_world = world.clone();
+            let spawned = thread::Builder::new()
+                .name(format!("rank {rank}"))
+                .spawn_scoped(scope, move || run_rank(rank, rank_world, body));
+            match spawned {
+                Ok(t) => threads.push(t),
+                Err(e) => {
+                    world.fail(rank, format!("could not start its thread: {e}"));
+                    break;
+                }
+            }
+        }
+        threads
+            .into_iter()
+            .map(|t| t.join().unwrap_or(None))
+            .collect()
+    });
+    if let Some((rank, message)) = world.failure.first() {
+        return Err(if results.len() < config.ranks && rank == results.len() {
+            LaunchError::Spawn {
+                rank,
+                reason: message,
+            }
+        } else {
+            LaunchError::RankPanicked { rank, message }
+        });
+    }
+    Ok(results
+        .into_iter()
+        .map(|r| r.expect("a rank without a result recorded a failure"))
+        .collect())
+}
+
+/// [`launch`] with the shape read from the environment (`PGAS_RANKS`, `PGAS_SEGMENT_MB`,
+/// `PGAS_RANKS_PER_NODE`), `default_ranks` when `PGAS_RANKS` is unset.
+pub fn launch_from_env<R, F>(
+    default_ranks: usize,
+    handlers: HandlerTable,
+    body: F,
+) -> Result<Vec<R>, LaunchError>
+where
+    R: Send,
+    F: Fn(&Endpoint) -> R + Sync,
+{
+    let config = LaunchConfig::from_env(default_ranks)?;
+    launch(&config, handlers, body)
+}
+
+fn run_rank<R, F>(rank: usize, world: Arc<SmpWorld>, body: &F) -> Option<R>
+where
+    F: Fn(&Endpoint) -> R,
+{
+    world.sleepers[rank].register_current();
+    let endpoint = Endpoint::new(rank, world.clone());
+    let outcome = catch_unwind(AssertUnwindSafe(|| {
+        let result = body(&endpoint);
+        endpoint.finish();
+        result
+    }));
+    match outcome {
+        Ok(result) => Some(result),
+        Err(payload) => {
+            if !payload.is::<PeerFailure>() {
+                world.fail(rank, panic_message(&*payload));
+            }
+            None
+        }
+    }
+}

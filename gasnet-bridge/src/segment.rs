@@ -1,0 +1,256 @@
+//! A rank's registered segment: the bytes other ranks may read and write one-sidedly.
+//!
+//! # Safety invariant
+//!
+//! `base` points to `len` bytes allocated by [`Segment::new`] (zeroed, 4096-byte aligned)
+//! that stay valid until the `Segment` is dropped; the job keeps every segment alive until all
+//! rank threads have been joined. The bytes are shared by all ranks, so no Rust reference to
+//! them (`&[u8]`, `&mut [u8]`) is ever created: bytes move only through raw-pointer copies
+//! after a bounds check, and 64-bit words are touched through `AtomicU64` only.
+//!
+//! Conflicting accesses to the same bytes from two ranks without synchronization between
+//! them are a program error, as in UPC++ and GASNet: the bytes then read are unspecified.
+//! Because no references exist, such a race cannot invalidate anything the compiler assumed
+//! about other memory; every access is bounds-checked, so none can leave the segment.
+
+use std::alloc::{Layout, alloc_zeroed, dealloc};
+use std::ptr::NonNull;
+use std::sync::atomic::AtomicU64;
+
+use crate::error::BridgeError;
+
+/// Alignment of every segment's base address (a page, so the base is aligned for any scalar).
+pub const SEGMENT_ALIGN: usize = 4096;
+
+/// One rank's shared bytes.
+pub struct Segment {
+    rank: usize,
+    base: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the segment is plain memory shared on purpose; see the module invariant: only raw
+// copies and atomics touch it, so sharing the pointer across threads creates no aliasing
+// references.
+unsafe impl Send for Segment {}
+// SAFETY: as above.
+unsafe impl Sync for Segment {}
+
+impl Segment {
+    /// Allocates `len` zeroed bytes (untouched pages cost no physical memory) for `rank`.
+    pub fn new(rank: usize, len: usize) -> Segment {
+        assert!(len > 0, "segment length must be positive");
+        let layout = Layout::from_size_align(len, SEGMENT_ALIGN).expect("segment layout");
+        // SAFETY: the layout has a non-zero size.
+        let raw = unsafe { alloc_zeroed(layout) };
+        let Some(base) = NonNull::new(raw) else {
+            std::alloc::handle_alloc_error(layout)
+        };
+        Segment { rank, base, len }
+    }
+
+    /// The rank that owns this segment.
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+
+    /// Size in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Always false: a segment has at least one byte.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// Base address, for conduits and the owner's local views. Dereferencing it is subject to
+    /// the module's invariant: raw copies or atomics only, never a Rust reference.
+    pub fn base(&self) -> *mut u8 {
+        self.base.as_ptr()
+    }
+
+    /// Checks that `offset .. offset + len` lies inside the segment.
+    #[inline]
+    pub fn check(&self, offset: usize, len: usize) -> Result<(), BridgeError> {
+        match offset.checked_add(len) {
+            Some(end) if end <= self.len => Ok(()),
+            _ => Err(BridgeError::OutOfSegment {
+                rank: self.rank,
+                offset,
+                len,
+                segment_len: self.len,
+            }),
+        }
+    }
+
+    /// Copies `src` into the segment at `offset`.
+    #[inline]
+    pub fn write(&self, offset: usize, src: &[u8]) -> Result<(), BridgeError> {
+        self.check(offset, src.len())?;
+        // SAFETY: the range is inside the allocation (checked above); `src` is a Rust slice,
+        // so it cannot overlap the segment, to which no references exist.
+        unsafe {
+            std::ptr::copy_nonoverlapping(src.as_ptr(), self.base.as_ptr().add(offset), src.len())
+        };
+        Ok(())
+    }
+
+    /// Copies bytes at `offset` into `dst`.
+    #[inline]
+    pub fn read(&self, offset: usize, dst: &mut [u8]) -> Result<(), BridgeError> {
+        self.check(offset, dst.len())?;
+        // SAFETY: as in `write`, with the roles of the buffers swapped.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                self.base.as_ptr().add(offset),
+                dst.as_mut_ptr(),
+                dst.len(),
+            )
+        };
+        Ok(())
+    }
+
+    /// Copies `len` bytes from `src_offset` of `self` to `dst_offset` of `dst` (which may be
+    /// `self`; overlapping ranges are handled like `memmove`).
+    pub fn copy_to(
+        &self,
+        src_offset: usize,
+        dst: &Segment,
+        dst_offset: usize,
+        len: usize,
+    ) -> Result<(), BridgeError> {
+        self.check(src_offset, len)?;
+        dst.check(dst_offset, len)?;
+        // SAFETY: both ranges are inside their allocations; `copy` tolerates overlap.
+        unsafe {
+            std::ptr::copy(
+                self.base.as_ptr().add(src_offset),
+                dst.base.as_ptr().add(dst_offset),
+                len,
+            )
+        };
+        Ok(())
+    }
+
+    /// Fills `len` bytes at `offset` with `byte` (used to emulate the loss of a rank's memory).
+    pub fn fill(&self, offset: usize, len: usize, byte: u8) -> Result<(), BridgeError> {
+        self.check(offset, len)?;
+        // SAFETY: the range is inside the allocation.
+        unsafe { std::ptr::write_bytes(self.base.as_ptr().add(offset), byte, len) };
+        Ok(())
+    }
+
+    /// The 64-bit word at `offset` as an atomic; `offset` must be 8-byte aligned.
+    #[inline]
+    pub fn atomic_u64(&self, offset: usize) -> Result<&AtomicU64, BridgeError> {
+        self.check(offset, 8)?;
+        if offset % 8 != 0 {
+            return Err(BridgeError::Misaligned {
+                rank: self.rank,
+                offset,
+                align: 8,
+            });
+        }
+        // SAFETY: in bounds and 8-byte aligned (the base is page-aligned); the memory lives as
+        // long as `self`, which bounds the returned lifetime. Non-atomic copies of the same word
+        // can only race with this in a program that is already erroneous (module note).
+        Ok(unsafe { AtomicU64::from_ptr(self.base.as_ptr().add(offset).cast::<u64>()) })
+    }
+}
+
+impl Drop for Segment {
+    fn drop(&mut self) {
+        let layout = Layout::from_size_align(self.len, SEGMENT_ALIGN).expect("segment layout");
+        // SAFETY: allocated in `new` with this layout, freed once.
+        unsafe { dealloc(self.base.as_ptr(), layout) };
+    }
+}
+
+impl std::fmt::Debug for Segment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Segment")
+            .field("rank", &self.rank)
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::Ordering;
+
+    #[test]
+    fn starts_zeroed_and_round_trips() {
+        let s = Segment::new(3, 4096);
+        let mut buf = [1u8; 16];
+        s.read(100, &mut buf).unwrap();
+        assert_eq!(buf, [0; 16]);
+        s.write(100, b"hello, segment!!").unwrap();
+        s.read(100, &mut buf).unwrap();
+        assert_eq!(&buf, b"hello, segment!!");
+        assert_eq!(s.base() as usize % SEGMENT_ALIGN, 0);
+    }
+
+    #[test]
+    fn edges_of_the_segment() {
+        let s = Segment::new(2, 64);
+        s.write(56, &[7; 8]).unwrap();
+        s.write(64, &[]).unwrap();
+        let err = s.write(57, &[7; 8]).unwrap_err();
+        assert_eq!(
+            err,
+            BridgeError::OutOfSegment {
+                rank: 2,
+                offset: 57,
+                len: 8,
+                segment_len: 64
+            }
+        );
+        let msg = err.to_string();
+        assert!(msg.contains("rank 2") && msg.contains("offset 57") && msg.contains("length 8"));
+        assert!(
+            s.read(usize::MAX, &mut [0; 2]).is_err(),
+            "overflowing range must not wrap"
+        );
+        assert!(s.fill(60, 5, 0).is_err());
+    }
+
+    #[test]
+    fn atomics_need_alignment_and_bounds() {
+        let s = Segment::new(0, 64);
+        s.atomic_u64(8).unwrap().store(5, Ordering::Relaxed);
+        let mut b = [0u8; 8];
+        s.read(8, &mut b).unwrap();
+        assert_eq!(u64::from_ne_bytes(b), 5);
+        assert!(matches!(
+            s.atomic_u64(4),
+            Err(BridgeError::Misaligned { offset: 4, .. })
+        ));
+        assert!(matches!(
+            s.atomic_u64(64),
+            Err(BridgeError::OutOfSegment { .. })
+        ));
+        assert!(matches!(
+            s.atomic_u64(60),
+            Err(BridgeError::OutOfSegment { .. })
+        ));
+    }
+
+    #[test]
+    fn copy_between_and_within_segments() {
+        let a = Segment::new(0, 64);
+        let b = Segment::new(1, 64);
+        a.write(0, &[1, 2, 3, 4, 5, 6, 7, 8]).unwrap();
+        a.copy_to(0, &b, 10, 8).unwrap();
+        let mut out = [0; 8];
+        b.read(10, &mut out).unwrap();
+        assert_eq!(out, [1, 2, 3, 4, 5, 6, 7, 8]);
+        a.copy_to(0, &a, 2, 8).unwrap(); // overlapping, like memmove
+        a.read(2, &mut out).unwrap();
+        assert_eq!(out, [1, 2, 3, 4, 5, 6, 7, 8]);
+        assert!(a.copy_to(60, &b, 0, 8).is_err());
+        assert!(a.copy_to(0, &b, 60, 8).is_err());
+    }
+}
