@@ -334,7 +334,10 @@ impl Endpoint {
             if done() {
                 return;
             }
-            if self.poll() == 0 {
+            if self.poll() > 0 {
+                // Traffic tends to come in bursts (a round trip, a flood): stay responsive.
+                backoff.reset();
+            } else {
                 world.failure.check();
                 backoff.snooze(&world.sleepers[self.rank], || {
                     inbox.is_empty() && !world.failure.is_failed() && !done()

@@ -81,6 +81,12 @@ impl Backoff {
         Backoff::default()
     }
 
+    /// Starts over from spinning, after the rank found work to do.
+    #[inline]
+    pub fn reset(&mut self) {
+        self.rounds = 0;
+    }
+
     /// Ends one unsuccessful round; `idle` reports whether the rank still has nothing to do
     /// (no message queued, condition false) and is asked again just before parking.
     #[inline]

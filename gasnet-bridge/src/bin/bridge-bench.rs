@@ -1,0 +1,198 @@
+//! bridge-bench: latency and bandwidth of the communication core against raw memory operations
+//! measured in the same run (BENCHMARKS.md).
+//!
+//! Rank 0 measures, rank 1 is the target (it sits in a barrier, polling, so it serves AMs);
+//! further ranks (`--ranks N`) only take part in the barrier measurement. One repetition is
+//! `OPS` operations for latencies (fewer with `--quick`) and about 32 MiB of traffic (at most
+//! 200 000 operations) per size for bandwidth; the median of `--reps` repetitions after one
+//! warm-up is reported.
+
+use std::hint::black_box;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use bench_report::{BenchArgs, Better, Line, median_of, ns_per_op, print, size_name};
+use gasnet_bridge::{AtomicOp, Endpoint, HandlerTable, LaunchConfig, launch};
+
+const FLOOD_SIZES: [usize; 8] = [8, 64, 512, 4 << 10, 32 << 10, 256 << 10, 1 << 20, 4 << 20];
+
+fn main() {
+    let args = BenchArgs::from_env("bridge-bench");
+    let ops: u64 = if args.quick { 20_000 } else { 1_000_000 };
+    let flood_bytes: usize = if args.quick { 4 << 20 } else { 32 << 20 };
+
+    // AM round trip: the request handler replies, the reply handler counts.
+    let replies = Arc::new(AtomicU64::new(0));
+    let mut handlers = HandlerTable::new();
+    let counted = replies.clone();
+    let pong = handlers.register("pong", move |_| {
+        counted.fetch_add(1, Ordering::Relaxed);
+    });
+    let ping = handlers.register("ping", move |t| {
+        t.reply_short(pong, &[]).expect("reply to ping");
+    });
+
+    let config = LaunchConfig::new(args.ranks).segment_bytes(8 << 20);
+    let reps = args.reps;
+    let ranks = args.ranks;
+    let per_rank = launch(&config, handlers, |ep| {
+        let mut lines = Vec::new();
+        let line = |l: Line| l.on("smp", ranks);
+        let measuring = ep.rank() == 0;
+
+        // -- 8-byte blocking put, get, atomic: rank 0 -> rank 1 --------------------------
+        if measuring {
+            let src = 42u64.to_ne_bytes();
+            let mut local = [0u8; 8];
+            let memcpy = median_of(reps, || {
+                ns_per_op(ops, || {
+                    black_box(&mut local).copy_from_slice(black_box(&src));
+                })
+            });
+            let put = median_of(reps, || {
+                ns_per_op(ops, || {
+                    black_box(ep.put(1, 0, black_box(&src)).unwrap());
+                })
+            });
+            lines.push(line(
+                Line::new("put_latency", "8B", put, "ns", Better::Lower)
+                    .baseline("memcpy_8B", memcpy),
+            ));
+            let mut dst = [0u8; 8];
+            let get = median_of(reps, || {
+                ns_per_op(ops, || {
+                    ep.get(1, 0, black_box(&mut dst)).unwrap();
+                })
+            });
+            assert_eq!(u64::from_ne_bytes(dst), 42, "get returns what put wrote");
+            lines.push(line(
+                Line::new("get_latency", "8B", get, "ns", Better::Lower)
+                    .baseline("memcpy_8B", memcpy),
+            ));
+            let word = AtomicU64::new(0);
+            let raw = median_of(reps, || {
+                ns_per_op(ops, || {
+                    black_box(black_box(&word).fetch_add(1, Ordering::SeqCst));
+                })
+            });
+            let remote = median_of(reps, || {
+                ns_per_op(ops, || {
+                    black_box(ep.atomic(1, 64, AtomicOp::FetchAdd(1)).unwrap());
+                })
+            });
+            lines.push(line(
+                Line::new("atomic_fetch_add", "u64", remote, "ns", Better::Lower)
+                    .baseline("raw_atomic", raw),
+            ));
+        }
+        ep.barrier().unwrap();
+
+        // -- put flood, 8 B .. 4 MiB, against memcpy of the same size --------------------
+        if measuring {
+            for size in FLOOD_SIZES {
+                let n = (flood_bytes / size).clamp(4, 200_000);
+                let src = vec![7u8; size];
+                // The baseline's destination is page-aligned like a segment, so both copies see
+                // the same alignment (and neither the 4 KiB aliasing of two adjacent buffers).
+                let mut backing = vec![0u8; size + 4096];
+                let skip = backing.as_ptr().align_offset(4096);
+                let dst = &mut backing[skip..skip + size];
+                let gbps = |ns_per_op: f64| size as f64 / ns_per_op;
+                let memcpy = median_of(reps, || {
+                    gbps(ns_per_op(n as u64, || {
+                        black_box(&mut *dst).copy_from_slice(black_box(&src[..]));
+                    }))
+                });
+                let put = median_of(reps, || {
+                    gbps(ns_per_op(n as u64, || {
+                        let h = ep.put_nb(1, 0, black_box(&src)).unwrap();
+                        black_box(h.wait(ep));
+                    }))
+                });
+                let case = size_name(size);
+                lines.push(line(
+                    Line::new("put_bandwidth", &case, put, "GB/s", Better::Higher)
+                        .baseline(&format!("memcpy_{case}"), memcpy),
+                ));
+            }
+        }
+        ep.barrier().unwrap();
+
+        // -- AM round trip ---------------------------------------------------------------
+        if measuring {
+            let am_ops = ops / 10;
+            let rtt = median_of(reps, || {
+                let start = Instant::now();
+                for _ in 0..am_ops {
+                    let before = replies.load(Ordering::Relaxed);
+                    ep.am_request_short(1, ping, &[]).unwrap();
+                    ep.wait_until(|| replies.load(Ordering::Relaxed) > before);
+                }
+                start.elapsed().as_nanos() as f64 / am_ops as f64
+            });
+            lines.push(line(Line::new(
+                "am_roundtrip",
+                "short",
+                rtt,
+                "ns",
+                Better::Lower,
+            )));
+        }
+        ep.barrier().unwrap();
+
+        // -- barrier, against std::sync::Barrier among the same threads ------------------
+        let barrier_ops = ops / 20;
+        let bridge = time_all(ep, reps, barrier_ops, || ep.barrier().unwrap());
+        if measuring {
+            // The std barrier is measured in a second launch below; keep the bridge value here.
+            lines.push(line(Line::new(
+                "barrier",
+                "latency",
+                bridge,
+                "ns",
+                Better::Lower,
+            )));
+        }
+        lines
+    })
+    .unwrap_or_else(|e| {
+        eprintln!("bridge-bench: {e}");
+        std::process::exit(1)
+    });
+
+    let mut lines = per_rank.into_iter().next().unwrap_or_default();
+    let std_barrier = std_barrier_ns(ranks, reps, ops / 20);
+    if let Some(l) = lines.iter_mut().find(|l| l.bench == "barrier") {
+        l.baseline = Some(("std_barrier".into(), std_barrier));
+    }
+    print(&lines, args.json);
+}
+
+/// Median ns per call of `op` on every rank, with ranks aligned by a barrier before each rep.
+fn time_all(ep: &Endpoint, reps: usize, ops: u64, mut op: impl FnMut()) -> f64 {
+    median_of(reps, || {
+        ep.barrier().unwrap();
+        ns_per_op(ops, &mut op)
+    })
+}
+
+/// Median ns per `std::sync::Barrier::wait` among `ranks` threads.
+fn std_barrier_ns(ranks: usize, reps: usize, ops: u64) -> f64 {
+    let barrier = std::sync::Barrier::new(ranks);
+    std::thread::scope(|s| {
+        let hs: Vec<_> = (0..ranks)
+            .map(|_| {
+                s.spawn(|| {
+                    median_of(reps, || {
+                        barrier.wait();
+                        ns_per_op(ops, || {
+                            barrier.wait();
+                        })
+                    })
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).next().unwrap()
+    })
+}
