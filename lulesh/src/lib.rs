@@ -1,0 +1,31 @@
+//! LULESH 2.0 (Livermore Unstructured Lagrangian Explicit Shock
+//! Hydrodynamics) ported from the LLNL reference: a Sedov blast on a
+//! hexahedral mesh, bit-for-bit equal to the reference in serial mode.
+//!
+//! [`domain::Domain`] holds one rank's block; [`lagrange::Simulation`]
+//! advances it; [`comm::Comm`] marks where a multi-rank run exchanges halos.
+
+pub mod comm;
+pub mod domain;
+pub mod eos;
+pub mod error;
+pub mod force;
+pub mod geometry;
+pub mod hourglass;
+pub mod kinematics;
+pub mod lagrange;
+pub mod layout;
+pub mod libm;
+pub mod nodal;
+pub mod options;
+pub mod par;
+pub mod qcalc;
+pub mod rng;
+pub mod timestep;
+pub mod verify;
+pub mod workspace;
+
+pub use error::LuleshError;
+pub use lagrange::Simulation;
+pub use options::{Command, Options};
+pub use verify::FinalReport;

@@ -1,0 +1,243 @@
+//! Command-line options with the reference's flags, defaults and messages
+//! (`ParseCommandLineOptions` in lulesh-util.cc), plus `--threads`.
+
+use thiserror::Error;
+
+/// Settings of one run; defaults are those of the reference `main`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Options {
+    /// `-i`: maximum number of cycles.
+    pub its: i32,
+    /// `-s`: elements along each edge of a rank's cube.
+    pub nx: i32,
+    /// `-r`: number of material regions.
+    pub num_reg: i32,
+    /// `-f`: number of viz files (accepted for compatibility; no viz output exists).
+    pub num_files: i32,
+    /// `-p`: print progress every cycle.
+    pub show_prog: bool,
+    /// `-q`: suppress all standard output.
+    pub quiet: bool,
+    /// `-b`: region load balance exponent.
+    pub balance: i32,
+    /// `-c`: extra EOS cost of the expensive regions.
+    pub cost: i32,
+    /// `--threads`: worker threads; 1 reproduces the serial reference bit for bit.
+    pub threads: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            its: 9_999_999,
+            nx: 30,
+            num_reg: 11,
+            num_files: 1,
+            show_prog: false,
+            quiet: false,
+            balance: 1,
+            cost: 1,
+            threads: 1,
+        }
+    }
+}
+
+/// What the command line asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    /// Run the simulation with these options.
+    Run(Options),
+    /// `-h`: print the usage text and stop successfully.
+    Help,
+}
+
+/// A command line the program cannot accept.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum OptionsError {
+    /// A flag that takes a value was the last argument.
+    #[error("Missing integer argument to {0}")]
+    MissingValue(String),
+    /// A flag's value is not a decimal integer.
+    #[error("Parse Error on option {flag} integer value required after argument (got '{value}')")]
+    NotAnInteger {
+        /// The flag.
+        flag: String,
+        /// What followed it.
+        value: String,
+    },
+    /// A value outside the range the simulation can run with.
+    #[error("Option {flag} must be at least {min} (got {value})")]
+    OutOfRange {
+        /// The flag.
+        flag: String,
+        /// The value given.
+        value: i64,
+        /// The smallest value allowed.
+        min: i64,
+    },
+    /// `-v` needs the VisIt/Silo output, which this port does not have.
+    #[error("Use of -v requires VisIt (silo) output support, which this port does not include")]
+    VizUnsupported,
+    /// A flag the program does not know.
+    #[error("ERROR: Unknown command line argument: {0}")]
+    Unknown(String),
+}
+
+/// The usage text of `-h` (same wording as the reference, plus `--threads`).
+pub fn usage(execname: &str) -> String {
+    format!(
+        "Usage: {execname} [opts]\n \
+where [opts] is one or more of:\n \
+-q              : quiet mode - suppress all stdout\n \
+-i <iterations> : number of cycles to run\n \
+-s <size>       : length of cube mesh along side\n \
+-r <numregions> : Number of distinct regions (def: 11)\n \
+-b <balance>    : Load balance between regions of a domain (def: 1)\n \
+-c <cost>       : Extra cost of more expensive regions (def: 1)\n \
+-f <numfiles>   : Number of files to split viz dump into (def: (np+10)/9)\n \
+-p              : Print out progress\n \
+-v              : Output viz file (not supported by this port)\n \
+--threads <n>   : Worker threads (def: 1; n >= 2 gathers forces per node)\n \
+-h              : This message\n\n"
+    )
+}
+
+/// Parses an integer the way the reference's `StrToInt` does: `strtol`
+/// syntax (leading blanks, optional sign, decimal digits) that must be
+/// followed by nothing or a space.
+fn str_to_int(token: &str) -> Option<i64> {
+    let trimmed = token.trim_start_matches([' ', '\t', '\n', '\r', '\x0b', '\x0c']);
+    let bytes = trimmed.as_bytes();
+    let mut end = 0;
+    if matches!(bytes.first(), Some(b'+' | b'-')) {
+        end = 1;
+    }
+    let digits_start = end;
+    while end < bytes.len() && bytes[end].is_ascii_digit() {
+        end += 1;
+    }
+    if end == digits_start {
+        return None;
+    }
+    if end < bytes.len() && bytes[end] != b' ' {
+        return None;
+    }
+    trimmed[..end].parse::<i64>().ok()
+}
+
+fn int_value(args: &[String], i: usize, min: i64) -> Result<i64, OptionsError> {
+    let flag = &args[i];
+    let value = args
+        .get(i + 1)
+        .ok_or_else(|| OptionsError::MissingValue(flag.clone()))?;
+    let parsed = str_to_int(value)
+        .filter(|v| i32::try_from(*v).is_ok())
+        .ok_or_else(|| OptionsError::NotAnInteger {
+            flag: flag.clone(),
+            value: value.clone(),
+        })?;
+    if parsed < min {
+        return Err(OptionsError::OutOfRange {
+            flag: flag.clone(),
+            value: parsed,
+            min,
+        });
+    }
+    Ok(parsed)
+}
+
+/// Parses the arguments after the program name.
+pub fn parse<S: AsRef<str>>(args: &[S]) -> Result<Command, OptionsError> {
+    let args: Vec<String> = args.iter().map(|a| a.as_ref().to_owned()).collect();
+    let mut opts = Options::default();
+    let mut i = 0;
+    while i < args.len() {
+        // The values are range-checked to i32 in `int_value`.
+        let as_i32 = |v: i64| v as i32;
+        match args[i].as_str() {
+            "-i" => opts.its = as_i32(int_value(&args, i, 0)?),
+            "-s" => opts.nx = as_i32(int_value(&args, i, 1)?),
+            "-r" => opts.num_reg = as_i32(int_value(&args, i, 1)?),
+            "-f" => opts.num_files = as_i32(int_value(&args, i, 1)?),
+            "-b" => opts.balance = as_i32(int_value(&args, i, i64::from(i32::MIN))?),
+            "-c" => opts.cost = as_i32(int_value(&args, i, 0)?),
+            "--threads" => opts.threads = int_value(&args, i, 1)? as usize,
+            "-p" => {
+                opts.show_prog = true;
+                i += 1;
+                continue;
+            }
+            "-q" => {
+                opts.quiet = true;
+                i += 1;
+                continue;
+            }
+            "-v" => return Err(OptionsError::VizUnsupported),
+            "-h" => return Ok(Command::Help),
+            other => {
+                if let Some(n) = other.strip_prefix("--threads=") {
+                    let pair = ["--threads".to_owned(), n.to_owned()];
+                    opts.threads = int_value(&pair, 0, 1)? as usize;
+                    i += 1;
+                    continue;
+                }
+                return Err(OptionsError::Unknown(other.to_owned()));
+            }
+        }
+        i += 2;
+    }
+    Ok(Command::Run(opts))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(args: &[&str]) -> Options {
+        match parse(args).unwrap() {
+            Command::Run(o) => o,
+            Command::Help => panic!("unexpected help"),
+        }
+    }
+
+    #[test]
+    fn defaults_and_flags() {
+        assert_eq!(run(&[]), Options::default());
+        let o = run(&["-s", "12", "-i", "5", "-r", "3", "-b", "2", "-c", "4", "-p", "-q"]);
+        assert_eq!((o.nx, o.its, o.num_reg, o.balance, o.cost), (12, 5, 3, 2, 4));
+        assert!(o.show_prog && o.quiet);
+        assert_eq!(run(&["--threads", "3"]).threads, 3);
+        assert_eq!(run(&["--threads=2"]).threads, 2);
+        assert_eq!(parse(&["-h"]).unwrap(), Command::Help);
+    }
+
+    #[test]
+    fn strtol_like_integers() {
+        assert_eq!(str_to_int(" 42"), Some(42));
+        assert_eq!(str_to_int("-7"), Some(-7));
+        assert_eq!(str_to_int("12 "), Some(12));
+        assert_eq!(str_to_int("12x"), None);
+        assert_eq!(str_to_int(""), None);
+        assert_eq!(str_to_int("+"), None);
+    }
+
+    #[test]
+    fn errors_name_the_cause() {
+        assert_eq!(
+            parse(&["-s"]).unwrap_err(),
+            OptionsError::MissingValue("-s".into())
+        );
+        assert!(matches!(
+            parse(&["-s", "ten"]).unwrap_err(),
+            OptionsError::NotAnInteger { .. }
+        ));
+        assert!(matches!(
+            parse(&["-s", "0"]).unwrap_err(),
+            OptionsError::OutOfRange { .. }
+        ));
+        assert_eq!(
+            parse(&["-x"]).unwrap_err().to_string(),
+            "ERROR: Unknown command line argument: -x"
+        );
+    }
+}
