@@ -1,6 +1,7 @@
 //! The rank-local mesh and its fields, built like the reference `Domain`
 //! constructor in lulesh-init.cc (Sedov blast problem on a uniform cube).
 
+use crate::force::gather;
 use crate::geometry::calc_elem_volume;
 use crate::layout::BlockLayout;
 use crate::rng::GlibcRand;
@@ -444,9 +445,9 @@ impl Domain {
 
         for i in 0..num_elem {
             let nodes = d.nodelist[i];
-            let xl = nodes.map(|n| d.x[n as usize]);
-            let yl = nodes.map(|n| d.y[n as usize]);
-            let zl = nodes.map(|n| d.z[n as usize]);
+            let xl = gather(&nodes, &d.x);
+            let yl = gather(&nodes, &d.y);
+            let zl = gather(&nodes, &d.z);
             let volume = calc_elem_volume(&xl, &yl, &zl);
             d.volo[i] = volume;
             d.elem_mass[i] = volume;

@@ -19,7 +19,11 @@ use crate::workspace::Workspace;
 /// Gathers the eight corner values of a node field.
 #[inline(always)]
 pub fn gather(nodes: &[u32; 8], field: &[f64]) -> Corners {
-    nodes.map(|n| field[n as usize])
+    let mut out = [0.0; 8];
+    for (o, &n) in out.iter_mut().zip(nodes) {
+        *o = field[n as usize];
+    }
+    out
 }
 
 /// Corner forces of one element from its stress and the determinant of its Jacobian.
@@ -37,11 +41,12 @@ fn elem_stress_forces(
     // Only the determinant is used: the derivatives are overwritten by the normals.
     let (_, determ) = calc_elem_shape_function_derivatives(&xl, &yl, &zl);
     let b = calc_elem_node_normals(&xl, &yl, &zl);
-    let f = [
-        b[0].map(|bi| -(sig * bi)),
-        b[1].map(|bi| -(sig * bi)),
-        b[2].map(|bi| -(sig * bi)),
-    ];
+    let mut f = [[0.0; 8]; 3];
+    for (fd, bd) in f.iter_mut().zip(&b) {
+        for (fi, &bi) in fd.iter_mut().zip(bd) {
+            *fi = -(sig * bi);
+        }
+    }
     (f, determ)
 }
 

@@ -196,9 +196,9 @@ pub fn calc_elem_node_normals(x: &Corners, y: &Corners, z: &Corners) -> [Corners
 /// Derivative of the volume with respect to one corner (`VoluDer`).
 #[inline(always)]
 fn volu_der(c: [usize; 6], x: &Corners, y: &Corners, z: &Corners) -> (f64, f64, f64) {
-    let [x0, x1, x2, x3, x4, x5] = c.map(|i| x[i]);
-    let [y0, y1, y2, y3, y4, y5] = c.map(|i| y[i]);
-    let [z0, z1, z2, z3, z4, z5] = c.map(|i| z[i]);
+    let [x0, x1, x2, x3, x4, x5] = [x[c[0]], x[c[1]], x[c[2]], x[c[3]], x[c[4]], x[c[5]]];
+    let [y0, y1, y2, y3, y4, y5] = [y[c[0]], y[c[1]], y[c[2]], y[c[3]], y[c[4]], y[c[5]]];
+    let [z0, z1, z2, z3, z4, z5] = [z[c[0]], z[c[1]], z[c[2]], z[c[3]], z[c[4]], z[c[5]]];
     let twelfth = 1.0 / 12.0;
 
     let dvdx = (y1 + y2) * (z0 + z1) - (y0 + y1) * (z1 + z2) + (y0 + y4) * (z3 + z4)
@@ -231,21 +231,32 @@ pub fn calc_elem_volume_derivative(x: &Corners, y: &Corners, z: &Corners) -> [Co
         [6, 5, 4, 3, 2, 0],
     ];
     let mut d = [[0.0; 8]; 3];
-    for (k, c) in STENCIL.iter().enumerate() {
-        let (dx, dy, dz) = volu_der(*c, x, y, z);
-        d[0][k] = dx;
-        d[1][k] = dy;
-        d[2][k] = dz;
+    // Written out so every corner index is a compile-time constant.
+    macro_rules! corner {
+        ($k:literal) => {
+            let (dx, dy, dz) = volu_der(STENCIL[$k], x, y, z);
+            d[0][$k] = dx;
+            d[1][$k] = dy;
+            d[2][$k] = dz;
+        };
     }
+    corner!(0);
+    corner!(1);
+    corner!(2);
+    corner!(3);
+    corner!(4);
+    corner!(5);
+    corner!(6);
+    corner!(7);
     d
 }
 
 /// Squared-area measure of one face (`AreaFace`).
 #[inline(always)]
 fn area_face(c: [usize; 4], x: &Corners, y: &Corners, z: &Corners) -> f64 {
-    let [x0, x1, x2, x3] = c.map(|i| x[i]);
-    let [y0, y1, y2, y3] = c.map(|i| y[i]);
-    let [z0, z1, z2, z3] = c.map(|i| z[i]);
+    let [x0, x1, x2, x3] = [x[c[0]], x[c[1]], x[c[2]], x[c[3]]];
+    let [y0, y1, y2, y3] = [y[c[0]], y[c[1]], y[c[2]], y[c[3]]];
+    let [z0, z1, z2, z3] = [z[c[0]], z[c[1]], z[c[2]], z[c[3]]];
     let fx = (x2 - x0) - (x3 - x1);
     let fy = (y2 - y0) - (y3 - y1);
     let fz = (z2 - z0) - (z3 - z1);
@@ -274,11 +285,19 @@ pub fn calc_elem_characteristic_length(
         [3, 0, 4, 7],
     ];
     let mut char_length = 0.0;
-    for f in FACES {
-        let a = area_face(f, x, y, z);
-        // std::max(a, charLength) keeps `a` unless it is smaller.
-        char_length = if a < char_length { char_length } else { a };
+    // std::max(a, charLength) keeps `a` unless it is smaller.
+    macro_rules! face {
+        ($f:literal) => {
+            let a = area_face(FACES[$f], x, y, z);
+            char_length = if a < char_length { char_length } else { a };
+        };
     }
+    face!(0);
+    face!(1);
+    face!(2);
+    face!(3);
+    face!(4);
+    face!(5);
     4.0 * volume / char_length.sqrt()
 }
 

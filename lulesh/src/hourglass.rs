@@ -47,7 +47,11 @@ fn fb_hourglass_component(hourgam: &[[f64; 4]; 8], vel: &Corners, coefficient: f
             + hourgam[6][i] * vel[6]
             + hourgam[7][i] * vel[7];
     }
-    hourgam.map(|g| coefficient * (g[0] * hxx[0] + g[1] * hxx[1] + g[2] * hxx[2] + g[3] * hxx[3]))
+    let mut hgf = [0.0; 8];
+    for (h, g) in hgf.iter_mut().zip(hourgam) {
+        *h = coefficient * (g[0] * hxx[0] + g[1] * hxx[1] + g[2] * hxx[2] + g[3] * hxx[3]);
+    }
+    hgf
 }
 
 /// Hourglass corner forces of one element.
