@@ -7,8 +7,6 @@
 //! here the stages run one element at a time with the same operations in the
 //! same order, which needs no temporaries.
 
-
-
 use crate::domain::{Domain, Params};
 use crate::error::LuleshError;
 use crate::par::Exec;
@@ -108,7 +106,7 @@ fn eval_eos_elem(inp: EosIn, c: &Params) -> EosOut {
         let ssc = sound_speed(pbvc, e_new, vhalf * vhalf, bvc, p_half_step, rho0);
         ssc * ql_old + qq_old
     };
-    e_new = e_new + 0.5 * delvc * (3.0 * (p_old + q_old) - 4.0 * (p_half_step + q_new));
+    e_new += 0.5 * delvc * (3.0 * (p_old + q_old) - 4.0 * (p_half_step + q_new));
 
     e_new += 0.5 * work;
     if e_new.abs() < c.e_cut {
@@ -126,8 +124,8 @@ fn eval_eos_elem(inp: EosIn, c: &Params) -> EosOut {
         ssc * ql_old + qq_old
     };
     let sixth = 1.0 / 6.0;
-    e_new = e_new
-        - (7.0 * (p_old + q_old) - 8.0 * (p_half_step + q_new) + (p_new + q_tilde)) * delvc * sixth;
+    e_new -=
+        (7.0 * (p_old + q_old) - 8.0 * (p_half_step + q_new) + (p_new + q_tilde)) * delvc * sixth;
     if e_new.abs() < c.e_cut {
         e_new = 0.0;
     }
@@ -251,6 +249,10 @@ pub fn apply_material_properties_for_elems(
 pub fn update_volumes_for_elems(dom: &mut Domain) {
     let v_cut = dom.params.v_cut;
     for (v, &vnew) in dom.v.iter_mut().zip(&dom.vnew) {
-        *v = if (vnew - 1.0).abs() < v_cut { 1.0 } else { vnew };
+        *v = if (vnew - 1.0).abs() < v_cut {
+            1.0
+        } else {
+            vnew
+        };
     }
 }

@@ -6,7 +6,9 @@ use thiserror::Error;
 #[derive(Debug, Clone, PartialEq, Error)]
 pub enum LuleshError {
     /// An element's volume became zero or negative (reference `exit(VolumeError)`).
-    #[error("VolumeError: element {elem} has a non-positive volume ({volume:e}) in {stage} at cycle {cycle}")]
+    #[error(
+        "VolumeError: element {elem} has a non-positive volume ({volume:e}) in {stage} at cycle {cycle}"
+    )]
     Volume {
         /// Local element index.
         elem: usize,
@@ -18,7 +20,9 @@ pub enum LuleshError {
         cycle: i32,
     },
     /// The artificial viscosity of an element exceeded `qstop` (reference `exit(QStopError)`).
-    #[error("QStopError: element {elem} has artificial viscosity q = {q:e} above qstop = {qstop:e} at cycle {cycle}")]
+    #[error(
+        "QStopError: element {elem} has artificial viscosity q = {q:e} above qstop = {qstop:e} at cycle {cycle}"
+    )]
     QStop {
         /// Local element index.
         elem: usize,

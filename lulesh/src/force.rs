@@ -9,9 +9,7 @@
 use crate::comm::{Comm, Msg};
 use crate::domain::Domain;
 use crate::error::LuleshError;
-use crate::geometry::{
-    Corners, calc_elem_node_normals, calc_elem_shape_function_derivatives,
-};
+use crate::geometry::{Corners, calc_elem_node_normals, calc_elem_shape_function_derivatives};
 use crate::hourglass::calc_hourglass_control_for_elems;
 use crate::par::Exec;
 use crate::workspace::Workspace;

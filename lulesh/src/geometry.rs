@@ -270,12 +270,7 @@ fn area_face(c: [usize; 4], x: &Corners, y: &Corners, z: &Corners) -> f64 {
 /// Characteristic length: four times the volume over the largest face
 /// diagonal measure (`CalcElemCharacteristicLength`).
 #[inline(always)]
-pub fn calc_elem_characteristic_length(
-    x: &Corners,
-    y: &Corners,
-    z: &Corners,
-    volume: f64,
-) -> f64 {
+pub fn calc_elem_characteristic_length(x: &Corners, y: &Corners, z: &Corners, volume: f64) -> f64 {
     const FACES: [[usize; 4]; 6] = [
         [0, 1, 2, 3],
         [4, 5, 6, 7],

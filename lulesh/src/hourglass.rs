@@ -120,7 +120,8 @@ pub fn calc_hourglass_control_for_elems(
     exec: &Exec,
 ) -> Result<(), LuleshError> {
     let hourg = dom.params.hgcoef;
-    if !(hourg > 0.0) {
+    let hourglass_on = hourg > 0.0;
+    if !hourglass_on {
         // No hourglass forces; only the volume check of the reference remains.
         return match dom.v.iter().position(|&v| v <= 0.0) {
             Some(i) => load_elem(dom, i).map(|_| ()),
@@ -129,7 +130,11 @@ pub fn calc_hourglass_control_for_elems(
     }
     if exec.is_parallel() {
         let d: &Domain = dom;
-        let parts = (&mut ws.fx_elem[..], &mut ws.fy_elem[..], &mut ws.fz_elem[..]);
+        let parts = (
+            &mut ws.fx_elem[..],
+            &mut ws.fy_elem[..],
+            &mut ws.fz_elem[..],
+        );
         exec.for_each_split(parts, |first, (fxe, fye, fze)| {
             for i in 0..fxe.len() {
                 let f = elem_hourglass_force(&load_elem(d, first + i)?, hourg);

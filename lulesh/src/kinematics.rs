@@ -35,7 +35,8 @@ pub fn calc_lagrange_elements(dom: &mut Domain, exec: &Exec) -> Result<(), Lules
         vdov,
         ..
     } = dom;
-    let (nodelist, x, y, z, xd, yd, zd, volo, v) = (&*nodelist, &*x, &*y, &*z, &*xd, &*yd, &*zd, &*volo, &*v);
+    let (nodelist, x, y, z, xd, yd, zd, volo, v) =
+        (&*nodelist, &*x, &*y, &*z, &*xd, &*yd, &*zd, &*volo, &*v);
     let parts = (&mut vnew[..], &mut delv[..], &mut arealg[..], &mut vdov[..]);
     exec.for_each_split(parts, |first, (vnew, delv, arealg, vdov)| {
         for i in 0..vnew.len() {

@@ -64,7 +64,8 @@ impl BlockLayout {
         let my_dom = if rank < remainder {
             rank * (1 + (dx * dy * dz / num_ranks))
         } else {
-            remainder * (1 + (dx * dy * dz / num_ranks)) + (rank - remainder) * (dx * dy * dz / num_ranks)
+            remainder * (1 + (dx * dy * dz / num_ranks))
+                + (rank - remainder) * (dx * dy * dz / num_ranks)
         };
         let col_loc = my_dom % dx;
         let row_loc = (my_dom / dx) % dy;
@@ -119,6 +120,9 @@ mod tests {
         let l = BlockLayout::decompose(8, 5, 4).unwrap();
         assert_eq!((l.col_loc, l.row_loc, l.plane_loc), (1, 0, 1));
         assert!(l.col_min && !l.col_max && !l.row_min && l.row_max && l.plane_min);
-        assert_eq!(BlockLayout::decompose(4, 0, 4), Err(LuleshError::NotACube(4)));
+        assert_eq!(
+            BlockLayout::decompose(4, 0, 4),
+            Err(LuleshError::NotACube(4))
+        );
     }
 }

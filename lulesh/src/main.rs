@@ -38,7 +38,10 @@ fn main() -> ExitCode {
     let talk = rank == 0 && !opts.quiet;
     if talk {
         let nx = i64::from(opts.nx);
-        println!("Running problem size {}^3 per domain until completion", opts.nx);
+        println!(
+            "Running problem size {}^3 per domain until completion",
+            opts.nx
+        );
         println!("Num processors: {num_ranks}");
         if opts.threads > 1 {
             println!("Num threads: {}", opts.threads);

@@ -203,8 +203,13 @@ mod tests {
     #[test]
     fn defaults_and_flags() {
         assert_eq!(run(&[]), Options::default());
-        let o = run(&["-s", "12", "-i", "5", "-r", "3", "-b", "2", "-c", "4", "-p", "-q"]);
-        assert_eq!((o.nx, o.its, o.num_reg, o.balance, o.cost), (12, 5, 3, 2, 4));
+        let o = run(&[
+            "-s", "12", "-i", "5", "-r", "3", "-b", "2", "-c", "4", "-p", "-q",
+        ]);
+        assert_eq!(
+            (o.nx, o.its, o.num_reg, o.balance, o.cost),
+            (12, 5, 3, 2, 4)
+        );
         assert!(o.show_prog && o.quiet);
         assert_eq!(run(&["--threads", "3"]).threads, 3);
         assert_eq!(run(&["--threads=2"]).threads, 2);

@@ -59,7 +59,7 @@ pub struct Exec {
 }
 
 /// Items per task below which a range is not split further.
-pub const MIN_CHUNK: usize = 1024;
+pub const MIN_CHUNK: usize = 256;
 
 impl Exec {
     /// Everything on the calling thread, forces scatter-added (serial reference).

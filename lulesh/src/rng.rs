@@ -63,6 +63,9 @@ mod tests {
         // First values of glibc rand() after srand(0) (same as srand(1)).
         let mut g = GlibcRand::new(0);
         let got: Vec<i32> = (0..5).map(|_| g.next_rand()).collect();
-        assert_eq!(got, [1804289383, 846930886, 1681692777, 1714636915, 1957747793]);
+        assert_eq!(
+            got,
+            [1804289383, 846930886, 1681692777, 1714636915, 1957747793]
+        );
     }
 }

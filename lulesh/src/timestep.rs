@@ -59,7 +59,7 @@ fn calc_courant_constraint(dom: &Domain, list: &[u32], qqc: f64, dtcourant: &mut
         let arealg = dom.arealg[i];
         let mut dtf = ss * ss;
         if vdov < 0.0 {
-            dtf = dtf + qqc2 * arealg * arealg * vdov * vdov;
+            dtf += qqc2 * arealg * arealg * vdov * vdov;
         }
         dtf = dtf.sqrt();
         dtf = arealg / dtf;
