@@ -218,9 +218,10 @@ impl<'a> Token<'a> {
 
     /// Replies with a short message.
     pub fn reply_short(&self, handler: HandlerId, args: &[u64]) -> Result<(), BridgeError> {
-        self.claim_reply()?;
-        self.endpoint
-            .send(self.source(), handler, args, Body::Short, true)
+        self.replying(|| {
+            self.endpoint
+                .send(self.source(), handler, args, Body::Short, true)
+        })
     }
 
     /// Replies with a medium message.
@@ -230,9 +231,10 @@ impl<'a> Token<'a> {
         args: &[u64],
         payload: &[u8],
     ) -> Result<(), BridgeError> {
-        self.claim_reply()?;
-        self.endpoint
-            .send_medium(self.source(), handler, args, payload, true)
+        self.replying(|| {
+            self.endpoint
+                .send_medium(self.source(), handler, args, payload, true)
+        })
     }
 
     /// Replies with a long message written at `offset` in the requester's segment.
@@ -243,23 +245,30 @@ impl<'a> Token<'a> {
         payload: &[u8],
         offset: usize,
     ) -> Result<WriteAck, BridgeError> {
-        self.claim_reply()?;
-        self.endpoint
-            .send_long(self.source(), handler, args, payload, offset, true)
+        self.replying(|| {
+            self.endpoint
+                .send_long(self.source(), handler, args, payload, offset, true)
+        })
     }
 
-    fn claim_reply(&self) -> Result<(), BridgeError> {
+    /// Sends a reply if one is allowed. Only a reply that was actually sent uses up the
+    /// handler's one reply: a refused one (payload too large, too many arguments, outside the
+    /// segment) sent nothing, so the handler may still reply correctly. (Fix: the reply used
+    /// to be claimed before the send was checked, so a refused reply forbade any other.)
+    fn replying<T>(&self, send: impl FnOnce() -> Result<T, BridgeError>) -> Result<T, BridgeError> {
         if self.message.is_reply {
             return Err(BridgeError::ReplyNotAllowed(
                 "a reply handler cannot reply; send a new request instead",
             ));
         }
-        if self.replied.replace(true) {
+        if self.replied.get() {
             return Err(BridgeError::ReplyNotAllowed(
                 "a request handler may reply at most once",
             ));
         }
-        Ok(())
+        let sent = send()?;
+        self.replied.set(true);
+        Ok(sent)
     }
 }
 

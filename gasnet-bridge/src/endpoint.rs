@@ -320,6 +320,8 @@ impl Endpoint {
             replied: Cell::new(false),
         };
         handler(&token);
+        // Only now, after any replies or requests the handler sent were counted.
+        world.handled();
     }
 
     /// Polls until `done()` is true, spinning, then yielding, then parking (see `sleep`).
@@ -427,7 +429,8 @@ impl Endpoint {
     // ---- end of the job -------------------------------------------------------------------
 
     /// Completes this rank's part of the job after its body returned: finishes a notified
-    /// barrier, then keeps serving AMs until every rank has returned and drained its inbox.
+    /// barrier, then keeps serving AMs until every rank has returned and no message is queued
+    /// or being handled anywhere (handlers may still send replies and new requests).
     pub(crate) fn finish(&self) {
         if self.phase.get() != Phase::Idle {
             self.barrier_wait()
@@ -437,12 +440,11 @@ impl Endpoint {
         let ranks = world.ranks();
         world.finished.fetch_add(1, Ordering::AcqRel);
         world.wake_all();
-        self.wait_until(|| world.finished() == ranks);
-        // Messages sent before their sender finished are in the inbox now; run them, and keep
-        // serving (replies they cause) until every rank has done the same.
-        while self.poll() > 0 {}
-        world.drained.fetch_add(1, Ordering::AcqRel);
-        world.wake_all();
-        self.wait_until(|| world.drained.load(Ordering::Acquire) == ranks);
+        // Fix: this used to drain the inbox once and then wait for every rank to have done the
+        // same, so a reply (or a request sent by a handler) that reached a rank after its
+        // drain was never run. Waiting for global quiescence runs every message: once all
+        // bodies have returned only handlers send, and a handler's message stays counted in
+        // `in_flight` until its sends are counted, so zero here is final.
+        self.wait_until(|| world.finished() == ranks && world.quiet());
     }
 }

@@ -31,8 +31,12 @@ pub struct SmpWorld {
     pub(crate) barrier: CentralBarrier,
     /// Ranks whose body has returned (and whose last barrier has completed).
     pub(crate) finished: CachePadded<AtomicUsize>,
-    /// Ranks that have drained their inbox after every rank finished.
-    pub(crate) drained: CachePadded<AtomicUsize>,
+    /// Messages delivered whose handler has not yet returned. A handler's own sends are
+    /// counted before its message is uncounted, so once every rank has finished its body this
+    /// reaching zero means no message can ever be sent again: the job is quiescent.
+    // (Replaces a per-rank "drained" count, which let a rank leave while a reply or a request
+    // sent by a handler during another rank's drain was still on its way to it.)
+    pub(crate) in_flight: CachePadded<AtomicUsize>,
     pub(crate) failure: Failure,
     pub(crate) handlers: HandlerTable,
 }
@@ -51,7 +55,7 @@ impl SmpWorld {
             sleepers: (0..n).map(|_| CachePadded::default()).collect(),
             barrier: CentralBarrier::new(n),
             finished: CachePadded::default(),
-            drained: CachePadded::default(),
+            in_flight: CachePadded::default(),
             failure: Failure::default(),
             handlers,
         }
@@ -75,6 +79,7 @@ impl SmpWorld {
     /// Queues `message` for `target` (an existing rank) and wakes it if it sleeps.
     #[inline]
     pub(crate) fn deliver(&self, target: usize, message: Message) {
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
         self.inboxes[target].push(message);
         self.sleepers[target].wake();
     }
@@ -90,6 +95,21 @@ impl SmpWorld {
     pub(crate) fn fail(&self, rank: usize, message: String) {
         self.failure.record(rank, message);
         self.wake_all();
+    }
+
+    /// Uncounts a message whose handler has returned (after the handler's own sends were
+    /// counted); wakes everyone when that leaves the finished job quiet.
+    #[inline]
+    pub(crate) fn handled(&self) {
+        if self.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 && self.finished() == self.ranks() {
+            self.wake_all();
+        }
+    }
+
+    /// True once no message is queued or being handled anywhere.
+    #[inline]
+    pub(crate) fn quiet(&self) -> bool {
+        self.in_flight.load(Ordering::Acquire) == 0
     }
 
     /// Number of ranks that have finished their body.
