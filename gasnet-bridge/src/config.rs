@@ -76,7 +76,7 @@ impl LaunchConfig {
                 reason: "a job needs at least one rank".into(),
             });
         }
-        if self.segment_bytes < 8 || self.segment_bytes % 8 != 0 {
+        if self.segment_bytes < 8 || !self.segment_bytes.is_multiple_of(8) {
             return Err(ConfigError::BadValue {
                 what: "segment size",
                 reason: format!(

@@ -145,7 +145,7 @@ impl Segment {
     #[inline]
     pub fn atomic_u64(&self, offset: usize) -> Result<&AtomicU64, BridgeError> {
         self.check(offset, 8)?;
-        if offset % 8 != 0 {
+        if !offset.is_multiple_of(8) {
             return Err(BridgeError::Misaligned {
                 rank: self.rank,
                 offset,

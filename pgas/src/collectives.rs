@@ -1,0 +1,315 @@
+//! Collectives on any team, built from pgas messages: barrier, broadcast, reduce_one,
+//! reduce_all (and the allgather that `split` uses).
+//!
+//! Each team numbers its collectives; all members call them in the same order, so
+//! (team id, sequence number) names one operation everywhere. Messages for an operation this
+//! rank has not started yet wait in a mailbox. The algorithms are linear through team rank 0
+//! (or the root): at the scale of ranks in one process they cost less than trees, and they
+//! combine contributions in team-rank order, so a floating-point reduction gives the same bits
+//! on every run.
+//!
+//! Every collective advances the EC on entry and on completion (a barrier as `BarrierEnter`
+//! and `BarrierExit`), as seed 003 asks of synchronizations.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::future::Future;
+use crate::hook::SyncEvent;
+use crate::runtime::{self, Runtime};
+use crate::team::{Team, world};
+use crate::wire::{self, Kind};
+
+type Key = (u64, u64, u64); // team, sequence, phase
+type Arrivals = Vec<(usize, Vec<u8>)>; // (team rank of the sender, payload)
+
+struct Waiter {
+    needed: usize,
+    done: Box<dyn FnOnce(Arrivals)>,
+}
+
+/// Sequence numbers, mailboxes and waiting operations of one rank.
+#[derive(Default)]
+pub(crate) struct CollectiveState {
+    seq: RefCell<HashMap<u64, u64>>,
+    mailbox: RefCell<HashMap<Key, Arrivals>>,
+    waiters: RefCell<HashMap<Key, Waiter>>,
+}
+
+impl CollectiveState {
+    fn next_seq(&self, team: u64) -> u64 {
+        let mut seq = self.seq.borrow_mut();
+        let s = seq.entry(team).or_insert(0);
+        *s += 1;
+        *s
+    }
+
+    /// Calls `done` once `needed` messages for `key` have arrived (at once if they have).
+    fn expect(&self, key: Key, needed: usize, done: impl FnOnce(Arrivals) + 'static) {
+        let ready = {
+            let mut mailbox = self.mailbox.borrow_mut();
+            if mailbox.get(&key).map_or(0, Vec::len) >= needed {
+                mailbox.remove(&key)
+            } else {
+                None
+            }
+        };
+        match ready {
+            Some(arrivals) => done(arrivals),
+            None => {
+                self.waiters.borrow_mut().insert(
+                    key,
+                    Waiter {
+                        needed,
+                        done: Box::new(done),
+                    },
+                );
+            }
+        }
+    }
+}
+
+pub(crate) fn handle(rt: &Runtime, source: usize, header: &[u64], payload: &[u8]) {
+    let [team, seq, phase, from, ..] = *header else {
+        wire::malformed(source, "a collective message without its header")
+    };
+    let key = (team, seq, phase);
+    let state = &rt.collectives;
+    let complete = {
+        let mut mailbox = state.mailbox.borrow_mut();
+        let arrivals = mailbox.entry(key).or_default();
+        arrivals.push((from as usize, payload.to_vec()));
+        let needed = state.waiters.borrow().get(&key).map(|w| w.needed);
+        match needed {
+            Some(n) if arrivals.len() >= n => {
+                let arrivals = mailbox.remove(&key).expect("present");
+                let waiter = state.waiters.borrow_mut().remove(&key).expect("present");
+                Some((waiter, arrivals))
+            }
+            _ => None,
+        }
+    };
+    if let Some((waiter, arrivals)) = complete {
+        (waiter.done)(arrivals);
+    }
+}
+
+fn send(rt: &Runtime, team: &Team, to: usize, seq: u64, phase: u64, payload: &[u8]) {
+    wire::send(
+        rt,
+        team.to_world(to),
+        Kind::Collective,
+        &[team.id(), seq, phase, team.rank_me() as u64],
+        payload,
+    );
+}
+
+fn encode<T: Serialize>(v: &T) -> Vec<u8> {
+    postcard::to_allocvec(v).expect("serialize a collective value")
+}
+
+fn decode<T: DeserializeOwned>(source: usize, bytes: &[u8]) -> T {
+    postcard::from_bytes(bytes).unwrap_or_else(|e| {
+        wire::malformed(
+            source,
+            &format!("a collective value that does not decode: {e}"),
+        )
+    })
+}
+
+/// Gathers every member's value at team rank 0, in team order, and gives the list to all;
+/// also returns the operation's sequence number (for ids derived from it).
+pub(crate) fn allgather<T>(team: &Team, value: T) -> Future<(u64, Vec<T>)>
+where
+    T: Serialize + DeserializeOwned + 'static,
+{
+    runtime::with(|rt| {
+        let seq = rt.collectives.next_seq(team.id());
+        let n = team.rank_n();
+        let mine = encode(&value);
+        let (future, fulfiller) = Future::pending();
+        let key = |phase| (team.id(), seq, phase);
+        if team.rank_me() == 0 {
+            let team2 = team.clone();
+            rt.collectives.expect(key(0), n - 1, move |mut arrivals| {
+                arrivals.push((0, mine));
+                arrivals.sort_by_key(|(r, _)| *r);
+                let all: Vec<Vec<u8>> = arrivals.into_iter().map(|(_, b)| b).collect();
+                let bytes = encode(&all);
+                runtime::with(|rt| {
+                    for to in 1..n {
+                        send(rt, &team2, to, seq, 1, &bytes);
+                    }
+                });
+                let values = all.iter().map(|b| decode(team2.to_world(0), b)).collect();
+                fulfiller.fulfill((seq, values));
+            });
+        } else {
+            send(rt, team, 0, seq, 0, &mine);
+            let root = team.to_world(0);
+            rt.collectives.expect(key(1), 1, move |arrivals| {
+                let all: Vec<Vec<u8>> = decode(root, &arrivals[0].1);
+                fulfiller.fulfill((seq, all.iter().map(|b| decode(root, b)).collect()));
+            });
+        }
+        future
+    })
+}
+
+/// Completes when every member of `team` has entered it; does not block (UPC++
+/// `barrier_async`).
+pub fn barrier_async(team: &Team) -> Future<()> {
+    runtime::with(|rt| rt.sync(SyncEvent::BarrierEnter));
+    allgather(team, ()).then(|_| runtime::with(|rt| rt.sync(SyncEvent::BarrierExit)))
+}
+
+/// Blocks until every member of `team` has entered it.
+pub fn barrier_on(team: &Team) {
+    if team.id() == world().id() {
+        return barrier();
+    }
+    barrier_async(team).wait()
+}
+
+/// Blocks until every rank has entered it (the world barrier of the communication core).
+pub fn barrier() {
+    runtime::with(|rt| {
+        rt.sync(SyncEvent::BarrierEnter);
+        rt.ep().barrier().expect("world barrier");
+        rt.sync(SyncEvent::BarrierExit);
+    })
+}
+
+/// Gives `value` from team rank `root` to every member (other members' `value` is ignored).
+///
+/// # Panics
+/// If `root` is not a team rank.
+pub fn broadcast<T>(team: &Team, value: T, root: usize) -> Future<T>
+where
+    T: Serialize + DeserializeOwned + 'static,
+{
+    broadcast_from(team, root, Some(value))
+}
+
+/// Broadcast where only the root needs a value.
+fn broadcast_from<T>(team: &Team, root: usize, value: Option<T>) -> Future<T>
+where
+    T: Serialize + DeserializeOwned + 'static,
+{
+    let root_world = team.to_world(root);
+    runtime::with(|rt| {
+        rt.sync(SyncEvent::Collective);
+        let seq = rt.collectives.next_seq(team.id());
+        let done = |v: T| {
+            runtime::with(|rt| rt.sync(SyncEvent::Collective));
+            v
+        };
+        if team.rank_me() == root {
+            let value = value.expect("the root of a broadcast supplies the value");
+            let bytes = encode(&value);
+            for to in (0..team.rank_n()).filter(|&r| r != root) {
+                send(rt, team, to, seq, 0, &bytes);
+            }
+            return Future::ready(done(value));
+        }
+        let (future, fulfiller) = Future::pending();
+        rt.collectives
+            .expect((team.id(), seq, 0), 1, move |arrivals| {
+                fulfiller.fulfill(done(decode(root_world, &arrivals[0].1)));
+            });
+        future
+    })
+}
+
+/// Folds every member's `value` with `op` in team-rank order; the result is `Some` at `root`,
+/// `None` elsewhere.
+pub fn reduce_one<T, F>(team: &Team, value: T, op: F, root: usize) -> Future<Option<T>>
+where
+    T: Serialize + DeserializeOwned + 'static,
+    F: Fn(T, T) -> T + 'static,
+{
+    team.to_world(root);
+    runtime::with(|rt| {
+        rt.sync(SyncEvent::Collective);
+        let seq = rt.collectives.next_seq(team.id());
+        let done = |v: Option<T>| {
+            runtime::with(|rt| rt.sync(SyncEvent::Collective));
+            v
+        };
+        if team.rank_me() != root {
+            send(rt, team, root, seq, 0, &encode(&value));
+            return Future::ready(done(None));
+        }
+        let (future, fulfiller) = Future::pending();
+        let team2 = team.clone();
+        let mut mine = Some(value);
+        rt.collectives.expect(
+            (team.id(), seq, 0),
+            team.rank_n() - 1,
+            move |mut arrivals| {
+                arrivals.sort_by_key(|(r, _)| *r);
+                let mut others = arrivals.into_iter();
+                let mut acc: Option<T> = None;
+                for r in 0..team2.rank_n() {
+                    let v = if r == root {
+                        mine.take().expect("own value")
+                    } else {
+                        let (_, bytes) = others.next().expect("one value per member");
+                        decode(team2.to_world(r), &bytes)
+                    };
+                    acc = Some(match acc.take() {
+                        None => v,
+                        Some(a) => op(a, v),
+                    });
+                }
+                fulfiller.fulfill(done(acc));
+            },
+        );
+        future
+    })
+}
+
+/// Folds every member's `value` with `op` in team-rank order and gives the result to all.
+pub fn reduce_all<T, F>(team: &Team, value: T, op: F) -> Future<T>
+where
+    T: Serialize + DeserializeOwned + 'static,
+    F: Fn(T, T) -> T + 'static,
+{
+    let team2 = team.clone();
+    reduce_one(team, value, op, 0).and_then(move |r| broadcast_from(&team2, 0, r))
+}
+
+/// Built-in reduction operations, usable as the `op` of `reduce_one` / `reduce_all`.
+pub mod ops {
+    /// Sum.
+    pub fn add<T: std::ops::Add<Output = T>>(a: T, b: T) -> T {
+        a + b
+    }
+    /// Product.
+    pub fn mul<T: std::ops::Mul<Output = T>>(a: T, b: T) -> T {
+        a * b
+    }
+    /// Minimum (for floats, the smaller of the two; NaN propagates from `b`).
+    pub fn min<T: PartialOrd>(a: T, b: T) -> T {
+        if b < a { b } else { a }
+    }
+    /// Maximum.
+    pub fn max<T: PartialOrd>(a: T, b: T) -> T {
+        if b > a { b } else { a }
+    }
+    /// Bitwise and.
+    pub fn bit_and<T: std::ops::BitAnd<Output = T>>(a: T, b: T) -> T {
+        a & b
+    }
+    /// Bitwise or.
+    pub fn bit_or<T: std::ops::BitOr<Output = T>>(a: T, b: T) -> T {
+        a | b
+    }
+    /// Bitwise xor.
+    pub fn bit_xor<T: std::ops::BitXor<Output = T>>(a: T, b: T) -> T {
+        a ^ b
+    }
+}

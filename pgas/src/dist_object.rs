@@ -1,0 +1,166 @@
+//! `DistObject<T>`: one instance per rank, named by an id that is the same everywhere.
+//!
+//! Construction is collective (every rank constructs its instance, in the same order), so the
+//! n-th object of each rank gets id n. `fetch(rank)` returns a copy of another rank's
+//! instance; a fetch that arrives before the target has constructed its instance is answered
+//! when it does. Passed as an rpc argument, a `DistObject` travels as its id and becomes the
+//! target's own instance.
+
+use std::any::Any;
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use gasnet_bridge::Token;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::future::Future;
+use crate::runtime::{self, Runtime};
+use crate::wire::{self, Kind};
+
+struct Entry {
+    value: Rc<dyn Any>,
+    encode: Box<dyn Fn() -> Vec<u8>>,
+}
+
+/// The instances of this rank, and fetches waiting for an instance not yet constructed.
+#[derive(Default)]
+pub(crate) struct DistRegistry {
+    next_id: Cell<u64>,
+    objects: RefCell<HashMap<u64, Entry>>,
+    waiting: RefCell<HashMap<u64, Vec<(usize, u64)>>>,
+}
+
+/// This rank's instance of a distributed object.
+pub struct DistObject<T: 'static> {
+    id: u64,
+    value: Rc<T>,
+    /// The handle made by `new` unregisters the instance when dropped; copies made by
+    /// deserialization do not.
+    owner: bool,
+}
+
+impl<T: Serialize + DeserializeOwned + 'static> DistObject<T> {
+    /// Constructs this rank's instance (collective: every rank constructs, in the same order).
+    pub fn new(value: T) -> DistObject<T> {
+        runtime::with(|rt| {
+            let id = rt.dist.next_id.get();
+            rt.dist.next_id.set(id + 1);
+            let value = Rc::new(value);
+            let for_encode = value.clone();
+            rt.dist.objects.borrow_mut().insert(
+                id,
+                Entry {
+                    value: value.clone(),
+                    encode: Box::new(move || {
+                        postcard::to_allocvec(&*for_encode).expect("serialize a dist_object")
+                    }),
+                },
+            );
+            let waiting = rt.dist.waiting.borrow_mut().remove(&id).unwrap_or_default();
+            for (to, slot) in waiting {
+                answer(rt, id, to, slot);
+            }
+            DistObject {
+                id,
+                value,
+                owner: true,
+            }
+        })
+    }
+
+    /// A copy of `rank`'s instance.
+    pub fn fetch(&self, rank: usize) -> Future<T> {
+        runtime::with(|rt| {
+            if rank == rt.rank_me() {
+                let bytes = postcard::to_allocvec(&*self.value).expect("serialize a dist_object");
+                return Future::ready(postcard::from_bytes(&bytes).expect("round trip"));
+            }
+            let n = rt.ep().ranks();
+            assert!(rank < n, "fetch from rank {rank}: the job has {n} ranks");
+            let (future, fulfiller) = Future::pending();
+            let slot = rt.replies.insert(Box::new(move |_, bytes| {
+                let v = postcard::from_bytes(bytes).unwrap_or_else(|e| {
+                    wire::malformed(rank, &format!("a dist_object that does not decode: {e}"))
+                });
+                fulfiller.fulfill(v);
+            }));
+            wire::send(rt, rank, Kind::DistFetch, &[self.id, slot], &[]);
+            future
+        })
+    }
+}
+
+impl<T: 'static> DistObject<T> {
+    /// The id, equal on all ranks for corresponding instances.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+}
+
+impl<T: 'static> std::ops::Deref for DistObject<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.value
+    }
+}
+
+impl<T: 'static> Drop for DistObject<T> {
+    fn drop(&mut self) {
+        if self.owner && runtime::in_launch() {
+            runtime::with(|rt| rt.dist.objects.borrow_mut().remove(&self.id));
+        }
+    }
+}
+
+impl<T: 'static> Serialize for DistObject<T> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.id.serialize(s)
+    }
+}
+
+impl<'de, T: 'static> Deserialize<'de> for DistObject<T> {
+    /// Becomes the deserializing rank's own instance with that id.
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let id = u64::deserialize(d)?;
+        let value = runtime::with(|rt| rt.dist.objects.borrow().get(&id).map(|e| e.value.clone()))
+            .ok_or_else(|| {
+                serde::de::Error::custom(format!(
+                    "dist_object {id} is not constructed on this rank (construct it on every \
+                     rank, e.g. before a barrier, before sending it)"
+                ))
+            })?
+            .downcast::<T>()
+            .map_err(|_| {
+                serde::de::Error::custom(format!("dist_object {id} has another type here"))
+            })?;
+        Ok(DistObject {
+            id,
+            value,
+            owner: false,
+        })
+    }
+}
+
+fn answer(rt: &Runtime, id: u64, to: usize, slot: u64) {
+    let bytes = (rt.dist.objects.borrow()[&id].encode)();
+    wire::send(rt, to, Kind::RpcReply, &[slot, 0, 0], &bytes);
+}
+
+pub(crate) fn handle_fetch(rt: &Runtime, token: &Token<'_>, header: &[u64]) {
+    let source = token.source();
+    let [id, slot, ..] = *header else {
+        wire::malformed(source, "a dist_object fetch without its header")
+    };
+    if rt.dist.objects.borrow().contains_key(&id) {
+        answer(rt, id, source, slot);
+    } else {
+        rt.dist
+            .waiting
+            .borrow_mut()
+            .entry(id)
+            .or_default()
+            .push((source, slot));
+    }
+}

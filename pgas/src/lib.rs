@@ -1,0 +1,68 @@
+//! UPC++-style PGAS programming in Rust over the `gasnet-bridge` communication core.
+//!
+//! Every rank owns a slice of a global address space and reaches the others' through
+//! [`GlobalPtr`] with one-sided [`rput`] / [`rget`]; [`rpc`] ships work to a rank; results are
+//! [`Future`]s. A program is a closure run on every rank by [`launch`]:
+//!
+//! ```
+//! use pgas::{launch, rank_me, rank_n, RpcTable};
+//! use gasnet_bridge::LaunchConfig;
+//!
+//! let mut rpcs = RpcTable::new();
+//! let square = rpcs.register("square", |x: u64| x * x);
+//! let out = launch(&LaunchConfig::new(3).segment_bytes(1 << 20), rpcs, move || {
+//!     let right = (rank_me() + 1) % rank_n();
+//!     pgas::rpc(right, square, right as u64).wait()
+//! })
+//! .unwrap();
+//! assert_eq!(out, vec![1, 4, 0]);
+//! ```
+
+pub mod alloc;
+pub mod atomic_domain;
+pub mod collectives;
+pub mod dist_object;
+pub mod error;
+pub mod future;
+pub mod global_ptr;
+mod heap;
+pub mod hook;
+pub mod promise;
+pub mod rma;
+pub mod rpc;
+mod runtime;
+pub mod strided;
+pub mod team;
+mod wire;
+
+pub use alloc::{delete_, new_, new_array, shared_bytes_in_use};
+pub use atomic_domain::{AtomicDomain, AtomicValue};
+pub use collectives::{barrier, barrier_async, barrier_on, broadcast, ops, reduce_all, reduce_one};
+pub use dist_object::DistObject;
+pub use error::PgasError;
+pub use future::{Future, when_all};
+pub use global_ptr::GlobalPtr;
+pub use hook::{Interceptor, clear_hook, set_hook};
+pub use promise::Promise;
+pub use rma::{
+    Completions, CxFutures, rget, rget_into, rget_slice, rget_with, rput, rput_slice, rput_with,
+};
+pub use rpc::{RpcFn, RpcTable, rpc, rpc_ff};
+pub use runtime::{in_launch, launch, launch_from_env, progress, rank_me, rank_n};
+pub use strided::{rget_strided, rput_strided};
+pub use team::{Team, local_team, world};
+
+/// Re-exported so users can derive `Pod` for their own types.
+pub use bytemuck;
+/// The configuration type of [`launch`].
+pub use gasnet_bridge::LaunchConfig;
+
+/// Advances this rank's epoch for a fence (a synchronization point of the program).
+pub fn fence() {
+    runtime::with(|rt| rt.sync(hook::SyncEvent::Fence));
+}
+
+/// This rank's Epoch Counter (EC) in the communication core.
+pub fn epoch() -> u64 {
+    runtime::with(|rt| rt.ep().epoch())
+}

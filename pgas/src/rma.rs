@@ -1,0 +1,228 @@
+//! One-sided transfers: `rput` / `rget` of scalars and slices, with UPC++'s completion kinds.
+//!
+//! Completions are values: [`Completions`] says which events the caller wants to learn about
+//! (source buffer reusable, operation complete, an rpc run at the target once the data has
+//! landed) and how (a future, or a promise that counts it). Invalid pointers (null, another
+//! rank's segment overrun) panic with the bridge's error, which names rank, offset and length.
+
+use bytemuck::Pod;
+use serde::Serialize;
+
+use crate::future::Future;
+use crate::global_ptr::GlobalPtr;
+use crate::hook::{GetAction, PutAction, Rma};
+use crate::promise::Promise;
+use crate::rpc::{RpcFn, rpc_ff};
+use crate::runtime::{self, Runtime};
+
+/// Writes `bytes` at (`rank`, `offset`) through the hook, if any.
+#[inline]
+pub(crate) fn put_bytes(rt: &Runtime, rank: usize, offset: usize, bytes: &[u8]) {
+    let Some(hook) = rt.hook() else {
+        rt.ep()
+            .put(rank, offset, bytes)
+            .unwrap_or_else(|e| panic!("rput: {e}"));
+        return;
+    };
+    let rma = Rma {
+        rank,
+        offset,
+        len: bytes.len(),
+    };
+    if hook.before_put(&rma, bytes) == PutAction::Suppress {
+        return;
+    }
+    let ack = rt
+        .ep()
+        .put(rank, offset, bytes)
+        .unwrap_or_else(|e| panic!("rput: {e}"));
+    hook.after_put(&rma, ack);
+}
+
+/// Reads into `dst` from (`rank`, `offset`) through the hook, if any.
+#[inline]
+pub(crate) fn get_bytes(rt: &Runtime, rank: usize, offset: usize, dst: &mut [u8]) {
+    let Some(hook) = rt.hook() else {
+        rt.ep()
+            .get(rank, offset, dst)
+            .unwrap_or_else(|e| panic!("rget: {e}"));
+        return;
+    };
+    let rma = Rma {
+        rank,
+        offset,
+        len: dst.len(),
+    };
+    if hook.before_get(&rma, dst) == GetAction::Served {
+        return;
+    }
+    rt.ep()
+        .get(rank, offset, dst)
+        .unwrap_or_else(|e| panic!("rget: {e}"));
+    hook.after_get(&rma, dst);
+}
+
+#[inline]
+fn not_null<T>(p: GlobalPtr<T>, op: &str) {
+    assert!(!p.is_null(), "{op} through a null global pointer");
+}
+
+/// Writes `value` to `dst`; the future completes when the write is done at the target.
+#[inline]
+pub fn rput<T: Pod>(value: T, dst: GlobalPtr<T>) -> Future<()> {
+    not_null(dst, "rput");
+    runtime::with(|rt| put_bytes(rt, dst.rank(), dst.offset(), bytemuck::bytes_of(&value)));
+    Future::ready(())
+}
+
+/// Writes `src` to `dst ..`; the future completes when the write is done at the target.
+pub fn rput_slice<T: Pod>(src: &[T], dst: GlobalPtr<T>) -> Future<()> {
+    not_null(dst, "rput");
+    runtime::with(|rt| put_bytes(rt, dst.rank(), dst.offset(), bytemuck::cast_slice(src)));
+    Future::ready(())
+}
+
+/// Reads the `T` at `src`.
+#[inline]
+pub fn rget<T: Pod>(src: GlobalPtr<T>) -> Future<T> {
+    not_null(src, "rget");
+    let mut value = T::zeroed();
+    runtime::with(|rt| {
+        get_bytes(
+            rt,
+            src.rank(),
+            src.offset(),
+            bytemuck::bytes_of_mut(&mut value),
+        )
+    });
+    Future::ready(value)
+}
+
+/// Reads `len` elements from `src ..`.
+pub fn rget_slice<T: Pod>(src: GlobalPtr<T>, len: usize) -> Future<Vec<T>> {
+    not_null(src, "rget");
+    let mut out = vec![T::zeroed(); len];
+    runtime::with(|rt| {
+        get_bytes(
+            rt,
+            src.rank(),
+            src.offset(),
+            bytemuck::cast_slice_mut(&mut out),
+        )
+    });
+    Future::ready(out)
+}
+
+/// Reads `dst.len()` elements from `src ..` into `dst`, returning when they are there.
+pub fn rget_into<T: Pod>(src: GlobalPtr<T>, dst: &mut [T]) {
+    not_null(src, "rget");
+    runtime::with(|rt| get_bytes(rt, src.rank(), src.offset(), bytemuck::cast_slice_mut(dst)));
+}
+
+/// How one completion event is reported.
+#[derive(Clone)]
+enum Notify {
+    Future,
+    Promise(Promise<()>),
+}
+
+/// The completion events a transfer reports, and how (UPC++ `source_cx`, `operation_cx`,
+/// `remote_cx`).
+#[derive(Default)]
+pub struct Completions {
+    source: Option<Notify>,
+    operation: Option<Notify>,
+    remote: Option<Box<dyn FnOnce(usize)>>,
+}
+
+/// The futures a transfer returned, one per event asked for as a future.
+#[derive(Debug)]
+pub struct CxFutures {
+    /// Ready when the source buffer may be reused.
+    pub source: Option<Future<()>>,
+    /// Ready when the transfer is complete at the target.
+    pub operation: Option<Future<()>>,
+}
+
+impl Completions {
+    /// No events (the transfer is still performed).
+    pub fn new() -> Self {
+        Completions::default()
+    }
+    /// Report source completion as a future.
+    pub fn source_future(mut self) -> Self {
+        self.source = Some(Notify::Future);
+        self
+    }
+    /// Count source completion on `promise`.
+    pub fn source_promise(mut self, promise: &Promise<()>) -> Self {
+        self.source = Some(Notify::Promise(promise.clone()));
+        self
+    }
+    /// Report operation completion as a future.
+    pub fn operation_future(mut self) -> Self {
+        self.operation = Some(Notify::Future);
+        self
+    }
+    /// Count operation completion on `promise`.
+    pub fn operation_promise(mut self, promise: &Promise<()>) -> Self {
+        self.operation = Some(Notify::Promise(promise.clone()));
+        self
+    }
+    /// Run `f(args)` at the target once the data has landed there.
+    pub fn remote_rpc<A: Serialize + 'static, R: 'static>(
+        mut self,
+        f: RpcFn<A, R>,
+        args: A,
+    ) -> Self {
+        self.remote = Some(Box::new(move |rank| rpc_ff(rank, f, args)));
+        self
+    }
+
+    /// Registers the promises before the transfer starts.
+    fn start(&self) {
+        for n in [&self.source, &self.operation].into_iter().flatten() {
+            if let Notify::Promise(p) = n {
+                p.require_anonymous(1);
+            }
+        }
+    }
+
+    /// Reports every event; on this conduit the transfer is complete when it returns.
+    fn complete(self, target: usize) -> CxFutures {
+        let report = |n: Option<Notify>| match n {
+            Some(Notify::Future) => Some(Future::ready(())),
+            Some(Notify::Promise(p)) => {
+                p.fulfill_anonymous(1);
+                None
+            }
+            None => None,
+        };
+        let out = CxFutures {
+            source: report(self.source),
+            operation: report(self.operation),
+        };
+        // The rpc leaves after the data landed, so it observes the data when it runs.
+        if let Some(send) = self.remote {
+            send(target);
+        }
+        out
+    }
+}
+
+/// `rput` of a slice with explicit completions.
+pub fn rput_with<T: Pod>(src: &[T], dst: GlobalPtr<T>, cx: Completions) -> CxFutures {
+    not_null(dst, "rput");
+    cx.start();
+    runtime::with(|rt| put_bytes(rt, dst.rank(), dst.offset(), bytemuck::cast_slice(src)));
+    cx.complete(dst.rank())
+}
+
+/// `rget` into `dst` with explicit completions (source completion does not apply to a get and
+/// is reported together with operation completion).
+pub fn rget_with<T: Pod>(src: GlobalPtr<T>, dst: &mut [T], cx: Completions) -> CxFutures {
+    not_null(src, "rget");
+    cx.start();
+    runtime::with(|rt| get_bytes(rt, src.rank(), src.offset(), bytemuck::cast_slice_mut(dst)));
+    cx.complete(src.rank())
+}

@@ -1,0 +1,361 @@
+//! Remote procedure calls: functions registered by name in an [`RpcTable`] before launch,
+//! shipped by table index (plus a hash of the name, checked at the target), with arguments
+//! and results serialized by serde + postcard.
+//!
+//! Every rank builds the same table by running the same registration code, so index `k` names
+//! the same function everywhere, on threads or across processes; no function address is ever
+//! sent. An rpc function runs at the target inside its progress, in UPC++'s "restricted
+//! context": it may start communication but not wait; to reply later it returns a future
+//! (register it with [`RpcTable::register_future`]).
+//!
+//! The target counts each request as an incoming write (seed 003 logs rpcs like writes) and
+//! sends its (EC, IWC) back with the reply, so the initiator's hook can log it.
+
+use std::cell::RefCell;
+use std::marker::PhantomData;
+
+use gasnet_bridge::{Token, WriteAck};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::future::Future;
+use crate::hook::{RpcAction, RpcCall};
+use crate::runtime::{self, Runtime};
+use crate::wire::{self, Kind};
+
+/// No reply is wanted (rpc_ff without a hook).
+const NO_REPLY: u64 = u64::MAX;
+
+type Invoke = Box<dyn Fn(&[u8]) -> Result<Outcome, postcard::Error> + Send + Sync>;
+
+/// What an rpc function produced: bytes to send now, or a future of them.
+enum Outcome {
+    Now(Vec<u8>),
+    Later(Future<Vec<u8>>),
+}
+
+struct Entry {
+    name: &'static str,
+    hash: u64,
+    invoke: Invoke,
+}
+
+/// The rpc functions of a program, in registration order.
+#[derive(Default)]
+pub struct RpcTable {
+    entries: Vec<Entry>,
+}
+
+/// A registered function taking `A` and returning `R`; cheap to copy and to send.
+pub struct RpcFn<A, R> {
+    index: u32,
+    hash: u64,
+    _sig: PhantomData<fn(A) -> R>,
+}
+
+impl<A, R> Clone for RpcFn<A, R> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<A, R> Copy for RpcFn<A, R> {}
+
+impl<A, R> std::fmt::Debug for RpcFn<A, R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "RpcFn(#{})", self.index)
+    }
+}
+
+/// FNV-1a, a stable hash of the name (the same in every process).
+fn name_hash(name: &str) -> u64 {
+    name.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+impl RpcTable {
+    /// An empty table.
+    pub fn new() -> Self {
+        RpcTable::default()
+    }
+
+    /// Registers `f` under `name`; the returned handle is what [`rpc`] and [`rpc_ff`] take.
+    ///
+    /// # Panics
+    /// If `name` is already registered.
+    pub fn register<A, R, F>(&mut self, name: &'static str, f: F) -> RpcFn<A, R>
+    where
+        A: Serialize + DeserializeOwned + 'static,
+        R: Serialize + DeserializeOwned + 'static,
+        F: Fn(A) -> R + Send + Sync + 'static,
+    {
+        self.add(name, move |bytes| {
+            let args: A = postcard::from_bytes(bytes)?;
+            Ok(Outcome::Now(postcard::to_allocvec(&f(args))?))
+        })
+    }
+
+    /// Registers a function that returns a future; the reply leaves when the future is ready.
+    pub fn register_future<A, R, F>(&mut self, name: &'static str, f: F) -> RpcFn<A, R>
+    where
+        A: Serialize + DeserializeOwned + 'static,
+        R: Serialize + DeserializeOwned + 'static,
+        F: Fn(A) -> Future<R> + Send + Sync + 'static,
+    {
+        self.add(name, move |bytes| {
+            let args: A = postcard::from_bytes(bytes)?;
+            Ok(Outcome::Later(f(args).then(|r| {
+                postcard::to_allocvec(&r).expect("serialize an rpc result")
+            })))
+        })
+    }
+
+    fn add<A, R>(
+        &mut self,
+        name: &'static str,
+        invoke: impl Fn(&[u8]) -> Result<Outcome, postcard::Error> + Send + Sync + 'static,
+    ) -> RpcFn<A, R> {
+        assert!(
+            self.entries.iter().all(|e| e.name != name),
+            "rpc function {name:?} registered twice"
+        );
+        let index = u32::try_from(self.entries.len()).expect("too many rpc functions");
+        let hash = name_hash(name);
+        self.entries.push(Entry {
+            name,
+            hash,
+            invoke: Box::new(invoke),
+        });
+        RpcFn {
+            index,
+            hash,
+            _sig: PhantomData,
+        }
+    }
+
+    /// Number of registered functions.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// True when nothing is registered.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    fn name_of(&self, index: u32) -> &'static str {
+        self.entries.get(index as usize).map_or("?", |e| e.name)
+    }
+}
+
+/// Reply continuations waiting for their rpc's reply, by slot.
+#[derive(Default)]
+pub(crate) struct PendingReplies {
+    slots: RefCell<Vec<Option<ReplyFn>>>,
+    free: RefCell<Vec<usize>>,
+}
+
+type ReplyFn = Box<dyn FnOnce(WriteAck, &[u8])>;
+
+impl PendingReplies {
+    pub(crate) fn insert(&self, f: ReplyFn) -> u64 {
+        let mut slots = self.slots.borrow_mut();
+        match self.free.borrow_mut().pop() {
+            Some(i) => {
+                slots[i] = Some(f);
+                i as u64
+            }
+            None => {
+                slots.push(Some(f));
+                (slots.len() - 1) as u64
+            }
+        }
+    }
+
+    fn take(&self, slot: u64) -> Option<ReplyFn> {
+        let f = self.slots.borrow_mut().get_mut(slot as usize)?.take()?;
+        self.free.borrow_mut().push(slot as usize);
+        Some(f)
+    }
+}
+
+fn encode<A: Serialize>(what: &str, args: &A) -> Vec<u8> {
+    postcard::to_allocvec(args).unwrap_or_else(|e| panic!("cannot serialize the {what}: {e}"))
+}
+
+fn check_rank(rt: &Runtime, rank: usize, op: &str) {
+    let n = rt.ep().ranks();
+    assert!(rank < n, "{op} to rank {rank}: the job has {n} ranks");
+}
+
+/// Calls `f(args)` on `rank` and returns a future of its result.
+///
+/// # Panics
+/// If `rank` does not exist.
+pub fn rpc<A, R>(rank: usize, f: RpcFn<A, R>, args: A) -> Future<R>
+where
+    A: Serialize,
+    R: DeserializeOwned + 'static,
+{
+    runtime::with(|rt| {
+        check_rank(rt, rank, "rpc");
+        let bytes = encode("rpc arguments", &args);
+        let call = RpcCall {
+            rank,
+            name: rt.rpcs.name_of(f.index),
+            fire_and_forget: false,
+        };
+        let hook = rt.hook();
+        if let Some(h) = &hook {
+            if let RpcAction::Served(reply) = h.before_rpc(&call, &bytes) {
+                return Future::ready(decode_reply(rank, call.name, &reply));
+            }
+        }
+        let (future, fulfiller) = Future::pending();
+        let slot = rt.replies.insert(Box::new(move |ack, reply| {
+            let value = decode_reply(rank, call.name, reply);
+            if let Some(h) = hook {
+                h.after_rpc(&call, ack, reply);
+            }
+            fulfiller.fulfill(value);
+        }));
+        wire::send(
+            rt,
+            rank,
+            Kind::RpcRequest,
+            &[f.index as u64, f.hash, slot],
+            &bytes,
+        );
+        future
+    })
+}
+
+/// Calls `f(args)` on `rank` without a reply (UPC++ `rpc_ff`); the result is dropped.
+///
+/// # Panics
+/// If `rank` does not exist.
+pub fn rpc_ff<A, R>(rank: usize, f: RpcFn<A, R>, args: A)
+where
+    A: Serialize,
+{
+    runtime::with(|rt| {
+        check_rank(rt, rank, "rpc_ff");
+        let bytes = encode("rpc arguments", &args);
+        let call = RpcCall {
+            rank,
+            name: rt.rpcs.name_of(f.index),
+            fire_and_forget: true,
+        };
+        // With a hook the target's counters must come back for the log: ask for an
+        // acknowledgement (an empty reply) that completes nothing else.
+        let slot = match rt.hook() {
+            Some(h) => {
+                if let RpcAction::Served(_) = h.before_rpc(&call, &bytes) {
+                    return;
+                }
+                rt.replies
+                    .insert(Box::new(move |ack, _| h.after_rpc(&call, ack, &[])))
+            }
+            None => NO_REPLY,
+        };
+        wire::send(
+            rt,
+            rank,
+            Kind::RpcRequest,
+            &[f.index as u64, f.hash, slot],
+            &bytes,
+        );
+    })
+}
+
+fn decode_reply<R: DeserializeOwned>(rank: usize, name: &str, bytes: &[u8]) -> R {
+    postcard::from_bytes(bytes)
+        .unwrap_or_else(|e| panic!("malformed reply of rpc {name:?} from rank {rank}: {e}"))
+}
+
+pub(crate) fn handle_request(rt: &Runtime, token: &Token<'_>, header: &[u64], payload: &[u8]) {
+    let source = token.source();
+    let [index, hash, slot, ..] = *header else {
+        wire::malformed(source, "an rpc request without its header")
+    };
+    let entry = rt
+        .rpcs
+        .entries
+        .get(index as usize)
+        .filter(|e| e.hash == hash)
+        .unwrap_or_else(|| {
+            wire::malformed(
+                source,
+                &format!(
+                    "rpc #{index} is not registered here under the same name ({} functions): \
+                     every rank must register the same rpc functions in the same order",
+                    rt.rpcs.len()
+                ),
+            )
+        });
+    let ack = token.count_as_write();
+    let outcome = (entry.invoke)(payload).unwrap_or_else(|e| {
+        wire::malformed(
+            source,
+            &format!("arguments of rpc {:?} do not decode: {e}", entry.name),
+        )
+    });
+    match outcome {
+        Outcome::Now(bytes) if slot != NO_REPLY => reply(rt, source, slot, ack, &bytes),
+        Outcome::Now(_) => {}
+        Outcome::Later(future) => future
+            .then(move |bytes| {
+                if slot != NO_REPLY {
+                    runtime::with(|rt| reply(rt, source, slot, ack, &bytes));
+                }
+            })
+            .detach(),
+    }
+}
+
+fn reply(rt: &Runtime, to: usize, slot: u64, ack: WriteAck, bytes: &[u8]) {
+    wire::send(rt, to, Kind::RpcReply, &[slot, ack.ec, ack.iwc], bytes);
+}
+
+pub(crate) fn handle_reply(rt: &Runtime, source: usize, header: &[u64], payload: &[u8]) {
+    let [slot, ec, iwc, ..] = *header else {
+        wire::malformed(source, "an rpc reply without its header")
+    };
+    let f = rt
+        .replies
+        .take(slot)
+        .unwrap_or_else(|| wire::malformed(source, &format!("a reply to unknown rpc slot {slot}")));
+    f(WriteAck { ec, iwc }, payload);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_hash_stably_and_register_once() {
+        assert_eq!(name_hash(""), 0xcbf2_9ce4_8422_2325);
+        assert_ne!(name_hash("a"), name_hash("b"));
+        let mut t = RpcTable::new();
+        let f: RpcFn<u32, u32> = t.register("double", |x: u32| x * 2);
+        let g: RpcFn<(), ()> = t.register("nothing", |()| ());
+        assert_eq!((f.index, g.index), (0, 1));
+        let out = (t.entries[0].invoke)(&postcard::to_allocvec(&21u32).unwrap()).unwrap();
+        let Outcome::Now(bytes) = out else {
+            panic!("immediate")
+        };
+        assert_eq!(postcard::from_bytes::<u32>(&bytes).unwrap(), 42);
+        assert!(
+            (t.entries[0].invoke)(&[]).is_err(),
+            "truncated arguments are an error"
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "registered twice")]
+    fn duplicate_names_panic() {
+        let mut t = RpcTable::new();
+        let _: RpcFn<(), ()> = t.register("x", |()| ());
+        let _: RpcFn<(), ()> = t.register("x", |()| ());
+    }
+}

@@ -1,0 +1,288 @@
+//! The per-rank runtime: the rank's endpoint, heap, hook and message state, reachable from
+//! the free functions of the API (`rank_me()`, `rput(..)`, ...) through a thread-local pointer.
+//!
+//! # Safety invariant of the thread-local pointer
+//!
+//! `CURRENT` is non-null only between [`Entered::new`] and the drop of the returned guard,
+//! both inside [`launch`]'s per-rank closure, where the `Runtime` lives on the rank thread's
+//! stack and outlives the guard. Only the owning thread reads it. Dereferencing it in `with`
+//! is therefore a shared borrow of a live value; all mutable state inside uses `Cell` and
+//! `RefCell`, and no `RefCell` borrow is held across a call that can run handlers.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::sync::Arc;
+
+use gasnet_bridge::{
+    AtomicOp, ConfigError, Endpoint, HandlerId, HandlerTable, LaunchConfig, LaunchError,
+};
+
+use crate::collectives::CollectiveState;
+use crate::dist_object::DistRegistry;
+use crate::error::PgasError;
+use crate::heap::Heap;
+use crate::hook::{Interceptor, SyncEvent};
+use crate::rpc::{PendingReplies, RpcTable};
+use crate::team::TeamRegistry;
+use crate::wire::Reassembly;
+
+/// Bytes at the start of every segment kept for the runtime (finalize's counting waves).
+pub(crate) const RESERVED: usize = 4096;
+/// Counting waves finalize may use before it reports that messages keep flowing.
+const MAX_WAVES: usize = RESERVED / 16;
+
+thread_local! {
+    static CURRENT: Cell<*const Runtime> = const { Cell::new(std::ptr::null()) };
+}
+
+/// Everything one rank's pgas layer keeps.
+pub(crate) struct Runtime {
+    ep: *const Endpoint,
+    pub(crate) msg_handler: HandlerId,
+    pub(crate) rpcs: Arc<RpcTable>,
+    pub(crate) heap: RefCell<Heap>,
+    hook: RefCell<Option<Rc<dyn Interceptor>>>,
+    hooked: Cell<bool>,
+    next_message: Cell<u64>,
+    /// Logical messages this rank sent / handled, for finalize's termination detection.
+    pub(crate) sent: Cell<u64>,
+    pub(crate) handled: Cell<u64>,
+    pub(crate) reassembly: Reassembly,
+    pub(crate) replies: PendingReplies,
+    pub(crate) dist: DistRegistry,
+    pub(crate) collectives: CollectiveState,
+    pub(crate) teams: TeamRegistry,
+}
+
+/// Resets the thread-local pointer when the rank leaves `launch` (also on unwind).
+struct Entered;
+
+impl Entered {
+    fn new(rt: &Runtime) -> Entered {
+        CURRENT.with(|c| c.set(rt as *const Runtime));
+        Entered
+    }
+}
+
+impl Drop for Entered {
+    fn drop(&mut self) {
+        CURRENT.with(|c| c.set(std::ptr::null()));
+    }
+}
+
+/// Runs `f` with the calling rank's runtime.
+///
+/// # Panics
+/// Outside [`launch`].
+#[inline]
+pub(crate) fn with<R>(f: impl FnOnce(&Runtime) -> R) -> R {
+    let p = CURRENT.with(|c| c.get());
+    assert!(
+        !p.is_null(),
+        "pgas used outside pgas::launch: this thread is not a rank"
+    );
+    // SAFETY: see the module invariant: non-null means the runtime is alive on this thread.
+    f(unsafe { &*p })
+}
+
+impl Runtime {
+    fn new(ep: &Endpoint, msg_handler: HandlerId, rpcs: Arc<RpcTable>) -> Runtime {
+        let rank = ep.rank();
+        Runtime {
+            ep,
+            msg_handler,
+            rpcs,
+            heap: RefCell::new(Heap::new(rank, RESERVED, ep.segment_len())),
+            hook: RefCell::new(None),
+            hooked: Cell::new(false),
+            next_message: Cell::new(0),
+            sent: Cell::new(0),
+            handled: Cell::new(0),
+            reassembly: Reassembly::default(),
+            replies: PendingReplies::default(),
+            dist: DistRegistry::default(),
+            collectives: CollectiveState::default(),
+            teams: TeamRegistry::new(ep),
+        }
+    }
+
+    /// The rank's endpoint.
+    #[inline]
+    pub(crate) fn ep(&self) -> &Endpoint {
+        // SAFETY: the runtime is created from the endpoint inside the bridge's per-rank closure
+        // and dropped before that closure returns, so the endpoint outlives it.
+        unsafe { &*self.ep }
+    }
+
+    #[inline]
+    pub(crate) fn rank_me(&self) -> usize {
+        self.ep().rank()
+    }
+
+    pub(crate) fn is_local_rank(&self, rank: usize) -> bool {
+        let t = self.ep().topology();
+        rank < t.ranks() && t.node_of(rank) == self.ep().node()
+    }
+
+    pub(crate) fn check_range(
+        &self,
+        rank: usize,
+        offset: usize,
+        len: usize,
+    ) -> Result<(), PgasError> {
+        if rank >= self.ep().ranks() {
+            return Err(gasnet_bridge::BridgeError::NoSuchRank {
+                rank,
+                ranks: self.ep().ranks(),
+            }
+            .into());
+        }
+        match offset.checked_add(len) {
+            Some(end) if end <= self.ep().segment_len() => Ok(()),
+            _ => Err(gasnet_bridge::BridgeError::OutOfSegment {
+                rank,
+                offset,
+                len,
+                segment_len: self.ep().segment_len(),
+            }
+            .into()),
+        }
+    }
+
+    pub(crate) fn segment_base(&self, rank: usize) -> Result<*mut u8, PgasError> {
+        Ok(self.ep().segment_base(rank)?)
+    }
+
+    /// The installed hook, if any (one branch when none is installed).
+    #[inline]
+    pub(crate) fn hook(&self) -> Option<Rc<dyn Interceptor>> {
+        if self.hooked.get() {
+            self.hook.borrow().clone()
+        } else {
+            None
+        }
+    }
+
+    pub(crate) fn set_hook(&self, hook: Option<Rc<dyn Interceptor>>) {
+        self.hooked.set(hook.is_some());
+        *self.hook.borrow_mut() = hook;
+    }
+
+    pub(crate) fn next_message_id(&self) -> u64 {
+        let id = self.next_message.get();
+        self.next_message.set(id + 1);
+        id
+    }
+
+    /// Advances the EC for a synchronization and tells the hook.
+    pub(crate) fn sync(&self, kind: SyncEvent) {
+        let ec = self.ep().advance_epoch(1);
+        if let Some(h) = self.hook() {
+            h.on_sync(kind, ec);
+        }
+    }
+
+    /// Completes everything in flight before the rank leaves: waves of (sent, handled)
+    /// totals, summed at rank 0 between barriers, until two consecutive waves agree and every
+    /// sent message was handled (the four-counter method of termination detection).
+    fn finalize(&self) {
+        let ep = self.ep();
+        let mut previous = None;
+        for wave in 0..MAX_WAVES {
+            ep.barrier().expect("finalize barrier");
+            let base = wave * 16;
+            let add = |at: usize, v: u64| {
+                ep.atomic(0, at, AtomicOp::FetchAdd(v))
+                    .expect("finalize count");
+            };
+            add(base, self.sent.get());
+            add(base + 8, self.handled.get());
+            ep.barrier().expect("finalize barrier");
+            let load = |at: usize| {
+                ep.atomic(0, at, AtomicOp::Load)
+                    .expect("finalize count")
+                    .previous
+            };
+            let totals = (load(base), load(base + 8));
+            if totals.0 == totals.1 && previous == Some(totals) {
+                return;
+            }
+            previous = Some(totals);
+        }
+        panic!(
+            "pgas finalize: messages were still being sent after {MAX_WAVES} counting waves \
+             (an rpc that sends an rpc forever?)"
+        );
+    }
+}
+
+/// Runs `body` on every rank of a job shaped by `config`, with the rpc functions of `rpcs`,
+/// and returns each rank's result in rank order (UPC++ `init`/`finalize` around the body).
+///
+/// Before a rank returns, every operation in flight anywhere in the job completes (rpcs run,
+/// replies arrive). If a rank panics, the error names it and its message.
+pub fn launch<R, F>(config: &LaunchConfig, rpcs: RpcTable, body: F) -> Result<Vec<R>, LaunchError>
+where
+    R: Send,
+    F: Fn() -> R + Sync,
+{
+    if config.segment_bytes <= RESERVED {
+        return Err(LaunchError::Config(ConfigError::BadValue {
+            what: "segment size",
+            reason: format!(
+                "{} bytes; pgas keeps {RESERVED} bytes of each segment, so it needs more",
+                config.segment_bytes
+            ),
+        }));
+    }
+    let rpcs = Arc::new(rpcs);
+    let mut handlers = HandlerTable::new();
+    let msg_handler = handlers.register("pgas.message", crate::wire::receive);
+    gasnet_bridge::launch(config, handlers, |ep| {
+        let rt = Runtime::new(ep, msg_handler, rpcs.clone());
+        let _entered = Entered::new(&rt);
+        let result = body();
+        rt.finalize();
+        result
+    })
+}
+
+/// [`launch`] shaped by `PGAS_RANKS` (default `default_ranks`), `PGAS_SEGMENT_MB` and
+/// `PGAS_RANKS_PER_NODE`.
+pub fn launch_from_env<R, F>(
+    default_ranks: usize,
+    rpcs: RpcTable,
+    body: F,
+) -> Result<Vec<R>, LaunchError>
+where
+    R: Send,
+    F: Fn() -> R + Sync,
+{
+    let config = LaunchConfig::from_env(default_ranks)?;
+    launch(&config, rpcs, body)
+}
+
+/// This rank's index in the world.
+pub fn rank_me() -> usize {
+    with(|rt| rt.rank_me())
+}
+
+/// Number of ranks in the world.
+pub fn rank_n() -> usize {
+    with(|rt| rt.ep().ranks())
+}
+
+/// Runs pending incoming work (rpcs, replies, completions); returns how much ran.
+pub fn progress() -> usize {
+    with(|rt| rt.ep().poll())
+}
+
+/// Makes progress until `done()` holds (spinning, then yielding, then parking).
+pub(crate) fn progress_until(done: impl FnMut() -> bool) {
+    with(|rt| rt.ep().wait_until(done))
+}
+
+/// True when called on a rank inside [`launch`].
+pub fn in_launch() -> bool {
+    !CURRENT.with(|c| c.get()).is_null()
+}
