@@ -107,8 +107,9 @@ impl Exec {
         F: Fn(usize, S) -> Result<(), LuleshError> + Sync,
     {
         match &self.pool {
-            None => f(0, parts),
-            Some(pool) => pool.install(|| split_rec(parts, 0, &f)),
+            // A small range is not worth the hop into the pool.
+            Some(pool) if parts.split_len() > MIN_CHUNK => pool.install(|| split_rec(parts, 0, &f)),
+            _ => f(0, parts),
         }
     }
 }
