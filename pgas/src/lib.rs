@@ -62,6 +62,13 @@ pub fn fence() {
     runtime::with(|rt| rt.sync(hook::SyncEvent::Fence));
 }
 
+/// The calling rank's communication-core endpoint, for benchmarks that measure a raw operation
+/// side by side with the API. It bypasses the interception hook: not for programs.
+#[doc(hidden)]
+pub fn __bench_endpoint<R>(f: impl FnOnce(&gasnet_bridge::Endpoint) -> R) -> R {
+    runtime::with(|rt| f(rt.ep()))
+}
+
 /// This rank's Epoch Counter (EC) in the communication core.
 pub fn epoch() -> u64 {
     runtime::with(|rt| rt.ep().epoch())

@@ -1,0 +1,297 @@
+//! pgas-bench: the cost of the UPC++-style API over the raw communication core, measured side
+//! by side in one run (BENCHMARKS.md).
+//!
+//! Two jobs run back to back in this process: a `gasnet-bridge` job measures the raw
+//! operations (the baselines), then a `pgas` job measures the API. In both, rank 0 measures
+//! and rank 1 is the target, polling in a barrier. One repetition holds `OPS` operations for
+//! latencies (a tenth of that for round trips, fewer with `--quick`) and about 32 MiB of
+//! traffic per flood size; the median of `--reps` repetitions after one warm-up is reported.
+
+use std::hint::black_box;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use bench_report::{BenchArgs, Better, Line, median_of, ns_per_op, print, size_name};
+use gasnet_bridge::{AtomicOp, HandlerTable};
+use pgas::{
+    AtomicDomain, Completions, GlobalPtr, Interceptor, LaunchConfig, Promise, RpcTable, barrier,
+    rget, rpc, rpc_ff, rput, rput_slice, rput_with,
+};
+
+const FLOOD_SIZES: [usize; 6] = [8, 512, 4 << 10, 64 << 10, 1 << 20, 4 << 20];
+const SEGMENT: usize = 16 << 20;
+
+/// A hook that does nothing: what remains is the cost of having one installed.
+struct NoopHook;
+impl Interceptor for NoopHook {}
+
+struct Sizes {
+    ops: u64,
+    flood_bytes: usize,
+    reps: usize,
+    ranks: usize,
+}
+
+fn main() {
+    let args = BenchArgs::from_env("pgas-bench");
+    let sizes = Sizes {
+        ops: if args.quick { 20_000 } else { 1_000_000 },
+        flood_bytes: if args.quick { 4 << 20 } else { 32 << 20 },
+        reps: args.reps,
+        ranks: args.ranks,
+    };
+    let am_rtt = bridge_am_roundtrip(&sizes);
+    let mut lines = pgas_lines(&sizes, am_rtt);
+    for l in &mut lines {
+        *l = l.clone().on("smp", sizes.ranks);
+    }
+    print(&lines, args.json);
+}
+
+/// The raw active-message round trip, in a `gasnet-bridge` job run just before the pgas job
+/// (pgas owns the handler table of its own job, so this baseline needs a job of its own).
+fn bridge_am_roundtrip(s: &Sizes) -> f64 {
+    let replies = Arc::new(AtomicU64::new(0));
+    let mut handlers = HandlerTable::new();
+    let counted = replies.clone();
+    let pong = handlers.register("pong", move |_| {
+        counted.fetch_add(1, Ordering::Relaxed);
+    });
+    let ping = handlers.register("ping", move |t| t.reply_short(pong, &[]).expect("reply"));
+    let config = LaunchConfig::new(s.ranks).segment_bytes(SEGMENT);
+    let per_rank = gasnet_bridge::launch(&config, handlers, |ep| {
+        let mut rtt = 0.0;
+        if ep.rank() == 0 {
+            rtt = median_of(s.reps, || {
+                ns_per_op(s.ops / 10, || {
+                    let before = replies.load(Ordering::Relaxed);
+                    ep.am_request_short(1, ping, &[]).unwrap();
+                    ep.wait_until(|| replies.load(Ordering::Relaxed) > before);
+                })
+            });
+        }
+        rtt
+    })
+    .unwrap_or_else(|e| {
+        eprintln!("pgas-bench: bridge job failed: {e}");
+        std::process::exit(1)
+    });
+    per_rank[0]
+}
+
+/// Medians of `base` and `subject`, measured alternately in every repetition so that both see
+/// the same machine state.
+fn paired(
+    reps: usize,
+    mut base: impl FnMut() -> f64,
+    mut subject: impl FnMut() -> f64,
+) -> (f64, f64) {
+    let (mut bs, mut ss) = (Vec::new(), Vec::new());
+    base();
+    subject();
+    for _ in 0..reps.max(1) {
+        bs.push(base());
+        ss.push(subject());
+    }
+    (bench_report::median(&mut bs), bench_report::median(&mut ss))
+}
+
+trait IntoUnit {
+    fn into_unit(self);
+}
+impl IntoUnit for u64 {
+    fn into_unit(self) {}
+}
+
+fn pgas_lines(s: &Sizes, am_rtt: f64) -> Vec<Line> {
+    let mut rpcs = RpcTable::new();
+    let noop = rpcs.register("noop", |()| ());
+    let ff_count = Arc::new(AtomicU64::new(0));
+    let counter = ff_count.clone();
+    let ff = rpcs.register("count", move |()| {
+        counter.fetch_add(1, Ordering::Relaxed);
+    });
+    let config = LaunchConfig::new(s.ranks).segment_bytes(SEGMENT);
+    let per_rank = pgas::launch(&config, rpcs, || {
+        let mut lines = Vec::new();
+        // Every rank allocates the same array first, so rank 1's array is at the same offset.
+        let mine = pgas::new_array::<u8>(8 << 20).expect("bench buffer");
+        let target: GlobalPtr<u8> = GlobalPtr::from_raw(1, mine.offset());
+        let word = target.cast::<u64>();
+        let at = word.offset();
+        barrier();
+        if pgas::rank_me() == 0 {
+            let (ops, reps) = (s.ops, s.reps);
+            let src8 = 7u64.to_ne_bytes();
+            let raw_put = || {
+                pgas::__bench_endpoint(|ep| {
+                    ns_per_op(ops, || {
+                        ep.put(1, at, black_box(&src8)).unwrap().iwc.into_unit()
+                    })
+                })
+            };
+            let api_put = || ns_per_op(ops, || rput(black_box(7u64), word).wait());
+            let (bridge, no_hook) = paired(reps, raw_put, api_put);
+            lines.push(
+                Line::new("rput_latency", "8B", no_hook, "ns", Better::Lower)
+                    .baseline("bridge_put_8B", bridge),
+            );
+            let hooked = || {
+                pgas::set_hook(Rc::new(NoopHook));
+                let t = api_put();
+                pgas::clear_hook();
+                t
+            };
+            let (no_hook, hooked) = paired(reps, api_put, hooked);
+            lines.push(
+                Line::new("hook_overhead", "rput_8B", hooked, "ns", Better::Lower)
+                    .baseline("rput_8B_no_hook", no_hook),
+            );
+            let raw_get = || {
+                let mut dst = [0u8; 8];
+                pgas::__bench_endpoint(|ep| {
+                    ns_per_op(ops, || ep.get(1, at, black_box(&mut dst)).unwrap())
+                })
+            };
+            let api_get = || ns_per_op(ops, || black_box(rget(word).wait()).into_unit());
+            let (bridge, got) = paired(reps, raw_get, api_get);
+            lines.push(
+                Line::new("rget_latency", "8B", got, "ns", Better::Lower)
+                    .baseline("bridge_get_8B", bridge),
+            );
+            let ad = AtomicDomain::<u64>::new();
+            let raw_add = || {
+                pgas::__bench_endpoint(|ep| {
+                    ns_per_op(ops, || {
+                        black_box(ep.atomic(1, at, AtomicOp::FetchAdd(1)).unwrap());
+                    })
+                })
+            };
+            let api_add = || ns_per_op(ops, || black_box(ad.fetch_add(word, 1).wait()).into_unit());
+            let (bridge, fadd) = paired(reps, raw_add, api_add);
+            lines.push(
+                Line::new("atomic_fetch_add", "u64", fadd, "ns", Better::Lower)
+                    .baseline("bridge_atomic_fetch_add", bridge),
+            );
+            let round_trips = ops / 10;
+            let rtt = median_of(reps, || ns_per_op(round_trips, || rpc(1, noop, ()).wait()));
+            lines.push(
+                Line::new("rpc_roundtrip", "empty", rtt, "ns", Better::Lower)
+                    .baseline("bridge_am_roundtrip", am_rtt),
+            );
+            let flood = median_of(reps, || {
+                let start = Instant::now();
+                for _ in 0..round_trips {
+                    rpc_ff(1, ff, ());
+                }
+                rpc(1, noop, ()).wait(); // FIFO per pair: every rpc_ff before it has run
+                start.elapsed().as_nanos() as f64 / round_trips as f64
+            });
+            lines.push(
+                Line::new("rpc_ff_flood", "empty", flood, "ns", Better::Lower)
+                    .baseline("bridge_am_roundtrip", am_rtt),
+            );
+            for size in FLOOD_SIZES {
+                let n = (s.flood_bytes / size).clamp(4, 200_000) as u64;
+                let src = vec![3u8; size];
+                let case = size_name(size);
+                let bname = format!("bridge_put_{case}");
+                let gbps = |ns: f64| size as f64 / ns;
+                let raw = || {
+                    gbps(pgas::__bench_endpoint(|ep| {
+                        ns_per_op(n, || ep.put(1, at, &src).unwrap().iwc.into_unit())
+                    }))
+                };
+                let fut = || gbps(ns_per_op(n, || rput_slice(&src, target).wait()));
+                let (bridge, fut) = paired(reps, raw, fut);
+                lines.push(
+                    Line::new("rput_bandwidth", &case, fut, "GB/s", Better::Higher)
+                        .baseline(&bname, bridge),
+                );
+                let prom = || {
+                    let start = Instant::now();
+                    let p = Promise::new();
+                    for _ in 0..n {
+                        let _ = rput_with(&src, target, Completions::new().operation_promise(&p));
+                    }
+                    p.finalize().wait();
+                    gbps(start.elapsed().as_nanos() as f64 / n as f64)
+                };
+                let (bridge, prom) = paired(reps, raw, prom);
+                lines.push(
+                    Line::new(
+                        "rput_bandwidth_promise",
+                        &case,
+                        prom,
+                        "GB/s",
+                        Better::Higher,
+                    )
+                    .baseline(&bname, bridge),
+                );
+            }
+            lines.push(gups(s, word));
+        }
+        barrier();
+        let raw_barrier = || {
+            pgas::__bench_endpoint(|ep| {
+                ep.barrier().unwrap();
+                ns_per_op(s.ops / 20, || ep.barrier().unwrap())
+            })
+        };
+        let api_barrier = || {
+            barrier();
+            ns_per_op(s.ops / 20, barrier)
+        };
+        let (bridge, bar) = paired(s.reps, raw_barrier, api_barrier);
+        if pgas::rank_me() == 0 {
+            lines.push(
+                Line::new("barrier", "world", bar, "ns", Better::Lower)
+                    .baseline("bridge_barrier", bridge),
+            );
+        }
+        lines
+    })
+    .unwrap_or_else(|e| {
+        eprintln!("pgas-bench: pgas job failed: {e}");
+        std::process::exit(1)
+    });
+    per_rank.into_iter().next().expect("rank 0")
+}
+
+/// Random xor updates into a 1 Mi-word table on rank 1 through the atomic domain, against the
+/// same updates on a local table of plain atomics (million updates per second).
+fn gups(s: &Sizes, table: GlobalPtr<u64>) -> Line {
+    const WORDS: u64 = 1 << 20;
+    let updates = s.ops;
+    let stream = |mut x: u64| {
+        move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        }
+    };
+    let local: Vec<AtomicU64> = (0..WORDS).map(|_| AtomicU64::new(0)).collect();
+    let raw = median_of(s.reps, || {
+        let mut next = stream(88172645463325252);
+        let start = Instant::now();
+        for _ in 0..updates {
+            let r = next();
+            local[(r % WORDS) as usize].fetch_xor(r, Ordering::SeqCst);
+        }
+        updates as f64 / start.elapsed().as_secs_f64() / 1e6
+    });
+    let ad = AtomicDomain::<u64>::new();
+    let remote = median_of(s.reps, || {
+        let mut next = stream(88172645463325252);
+        let start = Instant::now();
+        for _ in 0..updates {
+            let r = next();
+            ad.fetch_xor(table + (r % WORDS) as usize, r).wait();
+        }
+        updates as f64 / start.elapsed().as_secs_f64() / 1e6
+    });
+    Line::new("gups", "atomic", remote, "MUP/s", Better::Higher).baseline("raw_atomic_xor", raw)
+}
