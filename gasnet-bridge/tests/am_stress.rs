@@ -186,7 +186,7 @@ fn round_trips_of_every_category() {
                         _ => {
                             let ack = long_ack.unwrap();
                             assert_eq!(ack.ec, 100 + peer as u64, "ack carries the target's EC");
-                            if key % 2 == 0 {
+                            if key.is_multiple_of(2) {
                                 assert_eq!(&last[1..], &[ack.ec, ack.iwc], "handler saw my ack");
                             }
                         }

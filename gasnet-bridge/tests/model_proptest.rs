@@ -74,7 +74,7 @@ impl Model {
     /// (previous value, whether it writes) of an atomic, applied to the model.
     fn atomic(&mut self, off: usize, op: AtomicOp) -> Result<(u64, bool), BridgeError> {
         self.range(off, 8)?;
-        if off % 8 != 0 {
+        if !off.is_multiple_of(8) {
             return Err(BridgeError::Misaligned {
                 rank: 1,
                 offset: off,
