@@ -52,7 +52,10 @@ impl CollectiveState {
         let ready = {
             let mut mailbox = self.mailbox.borrow_mut();
             if mailbox.get(&key).map_or(0, Vec::len) >= needed {
-                mailbox.remove(&key)
+                // Fix: `needed == 0` (a one-member team: reduce_one, allgather, split and
+                // barrier_async on it) has no mailbox entry, and `remove` alone returned None,
+                // parking the operation as a waiter that no message would ever complete.
+                Some(mailbox.remove(&key).unwrap_or_default())
             } else {
                 None
             }

@@ -23,6 +23,7 @@ pub mod atomic_domain;
 pub mod collectives;
 pub mod dist_object;
 pub mod error;
+pub mod fault;
 pub mod future;
 pub mod global_ptr;
 mod heap;
@@ -56,6 +57,9 @@ pub use team::{Team, local_team, world};
 pub use bytemuck;
 /// The configuration type of [`launch`].
 pub use gasnet_bridge::LaunchConfig;
+/// The error type of [`launch`] (re-exported so that a program can match on a failed job
+/// without naming the communication core's crate).
+pub use gasnet_bridge::LaunchError;
 
 /// Advances this rank's epoch for a fence (a synchronization point of the program).
 pub fn fence() {
