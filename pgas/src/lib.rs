@@ -51,7 +51,7 @@ pub use rma::{
 pub use rpc::{RpcFn, RpcTable, rpc, rpc_ff};
 pub use runtime::{in_launch, launch, launch_from_env, progress, rank_me, rank_n};
 pub use strided::{rget_strided, rput_strided};
-pub use team::{Team, local_team, world};
+pub use team::{Team, local_team, solo_team, world};
 
 /// Re-exported so users can derive `Pod` for their own types.
 pub use bytemuck;

@@ -147,6 +147,12 @@ pub fn world() -> Team {
     runtime::with(|rt| rt.teams.world.borrow().clone().expect("world team"))
 }
 
+/// The team of this rank alone (like `MPI_COMM_SELF`): its collectives complete at once.
+pub fn solo_team() -> Team {
+    let me = runtime::rank_me();
+    Team::from_members(mix(u64::MAX - 1, me as u64), vec![me], me)
+}
+
 /// The ranks on this rank's node (all ranks on the smp conduit unless nodes are emulated).
 pub fn local_team() -> Team {
     runtime::with(|rt| rt.teams.local.borrow().clone().expect("local team"))

@@ -1,0 +1,143 @@
+//! The buddy medium: preserved bytes kept in another rank's memory, reached by pgas rpc.
+//!
+//! Rank r's buddy is the first rank of the next node (with emulated nodes) or r + 1 (with one
+//! node), so a rank's copies survive the loss of its node whenever there is another node.
+//! Each rank keeps the copies it holds for others in a map keyed by (owner rank, entry key).
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+use pgas::{RpcFn, RpcTable};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::runtime;
+
+/// A byte vector that serializes as one block (serde's `Vec<u8>` goes byte by byte).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) struct Bytes(pub Vec<u8>);
+
+impl Serialize for Bytes {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for Bytes {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Bytes;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a byte block")
+            }
+            fn visit_bytes<E: serde::de::Error>(self, v: &[u8]) -> Result<Bytes, E> {
+                Ok(Bytes(v.to_vec()))
+            }
+            fn visit_byte_buf<E: serde::de::Error>(self, v: Vec<u8>) -> Result<Bytes, E> {
+                Ok(Bytes(v))
+            }
+        }
+        d.deserialize_byte_buf(V)
+    }
+}
+
+/// Copies this rank holds for other ranks.
+#[derive(Default)]
+pub(crate) struct BuddyStore {
+    held: RefCell<HashMap<(usize, u64), Vec<u8>>>,
+}
+
+impl BuddyStore {
+    /// Forgets everything (this rank's memory was lost).
+    pub(crate) fn wipe(&self) {
+        self.held.borrow_mut().clear();
+    }
+}
+
+/// The rpc functions of the buddy medium.
+#[derive(Clone, Copy)]
+pub(crate) struct BuddyRpcs {
+    store: RpcFn<(usize, u64, Bytes), ()>,
+    fetch: RpcFn<(usize, u64), Option<Bytes>>,
+    forget: RpcFn<(usize, u64), ()>,
+}
+
+impl BuddyRpcs {
+    /// Registers the functions in `rpcs` (before launch, on every rank alike).
+    pub(crate) fn register(rpcs: &mut RpcTable) -> BuddyRpcs {
+        BuddyRpcs {
+            store: rpcs.register(
+                "cd.buddy.store",
+                |(owner, key, bytes): (usize, u64, Bytes)| {
+                    runtime::with(|rt| rt.buddy.held.borrow_mut().insert((owner, key), bytes.0));
+                },
+            ),
+            fetch: rpcs.register("cd.buddy.fetch", |(owner, key): (usize, u64)| {
+                runtime::with(|rt| {
+                    rt.buddy
+                        .held
+                        .borrow()
+                        .get(&(owner, key))
+                        .cloned()
+                        .map(Bytes)
+                })
+            }),
+            forget: rpcs.register("cd.buddy.forget", |(owner, key): (usize, u64)| {
+                runtime::with(|rt| rt.buddy.held.borrow_mut().remove(&(owner, key)));
+            }),
+        }
+    }
+
+    /// Stores `bytes` at the buddy and waits until it holds them.
+    pub(crate) fn store(&self, buddy: usize, key: u64, bytes: Vec<u8>) {
+        let me = pgas::rank_me();
+        pgas::rpc(buddy, self.store, (me, key, Bytes(bytes))).wait();
+    }
+
+    /// Fetches the bytes the buddy holds under `key` for this rank.
+    pub(crate) fn fetch(&self, buddy: usize, key: u64) -> Option<Vec<u8>> {
+        let me = pgas::rank_me();
+        pgas::rpc(buddy, self.fetch, (me, key)).wait().map(|b| b.0)
+    }
+
+    /// Tells the buddy it may drop `key` (no need to wait).
+    pub(crate) fn forget(&self, buddy: usize, key: u64) {
+        let me = pgas::rank_me();
+        pgas::rpc_ff(buddy, self.forget, (me, key));
+    }
+}
+
+/// The buddy of `rank`: on the next node if nodes are emulated, else the next rank.
+pub(crate) fn buddy_of(rank: usize, ranks: usize, ranks_per_node: usize) -> usize {
+    if ranks == 1 {
+        return 0;
+    }
+    let step = if ranks_per_node < ranks {
+        ranks_per_node
+    } else {
+        1
+    };
+    (rank + step) % ranks
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buddies_are_elsewhere() {
+        assert_eq!(buddy_of(0, 4, 4), 1);
+        assert_eq!(buddy_of(3, 4, 4), 0);
+        assert_eq!(buddy_of(1, 8, 2), 3, "next node");
+        assert_eq!(buddy_of(7, 8, 2), 1);
+        assert_eq!(buddy_of(0, 1, 1), 0);
+    }
+
+    #[test]
+    fn bytes_serialize_as_one_block() {
+        let b = Bytes(vec![1, 2, 3, 200]);
+        let wire = postcard::to_allocvec(&b).unwrap();
+        assert_eq!(wire, vec![4, 1, 2, 3, 200]);
+        assert_eq!(postcard::from_bytes::<Bytes>(&wire).unwrap(), b);
+    }
+}

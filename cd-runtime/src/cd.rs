@@ -1,0 +1,411 @@
+//! `Cd`: the handle a CD body gets, to preserve (and, in a re-execution, restore) its state,
+//! to report detected errors, and to draw repeatable random numbers.
+
+use std::any::Any;
+use std::rc::Rc;
+use std::time::Instant;
+
+use bytemuck::Pod;
+use pgas::GlobalPtr;
+use rand::rngs::SmallRng;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::config::Medium;
+use crate::error::FaultKinds;
+use crate::frame::{Entry, Frame, Store, find_in_ancestors};
+use crate::runtime::{self, CdRuntime};
+
+/// State a CD can preserve by copy: cloneable, comparable (to preserve by reference what the
+/// parent already holds) and serializable (for the buddy and file media).
+pub trait Preservable: Clone + PartialEq + Serialize + DeserializeOwned + 'static {}
+impl<T: Clone + PartialEq + Serialize + DeserializeOwned + 'static> Preservable for T {}
+
+/// The CD a body runs in.
+pub struct Cd {
+    pub(crate) frame: Rc<Frame>,
+}
+
+/// What a `preserve` call does in this execution.
+enum Step {
+    /// Save the value (first execution, or a name not saved before).
+    Save,
+    /// Restore from entry `index`.
+    Restore(usize),
+}
+
+impl Cd {
+    /// Name of the CD.
+    pub fn name(&self) -> &str {
+        &self.frame.name
+    }
+
+    /// Level in the tree (the root is 0).
+    pub fn level(&self) -> usize {
+        self.frame.level
+    }
+
+    /// Which execution this is: 0 the first, then 1, 2, ... for re-executions.
+    pub fn attempt(&self) -> u32 {
+        self.frame.state.borrow().attempt
+    }
+
+    /// True in a re-execution.
+    pub fn is_reexecution(&self) -> bool {
+        self.attempt() > 0
+    }
+
+    /// Records a detected error; the body goes on and the CD fails at completion. (In a CD
+    /// spanning several ranks the body must still take part in the CD's communication, so
+    /// detection does not return early.)
+    pub fn fail(&self, reason: impl Into<String>) {
+        self.frame.fail(FaultKinds::SOFT, reason.into());
+    }
+
+    /// The CD's random generator: the same numbers in every execution of this CD.
+    pub fn with_rng<R>(&self, f: impl FnOnce(&mut SmallRng) -> R) -> R {
+        f(&mut self.frame.state.borrow_mut().rng)
+    }
+
+    fn step(&self, name: &str) -> Step {
+        let mut st = self.frame.state.borrow_mut();
+        if st.attempt > 0 && !st.restored.contains(name) {
+            if let Some(i) = st.entries.iter().position(|e| e.name == name) {
+                st.restored.insert(name.to_string());
+                return Step::Restore(i);
+            }
+        }
+        Step::Save
+    }
+
+    /// Preserves `value` by copy on the CD's configured medium (or by reference, when the
+    /// parent already holds an equal copy); in a re-execution, restores it.
+    pub fn preserve<T: Preservable>(&self, name: &str, value: &mut T) {
+        self.preserve_on(name, value, self.frame.medium())
+    }
+
+    /// [`Cd::preserve`] on a chosen medium.
+    pub fn preserve_on<T: Preservable>(&self, name: &str, value: &mut T, medium: Medium) {
+        match self.step(name) {
+            Step::Restore(i) => runtime::with(|rt| restore_value(rt, &self.frame, i, value)),
+            Step::Save => runtime::with(|rt| {
+                let start = Instant::now();
+                let equal_upstream = upstream(rt, &self.frame, name, |s| match s {
+                    Store::LocalValue(v) => v.downcast_ref::<T>() == Some(value),
+                    _ => false,
+                });
+                let size =
+                    postcard::serialize_with_flavor(value, postcard::ser_flavors::Size::default())
+                        .unwrap_or(0);
+                let store = if equal_upstream {
+                    Store::Reference
+                } else {
+                    match medium {
+                        Medium::Local => Store::LocalValue(Box::new(value.clone())),
+                        _ => save_bytes(rt, &self.frame, name, medium, encode(value)),
+                    }
+                };
+                self.record(rt, name, store, size, medium, start);
+            }),
+        }
+    }
+
+    /// Preserves a slice of plain-old-data by raw copy (the fast path for arrays); in a
+    /// re-execution, restores it. The slice must have the same length then.
+    pub fn preserve_slice<T: Pod>(&self, name: &str, data: &mut [T]) {
+        self.preserve_slice_on(name, data, self.frame.medium())
+    }
+
+    /// [`Cd::preserve_slice`] on a chosen medium.
+    pub fn preserve_slice_on<T: Pod>(&self, name: &str, data: &mut [T], medium: Medium) {
+        match self.step(name) {
+            Step::Restore(i) => runtime::with(|rt| {
+                let bytes = load_bytes(rt, &self.frame, i);
+                let dst: &mut [u8] = bytemuck::cast_slice_mut(data);
+                assert_eq!(
+                    bytes.len(),
+                    dst.len(),
+                    "CD {:?}: `{name}` was preserved with {} bytes and is restored into {}",
+                    self.frame.name,
+                    bytes.len(),
+                    dst.len()
+                );
+                dst.copy_from_slice(&bytes);
+            }),
+            Step::Save => runtime::with(|rt| {
+                let start = Instant::now();
+                let bytes: &[u8] = bytemuck::cast_slice(data);
+                let equal_upstream = upstream(rt, &self.frame, name, |s| match s {
+                    Store::LocalBytes(b) => b.as_slice() == bytes,
+                    _ => false,
+                });
+                let store = if equal_upstream {
+                    Store::Reference
+                } else if medium == Medium::Local {
+                    Store::LocalBytes(bytes.to_vec())
+                } else {
+                    save_bytes(rt, &self.frame, name, medium, bytes.to_vec())
+                };
+                self.record(rt, name, store, bytes.len(), medium, start);
+            }),
+        }
+    }
+
+    /// Preserves `len` elements of this rank's shared memory at `ptr` (which a rank loss
+    /// wipes); in a re-execution, writes them back.
+    pub fn preserve_global<T: Pod>(&self, name: &str, ptr: GlobalPtr<T>, len: usize) {
+        let mut data = pgas::rget_slice(ptr, len).wait();
+        let restoring = matches!(self.step_peek(name), Step::Restore(_));
+        self.preserve_slice(name, &mut data);
+        if restoring {
+            pgas::rput_slice(&data, ptr).wait();
+        }
+    }
+
+    fn step_peek(&self, name: &str) -> Step {
+        let st = self.frame.state.borrow();
+        if st.attempt > 0 && !st.restored.contains(name) {
+            if let Some(i) = st.entries.iter().position(|e| e.name == name) {
+                return Step::Restore(i);
+            }
+        }
+        Step::Save
+    }
+
+    /// Preserves `value` by regeneration: nothing is copied; a re-execution recomputes it
+    /// with `regenerate`.
+    pub fn preserve_regenerate<T: 'static>(
+        &self,
+        name: &str,
+        value: &mut T,
+        regenerate: impl Fn() -> T + 'static,
+    ) {
+        match self.step(name) {
+            Step::Restore(i) => runtime::with(|rt| restore_value_any(rt, &self.frame, i, value)),
+            Step::Save => runtime::with(|rt| {
+                let store =
+                    Store::Regenerate(Box::new(move || Box::new(regenerate()) as Box<dyn Any>));
+                self.record(rt, name, store, 0, Medium::Local, Instant::now());
+            }),
+        }
+    }
+
+    /// Preserves `value` by reference to the nearest ancestor's entry of the same name (the
+    /// parent already holds it); in a re-execution, restores it from there.
+    ///
+    /// # Panics
+    /// If no ancestor preserved `name`.
+    pub fn preserve_reference<T: Preservable>(&self, name: &str, value: &mut T) {
+        match self.step(name) {
+            Step::Restore(i) => runtime::with(|rt| restore_value(rt, &self.frame, i, value)),
+            Step::Save => runtime::with(|rt| {
+                assert!(
+                    upstream(rt, &self.frame, name, |_| true),
+                    "CD {:?}: preserve_reference(`{name}`) but no enclosing CD preserved `{name}`",
+                    self.frame.name
+                );
+                let size =
+                    postcard::serialize_with_flavor(value, postcard::ser_flavors::Size::default())
+                        .unwrap_or(0);
+                self.record(
+                    rt,
+                    name,
+                    Store::Reference,
+                    size,
+                    Medium::Local,
+                    Instant::now(),
+                );
+            }),
+        }
+    }
+
+    fn record(
+        &self,
+        rt: &CdRuntime,
+        name: &str,
+        store: Store,
+        bytes: usize,
+        medium: Medium,
+        start: Instant,
+    ) {
+        {
+            let mut stats = rt.stats.borrow_mut();
+            let s = stats.entry(&self.frame.name, self.frame.level);
+            match store {
+                Store::Reference => s.bytes_by_reference += bytes as u64,
+                Store::Regenerate(_) => {}
+                _ => s.preserved(medium, bytes),
+            }
+            s.preserve_ns += start.elapsed().as_nanos() as u64;
+        }
+        let mut st = self.frame.state.borrow_mut();
+        st.entries.retain(|e| e.name != name);
+        st.entries.push(Entry {
+            name: name.to_string(),
+            store,
+        });
+        st.restored.insert(name.to_string());
+    }
+}
+
+fn encode<T: Serialize>(v: &T) -> Vec<u8> {
+    postcard::to_allocvec(v).expect("preserved state serializes")
+}
+
+/// True if the nearest ancestor entry called `name` satisfies `ok`.
+fn upstream(rt: &CdRuntime, frame: &Frame, name: &str, ok: impl Fn(&Store) -> bool) -> bool {
+    let frames = rt.frames.borrow();
+    let Some(index) = frames.iter().position(|f| std::ptr::eq(&**f, frame)) else {
+        return false;
+    };
+    find_in_ancestors(&frames, index, name, &ok)
+}
+
+fn save_bytes(rt: &CdRuntime, frame: &Frame, name: &str, medium: Medium, bytes: Vec<u8>) -> Store {
+    let key = frame.key(name);
+    match medium {
+        Medium::Buddy => {
+            rt.rpcs.store(rt.buddy_rank, key, bytes);
+            Store::Buddy(key)
+        }
+        Medium::File => {
+            let path = rt.file_dir.join(format!("{key:016x}.bin"));
+            std::fs::create_dir_all(&rt.file_dir)
+                .and_then(|()| std::fs::write(&path, &bytes))
+                .unwrap_or_else(|e| {
+                    panic!(
+                        "CD {:?}: cannot preserve `{name}` to {}: {e}",
+                        frame.name,
+                        path.display()
+                    )
+                });
+            Store::File(path)
+        }
+        Medium::Local => Store::LocalBytes(bytes),
+    }
+}
+
+/// The bytes of entry `index` of `frame` (following a reference up the tree).
+fn load_bytes(rt: &CdRuntime, frame: &Frame, index: usize) -> Vec<u8> {
+    let (name, store_bytes) = {
+        let st = frame.state.borrow();
+        let e = &st.entries[index];
+        let got = match &e.store {
+            Store::LocalBytes(b) => Some(b.clone()),
+            Store::Buddy(key) => Some(rt.rpcs.fetch(rt.buddy_rank, *key).unwrap_or_else(|| {
+                panic!(
+                    "CD {:?}: buddy rank {} no longer holds `{}`",
+                    frame.name, rt.buddy_rank, e.name
+                )
+            })),
+            Store::File(path) => Some(std::fs::read(path).unwrap_or_else(|err| {
+                panic!(
+                    "CD {:?}: cannot restore `{}` from {}: {err}",
+                    frame.name,
+                    e.name,
+                    path.display()
+                )
+            })),
+            Store::Reference => None,
+            Store::Lost => panic!(
+                "CD {:?}: `{}` was lost with this rank's memory",
+                frame.name, e.name
+            ),
+            Store::LocalValue(_) | Store::Regenerate(_) => {
+                panic!(
+                    "CD {:?}: `{}` was not preserved as bytes",
+                    frame.name, e.name
+                )
+            }
+        };
+        (e.name.clone(), got)
+    };
+    if let Some(b) = store_bytes {
+        return b;
+    }
+    let (frame_index, entry_index) = ancestor_entry(rt, frame, &name);
+    let ancestor = rt.frames.borrow()[frame_index].clone();
+    load_bytes(rt, &ancestor, entry_index)
+}
+
+/// (frame index, entry index) of the nearest ancestor entry called `name`.
+fn ancestor_entry(rt: &CdRuntime, frame: &Frame, name: &str) -> (usize, usize) {
+    let frames = rt.frames.borrow();
+    let index = frames
+        .iter()
+        .position(|f| std::ptr::eq(&**f, frame))
+        .expect("a running CD is on the stack");
+    for i in (0..index).rev() {
+        if let Some(e) = frames[i]
+            .state
+            .borrow()
+            .entries
+            .iter()
+            .position(|e| e.name == name)
+        {
+            return (i, e);
+        }
+    }
+    panic!(
+        "CD {:?}: `{name}` is preserved by reference but no enclosing CD holds it",
+        frame.name
+    )
+}
+
+fn restore_value<T: Preservable>(rt: &CdRuntime, frame: &Frame, index: usize, value: &mut T) {
+    let from_bytes = {
+        let st = frame.state.borrow();
+        match &st.entries[index].store {
+            Store::LocalValue(v) => {
+                value.clone_from(v.downcast_ref::<T>().unwrap_or_else(|| {
+                    panic!(
+                        "CD {:?}: `{}` is restored into another type",
+                        frame.name, st.entries[index].name
+                    )
+                }));
+                false
+            }
+            Store::Regenerate(f) => {
+                *value = *f().downcast::<T>().unwrap_or_else(|_| {
+                    panic!(
+                        "CD {:?}: `{}` regenerates another type",
+                        frame.name, st.entries[index].name
+                    )
+                });
+                false
+            }
+            Store::Reference => {
+                let name = st.entries[index].name.clone();
+                drop(st);
+                let (fi, ei) = ancestor_entry(rt, frame, &name);
+                let ancestor = rt.frames.borrow()[fi].clone();
+                return restore_value(rt, &ancestor, ei, value);
+            }
+            _ => true,
+        }
+    };
+    if from_bytes {
+        let bytes = load_bytes(rt, frame, index);
+        *value = postcard::from_bytes(&bytes)
+            .unwrap_or_else(|e| panic!("CD {:?}: preserved bytes do not decode: {e}", frame.name));
+    }
+}
+
+fn restore_value_any<T: 'static>(rt: &CdRuntime, frame: &Frame, index: usize, value: &mut T) {
+    let _ = rt;
+    let st = frame.state.borrow();
+    match &st.entries[index].store {
+        Store::Regenerate(f) => {
+            *value = *f().downcast::<T>().unwrap_or_else(|_| {
+                panic!(
+                    "CD {:?}: `{}` regenerates another type",
+                    frame.name, st.entries[index].name
+                )
+            });
+        }
+        _ => panic!(
+            "CD {:?}: `{}` was not preserved by regeneration",
+            frame.name, st.entries[index].name
+        ),
+    }
+}

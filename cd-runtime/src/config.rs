@@ -1,0 +1,380 @@
+//! The TOML configuration of the CD tree: per CD name or level, the preservation medium, the
+//! retries, which failures a level contains, the fault injector; globally the seed and the
+//! report.
+//!
+//! ```toml
+//! seed = 7                      # injector and cd::rng() seed
+//! report = true                 # print the table at the end
+//! report_file = "cd-report.json"
+//! file_dir = "/tmp/cd-files"    # where the file medium writes
+//!
+//! [defaults]                    # every CD
+//! retries = 2
+//!
+//! [level.1]                     # CDs at depth 1 (the root is level 0)
+//! medium = "buddy"
+//!
+//! [cd.step]                     # CDs named "step" (most specific wins: cd > level > defaults)
+//! contain = ["soft", "rank_loss"]
+//! inject = { soft_error = 0.05, rank_loss = 0.01, at = [{ rank = 1, iteration = 3, kind = "rank_loss" }] }
+//! ```
+//!
+//! An unknown key, a value of the wrong type or out of range, or a missing file is an error that
+//! names the file, the line and the key.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use toml::Spanned;
+
+use crate::error::{ConfigError, FaultKinds};
+
+/// Where preserved state is kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Medium {
+    /// This rank's memory (lost with the rank).
+    Local,
+    /// Another rank's memory, reached through pgas (survives the loss of this rank).
+    Buddy,
+    /// A file on this machine.
+    File,
+}
+
+/// A kind of failure a level may contain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FaultKind {
+    /// Failed checks, body errors, injected soft errors.
+    Soft,
+    /// Loss of a rank's memory.
+    RankLoss,
+}
+
+/// One fault injected at an exact place.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExactFault {
+    /// The rank that fails.
+    pub rank: usize,
+    /// Which instance of the CD on that rank (0 for the first time it begins).
+    pub iteration: u64,
+    /// What happens.
+    pub kind: FaultKind,
+}
+
+/// Injection settings of a CD.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct InjectFile {
+    soft_error: Option<Spanned<f64>>,
+    rank_loss: Option<Spanned<f64>>,
+    at: Option<Vec<ExactFault>>,
+}
+
+/// One table of settings, as written in the file.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SettingsFile {
+    medium: Option<Medium>,
+    retries: Option<Spanned<i64>>,
+    contain: Option<Vec<FaultKind>>,
+    report: Option<bool>,
+    inject: Option<InjectFile>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConfigFile {
+    seed: Option<u64>,
+    report: Option<bool>,
+    report_file: Option<String>,
+    file_dir: Option<String>,
+    defaults: Option<SettingsFile>,
+    level: Option<BTreeMap<String, Spanned<SettingsFile>>>,
+    cd: Option<BTreeMap<String, SettingsFile>>,
+}
+
+/// The injector of one CD: probabilities per execution and exact faults.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Injection {
+    /// Probability that an execution fails its check.
+    pub soft_error: f64,
+    /// Probability that an execution loses the rank's memory.
+    pub rank_loss: f64,
+    /// Faults at exact (rank, iteration) places.
+    pub at: Vec<ExactFault>,
+}
+
+/// The settings that apply to one CD, after merging defaults, its level and its name.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CdSettings {
+    /// Where `preserve` keeps copies by default.
+    pub medium: Medium,
+    /// Re-executions after the first execution before escalating.
+    pub retries: u32,
+    /// Failures this CD contains (others escalate at once).
+    pub contain: FaultKinds,
+    /// Whether this CD appears in the report.
+    pub report: bool,
+    /// Its fault injector.
+    pub inject: Injection,
+}
+
+impl Default for CdSettings {
+    fn default() -> Self {
+        CdSettings {
+            medium: Medium::Local,
+            retries: 2,
+            contain: FaultKinds::SOFT.union(FaultKinds::RANK_LOSS),
+            report: true,
+            inject: Injection::default(),
+        }
+    }
+}
+
+/// The whole configuration.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CdConfig {
+    /// Seed of the injector and of `cd::rng()`.
+    pub seed: u64,
+    /// Print the report table at the end.
+    pub report: bool,
+    /// Write the report as JSON here.
+    pub report_file: Option<PathBuf>,
+    /// Directory of the file medium.
+    pub file_dir: Option<PathBuf>,
+    defaults: SettingsFile,
+    levels: BTreeMap<usize, SettingsFile>,
+    names: BTreeMap<String, SettingsFile>,
+}
+
+fn line_of(text: &str, span: Range<usize>) -> usize {
+    text[..span.start.min(text.len())].matches('\n').count() + 1
+}
+
+/// The key a toml error message names, if any (e.g. "unknown field `retris`").
+fn key_in(message: &str) -> Option<String> {
+    let start = message.find('`')? + 1;
+    let len = message[start..].find('`')?;
+    Some(message[start..start + len].to_string())
+}
+
+impl CdConfig {
+    /// Reads the configuration from `path`.
+    pub fn from_file(path: impl AsRef<Path>) -> Result<CdConfig, ConfigError> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            file: path.to_path_buf(),
+            line: None,
+            key: None,
+            message: format!("cannot read the CD configuration: {e}"),
+        })?;
+        Self::parse(&text, path)
+    }
+
+    /// Reads the file named by `CD_CONFIG`, or the default configuration if it is unset.
+    pub fn from_env() -> Result<CdConfig, ConfigError> {
+        match std::env::var_os("CD_CONFIG") {
+            Some(p) => Self::from_file(PathBuf::from(p)),
+            None => Ok(CdConfig::default()),
+        }
+    }
+
+    /// Parses configuration text; `file` names it in errors.
+    pub fn parse(text: &str, file: impl AsRef<Path>) -> Result<CdConfig, ConfigError> {
+        let file = file.as_ref().to_path_buf();
+        let err = |span: Option<Range<usize>>, key: Option<String>, message: String| ConfigError {
+            file: file.clone(),
+            line: span.map(|s| line_of(text, s)),
+            key,
+            message,
+        };
+        let raw: ConfigFile = toml::from_str(text).map_err(|e| {
+            err(
+                e.span(),
+                key_in(e.message()),
+                e.message().trim().to_string(),
+            )
+        })?;
+        let check = |s: &SettingsFile, at: &str| -> Result<(), ConfigError> {
+            if let Some(r) = &s.retries {
+                if !(0..=1_000_000).contains(r.get_ref()) {
+                    return Err(err(
+                        Some(r.span()),
+                        Some(format!("{at}retries")),
+                        format!("must be between 0 and 1000000, got {}", r.get_ref()),
+                    ));
+                }
+            }
+            if let Some(inj) = &s.inject {
+                for (name, p) in [
+                    ("soft_error", &inj.soft_error),
+                    ("rank_loss", &inj.rank_loss),
+                ] {
+                    if let Some(p) = p {
+                        if !(0.0..=1.0).contains(p.get_ref()) {
+                            return Err(err(
+                                Some(p.span()),
+                                Some(format!("{at}inject.{name}")),
+                                format!(
+                                    "a probability must be between 0 and 1, got {}",
+                                    p.get_ref()
+                                ),
+                            ));
+                        }
+                    }
+                }
+            }
+            Ok(())
+        };
+        let defaults = raw.defaults.unwrap_or_default();
+        check(&defaults, "defaults.")?;
+        let mut levels = BTreeMap::new();
+        for (k, v) in raw.level.unwrap_or_default() {
+            let level: usize = k.parse().map_err(|_| {
+                err(
+                    Some(v.span()),
+                    Some(format!("level.{k}")),
+                    "a level must be a whole number (the root is level 0)".into(),
+                )
+            })?;
+            let v = v.into_inner();
+            check(&v, &format!("level.{k}."))?;
+            levels.insert(level, v);
+        }
+        let names = raw.cd.unwrap_or_default();
+        for (k, v) in &names {
+            check(v, &format!("cd.{k}."))?;
+        }
+        Ok(CdConfig {
+            seed: raw.seed.unwrap_or(0),
+            report: raw.report.unwrap_or(false),
+            report_file: raw.report_file.map(PathBuf::from),
+            file_dir: raw.file_dir.map(PathBuf::from),
+            defaults,
+            levels,
+            names,
+        })
+    }
+
+    /// The settings of the CD called `name` at `level`: its name's table over its level's
+    /// over the defaults, field by field.
+    pub fn settings(&self, name: &str, level: usize) -> CdSettings {
+        let mut s = CdSettings::default();
+        let layers = [
+            Some(&self.defaults),
+            self.levels.get(&level),
+            self.names.get(name),
+        ];
+        for layer in layers.into_iter().flatten() {
+            if let Some(m) = layer.medium {
+                s.medium = m;
+            }
+            if let Some(r) = &layer.retries {
+                s.retries = *r.get_ref() as u32;
+            }
+            if let Some(c) = &layer.contain {
+                s.contain = c.iter().fold(FaultKinds::NONE, |acc, k| {
+                    acc.union(match k {
+                        FaultKind::Soft => FaultKinds::SOFT,
+                        FaultKind::RankLoss => FaultKinds::RANK_LOSS,
+                    })
+                });
+            }
+            if let Some(r) = layer.report {
+                s.report = r;
+            }
+            if let Some(inj) = &layer.inject {
+                if let Some(p) = &inj.soft_error {
+                    s.inject.soft_error = *p.get_ref();
+                }
+                if let Some(p) = &inj.rank_loss {
+                    s.inject.rank_loss = *p.get_ref();
+                }
+                if let Some(at) = &inj.at {
+                    s.inject.at = at.clone();
+                }
+            }
+        }
+        s
+    }
+
+    /// Sets the settings table of CDs named `name` from TOML text (for programs and tests
+    /// that configure in code); errors name `<string>`.
+    pub fn with_cd(mut self, name: &str, table: &str) -> Result<CdConfig, ConfigError> {
+        let parsed = CdConfig::parse(&format!("[cd.{name}]\n{table}"), "<string>")?;
+        self.names.extend(parsed.names);
+        Ok(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(t: &str) -> Result<CdConfig, ConfigError> {
+        CdConfig::parse(t, "test.toml")
+    }
+
+    #[test]
+    fn layers_merge_field_by_field() {
+        let c = parse(
+            "seed = 9\n[defaults]\nretries = 5\n[level.1]\nmedium = \"buddy\"\n\
+             [cd.step]\nretries = 1\ninject = { soft_error = 0.5, at = [{ rank = 2, iteration = 3, kind = \"rank_loss\" }] }\n",
+        )
+        .unwrap();
+        assert_eq!(c.seed, 9);
+        let s = c.settings("step", 1);
+        assert_eq!((s.medium, s.retries), (Medium::Buddy, 1));
+        assert_eq!(s.inject.soft_error, 0.5);
+        assert_eq!(
+            s.inject.at,
+            vec![ExactFault {
+                rank: 2,
+                iteration: 3,
+                kind: FaultKind::RankLoss
+            }]
+        );
+        let other = c.settings("other", 2);
+        assert_eq!((other.medium, other.retries), (Medium::Local, 5));
+        assert!(other.contain.contains(FaultKinds::RANK_LOSS));
+    }
+
+    #[test]
+    fn unknown_key_names_file_line_and_key() {
+        let e = parse("seed = 1\n[defaults]\nretris = 3\n").unwrap_err();
+        assert_eq!(e.file, PathBuf::from("test.toml"));
+        assert_eq!(e.line, Some(3));
+        assert_eq!(e.key.as_deref(), Some("retris"));
+        let msg = e.to_string();
+        assert!(msg.starts_with("test.toml:3: key `retris`"), "{msg}");
+    }
+
+    #[test]
+    fn bad_values_name_their_key() {
+        let e = parse("[cd.x]\nretries = -2\n").unwrap_err();
+        assert_eq!((e.line, e.key.as_deref()), (Some(2), Some("cd.x.retries")));
+        let e = parse("[cd.x]\ninject = { soft_error = 1.5 }\n").unwrap_err();
+        assert_eq!(
+            (e.line, e.key.as_deref()),
+            (Some(2), Some("cd.x.inject.soft_error"))
+        );
+        let e = parse("[cd.x]\nmedium = \"tape\"\n").unwrap_err();
+        assert_eq!(e.line, Some(2));
+        assert!(e.to_string().contains("tape"), "{e}");
+        let e = parse("[level.one]\nretries = 1\n").unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("level.one"));
+        let e = parse("seed = \"x\"\n").unwrap_err();
+        assert_eq!(e.line, Some(1));
+    }
+
+    #[test]
+    fn missing_file_names_it() {
+        let e = CdConfig::from_file("/nonexistent/cd.toml").unwrap_err();
+        assert_eq!(e.file, PathBuf::from("/nonexistent/cd.toml"));
+        assert!(e.to_string().contains("/nonexistent/cd.toml"));
+    }
+}

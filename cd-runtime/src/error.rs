@@ -1,0 +1,117 @@
+//! Failures a Containment Domain detects, contains or escalates, and configuration errors.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+/// The kinds of failure, as a bit set so ranks can agree on all of them in one reduction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct FaultKinds(pub u32);
+
+impl FaultKinds {
+    /// No failure.
+    pub const NONE: FaultKinds = FaultKinds(0);
+    /// A soft error: a failed check, an error returned by the body, an injected soft error.
+    pub const SOFT: FaultKinds = FaultKinds(1);
+    /// A rank lost its memory (segment and locally preserved state).
+    pub const RANK_LOSS: FaultKinds = FaultKinds(2);
+    /// Some rank cannot restore this CD's preserved state (it was lost with the rank).
+    pub const UNRESTORABLE: FaultKinds = FaultKinds(4);
+
+    /// True when no failure is recorded.
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    /// True when every kind in `other` is in `self`.
+    pub fn contains(self, other: FaultKinds) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// Both sets together.
+    pub fn union(self, other: FaultKinds) -> FaultKinds {
+        FaultKinds(self.0 | other.0)
+    }
+}
+
+impl std::fmt::Display for FaultKinds {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = [
+            (Self::SOFT, "soft error"),
+            (Self::RANK_LOSS, "rank loss"),
+            (Self::UNRESTORABLE, "preserved state lost"),
+        ]
+        .iter()
+        .filter(|(k, _)| self.contains(*k))
+        .map(|(_, n)| *n)
+        .collect();
+        if names.is_empty() {
+            f.write_str("no failure")
+        } else {
+            f.write_str(&names.join(" + "))
+        }
+    }
+}
+
+/// Why a CD body did not produce its result.
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum CdError {
+    /// The body found an error (a failed check or an error it returned).
+    #[error("CD {cd:?} detected an error: {reason}")]
+    Detected {
+        /// Name of the CD.
+        cd: String,
+        /// What was wrong.
+        reason: String,
+    },
+    /// A CD could not contain a failure and passed it to its parent.
+    #[error("CD {cd:?} (level {level}) escalated {kinds} after {attempts} execution(s): {reason}")]
+    Escalated {
+        /// Name of the CD that gave up.
+        cd: String,
+        /// Its level in the tree (the root is 0).
+        level: usize,
+        /// What went wrong, agreed among the ranks the CD spans.
+        kinds: FaultKinds,
+        /// How many times it ran.
+        attempts: u32,
+        /// Why it could not contain the failure.
+        reason: String,
+    },
+}
+
+impl CdError {
+    /// A detected error of the current CD with `reason`, for a body to return.
+    pub fn detected(reason: impl Into<String>) -> CdError {
+        CdError::Detected {
+            cd: crate::runtime::current_name(),
+            reason: reason.into(),
+        }
+    }
+}
+
+/// A configuration that cannot be used, naming the file, line and key.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("{}{}{}: {message}", file.display(), line.map(|l| format!(":{l}")).unwrap_or_default(), key.as_ref().map(|k| format!(": key `{k}`")).unwrap_or_default())]
+pub struct ConfigError {
+    /// The configuration file (or `<string>` for inline text).
+    pub file: PathBuf,
+    /// 1-based line of the offending text, when known.
+    pub line: Option<usize>,
+    /// The key at fault, when known.
+    pub key: Option<String>,
+    /// What is wrong and what is expected.
+    pub message: String,
+}
+
+/// Why a CD-managed job did not complete.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum CdLaunchError {
+    /// The configuration could not be read.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// A failure escalated past the root CD, or a rank failed otherwise.
+    #[error(transparent)]
+    Job(#[from] gasnet_bridge::LaunchError),
+}

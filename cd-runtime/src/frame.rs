@@ -1,0 +1,209 @@
+//! One Containment Domain on this rank: its identity, its preserved entries, and the state of
+//! its current execution.
+//!
+//! Preservation follows the CD runtime's convention: a `preserve` call in the first execution
+//! saves the value; the same call in a re-execution restores it. Entries are found by name.
+
+use std::any::Any;
+use std::cell::RefCell;
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::rc::Rc;
+
+use pgas::Team;
+use rand::SeedableRng;
+use rand::rngs::SmallRng;
+
+use crate::config::{CdConfig, CdSettings, Medium};
+use crate::error::FaultKinds;
+use crate::injector::{mix, name_hash};
+use crate::runtime::CdRuntime;
+
+/// Where one preserved entry is kept.
+pub(crate) enum Store {
+    /// A clone in this rank's memory.
+    LocalValue(Box<dyn Any>),
+    /// Bytes in this rank's memory.
+    LocalBytes(Vec<u8>),
+    /// Bytes at the buddy rank under this key.
+    Buddy(u64),
+    /// Bytes in this file.
+    File(PathBuf),
+    /// The same data as the nearest ancestor's entry of the same name.
+    Reference,
+    /// Recomputed by this closure.
+    Regenerate(Box<dyn Fn() -> Box<dyn Any>>),
+    /// Kept locally and lost with the rank's memory.
+    Lost,
+}
+
+/// One preserved entry.
+pub(crate) struct Entry {
+    pub(crate) name: String,
+    pub(crate) store: Store,
+}
+
+/// The part of a CD that changes while it runs.
+pub(crate) struct FrameState {
+    pub(crate) entries: Vec<Entry>,
+    pub(crate) attempt: u32,
+    pub(crate) failure: FaultKinds,
+    pub(crate) reasons: Vec<String>,
+    /// Children begun in this execution (their index names them, so a re-execution gives
+    /// every child the same id, rng and keys as before).
+    pub(crate) children: u64,
+    /// Entries already restored in this re-execution (a second `preserve` of a name in one
+    /// execution saves again).
+    pub(crate) restored: HashSet<String>,
+    pub(crate) rng: SmallRng,
+}
+
+/// A CD on this rank.
+pub(crate) struct Frame {
+    pub(crate) name: String,
+    pub(crate) level: usize,
+    pub(crate) id: u64,
+    pub(crate) iteration: u64,
+    pub(crate) team: Team,
+    pub(crate) settings: CdSettings,
+    seed: u64,
+    pub(crate) state: RefCell<FrameState>,
+}
+
+impl Frame {
+    /// The root CD: level 0, all ranks, never re-executed.
+    pub(crate) fn root(config: &CdConfig, rank: usize) -> Frame {
+        Frame::new(
+            "root",
+            0,
+            0,
+            0,
+            pgas::world(),
+            config.settings("root", 0),
+            config.seed,
+            rank,
+        )
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        name: &str,
+        level: usize,
+        id: u64,
+        iteration: u64,
+        team: Team,
+        settings: CdSettings,
+        seed: u64,
+        rank: usize,
+    ) -> Frame {
+        let seed = mix(seed ^ mix(rank as u64 ^ mix(id)));
+        Frame {
+            name: name.to_string(),
+            level,
+            id,
+            iteration,
+            team,
+            settings,
+            seed,
+            state: RefCell::new(FrameState {
+                entries: Vec::new(),
+                attempt: 0,
+                failure: FaultKinds::NONE,
+                reasons: Vec::new(),
+                children: 0,
+                restored: HashSet::new(),
+                rng: SmallRng::seed_from_u64(seed),
+            }),
+        }
+    }
+
+    /// The id of the next child called `name` in this execution.
+    pub(crate) fn next_child_id(&self, name: &str) -> u64 {
+        let mut st = self.state.borrow_mut();
+        let index = st.children;
+        st.children += 1;
+        mix(self.id ^ mix(name_hash(name) ^ mix(index)))
+    }
+
+    /// Resets the execution state for attempt `attempt`.
+    pub(crate) fn begin(&self, attempt: u32) {
+        let mut st = self.state.borrow_mut();
+        st.attempt = attempt;
+        st.failure = FaultKinds::NONE;
+        st.reasons.clear();
+        st.children = 0;
+        st.restored.clear();
+        st.rng = SmallRng::seed_from_u64(self.seed);
+    }
+
+    /// Records a detected failure; the body goes on (see `cd::check!`).
+    pub(crate) fn fail(&self, kinds: FaultKinds, reason: String) {
+        let mut st = self.state.borrow_mut();
+        st.failure = st.failure.union(kinds);
+        st.reasons.push(reason);
+    }
+
+    /// Key of entry `name` for the buddy and file media.
+    pub(crate) fn key(&self, name: &str) -> u64 {
+        mix(self.id ^ name_hash(name))
+    }
+
+    /// Marks locally kept entries lost (the rank's memory is gone).
+    pub(crate) fn lose_local(&self) {
+        for e in &mut self.state.borrow_mut().entries {
+            if matches!(e.store, Store::LocalValue(_) | Store::LocalBytes(_)) {
+                e.store = Store::Lost;
+            }
+        }
+    }
+
+    /// Drops the entries and frees what they hold elsewhere (buddy copies, files).
+    pub(crate) fn release_entries(&self, rt: &CdRuntime) {
+        let entries = std::mem::take(&mut self.state.borrow_mut().entries);
+        for e in entries {
+            match e.store {
+                Store::Buddy(key) => rt.rpcs.forget(rt.buddy_rank, key),
+                Store::File(path) => {
+                    let _ = std::fs::remove_file(path);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// The medium for new copies.
+    pub(crate) fn medium(&self) -> Medium {
+        self.settings.medium
+    }
+}
+
+/// True if every entry of `frame` can be restored on this rank, given its ancestors.
+pub(crate) fn restorable(frames: &[Rc<Frame>], index: usize) -> bool {
+    let st = frames[index].state.borrow();
+    st.entries.iter().all(|e| match &e.store {
+        Store::Lost => false,
+        Store::Reference => find_in_ancestors(frames, index, &e.name, &|store| {
+            !matches!(store, Store::Lost)
+        }),
+        _ => true,
+    })
+}
+
+/// Applies `ok` to the nearest ancestor entry called `name` (following references further up).
+pub(crate) fn find_in_ancestors(
+    frames: &[Rc<Frame>],
+    index: usize,
+    name: &str,
+    ok: &dyn Fn(&Store) -> bool,
+) -> bool {
+    for i in (0..index).rev() {
+        let st = frames[i].state.borrow();
+        if let Some(e) = st.entries.iter().find(|e| e.name == name) {
+            return match e.store {
+                Store::Reference => find_in_ancestors(frames, i, name, ok),
+                ref s => ok(s),
+            };
+        }
+    }
+    false
+}

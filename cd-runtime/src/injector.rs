@@ -1,0 +1,116 @@
+//! The fault injector: decides, per CD execution, whether a fault is injected. Seeded and
+//! repeatable: the decision is a hash of (seed, rank, CD name, iteration, attempt).
+
+use crate::config::{FaultKind, Injection};
+
+/// A fault to inject into one execution.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Injected {
+    /// The execution fails its check.
+    SoftError,
+    /// The rank loses its memory at the end of the execution.
+    RankLoss,
+}
+
+/// SplitMix64: a well-mixed 64-bit hash step.
+pub(crate) fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// A stable hash of a name (FNV-1a).
+pub(crate) fn name_hash(name: &str) -> u64 {
+    name.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// A uniform number in [0, 1) from the hash of the inputs.
+fn uniform(parts: &[u64]) -> f64 {
+    let h = parts.iter().fold(0u64, |acc, &p| mix(acc ^ p));
+    (h >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// The fault for execution `attempt` of instance `iteration` of CD `name` on `rank`.
+///
+/// Exact faults fire on the first attempt only (a re-execution is the recovery from them);
+/// probabilities apply to every attempt, so a high rate can exhaust the retries and escalate.
+pub fn decide(
+    inject: &Injection,
+    seed: u64,
+    rank: usize,
+    name: &str,
+    iteration: u64,
+    attempt: u32,
+) -> Option<Injected> {
+    if attempt == 0 {
+        if let Some(f) = inject
+            .at
+            .iter()
+            .find(|f| f.rank == rank && f.iteration == iteration)
+        {
+            return Some(match f.kind {
+                FaultKind::Soft => Injected::SoftError,
+                FaultKind::RankLoss => Injected::RankLoss,
+            });
+        }
+    }
+    let parts = [
+        seed,
+        rank as u64,
+        name_hash(name),
+        iteration,
+        attempt as u64,
+    ];
+    if inject.rank_loss > 0.0 && uniform(&[&parts[..], &[1]].concat()) < inject.rank_loss {
+        return Some(Injected::RankLoss);
+    }
+    if inject.soft_error > 0.0 && uniform(&[&parts[..], &[2]].concat()) < inject.soft_error {
+        return Some(Injected::SoftError);
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::ExactFault;
+
+    #[test]
+    fn repeatable_and_close_to_the_rate() {
+        let inj = Injection {
+            soft_error: 0.1,
+            ..Injection::default()
+        };
+        let hits = (0..10_000)
+            .filter(|&i| decide(&inj, 5, 0, "step", i, 0).is_some())
+            .count();
+        assert!((800..1200).contains(&hits), "{hits}");
+        let again = (0..10_000)
+            .filter(|&i| decide(&inj, 5, 0, "step", i, 0).is_some())
+            .count();
+        assert_eq!(hits, again);
+        let other_seed = (0..10_000)
+            .filter(|&i| decide(&inj, 6, 0, "step", i, 0) != decide(&inj, 5, 0, "step", i, 0))
+            .count();
+        assert!(other_seed > 0);
+    }
+
+    #[test]
+    fn exact_faults_fire_once() {
+        let inj = Injection {
+            at: vec![ExactFault {
+                rank: 2,
+                iteration: 4,
+                kind: FaultKind::RankLoss,
+            }],
+            ..Injection::default()
+        };
+        assert_eq!(decide(&inj, 0, 2, "x", 4, 0), Some(Injected::RankLoss));
+        assert_eq!(decide(&inj, 0, 2, "x", 4, 1), None);
+        assert_eq!(decide(&inj, 0, 1, "x", 4, 0), None);
+        assert_eq!(decide(&inj, 0, 2, "x", 3, 0), None);
+    }
+}

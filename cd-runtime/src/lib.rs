@@ -1,0 +1,79 @@
+//! Containment Domains for pgas programs: a tree of CDs per rank, each preserving the state it
+//! needs, detecting errors, and on failure restoring and re-executing only itself, escalating
+//! to its parent when it cannot contain the failure.
+//!
+//! ```
+//! use cd_runtime as cd;
+//! use gasnet_bridge::LaunchConfig;
+//!
+//! let config = cd::CdConfig::default()
+//!     .with_cd("step", "inject = { at = [{ rank = 1, iteration = 2, kind = \"soft\" }] }")
+//!     .unwrap();
+//! let job = LaunchConfig::new(2).segment_bytes(1 << 20);
+//! let out = cd::launch(&job, config, pgas::RpcTable::new(), || {
+//!     let mut x = vec![1.0f64; 4];
+//!     for _ in 0..5 {
+//!         cd::strict("step", |c| {
+//!             c.preserve("x", &mut x);
+//!             for v in x.iter_mut() {
+//!                 *v *= 2.0; // re-executed after a failure: restored first, so never doubled twice
+//!             }
+//!             Ok(())
+//!         })?;
+//!     }
+//!     Ok(x[0])
+//! })
+//! .unwrap();
+//! assert_eq!(out.results, vec![32.0, 32.0]);
+//! assert_eq!(out.report.cd("step").unwrap().reexecutions, 2, "both ranks re-executed once");
+//! ```
+
+mod buddy;
+pub mod cd;
+pub mod config;
+pub mod error;
+mod frame;
+pub mod injector;
+pub mod report;
+pub mod rng;
+mod runtime;
+pub mod strict;
+
+pub use cd::{Cd, Preservable};
+pub use config::{CdConfig, CdSettings, ExactFault, FaultKind, Injection, Medium};
+pub use error::{CdError, CdLaunchError, ConfigError, FaultKinds};
+pub use report::{CdStats, Report};
+pub use rng::{CdRng, rng};
+pub use runtime::{CdOutcome, launch, launch_from_env};
+pub use strict::{strict, strict_local, strict_on};
+
+/// The innermost CD of this rank (the root CD outside any `strict` call).
+pub fn current() -> Cd {
+    runtime::with(|rt| Cd { frame: rt.top() })
+}
+
+/// Records a detected failure in the innermost CD if `ok` is false; returns `ok`. Used by
+/// [`check!`].
+#[doc(hidden)]
+pub fn __check(ok: bool, what: &str, file: &str, line: u32) -> bool {
+    if !ok {
+        runtime::with(|rt| {
+            rt.top()
+                .fail(FaultKinds::SOFT, format!("{what} ({file}:{line})"))
+        });
+    }
+    ok
+}
+
+/// Checks a condition in the innermost CD: if false, the CD fails at completion and
+/// re-executes (the body goes on, so ranks of a multi-rank CD stay in step). Evaluates to the
+/// condition's value.
+#[macro_export]
+macro_rules! check {
+    ($cond:expr) => {
+        $crate::__check($cond, concat!("check failed: ", stringify!($cond)), file!(), line!())
+    };
+    ($cond:expr, $($msg:tt)+) => {
+        $crate::__check($cond, &format!($($msg)+), file!(), line!())
+    };
+}

@@ -1,0 +1,191 @@
+//! The CD report: per CD name and level, how often it ran and recovered, what it preserved
+//! where, and the time spent preserving and recovering; summed over ranks at the end.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::Medium;
+
+/// Counters of one CD (name, level), summed over the ranks that ran it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CdStats {
+    /// CD name.
+    pub name: String,
+    /// Level in the tree (root 0).
+    pub level: usize,
+    /// Executions, including re-executions.
+    pub executions: u64,
+    /// Re-executions after a failure.
+    pub reexecutions: u64,
+    /// Failures passed to the parent.
+    pub escalations: u64,
+    /// Injected faults.
+    pub injected: u64,
+    /// Bytes copied into local memory.
+    pub bytes_local: u64,
+    /// Bytes copied to a buddy rank.
+    pub bytes_buddy: u64,
+    /// Bytes written to files.
+    pub bytes_file: u64,
+    /// Bytes not copied because the parent held the same data (preserved by reference).
+    pub bytes_by_reference: u64,
+    /// Nanoseconds spent preserving (first executions).
+    pub preserve_ns: u64,
+    /// Nanoseconds spent recovering: restoring and re-executing.
+    pub recover_ns: u64,
+}
+
+impl CdStats {
+    fn add(&mut self, o: &CdStats) {
+        self.executions += o.executions;
+        self.reexecutions += o.reexecutions;
+        self.escalations += o.escalations;
+        self.injected += o.injected;
+        self.bytes_local += o.bytes_local;
+        self.bytes_buddy += o.bytes_buddy;
+        self.bytes_file += o.bytes_file;
+        self.bytes_by_reference += o.bytes_by_reference;
+        self.preserve_ns += o.preserve_ns;
+        self.recover_ns += o.recover_ns;
+    }
+
+    /// Counts `bytes` preserved on `medium`.
+    pub(crate) fn preserved(&mut self, medium: Medium, bytes: usize) {
+        let b = bytes as u64;
+        match medium {
+            Medium::Local => self.bytes_local += b,
+            Medium::Buddy => self.bytes_buddy += b,
+            Medium::File => self.bytes_file += b,
+        }
+    }
+}
+
+/// The report of a job: one entry per (level, name).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Report {
+    /// Ranks the counters are summed over.
+    pub ranks: usize,
+    /// Per CD, ordered by level then name.
+    pub cds: Vec<CdStats>,
+}
+
+/// Counters as a rank collects them.
+#[derive(Debug, Default)]
+pub(crate) struct Collector {
+    by_cd: BTreeMap<(usize, String), CdStats>,
+}
+
+impl Collector {
+    pub(crate) fn entry(&mut self, name: &str, level: usize) -> &mut CdStats {
+        self.by_cd
+            .entry((level, name.to_string()))
+            .or_insert_with(|| CdStats {
+                name: name.to_string(),
+                level,
+                ..CdStats::default()
+            })
+    }
+
+    pub(crate) fn report(&self, ranks: usize) -> Report {
+        Report {
+            ranks,
+            cds: self.by_cd.values().cloned().collect(),
+        }
+    }
+}
+
+impl Report {
+    /// Sums two ranks' reports.
+    pub fn merge(mut self, other: Report) -> Report {
+        let mut by: BTreeMap<(usize, String), CdStats> = self
+            .cds
+            .drain(..)
+            .map(|c| ((c.level, c.name.clone()), c))
+            .collect();
+        for c in other.cds {
+            by.entry((c.level, c.name.clone()))
+                .and_modify(|e| e.add(&c))
+                .or_insert(c);
+        }
+        Report {
+            ranks: self.ranks.max(other.ranks),
+            cds: by.into_values().collect(),
+        }
+    }
+
+    /// The stats of the CD called `name`, if it ran.
+    pub fn cd(&self, name: &str) -> Option<&CdStats> {
+        self.cds.iter().find(|c| c.name == name)
+    }
+
+    /// JSON text of the report.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("a report serializes")
+    }
+
+    /// A readable table.
+    pub fn table(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "CD report ({} ranks, counts summed over ranks)\n{:<16} {:>5} {:>8} {:>8} {:>6} {:>8} {:>12} {:>12} {:>12} {:>12} {:>10} {:>10}",
+            self.ranks,
+            "cd",
+            "level",
+            "execs",
+            "reexecs",
+            "escal",
+            "injected",
+            "local B",
+            "buddy B",
+            "file B",
+            "by-ref B",
+            "pres ms",
+            "recov ms"
+        );
+        for c in &self.cds {
+            let _ = writeln!(
+                s,
+                "{:<16} {:>5} {:>8} {:>8} {:>6} {:>8} {:>12} {:>12} {:>12} {:>12} {:>10.3} {:>10.3}",
+                c.name,
+                c.level,
+                c.executions,
+                c.reexecutions,
+                c.escalations,
+                c.injected,
+                c.bytes_local,
+                c.bytes_buddy,
+                c.bytes_file,
+                c.bytes_by_reference,
+                c.preserve_ns as f64 / 1e6,
+                c.recover_ns as f64 / 1e6
+            );
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merge_sums_matching_cds() {
+        let mut a = Collector::default();
+        a.entry("step", 1).executions = 3;
+        a.entry("step", 1).preserved(Medium::Buddy, 100);
+        let mut b = Collector::default();
+        b.entry("step", 1).executions = 4;
+        b.entry("inner", 2).reexecutions = 1;
+        let r = a.report(2).merge(b.report(2));
+        assert_eq!(r.cd("step").unwrap().executions, 7);
+        assert_eq!(r.cd("step").unwrap().bytes_buddy, 100);
+        assert_eq!(r.cd("inner").unwrap().reexecutions, 1);
+        let json = r.to_json();
+        let back: Report = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, r);
+        assert!(r.table().contains("inner"));
+    }
+}

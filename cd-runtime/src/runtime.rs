@@ -1,0 +1,193 @@
+//! The per-rank CD runtime: the stack of CDs this rank is inside, the copies it holds for its
+//! buddies, its report counters; and `launch`, which runs a program under a root CD.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::sync::{Arc, Mutex};
+
+use gasnet_bridge::LaunchConfig;
+use pgas::RpcTable;
+
+use crate::buddy::{BuddyRpcs, BuddyStore, buddy_of};
+use crate::config::CdConfig;
+use crate::error::{CdError, CdLaunchError};
+use crate::frame::Frame;
+use crate::report::{Collector, Report};
+
+/// One rank's CD state.
+pub(crate) struct CdRuntime {
+    pub(crate) config: Arc<CdConfig>,
+    pub(crate) rank: usize,
+    pub(crate) buddy_rank: usize,
+    pub(crate) frames: RefCell<Vec<Rc<Frame>>>,
+    pub(crate) stats: RefCell<Collector>,
+    pub(crate) buddy: BuddyStore,
+    pub(crate) rpcs: BuddyRpcs,
+    iterations: RefCell<HashMap<String, u64>>,
+    pub(crate) file_dir: PathBuf,
+    /// Memory losses this rank suffered (emulated).
+    pub(crate) losses: Cell<u64>,
+}
+
+thread_local! {
+    static CURRENT: RefCell<Option<Rc<CdRuntime>>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` with this rank's CD runtime.
+///
+/// # Panics
+/// Outside [`launch`].
+pub(crate) fn with<R>(f: impl FnOnce(&CdRuntime) -> R) -> R {
+    let rt = CURRENT
+        .with(|c| c.borrow().clone())
+        .expect("CD call outside cd_runtime::launch: this thread is not a CD-managed rank");
+    f(&rt)
+}
+
+/// This rank's CD runtime.
+///
+/// # Panics
+/// Outside [`launch`].
+pub(crate) fn handle() -> Rc<CdRuntime> {
+    CURRENT
+        .with(|c| c.borrow().clone())
+        .expect("CD call outside cd_runtime::launch: this thread is not a CD-managed rank")
+}
+
+/// Name of the innermost CD, for messages (`<none>` outside a CD job).
+pub(crate) fn current_name() -> String {
+    CURRENT.with(|c| {
+        c.borrow()
+            .as_ref()
+            .and_then(|rt| rt.frames.borrow().last().map(|f| f.name.clone()))
+            .unwrap_or_else(|| "<none>".into())
+    })
+}
+
+impl CdRuntime {
+    /// The innermost CD.
+    pub(crate) fn top(&self) -> Rc<Frame> {
+        self.frames
+            .borrow()
+            .last()
+            .cloned()
+            .expect("the root CD is always on the stack")
+    }
+
+    /// The instance number of the next CD called `name` on this rank.
+    pub(crate) fn next_iteration(&self, name: &str) -> u64 {
+        let mut it = self.iterations.borrow_mut();
+        let n = it.entry(name.to_string()).or_insert(0);
+        let v = *n;
+        *n += 1;
+        v
+    }
+
+    /// Emulates the loss of this rank's memory: its segment, the locally preserved state of
+    /// every CD it is in, and the copies it held for its buddies.
+    pub(crate) fn lose_memory(&self) {
+        pgas::fault::emulate_memory_loss();
+        for f in self.frames.borrow().iter() {
+            f.lose_local();
+        }
+        self.buddy.wipe();
+        self.losses.set(self.losses.get() + 1);
+    }
+}
+
+/// What a CD-managed job returns: each rank's result and the report summed over ranks.
+#[derive(Debug)]
+pub struct CdOutcome<R> {
+    /// Results in rank order.
+    pub results: Vec<R>,
+    /// The CD report (counts summed over ranks).
+    pub report: Report,
+}
+
+/// Runs `body` on every rank under a root CD spanning all ranks, configured by `config`.
+///
+/// `rpcs` is the program's rpc table; the runtime adds its own functions to it. A failure that
+/// escalates past the root ends the rank with a panic naming the CD and the cause, so the
+/// job returns an error instead of a wrong answer. When the configuration asks for it, rank 0
+/// prints the report table and writes the JSON report.
+pub fn launch<R, F>(
+    job: &LaunchConfig,
+    config: CdConfig,
+    mut rpcs: RpcTable,
+    body: F,
+) -> Result<CdOutcome<R>, CdLaunchError>
+where
+    R: Send,
+    F: Fn() -> Result<R, CdError> + Sync,
+{
+    let buddy_rpcs = BuddyRpcs::register(&mut rpcs);
+    let file_dir = config
+        .file_dir
+        .clone()
+        .unwrap_or_else(|| std::env::temp_dir().join(format!("cd-files-{}", std::process::id())));
+    let config = Arc::new(config);
+    let report_out: Mutex<Option<Report>> = Mutex::new(None);
+    let results = pgas::launch(job, rpcs, || {
+        let rank = pgas::rank_me();
+        let ranks = pgas::rank_n();
+        let rpn = pgas::local_team().rank_n();
+        let rt = Rc::new(CdRuntime {
+            config: config.clone(),
+            rank,
+            buddy_rank: buddy_of(rank, ranks, rpn),
+            frames: RefCell::new(vec![Rc::new(Frame::root(&config, rank))]),
+            stats: RefCell::new(Collector::default()),
+            buddy: BuddyStore::default(),
+            rpcs: buddy_rpcs,
+            iterations: RefCell::new(HashMap::new()),
+            file_dir: file_dir.join(format!("rank{rank}")),
+            losses: Cell::new(0),
+        });
+        CURRENT.with(|c| *c.borrow_mut() = Some(rt.clone()));
+        let out = body();
+        let value = match out {
+            Ok(v) => v,
+            Err(e) => panic!(
+                "rank {rank}: {e}; it escalated past the root CD, so the run stops rather than \
+                 give a wrong answer"
+            ),
+        };
+        rt.top().release_entries(&rt);
+        let mine = rt.stats.borrow().report(ranks);
+        let total = pgas::reduce_one(&pgas::world(), mine, Report::merge, 0).wait();
+        if let Some(report) = total {
+            if config.report {
+                print!("{}", report.table());
+            }
+            if let Some(path) = &config.report_file {
+                if let Err(e) = std::fs::write(path, report.to_json()) {
+                    eprintln!("cd: cannot write the report to {}: {e}", path.display());
+                }
+            }
+            *report_out.lock().unwrap_or_else(|e| e.into_inner()) = Some(report);
+        }
+        CURRENT.with(|c| *c.borrow_mut() = None);
+        value
+    })?;
+    let _ = std::fs::remove_dir_all(&file_dir);
+    let report = report_out
+        .into_inner()
+        .unwrap_or_else(|e| e.into_inner())
+        .unwrap_or_default();
+    Ok(CdOutcome { results, report })
+}
+
+/// [`launch`] with the configuration from the file named by `CD_CONFIG` (defaults if unset).
+pub fn launch_from_env<R, F>(
+    job: &LaunchConfig,
+    rpcs: RpcTable,
+    body: F,
+) -> Result<CdOutcome<R>, CdLaunchError>
+where
+    R: Send,
+    F: Fn() -> Result<R, CdError> + Sync,
+{
+    launch(job, CdConfig::from_env()?, rpcs, body)
+}

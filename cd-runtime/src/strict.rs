@@ -1,0 +1,192 @@
+//! Strict Containment Domains: begin, body, detect, complete by agreement; on failure restore
+//! and re-execute together; escalate when the failure is not this CD's to contain.
+//!
+//! Completion is an agreement among the ranks the CD spans: each rank contributes the set of
+//! failures it saw (failed checks, body errors, injected faults, and whether it can restore
+//! this CD's state), and one bitwise-or reduction over the CD's team gives every rank the same
+//! set, hence the same decision: complete, re-execute, or escalate. Ranks outside the team
+//! take no part and are not disturbed.
+
+use std::rc::Rc;
+use std::time::Instant;
+
+use pgas::Team;
+
+use crate::cd::Cd;
+use crate::error::{CdError, FaultKinds};
+use crate::frame::{Frame, restorable};
+use crate::injector::{self, Injected};
+use crate::runtime::{self, CdRuntime};
+
+/// Runs `body` as a strict child CD of the current CD, spanning the same ranks.
+pub fn strict<R>(name: &str, body: impl FnMut(&Cd) -> Result<R, CdError>) -> Result<R, CdError> {
+    let team = runtime::with(|rt| rt.top().team.clone());
+    run(name, team, body)
+}
+
+/// Runs `body` as a strict child CD spanning the ranks of `team` (which must include this
+/// rank and be part of the parent's ranks).
+pub fn strict_on<R>(
+    name: &str,
+    team: &Team,
+    body: impl FnMut(&Cd) -> Result<R, CdError>,
+) -> Result<R, CdError> {
+    run(name, team.clone(), body)
+}
+
+/// Runs `body` as a strict child CD of this rank alone (no agreement with other ranks).
+pub fn strict_local<R>(
+    name: &str,
+    body: impl FnMut(&Cd) -> Result<R, CdError>,
+) -> Result<R, CdError> {
+    let team = pgas::solo_team();
+    run(name, team, body)
+}
+
+/// The failure set a body's result contributes.
+fn kinds_of<R>(out: &Result<R, CdError>) -> FaultKinds {
+    match out {
+        Ok(_) => FaultKinds::NONE,
+        Err(CdError::Detected { .. }) => FaultKinds::SOFT,
+        // The parent decides for itself whether it can restore its own state.
+        Err(CdError::Escalated { kinds, .. }) => FaultKinds(kinds.0 & !FaultKinds::UNRESTORABLE.0),
+    }
+}
+
+fn reason_of<R>(out: &Result<R, CdError>, frame: &Frame) -> String {
+    let mut reasons = frame.state.borrow().reasons.clone();
+    if let Err(e) = out {
+        reasons.push(e.to_string());
+    }
+    if reasons.is_empty() {
+        "a rank of the CD failed".into()
+    } else {
+        reasons.join("; ")
+    }
+}
+
+fn agree(team: &Team, kinds: FaultKinds) -> FaultKinds {
+    if team.rank_n() == 1 {
+        return kinds;
+    }
+    FaultKinds(pgas::reduce_all(team, kinds.0, pgas::ops::bit_or).wait())
+}
+
+fn run<R>(
+    name: &str,
+    team: Team,
+    mut body: impl FnMut(&Cd) -> Result<R, CdError>,
+) -> Result<R, CdError> {
+    let rt = runtime::handle();
+    let frame = {
+        let rt = &rt;
+        let parent = rt.top();
+        let level = parent.level + 1;
+        let id = parent.next_child_id(name);
+        let iteration = rt.next_iteration(name);
+        let settings = rt.config.settings(name, level);
+        let frame = Rc::new(Frame::new(
+            name,
+            level,
+            id,
+            iteration,
+            team,
+            settings,
+            rt.config.seed,
+            rt.rank,
+        ));
+        rt.frames.borrow_mut().push(frame.clone());
+        frame
+    };
+    let cd = Cd {
+        frame: frame.clone(),
+    };
+    let mut attempt = 0u32;
+    loop {
+        frame.begin(attempt);
+        let start = Instant::now();
+        let injected = injector::decide(
+            &frame.settings.inject,
+            rt.config.seed,
+            rt.rank,
+            name,
+            frame.iteration,
+            attempt,
+        );
+        let out = body(&cd);
+        let mut kinds = frame.state.borrow().failure.union(kinds_of(&out));
+        match injected {
+            Some(Injected::SoftError) => {
+                kinds = kinds.union(FaultKinds::SOFT);
+                frame.fail(
+                    FaultKinds::SOFT,
+                    format!("injected soft error on rank {}", rt.rank),
+                );
+            }
+            Some(Injected::RankLoss) => {
+                rt.lose_memory();
+                kinds = kinds.union(FaultKinds::RANK_LOSS);
+                frame.fail(
+                    FaultKinds::RANK_LOSS,
+                    format!("injected loss of rank {}", rt.rank),
+                );
+            }
+            None => {}
+        }
+        if !kinds.is_empty() && !restorable(&rt.frames.borrow(), rt.frames.borrow().len() - 1) {
+            kinds = kinds.union(FaultKinds::UNRESTORABLE);
+        }
+        let agreed = agree(&frame.team, kinds);
+        {
+            let mut stats = rt.stats.borrow_mut();
+            let s = stats.entry(name, frame.level);
+            s.executions += 1;
+            if injected.is_some() {
+                s.injected += 1;
+            }
+            if attempt > 0 {
+                s.reexecutions += 1;
+                s.recover_ns += start.elapsed().as_nanos() as u64;
+            }
+        }
+        if agreed.is_empty() {
+            return finish(&rt, &frame, out);
+        }
+        let contained = frame
+            .settings
+            .contain
+            .contains(FaultKinds(agreed.0 & !FaultKinds::UNRESTORABLE.0));
+        let why = if agreed.contains(FaultKinds::UNRESTORABLE) {
+            Some("a rank lost the state this CD preserved (kept in its own memory)".to_string())
+        } else if !contained {
+            Some(format!("this CD is not configured to contain {agreed}"))
+        } else if attempt >= frame.settings.retries {
+            Some(format!("{} retries exhausted", frame.settings.retries))
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            rt.stats.borrow_mut().entry(name, frame.level).escalations += 1;
+            let reason = format!("{why}; {}", reason_of(&out, &frame));
+            return finish(
+                &rt,
+                &frame,
+                Err(CdError::Escalated {
+                    cd: name.to_string(),
+                    level: frame.level,
+                    kinds: agreed,
+                    attempts: attempt + 1,
+                    reason,
+                }),
+            );
+        }
+        attempt += 1;
+    }
+}
+
+fn finish<R>(rt: &CdRuntime, frame: &Frame, out: Result<R, CdError>) -> Result<R, CdError> {
+    frame.release_entries(rt);
+    let popped = rt.frames.borrow_mut().pop();
+    debug_assert!(popped.is_some_and(|f| std::ptr::eq(&*f, frame)));
+    out
+}

@@ -1,0 +1,24 @@
+//! Fault emulation for resilience testing: the loss of a rank's shared memory.
+
+use crate::runtime::{self, RESERVED};
+
+/// Byte pattern written over lost memory; never a plausible value of a program's data.
+pub const POISON: u8 = 0xDB;
+
+/// Emulates the loss of this rank's node memory: fills the shared segment with [`POISON`].
+///
+/// Allocations stay valid (the heap's bookkeeping is rebuilt on a real restart), but their
+/// contents are gone, so a recovery must restore them from copies kept elsewhere. The
+/// runtime's own reserved bytes are kept. Other ranks must not be accessing the segment at
+/// that moment for the emulation to be exact (a real loss would not wait for them either).
+pub fn emulate_memory_loss() {
+    runtime::with(|rt| {
+        let ep = rt.ep();
+        let base = ep.segment_base(ep.rank()).expect("own segment");
+        let len = ep.segment_len() - RESERVED;
+        // SAFETY: `RESERVED .. segment_len` lies inside this rank's segment; raw writes are
+        // how every segment access is done (no references exist, see gasnet-bridge's segment
+        // module).
+        unsafe { std::ptr::write_bytes(base.add(RESERVED), POISON, len) };
+    })
+}
