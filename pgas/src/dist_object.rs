@@ -30,6 +30,31 @@ pub(crate) struct DistRegistry {
     next_id: Cell<u64>,
     objects: RefCell<HashMap<u64, Entry>>,
     waiting: RefCell<HashMap<u64, Vec<(usize, u64)>>>,
+    /// The id a failed deserialization did not find (read by the rpc handler to defer it).
+    pub(crate) missing: Cell<Option<u64>>,
+    /// Rpcs whose arguments name an instance this rank has not constructed yet, by its id.
+    deferred: RefCell<HashMap<u64, Vec<DeferredRpc>>>,
+}
+
+/// An rpc request kept until the dist_object its arguments name is constructed here.
+pub(crate) struct DeferredRpc {
+    pub(crate) source: usize,
+    pub(crate) header: Vec<u64>,
+    pub(crate) payload: Vec<u8>,
+    pub(crate) ack: gasnet_bridge::WriteAck,
+}
+
+impl DistRegistry {
+    /// True if `id` was constructed here and has since been dropped.
+    pub(crate) fn is_gone(&self, id: u64) -> bool {
+        id < self.next_id.get() && !self.objects.borrow().contains_key(&id)
+    }
+
+    /// Keeps `rpc` until instance `id` is constructed (UPC++ defers an rpc whose dist_object
+    /// argument does not exist yet at the target, rather than failing it).
+    pub(crate) fn defer(&self, id: u64, rpc: DeferredRpc) {
+        self.deferred.borrow_mut().entry(id).or_default().push(rpc);
+    }
 }
 
 /// This rank's instance of a distributed object.
@@ -62,11 +87,23 @@ impl<T: Serialize + DeserializeOwned + 'static> DistObject<T> {
             for (to, slot) in waiting {
                 answer(rt, id, to, slot);
             }
-            DistObject {
+            let object = DistObject {
                 id,
                 value,
                 owner: true,
+            };
+            // Fix: rpcs that named this instance before it existed here used to end the rank
+            // ("arguments do not decode"); they were deferred and run now.
+            let deferred = rt
+                .dist
+                .deferred
+                .borrow_mut()
+                .remove(&id)
+                .unwrap_or_default();
+            for d in deferred {
+                crate::rpc::run_request(rt, d.source, &d.header, &d.payload, d.ack);
             }
+            object
         })
     }
 
@@ -99,6 +136,21 @@ impl<T: 'static> DistObject<T> {
     }
 }
 
+/// Another handle on the same instance (not a copy of the value). Sending a `DistObject` in
+/// an rpc moves it; sending a clone keeps this rank's owning handle, and with it the
+/// instance, alive. (Added: without it the only way to name an instance in an rpc was to move
+/// the owner into the arguments, which unregistered this rank's instance when the arguments
+/// were dropped after sending, so rpcs from other ranks naming it then failed here.)
+impl<T: 'static> Clone for DistObject<T> {
+    fn clone(&self) -> Self {
+        DistObject {
+            id: self.id,
+            value: self.value.clone(),
+            owner: false,
+        }
+    }
+}
+
 impl<T: 'static> std::ops::Deref for DistObject<T> {
     type Target = T;
     fn deref(&self) -> &T {
@@ -124,17 +176,21 @@ impl<'de, T: 'static> Deserialize<'de> for DistObject<T> {
     /// Becomes the deserializing rank's own instance with that id.
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let id = u64::deserialize(d)?;
-        let value = runtime::with(|rt| rt.dist.objects.borrow().get(&id).map(|e| e.value.clone()))
-            .ok_or_else(|| {
-                serde::de::Error::custom(format!(
-                    "dist_object {id} is not constructed on this rank (construct it on every \
+        let value = runtime::with(|rt| {
+            let found = rt.dist.objects.borrow().get(&id).map(|e| e.value.clone());
+            if found.is_none() {
+                rt.dist.missing.set(Some(id));
+            }
+            found
+        })
+        .ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "dist_object {id} is not constructed on this rank (construct it on every \
                      rank, e.g. before a barrier, before sending it)"
-                ))
-            })?
-            .downcast::<T>()
-            .map_err(|_| {
-                serde::de::Error::custom(format!("dist_object {id} has another type here"))
-            })?;
+            ))
+        })?
+        .downcast::<T>()
+        .map_err(|_| serde::de::Error::custom(format!("dist_object {id} has another type here")))?;
         Ok(DistObject {
             id,
             value,

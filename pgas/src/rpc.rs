@@ -274,7 +274,18 @@ fn decode_reply<R: DeserializeOwned>(rank: usize, name: &str, bytes: &[u8]) -> R
 }
 
 pub(crate) fn handle_request(rt: &Runtime, token: &Token<'_>, header: &[u64], payload: &[u8]) {
-    let source = token.source();
+    let ack = token.count_as_write();
+    run_request(rt, token.source(), header, payload, ack);
+}
+
+/// Runs an rpc request that arrived from `source` (now, or later if it was deferred).
+pub(crate) fn run_request(
+    rt: &Runtime,
+    source: usize,
+    header: &[u64],
+    payload: &[u8],
+    ack: WriteAck,
+) {
     let [index, hash, slot, ..] = *header else {
         wire::malformed(source, "an rpc request without its header")
     };
@@ -293,13 +304,39 @@ pub(crate) fn handle_request(rt: &Runtime, token: &Token<'_>, header: &[u64], pa
                 ),
             )
         });
-    let ack = token.count_as_write();
-    let outcome = (entry.invoke)(payload).unwrap_or_else(|e| {
-        wire::malformed(
-            source,
-            &format!("arguments of rpc {:?} do not decode: {e}", entry.name),
-        )
-    });
+    rt.dist.missing.set(None);
+    let outcome = match (entry.invoke)(payload) {
+        Ok(outcome) => outcome,
+        Err(e) => match rt.dist.missing.take() {
+            // The arguments name a dist_object not constructed here yet: run the rpc when
+            // it is (see `DistObject::new`).
+            Some(id) if !rt.dist.is_gone(id) => {
+                let header = header.to_vec();
+                let payload = payload.to_vec();
+                return rt.dist.defer(
+                    id,
+                    crate::dist_object::DeferredRpc {
+                        source,
+                        header,
+                        payload,
+                        ack,
+                    },
+                );
+            }
+            Some(id) => wire::malformed(
+                source,
+                &format!(
+                    "arguments of rpc {:?} name dist_object {id}, which this rank has \
+                     already destroyed",
+                    entry.name
+                ),
+            ),
+            None => wire::malformed(
+                source,
+                &format!("arguments of rpc {:?} do not decode: {e}", entry.name),
+            ),
+        },
+    };
     match outcome {
         Outcome::Now(bytes) if slot != NO_REPLY => reply(rt, source, slot, ack, &bytes),
         Outcome::Now(_) => {}
