@@ -321,7 +321,7 @@ impl Endpoint {
         };
         handler(&token);
         // Only now, after any replies or requests the handler sent were counted.
-        world.handled();
+        world.handled(self.rank);
     }
 
     /// Polls until `done()` is true, spinning, then yielding, then parking (see `sleep`).
@@ -440,11 +440,9 @@ impl Endpoint {
         let ranks = world.ranks();
         world.finished.fetch_add(1, Ordering::AcqRel);
         world.wake_all();
-        // Fix: this used to drain the inbox once and then wait for every rank to have done the
-        // same, so a reply (or a request sent by a handler) that reached a rank after its
-        // drain was never run. Waiting for global quiescence runs every message: once all
-        // bodies have returned only handlers send, and a handler's message stays counted in
-        // `in_flight` until its sends are counted, so zero here is final.
+        // Every message must run, including replies and requests that handlers send while
+        // other ranks are already done: wait for global quiescence (see `SmpWorld::quiet`),
+        // not just for this rank's inbox to drain.
         self.wait_until(|| world.finished() == ranks && world.quiet());
     }
 }

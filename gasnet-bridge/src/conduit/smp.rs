@@ -5,7 +5,7 @@
 //! Active messages go through one lock-free multi-producer queue per target rank and run when
 //! the target polls.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use crossbeam_queue::SegQueue;
 use crossbeam_utils::CachePadded;
@@ -20,6 +20,13 @@ use crate::segment::Segment;
 use crate::sleep::Sleeper;
 use crate::topology::Topology;
 
+/// One rank's message counts.
+#[derive(Debug, Default)]
+pub(crate) struct Traffic {
+    pub(crate) sent: AtomicU64,
+    pub(crate) handled: AtomicU64,
+}
+
 /// Everything the ranks of one smp job share.
 #[derive(Debug)]
 pub struct SmpWorld {
@@ -31,12 +38,9 @@ pub struct SmpWorld {
     pub(crate) barrier: CentralBarrier,
     /// Ranks whose body has returned (and whose last barrier has completed).
     pub(crate) finished: CachePadded<AtomicUsize>,
-    /// Messages delivered whose handler has not yet returned. A handler's own sends are
-    /// counted before its message is uncounted, so once every rank has finished its body this
-    /// reaching zero means no message can ever be sent again: the job is quiescent.
-    // (Replaces a per-rank "drained" count, which let a rank leave while a reply or a request
-    // sent by a handler during another rank's drain was still on its way to it.)
-    pub(crate) in_flight: CachePadded<AtomicUsize>,
+    /// Messages sent and handled, counted by each rank in its own cache line (a shared
+    /// counter would bounce between cores on every message); `quiet` sums them.
+    pub(crate) traffic: Box<[CachePadded<Traffic>]>,
     pub(crate) failure: Failure,
     pub(crate) handlers: HandlerTable,
 }
@@ -55,7 +59,7 @@ impl SmpWorld {
             sleepers: (0..n).map(|_| CachePadded::default()).collect(),
             barrier: CentralBarrier::new(n),
             finished: CachePadded::default(),
-            in_flight: CachePadded::default(),
+            traffic: (0..n).map(|_| CachePadded::default()).collect(),
             failure: Failure::default(),
             handlers,
         }
@@ -79,7 +83,10 @@ impl SmpWorld {
     /// Queues `message` for `target` (an existing rank) and wakes it if it sleeps.
     #[inline]
     pub(crate) fn deliver(&self, target: usize, message: Message) {
-        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        // Counted before it is queued, so a queued message is always counted as sent.
+        self.traffic[message.source as usize]
+            .sent
+            .fetch_add(1, Ordering::SeqCst);
         self.inboxes[target].push(message);
         self.sleepers[target].wake();
     }
@@ -97,19 +104,36 @@ impl SmpWorld {
         self.wake_all();
     }
 
-    /// Uncounts a message whose handler has returned (after the handler's own sends were
-    /// counted); wakes everyone when that leaves the finished job quiet.
+    /// Counts a message handled by `rank`, after its handler returned (so the messages the
+    /// handler sent are already counted as sent); near the end of the job, wakes the ranks
+    /// waiting for quiescence.
     #[inline]
-    pub(crate) fn handled(&self) {
-        if self.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 && self.finished() == self.ranks() {
+    pub(crate) fn handled(&self, rank: usize) {
+        self.traffic[rank].handled.fetch_add(1, Ordering::SeqCst);
+        if self.finished() == self.ranks() {
             self.wake_all();
         }
     }
 
-    /// True once no message is queued or being handled anywhere.
-    #[inline]
+    /// True if, at some instant during the call, no message was queued or being handled.
+    ///
+    /// All handled counters are read first, then all sent counters. Counters only grow and a
+    /// message is counted as sent before it is handled, so with t the instant between the two
+    /// passes, `handled read <= handled(t) <= sent(t) <= sent read`; equal sums force
+    /// `handled(t) == sent(t)`: nothing was in flight at t. Once every body has returned only
+    /// handlers send, so that state is final.
     pub(crate) fn quiet(&self) -> bool {
-        self.in_flight.load(Ordering::Acquire) == 0
+        let handled: u64 = self
+            .traffic
+            .iter()
+            .map(|t| t.handled.load(Ordering::SeqCst))
+            .sum();
+        let sent: u64 = self
+            .traffic
+            .iter()
+            .map(|t| t.sent.load(Ordering::SeqCst))
+            .sum();
+        handled == sent
     }
 
     /// Number of ranks that have finished their body.
