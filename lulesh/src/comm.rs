@@ -63,6 +63,9 @@ pub trait Comm {
     fn reduce_max(&mut self, value: f64) -> f64 {
         value
     }
+
+    /// Waits until every rank gets here (`MPI_Barrier`, the end of initialization).
+    fn barrier(&mut self) {}
 }
 
 /// The communicator of a run on one rank: every exchange is empty.

@@ -36,6 +36,23 @@ pub enum LuleshError {
     /// The rank count cannot be arranged as a cube of equal blocks.
     #[error("Num processors must be a cube of an integer (1, 8, 27, ...), got {0}")]
     NotACube(i32),
+    /// A rank's shared segment cannot hold its communication buffers.
+    #[error("shared segment too small for the halo buffers: {0}")]
+    Segment(String),
+    /// `PGAS_SEGMENT_MB` asks for less than the problem size needs.
+    #[error(
+        "PGAS_SEGMENT_MB gives {have} bytes per rank, but this problem size needs {need} bytes \
+         of shared segment per rank (unset PGAS_SEGMENT_MB to size it automatically)"
+    )]
+    SegmentTooSmall {
+        /// Segment bytes configured.
+        have: usize,
+        /// Segment bytes needed.
+        need: usize,
+    },
+    /// The ranks could not be started (bad `PGAS_*` variable, or a rank failed).
+    #[error("cannot run the ranks: {0}")]
+    Launch(String),
     /// The thread pool for the parallel mode could not be created.
     #[error("cannot create a pool of {threads} threads: {reason}")]
     ThreadPool {
@@ -53,7 +70,11 @@ impl LuleshError {
         match self {
             LuleshError::Volume { .. } => 255,
             LuleshError::QStop { .. } => 254,
-            LuleshError::NotACube(_) | LuleshError::ThreadPool { .. } => 255,
+            LuleshError::NotACube(_)
+            | LuleshError::ThreadPool { .. }
+            | LuleshError::Segment(_)
+            | LuleshError::SegmentTooSmall { .. }
+            | LuleshError::Launch(_) => 255,
         }
     }
 }

@@ -40,6 +40,9 @@ impl Simulation {
             } = &mut domain;
             comm.post_recv(layout, crate::comm::Msg::SumBoundaryNodes, 1);
             comm.sum_boundary_nodes(layout, &mut [&mut nodal_mass[..]]);
+            // End of initialization: no rank may send forces into a buffer
+            // a neighbour is still reading nodal masses from.
+            comm.barrier();
         }
         let exec = Exec::with_threads(opts.threads)?;
         let workspace = Workspace::new(&domain, exec.is_parallel());

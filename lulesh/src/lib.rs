@@ -4,13 +4,18 @@
 //!
 //! [`domain::Domain`] holds one rank's block; [`lagrange::Simulation`]
 //! advances it; [`comm::Comm`] marks where a multi-rank run exchanges halos.
+//! [`distributed::run`] runs a cube of ranks over the `pgas` library, with
+//! the reference's 26-neighbour exchanges done by one-sided puts
+//! ([`halo`] holds their geometry); one rank stays the serial code path.
 
 pub mod comm;
+pub mod distributed;
 pub mod domain;
 pub mod eos;
 pub mod error;
 pub mod force;
 pub mod geometry;
+pub mod halo;
 pub mod hourglass;
 pub mod kinematics;
 pub mod lagrange;

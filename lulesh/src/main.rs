@@ -1,12 +1,14 @@
-//! Command-line driver: parses options, runs the simulation, prints the
-//! reference's report.
+//! Command-line driver: parses options, runs the simulation on one rank or
+//! a cube of ranks (`--ranks`), prints the reference's report.
 
 use std::io::Write;
 use std::process::ExitCode;
 
-use lulesh::options::{self, Command};
+use lulesh::domain::Domain;
+use lulesh::layout::BlockLayout;
+use lulesh::options::{self, Command, Options};
 use lulesh::verify::fmt_e;
-use lulesh::{FinalReport, Simulation};
+use lulesh::{FinalReport, Simulation, distributed};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
@@ -26,16 +28,39 @@ fn main() -> ExitCode {
         }
     };
 
-    let mut sim = match Simulation::single_rank(&opts) {
-        Ok(s) => s,
+    let ranks = match rank_count(&opts) {
+        Ok(n) => n,
         Err(err) => {
             eprintln!("{err}");
-            return ExitCode::from(err.exit_code() as u8);
+            return ExitCode::from(255);
         }
     };
-    let num_ranks = sim.comm.num_ranks();
-    let rank = sim.comm.rank();
-    let talk = rank == 0 && !opts.quiet;
+    // The reference's InitMeshDecomp check (and the job's shape), made
+    // before anything runs or prints.
+    let shape = if ranks == 1 {
+        BlockLayout::decompose(ranks, 0, 1).map(|_| ())
+    } else {
+        distributed::launch_config(ranks as usize, opts.nx as usize).map(|_| ())
+    };
+    if let Err(err) = shape {
+        eprintln!("{err}");
+        return ExitCode::from(err.exit_code() as u8);
+    }
+
+    // One rank keeps the serial code path (no pgas job at all).
+    let mut serial = if ranks == 1 {
+        match Simulation::single_rank(&opts) {
+            Ok(s) => Some(s),
+            Err(err) => {
+                eprintln!("{err}");
+                return ExitCode::from(err.exit_code() as u8);
+            }
+        }
+    } else {
+        None
+    };
+    let num_ranks = ranks;
+    let talk = !opts.quiet;
     if talk {
         let nx = i64::from(opts.nx);
         println!(
@@ -61,7 +86,7 @@ fn main() -> ExitCode {
 
     let show_prog = opts.show_prog && talk;
     let stdout = std::io::stdout();
-    let result = sim.run(opts.its, |dom| {
+    let progress = |dom: &Domain| {
         if show_prog {
             let mut out = stdout.lock();
             // A closed stdout must not abort the physics.
@@ -73,9 +98,15 @@ fn main() -> ExitCode {
                 fmt_e(dom.ts.deltatime, 6)
             );
         }
-    });
-    let elapsed = match result {
-        Ok(t) => t,
+    };
+    let result = match serial.as_mut() {
+        Some(sim) => sim
+            .run(opts.its, progress)
+            .map(|elapsed| FinalReport::new(&sim.domain, elapsed, opts.nx, 1)),
+        None => distributed::run(&opts, ranks as usize, progress),
+    };
+    let report = match result {
+        Ok(r) => r,
         Err(err) => {
             let _ = stdout.lock().flush();
             eprintln!("{err}");
@@ -83,8 +114,24 @@ fn main() -> ExitCode {
         }
     };
     if talk {
-        let report = FinalReport::new(&sim.domain, elapsed, opts.nx, num_ranks);
         print!("{}", report.render());
     }
     ExitCode::SUCCESS
+}
+
+/// Ranks asked for: `--ranks`, else `PGAS_RANKS`, else 1.
+fn rank_count(opts: &Options) -> Result<i32, String> {
+    let n = match opts.ranks {
+        Some(n) => n,
+        None => match std::env::var("PGAS_RANKS") {
+            Ok(v) => v
+                .trim()
+                .parse::<usize>()
+                .ok()
+                .filter(|&n| n >= 1)
+                .ok_or_else(|| format!("PGAS_RANKS must be a positive integer (got '{v}')"))?,
+            Err(_) => 1,
+        },
+    };
+    i32::try_from(n).map_err(|_| format!("too many ranks: {n}"))
 }

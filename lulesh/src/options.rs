@@ -24,6 +24,9 @@ pub struct Options {
     pub cost: i32,
     /// `--threads`: worker threads; 1 reproduces the serial reference bit for bit.
     pub threads: usize,
+    /// `--ranks`: ranks of a multi-rank run (a cube); `None` if not given
+    /// (then `PGAS_RANKS`, else 1).
+    pub ranks: Option<usize>,
 }
 
 impl Default for Options {
@@ -38,6 +41,7 @@ impl Default for Options {
             balance: 1,
             cost: 1,
             threads: 1,
+            ranks: None,
         }
     }
 }
@@ -98,6 +102,7 @@ where [opts] is one or more of:\n \
 -p              : Print out progress\n \
 -v              : Output viz file (not supported by this port)\n \
 --threads <n>   : Worker threads (def: 1; n >= 2 gathers forces per node)\n \
+--ranks <n>     : Ranks, a cube: 1, 8, 27, ... (def: $PGAS_RANKS or 1)\n \
 -h              : This message\n\n"
     )
 }
@@ -162,6 +167,7 @@ pub fn parse<S: AsRef<str>>(args: &[S]) -> Result<Command, OptionsError> {
             "-b" => opts.balance = as_i32(int_value(&args, i, i64::from(i32::MIN))?),
             "-c" => opts.cost = as_i32(int_value(&args, i, 0)?),
             "--threads" => opts.threads = int_value(&args, i, 1)? as usize,
+            "--ranks" => opts.ranks = Some(int_value(&args, i, 1)? as usize),
             "-p" => {
                 opts.show_prog = true;
                 i += 1;
@@ -178,6 +184,12 @@ pub fn parse<S: AsRef<str>>(args: &[S]) -> Result<Command, OptionsError> {
                 if let Some(n) = other.strip_prefix("--threads=") {
                     let pair = ["--threads".to_owned(), n.to_owned()];
                     opts.threads = int_value(&pair, 0, 1)? as usize;
+                    i += 1;
+                    continue;
+                }
+                if let Some(n) = other.strip_prefix("--ranks=") {
+                    let pair = ["--ranks".to_owned(), n.to_owned()];
+                    opts.ranks = Some(int_value(&pair, 0, 1)? as usize);
                     i += 1;
                     continue;
                 }
@@ -213,6 +225,12 @@ mod tests {
         assert!(o.show_prog && o.quiet);
         assert_eq!(run(&["--threads", "3"]).threads, 3);
         assert_eq!(run(&["--threads=2"]).threads, 2);
+        assert_eq!(run(&["--ranks", "8"]).ranks, Some(8));
+        assert_eq!(run(&["--ranks=27"]).ranks, Some(27));
+        assert!(matches!(
+            parse(&["--ranks", "0"]).unwrap_err(),
+            OptionsError::OutOfRange { .. }
+        ));
         assert_eq!(parse(&["-h"]).unwrap(), Command::Help);
     }
 

@@ -1,0 +1,414 @@
+//! Multi-rank LULESH over the `pgas` library: one block of the cube per
+//! rank, halo exchanges by one-sided puts into the neighbours' receive
+//! buffers, the time step by a MIN reduction.
+//!
+//! The communication pattern is the reference's (lulesh-comm.cc, as the
+//! UPC++ port did it): every rank keeps one receive buffer per exchange kind
+//! in its shared segment, laid out like the reference's `commDataRecv`. A
+//! sender packs a message into its local send buffer in the reference's
+//! order and `rput`s it into the slot the receiver's `CommRecv` would have
+//! posted, asking for a remote completion: an rpc that counts the arrival at
+//! the target. The receiver waits (making progress) until every expected
+//! message of the exchange has arrived, then unpacks them in the reference's
+//! order, so boundary sums add up exactly as in the 8-rank MPI run.
+//!
+//! Buffers are separate per exchange kind because a neighbour may already
+//! send the next kind while this rank is still unpacking the previous one;
+//! an exchange kind repeats only after a global synchronization (the time
+//! step reduction, or the barrier that ends initialization), so each buffer
+//! is never written while it is read.
+
+use std::cell::RefCell;
+use std::sync::Mutex;
+
+use gasnet_bridge::LaunchConfig;
+use pgas::{
+    Completions, DistObject, GlobalPtr, Promise, RpcFn, RpcTable, new_array, ops, reduce_all,
+    reduce_one, rput_with, world,
+};
+
+use crate::comm::{Comm, Msg};
+use crate::domain::Domain;
+use crate::error::LuleshError;
+use crate::halo::{self, DIRS, Pattern};
+use crate::lagrange::Simulation;
+use crate::layout::{BlockLayout, CACHE_COHERENCE_PAD_REAL};
+use crate::options::Options;
+use crate::verify::FinalReport;
+
+/// Number of exchange kinds, each with its own receive buffer and counter.
+const KINDS: usize = 3;
+
+fn kind_index(msg: Msg) -> usize {
+    match msg {
+        Msg::SumBoundaryNodes => 0,
+        Msg::SyncPosVel => 1,
+        Msg::MonoQ => 2,
+    }
+}
+
+/// Messages of each kind that have landed in this rank's buffers and are not
+/// yet consumed, and the exchange waiting for them (rank-local state; the
+/// arrival rpc runs on the rank's own thread, inside its progress).
+#[derive(Default)]
+struct Arrivals {
+    count: [usize; KINDS],
+    waiter: Option<(usize, usize, Promise<()>)>,
+}
+
+thread_local! {
+    static ARRIVALS: RefCell<Arrivals> = RefCell::new(Arrivals::default());
+}
+
+/// The arrival rpc: one more message of `kind` is in this rank's buffer.
+fn arrived(kind: u8) {
+    let kind = kind as usize;
+    let ready = ARRIVALS.with(|a| {
+        let mut a = a.borrow_mut();
+        a.count[kind] += 1;
+        match &a.waiter {
+            Some((k, need, _)) if *k == kind && a.count[kind] >= *need => {
+                a.waiter.take().map(|(_, _, p)| p)
+            }
+            _ => None,
+        }
+    });
+    if let Some(p) = ready {
+        p.fulfill_anonymous(1);
+    }
+}
+
+/// Waits, making progress, until `need` messages of `kind` have arrived,
+/// and consumes them.
+fn wait_arrivals(kind: usize, need: usize) {
+    let pending = ARRIVALS.with(|a| {
+        let mut a = a.borrow_mut();
+        if a.count[kind] >= need {
+            return None;
+        }
+        let p = Promise::new();
+        p.require_anonymous(1);
+        a.waiter = Some((kind, need, p.clone()));
+        Some(p)
+    });
+    if let Some(p) = pending {
+        wait_yielding(p.finalize());
+    }
+    ARRIVALS.with(|a| a.borrow_mut().count[kind] -= need);
+}
+
+/// Progress-and-yield rounds before a wait falls back to [`pgas::Future::wait`].
+const YIELD_ROUNDS: u32 = 100;
+
+/// Waits for `f`, first handing the core to other ranks between polls.
+///
+/// `Future::wait` spins (thousands of polls) before it yields or parks,
+/// which costs the CPU time that the ranks being waited for need when ranks
+/// outnumber cores (8 ranks on 2 cores); yielding first lets them run, and
+/// the fallback still parks a rank that waits long.
+fn wait_yielding<T>(f: pgas::Future<T>) -> T {
+    let mut idle = 0;
+    while !f.is_ready() && idle < YIELD_ROUNDS {
+        if pgas::progress() == 0 {
+            std::thread::yield_now();
+            idle += 1;
+        }
+    }
+    f.wait()
+}
+
+/// Registers the rpc that signals an arrival (every rank's table must be
+/// built the same way).
+pub fn register_rpcs(table: &mut RpcTable) -> RpcFn<u8, ()> {
+    table.register("lulesh.halo_arrived", arrived)
+}
+
+/// Shared-segment bytes a rank needs for `nx`^3 elements: three receive
+/// buffers of the largest (interior) block, the pgas runtime's reserved
+/// area, and some slack.
+pub fn segment_bytes(nx: usize) -> usize {
+    let max_edge = nx + 1;
+    let align = |n: usize| n.div_ceil(CACHE_COHERENCE_PAD_REAL) * CACHE_COHERENCE_PAD_REAL;
+    let reals = 6 * align(max_edge * max_edge) * halo::MAX_FIELDS_PER_COMM
+        + 12 * align(max_edge) * halo::MAX_FIELDS_PER_COMM
+        + 8 * CACHE_COHERENCE_PAD_REAL;
+    (KINDS * reals * size_of::<f64>() + (64 << 10)).next_multiple_of(1 << 16)
+}
+
+/// A neighbour: its block layout and its receive buffers (one per kind).
+struct Neighbour {
+    layout: BlockLayout,
+    recv: [GlobalPtr<f64>; KINDS],
+}
+
+/// The [`Comm`] of one rank of a multi-rank run over pgas.
+pub struct PgasComm {
+    layout: BlockLayout,
+    /// This rank's receive buffers, one per exchange kind, `buf_len` reals each.
+    recv: [GlobalPtr<f64>; KINDS],
+    buf_len: usize,
+    /// Packing area (the reference's `commDataSend`), reused every exchange.
+    send: Vec<f64>,
+    neighbours: [Option<Neighbour>; 26],
+    arrived: RpcFn<u8, ()>,
+}
+
+fn segment_error(e: pgas::PgasError) -> LuleshError {
+    LuleshError::Segment(e.to_string())
+}
+
+impl PgasComm {
+    /// Collective: allocates this rank's receive buffers and learns the
+    /// neighbours' (every rank must call it, once, inside `pgas::launch`).
+    pub fn new(nx: usize, arrived: RpcFn<u8, ()>) -> Result<Self, LuleshError> {
+        let rank = pgas::rank_me() as i32;
+        let num_ranks = pgas::rank_n() as i32;
+        let layout = BlockLayout::decompose(num_ranks, rank, nx)?;
+        let buf_len = halo::buffer_len(&layout).max(1);
+        let mut recv = [GlobalPtr::null(); KINDS];
+        for r in &mut recv {
+            *r = new_array::<f64>(buf_len).map_err(segment_error)?;
+        }
+        ARRIVALS.with(|a| *a.borrow_mut() = Arrivals::default());
+
+        let directory = DistObject::new(recv);
+        let fetches: Vec<_> = DIRS
+            .iter()
+            .map(|&d| {
+                halo::has_neighbour(&layout, d).then(|| {
+                    let n = halo::neighbour_rank(&layout, d);
+                    (n, directory.fetch(n as usize))
+                })
+            })
+            .collect();
+        let mut neighbours: [Option<Neighbour>; 26] = Default::default();
+        for (slot, fetch) in neighbours.iter_mut().zip(fetches) {
+            if let Some((n, future)) = fetch {
+                *slot = Some(Neighbour {
+                    layout: BlockLayout::decompose(num_ranks, n, nx)?,
+                    recv: future.wait(),
+                });
+            }
+        }
+        // Nobody sends before everyone has its buffers and its neighbours' addresses.
+        pgas::barrier();
+        drop(directory);
+        Ok(PgasComm {
+            layout,
+            recv,
+            buf_len,
+            send: vec![0.0; buf_len],
+            neighbours,
+            arrived,
+        })
+    }
+
+    /// Packs `fields` on each side that `msg` sends across and puts every
+    /// message into the receiver's slot (`CommSend`); returns when the send
+    /// buffer may be reused.
+    fn send(&mut self, layout: &BlockLayout, msg: Msg, fields: &[&mut [f64]], dims: [usize; 3]) {
+        debug_assert_eq!(layout, &self.layout);
+        let pattern = Pattern::of(msg);
+        let nf = fields.len();
+        let kind = kind_index(msg);
+        let ours = halo::slots(layout, pattern, nf, false);
+        let sent = Promise::new();
+        for (i, &d) in DIRS.iter().enumerate() {
+            let Some(at) = ours[i] else { continue };
+            let n = halo::side_len(dims, d);
+            let buf = &mut self.send[at..at + nf * n];
+            for (field, out) in fields.iter().zip(buf.chunks_exact_mut(n)) {
+                for (idx, o) in halo::side_indices(dims, d).zip(out.iter_mut()) {
+                    *o = field[idx];
+                }
+            }
+            let nb = self.neighbours[i]
+                .as_ref()
+                .expect("a message goes to an existing neighbour");
+            let theirs = halo::slots(&nb.layout, pattern, nf, true)[halo::opposite(i)]
+                .expect("the neighbour receives this message");
+            let cx = Completions::new()
+                .source_promise(&sent)
+                .remote_rpc(self.arrived, kind as u8);
+            let _ = rput_with(buf, nb.recv[kind] + theirs, cx);
+        }
+        sent.finalize().wait();
+    }
+
+    /// Waits for every message of `msg` this rank expects and returns the
+    /// receive slots by direction with the buffer holding them.
+    fn receive(&self, layout: &BlockLayout, msg: Msg, nf: usize) -> ([Option<usize>; 26], &[f64]) {
+        let kind = kind_index(msg);
+        let slots = halo::slots(layout, Pattern::of(msg), nf, true);
+        wait_arrivals(kind, slots.iter().flatten().count());
+        let ptr = self.recv[kind]
+            .local_slice_ptr(self.buf_len)
+            .expect("this rank's own receive buffer is local");
+        // SAFETY: the range lies in this rank's segment (checked above) and
+        // stays valid for the job. Every expected message has landed (its
+        // arrival rpc ran after the put), and no rank writes this buffer
+        // again before the next global synchronization, which this rank
+        // reaches only after it is done with the slice.
+        let buf = unsafe { std::slice::from_raw_parts(ptr.cast_const(), self.buf_len) };
+        (slots, buf)
+    }
+}
+
+fn node_dims(layout: &BlockLayout) -> [usize; 3] {
+    [layout.size_x + 1, layout.size_y + 1, layout.size_z + 1]
+}
+
+impl Comm for PgasComm {
+    fn rank(&self) -> i32 {
+        self.layout.rank
+    }
+
+    fn num_ranks(&self) -> i32 {
+        self.layout.num_ranks
+    }
+
+    // The receive buffers stay exposed in the segment for the whole run and
+    // the arrival counters stand for posted receives: nothing to post.
+    fn post_recv(&mut self, _layout: &BlockLayout, _msg: Msg, _num_fields: usize) {}
+
+    fn sum_boundary_nodes(&mut self, layout: &BlockLayout, fields: &mut [&mut [f64]]) {
+        let msg = Msg::SumBoundaryNodes;
+        let dims = node_dims(layout);
+        self.send(layout, msg, fields, dims);
+        let (slots, buf) = self.receive(layout, msg, fields.len());
+        for (i, &d) in DIRS.iter().enumerate() {
+            let Some(at) = slots[i] else { continue };
+            let n = halo::side_len(dims, d);
+            let msg_data = &buf[at..at + fields.len() * n];
+            for (field, src) in fields.iter_mut().zip(msg_data.chunks_exact(n)) {
+                for (idx, &v) in halo::side_indices(dims, d).zip(src) {
+                    field[idx] += v;
+                }
+            }
+        }
+    }
+
+    fn sync_pos_vel(&mut self, layout: &BlockLayout, fields: &mut [&mut [f64]; 6]) {
+        let msg = Msg::SyncPosVel;
+        let dims = node_dims(layout);
+        self.send(layout, msg, fields, dims);
+        let (slots, buf) = self.receive(layout, msg, fields.len());
+        for (i, &d) in DIRS.iter().enumerate() {
+            let Some(at) = slots[i] else { continue };
+            let n = halo::side_len(dims, d);
+            let msg_data = &buf[at..at + fields.len() * n];
+            for (field, src) in fields.iter_mut().zip(msg_data.chunks_exact(n)) {
+                for (idx, &v) in halo::side_indices(dims, d).zip(src) {
+                    field[idx] = v;
+                }
+            }
+        }
+    }
+
+    fn exchange_monoq(&mut self, layout: &BlockLayout, fields: &mut [&mut [f64]; 3]) {
+        let msg = Msg::MonoQ;
+        let dims = [layout.size_x, layout.size_y, layout.size_z];
+        self.send(layout, msg, fields, dims);
+        let (slots, buf) = self.receive(layout, msg, fields.len());
+        // The faces' layers fill the ghost elements past numElem in message order.
+        let mut ghost = layout.size_x * layout.size_y * layout.size_z;
+        for (i, &d) in DIRS.iter().enumerate() {
+            let Some(at) = slots[i] else { continue };
+            let n = halo::side_len(dims, d);
+            let msg_data = &buf[at..at + fields.len() * n];
+            for (field, src) in fields.iter_mut().zip(msg_data.chunks_exact(n)) {
+                field[ghost..ghost + n].copy_from_slice(src);
+            }
+            ghost += n;
+        }
+    }
+
+    fn allreduce_min(&mut self, value: f64) -> f64 {
+        wait_yielding(reduce_all(&world(), value, ops::min))
+    }
+
+    fn reduce_max(&mut self, value: f64) -> f64 {
+        reduce_one(&world(), value, ops::max, 0)
+            .wait()
+            .unwrap_or(value)
+    }
+
+    fn barrier(&mut self) {
+        pgas::barrier();
+    }
+}
+
+/// The job shape of a run of `ranks` ranks (a cube) with `nx`^3 elements
+/// each: the smp conduit, a segment sized for the halo buffers, further
+/// shaped by `PGAS_SEGMENT_MB` / `PGAS_RANKS_PER_NODE` if set. Fails with
+/// the reference's message if `ranks` is not a cube, and if `PGAS_SEGMENT_MB`
+/// is too small for the problem.
+pub fn launch_config(ranks: usize, nx: usize) -> Result<LaunchConfig, LuleshError> {
+    let num_ranks = i32::try_from(ranks).map_err(|_| LuleshError::NotACube(i32::MAX))?;
+    BlockLayout::decompose(num_ranks, 0, nx)?;
+    let mut config =
+        LaunchConfig::from_env(ranks).map_err(|e| LuleshError::Launch(e.to_string()))?;
+    config.ranks = ranks;
+    let need = segment_bytes(nx);
+    if std::env::var_os("PGAS_SEGMENT_MB").is_some() {
+        if config.segment_bytes < need {
+            return Err(LuleshError::SegmentTooSmall {
+                have: config.segment_bytes,
+                need,
+            });
+        }
+    } else {
+        config.segment_bytes = need;
+    }
+    Ok(config)
+}
+
+/// Runs `opts` on `ranks` ranks (a cube) shaped by [`launch_config`], and returns rank 0's
+/// report (elapsed time is the maximum over ranks). `progress` runs on rank 0
+/// after each cycle.
+///
+/// A fatal error on any rank stops every rank (as the reference's
+/// `MPI_Abort` does) and is returned.
+pub fn run(
+    opts: &Options,
+    ranks: usize,
+    progress: impl Fn(&Domain) + Sync,
+) -> Result<FinalReport, LuleshError> {
+    let num_ranks = ranks as i32;
+    let nx = opts.nx as usize;
+    let config = launch_config(ranks, nx)?;
+    let mut rpcs = RpcTable::new();
+    let arrived = register_rpcs(&mut rpcs);
+    let failure: Mutex<Option<LuleshError>> = Mutex::new(None);
+    let fail = |e: LuleshError| -> ! {
+        let text = e.to_string();
+        failure
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_or_insert(e);
+        // Unwinding (without the panic hook's noise) ends this rank; the
+        // launcher then stops the others.
+        std::panic::resume_unwind(Box::new(text))
+    };
+
+    let outcome = pgas::launch(&config, rpcs, || {
+        let comm = PgasComm::new(nx, arrived).unwrap_or_else(|e| fail(e));
+        let mut sim = Simulation::new(opts, Box::new(comm)).unwrap_or_else(|e| fail(e));
+        let rank0 = pgas::rank_me() == 0;
+        let elapsed = sim
+            .run(opts.its, |dom| {
+                if rank0 {
+                    progress(dom)
+                }
+            })
+            .unwrap_or_else(|e| fail(e));
+        rank0.then(|| FinalReport::new(&sim.domain, elapsed, opts.nx, num_ranks))
+    });
+    match outcome {
+        Ok(mut reports) => Ok(reports[0].take().expect("rank 0 returns the report")),
+        Err(e) => Err(failure
+            .into_inner()
+            .unwrap_or_else(|p| p.into_inner())
+            .unwrap_or_else(|| LuleshError::Launch(e.to_string()))),
+    }
+}
