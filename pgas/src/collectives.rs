@@ -202,10 +202,18 @@ fn broadcast_from<T>(team: &Team, root: usize, value: Option<T>) -> Future<T>
 where
     T: Serialize + DeserializeOwned + 'static,
 {
+    let seq = runtime::with(|rt| rt.collectives.next_seq(team.id()));
+    broadcast_seq(team, root, value, seq)
+}
+
+/// Broadcast as the team's collective number `seq`.
+fn broadcast_seq<T>(team: &Team, root: usize, value: Option<T>, seq: u64) -> Future<T>
+where
+    T: Serialize + DeserializeOwned + 'static,
+{
     let root_world = team.to_world(root);
     runtime::with(|rt| {
         rt.sync(SyncEvent::Collective);
-        let seq = rt.collectives.next_seq(team.id());
         let done = |v: T| {
             runtime::with(|rt| rt.sync(SyncEvent::Collective));
             v
@@ -282,7 +290,14 @@ where
     F: Fn(T, T) -> T + 'static,
 {
     let team2 = team.clone();
-    reduce_one(team, value, op, 0).and_then(move |r| broadcast_from(&team2, 0, r))
+    let reduced = reduce_one(team, value, op, 0);
+    // Fix: the broadcast's sequence number is taken now, not when the reduction completes.
+    // Team rank 0 used to take it in the continuation, after any collective the program
+    // started in the meantime, while the other members took it at once; with another
+    // collective started before waiting, the two operations' messages were crossed (a value
+    // of one type decoded as another).
+    let seq = runtime::with(|rt| rt.collectives.next_seq(team.id()));
+    reduced.and_then(move |r| broadcast_seq(&team2, 0, r, seq))
 }
 
 /// Built-in reduction operations, usable as the `op` of `reduce_one` / `reduce_all`.
