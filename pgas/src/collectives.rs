@@ -180,6 +180,15 @@ pub fn barrier_on(team: &Team) {
 /// Blocks until every rank has entered it (the world barrier of the communication core).
 pub fn barrier() {
     runtime::with(|rt| {
+        // Fix: inside an rpc the core's barrier failed with "barrier_notify called again
+        // before barrier_wait completed" (the rank was already in a barrier), which hid the
+        // cause; name it instead.
+        assert!(
+            !rt.in_handler.get(),
+            "rank {}: barrier() inside an rpc function, a blocking call inside an \
+             active-message handler, would deadlock; use barrier_async or do it after the rpc",
+            rt.rank_me()
+        );
         rt.sync(SyncEvent::BarrierEnter);
         rt.ep().barrier().expect("world barrier");
         rt.sync(SyncEvent::BarrierExit);

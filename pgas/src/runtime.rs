@@ -43,6 +43,8 @@ pub(crate) struct Runtime {
     pub(crate) heap: RefCell<Heap>,
     hook: RefCell<Option<Rc<dyn Interceptor>>>,
     hooked: Cell<bool>,
+    /// True while a pgas message (an rpc, a reply, a collective step) is being handled.
+    pub(crate) in_handler: Cell<bool>,
     next_message: Cell<u64>,
     /// Logical messages this rank sent / handled, for finalize's termination detection.
     pub(crate) sent: Cell<u64>,
@@ -95,6 +97,7 @@ impl Runtime {
             heap: RefCell::new(Heap::new(rank, RESERVED, ep.segment_len())),
             hook: RefCell::new(None),
             hooked: Cell::new(false),
+            in_handler: Cell::new(false),
             next_message: Cell::new(0),
             sent: Cell::new(0),
             handled: Cell::new(0),

@@ -114,8 +114,19 @@ pub(crate) fn receive(token: &Token<'_>) {
     })
 }
 
+/// Clears `Runtime::in_handler` when a handler returns or unwinds.
+struct HandlerScope<'a>(&'a Runtime);
+
+impl Drop for HandlerScope<'_> {
+    fn drop(&mut self) {
+        self.0.in_handler.set(false);
+    }
+}
+
 fn deliver(rt: &Runtime, token: &Token<'_>, kind: Kind, header: &[u64], payload: &[u8]) {
     rt.handled.set(rt.handled.get() + 1);
+    rt.in_handler.set(true);
+    let _scope = HandlerScope(rt);
     match kind {
         Kind::RpcRequest => crate::rpc::handle_request(rt, token, header, payload),
         Kind::RpcReply => crate::rpc::handle_reply(rt, token.source(), header, payload),
