@@ -2,7 +2,8 @@
 //! neighbours. Each method stands for one reference call site
 //! (`CommRecv`/`CommSend`/`CommSBN`/`CommSyncPosVel`/`CommMonoQ`, and the
 //! MPI reductions); a single rank needs none of them, so [`SingleRank`]
-//! leaves every one a no-op.
+//! leaves every one a no-op. A multi-rank run uses
+//! [`crate::distributed::PgasComm`].
 
 use crate::layout::BlockLayout;
 

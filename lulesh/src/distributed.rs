@@ -98,7 +98,7 @@ fn wait_arrivals(kind: usize, need: usize) {
 }
 
 /// Progress-and-yield rounds before a wait falls back to [`pgas::Future::wait`].
-const YIELD_ROUNDS: u32 = 100;
+const YIELD_ROUNDS: u32 = 20;
 
 /// Waits for `f`, first handing the core to other ranks between polls.
 ///
