@@ -125,7 +125,7 @@ fn decode<T: DeserializeOwned>(source: usize, bytes: &[u8]) -> T {
 
 /// Gathers every member's value at team rank 0, in team order, and gives the list to all;
 /// also returns the operation's sequence number (for ids derived from it).
-pub(crate) fn allgather<T>(team: &Team, value: T) -> Future<(u64, Vec<T>)>
+pub(crate) fn allgather_seq<T>(team: &Team, value: T) -> Future<(u64, Vec<T>)>
 where
     T: Serialize + DeserializeOwned + 'static,
 {
@@ -162,11 +162,23 @@ where
     })
 }
 
+/// Every member's `value`, in team-rank order, given to all members (MPI `Allgather`).
+pub fn allgather<T>(team: &Team, value: T) -> Future<Vec<T>>
+where
+    T: Serialize + DeserializeOwned + 'static,
+{
+    runtime::with(|rt| rt.sync(SyncEvent::Collective));
+    allgather_seq(team, value).then(|(_, values)| {
+        runtime::with(|rt| rt.sync(SyncEvent::Collective));
+        values
+    })
+}
+
 /// Completes when every member of `team` has entered it; does not block (UPC++
 /// `barrier_async`).
 pub fn barrier_async(team: &Team) -> Future<()> {
     runtime::with(|rt| rt.sync(SyncEvent::BarrierEnter));
-    allgather(team, ()).then(|_| runtime::with(|rt| rt.sync(SyncEvent::BarrierExit)))
+    allgather_seq(team, ()).then(|_| runtime::with(|rt| rt.sync(SyncEvent::BarrierExit)))
 }
 
 /// Blocks until every member of `team` has entered it.

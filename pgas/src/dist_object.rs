@@ -211,6 +211,12 @@ pub(crate) fn handle_fetch(rt: &Runtime, token: &Token<'_>, header: &[u64]) {
     };
     if rt.dist.objects.borrow().contains_key(&id) {
         answer(rt, id, source, slot);
+    } else if id < rt.dist.next_id.get() {
+        // Constructed here before and since destroyed: waiting would never end.
+        panic!(
+            "rank {source} fetched dist_object {id} from rank {}, which has already destroyed it",
+            rt.rank_me()
+        );
     } else {
         rt.dist
             .waiting

@@ -38,7 +38,9 @@ mod wire;
 
 pub use alloc::{delete_, new_, new_array, shared_bytes_in_use};
 pub use atomic_domain::{AtomicDomain, AtomicValue};
-pub use collectives::{barrier, barrier_async, barrier_on, broadcast, ops, reduce_all, reduce_one};
+pub use collectives::{
+    allgather, barrier, barrier_async, barrier_on, broadcast, ops, reduce_all, reduce_one,
+};
 pub use dist_object::DistObject;
 pub use error::PgasError;
 pub use future::{Future, when_all};

@@ -60,6 +60,25 @@ impl<A, R> Clone for RpcFn<A, R> {
 }
 impl<A, R> Copy for RpcFn<A, R> {}
 
+/// An rpc handle travels as its table index and name hash, so an rpc can carry the handle of
+/// the function to call next (the table is the same on every rank).
+impl<A, R> serde::Serialize for RpcFn<A, R> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        (self.index, self.hash).serialize(s)
+    }
+}
+
+impl<'de, A, R> serde::Deserialize<'de> for RpcFn<A, R> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let (index, hash) = <(u32, u64)>::deserialize(d)?;
+        Ok(RpcFn {
+            index,
+            hash,
+            _sig: PhantomData,
+        })
+    }
+}
+
 impl<A, R> std::fmt::Debug for RpcFn<A, R> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "RpcFn(#{})", self.index)

@@ -1,0 +1,85 @@
+//! Handles that travel between ranks and collectives added for UPC++ users: an rpc carrying
+//! the handle of the rpc to call next, `allgather`, and the fetch of a destroyed dist_object.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use common::{RANKS, config, run, try_launch};
+use pgas::{DistObject, RpcFn, RpcTable};
+
+#[test]
+fn an_rpc_forwards_itself_by_handle() {
+    for &n in RANKS {
+        let arrivals: Arc<Vec<AtomicU64>> = Arc::new((0..n).map(|_| AtomicU64::new(0)).collect());
+        let seen = arrivals.clone();
+        let mut rpcs = RpcTable::new();
+        // The function receives its own handle and sends it on: no OnceLock needed.
+        type Hop = RpcFn<(u32, Vec<u8>), ()>;
+        let hop: Hop = rpcs.register("hop", move |(left, me): (u32, Vec<u8>)| {
+            let this: Hop = postcard::from_bytes(&me).expect("handle decodes");
+            seen[pgas::rank_me()].fetch_add(1, Ordering::Relaxed);
+            if left > 0 {
+                let next = (pgas::rank_me() + 1) % pgas::rank_n();
+                pgas::rpc_ff(next, this, (left - 1, me));
+            }
+        });
+        const HOPS: u32 = 37;
+        run(n, 2, rpcs, move || {
+            if pgas::rank_me() == 0 {
+                let me = postcard::to_allocvec(&hop).expect("handle encodes");
+                pgas::rpc_ff(0, hop, (HOPS, me));
+            }
+        });
+        let total: u64 = arrivals.iter().map(|a| a.load(Ordering::Relaxed)).sum();
+        assert_eq!(total, HOPS as u64 + 1, "{n} ranks");
+        for (r, a) in arrivals.iter().enumerate() {
+            let expected = (0..=HOPS as usize).filter(|h| h % n == r).count() as u64;
+            assert_eq!(a.load(Ordering::Relaxed), expected, "rank {r} of {n}");
+        }
+    }
+}
+
+#[test]
+fn allgather_gives_every_value_in_team_order() {
+    for &n in RANKS {
+        let out = run(n, 2, RpcTable::new(), || {
+            let world = pgas::world();
+            let all = pgas::allgather(&world, format!("r{}", pgas::rank_me())).wait();
+            let halves = world.split(
+                (pgas::rank_me() % 2) as u64,
+                u64::MAX - pgas::rank_me() as u64,
+            );
+            let mine = pgas::allgather(&halves, pgas::rank_me() as u64).wait();
+            (all, mine)
+        });
+        for (r, (all, mine)) in out.into_iter().enumerate() {
+            let expected: Vec<String> = (0..n).map(|i| format!("r{i}")).collect();
+            assert_eq!(all, expected, "rank {r} of {n}");
+            let mut team: Vec<u64> = (0..n as u64).filter(|i| i % 2 == r as u64 % 2).collect();
+            team.reverse(); // keys were given in reverse rank order
+            assert_eq!(mine, team, "rank {r} of {n}");
+        }
+    }
+}
+
+#[test]
+fn fetching_a_destroyed_dist_object_is_an_error() {
+    let err = try_launch(config(2, 2), RpcTable::new(), || {
+        let d = DistObject::new(pgas::rank_me() as u64);
+        pgas::barrier();
+        if pgas::rank_me() == 1 {
+            drop(d);
+            pgas::barrier();
+            pgas::barrier();
+        } else {
+            pgas::barrier();
+            let _ = d.fetch(1).wait();
+            pgas::barrier();
+        }
+    })
+    .unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.contains("rank 1") && msg.contains("destroyed"), "{msg}");
+}
