@@ -1,0 +1,310 @@
+//! A distributed hash table in the style of the key-value store of the ftRMA paper: each rank's
+//! segment holds an open-addressing table (key words, version words, values); a key hashes to a
+//! home (rank, slot) and probes linearly there.
+//!
+//! Insert claims a slot with `compare_exchange` on its key word (0 = empty), writes the value
+//! with `rput_slice`, then publishes it by `fetch_add` on the slot's version word, and counts
+//! itself on a global counter with `fetch_add`. Lookup reads key words and the value with
+//! `rget`, accepting the value only if the version word is non-zero and unchanged around the
+//! read. Each rank inserts its keys, then every rank looks up random keys of all ranks (and
+//! some absent ones) and checks what it finds; a full table is reported as an error.
+
+use std::time::Instant;
+
+use clap::Parser;
+use pgas::{
+    AtomicDomain, GlobalPtr, RpcTable, barrier, broadcast, new_, new_array, ops, rank_me, rank_n,
+    reduce_all, world,
+};
+use pgas_examples::{
+    CommonArgs, SplitMix, exchange, fail, mix64, parse_positive, run, secs, segment_for,
+};
+
+/// Words of a value.
+const VALUE_WORDS: usize = 4;
+/// A stored value.
+type Value = [u64; VALUE_WORDS];
+
+/// Command line of `dht`.
+#[derive(Debug, Parser)]
+#[command(
+    about = "Distributed hash table with one-sided inserts (CAS + put + publish) and lookups"
+)]
+struct Args {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// Keys each rank inserts.
+    #[arg(long, default_value_t = 10_000, value_parser = parse_positive)]
+    keys_per_rank: usize,
+    /// Table slots on each rank (default: 2 x keys per rank, a load factor of 0.5).
+    #[arg(long, value_parser = parse_positive)]
+    slots_per_rank: Option<usize>,
+    /// Lookups each rank makes (default: keys per rank); one in eight is of an absent key.
+    #[arg(long, value_parser = parse_positive)]
+    lookups: Option<usize>,
+}
+
+/// One rank's table: where its key, version and value arrays are.
+type Table = (GlobalPtr<u64>, GlobalPtr<u64>, GlobalPtr<u64>);
+
+/// The table geometry, the same on every rank.
+#[derive(Debug, Clone, Copy)]
+struct Geometry {
+    ranks: usize,
+    slots: usize,
+}
+
+impl Geometry {
+    /// The key number `id` (0-based) of the whole job: distinct for distinct ids and never 0,
+    /// because `mix64` is a bijection with `mix64(0) == 0`.
+    fn key(id: u64) -> u64 {
+        mix64(id + 1)
+    }
+
+    /// The home rank and first slot of `key`, from a hash independent of the key's own bits.
+    fn home(&self, key: u64) -> (usize, usize) {
+        let h = mix64(key ^ 0x5851_F42D_4C95_7F2D);
+        let rank = (h % self.ranks as u64) as usize;
+        let slot = ((h / self.ranks as u64) % self.slots as u64) as usize;
+        (rank, slot)
+    }
+}
+
+/// The value stored under `key`.
+fn value_of(key: u64) -> Value {
+    [key, mix64(key ^ 0xA5A5_A5A5), key.rotate_left(17), !key]
+}
+
+/// Why an insert failed.
+#[derive(Debug)]
+struct Full {
+    rank: usize,
+}
+
+/// The one-sided operations of the table.
+struct Dht<'a> {
+    geometry: Geometry,
+    tables: &'a [Table],
+    ad: AtomicDomain<u64>,
+}
+
+impl Dht<'_> {
+    /// Inserts (or overwrites) `key`; returns the number of slots probed.
+    fn insert(&self, key: u64, value: &Value) -> Result<usize, Full> {
+        let (rank, start) = self.geometry.home(key);
+        let (keys, versions, values) = self.tables[rank];
+        for probe in 0..self.geometry.slots {
+            let slot = (start + probe) % self.geometry.slots;
+            let seen = self.ad.compare_exchange(keys + slot, 0, key).wait();
+            if seen == 0 || seen == key {
+                // The put completes before the publication, so a reader that sees the new
+                // version reads the whole value.
+                pgas::rput_slice(value, values + slot * VALUE_WORDS).wait();
+                self.ad.fetch_add(versions + slot, 1).wait();
+                return Ok(probe + 1);
+            }
+        }
+        Err(Full { rank })
+    }
+
+    /// The value under `key`, if present.
+    fn lookup(&self, key: u64) -> Result<Option<Value>, String> {
+        let (rank, start) = self.geometry.home(key);
+        let (keys, versions, values) = self.tables[rank];
+        for probe in 0..self.geometry.slots {
+            let slot = (start + probe) % self.geometry.slots;
+            let k = pgas::rget(keys + slot).wait();
+            if k == 0 {
+                return Ok(None);
+            }
+            if k != key {
+                continue;
+            }
+            // Claimed: wait for the publication, and retry if it changed under the read.
+            loop {
+                let before = self.ad.load(versions + slot).wait();
+                if before == 0 {
+                    pgas::progress();
+                    continue;
+                }
+                let mut value = [0u64; VALUE_WORDS];
+                pgas::rget_into(values + slot * VALUE_WORDS, &mut value);
+                if self.ad.load(versions + slot).wait() == before {
+                    return Ok(Some(value));
+                }
+            }
+        }
+        Err(format!(
+            "lookup of key {key:#x} probed all {} slots of rank {rank} without finding it or an \
+             empty slot",
+            self.geometry.slots
+        ))
+    }
+}
+
+/// What each rank reports back.
+struct Report {
+    insert_seconds: f64,
+    lookup_seconds: f64,
+    probes: u64,
+    lookups: u64,
+}
+
+fn main() {
+    const NAME: &str = "dht";
+    let args = Args::parse();
+    let ranks = args.common.ranks().unwrap_or_else(|e| fail(NAME, e));
+    let keys_per_rank = args.keys_per_rank;
+    let slots = args
+        .slots_per_rank
+        .unwrap_or_else(|| keys_per_rank.saturating_mul(2));
+    let lookups = args.lookups.unwrap_or(keys_per_rank);
+    let geometry = Geometry { ranks, slots };
+    let total_keys = (ranks as u64)
+        .checked_mul(keys_per_rank as u64)
+        .unwrap_or_else(|| fail(NAME, "the total key count overflows 64 bits"));
+    let segment = slots
+        .checked_mul((2 + VALUE_WORDS) * 8)
+        .ok_or_else(|| format!("{slots} slots per rank do not fit in a segment"))
+        .and_then(segment_for)
+        .unwrap_or_else(|e| fail(NAME, e));
+
+    let reports = run(NAME, ranks, segment, RpcTable::new(), || {
+        let (me, n) = (rank_me(), rank_n());
+        let alloc_err = |e: pgas::PgasError| format!("cannot allocate the table: {e}");
+        let mine: Table = (
+            new_array(slots).map_err(alloc_err)?,
+            new_array(slots).map_err(alloc_err)?,
+            new_array(slots * VALUE_WORDS).map_err(alloc_err)?,
+        );
+        // The global insert counter lives on rank 0; everyone learns where.
+        let counter = if me == 0 {
+            new_(0u64).map_err(alloc_err)?
+        } else {
+            GlobalPtr::null()
+        };
+        let counter = broadcast(&world(), counter, 0).wait();
+        let tables = exchange(mine);
+        let dht = Dht {
+            geometry,
+            tables: &tables,
+            ad: AtomicDomain::new(),
+        };
+        let mut errors = Vec::new();
+
+        barrier();
+        let start = Instant::now();
+        let mut probes = 0u64;
+        let mut inserted = 0u64;
+        for i in 0..keys_per_rank {
+            let key = Geometry::key((me * keys_per_rank + i) as u64);
+            match dht.insert(key, &value_of(key)) {
+                Ok(p) => {
+                    probes += p as u64;
+                    inserted += 1;
+                    dht.ad.fetch_add(counter, 1).detach();
+                }
+                Err(Full { rank }) => {
+                    errors.push(format!(
+                        "table full: rank {rank}'s table has no free slot among its {slots} for \
+                         key {key:#x}; this rank inserted {inserted} of its {keys_per_rank} keys \
+                         (load factor {:.2}: raise --slots-per-rank)",
+                        total_keys as f64 / (slots as f64 * n as f64)
+                    ));
+                    break;
+                }
+            }
+        }
+        barrier();
+        let insert_seconds = secs(start.elapsed());
+
+        // Stop every rank if any table filled up: the lookups would fail for a known reason.
+        let failed = reduce_all(&world(), u64::from(!errors.is_empty()), ops::add).wait();
+        if failed > 0 {
+            return if errors.is_empty() {
+                Ok(Report {
+                    insert_seconds,
+                    lookup_seconds: 0.0,
+                    probes,
+                    lookups: 0,
+                })
+            } else {
+                Err(errors.join("; "))
+            };
+        }
+
+        let count = dht.ad.load(counter).wait();
+        if count != total_keys {
+            errors.push(format!(
+                "the insert counter reads {count}, expected {total_keys}"
+            ));
+        }
+        let keys_here = pgas::rget_slice(mine.0, slots).wait();
+        let versions_here = pgas::rget_slice(mine.1, slots).wait();
+        let used = keys_here.iter().filter(|&&k| k != 0).count() as u64;
+        if let Some(s) = (0..slots).find(|&s| (keys_here[s] != 0) != (versions_here[s] != 0)) {
+            errors.push(format!(
+                "slot {s}: key word {:#x} but version {} (claimed and published must agree)",
+                keys_here[s], versions_here[s]
+            ));
+        }
+        let used = reduce_all(&world(), used, ops::add).wait();
+        if used != total_keys {
+            errors.push(format!(
+                "{used} slots are occupied in all, expected {total_keys}"
+            ));
+        }
+
+        let mut rng = SplitMix::new(0xD47 + me as u64);
+        let start = Instant::now();
+        for l in 0..lookups {
+            let absent = l % 8 == 7;
+            let id = if absent {
+                total_keys + rng.below(total_keys)
+            } else {
+                rng.below(total_keys)
+            };
+            let key = Geometry::key(id);
+            match dht.lookup(key) {
+                Ok(Some(v)) if !absent && v == value_of(key) => {}
+                Ok(None) if absent => {}
+                Ok(found) => {
+                    errors.push(format!(
+                        "lookup of key {key:#x} (number {id}, {}) found {found:?}",
+                        if absent { "never inserted" } else { "inserted" }
+                    ));
+                    break;
+                }
+                Err(e) => {
+                    errors.push(e);
+                    break;
+                }
+            }
+        }
+        let lookup_seconds = secs(start.elapsed());
+        barrier();
+        if errors.is_empty() {
+            Ok(Report {
+                insert_seconds,
+                lookup_seconds,
+                probes,
+                lookups: lookups as u64,
+            })
+        } else {
+            Err(errors.join("; "))
+        }
+    });
+    let insert_seconds = reports.iter().map(|r| r.insert_seconds).fold(0.0, f64::max);
+    let lookup_seconds = reports.iter().map(|r| r.lookup_seconds).fold(0.0, f64::max);
+    let probes: u64 = reports.iter().map(|r| r.probes).sum();
+    let total_lookups: u64 = reports.iter().map(|r| r.lookups).sum();
+    println!(
+        "dht: {ranks} ranks, {total_keys} keys in {} slots (load {:.2}), {:.2} probes/insert; \
+         inserts {:.3} M/s, {total_lookups} lookups {:.3} M/s; counter and all lookups checked",
+        slots * ranks,
+        total_keys as f64 / (slots * ranks) as f64,
+        probes as f64 / total_keys as f64,
+        total_keys as f64 / insert_seconds / 1e6,
+        total_lookups as f64 / lookup_seconds / 1e6,
+    );
+}
