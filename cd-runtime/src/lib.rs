@@ -34,18 +34,53 @@ pub mod config;
 pub mod error;
 mod frame;
 pub mod injector;
+mod macro_support;
 pub mod report;
 pub mod rng;
 mod runtime;
 pub mod strict;
 
 pub use cd::{Cd, Preservable};
+/// Runs a function's body as a strict child CD, preserving chosen arguments: `#[cd::strict]`,
+/// `#[cd::strict(preserve(a, b))]`, with options `name = "..."`, `team = <expr>`, `local`.
+///
+/// ```
+/// use cd_runtime as cd;
+/// use gasnet_bridge::LaunchConfig;
+///
+/// #[cd::strict(preserve(x))]
+/// fn step(x: &mut [f64]) -> Result<(), cd::CdError> {
+///     for v in x.iter_mut() {
+///         *v *= 2.0; // restored before a re-execution, so never doubled twice
+///     }
+///     Ok(())
+/// }
+///
+/// let config = cd::CdConfig::default()
+///     .with_cd("step", "inject = { at = [{ rank = 0, iteration = 1, kind = \"soft\" }] }")
+///     .unwrap();
+/// let job = LaunchConfig::new(2).segment_bytes(1 << 20);
+/// let out = cd::launch(&job, config, pgas::RpcTable::new(), || {
+///     let mut x = [1.0f64; 4];
+///     for _ in 0..3 {
+///         step(&mut x)?;
+///     }
+///     Ok(x[3])
+/// })
+/// .unwrap();
+/// assert_eq!(out.results, vec![8.0, 8.0]);
+/// assert_eq!(out.report.cd("step").unwrap().reexecutions, 2);
+/// ```
+pub use cd_macros::strict;
 pub use config::{CdConfig, CdSettings, ExactFault, FaultKind, Injection, Medium};
 pub use error::{CdError, CdLaunchError, ConfigError, FaultKinds};
 pub use report::{CdStats, Report};
 pub use rng::{CdRng, rng};
 pub use runtime::{CdOutcome, launch, launch_from_env};
 pub use strict::{strict, strict_local, strict_on};
+
+#[doc(hidden)]
+pub use macro_support::{__preserve_arg, PreserveArg};
 
 /// The innermost CD of this rank (the root CD outside any `strict` call).
 pub fn current() -> Cd {

@@ -151,6 +151,18 @@ macro_rules! integer_ops {
             pub fn fetch_or(&self, p: GlobalPtr<$t>, v: $t) -> Future<$t> {
                 Future::ready(<$t>::from_bits(run(p, AtomicOp::Or(v.to_bits()))))
             }
+            /// Bitwise and.
+            pub fn and(&self, p: GlobalPtr<$t>, v: $t) -> Future<()> {
+                self.fetch_and(p, v).then(|_| ())
+            }
+            /// Bitwise or.
+            pub fn or(&self, p: GlobalPtr<$t>, v: $t) -> Future<()> {
+                self.fetch_or(p, v).then(|_| ())
+            }
+            /// Bitwise xor.
+            pub fn xor(&self, p: GlobalPtr<$t>, v: $t) -> Future<()> {
+                self.fetch_xor(p, v).then(|_| ())
+            }
             /// Bitwise xor, returns the previous value.
             pub fn fetch_xor(&self, p: GlobalPtr<$t>, v: $t) -> Future<$t> {
                 Future::ready(<$t>::from_bits(run(p, AtomicOp::Xor(v.to_bits()))))

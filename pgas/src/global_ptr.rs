@@ -232,6 +232,25 @@ impl<T: Pod> GlobalPtr<T> {
         Ok(unsafe { p.read_volatile() })
     }
 
+    /// Copies `dst.len()` co-located elements from here into `dst` (one bounds check, one
+    /// memcpy; no communication).
+    pub fn read_local_slice(&self, dst: &mut [T]) -> Result<(), PgasError> {
+        let p = self.local_slice_ptr(dst.len())?;
+        // SAFETY: `local_slice_ptr` checked that `dst.len()` elements from `p` lie in a segment
+        // this rank can address, aligned for `T`; `dst` is a Rust slice, so it cannot overlap
+        // segment memory, to which no references exist.
+        unsafe { std::ptr::copy_nonoverlapping(p, dst.as_mut_ptr(), dst.len()) };
+        Ok(())
+    }
+
+    /// Copies `src` into co-located memory from here (one bounds check, one memcpy).
+    pub fn write_local_slice(&self, src: &[T]) -> Result<(), PgasError> {
+        let p = self.local_slice_ptr(src.len())?;
+        // SAFETY: as in `read_local_slice`, with the copy reversed.
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), p, src.len()) };
+        Ok(())
+    }
+
     /// Writes a co-located value by copy (no communication, checked like `local()`).
     pub fn write_local(&self, value: T) -> Result<(), PgasError> {
         let p = self.local()?;

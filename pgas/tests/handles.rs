@@ -83,3 +83,43 @@ fn fetching_a_destroyed_dist_object_is_an_error() {
     let msg = err.to_string();
     assert!(msg.contains("rank 1") && msg.contains("destroyed"), "{msg}");
 }
+
+#[test]
+fn bulk_local_copies_and_non_fetching_bit_operations() {
+    for &n in RANKS {
+        let out = run(n, 2, RpcTable::new(), || {
+            let me = pgas::rank_me();
+            let arr = pgas::new_array::<u64>(1000).unwrap();
+            let values: Vec<u64> = (0..1000).map(|i| i * 7 + me as u64).collect();
+            arr.write_local_slice(&values).unwrap();
+            let mut back = vec![0u64; 1000];
+            arr.read_local_slice(&mut back).unwrap();
+            assert_eq!(back, values);
+            assert!(matches!(
+                pgas::GlobalPtr::<u64>::from_raw(me, (2 << 20) - 8)
+                    .read_local_slice(&mut [0u64; 2]),
+                Err(pgas::PgasError::Bridge(
+                    gasnet_bridge::BridgeError::OutOfSegment { .. }
+                ))
+            ));
+            let word = pgas::broadcast(&pgas::world(), arr, 0).wait();
+            pgas::barrier();
+            let ad = pgas::AtomicDomain::<u64>::new();
+            ad.xor(word, 1 << me).wait();
+            ad.or(word + 1, 1 << (me + 8)).wait();
+            ad.and(word + 2, !(1u64 << me)).wait();
+            pgas::barrier();
+            (
+                ad.load(word).wait(),
+                ad.load(word + 1).wait(),
+                ad.load(word + 2).wait(),
+            )
+        });
+        let all: u64 = (0..n).map(|r| 1u64 << r).sum();
+        for (x, o, a) in out {
+            assert_eq!(x, all, "{n} ranks");
+            assert_eq!(o, 7 | (all << 8), "{n} ranks");
+            assert_eq!(a, 14 & !all, "{n} ranks");
+        }
+    }
+}

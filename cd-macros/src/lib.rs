@@ -1,0 +1,468 @@
+//! The `#[strict(...)]` attribute of `cd-runtime`, used as `#[cd::strict(...)]` after
+//! `use cd_runtime as cd;`. See [`macro@strict`].
+
+use proc_macro::TokenStream;
+use proc_macro2::{Span, TokenStream as TokenStream2};
+use quote::{ToTokens, quote, quote_spanned};
+use syn::ext::IdentExt;
+use syn::parse::{ParseStream, Parser};
+use syn::punctuated::Punctuated;
+use syn::{
+    AttrStyle, Error, Expr, ExprLit, FnArg, Ident, Item, ItemFn, Lit, LitStr, Pat, PatIdent,
+    ReturnType, Token, Type, token,
+};
+
+/// Runs the function's body as a strict child CD of the caller's CD, named after the function,
+/// preserving the listed arguments (and restoring them before each re-execution).
+///
+/// ```ignore
+/// use cd_runtime as cd;
+///
+/// #[cd::strict(preserve(u, v))]
+/// fn step(u: &mut Vec<f64>, v: &mut [f64], k: usize) -> Result<f64, cd::CdError> {
+///     v[k] += 1.0;
+///     u.push(v[k]);
+///     Ok(u.iter().sum())
+/// }
+/// ```
+///
+/// expands to
+///
+/// ```ignore
+/// fn step(u: &mut Vec<f64>, v: &mut [f64], k: usize) -> Result<f64, cd::CdError> {
+///     ::cd_runtime::strict("step", |__cd| -> ::core::result::Result<_, ::cd_runtime::CdError> {
+///         ::cd_runtime::__preserve_arg(__cd, "u", &mut *u);
+///         ::cd_runtime::__preserve_arg(__cd, "v", &mut *v);
+///         { v[k] += 1.0; u.push(v[k]); Ok(u.iter().sum()) }
+///     })
+/// }
+/// ```
+///
+/// The body is the CD body itself: `return` and `?` end one execution of the CD with that
+/// result (a returned `Err` is a detected error: the CD restores and re-executes), and
+/// `cd_runtime::current()` is this CD inside it.
+///
+/// # Options
+///
+/// - `preserve(a, b, ...)`: parameters to preserve, each by its name as the preserved entry's
+///   name. A parameter of type `&mut T` preserves the `T` it points to, one taken by value
+///   preserves itself (the attribute makes its binding `mut`). `T` must be
+///   `cd_runtime::Preservable` (preserved by copy), or a slice `[T]` of `bytemuck::Pod`
+///   elements (preserved as raw bytes: take `&mut [T]` rather than `&mut Vec<T>` for the fast
+///   path when the length does not change). Shared references (`&T`) cannot be restored and
+///   are rejected.
+/// - `name = "..."`: the CD's name (default: the function's name), as used by the
+///   configuration (`[cd.<name>]`) and the report.
+/// - `team = <expr>`: the CD spans the ranks of a `pgas::Team` (or `&Team`) instead of the
+///   parent's ranks (`cd_runtime::strict_on`). The expression is evaluated once per call,
+///   before the CD begins.
+/// - `local`: the CD spans this rank alone (`cd_runtime::strict_local`).
+///
+/// # Requirements
+///
+/// - The function returns `Result<T, cd_runtime::CdError>` (any path ending in `Result`), so
+///   that a failure it cannot contain escalates to the caller.
+/// - Not an `async fn` nor a `const fn`.
+/// - The body runs in an `FnMut` closure, once per execution of the CD. References and `Copy`
+///   arguments work as usual; an argument taken by value that is not `Copy` may be borrowed
+///   and mutated but not moved out of the body (e.g. returned, or passed by value): rustc
+///   reports "cannot move out of `x`, a captured variable in an `FnMut` closure". Take it by
+///   reference, or clone it.
+/// - The expansion names the runtime as `::cd_runtime`, so the crate must depend on
+///   `cd-runtime` under that name.
+#[proc_macro_attribute]
+pub fn strict(attr: TokenStream, item: TokenStream) -> TokenStream {
+    let item = TokenStream2::from(item);
+    match expand(attr.into(), item.clone()) {
+        Ok(out) => out.into(),
+        Err(e) => {
+            // Keep the item as written so the error is the only one reported.
+            let mut out = e.to_compile_error();
+            out.extend(item);
+            out.into()
+        }
+    }
+}
+
+const OPTIONS: &str = "expected preserve(...), name = \"...\", team = ..., or local";
+const RETURN: &str =
+    "a #[cd::strict] function must return Result<T, cd::CdError> so failures can escalate";
+
+/// The attribute's options.
+#[derive(Default)]
+struct Options {
+    preserve: Option<(Ident, Vec<Ident>)>,
+    name: Option<LitStr>,
+    team: Option<(Ident, Expr)>,
+    local: Option<Ident>,
+}
+
+fn parse_options(attr: TokenStream2) -> syn::Result<Options> {
+    let mut o = Options::default();
+    let parser = syn::meta::parser(|meta| {
+        let Some(key) = meta.path.get_ident().cloned() else {
+            return Err(Error::new_spanned(
+                &meta.path,
+                format!("unknown option `{}`; {OPTIONS}", shown(&meta.path)),
+            ));
+        };
+        let twice = || Error::new_spanned(&key, format!("option `{key}` given twice"));
+        match key.to_string().as_str() {
+            "preserve" => {
+                if o.preserve.is_some() {
+                    return Err(twice());
+                }
+                if !meta.input.peek(token::Paren) {
+                    return Err(meta.error("expected the parameters to preserve: preserve(a, b)"));
+                }
+                let content;
+                syn::parenthesized!(content in meta.input);
+                let list = Punctuated::<Ident, Token![,]>::parse_terminated_with(
+                    &content,
+                    |input: ParseStream| {
+                        if input.peek(Ident::peek_any) {
+                            input.call(Ident::parse_any)
+                        } else {
+                            Err(input.error("expected the name of a parameter to preserve"))
+                        }
+                    },
+                )?;
+                o.preserve = Some((key, list.into_iter().collect()));
+            }
+            "name" => {
+                if o.name.is_some() {
+                    return Err(twice());
+                }
+                let value: Expr = meta.value()?.parse()?;
+                match value {
+                    Expr::Lit(ExprLit {
+                        lit: Lit::Str(s), ..
+                    }) => o.name = Some(s),
+                    other => {
+                        return Err(Error::new_spanned(
+                            other,
+                            "the CD name must be a string literal: name = \"...\"",
+                        ));
+                    }
+                }
+            }
+            "team" => {
+                if o.team.is_some() {
+                    return Err(twice());
+                }
+                let value: Expr = meta.value()?.parse()?;
+                o.team = Some((key, value));
+            }
+            "local" => {
+                if o.local.is_some() {
+                    return Err(twice());
+                }
+                if !meta.input.is_empty() && !meta.input.peek(Token![,]) {
+                    return Err(Error::new_spanned(&key, "`local` takes no value"));
+                }
+                o.local = Some(key);
+            }
+            other => {
+                return Err(Error::new_spanned(
+                    &key,
+                    format!("unknown option `{other}`; {OPTIONS}"),
+                ));
+            }
+        }
+        Ok(())
+    });
+    parser.parse2(attr)?;
+    if let (Some((team, _)), Some(local)) = (&o.team, &o.local) {
+        let mut e = Error::new_spanned(
+            local,
+            "`local` and `team = ...` cannot both be given: `local` runs the CD on this rank \
+             alone, `team` on the ranks of a team",
+        );
+        e.combine(Error::new_spanned(team, "`team` given here"));
+        return Err(e);
+    }
+    Ok(o)
+}
+
+/// Tokens naming a non-function item for an error (its keyword and name), not its whole body.
+fn item_head(item: &Item) -> TokenStream2 {
+    match item {
+        Item::Struct(i) => {
+            let (k, n) = (&i.struct_token, &i.ident);
+            quote!(#k #n)
+        }
+        Item::Enum(i) => {
+            let (k, n) = (&i.enum_token, &i.ident);
+            quote!(#k #n)
+        }
+        Item::Union(i) => {
+            let (k, n) = (&i.union_token, &i.ident);
+            quote!(#k #n)
+        }
+        Item::Trait(i) => {
+            let (k, n) = (&i.trait_token, &i.ident);
+            quote!(#k #n)
+        }
+        Item::Impl(i) => {
+            let (k, t) = (&i.impl_token, &i.self_ty);
+            quote!(#k #t)
+        }
+        Item::Mod(i) => {
+            let (k, n) = (&i.mod_token, &i.ident);
+            quote!(#k #n)
+        }
+        Item::Const(i) => {
+            let (k, n) = (&i.const_token, &i.ident);
+            quote!(#k #n)
+        }
+        Item::Static(i) => {
+            let (k, n) = (&i.static_token, &i.ident);
+            quote!(#k #n)
+        }
+        Item::Type(i) => {
+            let (k, n) = (&i.type_token, &i.ident);
+            quote!(#k #n)
+        }
+        other => other.to_token_stream(),
+    }
+}
+
+fn expand(attr: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
+    let parsed: Item = syn::parse2(item)?;
+    let mut f: ItemFn = match parsed {
+        Item::Fn(f) => f,
+        other => {
+            return Err(Error::new_spanned(
+                item_head(&other),
+                "#[cd::strict] applies to functions (with a body): it runs the body as a strict CD",
+            ));
+        }
+    };
+    let options = parse_options(attr)?;
+    let mut errors: Vec<Error> = Vec::new();
+
+    if let Some(a) = &f.sig.asyncness {
+        errors.push(Error::new_spanned(
+            a,
+            "#[cd::strict] cannot be applied to an `async fn`: a CD body must run to completion \
+             on its rank before the CD completes",
+        ));
+    }
+    if let Some(c) = &f.sig.constness {
+        errors.push(Error::new_spanned(
+            c,
+            "#[cd::strict] cannot be applied to a `const fn`: a CD runs at run time",
+        ));
+    }
+    match &f.sig.output {
+        ReturnType::Default => {
+            let (fn_token, ident, parens) = (&f.sig.fn_token, &f.sig.ident, &f.sig.paren_token);
+            let mut args = TokenStream2::new();
+            parens.surround(&mut args, |_| {});
+            errors.push(Error::new_spanned(quote!(#fn_token #ident #args), RETURN));
+        }
+        ReturnType::Type(_, ty) => {
+            if !is_result(ty) {
+                errors.push(Error::new_spanned(ty, RETURN));
+            }
+        }
+    }
+
+    let fn_name = f.sig.ident.clone();
+    let cd = Ident::new("__cd", Span::mixed_site());
+    let mut preserves = Vec::new();
+    let mut seen: Vec<&Ident> = Vec::new();
+    let empty = Vec::new();
+    let list = options.preserve.as_ref().map_or(&empty, |(_, l)| l);
+    for name in list {
+        if name == "self" {
+            errors.push(Error::new_spanned(
+                name,
+                "`self` cannot be preserved by #[cd::strict]; preserve the state it needs in \
+                 the body, e.g. cd_runtime::current().preserve(\"x\", &mut self.x)",
+            ));
+            continue;
+        }
+        if seen.contains(&name) {
+            errors.push(Error::new_spanned(
+                name,
+                format!("`{name}` is preserved twice"),
+            ));
+            continue;
+        }
+        seen.push(name);
+        match find_param(&mut f, name) {
+            Param::Plain { by_ref } => {
+                let arg = if by_ref {
+                    quote_spanned!(name.span()=> &mut *#name)
+                } else {
+                    quote_spanned!(name.span()=> &mut #name)
+                };
+                let key = LitStr::new(&name.to_string(), name.span());
+                preserves.push(quote_spanned! {name.span()=>
+                    ::cd_runtime::__preserve_arg(#cd, #key, #arg);
+                });
+            }
+            Param::Shared(ty) => errors.push(Error::new_spanned(
+                name,
+                format!(
+                    "`{name}` is a shared reference (`{ty}`): a CD restores preserved state when it \
+                     re-executes, so a preserved parameter must be `&mut T` or taken by value"
+                ),
+            )),
+            Param::Pattern => errors.push(Error::new_spanned(
+                name,
+                format!(
+                    "`{name}` is bound by a pattern in the parameters of `{fn_name}`; \
+                     #[cd::strict] preserves only parameters bound to a plain name (take the \
+                     whole value as `p: T` and destructure it in the body)"
+                ),
+            )),
+            Param::Missing => errors.push(Error::new_spanned(
+                name,
+                format!("`{name}` is not a parameter of `{fn_name}`"),
+            )),
+        }
+    }
+    if let Some(mut e) = errors.pop() {
+        // Report in source order.
+        for other in errors.into_iter().rev() {
+            let mut first = other;
+            first.combine(e);
+            e = first;
+        }
+        return Err(e);
+    }
+
+    let name = options
+        .name
+        .clone()
+        .unwrap_or_else(|| LitStr::new(&fn_name.to_string(), fn_name.span()));
+    let block = &f.block;
+    let body = quote! {
+        |#cd| -> ::core::result::Result<_, ::cd_runtime::CdError> {
+            #(#preserves)*
+            #block
+        }
+    };
+    let call = if let Some((_, team)) = &options.team {
+        quote!(::cd_runtime::strict_on(#name, &(#team), #body))
+    } else if options.local.is_some() {
+        quote!(::cd_runtime::strict_local(#name, #body))
+    } else {
+        quote!(::cd_runtime::strict(#name, #body))
+    };
+    let (outer, inner): (Vec<_>, Vec<_>) = f
+        .attrs
+        .iter()
+        .partition(|a| matches!(a.style, AttrStyle::Outer));
+    let (vis, sig) = (&f.vis, &f.sig);
+    Ok(quote! {
+        #(#outer)*
+        #vis #sig {
+            #(#inner)*
+            #call
+        }
+    })
+}
+
+/// Tokens as a person would write them (`&Vec<f64>`, not `& Vec < f64 >`).
+fn shown(t: &impl ToTokens) -> String {
+    let mut s = t.to_token_stream().to_string();
+    for (from, to) in [
+        (" <", "<"),
+        ("< ", "<"),
+        (" >", ">"),
+        (" ,", ","),
+        (" ::", "::"),
+        (":: ", "::"),
+        ("& ", "&"),
+    ] {
+        s = s.replace(from, to);
+    }
+    s
+}
+
+/// True for a type path whose last segment is `Result` (`Result<T, E>`, `std::result::Result`,
+/// or an alias such as `cd::Result<T>`).
+fn is_result(ty: &Type) -> bool {
+    match ty {
+        Type::Path(p) => p
+            .path
+            .segments
+            .last()
+            .is_some_and(|s| s.ident.to_string().ends_with("Result")),
+        Type::Paren(p) => is_result(&p.elem),
+        Type::Group(g) => is_result(&g.elem),
+        _ => false,
+    }
+}
+
+enum Param {
+    /// A parameter bound to a plain name: `by_ref` when its type is `&mut T`.
+    Plain { by_ref: bool },
+    /// A plain parameter of type `&T`.
+    Shared(String),
+    /// The name is bound inside a pattern (`(a, b): (f64, f64)`, `ref a`, `a @ ..`).
+    Pattern,
+    /// No parameter binds the name.
+    Missing,
+}
+
+/// Finds the parameter `name`; a by-value one is made `mut` so it can be restored.
+fn find_param(f: &mut ItemFn, name: &Ident) -> Param {
+    for arg in f.sig.inputs.iter_mut() {
+        let FnArg::Typed(pt) = arg else { continue };
+        let ty = strip(&pt.ty).clone();
+        match &mut *pt.pat {
+            Pat::Ident(PatIdent {
+                ident,
+                by_ref: None,
+                subpat: None,
+                mutability,
+                ..
+            }) if ident == name => {
+                return match ty {
+                    Type::Reference(r) if r.mutability.is_some() => Param::Plain { by_ref: true },
+                    Type::Reference(_) => Param::Shared(shown(&ty)),
+                    _ => {
+                        if mutability.is_none() {
+                            *mutability = Some(Token![mut](ident.span()));
+                        }
+                        Param::Plain { by_ref: false }
+                    }
+                };
+            }
+            pat => {
+                if binds(pat, name) {
+                    return Param::Pattern;
+                }
+            }
+        }
+    }
+    Param::Missing
+}
+
+fn strip(ty: &Type) -> &Type {
+    match ty {
+        Type::Paren(p) => strip(&p.elem),
+        Type::Group(g) => strip(&g.elem),
+        other => other,
+    }
+}
+
+/// True when `pat` binds `name` somewhere.
+fn binds(pat: &Pat, name: &Ident) -> bool {
+    match pat {
+        Pat::Ident(p) => p.ident == *name || p.subpat.as_ref().is_some_and(|(_, s)| binds(s, name)),
+        Pat::Tuple(t) => t.elems.iter().any(|p| binds(p, name)),
+        Pat::TupleStruct(t) => t.elems.iter().any(|p| binds(p, name)),
+        Pat::Struct(s) => s.fields.iter().any(|fp| binds(&fp.pat, name)),
+        Pat::Slice(s) => s.elems.iter().any(|p| binds(p, name)),
+        Pat::Reference(r) => binds(&r.pat, name),
+        Pat::Paren(p) => binds(&p.pat, name),
+        Pat::Or(o) => o.cases.iter().any(|p| binds(p, name)),
+        Pat::Type(t) => binds(&t.pat, name),
+        _ => false,
+    }
+}
