@@ -5,7 +5,7 @@
 //! Each rank keeps the copies it holds for others in a map keyed by (owner rank, entry key).
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use pgas::{RpcFn, RpcTable};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -45,12 +45,33 @@ impl<'de> Deserialize<'de> for Bytes {
 #[derive(Default)]
 pub(crate) struct BuddyStore {
     held: RefCell<HashMap<(usize, u64), Vec<u8>>>,
+    /// Keys of this rank's own copies that its buddy lost with its memory.
+    lost: RefCell<HashSet<u64>>,
 }
 
 impl BuddyStore {
-    /// Forgets everything (this rank's memory was lost).
-    pub(crate) fn wipe(&self) {
-        self.held.borrow_mut().clear();
+    /// Forgets everything (this rank's memory was lost); returns the keys it held, by owner.
+    pub(crate) fn wipe(&self) -> BTreeMap<usize, Vec<u64>> {
+        let mut by_owner: BTreeMap<usize, Vec<u64>> = BTreeMap::new();
+        for ((owner, key), _) in self.held.borrow_mut().drain() {
+            by_owner.entry(owner).or_default().push(key);
+        }
+        by_owner
+    }
+
+    /// True if the buddy lost this rank's copy under `key`.
+    pub(crate) fn is_lost(&self, key: u64) -> bool {
+        self.lost.borrow().contains(&key)
+    }
+
+    /// Notes that the buddy holds a fresh copy under `key`.
+    pub(crate) fn mark_stored(&self, key: u64) {
+        self.lost.borrow_mut().remove(&key);
+    }
+
+    /// Notes that the buddy lost this rank's copies under `keys`.
+    pub(crate) fn mark_lost(&self, keys: impl IntoIterator<Item = u64>) {
+        self.lost.borrow_mut().extend(keys);
     }
 }
 
@@ -60,6 +81,7 @@ pub(crate) struct BuddyRpcs {
     store: RpcFn<(usize, u64, Bytes), ()>,
     fetch: RpcFn<(usize, u64), Option<Bytes>>,
     forget: RpcFn<(usize, u64), ()>,
+    lost: RpcFn<Vec<u64>, ()>,
 }
 
 impl BuddyRpcs {
@@ -69,11 +91,13 @@ impl BuddyRpcs {
             store: rpcs.register(
                 "cd.buddy.store",
                 |(owner, key, bytes): (usize, u64, Bytes)| {
-                    runtime::with(|rt| rt.buddy.held.borrow_mut().insert((owner, key), bytes.0));
+                    runtime::try_with(|rt| {
+                        rt.buddy.held.borrow_mut().insert((owner, key), bytes.0)
+                    });
                 },
             ),
             fetch: rpcs.register("cd.buddy.fetch", |(owner, key): (usize, u64)| {
-                runtime::with(|rt| {
+                runtime::try_with(|rt| {
                     rt.buddy
                         .held
                         .borrow()
@@ -81,10 +105,27 @@ impl BuddyRpcs {
                         .cloned()
                         .map(Bytes)
                 })
+                .flatten()
             }),
             forget: rpcs.register("cd.buddy.forget", |(owner, key): (usize, u64)| {
-                runtime::with(|rt| rt.buddy.held.borrow_mut().remove(&(owner, key)));
+                runtime::try_with(|rt| rt.buddy.held.borrow_mut().remove(&(owner, key)));
             }),
+            lost: rpcs.register("cd.buddy.lost", |keys: Vec<u64>| {
+                runtime::try_with(|rt| rt.buddy.mark_lost(keys));
+            }),
+        }
+    }
+
+    /// Tells `owner` that the copies it kept here under `keys` are gone (this rank lost its
+    /// memory), and waits until it knows: the owner's next agreement then reports such an
+    /// entry unrestorable once its own copy is gone too, and the CD escalates instead of
+    /// failing to fetch it in a re-execution. (Emulates the failure detector of a real
+    /// system, which tells the survivors whose copies died with a node.)
+    pub(crate) fn notify_lost(&self, owner: usize, keys: Vec<u64>) {
+        if owner == pgas::rank_me() {
+            runtime::with(|rt| rt.buddy.mark_lost(keys));
+        } else {
+            pgas::rpc(owner, self.lost, keys).wait();
         }
     }
 

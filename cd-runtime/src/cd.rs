@@ -90,10 +90,14 @@ impl Cd {
             Step::Restore(i) => runtime::with(|rt| restore_value(rt, &self.frame, i, value)),
             Step::Save => runtime::with(|rt| {
                 let start = Instant::now();
-                let equal_upstream = upstream(rt, &self.frame, name, |s| match s {
-                    Store::LocalValue(v) => v.downcast_ref::<T>() == Some(value),
-                    _ => false,
-                });
+                // By reference only to a copy as durable as the one asked for: the ancestors'
+                // copies compared here are local ones, which a rank loss takes, so a buddy or
+                // file preservation referring to them was silently no better than local.
+                let equal_upstream = medium == Medium::Local
+                    && upstream(rt, &self.frame, name, |s| match s {
+                        Store::LocalValue(v) => v.downcast_ref::<T>() == Some(value),
+                        _ => false,
+                    });
                 let size =
                     postcard::serialize_with_flavor(value, postcard::ser_flavors::Size::default())
                         .unwrap_or(0);
@@ -135,10 +139,12 @@ impl Cd {
             Step::Save => runtime::with(|rt| {
                 let start = Instant::now();
                 let bytes: &[u8] = bytemuck::cast_slice(data);
-                let equal_upstream = upstream(rt, &self.frame, name, |s| match s {
-                    Store::LocalBytes(b) => b.as_slice() == bytes,
-                    _ => false,
-                });
+                // Local ancestors' copies only back a local preservation (see `preserve_on`).
+                let equal_upstream = medium == Medium::Local
+                    && upstream(rt, &self.frame, name, |s| match s {
+                        Store::LocalBytes(b) => b.as_slice() == bytes,
+                        _ => false,
+                    });
                 let store = if equal_upstream {
                     Store::Reference
                 } else if medium == Medium::Local {
@@ -265,8 +271,13 @@ fn save_bytes(rt: &CdRuntime, frame: &Frame, name: &str, medium: Medium, bytes: 
     let key = frame.key(name);
     match medium {
         Medium::Buddy => {
-            rt.rpcs.store(rt.buddy_rank, key, bytes);
-            Store::Buddy(key)
+            rt.rpcs.store(rt.buddy_rank, key, bytes.clone());
+            // A CD re-run under a re-executed parent has the same keys: a fresh copy is held.
+            rt.buddy.mark_stored(key);
+            Store::Buddy {
+                key,
+                local: Some(bytes),
+            }
         }
         Medium::File => {
             let path = rt.file_dir.join(format!("{key:016x}.bin"));
@@ -292,12 +303,16 @@ fn load_bytes(rt: &CdRuntime, frame: &Frame, index: usize) -> Vec<u8> {
         let e = &st.entries[index];
         let got = match &e.store {
             Store::LocalBytes(b) => Some(b.clone()),
-            Store::Buddy(key) => Some(rt.rpcs.fetch(rt.buddy_rank, *key).unwrap_or_else(|| {
-                panic!(
-                    "CD {:?}: buddy rank {} no longer holds `{}`",
-                    frame.name, rt.buddy_rank, e.name
-                )
-            })),
+            Store::Buddy { local: Some(b), .. } => Some(b.clone()),
+            Store::Buddy { key, local: None } => {
+                Some(rt.rpcs.fetch(rt.buddy_rank, *key).unwrap_or_else(|| {
+                    panic!(
+                        "CD {:?}: buddy rank {} no longer holds `{}`, and this rank lost its \
+                         own copy: a second rank loss during the recovery from the first",
+                        frame.name, rt.buddy_rank, e.name
+                    )
+                }))
+            }
             Store::File(path) => Some(std::fs::read(path).unwrap_or_else(|err| {
                 panic!(
                     "CD {:?}: cannot restore `{}` from {}: {err}",

@@ -14,6 +14,7 @@ use pgas::Team;
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 
+use crate::buddy::BuddyStore;
 use crate::config::{CdConfig, CdSettings, Medium};
 use crate::error::FaultKinds;
 use crate::injector::{mix, name_hash};
@@ -25,8 +26,13 @@ pub(crate) enum Store {
     LocalValue(Box<dyn Any>),
     /// Bytes in this rank's memory.
     LocalBytes(Vec<u8>),
-    /// Bytes at the buddy rank under this key.
-    Buddy(u64),
+    /// Bytes at the buddy rank under `key`, and the same bytes in this rank's memory.
+    ///
+    /// The local copy is needed because the buddy copy does not survive the loss of the
+    /// *buddy*: a rank's loss wipes the copies it holds for others, and the owner (which did
+    /// not fail) must still restore when the CD re-executes together. A rank restores from
+    /// its own copy while it has it, and from the buddy after losing its memory.
+    Buddy { key: u64, local: Option<Vec<u8>> },
     /// Bytes in this file.
     File(PathBuf),
     /// The same data as the nearest ancestor's entry of the same name.
@@ -151,8 +157,10 @@ impl Frame {
     /// Marks locally kept entries lost (the rank's memory is gone).
     pub(crate) fn lose_local(&self) {
         for e in &mut self.state.borrow_mut().entries {
-            if matches!(e.store, Store::LocalValue(_) | Store::LocalBytes(_)) {
-                e.store = Store::Lost;
+            match &mut e.store {
+                Store::LocalValue(_) | Store::LocalBytes(_) => e.store = Store::Lost,
+                Store::Buddy { local, .. } => *local = None,
+                _ => {}
             }
         }
     }
@@ -162,7 +170,7 @@ impl Frame {
         let entries = std::mem::take(&mut self.state.borrow_mut().entries);
         for e in entries {
             match e.store {
-                Store::Buddy(key) => rt.rpcs.forget(rt.buddy_rank, key),
+                Store::Buddy { key, .. } => rt.rpcs.forget(rt.buddy_rank, key),
                 Store::File(path) => {
                     let _ = std::fs::remove_file(path);
                 }
@@ -178,14 +186,17 @@ impl Frame {
 }
 
 /// True if every entry of `frame` can be restored on this rank, given its ancestors.
-pub(crate) fn restorable(frames: &[Rc<Frame>], index: usize) -> bool {
+pub(crate) fn restorable(frames: &[Rc<Frame>], index: usize, buddy: &BuddyStore) -> bool {
+    let ok = |store: &Store| match store {
+        Store::Lost => false,
+        // Both copies gone: this rank's with its memory, the buddy's with the buddy's.
+        Store::Buddy { key, local: None } => !buddy.is_lost(*key),
+        _ => true,
+    };
     let st = frames[index].state.borrow();
     st.entries.iter().all(|e| match &e.store {
-        Store::Lost => false,
-        Store::Reference => find_in_ancestors(frames, index, &e.name, &|store| {
-            !matches!(store, Store::Lost)
-        }),
-        _ => true,
+        Store::Reference => find_in_ancestors(frames, index, &e.name, &ok),
+        s => ok(s),
     })
 }
 

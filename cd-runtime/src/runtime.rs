@@ -46,6 +46,16 @@ pub(crate) fn with<R>(f: impl FnOnce(&CdRuntime) -> R) -> R {
     f(&rt)
 }
 
+/// Runs `f` with this rank's CD runtime, if this thread still has one.
+///
+/// For the buddy rpc functions: a rank serves rpcs after its body has returned (pgas
+/// finalize), and a `forget` sent by a buddy's last CDs can arrive then; with [`with`] that
+/// panicked ("CD call outside cd_runtime::launch") and failed a job that had succeeded.
+pub(crate) fn try_with<R>(f: impl FnOnce(&CdRuntime) -> R) -> Option<R> {
+    let rt = CURRENT.with(|c| c.borrow().clone())?;
+    Some(f(&rt))
+}
+
 /// This rank's CD runtime.
 ///
 /// # Panics
@@ -92,7 +102,9 @@ impl CdRuntime {
         for f in self.frames.borrow().iter() {
             f.lose_local();
         }
-        self.buddy.wipe();
+        for (owner, keys) in self.buddy.wipe() {
+            self.rpcs.notify_lost(owner, keys);
+        }
         self.losses.set(self.losses.get() + 1);
     }
 }
@@ -123,10 +135,16 @@ where
     F: Fn() -> Result<R, CdError> + Sync,
 {
     let buddy_rpcs = BuddyRpcs::register(&mut rpcs);
-    let file_dir = config
-        .file_dir
-        .clone()
-        .unwrap_or_else(|| std::env::temp_dir().join(format!("cd-files-{}", std::process::id())));
+    // The default directory is unique to this launch: named by the process alone, two jobs
+    // running at once in one process (tests) wrote the same file names (keys follow the CD
+    // tree) and the first to end deleted the other's files.
+    static LAUNCHES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let own_dir = config.file_dir.is_none();
+    let file_dir = config.file_dir.clone().unwrap_or_else(|| {
+        let n = LAUNCHES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        std::env::temp_dir().join(format!("cd-files-{}-{n}", std::process::id()))
+    });
+    let ranks = job.ranks;
     let config = Arc::new(config);
     let report_out: Mutex<Option<Report>> = Mutex::new(None);
     let results = pgas::launch(job, rpcs, || {
@@ -154,8 +172,25 @@ where
                  give a wrong answer"
             ),
         };
+        // A failure detected outside any CD (`cd::check!` in the root) was recorded in the
+        // root, which cannot re-execute: without this the job returned the result the check
+        // had found wrong.
+        let root_failure = {
+            let root = rt.top();
+            let st = root.state.borrow();
+            (!st.failure.is_empty()).then(|| st.reasons.join("; "))
+        };
+        if let Some(reasons) = root_failure {
+            panic!(
+                "rank {rank}: the root CD detected an error ({reasons}); the root cannot \
+                 re-execute, so the run stops rather than give a wrong answer"
+            );
+        }
         rt.top().release_entries(&rt);
-        let mine = rt.stats.borrow().report(ranks);
+        let mut mine = rt.stats.borrow().report(ranks);
+        // `report = false` in a CD's settings leaves it out of the report (it was ignored).
+        mine.cds
+            .retain(|c| config.settings(&c.name, c.level).report);
         let total = pgas::reduce_one(&pgas::world(), mine, Report::merge, 0).wait();
         if let Some(report) = total {
             if config.report {
@@ -170,8 +205,17 @@ where
         }
         CURRENT.with(|c| *c.borrow_mut() = None);
         value
-    })?;
-    let _ = std::fs::remove_dir_all(&file_dir);
+    });
+    // Remove what this launch made (also when the job failed), never a configured directory's
+    // other contents: removing `file_dir` recursively deleted whatever the user kept there.
+    if own_dir {
+        let _ = std::fs::remove_dir_all(&file_dir);
+    } else {
+        for r in 0..ranks {
+            let _ = std::fs::remove_dir(file_dir.join(format!("rank{r}")));
+        }
+    }
+    let results = results?;
     let report = report_out
         .into_inner()
         .unwrap_or_else(|e| e.into_inner())

@@ -133,10 +133,32 @@ fn run<R>(
             }
             None => {}
         }
-        if !kinds.is_empty() && !restorable(&rt.frames.borrow(), rt.frames.borrow().len() - 1) {
+        // Every rank says whether it could restore, failed or not: a rank that lost its memory
+        // in an earlier, contained failure (a child's rank loss) has lost this CD's local copies
+        // too, and must not be asked to re-execute because *another* rank failed now. (Checked
+        // only on failing ranks, such a rank panicked on restoring a lost entry.)
+        if !restorable(&rt.frames.borrow(), rt.frames.borrow().len() - 1, &rt.buddy) {
             kinds = kinds.union(FaultKinds::UNRESTORABLE);
         }
-        let agreed = agree(&frame.team, kinds);
+        let mut agreed = agree(&frame.team, kinds);
+        if agreed.contains(FaultKinds::RANK_LOSS) && !agreed.contains(FaultKinds::UNRESTORABLE) {
+            // A rank lost in this execution took the buddy copies it held for another rank,
+            // which may have lost its own copies in this same execution. Each losing rank told
+            // the owners before joining the agreement, so now every owner knows: ask again
+            // (only after a rank loss), or that owner re-executes and cannot fetch its state.
+            let lost = !restorable(&rt.frames.borrow(), rt.frames.borrow().len() - 1, &rt.buddy);
+            if lost {
+                kinds = kinds.union(FaultKinds::UNRESTORABLE);
+            }
+            agreed = agreed.union(agree(
+                &frame.team,
+                if lost {
+                    FaultKinds::UNRESTORABLE
+                } else {
+                    FaultKinds::NONE
+                },
+            ));
+        }
         {
             let mut stats = rt.stats.borrow_mut();
             let s = stats.entry(name, frame.level);
@@ -149,7 +171,8 @@ fn run<R>(
                 s.recover_ns += start.elapsed().as_nanos() as u64;
             }
         }
-        if agreed.is_empty() {
+        // Lost copies alone are no failure of this execution: complete.
+        if FaultKinds(agreed.0 & !FaultKinds::UNRESTORABLE.0).is_empty() {
             return finish(&rt, &frame, out);
         }
         let contained = frame

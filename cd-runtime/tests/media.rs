@@ -1,0 +1,467 @@
+//! Preservation media and kinds under faults: buddy, local, file; by reference; by
+//! regeneration; rank losses contained where the copies survive and escalated where not.
+
+mod common;
+
+use std::cell::Cell;
+use std::rc::Rc;
+
+use cd_runtime as cd;
+use cd_runtime::{CdConfig, CdError};
+use common::{M, Ring, config, message, run, step};
+use pgas::GlobalPtr;
+
+const N: usize = 16;
+
+/// Updates the segment array `g` from `x` (reads it first: a lost segment shows).
+fn update_global(g: GlobalPtr<f64>, x: &[f64]) {
+    let mut v = pgas::rget_slice(g, N).wait();
+    for (a, b) in v.iter_mut().zip(x) {
+        *a = (*a * 2.0 + b) % M;
+    }
+    pgas::rput_slice(&v, g).wait();
+}
+
+/// A fresh segment array with rank-dependent contents.
+fn new_global() -> GlobalPtr<f64> {
+    let g = pgas::new_array::<f64>(N).unwrap();
+    let init: Vec<f64> = (0..N).map(|i| (i * 7 + pgas::rank_me()) as f64).collect();
+    pgas::rput_slice(&init, g).wait();
+    g
+}
+
+/// `iters` CDs "step", each preserving `x` (and the segment array if `preserve_global`),
+/// updating both and exchanging `x` around the ring. Returns x followed by the array.
+fn steps(
+    ranks: usize,
+    cfg: CdConfig,
+    iters: usize,
+    preserve_global: bool,
+) -> cd::CdOutcome<Vec<f64>> {
+    run(ranks, cfg, || {
+        let ring = Ring::new(N);
+        let g = new_global();
+        let mut x: Vec<f64> = (0..N).map(|i| i as f64).collect();
+        for it in 0..iters {
+            cd::strict("step", |c| {
+                c.preserve("x", &mut x);
+                if preserve_global {
+                    c.preserve_global("g", g, N);
+                }
+                step(&mut x, it as u64);
+                update_global(g, &x);
+                ring.exchange(&pgas::world(), &mut x);
+                Ok(())
+            })?;
+        }
+        let mut out = x;
+        out.extend(pgas::rget_slice(g, N).wait());
+        Ok(out)
+    })
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn buddy_medium_recovers_private_and_segment_state_after_a_rank_loss() {
+    let clean = steps(4, CdConfig::default(), 4, true);
+    let faulty = steps(
+        4,
+        config(
+            "[cd.step]\nmedium = \"buddy\"\n\
+             inject = { at = [{ rank = 2, iteration = 1, kind = \"rank_loss\" }] }\n",
+        ),
+        4,
+        true,
+    );
+    assert_eq!(
+        faulty.results, clean.results,
+        "same answer after the rank loss"
+    );
+    let s = faulty.report.cd("step").unwrap();
+    assert_eq!((s.injected, s.reexecutions, s.escalations), (1, 4, 0));
+    assert_eq!(s.executions, 4 * 4 + 4);
+    assert!(s.bytes_buddy >= (4 * 4 * 2 * N * 8) as u64, "{s:?}");
+    assert_eq!(s.bytes_local, 0);
+}
+
+#[test]
+fn the_rank_loss_is_real_segment_data_not_preserved_is_lost() {
+    // The control of the test above: without preserve_global the lost segment shows in the
+    // answer (so the answer above was restored, not merely left alone).
+    let clean = steps(2, CdConfig::default(), 2, false);
+    let faulty = steps(
+        2,
+        config(
+            "[cd.step]\nmedium = \"buddy\"\n\
+             inject = { at = [{ rank = 1, iteration = 0, kind = \"rank_loss\" }] }\n",
+        ),
+        2,
+        false,
+    );
+    assert_ne!(faulty.results[1], clean.results[1]);
+    assert_eq!(faulty.report.cd("step").unwrap().reexecutions, 2);
+}
+
+/// "outer" (preserving x and the segment array on the configured medium) around "inner"
+/// (local medium), `iters` times.
+fn nested(
+    ranks: usize,
+    cfg: CdConfig,
+    iters: usize,
+) -> Result<cd::CdOutcome<Vec<f64>>, cd::CdLaunchError> {
+    run(ranks, cfg, || {
+        let ring = Ring::new(N);
+        let g = new_global();
+        let mut x: Vec<f64> = (0..N).map(|i| i as f64 + 0.5 * 2.0).collect();
+        for it in 0..iters {
+            cd::strict("outer", |c| {
+                c.preserve("x", &mut x);
+                c.preserve_global("g", g, N);
+                step(&mut x, it as u64);
+                cd::strict("inner", |c| {
+                    c.preserve("x", &mut x);
+                    c.preserve_global("g", g, N);
+                    update_global(g, &x);
+                    step(&mut x, 100);
+                    Ok(())
+                })?;
+                ring.exchange(&pgas::world(), &mut x);
+                Ok(())
+            })?;
+        }
+        let mut out = x;
+        out.extend(pgas::rget_slice(g, N).wait());
+        Ok(out)
+    })
+}
+
+#[test]
+fn local_medium_loss_escalates_to_a_parent_on_buddy_or_file() {
+    let clean = nested(3, CdConfig::default(), 3).unwrap();
+    let dir = std::env::temp_dir().join(format!("cd-media-test-{}", std::process::id()));
+    for parent in ["buddy", "file"] {
+        let cfg = config(&format!(
+            "file_dir = {dir:?}\n[cd.outer]\nmedium = \"{parent}\"\n\
+             [cd.inner]\nmedium = \"local\"\n\
+             inject = {{ at = [{{ rank = 1, iteration = 1, kind = \"rank_loss\" }}] }}\n"
+        ));
+        let out = nested(3, cfg, 3).unwrap_or_else(|e| panic!("{parent}: {e}"));
+        assert_eq!(out.results, clean.results, "parent on {parent}");
+        let inner = out.report.cd("inner").unwrap();
+        assert_eq!((inner.injected, inner.reexecutions), (1, 0));
+        assert_eq!(
+            inner.escalations, 3,
+            "every rank of inner escalated, at once"
+        );
+        let outer = out.report.cd("outer").unwrap();
+        assert_eq!((outer.reexecutions, outer.escalations), (3, 0));
+        if parent == "file" {
+            assert!(outer.bytes_file > 0);
+        } else {
+            assert!(outer.bytes_buddy > 0);
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn only_local_preservation_ends_with_an_error_naming_the_cause() {
+    let cfg = config(
+        "[defaults]\nmedium = \"local\"\n\
+         [cd.inner]\ninject = { at = [{ rank = 1, iteration = 1, kind = \"rank_loss\" }] }\n",
+    );
+    let msg = message(nested(2, cfg, 3));
+    for want in [
+        "\"outer\"",
+        "rank loss",
+        "preserved state lost",
+        "escalated past the root CD",
+    ] {
+        assert!(msg.contains(want), "{want:?} not in: {msg}");
+    }
+}
+
+#[test]
+fn file_medium_restores_and_leaves_a_configured_directory_in_place() {
+    let dir = std::env::temp_dir().join(format!("cd-file-medium-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let keep = dir.join("keep.txt");
+    std::fs::write(&keep, "the user's file").unwrap();
+    let clean = steps(2, CdConfig::default(), 3, true);
+    let faulty = steps(
+        2,
+        config(&format!(
+            "file_dir = {dir:?}\n[cd.step]\nmedium = \"file\"\n\
+             inject = {{ at = [{{ rank = 0, iteration = 0, kind = \"rank_loss\" }}, \
+             {{ rank = 1, iteration = 2, kind = \"soft\" }}] }}\n"
+        )),
+        3,
+        true,
+    );
+    assert_eq!(faulty.results, clean.results);
+    let s = faulty.report.cd("step").unwrap();
+    assert_eq!((s.injected, s.reexecutions), (2, 4));
+    assert!(s.bytes_file >= (3 * 2 * 2 * N * 8) as u64);
+    assert!(keep.exists(), "launch removed a file it did not write");
+    let left: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(
+        left,
+        vec![keep.clone()],
+        "the CD files and rank folders are gone"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn preserve_by_reference_restores_from_the_parent() {
+    let program = |cfg: CdConfig| {
+        run(2, cfg, || {
+            let mut x: Vec<f64> = (0..N).map(|i| (i * 3) as f64).collect();
+            let mut y = 5u64;
+            for it in 0..2 {
+                cd::strict("parent", |c| {
+                    c.preserve("x", &mut x);
+                    c.preserve("y", &mut y);
+                    cd::strict("child", |c| {
+                        c.preserve("x", &mut x); // equal to the parent's copy: by reference
+                        c.preserve_reference("y", &mut y);
+                        step(&mut x, it);
+                        y = y * 3 + 1;
+                        Ok(())
+                    })?;
+                    step(&mut x, 7);
+                    Ok(())
+                })?;
+            }
+            Ok((x, y))
+        })
+        .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let clean = program(CdConfig::default());
+    let faulty = program(config(
+        "[cd.child]\ninject = { at = [{ rank = 1, iteration = 0, kind = \"soft\" }, \
+         { rank = 0, iteration = 1, kind = \"soft\" }] }\n",
+    ));
+    assert_eq!(faulty.results, clean.results);
+    let child = faulty.report.cd("child").unwrap();
+    assert_eq!(child.reexecutions, 4);
+    assert_eq!(
+        child.bytes_local, 0,
+        "nothing copied: both entries refer to the parent"
+    );
+    assert!(
+        child.bytes_by_reference >= (2 * 2 * N * 8) as u64,
+        "{child:?}"
+    );
+    assert!(faulty.report.cd("parent").unwrap().bytes_local > 0);
+}
+
+#[test]
+fn a_durable_child_does_not_refer_to_a_local_parent_copy() {
+    // The child asks for its copy on the buddy: referring to the parent's local copy (lost
+    // with the rank) would make the loss escalate; it must copy and contain it.
+    let program = |cfg: CdConfig| {
+        run(2, cfg, || {
+            let mut x: Vec<f64> = (0..N).map(|i| i as f64).collect();
+            cd::strict("parent", |c| {
+                c.preserve("x", &mut x);
+                cd::strict("child", |c| {
+                    c.preserve("x", &mut x);
+                    step(&mut x, 1);
+                    Ok(())
+                })
+            })?;
+            Ok(x)
+        })
+        .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let clean = program(CdConfig::default());
+    let faulty = program(config(
+        "[cd.parent]\nmedium = \"local\"\n[cd.child]\nmedium = \"buddy\"\n\
+         inject = { at = [{ rank = 0, iteration = 0, kind = \"rank_loss\" }] }\n",
+    ));
+    assert_eq!(faulty.results, clean.results);
+    let child = faulty.report.cd("child").unwrap();
+    assert_eq!((child.reexecutions, child.escalations), (2, 0));
+    assert_eq!(child.bytes_by_reference, 0);
+    assert!(child.bytes_buddy > 0);
+}
+
+#[test]
+fn regeneration_recomputes_only_in_a_reexecution() {
+    let program = |cfg: CdConfig| {
+        run(2, cfg, || {
+            let calls = Rc::new(Cell::new(0u32));
+            let table_of =
+                move || -> Vec<f64> { (0..N).map(|i| (i * i + pgas::rank_me()) as f64).collect() };
+            let mut table = table_of();
+            let mut x = vec![1.0f64; N];
+            for it in 0..3 {
+                let calls = calls.clone();
+                cd::strict("regen", |c| {
+                    let calls = calls.clone();
+                    c.preserve_regenerate("table", &mut table, move || {
+                        calls.set(calls.get() + 1);
+                        table_of()
+                    });
+                    c.preserve("x", &mut x);
+                    table[it] = -1.0; // scribbled over; a re-execution must see it regenerated
+                    for (a, t) in x.iter_mut().zip(&table) {
+                        *a = (*a * 2.0 + t) % M;
+                    }
+                    table = table_of();
+                    Ok(())
+                })?;
+            }
+            Ok((x, calls.get()))
+        })
+        .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let clean = program(CdConfig::default());
+    assert!(clean.results.iter().all(|(_, calls)| *calls == 0));
+    let faulty = program(config(
+        "[cd.regen]\ninject = { at = [{ rank = 0, iteration = 1, kind = \"soft\" }] }\n",
+    ));
+    for (f, c) in faulty.results.iter().zip(&clean.results) {
+        assert_eq!(f.0, c.0);
+        assert_eq!(f.1, 1, "regenerated once, in the one re-execution");
+    }
+    let s = faulty.report.cd("regen").unwrap();
+    assert_eq!(s.reexecutions, 2);
+    assert_eq!(
+        s.bytes_local,
+        (3 * 2 * (N * 8 + 1)) as u64,
+        "x only (postcard: length + f64s)"
+    );
+}
+
+/// top (buddy) > mid (local) > a child that loses rank 1's memory (contained, buddy), then a
+/// soft error in mid on rank 0: rank 1 can no longer restore mid and must say so.
+#[test]
+fn a_rank_that_lost_its_copies_earlier_makes_the_cd_escalate() {
+    let program = |cfg: CdConfig| {
+        run(2, cfg, || {
+            let mut x: Vec<f64> = (0..N).map(|i| i as f64).collect();
+            cd::strict("top", |c| {
+                c.preserve("x", &mut x);
+                step(&mut x, 1);
+                cd::strict("mid", |c| {
+                    c.preserve("x", &mut x);
+                    step(&mut x, 2);
+                    cd::strict("lossy", |c| {
+                        c.preserve("x", &mut x);
+                        step(&mut x, 3);
+                        Ok(())
+                    })?;
+                    step(&mut x, 4);
+                    Ok(())
+                })
+            })?;
+            Ok(x)
+        })
+    };
+    let clean = program(CdConfig::default()).unwrap();
+    let faulty = program(config(
+        "[cd.top]\nmedium = \"buddy\"\n[cd.mid]\nmedium = \"local\"\n\
+         inject = { at = [{ rank = 0, iteration = 0, kind = \"soft\" }] }\n\
+         [cd.lossy]\nmedium = \"buddy\"\n\
+         inject = { at = [{ rank = 1, iteration = 0, kind = \"rank_loss\" }] }\n",
+    ))
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(faulty.results, clean.results);
+    let r = &faulty.report;
+    assert_eq!(
+        r.cd("lossy").unwrap().reexecutions,
+        2,
+        "the loss was contained"
+    );
+    assert_eq!(
+        r.cd("mid").unwrap().escalations,
+        2,
+        "rank 1 cannot restore mid"
+    );
+    assert_eq!(r.cd("top").unwrap().reexecutions, 2);
+}
+
+/// Rank 0 loses its memory (and the copies it held for rank 1), then rank 1 loses its own:
+/// rank 1's copy of mid is gone on both sides, so mid escalates to top (file) at the next
+/// failure instead of failing to fetch from the buddy.
+#[test]
+fn losing_both_copies_of_a_buddy_entry_escalates() {
+    let program = |cfg: CdConfig| {
+        run(2, cfg, || {
+            let mut x: Vec<f64> = (0..N).map(|i| i as f64).collect();
+            cd::strict("top", |c| {
+                c.preserve("x", &mut x);
+                cd::strict("mid", |c| {
+                    c.preserve("x", &mut x);
+                    step(&mut x, 2);
+                    for name in ["lose0", "lose1"] {
+                        cd::strict(name, |c| {
+                            c.preserve("x", &mut x);
+                            step(&mut x, 3);
+                            Ok(())
+                        })?;
+                    }
+                    Ok(())
+                })
+            })?;
+            Ok(x)
+        })
+    };
+    let clean = program(CdConfig::default()).unwrap();
+    let dir = std::env::temp_dir().join(format!("cd-double-loss-{}", std::process::id()));
+    let faulty = program(config(&format!(
+        "file_dir = {dir:?}\n[defaults]\nmedium = \"buddy\"\n[cd.top]\nmedium = \"file\"\n\
+         [cd.mid]\ninject = {{ at = [{{ rank = 0, iteration = 0, kind = \"soft\" }}] }}\n\
+         [cd.lose0]\ninject = {{ at = [{{ rank = 0, iteration = 0, kind = \"rank_loss\" }}] }}\n\
+         [cd.lose1]\ninject = {{ at = [{{ rank = 1, iteration = 0, kind = \"rank_loss\" }}] }}\n"
+    )))
+    .unwrap_or_else(|e| panic!("{e}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(faulty.results, clean.results);
+    let r = &faulty.report;
+    assert_eq!(r.cd("mid").unwrap().escalations, 2);
+    assert_eq!(r.cd("top").unwrap().reexecutions, 2);
+}
+
+#[test]
+fn a_failed_check_outside_any_cd_is_an_error() {
+    let msg = message(run(2, CdConfig::default(), || {
+        let x = 2 + pgas::rank_me();
+        cd::check!(x == 2, "rank {} computed {x}", pgas::rank_me());
+        Ok(x)
+    }));
+    assert!(msg.contains("rank 1 computed 3"), "{msg}");
+    assert!(msg.contains("root CD"), "{msg}");
+}
+
+#[test]
+fn report_false_leaves_a_cd_out_of_the_report() {
+    let out = run(2, config("[cd.quiet]\nreport = false\n"), || {
+        cd::strict("quiet", |_| Ok(()))?;
+        cd::strict("loud", |_| Ok(()))
+    })
+    .unwrap();
+    assert!(out.report.cd("quiet").is_none());
+    assert_eq!(out.report.cd("loud").unwrap().executions, 2);
+}
+
+#[test]
+fn errors_from_a_body_are_returned_not_lost() {
+    // A detected error that exhausts the retries reaches the caller of `strict`.
+    let out = run(2, config("[cd.bad]\nretries = 1\n"), || {
+        let r = cd::strict("bad", |_| -> Result<(), CdError> {
+            Err(CdError::detected("always"))
+        });
+        Ok(match r {
+            Err(CdError::Escalated { cd, attempts, .. }) => (cd, attempts),
+            other => panic!("{other:?}"),
+        })
+    })
+    .unwrap();
+    assert_eq!(out.results, vec![("bad".to_string(), 2); 2]);
+}
