@@ -56,7 +56,9 @@ impl SmpWorld {
                 .collect(),
             counters: (0..n).map(|_| CachePadded::default()).collect(),
             inboxes: (0..n).map(|_| CachePadded::default()).collect(),
-            sleepers: (0..n).map(|_| CachePadded::default()).collect(),
+            sleepers: (0..n)
+                .map(|_| CachePadded::new(Sleeper::with_spin(Sleeper::spin_rounds_for(n))))
+                .collect(),
             barrier: CentralBarrier::new(n),
             finished: CachePadded::default(),
             traffic: (0..n).map(|_| CachePadded::default()).collect(),
