@@ -336,6 +336,13 @@ fn load_bytes(rt: &CdRuntime, frame: &Frame, index: usize) -> Vec<u8> {
         (e.name.clone(), got)
     };
     if let Some(b) = store_bytes {
+        // Fetched from the buddy after this rank's loss: keep a local copy again, or the
+        // entry would not survive a later loss of the buddy.
+        if let Store::Buddy { local, .. } = &mut frame.state.borrow_mut().entries[index].store {
+            if local.is_none() {
+                *local = Some(b.clone());
+            }
+        }
         return b;
     }
     let (frame_index, entry_index) = ancestor_entry(rt, frame, &name);

@@ -95,6 +95,26 @@ impl CdRuntime {
         v
     }
 
+    /// Stores again at the buddy the copies the buddy lost (it lost its memory), from this
+    /// rank's own copies: called before a re-execution, so redundancy is back before the next
+    /// failure (without it, a second loss, of this rank, in the same CD escalated).
+    pub(crate) fn rereplicate(&self) {
+        for f in self.frames.borrow().iter() {
+            for e in f.state.borrow().entries.iter() {
+                if let crate::frame::Store::Buddy {
+                    key,
+                    local: Some(bytes),
+                } = &e.store
+                {
+                    if self.buddy.is_lost(*key) {
+                        self.rpcs.store(self.buddy_rank, *key, bytes.clone());
+                        self.buddy.mark_stored(*key);
+                    }
+                }
+            }
+        }
+    }
+
     /// Emulates the loss of this rank's memory: its segment, the locally preserved state of
     /// every CD it is in, and the copies it held for its buddies.
     pub(crate) fn lose_memory(&self) {

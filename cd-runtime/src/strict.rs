@@ -103,6 +103,9 @@ fn run<R>(
     };
     let mut attempt = 0u32;
     loop {
+        if attempt > 0 {
+            rt.rereplicate();
+        }
         frame.begin(attempt);
         let start = Instant::now();
         let injected = injector::decide(

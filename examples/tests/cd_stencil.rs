@@ -1,0 +1,148 @@
+//! `cd_stencil`: the checksum under injected soft errors and rank losses equals the fault-free
+//! one (and `stencil`'s), with re-executions in the report; a bad configuration is a clear
+//! error.
+
+use std::process::{Command, Output};
+
+const CD_STENCIL: &str = env!("CARGO_BIN_EXE_cd_stencil");
+const STENCIL: &str = env!("CARGO_BIN_EXE_stencil");
+
+fn run(bin: &str, args: &[&str]) -> Output {
+    Command::new(bin)
+        .args(args)
+        .env_remove("PGAS_RANKS")
+        .env_remove("CD_CONFIG")
+        .output()
+        .unwrap_or_else(|e| panic!("cannot start {bin}: {e}"))
+}
+
+fn run_ok(bin: &str, args: &[&str]) -> String {
+    let out = run(bin, args);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{bin} {args:?} failed ({}):\nstdout:\n{stdout}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+fn line<'a>(out: &'a str, prefix: &str) -> &'a str {
+    out.lines()
+        .find(|l| l.starts_with(prefix))
+        .unwrap_or_else(|| panic!("no {prefix:?} line in:\n{out}"))
+}
+
+/// The "iteration" row of the report table: (execs, reexecs, escal, injected).
+fn iteration_row(out: &str) -> [u64; 4] {
+    let cols: Vec<u64> = line(out, "iteration ")
+        .split_whitespace()
+        .skip(2)
+        .take(4)
+        .map(|c| c.parse().unwrap())
+        .collect();
+    [cols[0], cols[1], cols[2], cols[3]]
+}
+
+fn temp_toml(name: &str, text: &str) -> std::path::PathBuf {
+    let path = std::env::temp_dir().join(format!("cd-stencil-{}-{name}.toml", std::process::id()));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn faults_do_not_change_the_checksum() {
+    let args = ["--ranks", "4", "--n", "24", "--iters", "12"];
+    let clean = run_ok(CD_STENCIL, &args);
+    assert!(clean.contains("identical to serial run"), "{clean}");
+    assert_eq!(iteration_row(&clean), [48, 0, 0, 0]);
+    let plain = run_ok(STENCIL, &args);
+    assert_eq!(line(&clean, "checksum "), line(&plain, "checksum "));
+
+    let toml = temp_toml(
+        "faults",
+        "seed = 5\n\
+         [cd.iteration]\n\
+         medium = \"buddy\"\n\
+         retries = 4\n\
+         inject = { soft_error = 0.02, rank_loss = 0.02, at = [\n\
+           { rank = 1, iteration = 2, kind = \"rank_loss\" },\n\
+           { rank = 3, iteration = 5, kind = \"soft\" },\n\
+           { rank = 0, iteration = 9, kind = \"rank_loss\" } ] }\n",
+    );
+    let mut with = args.to_vec();
+    let path = toml.to_string_lossy().into_owned();
+    with.extend(["--cd-config", &path]);
+    let faulty = run_ok(CD_STENCIL, &with);
+    std::fs::remove_file(&toml).unwrap();
+    assert_eq!(
+        line(&faulty, "checksum "),
+        line(&clean, "checksum "),
+        "\nfaulty:\n{faulty}\nclean:\n{clean}"
+    );
+    let [execs, reexecs, escal, injected] = iteration_row(&faulty);
+    assert!(injected >= 3, "{faulty}");
+    assert!(
+        reexecs >= 4 * 3,
+        "every fault re-executes the 4 ranks: {faulty}"
+    );
+    assert_eq!(execs, 48 + reexecs);
+    assert_eq!(escal, 0);
+    assert!(
+        faulty.contains(&format!("{reexecs} re-executions")),
+        "{faulty}"
+    );
+}
+
+#[test]
+fn file_medium_and_soft_errors_only() {
+    let dir = std::env::temp_dir().join(format!("cd-stencil-files-{}", std::process::id()));
+    let toml = temp_toml(
+        "file",
+        &format!(
+            "file_dir = {dir:?}\n[cd.iteration]\nmedium = \"file\"\n\
+             inject = {{ at = [{{ rank = 1, iteration = 0, kind = \"soft\" }}, \
+             {{ rank = 0, iteration = 4, kind = \"rank_loss\" }}] }}\n"
+        ),
+    );
+    let path = toml.to_string_lossy().into_owned();
+    let args = ["--ranks", "2", "--n", "16", "--iters", "6"];
+    let clean = run_ok(CD_STENCIL, &args);
+    let mut with = args.to_vec();
+    with.extend(["--cd-config", &path]);
+    let faulty = run_ok(CD_STENCIL, &with);
+    std::fs::remove_file(&toml).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(line(&faulty, "checksum "), line(&clean, "checksum "));
+    assert_eq!(iteration_row(&faulty), [16, 4, 0, 2]);
+}
+
+#[test]
+fn a_bad_configuration_names_file_line_and_key() {
+    let toml = temp_toml("bad", "[cd.iteration]\nmedium = \"buddy\"\nretrys = 2\n");
+    let path = toml.to_string_lossy().into_owned();
+    let out = run(
+        CD_STENCIL,
+        &["--ranks", "2", "--n", "8", "--cd-config", &path],
+    );
+    std::fs::remove_file(&toml).unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&format!("{path}:3: key `retrys`")), "{err}");
+
+    let out = run(
+        CD_STENCIL,
+        &[
+            "--ranks",
+            "2",
+            "--n",
+            "8",
+            "--cd-config",
+            "/nonexistent/cd.toml",
+        ],
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("/nonexistent/cd.toml"), "{err}");
+}
