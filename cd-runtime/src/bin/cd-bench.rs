@@ -1,0 +1,169 @@
+//! cd-bench: the cost of Containment Domains against the operations they are built from,
+//! measured in the same run (BENCHMARKS.md).
+//!
+//! - `cd_begin_complete` / `empty`: a `strict_local` CD with an empty body (ns); case
+//!   `empty_world`: a `strict` CD spanning the world with an empty body.
+//! - `preserve_copy` / `1MiB`: `preserve_slice` of 1 MiB on the local medium (GB/s), against
+//!   `memcpy_1MiB`, a copy of the same size into a fresh buffer (as the preservation makes).
+//! - `preserve_buddy` / `1MiB`: the same on the buddy medium (a copy kept locally and one at
+//!   the buddy rank), against `rput_1MiB`, `pgas::rput_slice` of 1 MiB to the buddy.
+//! - `strict_agreement` / `world`: ns per completion of an empty world-spanning CD, whose
+//!   cost is its agreement (a reduction over the world), against `barrier_world`
+//!   (`pgas::barrier()`).
+//! - `recovery` / `step`: the time of one world CD that fails on rank 0 and re-executes
+//!   (restoring 1 MiB), against the forward time of the same CD without a failure.
+//!
+//! One repetition is `OPS` CDs (fewer with `--quick`) for latencies and `COPIES` preservations
+//! of 1 MiB for bandwidths; recovery repetitions are `STEPS` CDs. The median of `--reps`
+//! repetitions after one warm-up is reported. Rank 0 measures; the other ranks take part in
+//! the world CDs and serve the buddy copies.
+
+use std::hint::black_box;
+use std::time::Instant;
+
+use bench_report::{BenchArgs, Better, Line, median_of, ns_per_op, print};
+use cd_runtime::{self as cd, CdConfig, Medium};
+use gasnet_bridge::LaunchConfig;
+
+const MIB: usize = 1 << 20;
+
+fn main() {
+    let args = BenchArgs::from_env("cd-bench");
+    let ops: u64 = if args.quick { 2_000 } else { 50_000 };
+    let copies: usize = if args.quick { 8 } else { 64 };
+    let steps: usize = if args.quick { 4 } else { 16 };
+    let reps = args.reps;
+    let ranks = args.ranks;
+    let job = LaunchConfig::new(ranks).segment_bytes(4 * MIB);
+
+    let outcome = cd::launch(&job, CdConfig::default(), pgas::RpcTable::new(), || {
+        let measuring = pgas::rank_me() == 0;
+        let line = |l: Line| l.on("smp", ranks);
+        let mut lines = Vec::new();
+        let world = pgas::world();
+
+        // -- empty CDs -----------------------------------------------------------------
+        if measuring {
+            let local = median_of(reps, || {
+                ns_per_op(ops, || {
+                    cd::strict_local("empty", |_| Ok(())).unwrap();
+                })
+            });
+            lines.push(line(Line::new(
+                "cd_begin_complete",
+                "empty",
+                local,
+                "ns",
+                Better::Lower,
+            )));
+        }
+        let world_ops = ops / 10;
+        let empty_world = time_all(reps, world_ops, || {
+            cd::strict("empty_world", |_| Ok(())).unwrap();
+        });
+        let barrier = time_all(reps, world_ops, pgas::barrier);
+        let agreement = time_all(reps, world_ops, || {
+            cd::strict("agreement", |_| Ok(())).unwrap();
+        });
+        if measuring {
+            lines.push(line(Line::new(
+                "cd_begin_complete",
+                "empty_world",
+                empty_world,
+                "ns",
+                Better::Lower,
+            )));
+            lines.push(line(
+                Line::new("strict_agreement", "world", agreement, "ns", Better::Lower)
+                    .baseline("barrier_world", barrier),
+            ));
+        }
+        pgas::barrier_on(&world);
+
+        // -- preservation bandwidth, local and buddy ------------------------------------
+        // The rput baseline writes into a buffer of rank 1's segment (rank 0's buddy).
+        let buffer = pgas::new_array::<f64>(MIB / 8).expect("1 MiB of segment");
+        let target = pgas::broadcast(&world, buffer, 1).wait();
+        if measuring {
+            let mut data: Vec<f64> = (0..MIB / 8).map(|i| i as f64).collect();
+            let gbps = |ns: f64| MIB as f64 / ns;
+            let memcpy = median_of(reps, || {
+                gbps(ns_per_op(copies as u64, || {
+                    // A fresh destination, as a preservation makes.
+                    let copy: Vec<u8> = black_box(bytemuck::cast_slice::<f64, u8>(&data)).to_vec();
+                    black_box(copy);
+                }))
+            });
+            let mut preserve = |medium: Medium| {
+                median_of(reps, || {
+                    let mut ns = 0.0;
+                    for _ in 0..copies {
+                        cd::strict_local("preserve", |c| {
+                            let start = Instant::now();
+                            c.preserve_slice_on("data", &mut data, medium);
+                            ns += start.elapsed().as_nanos() as f64;
+                            Ok(())
+                        })
+                        .unwrap();
+                    }
+                    gbps(ns / copies as f64)
+                })
+            };
+            let local = preserve(Medium::Local);
+            let buddy = preserve(Medium::Buddy);
+            lines.push(line(
+                Line::new("preserve_copy", "1MiB", local, "GB/s", Better::Higher)
+                    .baseline("memcpy_1MiB", memcpy),
+            ));
+            let rput = median_of(reps, || {
+                gbps(ns_per_op(copies as u64, || {
+                    pgas::rput_slice(black_box(&data), target).wait();
+                }))
+            });
+            lines.push(line(
+                Line::new("preserve_buddy", "1MiB", buddy, "GB/s", Better::Higher)
+                    .baseline("rput_1MiB", rput),
+            ));
+        }
+        pgas::barrier_on(&world);
+
+        // -- recovery of one CD against its forward time --------------------------------
+        let mut state: Vec<f64> = (0..MIB / 8).map(|i| (i % 1000) as f64).collect();
+        let mut run_step = |fail_once: bool| {
+            cd::strict("step", |c| {
+                c.preserve_slice("state", &mut state);
+                for v in state.iter_mut() {
+                    *v = (*v * 3.0 + 1.0) % 1009.0;
+                }
+                if fail_once && measuring && !c.is_reexecution() {
+                    c.fail("benchmark: fail the first execution");
+                }
+                Ok(())
+            })
+            .unwrap();
+        };
+        let forward = time_all(reps, steps as u64, || run_step(false));
+        let recovery = time_all(reps, steps as u64, || run_step(true));
+        if measuring {
+            lines.push(line(
+                Line::new("recovery", "step", recovery, "ns", Better::Lower)
+                    .baseline("forward_step", forward),
+            ));
+        }
+        Ok(lines)
+    })
+    .unwrap_or_else(|e| {
+        eprintln!("cd-bench: {e}");
+        std::process::exit(1)
+    });
+    let lines = outcome.results.into_iter().next().unwrap_or_default();
+    print(&lines, args.json);
+}
+
+/// Median ns per call of `op`, run on every rank in step (a barrier before each repetition).
+fn time_all(reps: usize, ops: u64, mut op: impl FnMut()) -> f64 {
+    median_of(reps, || {
+        pgas::barrier();
+        ns_per_op(ops, &mut op)
+    })
+}
