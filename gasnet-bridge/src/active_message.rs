@@ -245,9 +245,12 @@ impl<'a> Token<'a> {
         payload: &[u8],
         offset: usize,
     ) -> Result<WriteAck, BridgeError> {
+        // On smp the handle is born complete; on mpi waiting for the requester's ack makes
+        // progress on the conduit's own messages only, which is allowed inside a handler.
         self.replying(|| {
             self.endpoint
                 .send_long(self.source(), handler, args, payload, offset, true)
+                .map(|h| h.wait(self.endpoint))
         })
     }
 

@@ -2,7 +2,8 @@
 //!
 //! On the smp conduit every operation is complete when its call returns, so handles are born
 //! complete; the handle types are what a program writes against so that the same code waits
-//! correctly on conduits where completion arrives later.
+//! correctly on conduits where completion arrives later (the mpi conduit's puts to another
+//! host complete when the target's acknowledgement comes back).
 
 use std::marker::PhantomData;
 
@@ -14,23 +15,63 @@ use crate::error::BridgeError;
 #[derive(Debug)]
 #[must_use = "a write handle must be waited on or tested to learn its completion"]
 pub struct WriteHandle {
-    ack: WriteAck,
+    state: WriteState,
+}
+
+#[derive(Debug)]
+enum WriteState {
+    Done(WriteAck),
+    /// Waiting for the target's ack of operation `id` (mpi conduit).
+    #[cfg(feature = "mpi")]
+    Pending(std::rc::Rc<crate::conduit::mpi::MpiWorld>, u64),
 }
 
 impl WriteHandle {
+    #[inline]
     pub(crate) fn complete(ack: WriteAck) -> Self {
-        WriteHandle { ack }
+        WriteHandle {
+            state: WriteState::Done(ack),
+        }
     }
 
-    /// The ack if the write has completed at the target, without waiting.
+    #[cfg(feature = "mpi")]
+    pub(crate) fn pending(world: std::rc::Rc<crate::conduit::mpi::MpiWorld>, id: u64) -> Self {
+        WriteHandle {
+            state: WriteState::Pending(world, id),
+        }
+    }
+
+    /// The ack if the write has completed at the target, without waiting (on mpi this makes
+    /// one round of progress on the conduit's own messages first).
     pub fn test(&self) -> Option<WriteAck> {
-        Some(self.ack)
+        match &self.state {
+            WriteState::Done(ack) => Some(*ack),
+            #[cfg(feature = "mpi")]
+            WriteState::Pending(world, id) => world.test_ack(*id),
+        }
     }
 
-    /// Waits (polling `endpoint`) until the write completed, and returns its ack.
+    /// Waits until the write completed, and returns its ack. It runs no AM handlers (on mpi
+    /// it makes progress on the conduit's own messages only), so it may be used inside a
+    /// handler.
+    #[inline]
     pub fn wait(self, endpoint: &Endpoint) -> WriteAck {
         let _ = endpoint;
-        self.ack
+        match &self.state {
+            WriteState::Done(ack) => *ack,
+            #[cfg(feature = "mpi")]
+            WriteState::Pending(world, id) => world.wait_ack(*id),
+        }
+    }
+}
+
+#[cfg(feature = "mpi")]
+impl Drop for WriteHandle {
+    fn drop(&mut self) {
+        if let WriteState::Pending(world, id) = &self.state {
+            // Taken by `wait`, or abandoned: a late ack for it is then ignored.
+            world.forget_ack(*id);
+        }
     }
 }
 
@@ -65,6 +106,8 @@ impl GetHandle<'_> {
 pub struct AccessRegion<'ep, 'buf> {
     endpoint: &'ep Endpoint,
     issued: usize,
+    /// Puts still waiting for their ack (never any on smp, so nothing is allocated there).
+    pending: Vec<WriteHandle>,
     _dsts: PhantomData<&'buf mut [u8]>,
 }
 
@@ -73,13 +116,17 @@ impl<'ep, 'buf> AccessRegion<'ep, 'buf> {
         AccessRegion {
             endpoint,
             issued: 0,
+            pending: Vec::new(),
             _dsts: PhantomData,
         }
     }
 
     /// Starts a put of `src` to `rank` at `offset`.
     pub fn put(&mut self, rank: usize, offset: usize, src: &[u8]) -> Result<(), BridgeError> {
-        self.endpoint.put(rank, offset, src)?;
+        let handle = self.endpoint.put_nb(rank, offset, src)?;
+        if handle.test().is_none() {
+            self.pending.push(handle);
+        }
         self.issued += 1;
         Ok(())
     }
@@ -102,7 +149,20 @@ impl<'ep, 'buf> AccessRegion<'ep, 'buf> {
     }
 
     /// Waits for every operation of the region; returns how many there were.
-    pub fn wait_all(self) -> usize {
+    pub fn wait_all(mut self) -> usize {
+        self.complete();
         self.issued
+    }
+
+    fn complete(&mut self) {
+        for handle in self.pending.drain(..) {
+            handle.wait(self.endpoint);
+        }
+    }
+}
+
+impl Drop for AccessRegion<'_, '_> {
+    fn drop(&mut self) {
+        self.complete();
     }
 }

@@ -30,7 +30,11 @@ pub struct WriteAck {
 }
 
 /// A rank's EC and IWC; the IWC is bumped by any rank that writes here, the EC only by its owner.
+///
+/// `repr(C)`: the mpi conduit places a rank's counters in memory shared by the processes of a
+/// node, where other processes bump them through the same atomics.
 #[derive(Debug, Default)]
+#[repr(C)]
 pub struct WriteCounters {
     ec: AtomicU64,
     iwc: AtomicU64,

@@ -2,6 +2,9 @@
 //!
 //! An endpoint belongs to its rank's thread (it is `!Sync`); AM handlers run on that thread,
 //! inside [`Endpoint::poll`], and get the same endpoint through their [`Token`].
+//!
+//! Every operation dispatches on the endpoint's [`Conduit`] with one `match`; the smp arm is
+//! the code the smp conduit always ran, the mpi arm forwards to the mpi world.
 
 use std::cell::Cell;
 use std::sync::Arc;
@@ -11,6 +14,7 @@ use crate::active_message::{Args, Body, HandlerId, MAX_MEDIUM, Message, Token};
 use crate::atomic::{AtomicOp, AtomicResult};
 use crate::barrier::Phase;
 use crate::completion::{AccessRegion, GetHandle, WriteHandle};
+use crate::conduit::Conduit;
 use crate::conduit::smp::SmpWorld;
 use crate::counters::{WriteAck, WriteCounters};
 use crate::error::BridgeError;
@@ -24,7 +28,7 @@ const POLL_BATCH: usize = 64;
 #[derive(Debug)]
 pub struct Endpoint {
     rank: usize,
-    world: Arc<SmpWorld>,
+    conduit: Conduit,
     in_handler: Cell<bool>,
     phase: Cell<Phase>,
 }
@@ -40,9 +44,14 @@ impl Drop for HandlerScope<'_> {
 
 impl Endpoint {
     pub(crate) fn new(rank: usize, world: Arc<SmpWorld>) -> Self {
+        Self::with_conduit(rank, Conduit::Smp(world))
+    }
+
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+    pub(crate) fn with_conduit(rank: usize, conduit: Conduit) -> Self {
         Endpoint {
             rank,
-            world,
+            conduit,
             in_handler: Cell::new(false),
             phase: Cell::new(Phase::Idle),
         }
@@ -57,32 +66,68 @@ impl Endpoint {
     /// Number of ranks in the job.
     #[inline]
     pub fn ranks(&self) -> usize {
-        self.world.ranks()
+        match &self.conduit {
+            Conduit::Smp(world) => world.ranks(),
+            #[cfg(feature = "mpi")]
+            Conduit::Mpi(world) => world.ranks(),
+        }
     }
 
-    /// The node grouping of the job.
+    /// The conduit this job runs on.
+    pub fn conduit(&self) -> crate::conduit::ConduitKind {
+        match &self.conduit {
+            Conduit::Smp(_) => crate::conduit::ConduitKind::Smp,
+            #[cfg(feature = "mpi")]
+            Conduit::Mpi(_) => crate::conduit::ConduitKind::Mpi,
+        }
+    }
+
+    /// The node grouping of the job (on mpi: the real hosts).
     pub fn topology(&self) -> Topology {
-        self.world.topology
+        match &self.conduit {
+            Conduit::Smp(world) => world.topology,
+            #[cfg(feature = "mpi")]
+            Conduit::Mpi(world) => world.topology(),
+        }
     }
 
     /// The node this rank is on.
     pub fn node(&self) -> usize {
-        self.world.topology.node_of(self.rank)
+        self.topology().node_of(self.rank)
     }
 
     /// Size of every rank's segment in bytes.
     pub fn segment_len(&self) -> usize {
-        self.world.segments[self.rank].len()
+        match &self.conduit {
+            Conduit::Smp(world) => world.segments[self.rank].len(),
+            #[cfg(feature = "mpi")]
+            Conduit::Mpi(world) => world.segment_len(),
+        }
     }
 
-    /// Base address of `rank`'s segment if this process can address it directly (always on
-    /// smp). Use it only as the segment module allows: raw copies or atomics, no references.
+    /// Base address of `rank`'s segment if this process can address it directly: always on
+    /// smp; on mpi the ranks of this host (their segments are mapped from a shared-memory
+    /// window), and [`BridgeError::NotAddressable`] for the others. Use it only as the
+    /// segment module allows: raw copies or atomics, no references.
     pub fn segment_base(&self, rank: usize) -> Result<*mut u8, BridgeError> {
-        Ok(self.world.segment(rank)?.base())
+        match &self.conduit {
+            Conduit::Smp(world) => Ok(world.segment(rank)?.base()),
+            #[cfg(feature = "mpi")]
+            Conduit::Mpi(world) => world.segment_base(rank),
+        }
     }
 
     pub(crate) fn counters(&self) -> &WriteCounters {
-        &self.world.counters[self.rank]
+        match &self.conduit {
+            Conduit::Smp(world) => &world.counters[self.rank],
+            #[cfg(feature = "mpi")]
+            Conduit::Mpi(world) => world.counters(),
+        }
+    }
+
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+    pub(crate) fn in_handler(&self) -> bool {
+        self.in_handler.get()
     }
 
     // ---- counters -------------------------------------------------------------------------
@@ -115,9 +160,14 @@ impl Endpoint {
     /// the target's EC and the IWC value this write produced.
     #[inline]
     pub fn put(&self, rank: usize, offset: usize, src: &[u8]) -> Result<WriteAck, BridgeError> {
-        let world = &*self.world;
-        world.segment(rank)?.write(offset, src)?;
-        Ok(world.counters[rank].count_write())
+        match &self.conduit {
+            Conduit::Smp(world) => {
+                world.segment(rank)?.write(offset, src)?;
+                Ok(world.counters[rank].count_write())
+            }
+            #[cfg(feature = "mpi")]
+            Conduit::Mpi(world) => world.put(self, rank, offset, src),
+        }
     }
 
     /// Starts a put; `src` is reusable on return, the handle yields the ack on completion.
@@ -128,16 +178,26 @@ impl Endpoint {
         offset: usize,
         src: &[u8],
     ) -> Result<WriteHandle, BridgeError> {
-        self.put(rank, offset, src).map(WriteHandle::complete)
+        match &self.conduit {
+            Conduit::Smp(_) => self.put(rank, offset, src).map(WriteHandle::complete),
+            #[cfg(feature = "mpi")]
+            Conduit::Mpi(world) => world.put_nb(self, rank, offset, src),
+        }
     }
 
     /// Reads `dst.len()` bytes from `rank`'s segment at `offset`.
     #[inline]
     pub fn get(&self, rank: usize, offset: usize, dst: &mut [u8]) -> Result<(), BridgeError> {
-        self.world.segment(rank)?.read(offset, dst)
+        match &self.conduit {
+            Conduit::Smp(world) => world.segment(rank)?.read(offset, dst),
+            #[cfg(feature = "mpi")]
+            Conduit::Mpi(world) => world.get(self, rank, offset, dst),
+        }
     }
 
-    /// Starts a get into `dst`, which stays borrowed until the handle completes.
+    /// Starts a get into `dst`, which stays borrowed until the handle completes. (On mpi a
+    /// get from another host completes before this returns: a handle that could be leaked
+    /// with `mem::forget` must not leave a transfer writing into `dst` after the borrow ends.)
     #[inline]
     pub fn get_nb<'buf>(
         &self,
@@ -161,11 +221,16 @@ impl Endpoint {
         offset: usize,
         op: AtomicOp,
     ) -> Result<AtomicResult, BridgeError> {
-        let world = &*self.world;
-        let word = world.segment(rank)?.atomic_u64(offset)?;
-        let (previous, wrote) = op.apply(word);
-        let ack = wrote.then(|| world.counters[rank].count_write());
-        Ok(AtomicResult { previous, ack })
+        match &self.conduit {
+            Conduit::Smp(world) => {
+                let word = world.segment(rank)?.atomic_u64(offset)?;
+                let (previous, wrote) = op.apply(word);
+                let ack = wrote.then(|| world.counters[rank].count_write());
+                Ok(AtomicResult { previous, ack })
+            }
+            #[cfg(feature = "mpi")]
+            Conduit::Mpi(world) => world.atomic(self, rank, offset, op),
+        }
     }
 
     // ---- active messages ------------------------------------------------------------------
@@ -202,7 +267,6 @@ impl Endpoint {
         offset: usize,
     ) -> Result<WriteHandle, BridgeError> {
         self.send_long(rank, handler, args, payload, offset, false)
-            .map(WriteHandle::complete)
     }
 
     pub(crate) fn send(
@@ -214,7 +278,19 @@ impl Endpoint {
         is_reply: bool,
     ) -> Result<(), BridgeError> {
         let message = self.message(target, handler, args, is_reply, body)?;
-        self.world.deliver(target, message);
+        match &self.conduit {
+            Conduit::Smp(world) => world.deliver(target, message),
+            #[cfg(feature = "mpi")]
+            Conduit::Mpi(world) => {
+                use crate::conduit::mpi::OutBody;
+                if let Body::Medium(payload) = &message.body {
+                    let payload = payload.clone();
+                    world.send_am(self, target, message, OutBody::Medium(&payload))?;
+                } else {
+                    world.send_am(self, target, message, OutBody::Short)?;
+                }
+            }
+        }
         Ok(())
     }
 
@@ -232,13 +308,27 @@ impl Endpoint {
                 max: MAX_MEDIUM,
             });
         }
-        self.send(
-            target,
-            handler,
-            args,
-            Body::Medium(payload.to_vec()),
-            is_reply,
-        )
+        match &self.conduit {
+            Conduit::Smp(_) => self.send(
+                target,
+                handler,
+                args,
+                Body::Medium(payload.to_vec()),
+                is_reply,
+            ),
+            #[cfg(feature = "mpi")]
+            Conduit::Mpi(world) => {
+                let message = self.message(target, handler, args, is_reply, Body::Short)?;
+                world
+                    .send_am(
+                        self,
+                        target,
+                        message,
+                        crate::conduit::mpi::OutBody::Medium(payload),
+                    )
+                    .map(|_| ())
+            }
+        }
     }
 
     pub(crate) fn send_long(
@@ -249,20 +339,32 @@ impl Endpoint {
         payload: &[u8],
         offset: usize,
         is_reply: bool,
-    ) -> Result<WriteAck, BridgeError> {
+    ) -> Result<WriteHandle, BridgeError> {
         // Everything is checked before the payload lands, so a refused message leaves no
         // counted write behind.
         let mut message = self.message(target, handler, args, is_reply, Body::Short)?;
-        let world = &*self.world;
-        world.segments[target].write(offset, payload)?;
-        let ack = world.counters[target].count_write();
-        message.body = Body::Long {
-            offset,
-            len: payload.len(),
-            ack,
-        };
-        world.deliver(target, message);
-        Ok(ack)
+        match &self.conduit {
+            Conduit::Smp(world) => {
+                world.segments[target].write(offset, payload)?;
+                let ack = world.counters[target].count_write();
+                message.body = Body::Long {
+                    offset,
+                    len: payload.len(),
+                    ack,
+                };
+                world.deliver(target, message);
+                Ok(WriteHandle::complete(ack))
+            }
+            #[cfg(feature = "mpi")]
+            Conduit::Mpi(world) => world
+                .send_am(
+                    self,
+                    target,
+                    message,
+                    crate::conduit::mpi::OutBody::Long { payload, offset },
+                )
+                .map(|h| h.expect("a long message is acknowledged")),
+        }
     }
 
     fn message(
@@ -273,8 +375,14 @@ impl Endpoint {
         is_reply: bool,
         body: Body,
     ) -> Result<Message, BridgeError> {
-        self.world.segment(target)?;
-        self.world.handlers.validate(handler)?;
+        let ranks = self.ranks();
+        if target >= ranks {
+            return Err(BridgeError::NoSuchRank {
+                rank: target,
+                ranks,
+            });
+        }
+        self.handlers().validate(handler)?;
         Ok(Message {
             source: self.rank as u32,
             handler: handler.0,
@@ -292,24 +400,38 @@ impl Endpoint {
         if self.in_handler.get() {
             return 0;
         }
-        let inbox = &self.world.inboxes[self.rank];
-        let mut ran = 0;
-        while ran < POLL_BATCH {
-            let Some(message) = inbox.pop() else { break };
-            self.run_handler(&message);
-            ran += 1;
+        match &self.conduit {
+            Conduit::Smp(world) => {
+                let inbox = &world.inboxes[self.rank];
+                let mut ran = 0;
+                while ran < POLL_BATCH {
+                    let Some(message) = inbox.pop() else { break };
+                    self.run_handler(&message);
+                    ran += 1;
+                }
+                ran
+            }
+            #[cfg(feature = "mpi")]
+            Conduit::Mpi(world) => world.poll(self, POLL_BATCH),
         }
-        ran
     }
 
-    fn run_handler(&self, message: &Message) {
-        let world = &*self.world;
-        let Some(handler) = world.handlers.get(message.handler as usize) else {
+    fn handlers(&self) -> &crate::active_message::HandlerTable {
+        match &self.conduit {
+            Conduit::Smp(world) => &world.handlers,
+            #[cfg(feature = "mpi")]
+            Conduit::Mpi(world) => &world.handlers,
+        }
+    }
+
+    pub(crate) fn run_handler(&self, message: &Message) {
+        let handlers = self.handlers();
+        let Some(handler) = handlers.get(message.handler as usize) else {
             panic!(
                 "malformed active message from rank {}: handler {} is not registered here ({} are)",
                 message.source,
                 message.handler,
-                world.handlers.len()
+                handlers.len()
             );
         };
         self.in_handler.set(true);
@@ -321,7 +443,11 @@ impl Endpoint {
         };
         handler(&token);
         // Only now, after any replies or requests the handler sent were counted.
-        world.handled(self.rank);
+        match &self.conduit {
+            Conduit::Smp(world) => world.handled(self.rank),
+            #[cfg(feature = "mpi")]
+            Conduit::Mpi(world) => world.handled(),
+        }
     }
 
     /// Polls until `done()` is true, spinning, then yielding, then parking (see `sleep`).
@@ -329,7 +455,11 @@ impl Endpoint {
     /// deadlock the rank.
     pub fn wait_until(&self, mut done: impl FnMut() -> bool) {
         self.assert_may_block();
-        let world = &*self.world;
+        let world = match &self.conduit {
+            Conduit::Smp(world) => &**world,
+            #[cfg(feature = "mpi")]
+            Conduit::Mpi(world) => return world.wait_until(self, done),
+        };
         let inbox = &world.inboxes[self.rank];
         let mut backoff = Backoff::new();
         loop {
@@ -372,10 +502,20 @@ impl Endpoint {
                 "barrier_notify called again before barrier_wait completed the previous barrier",
             ));
         }
-        let (phase, released) = self.world.barrier.notify();
-        if released {
-            self.world.wake_all();
-        }
+        let phase = match &self.conduit {
+            Conduit::Smp(world) => {
+                let (phase, released) = world.barrier.notify();
+                if released {
+                    world.wake_all();
+                }
+                phase
+            }
+            #[cfg(feature = "mpi")]
+            Conduit::Mpi(world) => {
+                world.barrier_notify()?;
+                Phase::Notified(0)
+            }
+        };
         self.phase.set(phase);
         Ok(())
     }
@@ -388,7 +528,11 @@ impl Endpoint {
             ));
         };
         self.poll();
-        let done = self.world.barrier.is_complete(generation);
+        let done = match &self.conduit {
+            Conduit::Smp(world) => world.barrier.is_complete(generation),
+            #[cfg(feature = "mpi")]
+            Conduit::Mpi(world) => world.barrier_test()?,
+        };
         if done {
             self.phase.set(Phase::Idle);
         }
@@ -405,7 +549,22 @@ impl Endpoint {
                 "barrier_wait called without barrier_notify",
             ));
         };
-        let world = &*self.world;
+        let world = match &self.conduit {
+            Conduit::Smp(world) => &**world,
+            #[cfg(feature = "mpi")]
+            Conduit::Mpi(world) => {
+                let mut failed = None;
+                self.wait_until(|| match world.barrier_test() {
+                    Ok(done) => done,
+                    Err(e) => {
+                        failed = Some(e);
+                        true
+                    }
+                });
+                self.phase.set(Phase::Idle);
+                return failed.map_or(Ok(()), Err);
+            }
+        };
         self.wait_until(|| {
             if world.barrier.is_complete(generation) {
                 return true;
@@ -436,7 +595,11 @@ impl Endpoint {
             self.barrier_wait()
                 .expect("a notified barrier is waited on");
         }
-        let world = &*self.world;
+        let world = match &self.conduit {
+            Conduit::Smp(world) => &**world,
+            #[cfg(feature = "mpi")]
+            Conduit::Mpi(world) => return world.finish(self),
+        };
         let ranks = world.ranks();
         world.finished.fetch_add(1, Ordering::AcqRel);
         world.wake_all();

@@ -50,6 +50,18 @@ pub enum BridgeError {
     /// A split-phase barrier call out of order.
     #[error("{0}")]
     BarrierOrder(&'static str),
+
+    /// The rank's segment is not mapped into this process (mpi conduit: another host, or
+    /// shared memory disabled); reach it with put/get instead.
+    #[error(
+        "the segment of rank {rank} is not addressable from rank {me}: it lives in another \
+         process that does not share memory with this one; use put/get"
+    )]
+    NotAddressable { rank: usize, me: usize },
+
+    /// The transport under the conduit reported an error.
+    #[error("conduit error: {0}")]
+    Conduit(String),
 }
 
 /// A configuration value that cannot be used, naming where it came from.
@@ -79,4 +91,7 @@ pub enum LaunchError {
     /// The operating system refused to start a rank's thread.
     #[error("could not start the thread of rank {rank}: {reason}")]
     Spawn { rank: usize, reason: String },
+    /// The conduit could not start or end the job (MPI initialization, setup, teardown).
+    #[error("conduit error: {0}")]
+    Conduit(String),
 }

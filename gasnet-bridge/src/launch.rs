@@ -17,6 +17,21 @@ use crate::failure::{PeerFailure, panic_message};
 /// When a rank panics, the others are woken at their next wait and unwound; the error names
 /// the first rank that panicked and its message. After its body returns a rank keeps serving
 /// active messages until all ranks have returned, so nobody waits on a departed rank.
+///
+/// The conduit is chosen when the job starts ([`crate::conduit::selected`]). On **smp** the
+/// ranks are threads of this process and the vector holds every rank's result. On **mpi**
+/// (built with the `mpi` feature, run under `mpirun -n N`):
+///
+/// * the job spans every process of `MPI_COMM_WORLD`: the world size wins over
+///   `config.ranks`, and `config.ranks_per_node` is ignored (nodes are the real hosts);
+///   `config.segment_bytes` is used and must be the same in every process;
+/// * each process runs one rank, so the vector holds **this process's rank's result only**
+///   (one element); [`returned_ranks`] tells which rank that was, and
+///   [`Endpoint::rank`] inside the body gives it too;
+/// * every process must call `launch` the same number of times, in the same order;
+/// * a rank that panics or whose process dies makes every other process's `launch` return
+///   [`LaunchError::RankPanicked`] naming it (and the process exit within seconds, see the
+///   conduit's watchdog); after that no further job can start in this process.
 pub fn launch<R, F>(
     config: &LaunchConfig,
     handlers: HandlerTable,
@@ -27,6 +42,20 @@ where
     F: Fn(&Endpoint) -> R + Sync,
 {
     config.validate()?;
+    match crate::conduit::selected()? {
+        crate::conduit::ConduitKind::Smp => {}
+        #[cfg(feature = "mpi")]
+        crate::conduit::ConduitKind::Mpi => {
+            let results = crate::conduit::mpi::launch(config, handlers, |ep| {
+                LAST_RANK.store(ep.rank(), std::sync::atomic::Ordering::Relaxed);
+                body(ep)
+            })?;
+            return Ok(results);
+        }
+        #[cfg(not(feature = "mpi"))]
+        crate::conduit::ConduitKind::Mpi => unreachable!("`selected` refuses mpi without it"),
+    }
+    LAST_RANK.store(usize::MAX, std::sync::atomic::Ordering::Relaxed);
     let world = Arc::new(SmpWorld::new(config, handlers));
     let body = &body;
     let results: Vec<Option<R>> = thread::scope(|scope| {
@@ -63,6 +92,20 @@ where
         .into_iter()
         .map(|r| r.expect("a rank without a result recorded a failure"))
         .collect())
+}
+
+/// This process's rank in the last job of the mpi conduit; `usize::MAX` after an smp job.
+static LAST_RANK: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(usize::MAX);
+
+/// The ranks whose results the last [`launch`] of this process returned, in the order of the
+/// returned vector: `0..ranks` after an smp job, `r..r + 1` after an mpi job that ran rank
+/// `r` here, `None` before any job.
+pub fn returned_ranks(ranks: usize) -> Option<std::ops::Range<usize>> {
+    match LAST_RANK.load(std::sync::atomic::Ordering::Relaxed) {
+        usize::MAX if ranks > 0 => Some(0..ranks),
+        usize::MAX => None,
+        r => Some(r..r + 1),
+    }
 }
 
 /// [`launch`] with the shape read from the environment (`PGAS_RANKS`, `PGAS_SEGMENT_MB`,

@@ -27,6 +27,8 @@ pub struct Segment {
     rank: usize,
     base: NonNull<u8>,
     len: usize,
+    /// False for memory owned by someone else (the mpi conduit's shared-memory window).
+    owned: bool,
 }
 
 // SAFETY: the segment is plain memory shared on purpose; see the module invariant: only raw
@@ -46,7 +48,28 @@ impl Segment {
         let Some(base) = NonNull::new(raw) else {
             std::alloc::handle_alloc_error(layout)
         };
-        Segment { rank, base, len }
+        Segment {
+            rank,
+            base,
+            len,
+            owned: true,
+        }
+    }
+
+    /// A segment over memory the caller owns (a conduit's registered window); it is not freed
+    /// on drop.
+    ///
+    /// # Safety
+    /// `base` must point to `len` bytes, 8-byte aligned, that stay valid for the lifetime of the
+    /// returned `Segment` and are touched by everyone under this module's invariant only.
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+    pub(crate) unsafe fn borrowed(rank: usize, base: NonNull<u8>, len: usize) -> Segment {
+        Segment {
+            rank,
+            base,
+            len,
+            owned: false,
+        }
     }
 
     /// The rank that owns this segment.
@@ -161,6 +184,9 @@ impl Segment {
 
 impl Drop for Segment {
     fn drop(&mut self) {
+        if !self.owned {
+            return;
+        }
         let layout = Layout::from_size_align(self.len, SEGMENT_ALIGN).expect("segment layout");
         // SAFETY: allocated in `new` with this layout, freed once.
         unsafe { dealloc(self.base.as_ptr(), layout) };

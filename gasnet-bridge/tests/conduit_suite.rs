@@ -1,0 +1,533 @@
+//! The bridge's behaviour on whatever conduit runs it, with the rank count the conduit gives.
+//!
+//! Every check is one job whose ranks verify what they can see themselves (on mpi each process
+//! only has its own rank's result), so the same checks run:
+//!
+//! * under `cargo test`, on smp with 2, 3 and 4 ranks;
+//! * with the `mpi` feature and `mpirun` on `PATH`, this program starts itself under
+//!   `mpirun -n 2`, `-n 3` and `-n 4` (`--child checks`), then runs the failure tests: a rank
+//!   process killed with SIGKILL mid-run (`--child kill`) and a rank that panics
+//!   (`--child panic`): every other process must exit non-zero within 10 s, naming the lost
+//!   rank on stderr.
+//!
+//! `MPIRUN` overrides the launcher (default `mpirun`), `MPIRUN_FLAGS` its flags (default
+//! `--allow-run-as-root --oversubscribe`, for Open MPI in a root container).
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use gasnet_bridge::{
+    AtomicOp, BridgeError, ConduitKind, Endpoint, HandlerTable, LaunchConfig, MAX_MEDIUM, Payload,
+    launch,
+};
+
+const SEG: usize = 4 << 20;
+
+fn config(ranks: usize) -> LaunchConfig {
+    LaunchConfig::new(ranks).segment_bytes(SEG)
+}
+
+fn pattern(key: u64, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| {
+            let x = key.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (i as u64).wrapping_mul(0xBF58_476D);
+            (x ^ (x >> 29)) as u8
+        })
+        .collect()
+}
+
+fn word(ep: &Endpoint, rank: usize, offset: usize) -> u64 {
+    let mut b = [0u8; 8];
+    ep.get(rank, offset, &mut b).unwrap();
+    u64::from_ne_bytes(b)
+}
+
+type Check = (&'static str, fn(usize));
+
+const CHECKS: [Check; 8] = [
+    ("puts carry the target's EC and IWC", puts_and_counters),
+    ("large puts and gets", large_transfers),
+    ("atomics from every rank", atomics),
+    ("AM round trips, all categories", am_round_trips),
+    ("per-pair FIFO under a flood", fifo_flood),
+    ("blocking RMA inside handlers", rma_in_handlers),
+    ("errors are returned", errors),
+    ("finish completes chained work", finish_chains),
+];
+
+fn puts_and_counters(n: usize) {
+    launch(&config(n), HandlerTable::new(), |ep| {
+        let (me, n) = (ep.rank(), ep.ranks());
+        let right = (me + 1) % n;
+        assert_eq!(word(ep, me, 64), 0, "segments start zeroed");
+        ep.set_epoch(100 + me as u64);
+        ep.barrier().unwrap();
+        let ack = ep.put(right, 0, &(me as u64 + 1).to_ne_bytes()).unwrap();
+        assert_eq!(ack.iwc, 1, "the first write into rank {right}");
+        assert_eq!(ack.ec, 100 + right as u64, "the target's epoch");
+        let h = ep.put_nb(right, 8, &[7u8; 8]).unwrap();
+        assert_eq!(h.wait(ep).iwc, 2);
+        ep.barrier().unwrap();
+        assert_eq!(ep.incoming_writes(), 2);
+        let left = (me + n - 1) % n;
+        assert_eq!(word(ep, me, 0), left as u64 + 1);
+        assert_eq!(word(ep, right, 0), me as u64 + 1, "get from another rank");
+        ep.barrier().unwrap();
+        let mut region = ep.access_region();
+        for k in 0..10 {
+            region.put(right, 16 + 8 * k, &[k as u8; 8]).unwrap();
+        }
+        assert_eq!(region.wait_all(), 10);
+        ep.barrier().unwrap();
+        assert_eq!(ep.incoming_writes(), 12);
+        // The topology groups ranks by host; on one machine there is one node.
+        let t = ep.topology();
+        assert_eq!(t.ranks(), n);
+        assert!(t.ranks_on(ep.node()).contains(&me));
+        assert!(ep.segment_base(me).is_ok());
+    })
+    .unwrap();
+}
+
+fn large_transfers(n: usize) {
+    launch(&config(n), HandlerTable::new(), |ep| {
+        let (me, n) = (ep.rank(), ep.ranks());
+        let right = (me + 1) % n;
+        let sizes = [0usize, 1, 8000, 8200, 100_000, 1 << 20];
+        let mut at = 0;
+        for (i, &len) in sizes.iter().enumerate() {
+            ep.put(right, at, &pattern((me * 10 + i) as u64, len))
+                .unwrap();
+            at += len;
+        }
+        ep.barrier().unwrap();
+        let left = (me + n - 1) % n;
+        let mut at = 0;
+        for (i, &len) in sizes.iter().enumerate() {
+            let mut mine = vec![0u8; len];
+            ep.get(me, at, &mut mine).unwrap();
+            assert_eq!(mine, pattern((left * 10 + i) as u64, len), "size {len}");
+            let mut theirs = vec![0u8; len];
+            ep.get(right, at, &mut theirs).unwrap();
+            assert_eq!(theirs, pattern((me * 10 + i) as u64, len), "get size {len}");
+            at += len;
+        }
+        ep.barrier().unwrap();
+    })
+    .unwrap();
+}
+
+fn atomics(n: usize) {
+    launch(&config(n), HandlerTable::new(), |ep| {
+        let n = ep.ranks();
+        for _ in 0..200 {
+            let r = ep.atomic(0, 64, AtomicOp::FetchAdd(1)).unwrap();
+            assert!(r.ack.is_some());
+        }
+        ep.atomic(n - 1, 128, AtomicOp::MaxI64(-(ep.rank() as i64)))
+            .unwrap();
+        ep.barrier().unwrap();
+        let total = ep.atomic(0, 64, AtomicOp::Load).unwrap();
+        assert_eq!(total.previous, 200 * n as u64);
+        assert_eq!(total.ack, None, "a load writes nothing");
+        assert_eq!(ep.atomic(n - 1, 128, AtomicOp::Load).unwrap().previous, 0);
+        let failed = ep
+            .atomic(0, 64, AtomicOp::CompareExchange { current: 1, new: 2 })
+            .unwrap();
+        assert_eq!((failed.previous, failed.ack), (200 * n as u64, None));
+        ep.barrier().unwrap();
+    })
+    .unwrap();
+}
+
+/// One counter per rank (on smp the ranks share the handlers' captured state).
+fn per_rank() -> Arc<Vec<AtomicU64>> {
+    Arc::new((0..64).map(|_| AtomicU64::new(0)).collect())
+}
+
+fn am_round_trips(n: usize) {
+    let replies = per_rank();
+    let longs = per_rank();
+    let mut t = HandlerTable::new();
+    let r = replies.clone();
+    let reply = t.register("reply", move |tok| {
+        assert!(tok.is_reply());
+        let key = tok.args()[0];
+        match tok.payload() {
+            Payload::Medium(p) => assert_eq!(p, &pattern(key, p.len())[..]),
+            other => panic!("expected a medium reply, got {other:?}"),
+        }
+        r[tok.endpoint().rank()].fetch_add(1, Ordering::Relaxed);
+    });
+    let request = t.register("request", move |tok| {
+        let (key, len) = (tok.args()[0], tok.args()[1] as usize);
+        match tok.payload() {
+            Payload::Medium(p) => assert_eq!(p, &pattern(key, len)[..]),
+            Payload::None => assert_eq!(len, usize::MAX),
+            other => panic!("unexpected {other:?}"),
+        }
+        let back = if len == usize::MAX { 3 } else { len };
+        tok.reply_medium(reply, &[key + 1], &pattern(key + 1, back))
+            .unwrap();
+    });
+    let l = longs.clone();
+    let long = t.register("long", move |tok| {
+        let Payload::Long { offset, len, ack } = tok.payload() else {
+            panic!("expected a long payload");
+        };
+        assert!(ack.iwc >= 1);
+        let mut got = vec![0u8; len];
+        tok.endpoint()
+            .get(tok.endpoint().rank(), offset, &mut got)
+            .unwrap();
+        assert_eq!(got, pattern(tok.args()[0], len));
+        l[tok.endpoint().rank()].fetch_add(1, Ordering::Relaxed);
+    });
+    launch(&config(n), t, |ep| {
+        let (me, n) = (ep.rank(), ep.ranks());
+        let mut expected = 0;
+        for target in 0..n {
+            for &len in &[usize::MAX, 0, 100, 9000, MAX_MEDIUM] {
+                let key = (me * 1000 + target * 10) as u64 + len as u64 % 7;
+                if len == usize::MAX {
+                    ep.am_request_short(target, request, &[key, len as u64])
+                        .unwrap();
+                } else {
+                    ep.am_request_medium(target, request, &[key, len as u64], &pattern(key, len))
+                        .unwrap();
+                }
+                expected += 1;
+            }
+        }
+        let right = (me + 1) % n;
+        for (i, len) in [10usize, 20_000].into_iter().enumerate() {
+            let key = (me * 7 + i) as u64;
+            let h = ep
+                .am_request_long(right, long, &[key], &pattern(key, len), 4096 * (1 + i))
+                .unwrap();
+            assert!(h.wait(ep).iwc >= 1);
+        }
+        ep.wait_until(|| replies[me].load(Ordering::Relaxed) == expected);
+        ep.barrier().unwrap();
+        ep.wait_until(|| longs[me].load(Ordering::Relaxed) == 2);
+    })
+    .unwrap();
+}
+
+fn fifo_flood(n: usize) {
+    const FLOOD: u64 = 20_000;
+    let next = Arc::new((0..64).map(|_| AtomicU64::new(0)).collect::<Vec<_>>());
+    let mut t = HandlerTable::new();
+    let nx = next.clone();
+    let seq = t.register("seq", move |tok| {
+        let expect = nx[tok.source()].fetch_add(1, Ordering::Relaxed);
+        assert_eq!(
+            tok.args()[0],
+            expect,
+            "messages from rank {} reordered",
+            tok.source()
+        );
+    });
+    launch(&config(n), t, |ep| {
+        let n = ep.ranks();
+        if ep.rank() != 0 {
+            for i in 0..FLOOD {
+                ep.am_request_short(0, seq, &[i]).unwrap();
+            }
+        } else {
+            // Rank 0 is slow to poll at first: the senders must be held back by credits.
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        ep.barrier().unwrap();
+        if ep.rank() == 0 {
+            ep.wait_until(|| (1..n).all(|r| next[r].load(Ordering::Relaxed) == FLOOD));
+        }
+    })
+    .unwrap();
+}
+
+fn rma_in_handlers(n: usize) {
+    let done = per_rank();
+    let mut t = HandlerTable::new();
+    let d = done.clone();
+    let finished = t.register("finished", move |tok| {
+        d[tok.endpoint().rank()].fetch_add(1, Ordering::Relaxed);
+    });
+    let work = t.register("work", move |tok| {
+        let ep = tok.endpoint();
+        let src = tok.source();
+        let ack = ep
+            .put(src, 256 + 8 * ep.rank(), &[ep.rank() as u8 + 1; 8])
+            .unwrap();
+        assert!(ack.iwc >= 1);
+        ep.atomic(src, 1024, AtomicOp::FetchAdd(1)).unwrap();
+        let mut b = [0u8; 8];
+        ep.get(src, 1024, &mut b).unwrap();
+        tok.reply_short(finished, &[]).unwrap();
+    });
+    launch(&config(n), t, |ep| {
+        let (me, n) = (ep.rank(), ep.ranks());
+        for target in (0..n).filter(|&t| t != me) {
+            ep.am_request_short(target, work, &[]).unwrap();
+        }
+        ep.wait_until(|| done[me].load(Ordering::Relaxed) == n as u64 - 1);
+        assert_eq!(word(ep, me, 1024), n as u64 - 1);
+        for r in (0..n).filter(|&t| t != me) {
+            assert_eq!(
+                word(ep, me, 256 + 8 * r),
+                u64::from_ne_bytes([r as u8 + 1; 8])
+            );
+        }
+        ep.barrier().unwrap();
+    })
+    .unwrap();
+}
+
+fn errors(n: usize) {
+    launch(&config(n), HandlerTable::new(), |ep| {
+        let n = ep.ranks();
+        let right = (ep.rank() + 1) % n;
+        assert!(matches!(
+            ep.put(right, SEG - 4, &[0; 8]),
+            Err(BridgeError::OutOfSegment { offset, .. }) if offset == SEG - 4
+        ));
+        assert!(matches!(
+            ep.get(n, 0, &mut [0; 8]),
+            Err(BridgeError::NoSuchRank { rank, ranks }) if rank == n && ranks == n
+        ));
+        assert!(matches!(
+            ep.atomic(right, 12, AtomicOp::Load),
+            Err(BridgeError::Misaligned { .. })
+        ));
+        match ep.segment_base(right) {
+            Ok(_) => {}
+            Err(e) => assert!(matches!(e, BridgeError::NotAddressable { .. }), "{e}"),
+        }
+        ep.barrier().unwrap();
+        assert_eq!(
+            ep.incoming_writes(),
+            0,
+            "refused operations leave no write behind"
+        );
+    })
+    .unwrap();
+}
+
+fn finish_chains(n: usize) {
+    // Rank r's request starts a chain of `HOPS` requests around the ring; nobody waits for
+    // it: the end of the job must run every hop before `launch` returns.
+    const HOPS: u64 = 50;
+    let hops = Arc::new(AtomicU64::new(0));
+    let mut t = HandlerTable::new();
+    let h = hops.clone();
+    let id = Arc::new(std::sync::OnceLock::new());
+    let id2 = id.clone();
+    let hop = t.register("hop", move |tok| {
+        h.fetch_add(1, Ordering::Relaxed);
+        let left = tok.args()[0];
+        if left > 0 {
+            let ep = tok.endpoint();
+            ep.am_request_short(
+                (ep.rank() + 1) % ep.ranks(),
+                *id2.get().unwrap(),
+                &[left - 1],
+            )
+            .unwrap();
+        }
+    });
+    id.set(hop).unwrap();
+    let per_rank = launch(&config(n), t, |ep| {
+        ep.am_request_short((ep.rank() + 1) % ep.ranks(), hop, &[HOPS - 1])
+            .unwrap();
+    })
+    .unwrap();
+    // Every chain visits each rank in turn; in total n * HOPS hops ran.
+    let total = hops.load(Ordering::Relaxed);
+    if per_rank.len() == n {
+        assert_eq!(total, n as u64 * HOPS);
+    } else {
+        assert_eq!(total, HOPS, "each rank runs one hop of every chain per lap");
+    }
+}
+
+fn run_checks(n: usize) {
+    for (name, check) in CHECKS {
+        let start = Instant::now();
+        check(n);
+        if gasnet_bridge::returned_ranks(n).is_some_and(|r| r.start == 0) {
+            eprintln!("  ok ({n} ranks) {name} [{:?}]", start.elapsed());
+        }
+    }
+}
+
+/// Under mpirun: the checks, or a failure scenario.
+fn child(mode: &str) {
+    let n = std::env::var("OMPI_COMM_WORLD_SIZE")
+        .or_else(|_| std::env::var("PMI_SIZE"))
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
+    assert_eq!(
+        gasnet_bridge::conduit::selected().unwrap(),
+        ConduitKind::Mpi
+    );
+    match mode {
+        "checks" => run_checks(n),
+        "kill" | "panic" => {
+            let victim = 2;
+            let r = launch(&config(n), HandlerTable::new(), |ep| {
+                println!("rank {} pid {}", ep.rank(), std::process::id());
+                ep.barrier().unwrap();
+                let right = (ep.rank() + 1) % ep.ranks();
+                for i in 0u64.. {
+                    if mode == "panic" && ep.rank() == victim && i == 300 {
+                        panic!("rank {victim} gives up on purpose");
+                    }
+                    ep.put(right, 0, &i.to_ne_bytes()).unwrap();
+                    ep.barrier().unwrap();
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            });
+            match r {
+                Ok(_) => unreachable!("the loop never ends"),
+                Err(e) => {
+                    eprintln!("suite child pid {}: launch failed: {e}", std::process::id());
+                    std::process::exit(1);
+                }
+            }
+        }
+        other => panic!("unknown child mode {other}"),
+    }
+}
+
+fn mpirun(n: usize, mode: &str) -> Command {
+    let launcher = std::env::var("MPIRUN").unwrap_or_else(|_| "mpirun".into());
+    let flags = std::env::var("MPIRUN_FLAGS")
+        .unwrap_or_else(|_| "--allow-run-as-root --oversubscribe".into());
+    let mut c = Command::new(launcher);
+    c.args(flags.split_whitespace())
+        .arg("-n")
+        .arg(n.to_string())
+        .arg(std::env::current_exe().expect("own path"))
+        .args(["--child", mode]);
+    c
+}
+
+fn have_mpirun() -> bool {
+    let launcher = std::env::var("MPIRUN").unwrap_or_else(|_| "mpirun".into());
+    Command::new(launcher)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Starts 4 ranks, lets them run, makes rank 2 fail (`kill`: SIGKILL of its process;
+/// `panic`: it panics), and checks that the job ends within 10 s with every other rank
+/// exiting non-zero and naming rank 2.
+fn failure_test(mode: &str) {
+    let mut child = mpirun(4, mode)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start mpirun");
+    let stdout = BufReader::new(child.stdout.take().unwrap());
+    let stderr = child.stderr.take().unwrap();
+    let err_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut BufReader::new(stderr), &mut s);
+        s
+    });
+    let mut pids = std::collections::HashMap::new();
+    for line in stdout.lines() {
+        let line = line.unwrap();
+        let parts: Vec<&str> = line.split_whitespace().collect();
+        if let ["rank", r, "pid", p] = parts[..] {
+            pids.insert(r.parse::<usize>().unwrap(), p.to_string());
+        }
+        if pids.len() == 4 {
+            break;
+        }
+    }
+    assert_eq!(pids.len(), 4, "every rank reported its pid");
+    std::thread::sleep(Duration::from_millis(500));
+    let start = Instant::now();
+    if mode == "kill" {
+        let killed = Command::new("kill")
+            .args(["-KILL", &pids[&2]])
+            .status()
+            .unwrap();
+        assert!(killed.success());
+    }
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if start.elapsed() > Duration::from_secs(if mode == "kill" { 10 } else { 20 }) {
+            let _ = child.kill();
+            panic!("{mode}: the job did not end within the bound");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let took = start.elapsed();
+    let stderr = err_reader.join().unwrap();
+    assert!(
+        !status.success(),
+        "{mode}: mpirun must exit non-zero\n{stderr}"
+    );
+    for r in [0, 1, 3] {
+        let named = stderr.lines().any(|l| {
+            (l.contains(&format!("rank {r}: rank 2 failed"))
+                || l.contains(&format!(
+                    "rank {r}: terminated by the launcher after rank 2"
+                )))
+                || (l.contains(&format!("pid {}:", pids[&r])) && l.contains("rank 2"))
+        });
+        assert!(named, "{mode}: rank {r} did not name rank 2:\n{stderr}");
+    }
+    eprintln!("  ok {mode}: every other rank exited non-zero naming rank 2 after {took:?}");
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--child") {
+        child(args.get(i + 1).map(String::as_str).unwrap_or("checks"));
+        return;
+    }
+    if args.iter().any(|a| a == "--list") {
+        return; // `cargo test -- --list`: nothing to list for this harness
+    }
+    // `PGAS_SUITE_ONLY=kill` (or `panic`, `checks`) runs one part, for debugging.
+    let only = std::env::var("PGAS_SUITE_ONLY").ok();
+    let part = |p: &str| only.as_deref().is_none_or(|o| o == p);
+    if part("smp") {
+        eprintln!("conduit_suite on smp");
+        for n in [2, 3, 4] {
+            run_checks(n);
+        }
+    }
+    if !cfg!(feature = "mpi") {
+        eprintln!("conduit_suite: built without the mpi feature; mpi runs skipped");
+        return;
+    }
+    if !have_mpirun() {
+        eprintln!("conduit_suite: no mpirun on PATH; mpi runs skipped");
+        return;
+    }
+    if part("checks") {
+        for n in [2, 3, 4] {
+            eprintln!("conduit_suite on mpi, mpirun -n {n}");
+            let status = mpirun(n, "checks").status().expect("start mpirun");
+            assert!(status.success(), "the checks failed under mpirun -n {n}");
+        }
+    }
+    for mode in ["kill", "panic"] {
+        if part(mode) {
+            failure_test(mode);
+        }
+    }
+}
