@@ -74,24 +74,35 @@ pub struct Report {
 /// Counters as a rank collects them.
 #[derive(Debug, Default)]
 pub(crate) struct Collector {
-    by_cd: BTreeMap<(usize, String), CdStats>,
+    /// By level, then name: looked up with a `&str` on every CD execution, so the common case
+    /// (the CD was seen before) allocates nothing.
+    by_cd: BTreeMap<usize, BTreeMap<String, CdStats>>,
 }
 
 impl Collector {
     pub(crate) fn entry(&mut self, name: &str, level: usize) -> &mut CdStats {
-        self.by_cd
-            .entry((level, name.to_string()))
-            .or_insert_with(|| CdStats {
-                name: name.to_string(),
-                level,
-                ..CdStats::default()
-            })
+        let names = self.by_cd.entry(level).or_default();
+        if !names.contains_key(name) {
+            names.insert(
+                name.to_string(),
+                CdStats {
+                    name: name.to_string(),
+                    level,
+                    ..CdStats::default()
+                },
+            );
+        }
+        names.get_mut(name).expect("inserted above")
     }
 
     pub(crate) fn report(&self, ranks: usize) -> Report {
         Report {
             ranks,
-            cds: self.by_cd.values().cloned().collect(),
+            cds: self
+                .by_cd
+                .values()
+                .flat_map(|n| n.values().cloned())
+                .collect(),
         }
     }
 }

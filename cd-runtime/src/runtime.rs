@@ -89,10 +89,13 @@ impl CdRuntime {
     /// The instance number of the next CD called `name` on this rank.
     pub(crate) fn next_iteration(&self, name: &str) -> u64 {
         let mut it = self.iterations.borrow_mut();
-        let n = it.entry(name.to_string()).or_insert(0);
-        let v = *n;
-        *n += 1;
-        v
+        // Looked up by `&str` first: no allocation once the name is known.
+        if let Some(n) = it.get_mut(name) {
+            *n += 1;
+            return *n - 1;
+        }
+        it.insert(name.to_string(), 1);
+        0
     }
 
     /// Stores again at the buddy the copies the buddy lost (it lost its memory), from this

@@ -321,6 +321,42 @@ where
     reduced.and_then(move |r| broadcast_seq(&team2, 0, r, seq))
 }
 
+/// Folds one `u64` per member with `op` in team-rank order and gives the result to all,
+/// without the messages of [`reduce_all`] on the world team: each rank writes its value in its
+/// own segment, one barrier of the communication core, then each rank reads every value.
+/// (Other teams take the message path.) This is what a strict CD's agreement uses.
+///
+/// Each rank alternates between two words: a rank writes word `k % 2` in reduction `k` only
+/// after barrier `k - 1`, which every rank enters only after reading reduction `k - 2`'s
+/// words, so no value is overwritten before it is read. The write is a local store, not a
+/// put, so it counts as no incoming write.
+pub fn reduce_all_u64(team: &Team, value: u64, op: impl Fn(u64, u64) -> u64 + 'static) -> u64 {
+    if team.id() != world().id() {
+        return reduce_all(team, value, op).wait();
+    }
+    runtime::with(|rt| {
+        rt.sync(SyncEvent::Collective);
+        let ep = rt.ep();
+        let k = rt.fast_reductions.get();
+        rt.fast_reductions.set(k + 1);
+        let at = crate::runtime::FAST_REDUCE_AT + (k % 2) as usize * 8;
+        let base = ep.segment_base(ep.rank()).expect("own segment");
+        // SAFETY: `at .. at + 8` lies in the runtime's reserved bytes of this rank's own
+        // segment (8-byte aligned); other ranks read it only after the barrier below.
+        unsafe { base.add(at).cast::<u64>().write_volatile(value) };
+        ep.barrier().expect("world barrier");
+        let mut acc: Option<u64> = None;
+        let mut word = [0u8; 8];
+        for r in 0..ep.ranks() {
+            ep.get(r, at, &mut word).expect("reduction word");
+            let v = u64::from_ne_bytes(word);
+            acc = Some(acc.map_or(v, |a| op(a, v)));
+        }
+        rt.sync(SyncEvent::Collective);
+        acc.expect("at least one rank")
+    })
+}
+
 /// Built-in reduction operations, usable as the `op` of `reduce_one` / `reduce_all`.
 pub mod ops {
     /// Sum.

@@ -39,7 +39,8 @@ mod wire;
 pub use alloc::{delete_, new_, new_array, shared_bytes_in_use};
 pub use atomic_domain::{AtomicDomain, AtomicValue};
 pub use collectives::{
-    allgather, barrier, barrier_async, barrier_on, broadcast, ops, reduce_all, reduce_one,
+    allgather, barrier, barrier_async, barrier_on, broadcast, ops, reduce_all, reduce_all_u64,
+    reduce_one,
 };
 pub use dist_object::DistObject;
 pub use error::PgasError;

@@ -26,10 +26,14 @@ use crate::rpc::{PendingReplies, RpcTable};
 use crate::team::TeamRegistry;
 use crate::wire::Reassembly;
 
-/// Bytes at the start of every segment kept for the runtime (finalize's counting waves).
-pub(crate) const RESERVED: usize = 4096;
+/// Bytes of the segment used by finalize's counting waves (at offset 0).
+const WAVES_BYTES: usize = 4096;
+/// Offset of the two words of the fast world reduction (`collectives::reduce_all_u64`).
+pub(crate) const FAST_REDUCE_AT: usize = WAVES_BYTES;
+/// Bytes at the start of every segment kept for the runtime.
+pub(crate) const RESERVED: usize = WAVES_BYTES + 64;
 /// Counting waves finalize may use before it reports that messages keep flowing.
-const MAX_WAVES: usize = RESERVED / 16;
+const MAX_WAVES: usize = WAVES_BYTES / 16;
 
 thread_local! {
     static CURRENT: Cell<*const Runtime> = const { Cell::new(std::ptr::null()) };
@@ -54,6 +58,8 @@ pub(crate) struct Runtime {
     pub(crate) dist: DistRegistry,
     pub(crate) collectives: CollectiveState,
     pub(crate) teams: TeamRegistry,
+    /// Fast world reductions done so far (their parity picks the word to use).
+    pub(crate) fast_reductions: Cell<u64>,
 }
 
 /// Resets the thread-local pointer when the rank leaves `launch` (also on unwind).
@@ -106,6 +112,7 @@ impl Runtime {
             dist: DistRegistry::default(),
             collectives: CollectiveState::default(),
             teams: TeamRegistry::new(ep),
+            fast_reductions: Cell::new(0),
         }
     }
 

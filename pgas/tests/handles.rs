@@ -123,3 +123,39 @@ fn bulk_local_copies_and_non_fetching_bit_operations() {
         }
     }
 }
+
+#[test]
+fn fast_world_reduction_matches_the_message_path() {
+    for &n in common::RANKS_WIDE {
+        let out = run(n, 2, RpcTable::new(), || {
+            let world = pgas::world();
+            let mut results = Vec::new();
+            // Many in a row: the two alternating words must never be overwritten early.
+            for k in 0..200u64 {
+                let mine = (pgas::rank_me() as u64 + 1) * 1000 + k;
+                let fast =
+                    pgas::reduce_all_u64(&world, mine, |a, b| a.wrapping_mul(31).wrapping_add(b));
+                let slow = pgas::reduce_all(&world, mine, |a: u64, b: u64| {
+                    a.wrapping_mul(31).wrapping_add(b)
+                })
+                .wait();
+                let or = pgas::reduce_all_u64(&world, 1 << pgas::rank_me(), |a, b| a | b);
+                results.push((fast, slow, or));
+            }
+            let halves = world.split((pgas::rank_me() % 2) as u64, 0);
+            let team_sum = pgas::reduce_all_u64(&halves, pgas::rank_me() as u64, |a, b| a + b);
+            (results, team_sum)
+        });
+        for (r, (results, team_sum)) in out.into_iter().enumerate() {
+            for (k, (fast, slow, or)) in results.into_iter().enumerate() {
+                assert_eq!(
+                    fast, slow,
+                    "reduction {k} on rank {r} of {n}: fold order differs"
+                );
+                assert_eq!(or, (1u64 << n) - 1, "{n} ranks");
+            }
+            let expected: u64 = (0..n as u64).filter(|x| x % 2 == r as u64 % 2).sum();
+            assert_eq!(team_sum, expected);
+        }
+    }
+}

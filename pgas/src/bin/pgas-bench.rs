@@ -42,12 +42,53 @@ fn main() {
         reps: args.reps,
         ranks: args.ranks,
     };
+    let conduit = gasnet_bridge::conduit::selected().unwrap_or_else(|e| {
+        eprintln!("pgas-bench: {e}");
+        std::process::exit(1)
+    });
     let am_rtt = bridge_am_roundtrip(&sizes);
     let mut lines = pgas_lines(&sizes, am_rtt);
     for l in &mut lines {
-        *l = l.clone().on("smp", sizes.ranks);
+        *l = l.clone().on(conduit.name(), sizes.ranks);
+    }
+    if conduit == gasnet_bridge::ConduitKind::Mpi {
+        // On the mpi conduit the baselines are raw MPI between the same two processes
+        // (BENCHMARKS.md); every process takes part, rank 0 prints.
+        #[cfg(feature = "mpi")]
+        mpi_baselines(&mut lines, &sizes);
+        if gasnet_bridge::returned_ranks(sizes.ranks).is_none_or(|r| r.start != 0) {
+            return;
+        }
     }
     print(&lines, args.json);
+}
+
+#[cfg(feature = "mpi")]
+fn mpi_baselines(lines: &mut [Line], s: &Sizes) {
+    use gasnet_bridge::conduit::mpi::baseline;
+    let fail = |e: gasnet_bridge::BridgeError| -> f64 {
+        eprintln!("pgas-bench: raw MPI baseline: {e}");
+        std::process::exit(1)
+    };
+    let put8 = baseline::put_flush(8, s.ops / 10, s.reps).unwrap_or_else(fail);
+    let pingpong = baseline::pingpong_8b(s.ops / 10, s.reps).unwrap_or_else(fail);
+    let mut flood = Vec::new();
+    for size in FLOOD_SIZES {
+        let n = (s.flood_bytes / size).clamp(4, 200_000) as u64;
+        let ns = baseline::put_flush(size, n, s.reps).unwrap_or_else(fail);
+        flood.push((size_name(size), size as f64 / ns));
+    }
+    for l in lines.iter_mut() {
+        l.baseline = match (l.bench.as_str(), l.case.as_str()) {
+            ("rput_latency", "8B") => Some(("mpi_put_flush_8B".into(), put8)),
+            ("rpc_roundtrip", _) => Some(("mpi_pingpong_8B".into(), pingpong)),
+            ("rput_bandwidth", case) => flood
+                .iter()
+                .find(|(c, _)| c == case)
+                .map(|(c, v)| (format!("mpi_put_{c}"), *v)),
+            _ => l.baseline.take(),
+        };
+    }
 }
 
 /// The raw active-message round trip, in a `gasnet-bridge` job run just before the pgas job
@@ -249,6 +290,32 @@ fn pgas_lines(s: &Sizes, am_rtt: f64) -> Vec<Line> {
             lines.push(
                 Line::new("barrier", "world", bar, "ns", Better::Lower)
                     .baseline("bridge_barrier", bridge),
+            );
+        }
+        // One u64 per rank reduced on the world team: the segment path and the message path.
+        let world = pgas::world();
+        let fast = || {
+            barrier();
+            ns_per_op(s.ops / 20, || {
+                black_box(pgas::reduce_all_u64(&world, 1, |a, b| a | b)).into_unit()
+            })
+        };
+        let (bar, fast) = paired(s.reps, api_barrier, fast);
+        let messages = || {
+            barrier();
+            ns_per_op(s.ops / 100, || {
+                black_box(pgas::reduce_all(&world, 1u64, |a, b| a | b).wait()).into_unit()
+            })
+        };
+        let slow = median_of(s.reps, messages);
+        if pgas::rank_me() == 0 {
+            lines.push(
+                Line::new("reduce_all_u64", "world", fast, "ns", Better::Lower)
+                    .baseline("barrier_world", bar),
+            );
+            lines.push(
+                Line::new("reduce_all", "world_u64", slow, "ns", Better::Lower)
+                    .baseline("barrier_world", bar),
             );
         }
         lines
