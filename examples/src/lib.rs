@@ -1,5 +1,6 @@
 //! Shared pieces of the pgas example programs: command-line conventions, launching with a clear
-//! error, exchanging values between ranks, and the deterministic generators the checks rely on.
+//! error, exchanging values between ranks, and the deterministic generators the checks rely on;
+//! and [`jacobi`], the distributed 3-D Jacobi stencil of `stencil` and `cd_stencil`.
 //!
 //! Each binary in `src/bin/` is a self-checking program: it computes something with the pgas
 //! API, verifies the answer, prints a short summary and exits non-zero with a message if the
@@ -9,6 +10,8 @@ use std::fmt::Display;
 use std::time::Duration;
 
 use pgas::{DistObject, LaunchConfig, RpcTable, barrier, rank_n, when_all};
+
+pub mod jacobi;
 
 /// Rank count used when neither `--ranks` nor `PGAS_RANKS` is given.
 pub const DEFAULT_RANKS: usize = 4;

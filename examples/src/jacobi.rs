@@ -1,0 +1,546 @@
+//! The 3-D Jacobi (7-point) stencil shared by `stencil` and `cd_stencil`: the `n`^3 global grid
+//! is split over a `px * py * pz` process grid ([`Grid`]); each rank iterates on its [`Block`]
+//! (with one-cell halos) and, after every sweep, packs its six faces and writes them with
+//! `rput_slice` into receive buffers in its neighbours' segments, double-buffered by iteration
+//! parity so one barrier per iteration suffices.
+//!
+//! Every point's update is the same floating-point expression whatever the decomposition, so
+//! the result is bit-identical for any rank count. The [`Checksum`] is the sum of all interior
+//! values, reduced exactly (as 2^-96 fixed-point integers, whose sum does not depend on
+//! order), so it prints the same bits for 1, 2, 4 or 8 ranks; a position-sensitive fingerprint
+//! of the values' bits is reduced alongside. For small grids rank 0 repeats the run serially
+//! ([`serial_run`]) and both numbers must match exactly ([`summarize`]).
+
+use pgas::{GlobalPtr, barrier, new_array, rank_me, rank_n, reduce_all, world};
+
+use crate::{exchange, mix64, parse_positive, segment_for};
+
+/// Largest `--n`: keeps `n^3` values of at most 1 within the fixed-point checksum's range.
+pub const MAX_N: usize = 1024;
+/// Largest `--n` for which rank 0 repeats the run serially by default.
+pub const SERIAL_MAX_N: usize = 96;
+/// Fixed-point scale of the exact checksum: values are summed as integers of 2^-96.
+const FIXED_SCALE: f64 = 79_228_162_514_264_337_593_543_950_336.0; // 2^96
+
+/// Command-line options of the stencil programs (flattened into each program's own).
+#[derive(Debug, Clone, clap::Args)]
+pub struct JacobiArgs {
+    /// Global grid edge (interior points per dimension).
+    #[arg(long, default_value_t = 64, value_parser = parse_positive)]
+    pub n: usize,
+    /// Jacobi iterations.
+    #[arg(long, default_value_t = 20)]
+    pub iters: usize,
+    /// Skip rank 0's serial re-run (done by default when n <= 96).
+    #[arg(long)]
+    pub no_serial: bool,
+}
+
+impl JacobiArgs {
+    /// Whether rank 0 repeats the run serially: unless `--no-serial`, when `n` <= [`SERIAL_MAX_N`].
+    pub fn serial_check(&self) -> bool {
+        !self.no_serial && self.n <= SERIAL_MAX_N
+    }
+}
+
+/// Checks `--n` against [`MAX_N`] (also done by [`Grid::new`]; separate so a program can report
+/// this error before others).
+pub fn check_edge(n: usize) -> Result<(), String> {
+    if n > MAX_N {
+        return Err(format!(
+            "--n {n} is above the limit of {MAX_N} (the checksum's range)"
+        ));
+    }
+    Ok(())
+}
+
+/// The six sides of a block: -x, +x, -y, +y, -z, +z.
+const SIDES: usize = 6;
+
+/// The axis (0, 1, 2) and direction (-1 or +1) of a side.
+fn side(s: usize) -> (usize, isize) {
+    (s / 2, if s.is_multiple_of(2) { -1 } else { 1 })
+}
+
+/// The side facing `s` from the neighbour's point of view.
+fn opposite(s: usize) -> usize {
+    s ^ 1
+}
+
+/// Factors `ranks` into a process grid, as cubic as possible (least total edge), largest first.
+pub fn process_grid(ranks: usize) -> [usize; 3] {
+    let mut best = [ranks, 1, 1];
+    for a in 1..=ranks {
+        if !ranks.is_multiple_of(a) {
+            continue;
+        }
+        for b in 1..=ranks / a {
+            if !(ranks / a).is_multiple_of(b) {
+                continue;
+            }
+            let mut dims = [a, b, ranks / a / b];
+            dims.sort_unstable_by(|x, y| y.cmp(x));
+            if dims.iter().sum::<usize>() < best.iter().sum::<usize>() {
+                best = dims;
+            }
+        }
+    }
+    best
+}
+
+/// The global problem: an `n`^3 grid split over the [`process_grid`] of `ranks`.
+#[derive(Debug, Clone, Copy)]
+pub struct Grid {
+    n: usize,
+    ranks: usize,
+    dims: [usize; 3],
+}
+
+impl Grid {
+    /// The grid of edge `n` on `ranks` ranks; an error if `n` is above [`MAX_N`] or smaller
+    /// than the process grid along some axis.
+    pub fn new(n: usize, ranks: usize) -> Result<Grid, String> {
+        check_edge(n)?;
+        let dims = process_grid(ranks);
+        if let Some(axis) = (0..3).find(|&a| dims[a] > n) {
+            return Err(format!(
+                "--n {n} is too small for the {}x{}x{} process grid of {ranks} ranks: axis {axis} \
+                 needs at least {} points",
+                dims[0], dims[1], dims[2], dims[axis]
+            ));
+        }
+        Ok(Grid { n, ranks, dims })
+    }
+
+    /// The segment size each rank needs for its receive buffers: two parities of six faces,
+    /// each at most (n/p + 1)^2 points.
+    pub fn segment_bytes(&self) -> Result<usize, String> {
+        let (n, dims) = (self.n, self.dims);
+        let face_max = (0..3)
+            .map(|a| {
+                (0..3)
+                    .filter(|&b| b != a)
+                    .map(|b| n / dims[b] + 1)
+                    .product::<usize>()
+            })
+            .max()
+            .unwrap_or(0);
+        segment_for(2 * SIDES * (face_max * 8 + 64))
+    }
+
+    /// The process-grid coordinates of `rank`, x fastest.
+    fn coords(&self, rank: usize) -> [usize; 3] {
+        let d = self.dims;
+        [rank % d[0], rank / d[0] % d[1], rank / (d[0] * d[1])]
+    }
+
+    /// The rank beyond side `s` of the block at process-grid `coords`, if any.
+    fn neighbour(&self, coords: [usize; 3], s: usize) -> Option<usize> {
+        let dims = self.dims;
+        let (axis, dir) = side(s);
+        let c = coords[axis] as isize + dir;
+        if c < 0 || c >= dims[axis] as isize {
+            return None;
+        }
+        let mut nc = coords;
+        nc[axis] = c as usize;
+        Some(nc[0] + dims[0] * (nc[1] + dims[1] * nc[2]))
+    }
+}
+
+/// The initial value at global coordinates (each in `-1..=n`): pseudo-random in [0, 1) inside,
+/// a fixed boundary outside (1 on the -x face, 0 elsewhere), so the fixed points stay in [0, 1].
+fn initial(g: [i64; 3], n: usize) -> f64 {
+    let n = n as i64;
+    if g.iter().any(|&c| c < 0 || c >= n) {
+        return if g[0] < 0 { 1.0 } else { 0.0 };
+    }
+    let index = (g[0] + n * (g[1] + n * g[2])) as u64;
+    (mix64(index + 1) >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+}
+
+/// A box of the grid with one-cell halos, x fastest.
+#[derive(Clone)]
+struct Field {
+    /// Interior extents.
+    len: [usize; 3],
+    /// Global coordinates of the first interior point.
+    origin: [usize; 3],
+    data: Vec<f64>,
+}
+
+impl Field {
+    /// The box of `len` interior points at `origin`, halos included, set to initial values.
+    fn new(len: [usize; 3], origin: [usize; 3], n: usize) -> Field {
+        let [sx, sy, sz] = len.map(|l| l + 2);
+        let mut data = Vec::with_capacity(sx * sy * sz);
+        for k in 0..sz {
+            for j in 0..sy {
+                for i in 0..sx {
+                    let g = [i, j, k].map(|c| c as i64 - 1);
+                    data.push(initial(
+                        [
+                            g[0] + origin[0] as i64,
+                            g[1] + origin[1] as i64,
+                            g[2] + origin[2] as i64,
+                        ],
+                        n,
+                    ));
+                }
+            }
+        }
+        Field { len, origin, data }
+    }
+
+    /// Strides of the y and z axes in `data`.
+    fn strides(&self) -> (usize, usize) {
+        let sx = self.len[0] + 2;
+        (sx, sx * (self.len[1] + 2))
+    }
+
+    /// Index of halo-inclusive coordinates.
+    fn at(&self, i: usize, j: usize, k: usize) -> usize {
+        let (sy, sz) = self.strides();
+        i + sy * j + sz * k
+    }
+
+    /// One Jacobi sweep: the interior of `out` from `self` (halos of `out` are left alone).
+    fn sweep(&self, out: &mut Field) {
+        let (sy, sz) = self.strides();
+        let c = &self.data;
+        for k in 1..=self.len[2] {
+            for j in 1..=self.len[1] {
+                let row = self.at(0, j, k);
+                for p in row + 1..=row + self.len[0] {
+                    // The same expression, in the same order, for every point of every
+                    // decomposition: this is what makes results bit-identical.
+                    out.data[p] =
+                        (c[p - 1] + c[p + 1] + c[p - sy] + c[p + sy] + c[p - sz] + c[p + sz]) / 6.0;
+                }
+            }
+        }
+    }
+
+    /// Number of points on side `s`'s face.
+    fn face_len(&self, s: usize) -> usize {
+        let (axis, _) = side(s);
+        (0..3).filter(|&a| a != axis).map(|a| self.len[a]).product()
+    }
+
+    /// Calls `f(index)` for the face of side `s`: the last interior layer if `interior`, else
+    /// the halo layer beyond it; in a fixed order both neighbours agree on.
+    fn for_face(&self, s: usize, interior: bool, mut f: impl FnMut(usize)) {
+        let (axis, dir) = side(s);
+        let layer = match (dir, interior) {
+            (-1, true) => 1,
+            (-1, false) => 0,
+            (_, true) => self.len[axis],
+            (_, false) => self.len[axis] + 1,
+        };
+        let others: Vec<usize> = (0..3).filter(|&a| a != axis).collect();
+        for v in 1..=self.len[others[1]] {
+            for u in 1..=self.len[others[0]] {
+                let mut c = [0usize; 3];
+                c[axis] = layer;
+                c[others[0]] = u;
+                c[others[1]] = v;
+                f(self.at(c[0], c[1], c[2]));
+            }
+        }
+    }
+
+    /// Exact fixed-point sum and position-sensitive bit fingerprint of the interior.
+    fn checksum(&self, n: usize) -> Checksum {
+        let mut sum = 0i128;
+        let mut print = 0u64;
+        for k in 1..=self.len[2] {
+            for j in 1..=self.len[1] {
+                for i in 1..=self.len[0] {
+                    let v = self.data[self.at(i, j, k)];
+                    let g = [i, j, k].map(|c| c - 1);
+                    let g = [
+                        g[0] + self.origin[0],
+                        g[1] + self.origin[1],
+                        g[2] + self.origin[2],
+                    ];
+                    let index = (g[0] + n * (g[1] + n * g[2])) as u64;
+                    // Values lie in [0, 1]: scaling by a power of two is exact and the
+                    // truncation below 2^-96 is the same on every decomposition.
+                    sum += (v * FIXED_SCALE) as i128;
+                    print = print.wrapping_add(mix64(v.to_bits() ^ mix64(index + 1)));
+                }
+            }
+        }
+        Checksum { sum, print }
+    }
+}
+
+/// The exact checksum of (part of) the grid: the fixed-point sum of the values and the
+/// position-sensitive fingerprint of their bits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Checksum {
+    /// Sum of the values as integers of 2^-96.
+    pub sum: i128,
+    /// Wrapping sum of a hash of each value's bits and position.
+    pub print: u64,
+}
+
+impl Checksum {
+    /// The checksum as a number: the exact sum, rounded once to f64.
+    pub fn value(&self) -> f64 {
+        self.sum as f64 / FIXED_SCALE
+    }
+}
+
+/// The same Jacobi run on one array (the check of small grids).
+pub fn serial_run(n: usize, iters: usize) -> Checksum {
+    let mut cur = Field::new([n; 3], [0; 3], n);
+    let mut next = cur.clone();
+    for _ in 0..iters {
+        cur.sweep(&mut next);
+        std::mem::swap(&mut cur, &mut next);
+    }
+    cur.checksum(n)
+}
+
+/// This rank's share of a distributed run: its block of the grid (the current values and the
+/// buffer the next sweep writes), its neighbours, and the receive buffers in the segments.
+pub struct Block {
+    n: usize,
+    cur: Field,
+    next: Field,
+    /// The rank beyond each side, if any.
+    neighbours: [Option<usize>; SIDES],
+    /// `recv[parity * SIDES + s]` receives the face coming from side `s` of this block.
+    recv: Vec<GlobalPtr<f64>>,
+    /// Every rank's `recv`, by rank.
+    everyone: Vec<Vec<GlobalPtr<f64>>>,
+    /// Scratch for the faces sent and received.
+    send: Vec<f64>,
+    incoming: Vec<f64>,
+}
+
+impl Block {
+    /// This rank's block of `grid`, set to the initial values, with its receive buffers
+    /// allocated and every rank's buffers known (collective: every rank of the launch calls it).
+    pub fn new(grid: &Grid) -> Result<Block, String> {
+        let n = grid.n;
+        let coords = grid.coords(rank_me());
+        let bounds = |a: usize, c: usize| (c * n / grid.dims[a], (c + 1) * n / grid.dims[a]);
+        let origin = [0, 1, 2].map(|a| bounds(a, coords[a]).0);
+        let len = [0, 1, 2].map(|a| bounds(a, coords[a]).1 - bounds(a, coords[a]).0);
+        let neighbours = std::array::from_fn(|s| grid.neighbour(coords, s));
+
+        let cur = Field::new(len, origin, n);
+        let next = cur.clone();
+        let mut recv: Vec<GlobalPtr<f64>> = Vec::with_capacity(2 * SIDES);
+        for _parity in 0..2 {
+            for s in 0..SIDES {
+                recv.push(
+                    new_array(cur.face_len(s))
+                        .map_err(|e| format!("cannot allocate a receive buffer: {e}"))?,
+                );
+            }
+        }
+        let everyone = exchange(recv.clone());
+        if let Some(r) = (0..rank_n()).find(|&r| everyone[r].len() != 2 * SIDES) {
+            return Err(format!(
+                "rank {r} published {} receive buffers",
+                everyone[r].len()
+            ));
+        }
+        Ok(Block {
+            n,
+            cur,
+            next,
+            neighbours,
+            recv,
+            everyone,
+            send: Vec::new(),
+            incoming: Vec::new(),
+        })
+    }
+
+    /// The current values, interior and halos (what a Containment Domain preserves).
+    pub fn values_mut(&mut self) -> &mut [f64] {
+        &mut self.cur.data
+    }
+
+    /// Iteration `iteration` (collective): one Jacobi sweep into the next buffer, the exchange
+    /// of its faces into the neighbours' halos (with a barrier), then the swept values become
+    /// the current ones.
+    pub fn step(&mut self, iteration: usize) {
+        self.sweep();
+        self.exchange_halos(iteration);
+        std::mem::swap(&mut self.cur, &mut self.next);
+    }
+
+    /// One Jacobi sweep of the interior, from the current values into the next buffer.
+    fn sweep(&mut self) {
+        self.cur.sweep(&mut self.next);
+    }
+
+    /// Sends the next buffer's faces into the neighbours' receive buffers of `iteration`'s
+    /// parity, waits for all ranks (a barrier), then fills the next buffer's halos from this
+    /// rank's receive buffers.
+    fn exchange_halos(&mut self, iteration: usize) {
+        let parity = iteration % 2;
+        let next = &mut self.next;
+        for s in 0..SIDES {
+            let Some(to) = self.neighbours[s] else {
+                continue;
+            };
+            self.send.clear();
+            next.for_face(s, true, |p| self.send.push(next.data[p]));
+            pgas::rput_slice(&self.send, self.everyone[to][parity * SIDES + opposite(s)]).wait();
+        }
+        // All faces of this iteration have landed; the other parity's buffers are the ones
+        // written next, so nobody overwrites a buffer that is still being read.
+        barrier();
+        for s in 0..SIDES {
+            if self.neighbours[s].is_none() {
+                continue;
+            }
+            self.incoming.resize(next.face_len(s), 0.0);
+            pgas::rget_into(self.recv[parity * SIDES + s], &mut self.incoming);
+            let mut values = self.incoming.iter();
+            let mut halo = Vec::with_capacity(self.incoming.len());
+            next.for_face(s, false, |p| halo.push(p));
+            for p in halo {
+                next.data[p] = *values.next().expect("face sizes agree");
+            }
+        }
+    }
+
+    /// The checksum of the whole grid's current values (collective: reduced over all ranks).
+    pub fn checksum(&self) -> Checksum {
+        let Checksum { sum, print } = self.cur.checksum(self.n);
+        let sum = reduce_all(&world(), sum, |a: i128, b: i128| a + b).wait();
+        let print = reduce_all(&world(), print, |a: u64, b: u64| a.wrapping_add(b)).wait();
+        Checksum { sum, print }
+    }
+
+    /// What this rank reports after a run of `iters` iterations that took `seconds`
+    /// (collective): the reduced [`Block::checksum`] and, on rank 0 if `serial_check`, the
+    /// [`serial_run`]'s.
+    pub fn report(&self, iters: usize, seconds: f64, serial_check: bool) -> RankReport {
+        let checksum = self.checksum();
+        let serial = (rank_me() == 0 && serial_check).then(|| serial_run(self.n, iters));
+        RankReport {
+            checksum,
+            seconds,
+            serial,
+        }
+    }
+}
+
+/// What each rank reports back.
+#[derive(Debug, Clone, Copy)]
+pub struct RankReport {
+    /// The reduced checksum (the same on every rank).
+    pub checksum: Checksum,
+    /// This rank's time for the iterations.
+    pub seconds: f64,
+    /// The serial run's checksum (rank 0, small grids).
+    pub serial: Option<Checksum>,
+}
+
+/// The ranks' reports, checked: all ranks agree and the serial run (if any) matches.
+#[derive(Debug, Clone, Copy)]
+pub struct Summary {
+    /// The checksum every rank reduced.
+    pub checksum: Checksum,
+    /// The slowest rank's time.
+    pub seconds: f64,
+    /// "identical to serial run" or "serial check skipped".
+    pub serial_note: &'static str,
+}
+
+/// Checks the ranks' reports (in rank order): an error if a rank's reduced checksum differs from
+/// rank 0's or the serial run's differs from the parallel one.
+pub fn summarize(reports: &[RankReport]) -> Result<Summary, String> {
+    let first = &reports[0];
+    if let Some(r) = reports.iter().position(|r| r.checksum != first.checksum) {
+        return Err(format!("rank {r}'s reduced checksum differs from rank 0's"));
+    }
+    let seconds = reports.iter().map(|r| r.seconds).fold(0.0, f64::max);
+    let serial_note = match first.serial {
+        Some(serial) if serial == first.checksum => "identical to serial run",
+        Some(serial) => {
+            return Err(format!(
+                "the parallel run differs from the serial run: checksum {:.17e} vs {:.17e}, \
+                 fingerprint {:#018x} vs {:#018x}",
+                first.checksum.value(),
+                serial.value(),
+                first.checksum.print,
+                serial.print
+            ));
+        }
+        None => "serial check skipped",
+    };
+    Ok(Summary {
+        checksum: first.checksum,
+        seconds,
+        serial_note,
+    })
+}
+
+impl Summary {
+    /// The first line of the output: `program`, the decomposition, the time and rate, the
+    /// serial note.
+    pub fn headline(&self, program: &str, grid: &Grid, iters: usize) -> String {
+        let (n, dims, seconds) = (grid.n, grid.dims, self.seconds);
+        format!(
+            "{program}: {} ranks as {}x{}x{}, n={n}, {iters} iterations in {seconds:.4} s \
+             ({:.1} Mpoint/s); {}",
+            grid.ranks,
+            dims[0],
+            dims[1],
+            dims[2],
+            (n * n * n * iters) as f64 / seconds / 1e6,
+            self.serial_note
+        )
+    }
+
+    /// The checksum line: the value with `{:.17e}` and the fingerprint.
+    pub fn checksum_line(&self) -> String {
+        format!(
+            "checksum {:.17e} fingerprint {:#018x}",
+            self.checksum.value(),
+            self.checksum.print
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn process_grids_are_as_cubic_as_possible() {
+        assert_eq!(process_grid(1), [1, 1, 1]);
+        assert_eq!(process_grid(4), [2, 2, 1]);
+        assert_eq!(process_grid(6), [3, 2, 1]);
+        assert_eq!(process_grid(8), [2, 2, 2]);
+        assert_eq!(process_grid(7), [7, 1, 1]);
+    }
+
+    #[test]
+    fn grids_refuse_bad_edges() {
+        assert!(
+            Grid::new(MAX_N + 1, 1)
+                .unwrap_err()
+                .contains("above the limit")
+        );
+        assert!(Grid::new(1, 8).unwrap_err().contains("too small"));
+        assert!(Grid::new(8, 8).is_ok());
+    }
+
+    #[test]
+    fn serial_runs_stay_in_range_and_are_repeatable() {
+        let a = serial_run(6, 3);
+        assert_eq!(a, serial_run(6, 3));
+        assert!(a.value() > 0.0 && a.value() <= 216.0);
+        assert_ne!(a, serial_run(6, 4));
+    }
+}
