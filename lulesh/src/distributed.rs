@@ -97,6 +97,25 @@ fn wait_arrivals(kind: usize, need: usize) {
     ARRIVALS.with(|a| a.borrow_mut().count[kind] -= need);
 }
 
+/// True when every message that has landed in this rank's receive buffers
+/// has been consumed and no exchange is waiting: the state at the end of
+/// every time step, on every rank (each rank receives, within a step, every
+/// message its neighbours send it in that step).
+///
+/// This is why a time step can be re-executed as a Containment Domain
+/// ([`crate::containment`]) without resetting the counters: when the ranks
+/// agree at the end of a step, all of them are here. The counters must *not*
+/// be reset when a step (re-)begins: a neighbour that left the agreement
+/// first may already have sent its first message of the next execution
+/// (the first cycle has no time-step reduction before the force exchange),
+/// and that arrival must be counted.
+pub fn halo_idle() -> bool {
+    ARRIVALS.with(|a| {
+        let a = a.borrow();
+        a.count == [0; KINDS] && a.waiter.is_none()
+    })
+}
+
 /// Progress-and-yield rounds before a wait falls back to [`pgas::Future::wait`].
 const YIELD_ROUNDS: u32 = 20;
 

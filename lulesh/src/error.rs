@@ -53,6 +53,13 @@ pub enum LuleshError {
     /// The ranks could not be started (bad `PGAS_*` variable, or a rank failed).
     #[error("cannot run the ranks: {0}")]
     Launch(String),
+    /// The `--cd-config` file cannot be used (names the file, line and key).
+    #[error("{0}")]
+    CdConfig(String),
+    /// A failure the Containment Domains could not contain (it escalated
+    /// past the root CD), or the CD-managed job failed otherwise.
+    #[error("the run stopped: {0}")]
+    Cd(String),
     /// The thread pool for the parallel mode could not be created.
     #[error("cannot create a pool of {threads} threads: {reason}")]
     ThreadPool {
@@ -74,7 +81,9 @@ impl LuleshError {
             | LuleshError::ThreadPool { .. }
             | LuleshError::Segment(_)
             | LuleshError::SegmentTooSmall { .. }
-            | LuleshError::Launch(_) => 255,
+            | LuleshError::Launch(_)
+            | LuleshError::CdConfig(_)
+            | LuleshError::Cd(_) => 255,
         }
     }
 }

@@ -94,11 +94,22 @@ impl Simulation {
     pub fn run(
         &mut self,
         max_cycles: i32,
-        mut progress: impl FnMut(&Domain),
+        progress: impl FnMut(&Domain),
     ) -> Result<f64, LuleshError> {
+        self.run_with(max_cycles, Simulation::step, progress)
+    }
+
+    /// [`Simulation::run`] with each cycle done by `step` (e.g. a cycle
+    /// inside a Containment Domain, see [`crate::containment`]).
+    pub fn run_with<E>(
+        &mut self,
+        max_cycles: i32,
+        mut step: impl FnMut(&mut Simulation) -> Result<(), E>,
+        mut progress: impl FnMut(&Domain),
+    ) -> Result<f64, E> {
         let start = Instant::now();
         while self.running(max_cycles) {
-            self.step()?;
+            step(self)?;
             progress(&self.domain);
         }
         let elapsed = start.elapsed().as_secs_f64();

@@ -7,8 +7,11 @@
 //! [`distributed::run`] runs a cube of ranks over the `pgas` library, with
 //! the reference's 26-neighbour exchanges done by one-sided puts
 //! ([`halo`] holds their geometry); one rank stays the serial code path.
+//! [`containment::run`] runs either under Containment Domains (`--cd-config`):
+//! each time step a strict CD that survives soft errors and lost ranks.
 
 pub mod comm;
+pub mod containment;
 pub mod distributed;
 pub mod domain;
 pub mod eos;

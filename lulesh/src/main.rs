@@ -1,5 +1,6 @@
 //! Command-line driver: parses options, runs the simulation on one rank or
-//! a cube of ranks (`--ranks`), prints the reference's report.
+//! a cube of ranks (`--ranks`), with or without Containment Domains
+//! (`--cd-config`), prints the reference's report (and the CD report).
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -8,7 +9,7 @@ use lulesh::domain::Domain;
 use lulesh::layout::BlockLayout;
 use lulesh::options::{self, Command, Options};
 use lulesh::verify::fmt_e;
-use lulesh::{FinalReport, Simulation, distributed};
+use lulesh::{FinalReport, Simulation, containment, distributed};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
@@ -47,8 +48,19 @@ fn main() -> ExitCode {
         return ExitCode::from(err.exit_code() as u8);
     }
 
+    // With --cd-config the whole run is a CD-managed job; a configuration
+    // that cannot be used stops before anything runs or prints.
+    let cd_config = match opts.cd_config.as_deref().map(containment::load_config) {
+        None => None,
+        Some(Ok(c)) => Some(c),
+        Some(Err(err)) => {
+            eprintln!("{err}");
+            return ExitCode::from(err.exit_code() as u8);
+        }
+    };
+
     // One rank keeps the serial code path (no pgas job at all).
-    let mut serial = if ranks == 1 {
+    let mut serial = if ranks == 1 && cd_config.is_none() {
         match Simulation::single_rank(&opts) {
             Ok(s) => Some(s),
             Err(err) => {
@@ -99,11 +111,18 @@ fn main() -> ExitCode {
             );
         }
     };
-    let result = match serial.as_mut() {
-        Some(sim) => sim
+    let mut cd_table = None;
+    let result = match (serial.as_mut(), cd_config) {
+        (Some(sim), _) => sim
             .run(opts.its, progress)
             .map(|elapsed| FinalReport::new(&sim.domain, elapsed, opts.nx, 1)),
-        None => distributed::run(&opts, ranks as usize, progress),
+        (None, Some(config)) => {
+            containment::run(&opts, ranks as usize, config, progress).map(|out| {
+                cd_table = Some(out.cd_report.table());
+                out.report
+            })
+        }
+        (None, None) => distributed::run(&opts, ranks as usize, progress),
     };
     let report = match result {
         Ok(r) => r,
@@ -115,6 +134,9 @@ fn main() -> ExitCode {
     };
     if talk {
         print!("{}", report.render());
+        if let Some(table) = cd_table {
+            print!("{table}");
+        }
     }
     ExitCode::SUCCESS
 }

@@ -1,5 +1,8 @@
 //! Command-line options with the reference's flags, defaults and messages
-//! (`ParseCommandLineOptions` in lulesh-util.cc), plus `--threads`.
+//! (`ParseCommandLineOptions` in lulesh-util.cc), plus `--threads`,
+//! `--ranks` and `--cd-config`.
+
+use std::path::PathBuf;
 
 use thiserror::Error;
 
@@ -27,6 +30,10 @@ pub struct Options {
     /// `--ranks`: ranks of a multi-rank run (a cube); `None` if not given
     /// (then `PGAS_RANKS`, else 1).
     pub ranks: Option<usize>,
+    /// `--cd-config`: run every time step as a Containment Domain configured
+    /// by this TOML file (see [`crate::containment`]); `None` runs without
+    /// any CD runtime.
+    pub cd_config: Option<PathBuf>,
 }
 
 impl Default for Options {
@@ -42,6 +49,7 @@ impl Default for Options {
             cost: 1,
             threads: 1,
             ranks: None,
+            cd_config: None,
         }
     }
 }
@@ -61,6 +69,9 @@ pub enum OptionsError {
     /// A flag that takes a value was the last argument.
     #[error("Missing integer argument to {0}")]
     MissingValue(String),
+    /// `--cd-config` was the last argument.
+    #[error("Missing file name after {0}")]
+    MissingFile(String),
     /// A flag's value is not a decimal integer.
     #[error("Parse Error on option {flag} integer value required after argument (got '{value}')")]
     NotAnInteger {
@@ -103,6 +114,10 @@ where [opts] is one or more of:\n \
 -v              : Output viz file (not supported by this port)\n \
 --threads <n>   : Worker threads (def: 1; n >= 2 gathers forces per node)\n \
 --ranks <n>     : Ranks, a cube: 1, 8, 27, ... (def: $PGAS_RANKS or 1)\n \
+--cd-config <f> : Run each time step as a strict Containment Domain configured\n \
+                  by the TOML file f (CD name \"step\"; preservation medium,\n \
+                  retries, fault injection); prints the CD report table after\n \
+                  the run report (always with --cd-config; -q suppresses it)\n \
 -h              : This message\n\n"
     )
 }
@@ -178,12 +193,23 @@ pub fn parse<S: AsRef<str>>(args: &[S]) -> Result<Command, OptionsError> {
                 i += 1;
                 continue;
             }
+            "--cd-config" => {
+                let file = args
+                    .get(i + 1)
+                    .ok_or_else(|| OptionsError::MissingFile(args[i].clone()))?;
+                opts.cd_config = Some(PathBuf::from(file));
+            }
             "-v" => return Err(OptionsError::VizUnsupported),
             "-h" => return Ok(Command::Help),
             other => {
                 if let Some(n) = other.strip_prefix("--threads=") {
                     let pair = ["--threads".to_owned(), n.to_owned()];
                     opts.threads = int_value(&pair, 0, 1)? as usize;
+                    i += 1;
+                    continue;
+                }
+                if let Some(f) = other.strip_prefix("--cd-config=") {
+                    opts.cd_config = Some(PathBuf::from(f));
                     i += 1;
                     continue;
                 }
@@ -232,6 +258,18 @@ mod tests {
             OptionsError::OutOfRange { .. }
         ));
         assert_eq!(parse(&["-h"]).unwrap(), Command::Help);
+        assert_eq!(
+            run(&["--cd-config", "cd.toml"]).cd_config,
+            Some(PathBuf::from("cd.toml"))
+        );
+        assert_eq!(
+            run(&["--cd-config=a/b.toml", "-s", "3"]).cd_config,
+            Some(PathBuf::from("a/b.toml"))
+        );
+        assert_eq!(
+            parse(&["--cd-config"]).unwrap_err(),
+            OptionsError::MissingFile("--cd-config".into())
+        );
     }
 
     #[test]

@@ -1,0 +1,273 @@
+//! LULESH under Containment Domains (`--cd-config FILE.toml`): every time
+//! step is one strict CD that spans all ranks, preserves the state the step
+//! changes, and on a failure (a failed check, an injected soft error, a lost
+//! rank) is restored and re-executed by every rank together, so the run ends
+//! with exactly the numbers of a fault-free run.
+//!
+//! The tree:
+//!
+//! - the root CD (level 0, all ranks) is the whole run, started by
+//!   [`cd_runtime::launch`]. It preserves the data no step changes once,
+//!   after setup: the nodal masses (summed over ranks by a halo exchange)
+//!   and the mesh (connectivity, boundary conditions, reference volumes,
+//!   element masses, symmetry planes, regions, the node-to-corner index) by
+//!   copy, the constants and the block layout by regeneration;
+//! - the CD "step" (level 1, the root's ranks) is one cycle:
+//!   `TimeIncrement` + `LagrangeLeapFrog`. It preserves what a cycle
+//!   changes and reads again in the next: node positions and velocities
+//!   (`preserve_slice`, a raw copy), element energy, pressure, viscosity,
+//!   relative volume and sound speed (`preserve_slice`), and the time,
+//!   time step, cycle count and the two time-step constraints (`preserve`).
+//!   Everything else a cycle writes (forces, accelerations, gradients,
+//!   `vnew`, `delv`, `vdov`, the characteristic lengths, the q terms, the
+//!   scratch buffers) is recomputed before it is read.
+//!
+//! Detection: the cycle checks that the time step is positive and finite
+//! and the time finite (`cd::check!`). A `VolumeError` or `QStopError`
+//! still ends the run with its exit status, as without CDs.
+//!
+//! Halo exchanges need nothing preserved or reset: the receive buffers in
+//! the pgas segment (which a rank loss wipes) are filled by the sender
+//! before every read, no segment data lives from one cycle to the next, and
+//! the arrival counters are back to zero on every rank at the end of every
+//! cycle (see [`crate::distributed::halo_idle`], asserted here in debug
+//! builds). A rank loss also takes the rank's locally preserved copies, so
+//! a run that injects rank losses must keep the step's copies at a buddy
+//! (`[cd.step] medium = "buddy"`); with `"local"` the loss escalates and the
+//! run stops with an error instead of a wrong answer.
+
+use std::convert::Infallible;
+use std::path::Path;
+use std::sync::Mutex;
+
+use cd_runtime as cd;
+use cd_runtime::{CdConfig, Report};
+use gasnet_bridge::LaunchConfig;
+use pgas::RpcTable;
+
+use crate::comm::{Comm, SingleRank};
+use crate::distributed::{self, PgasComm};
+use crate::domain::{Domain, Params};
+use crate::error::LuleshError;
+use crate::lagrange::Simulation;
+use crate::layout::BlockLayout;
+use crate::options::Options;
+use crate::verify::FinalReport;
+
+/// Name of the per-cycle CD (its table in the configuration is `[cd.step]`).
+pub const STEP_CD: &str = "step";
+
+/// Segment of a one-rank CD job (the rank exchanges no halos).
+const SOLO_SEGMENT_BYTES: usize = 1 << 20;
+
+/// What a run under CDs returns.
+#[derive(Debug, Clone)]
+pub struct CdRunOutput {
+    /// Rank 0's report, as without CDs.
+    pub report: FinalReport,
+    /// The CD report, summed over ranks (print it with [`Report::table`]).
+    pub cd_report: Report,
+}
+
+/// Reads the CD configuration of `--cd-config`; the error names the file,
+/// line and key at fault.
+pub fn load_config(path: &Path) -> Result<CdConfig, LuleshError> {
+    CdConfig::from_file(path).map_err(|e| LuleshError::CdConfig(format!("--cd-config: {e}")))
+}
+
+/// Preserves, in the current CD, the data a cycle changes and reads again
+/// in the next (in a re-execution: restores it).
+fn preserve_cycle_state(c: &cd::Cd, d: &mut Domain) {
+    let Domain {
+        x,
+        y,
+        z,
+        xd,
+        yd,
+        zd,
+        e,
+        p,
+        q,
+        v,
+        ss,
+        ts,
+        ..
+    } = d;
+    for (name, field) in [
+        ("x", x),
+        ("y", y),
+        ("z", z),
+        ("xd", xd),
+        ("yd", yd),
+        ("zd", zd),
+        ("e", e),
+        ("p", p),
+        ("q", q),
+        ("v", v),
+        ("ss", ss),
+    ] {
+        c.preserve_slice(name, field);
+    }
+    c.preserve("time", &mut ts.time);
+    c.preserve("deltatime", &mut ts.deltatime);
+    c.preserve("cycle", &mut ts.cycle);
+    c.preserve("dtcourant", &mut ts.dtcourant);
+    c.preserve("dthydro", &mut ts.dthydro);
+}
+
+/// Preserves, in the current (root) CD, the data no cycle changes.
+fn preserve_read_only(c: &cd::Cd, d: &mut Domain, nx: usize) {
+    c.preserve_slice("nodal_mass", &mut d.nodal_mass);
+    c.preserve_slice("volo", &mut d.volo);
+    c.preserve_slice("elem_mass", &mut d.elem_mass);
+    c.preserve_slice("nodelist", &mut d.nodelist);
+    for (name, list) in [
+        ("lxim", &mut d.lxim),
+        ("lxip", &mut d.lxip),
+        ("letam", &mut d.letam),
+        ("letap", &mut d.letap),
+        ("lzetam", &mut d.lzetam),
+        ("lzetap", &mut d.lzetap),
+        ("symm_x", &mut d.symm_x),
+        ("symm_y", &mut d.symm_y),
+        ("symm_z", &mut d.symm_z),
+        ("node_elem_start", &mut d.node_elem_start),
+        ("node_elem_corner_list", &mut d.node_elem_corner_list),
+    ] {
+        c.preserve_slice(name, list);
+    }
+    c.preserve_slice("elem_bc", &mut d.elem_bc);
+    c.preserve_slice("reg_num_list", &mut d.regions.reg_num_list);
+    c.preserve("reg_elem_list", &mut d.regions.reg_elem_list);
+    let ts = &mut d.ts;
+    for (name, value) in [
+        ("stoptime", &mut ts.stoptime),
+        ("dtmax", &mut ts.dtmax),
+        ("dtfixed", &mut ts.dtfixed),
+        ("deltatimemultlb", &mut ts.deltatimemultlb),
+        ("deltatimemultub", &mut ts.deltatimemultub),
+    ] {
+        c.preserve(name, value);
+    }
+    c.preserve_regenerate("params", &mut d.params, Params::default);
+    let (num_ranks, rank) = (d.layout.num_ranks, d.layout.rank);
+    c.preserve_regenerate("layout", &mut d.layout, move || {
+        BlockLayout::decompose(num_ranks, rank, nx).expect("the layout of a running block")
+    });
+}
+
+/// One cycle (`TimeIncrement` + `LagrangeLeapFrog`) as the strict CD
+/// "step", spanning the ranks of its parent, the root: all of them.
+/// A `VolumeError` or `QStopError` goes to `fail`, which ends the run.
+#[cd::strict(name = "step")]
+fn cycle(
+    sim: &mut Simulation,
+    fail: &dyn Fn(LuleshError) -> Infallible,
+) -> Result<(), cd::CdError> {
+    preserve_cycle_state(&cd::current(), &mut sim.domain);
+    if let Err(e) = sim.step() {
+        match fail(e) {}
+    }
+    let ts = &sim.domain.ts;
+    cd::check!(ts.deltatime.is_finite() && ts.deltatime > 0.0 && ts.time.is_finite());
+    debug_assert!(
+        distributed::halo_idle(),
+        "a halo message of this cycle is unconsumed at its end"
+    );
+    Ok(())
+}
+
+/// Makes glibc keep the memory the CD runtime frees instead of handing it
+/// back to the kernel (process-wide, from the first CD run on).
+///
+/// Every cycle the runtime copies the cycle's state into new buffers (11
+/// arrays, 240 KiB each at `-s 30`) and frees them when the cycle completes.
+/// With glibc's defaults the freed top of the heap is trimmed (and buffers
+/// over the mmap threshold are unmapped), so the next cycle's copies fault
+/// every page in again: that doubled the cost of preservation (0.75 ms of a
+/// 13 ms cycle at `-s 30`). A fixed mmap threshold of 32 MiB and a trim
+/// threshold of 1 GiB keep those pages mapped and reused.
+fn keep_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        ONCE.call_once(|| {
+            // SAFETY: mallopt only changes allocator parameters; both values
+            // are within glibc's accepted ranges (mmap threshold at most
+            // HEAP_MAX_SIZE / 2 = 32 MiB on 64-bit targets).
+            unsafe {
+                libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
+                libc::mallopt(libc::M_TRIM_THRESHOLD, 1 << 30);
+            }
+        });
+    }
+}
+
+/// Runs `opts` on `ranks` ranks (1, or a cube) under Containment Domains
+/// configured by `config`, and returns rank 0's report and the CD report.
+/// `progress` runs on rank 0 after each completed cycle.
+///
+/// The CD report is returned, not printed (`config.report` is ignored);
+/// `config.report_file` is written. The first call tunes the process's
+/// allocator to keep freed memory (see `keep_freed_memory`).
+pub fn run(
+    opts: &Options,
+    ranks: usize,
+    mut config: CdConfig,
+    progress: impl Fn(&Domain) + Sync,
+) -> Result<CdRunOutput, LuleshError> {
+    let nx = opts.nx as usize;
+    let num_ranks = i32::try_from(ranks).map_err(|_| LuleshError::NotACube(i32::MAX))?;
+    let job = if ranks == 1 {
+        BlockLayout::decompose(1, 0, nx)?;
+        LaunchConfig::new(1).segment_bytes(SOLO_SEGMENT_BYTES)
+    } else {
+        distributed::launch_config(ranks, nx)?
+    };
+    config.report = false;
+    keep_freed_memory();
+    let mut rpcs = RpcTable::new();
+    let arrived = distributed::register_rpcs(&mut rpcs);
+    let failure: Mutex<Option<LuleshError>> = Mutex::new(None);
+    let fail = |e: LuleshError| -> ! {
+        let text = e.to_string();
+        failure
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_or_insert(e);
+        // Unwinding (without the panic hook's noise) ends this rank; the
+        // launcher then stops the others.
+        std::panic::resume_unwind(Box::new(text))
+    };
+
+    let outcome = cd::launch(&job, config, rpcs, || {
+        let comm: Box<dyn Comm> = if ranks == 1 {
+            Box::new(SingleRank)
+        } else {
+            Box::new(PgasComm::new(nx, arrived).unwrap_or_else(|e| fail(e)))
+        };
+        let mut sim = Simulation::new(opts, comm).unwrap_or_else(|e| fail(e));
+        preserve_read_only(&cd::current(), &mut sim.domain, nx);
+        let rank0 = pgas::rank_me() == 0;
+        let elapsed = sim.run_with(
+            opts.its,
+            |sim| cycle(sim, &|e| -> Infallible { fail(e) }),
+            |dom| {
+                if rank0 {
+                    progress(dom)
+                }
+            },
+        )?;
+        Ok(rank0.then(|| FinalReport::new(&sim.domain, elapsed, opts.nx, num_ranks)))
+    });
+    match outcome {
+        Ok(mut out) => Ok(CdRunOutput {
+            report: out.results[0].take().expect("rank 0 returns the report"),
+            cd_report: out.report,
+        }),
+        Err(e) => Err(failure
+            .into_inner()
+            .unwrap_or_else(|p| p.into_inner())
+            .unwrap_or_else(|| LuleshError::Cd(e.to_string()))),
+    }
+}
