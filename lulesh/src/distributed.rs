@@ -92,7 +92,7 @@ fn wait_arrivals(kind: usize, need: usize) {
         Some(p)
     });
     if let Some(p) = pending {
-        wait_yielding(p.finalize());
+        p.finalize().wait();
     }
     ARRIVALS.with(|a| a.borrow_mut().count[kind] -= need);
 }
@@ -114,26 +114,6 @@ pub fn halo_idle() -> bool {
         let a = a.borrow();
         a.count == [0; KINDS] && a.waiter.is_none()
     })
-}
-
-/// Progress-and-yield rounds before a wait falls back to [`pgas::Future::wait`].
-const YIELD_ROUNDS: u32 = 20;
-
-/// Waits for `f`, first handing the core to other ranks between polls.
-///
-/// `Future::wait` spins (thousands of polls) before it yields or parks,
-/// which costs the CPU time that the ranks being waited for need when ranks
-/// outnumber cores (8 ranks on 2 cores); yielding first lets them run, and
-/// the fallback still parks a rank that waits long.
-fn wait_yielding<T>(f: pgas::Future<T>) -> T {
-    let mut idle = 0;
-    while !f.is_ready() && idle < YIELD_ROUNDS {
-        if pgas::progress() == 0 {
-            std::thread::yield_now();
-            idle += 1;
-        }
-    }
-    f.wait()
 }
 
 /// Registers the rpc that signals an arrival (every rank's table must be
@@ -343,7 +323,7 @@ impl Comm for PgasComm {
     }
 
     fn allreduce_min(&mut self, value: f64) -> f64 {
-        wait_yielding(reduce_all(&world(), value, ops::min))
+        reduce_all(&world(), value, ops::min).wait()
     }
 
     fn reduce_max(&mut self, value: f64) -> f64 {
