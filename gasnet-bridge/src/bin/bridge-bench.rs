@@ -6,6 +6,10 @@
 //! `OPS` operations for latencies (fewer with `--quick`) and about 32 MiB of traffic (at most
 //! 200 000 operations) per size for bandwidth; the median of `--reps` repetitions after one
 //! warm-up is reported.
+//!
+//! Built with `--features mpi` and started by `mpirun -n 2`, it runs on the mpi conduit: lines
+//! say `conduit: mpi`, and the baselines are raw MPI measured in the same run between the same
+//! two processes (`mpi_put_flush_8B`, `mpi_put_<size>`, `mpi_pingpong_8B`); only rank 0 prints.
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -35,10 +39,14 @@ fn main() {
 
     let config = LaunchConfig::new(args.ranks).segment_bytes(8 << 20);
     let reps = args.reps;
-    let ranks = args.ranks;
+    let conduit = gasnet_bridge::conduit::selected().unwrap_or_else(|e| {
+        eprintln!("bridge-bench: {e}");
+        std::process::exit(1)
+    });
     let per_rank = launch(&config, handlers, |ep| {
         let mut lines = Vec::new();
-        let line = |l: Line| l.on("smp", ranks);
+        let ranks = ep.ranks();
+        let line = |l: Line| l.on(conduit.name(), ranks);
         let measuring = ep.rank() == 0;
 
         // -- 8-byte blocking put, get, atomic: rank 0 -> rank 1 --------------------------
@@ -162,11 +170,51 @@ fn main() {
     });
 
     let mut lines = per_rank.into_iter().next().unwrap_or_default();
-    let std_barrier = std_barrier_ns(ranks, reps, ops / 20);
+    if conduit == gasnet_bridge::ConduitKind::Mpi {
+        #[cfg(feature = "mpi")]
+        mpi_baselines(&mut lines, ops, flood_bytes, reps);
+        if gasnet_bridge::returned_ranks(args.ranks).is_none_or(|r| r.start != 0) {
+            return; // only rank 0 measured
+        }
+        print(&lines, args.json);
+        return;
+    }
+    let std_barrier = std_barrier_ns(args.ranks, reps, ops / 20);
     if let Some(l) = lines.iter_mut().find(|l| l.bench == "barrier") {
         l.baseline = Some(("std_barrier".into(), std_barrier));
     }
     print(&lines, args.json);
+}
+
+/// Raw MPI between the same two processes, in place of the smp baselines (collective: every
+/// process measures along; rank 0's values are the ones printed).
+#[cfg(feature = "mpi")]
+fn mpi_baselines(lines: &mut [Line], ops: u64, flood_bytes: usize, reps: usize) {
+    use gasnet_bridge::conduit::mpi::baseline;
+    let fail = |e: gasnet_bridge::BridgeError| -> f64 {
+        eprintln!("bridge-bench: raw MPI baseline: {e}");
+        std::process::exit(1)
+    };
+    let put8 = baseline::put_flush(8, ops / 10, reps).unwrap_or_else(fail);
+    let pingpong = baseline::pingpong_8b(ops / 10, reps).unwrap_or_else(fail);
+    let mut flood = Vec::new();
+    for size in FLOOD_SIZES {
+        let n = (flood_bytes / size).clamp(4, 200_000) as u64;
+        let ns = baseline::put_flush(size, n, reps).unwrap_or_else(fail);
+        flood.push((size_name(size), size as f64 / ns));
+    }
+    for l in lines.iter_mut() {
+        l.baseline = match (l.bench.as_str(), l.case.as_str()) {
+            ("put_latency", "8B") => Some(("mpi_put_flush_8B".into(), put8)),
+            ("am_roundtrip", _) => Some(("mpi_pingpong_8B".into(), pingpong)),
+            ("put_bandwidth", case) => flood
+                .iter()
+                .find(|(c, _)| c == case)
+                .map(|(c, v)| (format!("mpi_put_{c}"), *v)),
+            ("get_latency", "8B") => Some(("mpi_put_flush_8B".into(), put8)),
+            _ => l.baseline.take(),
+        };
+    }
 }
 
 /// Median ns per call of `op` on every rank, with ranks aligned by a barrier before each rep.
