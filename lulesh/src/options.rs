@@ -114,10 +114,10 @@ where [opts] is one or more of:\n \
 -v              : Output viz file (not supported by this port)\n \
 --threads <n>   : Worker threads (def: 1; n >= 2 gathers forces per node)\n \
 --ranks <n>     : Ranks, a cube: 1, 8, 27, ... (def: $PGAS_RANKS or 1)\n \
---cd-config <f> : Run each time step as a strict Containment Domain configured\n \
-                  by the TOML file f (CD name \"step\"; preservation medium,\n \
-                  retries, fault injection); prints the CD report table after\n \
-                  the run report (always with --cd-config; -q suppresses it)\n \
+--cd-config <f> : Run each time step as a strict Containment Domain\n                   \
+configured by the TOML file f (CD name \"step\": medium,\n                   \
+retries, fault injection); prints the CD report table\n                   \
+after the run report (-q suppresses it)\n \
 -h              : This message\n\n"
     )
 }
