@@ -174,6 +174,36 @@ fn eval_eos_repeated(dom: &Domain, vnewc: &[f64], ielem: usize, rep: i32) -> Eos
     out
 }
 
+/// The sound speed the EOS leaves in `ss` for an element whose final
+/// energy, pressure and unclamped new relative volume are `e`, `p` and
+/// `vnew`: the last `sound_speed` of [`eval_eos_elem`], with the same
+/// operations, so bit for bit the same value (`ss` is a function of the
+/// step's results and need not be preserved, see `crate::containment`).
+pub(crate) fn sound_speed_after_eos(e: f64, p: f64, vnew: f64, c: &Params) -> f64 {
+    let mut vnewc = vnew;
+    if c.eosvmin != 0.0 && vnewc < c.eosvmin {
+        vnewc = c.eosvmin;
+    }
+    if c.eosvmax != 0.0 && vnewc > c.eosvmax {
+        vnewc = c.eosvmax;
+    }
+    let mut compression = 1.0 / vnewc - 1.0;
+    if c.eosvmax != 0.0 && vnewc >= c.eosvmax {
+        compression = 0.0;
+    }
+    let (_, bvc, pbvc) = calc_pressure(e, compression, vnewc, c);
+    sound_speed(pbvc, e, vnewc * vnewc, bvc, p, c.refdens)
+}
+
+/// The relative volume [`update_volumes_for_elems`] commits for `vnew`.
+pub(crate) fn committed_volume(vnew: f64, v_cut: f64) -> f64 {
+    if (vnew - 1.0).abs() < v_cut {
+        1.0
+    } else {
+        vnew
+    }
+}
+
 /// Updates p, e, q and ss of every element, region by region with each
 /// region's repetition count.
 pub fn apply_material_properties_for_elems(
@@ -249,10 +279,6 @@ pub fn apply_material_properties_for_elems(
 pub fn update_volumes_for_elems(dom: &mut Domain) {
     let v_cut = dom.params.v_cut;
     for (v, &vnew) in dom.v.iter_mut().zip(&dom.vnew) {
-        *v = if (vnew - 1.0).abs() < v_cut {
-            1.0
-        } else {
-            vnew
-        };
+        *v = committed_volume(vnew, v_cut);
     }
 }
