@@ -148,9 +148,9 @@ impl Cd {
                 let store = if equal_upstream {
                     Store::Reference
                 } else if medium == Medium::Local {
-                    Store::LocalBytes(bytes.to_vec())
+                    Store::LocalBytes(rt.pool.copy_of(bytes))
                 } else {
-                    save_bytes(rt, &self.frame, name, medium, bytes.to_vec())
+                    save_bytes(rt, &self.frame, name, medium, rt.pool.copy_of(bytes))
                 };
                 self.record(rt, name, store, bytes.len(), medium, start);
             }),

@@ -170,10 +170,16 @@ impl Frame {
         let entries = std::mem::take(&mut self.state.borrow_mut().entries);
         for e in entries {
             match e.store {
-                Store::Buddy { key, .. } => rt.rpcs.forget(rt.buddy_rank, key),
+                Store::Buddy { key, local } => {
+                    rt.rpcs.forget(rt.buddy_rank, key);
+                    if let Some(buf) = local {
+                        rt.pool.give_back(buf);
+                    }
+                }
                 Store::File(path) => {
                     let _ = std::fs::remove_file(path);
                 }
+                Store::LocalBytes(buf) => rt.pool.give_back(buf),
                 _ => {}
             }
         }

@@ -29,6 +29,7 @@
 //! ```
 
 mod buddy;
+mod buffer_pool;
 pub mod cd;
 pub mod config;
 pub mod error;

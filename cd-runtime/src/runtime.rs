@@ -11,6 +11,7 @@ use gasnet_bridge::LaunchConfig;
 use pgas::RpcTable;
 
 use crate::buddy::{BuddyRpcs, BuddyStore, buddy_of};
+use crate::buffer_pool::BufferPool;
 use crate::config::CdConfig;
 use crate::error::{CdError, CdLaunchError};
 use crate::frame::Frame;
@@ -23,6 +24,8 @@ pub(crate) struct CdRuntime {
     pub(crate) buddy_rank: usize,
     pub(crate) frames: RefCell<Vec<Rc<Frame>>>,
     pub(crate) stats: RefCell<Collector>,
+    /// Preservation buffers released by completed CDs, for the next ones.
+    pub(crate) pool: BufferPool,
     pub(crate) buddy: BuddyStore,
     pub(crate) rpcs: BuddyRpcs,
     iterations: RefCell<HashMap<String, u64>>,
@@ -125,6 +128,7 @@ impl CdRuntime {
         for f in self.frames.borrow().iter() {
             f.lose_local();
         }
+        self.pool.clear();
         for (owner, keys) in self.buddy.wipe() {
             self.rpcs.notify_lost(owner, keys);
         }
@@ -180,6 +184,7 @@ where
             buddy_rank: buddy_of(rank, ranks, rpn),
             frames: RefCell::new(vec![Rc::new(Frame::root(&config, rank))]),
             stats: RefCell::new(Collector::default()),
+            pool: BufferPool::default(),
             buddy: BuddyStore::default(),
             rpcs: buddy_rpcs,
             iterations: RefCell::new(HashMap::new()),

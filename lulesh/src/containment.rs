@@ -222,39 +222,12 @@ fn cycle(
     Ok(())
 }
 
-/// Makes glibc keep the memory the CD runtime frees instead of handing it
-/// back to the kernel (process-wide, from the first CD run on).
-///
-/// Every cycle the runtime copies the cycle's state into new buffers (11
-/// arrays, 240 KiB each at `-s 30`) and frees them when the cycle completes.
-/// With glibc's defaults the freed top of the heap is trimmed (and buffers
-/// over the mmap threshold are unmapped), so the next cycle's copies fault
-/// every page in again: that doubled the cost of preservation (0.75 ms of a
-/// 13 ms cycle at `-s 30`). A fixed mmap threshold of 32 MiB and a trim
-/// threshold of 1 GiB keep those pages mapped and reused.
-fn keep_freed_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    {
-        static ONCE: std::sync::Once = std::sync::Once::new();
-        ONCE.call_once(|| {
-            // SAFETY: mallopt only changes allocator parameters; both values
-            // are within glibc's accepted ranges (mmap threshold at most
-            // HEAP_MAX_SIZE / 2 = 32 MiB on 64-bit targets).
-            unsafe {
-                libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
-                libc::mallopt(libc::M_TRIM_THRESHOLD, 1 << 30);
-            }
-        });
-    }
-}
-
 /// Runs `opts` on `ranks` ranks (1, or a cube) under Containment Domains
 /// configured by `config`, and returns rank 0's report and the CD report.
 /// `progress` runs on rank 0 after each completed cycle.
 ///
 /// The CD report is returned, not printed (`config.report` is ignored);
-/// `config.report_file` is written. The first call tunes the process's
-/// allocator to keep freed memory (see `keep_freed_memory`).
+/// `config.report_file` is written.
 pub fn run(
     opts: &Options,
     ranks: usize,
@@ -270,7 +243,6 @@ pub fn run(
         distributed::launch_config(ranks, nx)?
     };
     config.report = false;
-    keep_freed_memory();
     let mut rpcs = RpcTable::new();
     let arrived = distributed::register_rpcs(&mut rpcs);
     let failure: Mutex<Option<LuleshError>> = Mutex::new(None);
