@@ -202,9 +202,23 @@ fn encode<A: Serialize>(what: &str, args: &A) -> Vec<u8> {
     postcard::to_allocvec(args).unwrap_or_else(|e| panic!("cannot serialize the {what}: {e}"))
 }
 
-fn check_rank(rt: &Runtime, rank: usize, op: &str) {
+/// Checks the target, serializes the arguments and describes the call for the hook.
+fn prepare<A: Serialize, R>(
+    rt: &Runtime,
+    rank: usize,
+    f: &RpcFn<A, R>,
+    args: &A,
+    fire_and_forget: bool,
+) -> (Vec<u8>, RpcCall) {
     let n = rt.ep().ranks();
+    let op = if fire_and_forget { "rpc_ff" } else { "rpc" };
     assert!(rank < n, "{op} to rank {rank}: the job has {n} ranks");
+    let call = RpcCall {
+        rank,
+        name: rt.rpcs.name_of(f.index),
+        fire_and_forget,
+    };
+    (encode("rpc arguments", args), call)
 }
 
 /// Calls `f(args)` on `rank` and returns a future of its result.
@@ -217,13 +231,7 @@ where
     R: DeserializeOwned + 'static,
 {
     runtime::with(|rt| {
-        check_rank(rt, rank, "rpc");
-        let bytes = encode("rpc arguments", &args);
-        let call = RpcCall {
-            rank,
-            name: rt.rpcs.name_of(f.index),
-            fire_and_forget: false,
-        };
+        let (bytes, call) = prepare(rt, rank, &f, &args, false);
         let hook = rt.hook();
         if let Some(h) = &hook {
             if let RpcAction::Served(reply) = h.before_rpc(&call, &bytes) {
@@ -258,13 +266,7 @@ where
     A: Serialize,
 {
     runtime::with(|rt| {
-        check_rank(rt, rank, "rpc_ff");
-        let bytes = encode("rpc arguments", &args);
-        let call = RpcCall {
-            rank,
-            name: rt.rpcs.name_of(f.index),
-            fire_and_forget: true,
-        };
+        let (bytes, call) = prepare(rt, rank, &f, &args, true);
         // With a hook the target's counters must come back for the log: ask for an
         // acknowledgement (an empty reply) that completes nothing else.
         let slot = match rt.hook() {
