@@ -223,8 +223,10 @@ fn cycle(
 }
 
 /// Runs `opts` on `ranks` ranks (1, or a cube) under Containment Domains
-/// configured by `config`, and returns rank 0's report and the CD report.
-/// `progress` runs on rank 0 after each completed cycle.
+/// configured by `config`, and returns rank 0's report and the CD report if
+/// this process ran rank 0: always on the smp conduit, only in rank 0's
+/// process under mpi (`None` in the others). `progress` runs on rank 0 after
+/// each completed cycle.
 ///
 /// The CD report is returned, not printed (`config.report` is ignored);
 /// `config.report_file` is written.
@@ -233,7 +235,7 @@ pub fn run(
     ranks: usize,
     mut config: CdConfig,
     progress: impl Fn(&Domain) + Sync,
-) -> Result<CdRunOutput, LuleshError> {
+) -> Result<Option<CdRunOutput>, LuleshError> {
     let nx = opts.nx as usize;
     let num_ranks = i32::try_from(ranks).map_err(|_| LuleshError::NotACube(i32::MAX))?;
     let job = if ranks == 1 {
@@ -258,6 +260,7 @@ pub fn run(
     };
 
     let outcome = cd::launch(&job, config, rpcs, || {
+        distributed::check_job_size(ranks).unwrap_or_else(|e| fail(e));
         let comm: Box<dyn Comm> = if ranks == 1 {
             Box::new(SingleRank)
         } else {
@@ -278,10 +281,12 @@ pub fn run(
         Ok(rank0.then(|| FinalReport::new(&sim.domain, elapsed, opts.nx, num_ranks)))
     });
     match outcome {
-        Ok(mut out) => Ok(CdRunOutput {
-            report: out.results[0].take().expect("rank 0 returns the report"),
-            cd_report: out.report,
-        }),
+        Ok(out) => {
+            // The CD report is summed at rank 0: it goes with rank 0's report.
+            let cd_report = out.report;
+            Ok(distributed::rank0_result(out.results, ranks)
+                .map(|report| CdRunOutput { report, cd_report }))
+        }
         Err(e) => Err(failure
             .into_inner()
             .unwrap_or_else(|p| p.into_inner())

@@ -362,9 +362,118 @@ pub fn launch_config(ranks: usize, nx: usize) -> Result<LaunchConfig, LuleshErro
     Ok(config)
 }
 
+/// This process's place in a job of the mpi conduit (one rank per process,
+/// started by `mpirun`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MpiProcess {
+    /// Processes in `MPI_COMM_WORLD`: the job's rank count.
+    pub world_size: usize,
+    /// This process's rank in it (the pgas rank it will run).
+    pub rank: usize,
+}
+
+/// Variables by which MPI launchers mark a process as one rank of a parallel
+/// job: gasnet-bridge's list (`conduit::LAUNCHER_VARS`, private there).
+const LAUNCHER_VARS: [&str; 5] = [
+    "OMPI_COMM_WORLD_SIZE",
+    "PMI_SIZE",
+    "PMIX_RANK",
+    "MPI_LOCALNRANKS",
+    "PMI_RANK",
+];
+
+/// `Some` when this process's jobs run on the mpi conduit (built with the
+/// `mpi` feature, started by `mpirun` or with `PGAS_CONDUIT=mpi`; the rule is
+/// gasnet-bridge's `conduit::selected`), with the world size and this
+/// process's rank; `None` on the smp conduit. An unusable `PGAS_CONDUIT` is
+/// an error.
+///
+/// The job's shape (a cube of ranks) must be checked, and the header printed
+/// by rank 0 alone, before the job starts, when MPI is not yet initialized,
+/// and gasnet-bridge has no public call for the world size. So it is read
+/// from the launcher's environment, see [`mpi_process_from`].
+pub fn mpi_process() -> Result<Option<MpiProcess>, LuleshError> {
+    if !cfg!(feature = "mpi") {
+        // Without the conduit built in, the smp conduit runs every job (as before the feature).
+        return Ok(None);
+    }
+    match gasnet_bridge::conduit::selected() {
+        Ok(gasnet_bridge::ConduitKind::Smp) => Ok(None),
+        Ok(gasnet_bridge::ConduitKind::Mpi) => {
+            mpi_process_from(|var| std::env::var(var).ok()).map(Some)
+        }
+        Err(e) => Err(LuleshError::Launch(e.to_string())),
+    }
+}
+
+/// [`mpi_process`]'s reading of the environment, looked up by `lookup`: the
+/// world size from `OMPI_COMM_WORLD_SIZE` (Open MPI) or `PMI_SIZE` (MPICH's
+/// Hydra, Slurm's PMI), the rank from `OMPI_COMM_WORLD_RANK`, `PMI_RANK` or
+/// `PMIX_RANK`. A process no launcher started (`PGAS_CONDUIT=mpi` alone) is a
+/// singleton MPI job: size 1, rank 0. A launcher that tells neither is an
+/// error rather than a guess (the job checks the size again once it runs).
+pub fn mpi_process_from(
+    lookup: impl Fn(&str) -> Option<String>,
+) -> Result<MpiProcess, LuleshError> {
+    let read = |vars: &[&'static str]| -> Result<Option<usize>, LuleshError> {
+        for &var in vars {
+            if let Some(v) = lookup(var) {
+                return v.trim().parse::<usize>().map(Some).map_err(|_| {
+                    LuleshError::Launch(format!("{var}={v} is not a process count or rank"))
+                });
+            }
+        }
+        Ok(None)
+    };
+    let size = read(&["OMPI_COMM_WORLD_SIZE", "PMI_SIZE"])?;
+    let rank = read(&["OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"])?;
+    match (size, rank) {
+        (Some(world_size), rank) if world_size >= 1 => Ok(MpiProcess {
+            world_size,
+            rank: rank.unwrap_or(0),
+        }),
+        (None, None) if LAUNCHER_VARS.iter().all(|v| lookup(v).is_none()) => Ok(MpiProcess {
+            world_size: 1,
+            rank: 0,
+        }),
+        _ => Err(LuleshError::Launch(
+            "the MPI launcher set neither OMPI_COMM_WORLD_SIZE nor PMI_SIZE (a positive \
+             process count): the world size, and so the cube of ranks, is unknown before \
+             the job starts"
+                .into(),
+        )),
+    }
+}
+
+/// The report of rank 0 out of a job's `results`, if this process ran rank 0
+/// (on smp it ran every rank; under mpi only rank 0's process did).
+pub(crate) fn rank0_result<T>(results: Vec<Option<T>>, ranks: usize) -> Option<T> {
+    // The results are those of `here`, in rank order: rank 0's comes first if it is there.
+    let here = gasnet_bridge::launch::returned_ranks(ranks)?;
+    if !here.contains(&0) {
+        return None;
+    }
+    results.into_iter().next().flatten()
+}
+
+/// Fails the job (`fail`) when it does not span `ranks` ranks: under mpi the
+/// world size decides, and the shape was checked against the launcher's
+/// environment before the job started.
+pub(crate) fn check_job_size(ranks: usize) -> Result<(), LuleshError> {
+    let n = pgas::rank_n();
+    if n == ranks {
+        Ok(())
+    } else {
+        Err(LuleshError::Launch(format!(
+            "the job has {n} ranks, but {ranks} were expected from the launcher's environment"
+        )))
+    }
+}
+
 /// Runs `opts` on `ranks` ranks (a cube) shaped by [`launch_config`], and returns rank 0's
-/// report (elapsed time is the maximum over ranks). `progress` runs on rank 0
-/// after each cycle.
+/// report (elapsed time is the maximum over ranks) if this process ran rank 0: always on
+/// the smp conduit, only in rank 0's process under mpi (`None` in the others). `progress`
+/// runs on rank 0 after each cycle.
 ///
 /// A fatal error on any rank stops every rank (as the reference's
 /// `MPI_Abort` does) and is returned.
@@ -372,7 +481,7 @@ pub fn run(
     opts: &Options,
     ranks: usize,
     progress: impl Fn(&Domain) + Sync,
-) -> Result<FinalReport, LuleshError> {
+) -> Result<Option<FinalReport>, LuleshError> {
     let num_ranks = ranks as i32;
     let nx = opts.nx as usize;
     let config = launch_config(ranks, nx)?;
@@ -391,6 +500,7 @@ pub fn run(
     };
 
     let outcome = pgas::launch(&config, rpcs, || {
+        check_job_size(ranks).unwrap_or_else(|e| fail(e));
         let comm = PgasComm::new(nx, arrived).unwrap_or_else(|e| fail(e));
         let mut sim = Simulation::new(opts, Box::new(comm)).unwrap_or_else(|e| fail(e));
         let rank0 = pgas::rank_me() == 0;
@@ -404,10 +514,61 @@ pub fn run(
         rank0.then(|| FinalReport::new(&sim.domain, elapsed, opts.nx, num_ranks))
     });
     match outcome {
-        Ok(mut reports) => Ok(reports[0].take().expect("rank 0 returns the report")),
+        Ok(reports) => Ok(rank0_result(reports, ranks)),
         Err(e) => Err(failure
             .into_inner()
             .unwrap_or_else(|p| p.into_inner())
             .unwrap_or_else(|| LuleshError::Launch(e.to_string()))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+        move |k| {
+            pairs
+                .iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_string())
+        }
+    }
+
+    #[test]
+    fn the_mpi_world_is_read_from_the_launchers_environment() {
+        let open_mpi = [("OMPI_COMM_WORLD_SIZE", "8"), ("OMPI_COMM_WORLD_RANK", "3")];
+        assert_eq!(
+            mpi_process_from(env(&open_mpi)).unwrap(),
+            MpiProcess {
+                world_size: 8,
+                rank: 3
+            }
+        );
+        let hydra = [("PMI_SIZE", "27"), ("PMI_RANK", "0")];
+        assert_eq!(
+            mpi_process_from(env(&hydra)).unwrap(),
+            MpiProcess {
+                world_size: 27,
+                rank: 0
+            }
+        );
+        // PGAS_CONDUIT=mpi without a launcher: a singleton job.
+        assert_eq!(
+            mpi_process_from(env(&[])).unwrap(),
+            MpiProcess {
+                world_size: 1,
+                rank: 0
+            }
+        );
+        // A launcher that does not tell the size is an error, not a guess.
+        let msg = mpi_process_from(env(&[("PMIX_RANK", "1")]))
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("OMPI_COMM_WORLD_SIZE"), "{msg}");
+        let msg = mpi_process_from(env(&[("OMPI_COMM_WORLD_SIZE", "eight")]))
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("OMPI_COMM_WORLD_SIZE=eight"), "{msg}");
     }
 }

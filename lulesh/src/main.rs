@@ -1,10 +1,15 @@
 //! Command-line driver: parses options, runs the simulation on one rank or
 //! a cube of ranks (`--ranks`), with or without Containment Domains
 //! (`--cd-config`), prints the reference's report (and the CD report).
+//!
+//! Built with the `mpi` feature and started by `mpirun -n N`, every process
+//! runs one rank of an N-rank job (the world size is the rank count); only
+//! rank 0's process prints, as the reference's rank 0 does.
 
 use std::io::Write;
 use std::process::ExitCode;
 
+use lulesh::distributed::MpiProcess;
 use lulesh::domain::Domain;
 use lulesh::layout::BlockLayout;
 use lulesh::options::{self, Command, Options};
@@ -12,27 +17,45 @@ use lulesh::verify::fmt_e;
 use lulesh::{FinalReport, Simulation, containment, distributed};
 
 fn main() -> ExitCode {
+    // Under the mpi conduit this process is one rank of a job that spans the
+    // MPI world; otherwise (smp) every rank runs here.
+    let mpi = match distributed::mpi_process() {
+        Ok(m) => m,
+        Err(err) => {
+            eprintln!("{err}");
+            return ExitCode::from(255);
+        }
+    };
+    // Messages before the job starts come from rank 0's process only (every
+    // process meets the same condition and exits with the same status).
+    let speaks = mpi.is_none_or(|m| m.rank == 0);
     let args: Vec<String> = std::env::args().collect();
     let exe = args.first().map_or("lulesh", String::as_str);
     let opts = match options::parse(&args[1..]) {
         Ok(Command::Run(o)) => o,
         Ok(Command::Help) => {
-            print!("{}", options::usage(exe));
+            if speaks {
+                print!("{}", options::usage(exe));
+            }
             return ExitCode::SUCCESS;
         }
         Err(err) => {
-            if matches!(err, options::OptionsError::Unknown(_)) {
-                eprint!("{}", options::usage(exe));
+            if speaks {
+                if matches!(err, options::OptionsError::Unknown(_)) {
+                    eprint!("{}", options::usage(exe));
+                }
+                eprintln!("{err}");
             }
-            eprintln!("{err}");
             return ExitCode::from(255);
         }
     };
 
-    let ranks = match rank_count(&opts) {
+    let ranks = match rank_count(&opts, mpi) {
         Ok(n) => n,
         Err(err) => {
-            eprintln!("{err}");
+            if speaks {
+                eprintln!("{err}");
+            }
             return ExitCode::from(255);
         }
     };
@@ -44,7 +67,9 @@ fn main() -> ExitCode {
         distributed::launch_config(ranks as usize, opts.nx as usize).map(|_| ())
     };
     if let Err(err) = shape {
-        eprintln!("{err}");
+        if speaks {
+            eprintln!("{err}");
+        }
         return ExitCode::from(err.exit_code() as u8);
     }
 
@@ -54,12 +79,16 @@ fn main() -> ExitCode {
         None => None,
         Some(Ok(c)) => Some(c),
         Some(Err(err)) => {
-            eprintln!("{err}");
+            if speaks {
+                eprintln!("{err}");
+            }
             return ExitCode::from(err.exit_code() as u8);
         }
     };
 
-    // One rank keeps the serial code path (no pgas job at all).
+    // One rank keeps the serial code path (no pgas job at all). Under mpi the
+    // rank count is the world size, so this is never taken when `mpirun`
+    // started more than one process.
     let mut serial = if ranks == 1 && cd_config.is_none() {
         match Simulation::single_rank(&opts) {
             Ok(s) => Some(s),
@@ -72,7 +101,7 @@ fn main() -> ExitCode {
         None
     };
     let num_ranks = ranks;
-    let talk = !opts.quiet;
+    let talk = !opts.quiet && speaks;
     if talk {
         let nx = i64::from(opts.nx);
         println!(
@@ -115,17 +144,21 @@ fn main() -> ExitCode {
     let result = match (serial.as_mut(), cd_config) {
         (Some(sim), _) => sim
             .run(opts.its, progress)
-            .map(|elapsed| FinalReport::new(&sim.domain, elapsed, opts.nx, 1)),
+            .map(|elapsed| Some(FinalReport::new(&sim.domain, elapsed, opts.nx, 1))),
         (None, Some(config)) => {
             containment::run(&opts, ranks as usize, config, progress).map(|out| {
-                cd_table = Some(out.cd_report.table());
-                out.report
+                out.map(|out| {
+                    cd_table = Some(out.cd_report.table());
+                    out.report
+                })
             })
         }
         (None, None) => distributed::run(&opts, ranks as usize, progress),
     };
+    // `None`: under mpi, a process other than rank 0's, which prints nothing.
     let report = match result {
-        Ok(r) => r,
+        Ok(Some(r)) => r,
+        Ok(None) => return ExitCode::SUCCESS,
         Err(err) => {
             let _ = stdout.lock().flush();
             eprintln!("{err}");
@@ -141,9 +174,26 @@ fn main() -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// Ranks asked for: `--ranks`, else `PGAS_RANKS`, else 1.
-fn rank_count(opts: &Options) -> Result<i32, String> {
-    let n = match opts.ranks {
+/// Ranks asked for: `--ranks`, else `PGAS_RANKS`, else 1; under mpi the MPI
+/// world size (`PGAS_RANKS` is ignored, a different `--ranks` is an error).
+fn rank_count(opts: &Options, mpi: Option<MpiProcess>) -> Result<i32, String> {
+    let n = match (mpi, opts.ranks) {
+        (Some(m), Some(n)) if n != m.world_size => {
+            return Err(format!(
+                "--ranks {n} does not match the {} MPI processes: under mpirun the rank count \
+                 is the number of processes (`mpirun -n {n} ...`, or leave --ranks out)",
+                m.world_size
+            ));
+        }
+        (Some(m), _) => m.world_size,
+        (None, ranks) => rank_count_smp(ranks)?,
+    };
+    i32::try_from(n).map_err(|_| format!("too many ranks: {n}"))
+}
+
+/// [`rank_count`] on the smp conduit.
+fn rank_count_smp(ranks: Option<usize>) -> Result<usize, String> {
+    Ok(match ranks {
         Some(n) => n,
         None => match std::env::var("PGAS_RANKS") {
             Ok(v) => v
@@ -154,6 +204,5 @@ fn rank_count(opts: &Options) -> Result<i32, String> {
                 .ok_or_else(|| format!("PGAS_RANKS must be a positive integer (got '{v}')"))?,
             Err(_) => 1,
         },
-    };
-    i32::try_from(n).map_err(|_| format!("too many ranks: {n}"))
+    })
 }

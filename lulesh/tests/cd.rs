@@ -33,6 +33,7 @@ fn config(text: &str) -> CdConfig {
 
 fn run_cd(o: &Options, ranks: usize, text: &str) -> Result<CdRunOutput, LuleshError> {
     containment::run(o, ranks, config(text), |_| {})
+        .map(|out| out.expect("rank 0 runs in this process"))
 }
 
 /// A file in the temporary directory, removed on drop.
@@ -83,7 +84,9 @@ inject = { at = [
 #[test]
 fn eight_ranks_with_soft_errors_and_rank_losses_are_bit_exact() {
     let o = opts(5, 9_999_999);
-    let clean = distributed::run(&o, 8, |_| {}).expect("fault-free run");
+    let clean = distributed::run(&o, 8, |_| {})
+        .expect("fault-free run")
+        .expect("rank 0 runs in this process");
     assert_eq!(fmt_e(clean.origin_energy, 17), "2.72053116847034435e+04");
     let out = run_cd(&o, 8, EIGHT_RANK_FAULTS).expect("the faults are contained");
     assert_eq!(physics(&out.report), physics(&clean));

@@ -82,7 +82,9 @@ fn without_cds(opts: &Options) -> (FinalReport, f64) {
 }
 
 fn with_cds(opts: &Options) -> (FinalReport, f64) {
-    let out = containment::run(opts, 1, CdConfig::default(), |_| {}).expect("the run completes");
+    let out = containment::run(opts, 1, CdConfig::default(), |_| {})
+        .expect("the run completes")
+        .expect("a one-rank job runs in this process");
     let step = out
         .cd_report
         .cd(containment::STEP_CD)
