@@ -113,7 +113,8 @@ where [opts] is one or more of:\n \
 -p              : Print out progress\n \
 -v              : Output viz file (not supported by this port)\n \
 --threads <n>   : Worker threads (def: 1; n >= 2 gathers forces per node)\n \
---ranks <n>     : Ranks, a cube: 1, 8, 27, ... (def: $PGAS_RANKS or 1)\n \
+--ranks <n>     : Ranks, a cube: 1, 8, 27, ... (def: $PGAS_RANKS or 1;\n                   \
+under mpirun: the number of processes)\n \
 --cd-config <f> : Run each time step as a strict Containment Domain\n                   \
 configured by the TOML file f (CD name \"step\": medium,\n                   \
 retries, fault injection); prints the CD report table\n                   \
