@@ -372,77 +372,18 @@ pub struct MpiProcess {
     pub rank: usize,
 }
 
-/// Variables by which MPI launchers mark a process as one rank of a parallel
-/// job: gasnet-bridge's list (`conduit::LAUNCHER_VARS`, private there).
-const LAUNCHER_VARS: [&str; 5] = [
-    "OMPI_COMM_WORLD_SIZE",
-    "PMI_SIZE",
-    "PMIX_RANK",
-    "MPI_LOCALNRANKS",
-    "PMI_RANK",
-];
-
 /// `Some` when this process's jobs run on the mpi conduit (built with the
-/// `mpi` feature, started by `mpirun` or with `PGAS_CONDUIT=mpi`; the rule is
-/// gasnet-bridge's `conduit::selected`), with the world size and this
-/// process's rank; `None` on the smp conduit. An unusable `PGAS_CONDUIT` is
-/// an error.
+/// `mpi` feature, started by `mpirun` or with `PGAS_CONDUIT=mpi`), with the
+/// world size and this process's rank; `None` on the smp conduit. An unusable
+/// `PGAS_CONDUIT` is an error.
 ///
 /// The job's shape (a cube of ranks) must be checked, and the header printed
-/// by rank 0 alone, before the job starts, when MPI is not yet initialized,
-/// and gasnet-bridge has no public call for the world size. So it is read
-/// from the launcher's environment, see [`mpi_process_from`].
+/// by rank 0 alone, before the job starts: gasnet-bridge's
+/// `conduit::mpi_world` asks MPI for it.
 pub fn mpi_process() -> Result<Option<MpiProcess>, LuleshError> {
-    if !cfg!(feature = "mpi") {
-        // Without the conduit built in, the smp conduit runs every job (as before the feature).
-        return Ok(None);
-    }
-    match gasnet_bridge::conduit::selected() {
-        Ok(gasnet_bridge::ConduitKind::Smp) => Ok(None),
-        Ok(gasnet_bridge::ConduitKind::Mpi) => {
-            mpi_process_from(|var| std::env::var(var).ok()).map(Some)
-        }
-        Err(e) => Err(LuleshError::Launch(e.to_string())),
-    }
-}
-
-/// [`mpi_process`]'s reading of the environment, looked up by `lookup`: the
-/// world size from `OMPI_COMM_WORLD_SIZE` (Open MPI) or `PMI_SIZE` (MPICH's
-/// Hydra, Slurm's PMI), the rank from `OMPI_COMM_WORLD_RANK`, `PMI_RANK` or
-/// `PMIX_RANK`. A process no launcher started (`PGAS_CONDUIT=mpi` alone) is a
-/// singleton MPI job: size 1, rank 0. A launcher that tells neither is an
-/// error rather than a guess (the job checks the size again once it runs).
-pub fn mpi_process_from(
-    lookup: impl Fn(&str) -> Option<String>,
-) -> Result<MpiProcess, LuleshError> {
-    let read = |vars: &[&'static str]| -> Result<Option<usize>, LuleshError> {
-        for &var in vars {
-            if let Some(v) = lookup(var) {
-                return v.trim().parse::<usize>().map(Some).map_err(|_| {
-                    LuleshError::Launch(format!("{var}={v} is not a process count or rank"))
-                });
-            }
-        }
-        Ok(None)
-    };
-    let size = read(&["OMPI_COMM_WORLD_SIZE", "PMI_SIZE"])?;
-    let rank = read(&["OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"])?;
-    match (size, rank) {
-        (Some(world_size), rank) if world_size >= 1 => Ok(MpiProcess {
-            world_size,
-            rank: rank.unwrap_or(0),
-        }),
-        (None, None) if LAUNCHER_VARS.iter().all(|v| lookup(v).is_none()) => Ok(MpiProcess {
-            world_size: 1,
-            rank: 0,
-        }),
-        _ => Err(LuleshError::Launch(
-            "the MPI launcher set neither OMPI_COMM_WORLD_SIZE nor PMI_SIZE (a positive \
-             process count): the world size, and so the cube of ranks, is unknown before \
-             the job starts"
-                .into(),
-        )),
-    }
+    gasnet_bridge::conduit::mpi_world()
+        .map(|w| w.map(|(rank, world_size)| MpiProcess { world_size, rank }))
+        .map_err(|e| LuleshError::Launch(e.to_string()))
 }
 
 /// The report of rank 0 out of a job's `results`, if this process ran rank 0
@@ -519,56 +460,5 @@ pub fn run(
             .into_inner()
             .unwrap_or_else(|p| p.into_inner())
             .unwrap_or_else(|| LuleshError::Launch(e.to_string()))),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn env<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
-        move |k| {
-            pairs
-                .iter()
-                .find(|(n, _)| *n == k)
-                .map(|(_, v)| v.to_string())
-        }
-    }
-
-    #[test]
-    fn the_mpi_world_is_read_from_the_launchers_environment() {
-        let open_mpi = [("OMPI_COMM_WORLD_SIZE", "8"), ("OMPI_COMM_WORLD_RANK", "3")];
-        assert_eq!(
-            mpi_process_from(env(&open_mpi)).unwrap(),
-            MpiProcess {
-                world_size: 8,
-                rank: 3
-            }
-        );
-        let hydra = [("PMI_SIZE", "27"), ("PMI_RANK", "0")];
-        assert_eq!(
-            mpi_process_from(env(&hydra)).unwrap(),
-            MpiProcess {
-                world_size: 27,
-                rank: 0
-            }
-        );
-        // PGAS_CONDUIT=mpi without a launcher: a singleton job.
-        assert_eq!(
-            mpi_process_from(env(&[])).unwrap(),
-            MpiProcess {
-                world_size: 1,
-                rank: 0
-            }
-        );
-        // A launcher that does not tell the size is an error, not a guess.
-        let msg = mpi_process_from(env(&[("PMIX_RANK", "1")]))
-            .unwrap_err()
-            .to_string();
-        assert!(msg.contains("OMPI_COMM_WORLD_SIZE"), "{msg}");
-        let msg = mpi_process_from(env(&[("OMPI_COMM_WORLD_SIZE", "eight")]))
-            .unwrap_err()
-            .to_string();
-        assert!(msg.contains("OMPI_COMM_WORLD_SIZE=eight"), "{msg}");
     }
 }

@@ -63,6 +63,19 @@ pub fn selected() -> Result<ConduitKind, LaunchError> {
     select(|var| std::env::var(var).ok())
 }
 
+/// This process's place in an mpi job before the job starts: `Some((rank, world size))`, asked
+/// of MPI itself (which this initializes), when [`selected`] is the mpi conduit; `None` on smp.
+/// Programs that must check a job's shape (LULESH's cube of ranks) before launching use it.
+pub fn mpi_world() -> Result<Option<(usize, usize)>, LaunchError> {
+    match selected()? {
+        ConduitKind::Smp => Ok(None),
+        #[cfg(feature = "mpi")]
+        ConduitKind::Mpi => mpi::world_shape().map(Some),
+        #[cfg(not(feature = "mpi"))]
+        ConduitKind::Mpi => unreachable!("`selected` refuses mpi without the feature"),
+    }
+}
+
 /// [`selected`] with the environment looked up by `lookup`.
 pub fn select(lookup: impl Fn(&str) -> Option<String>) -> Result<ConduitKind, LaunchError> {
     match lookup("PGAS_CONDUIT").as_deref().map(str::trim) {
@@ -99,6 +112,13 @@ mod tests {
                 .iter()
                 .find(|(n, _)| *n == k)
                 .map(|(_, v)| v.to_string())
+        }
+    }
+
+    #[test]
+    fn mpi_world_is_none_on_smp() {
+        if select(|v| std::env::var(v).ok()).unwrap() == ConduitKind::Smp {
+            assert_eq!(mpi_world().unwrap(), None);
         }
     }
 

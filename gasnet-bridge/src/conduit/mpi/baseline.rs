@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use ::mpi::ffi;
 
-use super::process::{check, process};
+use super::process::{check, world_shape};
 use super::uint8;
 use crate::error::BridgeError;
 
@@ -18,15 +18,9 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 fn world() -> Result<(ffi::MPI_Comm, usize, usize), BridgeError> {
-    process().map_err(|e| BridgeError::Conduit(e.to_string()))?;
-    // SAFETY: MPI is initialized; the calls write one int each.
-    unsafe {
-        let comm = ffi::RSMPI_COMM_WORLD;
-        let (mut size, mut rank) = (0, 0);
-        check(ffi::MPI_Comm_size(comm, &mut size), "MPI_Comm_size")?;
-        check(ffi::MPI_Comm_rank(comm, &mut rank), "MPI_Comm_rank")?;
-        Ok((comm, rank as usize, size as usize))
-    }
+    let (rank, size) = world_shape().map_err(|e| BridgeError::Conduit(e.to_string()))?;
+    // SAFETY: reading a link-time constant exported by rsmpi's C shim.
+    Ok((unsafe { ffi::RSMPI_COMM_WORLD }, rank, size))
 }
 
 /// Nanoseconds per 8-byte `MPI_Send`/`MPI_Recv` round trip between ranks 0 and 1.

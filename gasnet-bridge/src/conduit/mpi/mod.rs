@@ -53,6 +53,7 @@
 
 pub mod baseline;
 mod process;
+pub(crate) use process::world_shape;
 mod watchdog;
 
 use std::cell::RefCell;

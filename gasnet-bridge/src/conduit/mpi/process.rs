@@ -33,6 +33,20 @@ pub(crate) fn process() -> Result<&'static Process, LaunchError> {
         .map_err(|e| LaunchError::Conduit(e.clone()))
 }
 
+/// This process's rank in `MPI_COMM_WORLD` and the world's size (initializing MPI if needed).
+pub(crate) fn world_shape() -> Result<(usize, usize), LaunchError> {
+    process()?;
+    let conduit = |e: BridgeError| LaunchError::Conduit(e.to_string());
+    // SAFETY: MPI is initialized (above); each call writes one int.
+    unsafe {
+        let comm = ffi::RSMPI_COMM_WORLD;
+        let (mut size, mut rank): (c_int, c_int) = (0, 0);
+        check(ffi::MPI_Comm_size(comm, &mut size), "MPI_Comm_size").map_err(conduit)?;
+        check(ffi::MPI_Comm_rank(comm, &mut rank), "MPI_Comm_rank").map_err(conduit)?;
+        Ok((rank as usize, size as usize))
+    }
+}
+
 fn init() -> Result<Process, String> {
     let multiple = std::env::var("PGAS_MPI_THREAD").is_ok_and(|v| v.trim() == "multiple");
     // SAFETY: reading link-time constants exported by rsmpi's C shim.
