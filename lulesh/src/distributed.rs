@@ -236,6 +236,31 @@ impl PgasComm {
 
     /// Waits for every message of `msg` this rank expects and returns the
     /// receive slots by direction with the buffer holding them.
+    /// Sends the boundary nodes of `fields` to the neighbours and folds what they sent into
+    /// the same nodes with `apply`, in the reference's unpack order (a sum for the force
+    /// exchange, an overwrite for positions and velocities).
+    fn exchange_nodes(
+        &mut self,
+        layout: &BlockLayout,
+        msg: Msg,
+        fields: &mut [&mut [f64]],
+        apply: impl Fn(&mut f64, f64),
+    ) {
+        let dims = node_dims(layout);
+        self.send(layout, msg, fields, dims);
+        let (slots, buf) = self.receive(layout, msg, fields.len());
+        for (i, &d) in DIRS.iter().enumerate() {
+            let Some(at) = slots[i] else { continue };
+            let n = halo::side_len(dims, d);
+            let msg_data = &buf[at..at + fields.len() * n];
+            for (field, src) in fields.iter_mut().zip(msg_data.chunks_exact(n)) {
+                for (idx, &v) in halo::side_indices(dims, d).zip(src) {
+                    apply(&mut field[idx], v);
+                }
+            }
+        }
+    }
+
     fn receive(&self, layout: &BlockLayout, msg: Msg, nf: usize) -> ([Option<usize>; 26], &[f64]) {
         let kind = kind_index(msg);
         let slots = halo::slots(layout, Pattern::of(msg), nf, true);
@@ -271,37 +296,11 @@ impl Comm for PgasComm {
     fn post_recv(&mut self, _layout: &BlockLayout, _msg: Msg, _num_fields: usize) {}
 
     fn sum_boundary_nodes(&mut self, layout: &BlockLayout, fields: &mut [&mut [f64]]) {
-        let msg = Msg::SumBoundaryNodes;
-        let dims = node_dims(layout);
-        self.send(layout, msg, fields, dims);
-        let (slots, buf) = self.receive(layout, msg, fields.len());
-        for (i, &d) in DIRS.iter().enumerate() {
-            let Some(at) = slots[i] else { continue };
-            let n = halo::side_len(dims, d);
-            let msg_data = &buf[at..at + fields.len() * n];
-            for (field, src) in fields.iter_mut().zip(msg_data.chunks_exact(n)) {
-                for (idx, &v) in halo::side_indices(dims, d).zip(src) {
-                    field[idx] += v;
-                }
-            }
-        }
+        self.exchange_nodes(layout, Msg::SumBoundaryNodes, fields, |x, v| *x += v);
     }
 
     fn sync_pos_vel(&mut self, layout: &BlockLayout, fields: &mut [&mut [f64]; 6]) {
-        let msg = Msg::SyncPosVel;
-        let dims = node_dims(layout);
-        self.send(layout, msg, fields, dims);
-        let (slots, buf) = self.receive(layout, msg, fields.len());
-        for (i, &d) in DIRS.iter().enumerate() {
-            let Some(at) = slots[i] else { continue };
-            let n = halo::side_len(dims, d);
-            let msg_data = &buf[at..at + fields.len() * n];
-            for (field, src) in fields.iter_mut().zip(msg_data.chunks_exact(n)) {
-                for (idx, &v) in halo::side_indices(dims, d).zip(src) {
-                    field[idx] = v;
-                }
-            }
-        }
+        self.exchange_nodes(layout, Msg::SyncPosVel, fields, |x, v| *x = v);
     }
 
     fn exchange_monoq(&mut self, layout: &BlockLayout, fields: &mut [&mut [f64]; 3]) {
