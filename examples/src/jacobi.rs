@@ -9,9 +9,9 @@
 //! values, reduced exactly (as 2^-96 fixed-point integers, whose sum does not depend on
 //! order), so it prints the same bits for 1, 2, 4 or 8 ranks; a position-sensitive fingerprint
 //! of the values' bits is reduced alongside. For small grids rank 0 repeats the run serially
-//! ([`serial_run`]) and both numbers must match exactly ([`summarize`]).
+//! ([`serial_run`]) and both numbers must match exactly ([`Block::report`]).
 
-use pgas::{GlobalPtr, barrier, new_array, rank_me, rank_n, reduce_all, world};
+use pgas::{GlobalPtr, barrier, broadcast, new_array, rank_me, rank_n, reduce_all, world};
 
 use crate::{exchange, mix64, parse_positive, segment_for};
 
@@ -277,7 +277,7 @@ impl Field {
 
 /// The exact checksum of (part of) the grid: the fixed-point sum of the values and the
 /// position-sensitive fingerprint of their bits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Checksum {
     /// Sum of the values as integers of 2^-96.
     pub sum: i128,
@@ -421,31 +421,55 @@ impl Block {
     }
 
     /// What this rank reports after a run of `iters` iterations that took `seconds`
-    /// (collective): the reduced [`Block::checksum`] and, on rank 0 if `serial_check`, the
-    /// [`serial_run`]'s.
-    pub fn report(&self, iters: usize, seconds: f64, serial_check: bool) -> RankReport {
+    /// (collective): the reduced [`Block::checksum`], checked here, inside the job, so that a
+    /// failure stops every process (under mpirun too): an error on a rank whose reduced
+    /// checksum differs from rank 0's, and on rank 0 if `serial_check` and the [`serial_run`]'s
+    /// differs.
+    pub fn report(
+        &self,
+        iters: usize,
+        seconds: f64,
+        serial_check: bool,
+    ) -> Result<RankReport, String> {
         let checksum = self.checksum();
-        let serial = (rank_me() == 0 && serial_check).then(|| serial_run(self.n, iters));
-        RankReport {
+        if broadcast(&world(), checksum, 0).wait() != checksum {
+            return Err("this rank's reduced checksum differs from rank 0's".into());
+        }
+        let serial_checked = rank_me() == 0 && serial_check;
+        if serial_checked {
+            let serial = serial_run(self.n, iters);
+            if serial != checksum {
+                return Err(format!(
+                    "the parallel run differs from the serial run: checksum {:.17e} vs {:.17e}, \
+                     fingerprint {:#018x} vs {:#018x}",
+                    checksum.value(),
+                    serial.value(),
+                    checksum.print,
+                    serial.print
+                ));
+            }
+        }
+        Ok(RankReport {
             checksum,
             seconds,
-            serial,
-        }
+            serial_checked,
+        })
     }
 }
 
 /// What each rank reports back.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize)]
 pub struct RankReport {
     /// The reduced checksum (the same on every rank).
     pub checksum: Checksum,
     /// This rank's time for the iterations.
     pub seconds: f64,
-    /// The serial run's checksum (rank 0, small grids).
-    pub serial: Option<Checksum>,
+    /// Whether this rank repeated the run serially and found the same checksum (rank 0, small
+    /// grids).
+    pub serial_checked: bool,
 }
 
-/// The ranks' reports, checked: all ranks agree and the serial run (if any) matches.
+/// What the program prints, from the ranks' checked reports.
 #[derive(Debug, Clone, Copy)]
 pub struct Summary {
     /// The checksum every rank reduced.
@@ -456,33 +480,18 @@ pub struct Summary {
     pub serial_note: &'static str,
 }
 
-/// Checks the ranks' reports (in rank order): an error if a rank's reduced checksum differs from
-/// rank 0's or the serial run's differs from the parallel one.
-pub fn summarize(reports: &[RankReport]) -> Result<Summary, String> {
+/// The summary of every rank's report, in rank order (as [`crate::run`] gathers them).
+pub fn summarize(reports: &[RankReport]) -> Summary {
     let first = &reports[0];
-    if let Some(r) = reports.iter().position(|r| r.checksum != first.checksum) {
-        return Err(format!("rank {r}'s reduced checksum differs from rank 0's"));
-    }
-    let seconds = reports.iter().map(|r| r.seconds).fold(0.0, f64::max);
-    let serial_note = match first.serial {
-        Some(serial) if serial == first.checksum => "identical to serial run",
-        Some(serial) => {
-            return Err(format!(
-                "the parallel run differs from the serial run: checksum {:.17e} vs {:.17e}, \
-                 fingerprint {:#018x} vs {:#018x}",
-                first.checksum.value(),
-                serial.value(),
-                first.checksum.print,
-                serial.print
-            ));
-        }
-        None => "serial check skipped",
-    };
-    Ok(Summary {
+    Summary {
         checksum: first.checksum,
-        seconds,
-        serial_note,
-    })
+        seconds: reports.iter().map(|r| r.seconds).fold(0.0, f64::max),
+        serial_note: if first.serial_checked {
+            "identical to serial run"
+        } else {
+            "serial check skipped"
+        },
+    }
 }
 
 impl Summary {

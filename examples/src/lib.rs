@@ -5,15 +5,27 @@
 //! Each binary in `src/bin/` is a self-checking program: it computes something with the pgas
 //! API, verifies the answer, prints a short summary and exits non-zero with a message if the
 //! answer is wrong.
+//!
+//! The same binaries run on a cluster: built with the `mpi` feature and started by
+//! `mpirun -n N`, each process runs one rank of an N-rank job. That is why the checks are made
+//! inside the job ([`conclude`] agrees on them, so every process exits non-zero on a failure)
+//! and why the summary comes from rank 0's values gathered inside the job and is printed by rank
+//! 0's process alone ([`run`] and [`finish`] return it only there).
 
 use std::fmt::Display;
+use std::sync::OnceLock;
 use std::time::Duration;
 
-use pgas::{DistObject, LaunchConfig, RpcTable, barrier, rank_n, when_all};
+use pgas::{
+    DistObject, LaunchConfig, RpcTable, barrier, ops, rank_n, reduce_all, reduce_one, when_all,
+    world,
+};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 
 pub mod jacobi;
 
-/// Rank count used when neither `--ranks` nor `PGAS_RANKS` is given.
+/// Rank count used when neither `--ranks` nor `PGAS_RANKS` is given (and not under mpirun).
 pub const DEFAULT_RANKS: usize = 4;
 
 /// Bytes kept at the start of every segment by the pgas runtime, plus allocator slack, added to
@@ -23,14 +35,27 @@ pub const SEGMENT_SLACK: usize = 64 << 10;
 /// Command-line options every example takes.
 #[derive(Debug, Clone, clap::Args)]
 pub struct CommonArgs {
-    /// Number of ranks (threads); default: PGAS_RANKS, else 4.
+    /// Number of ranks (threads); default: PGAS_RANKS, else 4. Under mpirun the rank count is
+    /// the number of processes, and a different --ranks is refused.
     #[arg(long, value_parser = parse_positive)]
     pub ranks: Option<usize>,
 }
 
 impl CommonArgs {
-    /// The rank count: `--ranks`, else `PGAS_RANKS`, else [`DEFAULT_RANKS`].
+    /// The rank count. Under mpirun: the MPI world size (`PGAS_RANKS` is ignored and a
+    /// `--ranks` that differs is an error naming both, as LULESH does: the problem size of most
+    /// examples grows with the rank count, so quietly running another size would mislead).
+    /// Otherwise `--ranks`, else `PGAS_RANKS`, else [`DEFAULT_RANKS`].
     pub fn ranks(&self) -> Result<usize, String> {
+        if let Some((_, size)) = mpi_world()? {
+            return match self.ranks {
+                Some(n) if n != size => Err(format!(
+                    "--ranks {n} does not match the {size} MPI processes: under mpirun the rank \
+                     count is the number of processes (`mpirun -n {n} ...`, or leave --ranks out)"
+                )),
+                _ => Ok(size),
+            };
+        }
         if let Some(n) = self.ranks {
             return Ok(n);
         }
@@ -42,6 +67,34 @@ impl CommonArgs {
     }
 }
 
+/// This process's place in an mpi job, `Some((rank, world size))`, or `None` on smp (where this
+/// process runs every rank). Asked once: the answer cannot change.
+pub fn mpi_world() -> Result<Option<(usize, usize)>, String> {
+    static WORLD: OnceLock<Result<Option<(usize, usize)>, String>> = OnceLock::new();
+    WORLD
+        .get_or_init(|| gasnet_bridge::conduit::mpi_world().map_err(|e| e.to_string()))
+        .clone()
+}
+
+/// Whether this process prints what every process knows alike (the summary, errors found
+/// before the job starts): on smp the only process, under mpirun rank 0's. A broken conduit
+/// selection counts as speaking, so that its error is seen.
+pub fn speaks() -> bool {
+    !matches!(mpi_world(), Ok(Some((rank, _))) if rank != 0)
+}
+
+/// Parses the command line as clap does, but prints usage errors and `--help` from one process
+/// only under mpirun (every process exits with clap's status).
+pub fn parse_args<A: clap::Parser>() -> A {
+    A::try_parse().unwrap_or_else(|e| {
+        if speaks() {
+            // Nothing better to do if the terminal is gone.
+            let _ = e.print();
+        }
+        std::process::exit(e.exit_code())
+    })
+}
+
 /// Parses a whole number of at least 1 (a clap value parser).
 pub fn parse_positive(s: &str) -> Result<usize, String> {
     match s.trim().parse::<usize>() {
@@ -51,9 +104,12 @@ pub fn parse_positive(s: &str) -> Result<usize, String> {
     }
 }
 
-/// Prints `program: error: message` to stderr and exits with status 1.
+/// Prints `program: error: message` to stderr (from rank 0's process under mpirun: every
+/// process meets the same error) and exits with status 1. For errors found before the job.
 pub fn fail(program: &str, message: impl Display) -> ! {
-    eprintln!("{program}: error: {message}");
+    if speaks() {
+        eprintln!("{program}: error: {message}");
+    }
     std::process::exit(1)
 }
 
@@ -66,34 +122,91 @@ pub fn segment_for(bytes: usize) -> Result<usize, String> {
         .ok_or_else(|| format!("a segment of {bytes} bytes is too large for this machine"))
 }
 
-/// Launches `body` on `ranks` ranks, exiting with the launch error (which names the rank that
-/// failed) or with every rank's own error; returns the ranks' values in rank order.
+/// Launches `body` on `ranks` ranks and hands its outcomes to [`conclude`] and [`finish`]:
+/// exits with the launch error (which names the rank that failed) or, on every process, when a
+/// rank's check failed; returns every rank's value, in rank order, in the process that ran
+/// rank 0 and `None` in the others (under mpirun).
 pub fn run<R, F>(
     program: &str,
     ranks: usize,
     segment_bytes: usize,
     rpcs: RpcTable,
     body: F,
-) -> Vec<R>
+) -> Option<Vec<R>>
 where
-    R: Send,
+    R: Serialize + DeserializeOwned + Send + 'static,
     F: Fn() -> Result<R, String> + Sync,
 {
     let config = LaunchConfig::new(ranks).segment_bytes(segment_bytes);
-    let results = pgas::launch(&config, rpcs, body).unwrap_or_else(|e| fail(program, e));
-    let mut values = Vec::with_capacity(results.len());
-    let mut failed = false;
-    for (rank, r) in results.into_iter().enumerate() {
-        match r {
-            Ok(v) => values.push(v),
-            Err(e) => {
-                eprintln!("{program}: rank {rank}: {e}");
-                failed = true;
-            }
+    finish(program, pgas::launch(&config, rpcs, || conclude(body())))
+}
+
+/// A rank's outcome after [`conclude`]: its own error, how many ranks failed, and (on rank 0,
+/// when none failed) every rank's value.
+#[derive(Debug)]
+pub struct Concluded<R> {
+    error: Option<String>,
+    failed: u64,
+    ranks: usize,
+    values: Option<Vec<R>>,
+}
+
+/// Ends a rank's part of a job (collective: every rank calls it last): the ranks agree on how
+/// many of them failed, so that every process knows a failure found by another, and, if none
+/// did, rank 0 gathers every rank's value in rank order.
+pub fn conclude<R>(outcome: Result<R, String>) -> Concluded<R>
+where
+    R: Serialize + DeserializeOwned + 'static,
+{
+    let failed = reduce_all(&world(), u64::from(outcome.is_err()), ops::add).wait();
+    let (error, values) = match outcome {
+        Err(e) => (Some(e), None),
+        Ok(_) if failed > 0 => (None, None),
+        Ok(v) => {
+            let concat = |mut a: Vec<R>, b: Vec<R>| {
+                a.extend(b);
+                a
+            };
+            (None, reduce_one(&world(), vec![v], concat, 0).wait())
         }
+    };
+    Concluded {
+        error,
+        failed,
+        ranks: rank_n(),
+        values,
     }
-    if failed {
-        fail(program, "check failed (see the messages above)");
+}
+
+/// The values gathered by [`conclude`] out of a job's `results`: exits with the launch error
+/// (printed by every process, as each may have seen a different first failure), or after
+/// printing the errors of the ranks this process ran and, from rank 0's process, how many ranks
+/// failed; `None` in a process that did not run rank 0.
+pub fn finish<R, E: Display>(
+    program: &str,
+    results: Result<Vec<Concluded<R>>, E>,
+) -> Option<Vec<R>> {
+    let results = results.unwrap_or_else(|e| {
+        eprintln!("{program}: error: {e}");
+        std::process::exit(1)
+    });
+    let here = gasnet_bridge::launch::returned_ranks(results.len()).unwrap_or(0..0);
+    let (mut failed, mut ranks, mut values) = (0, 0, None);
+    for (rank, c) in here.zip(results) {
+        if let Some(e) = c.error {
+            eprintln!("{program}: rank {rank}: {e}");
+        }
+        (failed, ranks) = (c.failed, c.ranks);
+        values = values.or(c.values);
+    }
+    if failed > 0 {
+        if speaks() {
+            eprintln!(
+                "{program}: error: the check failed on {failed} of {ranks} ranks (see the ranks' \
+                 messages)"
+            );
+        }
+        std::process::exit(1)
     }
     values
 }

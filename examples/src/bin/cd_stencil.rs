@@ -14,7 +14,9 @@
 //! the end of an execution, and the neighbours write the next faces only after the CD's
 //! agreement, which the lost rank joins after its loss.)
 //!
-//! Prints the checksum with `{:.17e}`, then the CD report table.
+//! Prints the checksum with `{:.17e}`, then the CD report table. Under mpirun (feature `mpi`)
+//! each process runs one rank, the checks stop every process if one fails, and rank 0's process
+//! prints.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -23,7 +25,7 @@ use cd_runtime as cd;
 use clap::Parser;
 use pgas::{LaunchConfig, RpcTable, barrier, rank_me};
 use pgas_examples::jacobi::{Block, Grid, JacobiArgs, check_edge, summarize};
-use pgas_examples::{CommonArgs, fail, secs};
+use pgas_examples::{CommonArgs, conclude, fail, finish, parse_args, secs};
 
 /// Command line of `cd_stencil`.
 #[derive(Debug, Parser)]
@@ -40,7 +42,7 @@ struct Args {
 
 fn main() {
     const NAME: &str = "cd_stencil";
-    let args = Args::parse();
+    let args: Args = parse_args();
     let ranks = args.common.ranks().unwrap_or_else(|e| fail(NAME, e));
     let (n, iters) = (args.jacobi.n, args.jacobi.iters);
     // The errors are reported in this order: `--n` too large, the configuration, `--n` too
@@ -55,7 +57,8 @@ fn main() {
     let segment = grid.segment_bytes().unwrap_or_else(|e| fail(NAME, e));
     let job = LaunchConfig::new(ranks).segment_bytes(segment);
 
-    let outcome = cd::launch(&job, config, RpcTable::new(), || {
+    let mut report = cd::Report::default();
+    let launched = cd::launch(&job, config, RpcTable::new(), || {
         let mut block = Block::new(&grid).unwrap_or_else(|e| panic!("rank {}: {e}", rank_me()));
         barrier();
         let start = Instant::now();
@@ -71,17 +74,23 @@ fn main() {
             })?;
         }
         let seconds = secs(start.elapsed());
-        Ok(block.report(iters, seconds, serial_check))
+        Ok(conclude(block.report(iters, seconds, serial_check)))
     })
-    .unwrap_or_else(|e| fail(NAME, e));
+    .map(|outcome| {
+        report = outcome.report;
+        outcome.results
+    });
+    let Some(reports) = finish(NAME, launched) else {
+        return;
+    };
 
-    let summary = summarize(&outcome.results).unwrap_or_else(|e| fail(NAME, e));
-    let stats = outcome.report.cd("iteration").cloned().unwrap_or_default();
+    let summary = summarize(&reports);
+    let stats = report.cd("iteration").cloned().unwrap_or_default();
     println!("{}", summary.headline(NAME, &grid, iters));
     println!(
         "cd: {} faults injected, {} re-executions, {} escalations",
         stats.injected, stats.reexecutions, stats.escalations
     );
     println!("{}", summary.checksum_line());
-    print!("{}", outcome.report.table());
+    print!("{}", report.table());
 }
