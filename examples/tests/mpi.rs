@@ -1,0 +1,328 @@
+//! The same example binaries under `mpirun` (the mpi conduit, one rank per process): each runs
+//! on as many ranks as processes, prints its report once, from rank 0's process, and that report
+//! equals the smp run's on as many ranks but for the timings (the stencils' checksums, the CD
+//! counts, the verification lines); a check that fails on some ranks makes every process exit
+//! non-zero; a `--ranks` that differs from the number of processes is refused.
+//!
+//! Only with the `mpi` feature (`cargo test -p pgas-examples --features mpi --test mpi`), and
+//! skipped with a message when there is no mpirun. `MPIRUN` overrides the launcher (default
+//! `mpirun`), `MPIRUN_FLAGS` its flags (default `--allow-run-as-root --oversubscribe`, for Open
+//! MPI in a root container), as in gasnet-bridge's conduit suite and lulesh's tests/mpi.rs.
+#![cfg(feature = "mpi")]
+
+use std::process::{Command, Output, Stdio};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+
+const HELLO: &str = env!("CARGO_BIN_EXE_hello");
+const GUPS: &str = env!("CARGO_BIN_EXE_gups");
+const DHT: &str = env!("CARGO_BIN_EXE_dht");
+const STENCIL: &str = env!("CARGO_BIN_EXE_stencil");
+const CD_STENCIL: &str = env!("CARGO_BIN_EXE_cd_stencil");
+
+/// The process counts every example is run with.
+const WORLDS: [usize; 2] = [2, 3];
+
+fn launcher() -> String {
+    std::env::var("MPIRUN").unwrap_or_else(|_| "mpirun".into())
+}
+
+/// The lock every test holds while it runs jobs, or `None` (test skipped) without mpirun. One
+/// job at a time: parallel tests would put several oversubscribed jobs on this machine's cores.
+fn mpi_or_skip(test: &str) -> Option<MutexGuard<'static, ()>> {
+    static HAVE: OnceLock<bool> = OnceLock::new();
+    static ONE_JOB: Mutex<()> = Mutex::new(());
+    let have = *HAVE.get_or_init(|| {
+        Command::new(launcher())
+            .arg("--version")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    });
+    if !have {
+        eprintln!("{test}: no {} on PATH; skipped", launcher());
+        return None;
+    }
+    // A failed test poisons the lock; the others can still run.
+    Some(ONE_JOB.lock().unwrap_or_else(|e| e.into_inner()))
+}
+
+/// `bin args` as `n` processes under mpirun, with the environment that would choose the smp
+/// conduit or a rank count removed.
+fn mpirun(n: usize, bin: &str, args: &[&str]) -> Output {
+    let flags = std::env::var("MPIRUN_FLAGS")
+        .unwrap_or_else(|_| "--allow-run-as-root --oversubscribe".into());
+    Command::new(launcher())
+        .args(flags.split_whitespace())
+        .arg("-n")
+        .arg(n.to_string())
+        .arg(bin)
+        .args(args)
+        .env_remove("PGAS_RANKS")
+        .env_remove("PGAS_SEGMENT_MB")
+        .env_remove("PGAS_CONDUIT")
+        .env_remove("CD_CONFIG")
+        .output()
+        .unwrap_or_else(|e| panic!("cannot start {}: {e}", launcher()))
+}
+
+/// `bin --ranks n args` on the smp conduit.
+fn smp(n: usize, bin: &str, args: &[&str]) -> String {
+    let out = Command::new(bin)
+        .arg("--ranks")
+        .arg(n.to_string())
+        .args(args)
+        .env("PGAS_CONDUIT", "smp")
+        .env_remove("PGAS_SEGMENT_MB")
+        .env_remove("CD_CONFIG")
+        .output()
+        .unwrap_or_else(|e| panic!("cannot start {bin}: {e}"));
+    stdout_of_success(&format!("{bin} --ranks {n} {args:?}"), out)
+}
+
+fn stdout_of_success(what: &str, out: Output) -> String {
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{what} failed ({}):\nstdout:\n{stdout}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+/// `bin args` under `mpirun -n n`, which must succeed; its stdout.
+fn mpi_ok(n: usize, bin: &str, args: &[&str]) -> String {
+    stdout_of_success(
+        &format!("mpirun -n {n} {bin} {args:?}"),
+        mpirun(n, bin, args),
+    )
+}
+
+/// `line` with its timings (a number before a unit of time or rate) replaced by `#`, so that
+/// reports of different runs compare equal when everything but the speed is.
+fn untimed(line: &str) -> String {
+    const UNITS: [&str; 5] = ["s", "ms", "GUP/s", "M/s", "Mpoint/s"];
+    let words: Vec<&str> = line.split(' ').collect();
+    let timed = |i: usize| {
+        words.get(i + 1).is_some_and(|next| {
+            UNITS.contains(&next.trim_end_matches([',', ';', ':', ')']))
+                && words[i].trim_start_matches('(').parse::<f64>().is_ok()
+        })
+    };
+    (0..words.len())
+        .map(|i| if timed(i) { "#" } else { words[i] })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The start of the CD report table's row for the stencil's CD.
+const CD_ROW: &str = "iteration ";
+
+/// The line of `out` that starts with `prefix`, untimed (and for [`CD_ROW`] without the
+/// table's two last columns, milliseconds); the report must hold exactly one.
+fn the_line(out: &str, prefix: &str) -> String {
+    let lines: Vec<&str> = out.lines().filter(|l| l.starts_with(prefix)).collect();
+    assert_eq!(lines.len(), 1, "one {prefix:?} line expected in:\n{out}");
+    if prefix == CD_ROW {
+        let columns: Vec<&str> = lines[0].split_whitespace().collect();
+        return columns[..columns.len().saturating_sub(2)].join(" ");
+    }
+    untimed(lines[0])
+}
+
+/// Runs `bin args` on every world size, under mpirun and on smp, and checks that the lines
+/// starting with each of `prefixes` appear once under mpirun and equal the smp run's.
+fn same_report(bin: &str, args: &[&str], prefixes: &[&str]) {
+    for n in WORLDS {
+        let mpi = mpi_ok(n, bin, args);
+        let smp = smp(n, bin, args);
+        for prefix in prefixes {
+            assert_eq!(
+                the_line(&mpi, prefix),
+                the_line(&smp, prefix),
+                "{n} processes against {n} threads\nmpi:\n{mpi}\nsmp:\n{smp}"
+            );
+        }
+    }
+}
+
+#[test]
+fn timings_are_masked_and_nothing_else() {
+    assert_eq!(
+        untimed("x: 2 ranks, n=18, 7 iterations in 0.0001 s (365.0 Mpoint/s); ok"),
+        "x: 2 ranks, n=18, 7 iterations in # s # Mpoint/s); ok"
+    );
+    assert_eq!(
+        untimed("checksum 2.43865776406772147e3 fingerprint 0x3f"),
+        "checksum 2.43865776406772147e3 fingerprint 0x3f"
+    );
+    assert_eq!(
+        untimed("inserts 3.7 M/s, 6000 lookups 1.4 M/s; load 0.50"),
+        "inserts # M/s, 6000 lookups # M/s; load 0.50"
+    );
+}
+
+#[test]
+fn hello_greets_from_every_process_and_reports_once() {
+    let Some(_job) = mpi_or_skip("hello") else {
+        return;
+    };
+    same_report(HELLO, &["--rounds", "3"], &["hello: "]);
+    let out = mpi_ok(3, HELLO, &[]);
+    for rank in 0..3 {
+        let greeting = format!("hello from rank {rank} of 3\n");
+        assert_eq!(out.matches(&greeting).count(), 1, "{out}");
+    }
+}
+
+#[test]
+fn gups_verifies_both_variants() {
+    let Some(_job) = mpi_or_skip("gups") else {
+        return;
+    };
+    same_report(
+        GUPS,
+        &["--log-table", "10", "--variant", "atomic"],
+        &["gups: "],
+    );
+    same_report(
+        GUPS,
+        &["--log-table", "10", "--variant", "rpc", "--batch", "37"],
+        &["gups: "],
+    );
+}
+
+#[test]
+fn dht_counts_match_smp() {
+    let Some(_job) = mpi_or_skip("dht") else {
+        return;
+    };
+    same_report(
+        DHT,
+        &["--keys-per-rank", "1500", "--lookups", "3000"],
+        &["dht: "],
+    );
+}
+
+#[test]
+fn stencil_checksum_matches_smp() {
+    let Some(_job) = mpi_or_skip("stencil") else {
+        return;
+    };
+    same_report(
+        STENCIL,
+        &["--n", "18", "--iters", "7"],
+        &["stencil: ", "checksum "],
+    );
+}
+
+/// A configuration with soft errors and rank losses in the buddy medium, on 3 ranks.
+const FAULTS: &str = "seed = 5\n\
+    [cd.iteration]\n\
+    medium = \"buddy\"\n\
+    retries = 4\n\
+    inject = { soft_error = 0.02, rank_loss = 0.02, at = [\n\
+      { rank = 1, iteration = 2, kind = \"rank_loss\" },\n\
+      { rank = 2, iteration = 5, kind = \"soft\" },\n\
+      { rank = 0, iteration = 9, kind = \"rank_loss\" } ] }\n";
+
+#[test]
+fn cd_stencil_checksum_and_cd_report_match_smp_with_and_without_faults() {
+    let Some(_job) = mpi_or_skip("cd_stencil") else {
+        return;
+    };
+    let lines = [
+        "cd_stencil: ",
+        "cd: ",
+        "checksum ",
+        "CD report",
+        "iteration ",
+    ];
+    let args = ["--n", "18", "--iters", "12"];
+    same_report(CD_STENCIL, &args, &lines);
+
+    let path = std::env::temp_dir().join(format!("examples-mpi-{}-cd.toml", std::process::id()));
+    std::fs::write(&path, FAULTS).expect("write the configuration");
+    let path = path.to_string_lossy().into_owned();
+    let mut faulty = args.to_vec();
+    faulty.extend(["--cd-config", &path]);
+    let clean = mpi_ok(3, CD_STENCIL, &args);
+    let with_faults = mpi_ok(3, CD_STENCIL, &faulty);
+    let smp_with_faults = smp(3, CD_STENCIL, &faulty);
+    let _ = std::fs::remove_file(&path);
+    assert_eq!(
+        the_line(&with_faults, "checksum "),
+        the_line(&clean, "checksum "),
+        "\nfaulty:\n{with_faults}\nclean:\n{clean}"
+    );
+    assert!(
+        !with_faults.contains("cd: 0 faults"),
+        "faults were injected: {with_faults}"
+    );
+    for prefix in lines {
+        assert_eq!(
+            the_line(&with_faults, prefix),
+            the_line(&smp_with_faults, prefix),
+            "\nmpi:\n{with_faults}\nsmp:\n{smp_with_faults}"
+        );
+    }
+}
+
+#[test]
+fn a_check_failing_on_some_ranks_fails_every_process() {
+    let Some(_job) = mpi_or_skip("failing check") else {
+        return;
+    };
+    // Some table fills up (which one depends on the race between the inserting ranks); each
+    // process then reports its own exit status through the shell, which itself exits 0 so that
+    // mpirun lets every process finish.
+    let out = mpirun(
+        3,
+        "sh",
+        &[
+            "-c",
+            "\"$0\" \"$@\"; echo \"exit status $?\"",
+            DHT,
+            "--keys-per-rank",
+            "200",
+            "--slots-per-rank",
+            "190",
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        stdout.matches("exit status 1\n").count(),
+        3,
+        "every process must fail:\n{stdout}\n{stderr}"
+    );
+    assert!(stderr.contains("table full"), "{stderr}");
+    assert_eq!(
+        stderr.matches("dht: error: the check failed on ").count(),
+        1,
+        "{stderr}"
+    );
+    assert!(
+        !stdout.contains("dht: "),
+        "no report after a failed check:\n{stdout}"
+    );
+}
+
+#[test]
+fn ranks_that_differ_from_the_process_count_are_refused_once() {
+    let Some(_job) = mpi_or_skip("--ranks") else {
+        return;
+    };
+    for bin in [HELLO, GUPS, DHT, STENCIL, CD_STENCIL] {
+        let out = mpirun(2, bin, &["--ranks", "3"]);
+        assert!(!out.status.success(), "{bin}: {out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        let message = "--ranks 3 does not match the 2 MPI processes";
+        assert_eq!(err.matches(message).count(), 1, "{bin}: {err}");
+        assert!(out.stdout.is_empty(), "{bin}: {out:?}");
+    }
+    // The same number is accepted.
+    let out = mpi_ok(2, HELLO, &["--ranks", "2"]);
+    assert_eq!(out.matches("hello: 2 ranks OK").count(), 1, "{out}");
+}
