@@ -36,6 +36,12 @@ fn main() {
     let ping = handlers.register("ping", move |t| {
         t.reply_short(pong, &[]).expect("reply to ping");
     });
+    // Ends a repetition of the round trip at rank 1, which serves until then.
+    let stops = Arc::new(AtomicU64::new(0));
+    let stopped = stops.clone();
+    let stop = handlers.register("stop", move |_| {
+        stopped.fetch_add(1, Ordering::Release);
+    });
 
     let config = LaunchConfig::new(args.ranks).segment_bytes(8 << 20);
     let reps = args.reps;
@@ -128,24 +134,8 @@ fn main() {
         ep.barrier().unwrap();
 
         // -- AM round trip ---------------------------------------------------------------
-        if measuring {
-            let am_ops = ops / 10;
-            let rtt = median_of(reps, || {
-                let start = Instant::now();
-                for _ in 0..am_ops {
-                    let before = replies.load(Ordering::Relaxed);
-                    ep.am_request_short(1, ping, &[]).unwrap();
-                    ep.wait_until(|| replies.load(Ordering::Relaxed) > before);
-                }
-                start.elapsed().as_nanos() as f64 / am_ops as f64
-            });
-            lines.push(line(Line::new(
-                "am_roundtrip",
-                "short",
-                rtt,
-                "ns",
-                Better::Lower,
-            )));
+        if let Some(l) = am_roundtrip(ep, reps, ops / 10, ping, stop, &replies, &stops) {
+            lines.push(line(l));
         }
         ep.barrier().unwrap();
 
@@ -196,7 +186,6 @@ fn mpi_baselines(lines: &mut [Line], ops: u64, flood_bytes: usize, reps: usize) 
         std::process::exit(1)
     };
     let put8 = baseline::put_flush(8, ops / 10, reps).unwrap_or_else(fail);
-    let pingpong = baseline::pingpong_8b(ops / 10, reps).unwrap_or_else(fail);
     let mut flood = Vec::new();
     for size in FLOOD_SIZES {
         let n = (flood_bytes / size).clamp(4, 200_000) as u64;
@@ -206,7 +195,6 @@ fn mpi_baselines(lines: &mut [Line], ops: u64, flood_bytes: usize, reps: usize) 
     for l in lines.iter_mut() {
         l.baseline = match (l.bench.as_str(), l.case.as_str()) {
             ("put_latency", "8B") => Some(("mpi_put_flush_8B".into(), put8)),
-            ("am_roundtrip", _) => Some(("mpi_pingpong_8B".into(), pingpong)),
             ("put_bandwidth", case) => flood
                 .iter()
                 .find(|(c, _)| c == case)
@@ -215,6 +203,68 @@ fn mpi_baselines(lines: &mut [Line], ops: u64, flood_bytes: usize, reps: usize) 
             _ => l.baseline.take(),
         };
     }
+}
+
+/// The short AM round trip, rank 0 to rank 1, on ranks 0 and 1 together (rank 1 serves until
+/// rank 0's `stop` AM ends a repetition); rank 0's line. On the mpi conduit each repetition
+/// alternates with a raw MPI ping-pong between the same two processes, the baseline.
+fn am_roundtrip(
+    ep: &Endpoint,
+    reps: usize,
+    ops: u64,
+    ping: gasnet_bridge::HandlerId,
+    stop: gasnet_bridge::HandlerId,
+    replies: &AtomicU64,
+    stops: &AtomicU64,
+) -> Option<Line> {
+    let me = ep.rank();
+    let mut served = 0;
+    let once = || {
+        if me == 0 {
+            let start = Instant::now();
+            for _ in 0..ops {
+                let before = replies.load(Ordering::Relaxed);
+                ep.am_request_short(1, ping, &[]).unwrap();
+                ep.wait_until(|| replies.load(Ordering::Relaxed) > before);
+            }
+            let ns = start.elapsed().as_nanos() as f64 / ops as f64;
+            ep.am_request_short(1, stop, &[]).unwrap();
+            ns
+        } else {
+            if me == 1 {
+                served += 1;
+                ep.wait_until(|| stops.load(Ordering::Acquire) >= served);
+            }
+            0.0
+        }
+    };
+    let line = |rtt| Line::new("am_roundtrip", "short", rtt, "ns", Better::Lower);
+    #[cfg(feature = "mpi")]
+    if gasnet_bridge::conduit::selected().ok() == Some(gasnet_bridge::ConduitKind::Mpi) {
+        let fail = |e: gasnet_bridge::BridgeError| -> ! {
+            eprintln!("bridge-bench: raw MPI baseline: {e}");
+            std::process::exit(1)
+        };
+        let pingpong =
+            gasnet_bridge::conduit::mpi::baseline::PingPong::new().unwrap_or_else(|e| fail(e));
+        let (mut raw, mut rtt) = (Vec::new(), Vec::new());
+        let mut once = once;
+        for rep in 0..=reps.max(1) {
+            let r = pingpong.run(ops).unwrap_or_else(|e| fail(e));
+            let t = once();
+            if rep > 0 {
+                raw.push(r);
+                rtt.push(t);
+            }
+        }
+        let (raw, rtt) = (
+            bench_report::median(&mut raw),
+            bench_report::median(&mut rtt),
+        );
+        return (me == 0).then(|| line(rtt).baseline("mpi_pingpong_8B", raw));
+    }
+    let rtt = median_of(reps, once);
+    (me == 0).then(|| line(rtt))
 }
 
 /// Median ns per call of `op` on every rank, with ranks aligned by a barrier before each rep.

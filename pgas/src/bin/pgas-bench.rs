@@ -16,8 +16,8 @@ use std::time::Instant;
 use bench_report::{BenchArgs, Better, Line, median_of, ns_per_op, print, size_name};
 use gasnet_bridge::{AtomicOp, HandlerTable};
 use pgas::{
-    AtomicDomain, Completions, GlobalPtr, Interceptor, LaunchConfig, Promise, RpcTable, barrier,
-    rget, rpc, rpc_ff, rput, rput_slice, rput_with,
+    AtomicDomain, Completions, GlobalPtr, Interceptor, LaunchConfig, Promise, RpcFn, RpcTable,
+    barrier, rget, rpc, rpc_ff, rput, rput_slice, rput_with,
 };
 
 const FLOOD_SIZES: [usize; 6] = [8, 512, 4 << 10, 64 << 10, 1 << 20, 4 << 20];
@@ -71,7 +71,6 @@ fn mpi_baselines(lines: &mut [Line], s: &Sizes) {
         std::process::exit(1)
     };
     let put8 = baseline::put_flush(8, s.ops / 10, s.reps).unwrap_or_else(fail);
-    let pingpong = baseline::pingpong_8b(s.ops / 10, s.reps).unwrap_or_else(fail);
     let mut flood = Vec::new();
     for size in FLOOD_SIZES {
         let n = (s.flood_bytes / size).clamp(4, 200_000) as u64;
@@ -81,7 +80,6 @@ fn mpi_baselines(lines: &mut [Line], s: &Sizes) {
     for l in lines.iter_mut() {
         l.baseline = match (l.bench.as_str(), l.case.as_str()) {
             ("rput_latency", "8B") => Some(("mpi_put_flush_8B".into(), put8)),
-            ("rpc_roundtrip", _) => Some(("mpi_pingpong_8B".into(), pingpong)),
             ("rput_bandwidth", case) => flood
                 .iter()
                 .find(|(c, _)| c == case)
@@ -139,6 +137,60 @@ fn paired(
     (bench_report::median(&mut bs), bench_report::median(&mut ss))
 }
 
+/// The empty rpc round trip, rank 0 to rank 1, on ranks 0 and 1 together: rank 1 serves until
+/// rank 0's `stop` rpc says a repetition is over. On the mpi conduit each repetition alternates
+/// with a raw MPI ping-pong between the same two processes (the baseline, seeing the same
+/// machine state); on smp the baseline is the bridge's AM round trip from the job before.
+/// Returns rank 0's line.
+fn rpc_roundtrip(
+    s: &Sizes,
+    noop: RpcFn<(), ()>,
+    stop: RpcFn<(), ()>,
+    stops: &AtomicU64,
+    am_rtt: f64,
+) -> Option<Line> {
+    let me = pgas::rank_me();
+    let round_trips = s.ops / 10;
+    let mut served = 0;
+    let once = || {
+        if me == 0 {
+            let ns = ns_per_op(round_trips, || rpc(1, noop, ()).wait());
+            rpc_ff(1, stop, ());
+            ns
+        } else {
+            if me == 1 {
+                served += 1;
+                while stops.load(Ordering::Acquire) < served {
+                    pgas::progress();
+                }
+            }
+            0.0
+        }
+    };
+    #[cfg(feature = "mpi")]
+    if gasnet_bridge::conduit::selected().ok() == Some(gasnet_bridge::ConduitKind::Mpi) {
+        let pingpong = gasnet_bridge::conduit::mpi::baseline::PingPong::new()
+            .unwrap_or_else(|e| fail_with(&e));
+        let raw = || pingpong.run(round_trips).unwrap_or_else(|e| fail_with(&e));
+        let (raw, rtt) = paired(s.reps, raw, once);
+        return (me == 0).then(|| {
+            Line::new("rpc_roundtrip", "empty", rtt, "ns", Better::Lower)
+                .baseline("mpi_pingpong_8B", raw)
+        });
+    }
+    let rtt = median_of(s.reps, once);
+    (me == 0).then(|| {
+        Line::new("rpc_roundtrip", "empty", rtt, "ns", Better::Lower)
+            .baseline("bridge_am_roundtrip", am_rtt)
+    })
+}
+
+#[cfg(feature = "mpi")]
+fn fail_with<T>(e: &gasnet_bridge::BridgeError) -> T {
+    eprintln!("pgas-bench: raw MPI baseline: {e}");
+    std::process::exit(1)
+}
+
 trait IntoUnit {
     fn into_unit(self);
 }
@@ -153,6 +205,11 @@ fn pgas_lines(s: &Sizes, am_rtt: f64) -> Vec<Line> {
     let counter = ff_count.clone();
     let ff = rpcs.register("count", move |()| {
         counter.fetch_add(1, Ordering::Relaxed);
+    });
+    let stops = Arc::new(AtomicU64::new(0));
+    let stopped = stops.clone();
+    let stop = rpcs.register("stop", move |()| {
+        stopped.fetch_add(1, Ordering::Release);
     });
     let config = LaunchConfig::new(s.ranks).segment_bytes(SEGMENT);
     let per_rank = pgas::launch(&config, rpcs, || {
@@ -217,11 +274,6 @@ fn pgas_lines(s: &Sizes, am_rtt: f64) -> Vec<Line> {
                     .baseline("bridge_atomic_fetch_add", bridge),
             );
             let round_trips = ops / 10;
-            let rtt = median_of(reps, || ns_per_op(round_trips, || rpc(1, noop, ()).wait()));
-            lines.push(
-                Line::new("rpc_roundtrip", "empty", rtt, "ns", Better::Lower)
-                    .baseline("bridge_am_roundtrip", am_rtt),
-            );
             let flood = median_of(reps, || {
                 let start = Instant::now();
                 for _ in 0..round_trips {
@@ -273,6 +325,10 @@ fn pgas_lines(s: &Sizes, am_rtt: f64) -> Vec<Line> {
                 );
             }
             lines.push(gups(s, word));
+        }
+        barrier();
+        if let Some(line) = rpc_roundtrip(s, noop, stop, &stops, am_rtt) {
+            lines.push(line);
         }
         barrier();
         let raw_barrier = || {

@@ -23,42 +23,90 @@ fn world() -> Result<(ffi::MPI_Comm, usize, usize), BridgeError> {
     Ok((unsafe { ffi::RSMPI_COMM_WORLD }, rank, size))
 }
 
-/// Nanoseconds per 8-byte `MPI_Send`/`MPI_Recv` round trip between ranks 0 and 1.
+/// Nanoseconds per 8-byte `MPI_Send`/`MPI_Recv` round trip between ranks 0 and 1, between
+/// jobs (every process calls it; each repetition starts with a barrier).
 pub fn pingpong_8b(ops: u64, reps: usize) -> Result<f64, BridgeError> {
-    let (comm, rank, size) = world()?;
-    let mut buf = [0u8; 8];
+    let (comm, rank, _) = world()?;
+    let pingpong = PingPong::new()?;
     let mut samples = Vec::new();
     for rep in 0..=reps.max(1) {
-        // SAFETY: `buf` holds 8 bytes for every send and receive; the world communicator is
-        // valid; STATUS_IGNORE is allowed.
-        unsafe {
-            check(ffi::MPI_Barrier(comm), "MPI_Barrier")?;
-            let start = Instant::now();
-            if size >= 2 && rank < 2 {
-                let peer = 1 - rank as c_int;
-                for _ in 0..ops {
-                    let p = buf.as_mut_ptr().cast::<c_void>();
-                    if rank == 0 {
-                        check(ffi::MPI_Send(p, 8, uint8(), peer, 7, comm), "MPI_Send")?;
-                        check(
-                            ffi::MPI_Recv(p, 8, uint8(), peer, 7, comm, ffi::RSMPI_STATUS_IGNORE),
-                            "MPI_Recv",
-                        )?;
-                    } else {
-                        check(
-                            ffi::MPI_Recv(p, 8, uint8(), peer, 7, comm, ffi::RSMPI_STATUS_IGNORE),
-                            "MPI_Recv",
-                        )?;
-                        check(ffi::MPI_Send(p, 8, uint8(), peer, 7, comm), "MPI_Send")?;
-                    }
-                }
-            }
-            if rep > 0 {
-                samples.push(start.elapsed().as_nanos() as f64 / ops as f64);
-            }
+        // SAFETY: the world communicator is valid.
+        check(unsafe { ffi::MPI_Barrier(comm) }, "MPI_Barrier")?;
+        let ns = pingpong.run(ops)?;
+        if rep > 0 {
+            samples.push(ns);
         }
     }
     Ok(if rank == 0 { median(samples) } else { 0.0 })
+}
+
+/// A raw 8-byte `MPI_Send`/`MPI_Recv` ping-pong between ranks 0 and 1 on a private duplicate
+/// of `MPI_COMM_WORLD`, so that it can run *inside* a job, alternating with the operation it
+/// is the baseline of (both then see the same machine state): its messages never match the
+/// conduit's pre-posted receives, which live on the job's own communicator.
+///
+/// Creating and dropping one are collective over `MPI_COMM_WORLD` (every process, same point).
+pub struct PingPong {
+    comm: ffi::MPI_Comm,
+    rank: usize,
+    size: usize,
+}
+
+impl PingPong {
+    /// Duplicates the world communicator (collective).
+    pub fn new() -> Result<PingPong, BridgeError> {
+        let (world, rank, size) = world()?;
+        // SAFETY: reading a link-time constant exported by rsmpi's C shim.
+        let mut comm = unsafe { ffi::RSMPI_COMM_NULL };
+        // SAFETY: the world communicator is valid; `comm` receives the new handle.
+        check(
+            unsafe { ffi::MPI_Comm_dup(world, &mut comm) },
+            "MPI_Comm_dup",
+        )?;
+        Ok(PingPong { comm, rank, size })
+    }
+
+    /// `ops` round trips; nanoseconds per round trip on rank 0, 0 on the other ranks. Ranks 0
+    /// and 1 must both call it (each blocks in MPI until the other side has played its part);
+    /// the other ranks return at once.
+    pub fn run(&self, ops: u64) -> Result<f64, BridgeError> {
+        if self.size < 2 || self.rank >= 2 {
+            return Ok(0.0);
+        }
+        let peer = 1 - self.rank as c_int;
+        let mut buf = [0u8; 8];
+        let p = buf.as_mut_ptr().cast::<c_void>();
+        let start = Instant::now();
+        for _ in 0..ops {
+            // SAFETY: `buf` holds the 8 bytes of every send and receive; the communicator is
+            // this object's; STATUS_IGNORE is allowed.
+            unsafe {
+                let status = ffi::RSMPI_STATUS_IGNORE;
+                if self.rank == 0 {
+                    check(ffi::MPI_Send(p, 8, uint8(), peer, 7, self.comm), "MPI_Send")?;
+                    check(
+                        ffi::MPI_Recv(p, 8, uint8(), peer, 7, self.comm, status),
+                        "MPI_Recv",
+                    )?;
+                } else {
+                    check(
+                        ffi::MPI_Recv(p, 8, uint8(), peer, 7, self.comm, status),
+                        "MPI_Recv",
+                    )?;
+                    check(ffi::MPI_Send(p, 8, uint8(), peer, 7, self.comm), "MPI_Send")?;
+                }
+            }
+        }
+        let ns = start.elapsed().as_nanos() as f64 / ops.max(1) as f64;
+        Ok(if self.rank == 0 { ns } else { 0.0 })
+    }
+}
+
+impl Drop for PingPong {
+    fn drop(&mut self) {
+        // SAFETY: the communicator was created by `new` and is freed once.
+        unsafe { ffi::MPI_Comm_free(&mut self.comm) };
+    }
 }
 
 /// `MPI_Put` of `size` bytes from rank 0 into rank 1's window followed by `MPI_Win_flush`,

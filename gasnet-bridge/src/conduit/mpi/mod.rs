@@ -137,8 +137,17 @@ struct Header {
 }
 
 impl Header {
+    #[cfg(test)]
     fn encode(&self, args: &[u64], inline: &[u8]) -> Vec<u8> {
-        let mut v = Vec::with_capacity(HDR + 8 * args.len() + inline.len());
+        let mut v = Vec::new();
+        self.encode_into(&mut v, args, inline);
+        v
+    }
+
+    /// Appends the message's bytes to `v` (cleared first), reusing its allocation.
+    fn encode_into(&self, v: &mut Vec<u8>, args: &[u64], inline: &[u8]) {
+        v.clear();
+        v.reserve(HDR + 8 * args.len() + inline.len());
         v.extend_from_slice(&[self.kind, args.len() as u8, self.flags, self.body]);
         v.extend_from_slice(&self.handler.to_le_bytes());
         v.extend_from_slice(&[0, 0]);
@@ -151,7 +160,6 @@ impl Header {
             v.extend_from_slice(&w.to_le_bytes());
         }
         v.extend_from_slice(inline);
-        v
     }
 
     /// Splits a received message into header, arguments and inline payload.
@@ -299,7 +307,15 @@ enum Op {
 
 struct State {
     slots: Vec<Slot>,
+    /// The slot whose receive was posted first among those still posted (MPI matches
+    /// receives in posting order, so it completes first).
     head: usize,
+    /// Slots taken off the wire whose receive is not posted again yet: the `unposted` slots
+    /// just before `head`, in ring order. Re-posting waits until the next progress round so
+    /// that it is off the latency path (a reply goes out before its slot is re-posted).
+    unposted: usize,
+    /// Message buffers of completed sends, reused for the next ones (at most [`SLOTS`]).
+    spare: Vec<Vec<u8>>,
     credits: Vec<u32>,
     to_return: Vec<u32>,
     /// Sends not yet complete, with the buffer they read from (empty for segment memory).
@@ -615,6 +631,8 @@ impl MpiWorld {
                 st: RefCell::new(State {
                     slots,
                     head: 0,
+                    unposted: 0,
+                    spare: Vec::new(),
                     credits: vec![CREDITS; ranks],
                     to_return: vec![0; ranks],
                     sends: Vec::new(),
@@ -710,7 +728,8 @@ impl MpiWorld {
             h.flags |= F_CREDIT;
             st.credits[dest] -= 1;
         }
-        let buf = h.encode(args, inline);
+        let mut buf = st.spare.pop().unwrap_or_default();
+        h.encode_into(&mut buf, args, inline);
         let mut req = null_request();
         // SAFETY: `buf` is moved into `st.sends` below without reallocation, so the bytes
         // MPI reads stay in place until the request completes and the pair is dropped.
@@ -1067,7 +1086,10 @@ impl MpiWorld {
                 let done = test(&mut st.sends[i].0, "MPI_Test(send)");
                 match done {
                     Ok(true) => {
-                        st.sends.swap_remove(i);
+                        let (_, buf) = st.sends.swap_remove(i);
+                        if buf.capacity() > 0 && buf.capacity() <= EAGER && st.spare.len() < SLOTS {
+                            st.spare.push(buf);
+                        }
                         work += 1;
                     }
                     Ok(false) => i += 1,
@@ -1075,12 +1097,14 @@ impl MpiWorld {
                 }
             }
         }
+        self.repost(st);
         loop {
             let head = st.head;
             let mut flag: c_int = 0;
             // SAFETY: a zeroed MPI_Status is a valid value to be overwritten.
             let mut status: ffi::MPI_Status = unsafe { std::mem::zeroed() };
-            // SAFETY: the slot's request was posted by this module on its own buffer.
+            // SAFETY: the slot's request was posted by this module on its own buffer (the
+            // head slot is always posted: `repost` runs before half the ring is used up).
             let rc = unsafe { ffi::MPI_Test(&mut st.slots[head].req, &mut flag, &mut status) };
             must(check(rc, "MPI_Test(receive)"));
             if flag == 0 {
@@ -1095,23 +1119,12 @@ impl MpiWorld {
             let source = status.MPI_SOURCE as usize;
             let buf = std::mem::take(&mut st.slots[head].buf);
             self.take_off_wire(st, source, &buf[..count.max(0) as usize]);
-            let slot = &mut st.slots[head];
-            slot.buf = buf;
-            // SAFETY: the buffer is owned by the slot and stays in place (a boxed slice is
-            // never reallocated) until this receive completes or is cancelled in teardown.
-            let rc = unsafe {
-                ffi::MPI_Irecv(
-                    slot.buf.as_mut_ptr().cast(),
-                    EAGER as c_int,
-                    uint8(),
-                    ffi::RSMPI_ANY_SOURCE,
-                    TAG_MSG,
-                    self.comm,
-                    &mut slot.req,
-                )
-            };
-            must(check(rc, "MPI_Irecv"));
+            st.slots[head].buf = buf;
             st.head = (head + 1) % SLOTS;
+            st.unposted += 1;
+            if st.unposted >= SLOTS / 2 {
+                self.repost(st);
+            }
             work += 1;
         }
         if !st.inflight.is_empty() {
@@ -1150,6 +1163,30 @@ impl MpiWorld {
             }
         }
         work
+    }
+
+    /// Posts the receives of the slots taken off the wire since the last call, in the order
+    /// they were taken, so the ring keeps matching in order.
+    fn repost(&self, st: &mut State) {
+        while st.unposted > 0 {
+            let i = (st.head + SLOTS - st.unposted) % SLOTS;
+            let slot = &mut st.slots[i];
+            // SAFETY: the buffer is owned by the slot and stays in place (a boxed slice is
+            // never reallocated) until this receive completes or is cancelled in teardown.
+            let rc = unsafe {
+                ffi::MPI_Irecv(
+                    slot.buf.as_mut_ptr().cast(),
+                    EAGER as c_int,
+                    uint8(),
+                    ffi::RSMPI_ANY_SOURCE,
+                    TAG_MSG,
+                    self.comm,
+                    &mut slot.req,
+                )
+            };
+            must(check(rc, "MPI_Irecv"));
+            st.unposted -= 1;
+        }
     }
 
     fn send_ack(
@@ -1513,6 +1550,9 @@ impl MpiWorld {
         {
             let mut st = self.st.borrow_mut();
             for s in &mut st.slots {
+                if s.req == null_request() {
+                    continue; // taken off the wire and not posted again
+                }
                 // SAFETY: cancelling and completing this module's own posted receives; the
                 // buffers live until after MPI_Wait returns.
                 unsafe {
