@@ -3,7 +3,7 @@
 //! An endpoint belongs to its rank's thread (it is `!Sync`); AM handlers run on that thread,
 //! inside [`Endpoint::poll`], and get the same endpoint through their [`Token`].
 //!
-//! Every operation dispatches on the endpoint's [`Conduit`] with one `match`; the smp arm is
+//! Every operation dispatches on the endpoint's `Conduit` with one `match`; the smp arm is
 //! the code the smp conduit always ran, the mpi arm forwards to the mpi world.
 
 use std::cell::Cell;

@@ -5,8 +5,9 @@
 //!
 //! * under `cargo test`, on smp with 2, 3 and 4 ranks;
 //! * with the `mpi` feature and `mpirun` on `PATH`, this program starts itself under
-//!   `mpirun -n 2`, `-n 3` and `-n 4` (`--child checks`), then runs the failure tests: a rank
-//!   process killed with SIGKILL mid-run (`--child kill`) and a rank that panics
+//!   `mpirun -n 2`, `-n 3` and `-n 4` (`--child checks`), again under `-n 2` and `-n 3` with
+//!   `PGAS_MPI_PSHM=0` (every AM and RMA over MPI, as between hosts), then runs the failure
+//!   tests: a rank process killed with SIGKILL mid-run (`--child kill`) and a rank that panics
 //!   (`--child panic`): every other process must exit non-zero within 10 s, naming the lost
 //!   rank on stderr.
 //!
@@ -523,6 +524,20 @@ fn main() {
             eprintln!("conduit_suite on mpi, mpirun -n {n}");
             let status = mpirun(n, "checks").status().expect("start mpirun");
             assert!(status.success(), "the checks failed under mpirun -n {n}");
+        }
+        // Ranks of one host exchange AMs and RMA through shared memory; ranks on different
+        // hosts go through MPI. PGAS_MPI_PSHM=0 sends everything through MPI, so the checks
+        // cover the cross-host path on this one machine too.
+        for n in [2, 3] {
+            eprintln!("conduit_suite on mpi without shared memory, mpirun -n {n}");
+            let status = mpirun(n, "checks")
+                .env("PGAS_MPI_PSHM", "0")
+                .status()
+                .expect("start mpirun");
+            assert!(
+                status.success(),
+                "the checks failed under mpirun -n {n} with PGAS_MPI_PSHM=0"
+            );
         }
     }
     for mode in ["kill", "panic"] {

@@ -5,7 +5,7 @@
 //! atomics, a split-phase barrier, explicit progress). `smp` runs ranks as threads of one
 //! process; `mpi` (cargo feature `mpi`) runs one process per rank under `mpirun`.
 //!
-//! The endpoint reaches its conduit through the [`Conduit`] enum: one predictable branch per
+//! The endpoint reaches its conduit through the `Conduit` enum: one predictable branch per
 //! operation and no virtual call, so the smp fast paths stay as they were; without the `mpi`
 //! feature the enum has a single variant and the branch disappears.
 //!

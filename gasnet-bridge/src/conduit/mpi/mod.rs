@@ -9,8 +9,9 @@
 //!   `MPI_THREAD_SERIALIZED`, 674 ns with `MPI_THREAD_MULTIPLE` (`PGAS_MPI_THREAD=multiple`):
 //!   no gain from MULTIPLE, which only adds locking risk. A dedicated progress thread would
 //!   add a thread hand-off to each direction of a round trip and, with 2 ranks on 2 cores,
-//!   two more spinning threads competing for the cores, so it was not built. A rank that computes without polling delays the remote puts and AMs aimed at it,
-//!   as in GASNet's mpi-conduit; ranks of one host never need it (below).
+//!   two more spinning threads competing for the cores, so it was not built. A rank that
+//!   computes without polling delays the remote puts and AMs aimed at it, as in GASNet's
+//!   mpi-conduit; RMA between ranks of one host never needs it (below).
 //! * **RMA within a host: an MPI-3 shared-memory window.** Segments are allocated with
 //!   `MPI_Win_allocate_shared` on the host's communicator, and every process maps the segments
 //!   (and the EC/IWC counters, which sit in the page before each segment) of the ranks on its
@@ -24,14 +25,26 @@
 //!   `MPI_Put`+`MPI_Win_flush` were the alternative, but the ack must carry the IWC value
 //!   *this* write produced after its bytes landed, which on a window costs a flush, an
 //!   `MPI_Fetch_and_op` and a second flush: two round trips where the AM path needs one.
-//!   `PGAS_MPI_PSHM=0` sends even same-host RMA this way (for measuring it on one machine):
-//!   8 B put 1780 ns and 4 MiB 3.0 GB/s against raw `MPI_Put`+flush 41 ns and 36.5 GB/s
+//!   `PGAS_MPI_PSHM=0` sends even same-host RMA and AMs this way (for measuring it on one
+//!   machine): 8 B put 1780 ns and 4 MiB 3.0 GB/s against raw `MPI_Put`+flush 41 ns and 36.5 GB/s
 //!   (Open MPI's osc/sm is itself shared memory there), while the shared-window path gives
 //!   3.3 ns and 47 GB/s; hence shared memory within a host, AMs only across hosts.
-//! * **Active messages: non-blocking point-to-point with bounded, pre-posted buffers.** Each
-//!   process keeps [`SLOTS`] receives of [`EAGER`] bytes posted and handles them in arrival
-//!   order (per-pair FIFO, which pgas relies on). Requests issued outside handlers spend a
-//!   credit toward their target ([`CREDITS`] per pair); the target returns credits as it
+//! * **Active messages within a host: shared-memory rings** (GASNet's PSHM idea). Each rank's
+//!   window also holds an inbox of one ring (`shm_ring.rs`) per rank of its host; a sender appends the
+//!   encoded message to its ring in the target's inbox and the target takes it off while
+//!   polling, as it would an MPI message. A long AM's payload is written straight into the
+//!   target's segment first (as a put), so its handle completes at once. The ring bounds a
+//!   flood (a sender without room makes internal progress until the target takes messages),
+//!   and one ring per ordered pair keeps per-pair FIFO. Measured on this 2-core machine,
+//!   2 ranks: see ROADMAP.md (the AM round trip and the rpc round trip against the raw MPI
+//!   ping-pong, `PGAS_MPI_PSHM=0` for the MPI path). Each rank's window grows by
+//!   `ranks on the host × 256 KiB`.
+//! * **Active messages across hosts: non-blocking point-to-point with bounded, pre-posted
+//!   buffers.** Each process keeps [`SLOTS`] receives of [`EAGER`] bytes posted and handles
+//!   them in arrival order (per-pair FIFO, which pgas relies on); a slot taken off the wire is
+//!   posted again at the start of the next progress round, after the handlers it fed have
+//!   run, which keeps the re-post off the round trip's latency path. Requests issued outside
+//!   handlers spend a credit toward their target ([`CREDITS`] per pair); the target returns credits as it
 //!   takes messages off the wire (piggybacked on any message back, or in a credit message
 //!   after half of them), and a sender without credits makes progress until some return. So
 //!   a flood from one rank occupies at most `CREDITS` messages at its target, never an
@@ -47,13 +60,14 @@
 //!   and balance (the four-counter method), serving AMs meanwhile.
 //! * **Topology:** host names are gathered at start-up; ranks are numbered host by host (the
 //!   job communicator is split with that key), so each host is a contiguous range of ranks.
-//! * **Failures:** see [`watchdog`]. MPI calls use `MPI_ERRORS_RETURN`; errors come back as
+//! * **Failures:** see `watchdog.rs`. MPI calls use `MPI_ERRORS_RETURN`; errors come back as
 //!   [`BridgeError::Conduit`] where the caller can act, and end the rank (reported to the
 //!   others) where it cannot, inside progress.
 
 pub mod baseline;
 mod process;
 pub(crate) use process::world_shape;
+mod shm_ring;
 mod watchdog;
 
 use std::cell::RefCell;
@@ -81,6 +95,7 @@ use crate::sleep::Backoff;
 use crate::topology::Topology;
 
 use process::{JOB_ACTIVE, POISONED, check};
+use shm_ring::{RING_BYTES, Ring};
 use watchdog::{Shared, Watchdog};
 
 /// Pre-posted receive buffers per process.
@@ -114,6 +129,9 @@ const F_CREDIT: u8 = 1;
 const F_SEPARATE: u8 = 2;
 /// An AM reply.
 const F_REPLY: u8 = 4;
+/// A long AM whose payload the sender wrote into the target's segment through shared memory;
+/// `c` and `d` carry the write's EC and IWC.
+const F_PLACED: u8 = 8;
 
 const B_SHORT: u8 = 0;
 const B_MEDIUM: u8 = 1;
@@ -144,22 +162,32 @@ impl Header {
         v
     }
 
-    /// Appends the message's bytes to `v` (cleared first), reusing its allocation.
+    /// Bytes of the message with `nargs` arguments and `inline` payload bytes.
+    fn encoded_len(nargs: usize, inline: usize) -> usize {
+        HDR + 8 * nargs + inline
+    }
+
+    /// Replaces `v`'s contents with the message's bytes, reusing its allocation.
     fn encode_into(&self, v: &mut Vec<u8>, args: &[u64], inline: &[u8]) {
         v.clear();
-        v.reserve(HDR + 8 * args.len() + inline.len());
-        v.extend_from_slice(&[self.kind, args.len() as u8, self.flags, self.body]);
-        v.extend_from_slice(&self.handler.to_le_bytes());
-        v.extend_from_slice(&[0, 0]);
-        v.extend_from_slice(&self.credits.to_le_bytes());
-        v.extend_from_slice(&[0; 4]);
-        for w in [self.id, self.a, self.b, self.c, self.d] {
-            v.extend_from_slice(&w.to_le_bytes());
+        v.resize(Header::encoded_len(args.len(), inline.len()), 0);
+        self.write(v, args, inline);
+    }
+
+    /// Writes the message into `out`, which is exactly [`Header::encoded_len`] bytes long.
+    fn write(&self, out: &mut [u8], args: &[u64], inline: &[u8]) {
+        out[..4].copy_from_slice(&[self.kind, args.len() as u8, self.flags, self.body]);
+        out[4..6].copy_from_slice(&self.handler.to_le_bytes());
+        out[6..8].fill(0);
+        out[8..12].copy_from_slice(&self.credits.to_le_bytes());
+        out[12..16].fill(0);
+        for (i, w) in [self.id, self.a, self.b, self.c, self.d].iter().enumerate() {
+            out[16 + 8 * i..24 + 8 * i].copy_from_slice(&w.to_le_bytes());
         }
-        for w in args {
-            v.extend_from_slice(&w.to_le_bytes());
+        for (i, w) in args.iter().enumerate() {
+            out[HDR + 8 * i..HDR + 8 * i + 8].copy_from_slice(&w.to_le_bytes());
         }
-        v.extend_from_slice(inline);
+        out[HDR + 8 * args.len()..].copy_from_slice(inline);
     }
 
     /// Splits a received message into header, arguments and inline payload.
@@ -347,6 +375,11 @@ pub struct MpiWorld {
     /// By rank: the segments this process maps (its own always, its host's unless
     /// `PGAS_MPI_PSHM=0`).
     mapped: Box<[Option<Mapped>]>,
+    /// By rank: the ring in that rank's inbox that this rank fills (ranks of this host only,
+    /// unless `PGAS_MPI_PSHM=0`).
+    outboxes: Box<[Option<Ring>]>,
+    /// The rings of this rank's inbox, with the rank that fills each.
+    inboxes: Box<[(usize, Ring)]>,
     st: RefCell<State>,
     shared: Arc<Shared>,
     watchdog: RefCell<Option<Watchdog>>,
@@ -504,8 +537,13 @@ impl MpiWorld {
                 "MPI_Allgather(node ranks)",
             )?;
             let segment_len = config.segment_bytes;
-            // Slack to align the counters page, the counters page, the segment.
-            let piece = 2 * PAGE + segment_len.div_ceil(PAGE) * PAGE;
+            let pshm = std::env::var("PGAS_MPI_PSHM").map_or(true, |v| v.trim() != "0");
+            let node_size = node_size as usize;
+            // Slack to align the counters page, the counters page, the segment, and the inbox
+            // of AM rings (one per rank of the host) when AMs go through shared memory.
+            let segment_pages = segment_len.div_ceil(PAGE) * PAGE;
+            let inbox_len = if pshm { node_size * RING_BYTES } else { 0 };
+            let piece = 2 * PAGE + segment_pages + inbox_len;
             let mut info = ffi::RSMPI_INFO_NULL;
             check(ffi::MPI_Info_create(&mut info), "MPI_Info_create")?;
             let k = CString::new("alloc_shared_noncontig").expect("no nul");
@@ -526,8 +564,13 @@ impl MpiWorld {
             ffi::MPI_Win_set_errhandler(win, ffi::RSMPI_ERRORS_RETURN);
             // Segments start zeroed, as on smp (MPI does not promise zeroed memory).
             std::ptr::write_bytes(base.cast::<u8>(), 0, piece);
-            let pshm = std::env::var("PGAS_MPI_PSHM").map_or(true, |v| v.trim() != "0");
             let mut mapped: Vec<Option<Mapped>> = (0..ranks).map(|_| None).collect();
+            let mut outboxes: Vec<Option<Ring>> = (0..ranks).map(|_| None).collect();
+            let mut inboxes = Vec::new();
+            let my_place = node_ranks
+                .iter()
+                .position(|&r| r as usize == rank)
+                .expect("this rank is on its host");
             for (i, &job_rank) in node_ranks.iter().enumerate() {
                 let job_rank = job_rank as usize;
                 if !pshm && job_rank != rank {
@@ -565,6 +608,19 @@ impl MpiWorld {
                     segment,
                     counters: NonNull::new(counters.cast()).expect("non-null"),
                 });
+                if pshm {
+                    // Ring `j` of a rank's inbox is filled by the rank at place `j` of the host.
+                    let inbox = counters.add(PAGE + segment_pages);
+                    if job_rank == rank {
+                        for (j, &from) in node_ranks.iter().enumerate() {
+                            if j != my_place {
+                                inboxes.push((from as usize, Ring::new(inbox.add(j * RING_BYTES))));
+                            }
+                        }
+                    } else {
+                        outboxes[job_rank] = Some(Ring::new(inbox.add(my_place * RING_BYTES)));
+                    }
+                }
             }
             // Everyone has zeroed its piece before anyone may write into it.
             check(ffi::MPI_Barrier(node_comm), "MPI_Barrier")?;
@@ -628,6 +684,8 @@ impl MpiWorld {
                 handlers,
                 segment_len,
                 mapped: mapped.into_boxed_slice(),
+                outboxes: outboxes.into_boxed_slice(),
+                inboxes: inboxes.into_boxed_slice(),
                 st: RefCell::new(State {
                     slots,
                     head: 0,
@@ -1035,6 +1093,9 @@ impl MpiWorld {
             });
             return Ok(handle);
         }
+        if let Some(ring) = &self.outboxes[target] {
+            return self.send_am_shm(target, ring, &message, body);
+        }
         mpi_len(payload.len())?;
         let spend = !message.is_reply && self.take_credit(ep, target);
         let mut h = Header {
@@ -1057,6 +1118,64 @@ impl MpiWorld {
             handle = Some(WriteHandle::pending(self.clone(), id));
         }
         self.send_with_payload(target, h, message.args.as_slice(), payload, spend)?;
+        Ok(handle)
+    }
+
+    /// Sends a user AM to a rank of this host through its inbox ring. A long payload is
+    /// written straight into the target's segment first (as a put would be), so the message
+    /// carries the write's acknowledgement and the handle is complete at once.
+    fn send_am_shm(
+        &self,
+        target: usize,
+        ring: &Ring,
+        message: &Message,
+        body: OutBody<'_>,
+    ) -> Result<Option<WriteHandle>, BridgeError> {
+        let mut h = Header {
+            kind: K_AM,
+            flags: if message.is_reply { F_REPLY } else { 0 },
+            handler: message.handler,
+            ..Header::default()
+        };
+        let mut handle = None;
+        let inline = match body {
+            OutBody::Short => {
+                h.body = B_SHORT;
+                &[][..]
+            }
+            OutBody::Medium(p) => {
+                h.body = B_MEDIUM;
+                h.b = p.len() as u64;
+                p
+            }
+            OutBody::Long { payload, offset } => {
+                let m = self
+                    .mapped(target)?
+                    .expect("a rank with an outbox is mapped");
+                m.segment.write(offset, payload)?;
+                let ack = m.counters().count_write();
+                handle = Some(WriteHandle::complete(ack));
+                h.body = B_LONG;
+                h.flags |= F_PLACED;
+                (h.a, h.b, h.c, h.d) = (offset as u64, payload.len() as u64, ack.ec, ack.iwc);
+                &[][..]
+            }
+        };
+        let args = message.args.as_slice();
+        let len = Header::encoded_len(args.len(), inline.len());
+        let mut backoff = Backoff::new();
+        // No room: the target has not taken our earlier messages yet. Take our own traffic
+        // off the wire meanwhile (never user handlers), so two ranks filling each other's
+        // rings both make room, even from inside handlers.
+        while !ring.try_push(len, |out| h.write(out, args, inline)) {
+            if self.progress() > 0 {
+                backoff.reset();
+            } else {
+                self.shared.failure.check();
+                backoff.snooze(&self.shared.sleeper, || !self.shared.failure.is_failed());
+            }
+        }
+        self.st.borrow_mut().sent += 1;
         Ok(handle)
     }
 
@@ -1126,6 +1245,11 @@ impl MpiWorld {
                 self.repost(st);
             }
             work += 1;
+        }
+        for (source, ring) in self.inboxes.iter() {
+            if !ring.is_empty() {
+                work += ring.drain(|bytes| self.take_off_wire(st, *source, bytes));
+            }
         }
         if !st.inflight.is_empty() {
             let mut i = 0;
@@ -1286,6 +1410,14 @@ impl MpiWorld {
                         wait = Some(key);
                     }
                     B_MEDIUM => message.body = Body::Medium(inline.to_vec()),
+                    B_LONG if h.flags & F_PLACED != 0 => {
+                        in_segment(); // checks the range
+                        message.body = Body::Long {
+                            offset,
+                            len,
+                            ack: WriteAck { ec: h.c, iwc: h.d },
+                        };
+                    }
                     B_LONG => {
                         let dst = in_segment();
                         if separate {
