@@ -2,7 +2,7 @@
 //! remote atomics, a split-phase barrier and NIC-like epoch / incoming-write counters.
 //!
 //! The `smp` conduit (ranks as threads of one process) is the default and needs no system
-//! library. A job starts with [`launch`]; each rank gets an [`Endpoint`]:
+//! library. A job starts with [`launch()`]; each rank gets an [`Endpoint`]:
 //!
 //! ```
 //! use gasnet_bridge::{launch, HandlerTable, LaunchConfig};
