@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{RANKS, RANKS_WIDE, allgather, run};
+use common::{allgather, ranks, ranks_wide, run};
 use pgas::{
     AtomicDomain, GlobalPtr, RpcTable, Team, barrier, barrier_on, broadcast, delete_, new_,
     rank_me, reduce_all, world,
@@ -178,7 +178,7 @@ fn exercise(team: &Team) {
 
 #[test]
 fn atomics_on_world() {
-    for &n in RANKS_WIDE {
+    for n in ranks_wide() {
         run(n, 4, RpcTable::new(), || {
             exercise(&world());
             barrier();
@@ -188,7 +188,7 @@ fn atomics_on_world() {
 
 #[test]
 fn atomics_on_split_teams() {
-    for &n in RANKS {
+    for n in ranks() {
         run(n, 4, RpcTable::new(), move || {
             let me = rank_me();
             let odd_even = world().split((me % 2) as u64, me as u64);

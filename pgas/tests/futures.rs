@@ -9,7 +9,7 @@ use std::rc::Rc;
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll, Waker};
 
-use common::{RANKS, run};
+use common::{by_rank, ranks, run};
 use pgas::{Future, Promise, RpcFn, RpcTable, barrier, rank_me, rank_n, rpc, when_all};
 
 /// A minimal executor for one future on the calling rank: polls with a no-op waker. Progress
@@ -66,7 +66,7 @@ fn table() -> (RpcTable, Fns) {
 
 #[test]
 fn then_chains_when_all_join_and_then() {
-    for &n in RANKS {
+    for n in ranks() {
         let (rpcs, f) = table();
         run(n, 4, rpcs, move || {
             let me = rank_me();
@@ -138,7 +138,7 @@ fn then_chains_when_all_join_and_then() {
 
 #[test]
 fn promises_fulfilled_out_of_order() {
-    for &n in RANKS {
+    for n in ranks() {
         let (rpcs, f) = table();
         run(n, 4, rpcs, move || {
             let me = rank_me();
@@ -182,7 +182,7 @@ fn promises_fulfilled_out_of_order() {
 
 #[test]
 fn futures_awaited_through_std_future_inside_launch() {
-    for &n in RANKS {
+    for n in ranks() {
         let (rpcs, f) = table();
         let out = run(n, 4, rpcs, move || {
             let me = rank_me();
@@ -197,7 +197,7 @@ fn futures_awaited_through_std_future_inside_launch() {
             barrier();
             v
         });
-        for (me, v) in out.into_iter().enumerate() {
+        for (me, &v) in by_rank(n, &out) {
             let right = (me + 1) % n;
             let b = (me as u64 + 5) * (right as u64 + 1);
             let expect: u64 = (0..n as u64).map(|t| b + t).sum();

@@ -8,7 +8,7 @@ use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use common::{MIB, RANKS, RANKS_WIDE, fnv, run};
+use common::{MIB, by_rank, fnv, held_ranks, ranks, ranks_in, ranks_wide, run};
 use pgas::{
     DistObject, Future, GlobalPtr, RpcFn, RpcTable, barrier, delete_, new_array, progress, rank_me,
     rank_n, rget_slice, rpc, rpc_ff, rput,
@@ -34,7 +34,7 @@ type HopFn = RpcFn<(Log, u32, u32), ()>;
 #[test]
 fn rpc_ff_ring_forwards_and_counts_every_arrival_exactly() {
     const HOPS: u32 = 50;
-    for &n in RANKS_WIDE {
+    for n in ranks_wide() {
         let arrivals = counters(n);
         let mut rpcs = RpcTable::new();
         let hop_fn: Arc<OnceLock<HopFn>> = Arc::new(OnceLock::new());
@@ -66,7 +66,7 @@ fn rpc_ff_ring_forwards_and_counts_every_arrival_exactly() {
             got.sort_unstable();
             got
         });
-        for (r, got) in logs.into_iter().enumerate() {
+        for (r, got) in by_rank(n, &logs) {
             assert_eq!(arrivals[r].load(Ordering::SeqCst), HOPS as u64 + 1);
             // The message from `origin` with `left` hops to go is at origin + HOPS + 1 - left.
             let mut expect: Vec<(u32, u32)> = (0..n)
@@ -74,7 +74,7 @@ fn rpc_ff_ring_forwards_and_counts_every_arrival_exactly() {
                 .filter(|&(o, left)| (o as usize + (HOPS - left) as usize + 1) % n == r)
                 .collect();
             expect.sort_unstable();
-            assert_eq!(got, expect, "rank {r} of {n}");
+            assert_eq!(*got, expect, "rank {r} of {n}");
         }
     }
 }
@@ -82,7 +82,7 @@ fn rpc_ff_ring_forwards_and_counts_every_arrival_exactly() {
 #[test]
 fn dissemination_barrier_from_rpc_ff_lets_nobody_leave_early() {
     const ITERS: u64 = 150;
-    for &n in RANKS {
+    for n in ranks() {
         let mut rpcs = RpcTable::new();
         // Messages of round k arrived at this rank, over all iterations so far.
         type Arrived = DistObject<RefCell<Vec<u64>>>;
@@ -137,7 +137,7 @@ fn dissemination_barrier_from_rpc_ff_lets_nobody_leave_early() {
 
 #[test]
 fn large_payloads_are_fragmented_and_reassembled_exactly() {
-    for &n in &[1usize, 2, 3, 4] {
+    for n in ranks_in(&[1, 2, 3, 4]) {
         let mut rpcs = RpcTable::new();
         let echo = rpcs.register("echo", |v: Vec<u8>| {
             // The reply differs from the argument so that an echo of the wrong bytes shows.
@@ -198,23 +198,25 @@ fn large_payloads_are_fragmented_and_reassembled_exactly() {
 #[test]
 fn operations_in_flight_at_return_all_complete() {
     const PER_TARGET: u64 = 40;
-    for &n in RANKS {
-        let ff_ran = Arc::new(AtomicU64::new(0));
-        let rpc_ran = Arc::new(AtomicU64::new(0));
-        let replies = Arc::new(AtomicU64::new(0));
-        let chained = Arc::new(AtomicU64::new(0));
-        let deferred = Arc::new(AtomicU64::new(0));
+    for n in ranks() {
+        // Everything is counted per rank where it ran (on mpi a process sees only its own
+        // rank's counters).
+        let ff_ran = counters(n);
+        let rpc_ran = counters(n);
+        let replies = counters(n);
+        let chained = counters(n);
+        let deferred = counters(n);
         let mut rpcs = RpcTable::new();
         let ff = rpcs.register("ff", {
             let c = ff_ran.clone();
             move |x: u64| {
-                c.fetch_add(x, Ordering::SeqCst);
+                c[rank_me()].fetch_add(x, Ordering::SeqCst);
             }
         });
         let call = rpcs.register("call", {
             let c = rpc_ran.clone();
             move |x: u64| {
-                c.fetch_add(1, Ordering::SeqCst);
+                c[rank_me()].fetch_add(1, Ordering::SeqCst);
                 x + 1
             }
         });
@@ -225,7 +227,7 @@ fn operations_in_flight_at_return_all_complete() {
                 let c = c.clone();
                 // Replies when another rpc (to the next rank) has replied.
                 rpc((rank_me() + 1) % rank_n(), call_fn, x).then(move |y| {
-                    c.fetch_add(1, Ordering::SeqCst);
+                    c[rank_me()].fetch_add(1, Ordering::SeqCst);
                     y
                 })
             }
@@ -243,9 +245,9 @@ fn operations_in_flight_at_return_all_complete() {
                     rpc(t, call, i)
                         .then(move |y| {
                             assert_eq!(y, i + 1);
-                            r2.fetch_add(1, Ordering::SeqCst);
+                            r2[me].fetch_add(1, Ordering::SeqCst);
                             rpc_ff((me + 1) % n, ff, 1000);
-                            ch2.fetch_add(1, Ordering::SeqCst);
+                            ch2[me].fetch_add(1, Ordering::SeqCst);
                         })
                         .detach();
                     if i % 4 == 0 {
@@ -255,16 +257,25 @@ fn operations_in_flight_at_return_all_complete() {
             }
             // Return at once: nothing above was waited for.
         });
-        let total = n as u64 * n as u64 * PER_TARGET;
-        let later_calls = n as u64 * n as u64 * PER_TARGET.div_ceil(4);
-        assert_eq!(replies.load(Ordering::SeqCst), total, "{n} ranks: replies");
-        assert_eq!(chained.load(Ordering::SeqCst), total);
-        assert_eq!(
-            ff_ran.load(Ordering::SeqCst),
-            total + 1000 * total,
-            "{n} ranks: rpc_ff"
-        );
-        assert_eq!(rpc_ran.load(Ordering::SeqCst), total + later_calls);
-        assert_eq!(deferred.load(Ordering::SeqCst), later_calls);
+        // Per rank, as origin: n * PER_TARGET replies, each chaining one rpc_ff of 1000 to
+        // the right neighbour. As target: PER_TARGET rpc_ffs of 1 and calls from every rank,
+        // those 1000s from the left neighbour, and PER_TARGET / 4 `later`s from every rank,
+        // each deferred here until its call to the right neighbour replied, so also
+        // n * PER_TARGET / 4 calls from the left neighbour. Summed over the ranks: n^2 *
+        // PER_TARGET replies, and so on.
+        let per_rank = n as u64 * PER_TARGET;
+        let later_calls = n as u64 * PER_TARGET.div_ceil(4);
+        for r in held_ranks(n) {
+            let got = |c: &Arc<Vec<AtomicU64>>| c[r].load(Ordering::SeqCst);
+            assert_eq!(got(&replies), per_rank, "rank {r} of {n}: replies");
+            assert_eq!(got(&chained), per_rank, "rank {r} of {n}");
+            assert_eq!(
+                got(&ff_ran),
+                per_rank + 1000 * per_rank,
+                "rank {r} of {n}: rpc_ff"
+            );
+            assert_eq!(got(&rpc_ran), per_rank + later_calls, "rank {r} of {n}");
+            assert_eq!(got(&deferred), later_calls, "rank {r} of {n}");
+        }
     }
 }

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{RANKS, RANKS_WIDE, allgather, concat, run};
+use common::{allgather, concat, expected_nodes, ranks, ranks_wide, run};
 use pgas::{
     AtomicDomain, GlobalPtr, LaunchConfig, PgasError, RpcTable, Team, barrier, barrier_async,
     barrier_on, broadcast, delete_, local_team, new_, ops, rank_me, rank_n, reduce_all, reduce_one,
@@ -136,7 +136,7 @@ fn check_team(team: &Team, expect: &[usize]) {
 
 #[test]
 fn world_collectives() {
-    for &n in RANKS_WIDE {
+    for n in ranks_wide() {
         run(n, 4, RpcTable::new(), move || {
             check_team(&world(), &(0..n).collect::<Vec<_>>());
             assert_eq!(world(), world());
@@ -147,7 +147,7 @@ fn world_collectives() {
 
 #[test]
 fn split_teams_collectives_and_order() {
-    for &n in RANKS {
+    for n in ranks() {
         run(n, 4, RpcTable::new(), move || {
             let me = rank_me();
             // By parity, keyed by world rank.
@@ -180,13 +180,16 @@ fn split_teams_collectives_and_order() {
 
 #[test]
 fn local_team_and_local_pointers() {
-    for &n in RANKS {
+    for n in ranks() {
         let config = LaunchConfig::new(n)
             .segment_bytes(4 << 20)
             .ranks_per_node(2);
         common::try_launch(config, RpcTable::new(), move || {
             let me = rank_me();
-            let node_members: Vec<usize> = (0..n).filter(|w| w / 2 == me / 2).collect();
+            // Two ranks to a node on smp; on mpi the hosts decide (one node on one machine).
+            let nodes = expected_nodes(2);
+            let on_one_node = |a: usize, b: usize| nodes[a] == nodes[b];
+            let node_members: Vec<usize> = (0..n).filter(|&w| on_one_node(w, me)).collect();
             let lt = local_team();
             assert_eq!(lt.members(), &node_members[..]);
             check_team(&lt, &node_members);
@@ -194,7 +197,7 @@ fn local_team_and_local_pointers() {
             let mine = new_(me as u64 * 11).unwrap();
             let all = allgather(mine);
             for (w, p) in all.iter().enumerate() {
-                let same_node = w / 2 == me / 2;
+                let same_node = on_one_node(w, me);
                 assert_eq!(p.is_local(), same_node, "pointer of rank {w}");
                 match p.local() {
                     Ok(raw) => {
@@ -211,15 +214,16 @@ fn local_team_and_local_pointers() {
                 }
             }
             barrier();
-            // The node partner writes my word directly through shared memory...
-            let partner = me ^ 1;
-            if partner < n {
-                all[partner].write_local(1000 + me as u64).unwrap();
+            // The partner (rank ^ 1), when there is one on my node, writes my word directly
+            // through shared memory...
+            let paired = |w: usize| w ^ 1 < n && on_one_node(w, w ^ 1);
+            if paired(me) {
+                all[me ^ 1].write_local(1000 + me as u64).unwrap();
             }
             barrier();
-            // ...and a rank of another node reads it with an rget.
+            // ...and every rank, of that node or another, reads it with an rget.
             for (w, p) in all.iter().enumerate() {
-                let want = if (w ^ 1) < n {
+                let want = if paired(w) {
                     1000 + (w ^ 1) as u64
                 } else {
                     w as u64 * 11

@@ -7,7 +7,7 @@ mod common;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use common::{RANKS, mix, run};
+use common::{by_rank, mix, ranks, run};
 use pgas::{
     AtomicDomain, GlobalPtr, RpcFn, RpcTable, barrier, broadcast, new_array, ops, progress,
     rank_me, rank_n, reduce_all, rpc_ff, world,
@@ -55,7 +55,7 @@ fn unbalanced_tree_search_counts_every_node_once() {
         expected > 2000,
         "the tree is big enough to matter: {expected}"
     );
-    for &n in RANKS {
+    for n in ranks() {
         let visited: Arc<Vec<AtomicU64>> = Arc::new((0..n).map(|_| AtomicU64::new(0)).collect());
         let mut rpcs = RpcTable::new();
         let visit_fn: Arc<OnceLock<Visit>> = Arc::new(OnceLock::new());
@@ -113,7 +113,7 @@ fn unbalanced_tree_search_counts_every_node_once() {
             let sum = reduce_all(&world(), mine, ops::add).wait();
             (total, sum, mine)
         });
-        for (r, &(total, sum, mine)) in out.iter().enumerate() {
+        for (r, &(total, sum, mine)) in by_rank(n, &out) {
             assert_eq!(total, expected, "{n} ranks: atomic count at rank {r}");
             assert_eq!(sum, expected, "{n} ranks: sum of per-rank counts");
             assert_eq!(mine, visited[r].load(Ordering::SeqCst));

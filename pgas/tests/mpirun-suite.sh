@@ -1,0 +1,44 @@
+#!/bin/sh
+# The pgas conformance suite on the mpi conduit: every test file of pgas/tests (but
+# compile_fail.rs, a trybuild test) as `mpirun -n N` processes, for each N given
+# (default: 2 3 4), stopping at the first failure.
+#
+#   pgas/tests/mpirun-suite.sh [N...]
+#
+# Cargo runs each test binary through `mpirun -n N` (its runner override), and libtest runs
+# the tests one at a time, sorted by name, so every process launches the same jobs in the
+# same order (see pgas/tests/common/mod.rs). MPIRUN overrides the launcher (default mpirun),
+# MPIRUN_FLAGS its flags (default `--allow-run-as-root --oversubscribe`, for Open MPI in a
+# root container and more processes than cores). Uses CARGO_TARGET_DIR like any cargo run.
+set -eu
+
+cd "$(dirname "$0")/../.."
+[ $# -gt 0 ] || set -- 2 3 4
+
+# The targets, named explicitly; a test file added to pgas/tests must be added here.
+TESTS="atomics basics dist_object errors futures handles hook rma rpc teams uts"
+for f in pgas/tests/*.rs; do
+    t=$(basename "$f" .rs)
+    case " $TESTS compile_fail " in
+        *" $t "*) ;;
+        *) echo "$0: pgas/tests/$t.rs is not in TESTS" >&2; exit 2 ;;
+    esac
+done
+targets=""
+for t in $TESTS; do targets="$targets --test $t"; done
+
+host=$(rustc -vV | sed -n 's/^host: //p')
+runner_var="CARGO_TARGET_$(echo "$host" | tr 'a-z.-' 'A-Z__')_RUNNER"
+launcher="${MPIRUN:-mpirun}"
+flags="${MPIRUN_FLAGS---allow-run-as-root --oversubscribe}"
+
+# shellcheck disable=SC2086 # word splitting of $targets is intended
+cargo test -p pgas --features mpi $targets --no-run
+for n in "$@"; do
+    echo "== pgas suite under $launcher -n $n"
+    start=$(date +%s)
+    # shellcheck disable=SC2086
+    env "$runner_var=$launcher $flags -n $n" \
+        cargo test -p pgas --features mpi $targets -- --test-threads=1 --quiet
+    echo "== pgas suite under $launcher -n $n: passed in $(($(date +%s) - start)) s"
+done
