@@ -380,6 +380,10 @@ pub struct MpiWorld {
     outboxes: Box<[Option<Ring>]>,
     /// The rings of this rank's inbox, with the rank that fills each.
     inboxes: Box<[(usize, Ring)]>,
+    /// Whether any other rank sends to this one through MPI (it is on another host, or
+    /// `PGAS_MPI_PSHM=0`); when none does, polling skips the MPI receives, whose test costs a
+    /// turn of MPI's progress engine.
+    mpi_peers: bool,
     st: RefCell<State>,
     shared: Arc<Shared>,
     watchdog: RefCell<Option<Watchdog>>,
@@ -684,6 +688,7 @@ impl MpiWorld {
                 handlers,
                 segment_len,
                 mapped: mapped.into_boxed_slice(),
+                mpi_peers: (0..ranks).any(|r| r != rank && outboxes[r].is_none()),
                 outboxes: outboxes.into_boxed_slice(),
                 inboxes: inboxes.into_boxed_slice(),
                 st: RefCell::new(State {
@@ -1216,35 +1221,8 @@ impl MpiWorld {
                 }
             }
         }
-        self.repost(st);
-        loop {
-            let head = st.head;
-            let mut flag: c_int = 0;
-            // SAFETY: a zeroed MPI_Status is a valid value to be overwritten.
-            let mut status: ffi::MPI_Status = unsafe { std::mem::zeroed() };
-            // SAFETY: the slot's request was posted by this module on its own buffer (the
-            // head slot is always posted: `repost` runs before half the ring is used up).
-            let rc = unsafe { ffi::MPI_Test(&mut st.slots[head].req, &mut flag, &mut status) };
-            must(check(rc, "MPI_Test(receive)"));
-            if flag == 0 {
-                break;
-            }
-            let mut count: c_int = 0;
-            // SAFETY: `status` was filled by the completed receive.
-            must(check(
-                unsafe { ffi::MPI_Get_count(&status, uint8(), &mut count) },
-                "MPI_Get_count",
-            ));
-            let source = status.MPI_SOURCE as usize;
-            let buf = std::mem::take(&mut st.slots[head].buf);
-            self.take_off_wire(st, source, &buf[..count.max(0) as usize]);
-            st.slots[head].buf = buf;
-            st.head = (head + 1) % SLOTS;
-            st.unposted += 1;
-            if st.unposted >= SLOTS / 2 {
-                self.repost(st);
-            }
-            work += 1;
+        if self.mpi_peers {
+            work += self.take_mpi_messages(st);
         }
         for (source, ring) in self.inboxes.iter() {
             if !ring.is_empty() {
@@ -1285,6 +1263,43 @@ impl MpiWorld {
                     }
                 }
             }
+        }
+        work
+    }
+
+    /// Takes the messages that arrived through MPI off the wire, in arrival order; returns
+    /// how many.
+    fn take_mpi_messages(&self, st: &mut State) -> usize {
+        let mut work = 0;
+        self.repost(st);
+        loop {
+            let head = st.head;
+            let mut flag: c_int = 0;
+            // SAFETY: a zeroed MPI_Status is a valid value to be overwritten.
+            let mut status: ffi::MPI_Status = unsafe { std::mem::zeroed() };
+            // SAFETY: the slot's request was posted by this module on its own buffer (the
+            // head slot is always posted: `repost` runs before half the ring is used up).
+            let rc = unsafe { ffi::MPI_Test(&mut st.slots[head].req, &mut flag, &mut status) };
+            must(check(rc, "MPI_Test(receive)"));
+            if flag == 0 {
+                break;
+            }
+            let mut count: c_int = 0;
+            // SAFETY: `status` was filled by the completed receive.
+            must(check(
+                unsafe { ffi::MPI_Get_count(&status, uint8(), &mut count) },
+                "MPI_Get_count",
+            ));
+            let source = status.MPI_SOURCE as usize;
+            let buf = std::mem::take(&mut st.slots[head].buf);
+            self.take_off_wire(st, source, &buf[..count.max(0) as usize]);
+            st.slots[head].buf = buf;
+            st.head = (head + 1) % SLOTS;
+            st.unposted += 1;
+            if st.unposted >= SLOTS / 2 {
+                self.repost(st);
+            }
+            work += 1;
         }
         work
     }
