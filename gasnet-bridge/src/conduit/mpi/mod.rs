@@ -60,6 +60,8 @@
 //!   and balance (the four-counter method), serving AMs meanwhile.
 //! * **Topology:** host names are gathered at start-up; ranks are numbered host by host (the
 //!   job communicator is split with that key), so each host is a contiguous range of ranks.
+//!   A node is a host; with `PGAS_MPI_PSHM=0` every rank is a node of its own, since no
+//!   segment of another rank is mapped (so pgas's `local_team` and `is_local` stay true).
 //! * **Failures:** see `watchdog.rs`. MPI calls use `MPI_ERRORS_RETURN`; errors come back as
 //!   [`BridgeError::Conduit`] where the caller can act, and end the rank (reported to the
 //!   others) where it cannot, inside progress.
@@ -684,7 +686,14 @@ impl MpiWorld {
                 comm,
                 node_comm,
                 win,
-                topology: Topology::from_node_sizes(&sizes),
+                // Without shared memory the ranks of a host reach each other as across hosts,
+                // so each is a node of its own: the topology (pgas's local_team, is_local) must
+                // name only ranks whose segments this process has mapped.
+                topology: if pshm {
+                    Topology::from_node_sizes(&sizes)
+                } else {
+                    Topology::new(ranks, 1)
+                },
                 handlers,
                 segment_len,
                 mapped: mapped.into_boxed_slice(),
