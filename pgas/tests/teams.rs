@@ -187,7 +187,7 @@ fn local_team_and_local_pointers() {
         common::try_launch(config, RpcTable::new(), move || {
             let me = rank_me();
             // Two ranks to a node on smp; on mpi the hosts decide (one node on one machine).
-            let nodes = expected_nodes(2);
+            let nodes = expected_nodes(Some(2));
             let on_one_node = |a: usize, b: usize| nodes[a] == nodes[b];
             let node_members: Vec<usize> = (0..n).filter(|&w| on_one_node(w, me)).collect();
             let lt = local_team();

@@ -226,15 +226,25 @@ where
 }
 
 /// Inside a job: for every world rank, the node the conduit must put it on. On smp that is
-/// the launch's grouping, `ranks_per_node` consecutive ranks to a node; on mpi
+/// the launch's grouping, `ranks_per_node` consecutive ranks to a node (all on one without
+/// it); on mpi
 /// `ranks_per_node` is ignored and a node is a host, so it is the host each rank's process
-/// runs on, gathered from the ranks themselves (a collective: every rank calls it).
-pub fn expected_nodes(ranks_per_node: usize) -> Vec<String> {
+/// runs on, gathered from the ranks themselves (a collective: every rank calls it), except
+/// with `PGAS_MPI_PSHM=0`, where the processes of a host share no memory and every rank is a
+/// node of its own.
+pub fn expected_nodes(ranks_per_node: Option<usize>) -> Vec<String> {
     if on_mpi() {
-        allgather(host_name())
+        let pshm = std::env::var("PGAS_MPI_PSHM").map_or(true, |v| v.trim() != "0");
+        let host = host_name();
+        let me = pgas::rank_me();
+        allgather(if pshm {
+            host
+        } else {
+            format!("{host}, rank {me}")
+        })
     } else {
         (0..pgas::rank_n())
-            .map(|w| format!("node {}", w / ranks_per_node))
+            .map(|w| format!("node {}", w / ranks_per_node.unwrap_or(usize::MAX)))
             .collect()
     }
 }
