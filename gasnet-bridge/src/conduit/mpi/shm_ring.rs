@@ -19,12 +19,14 @@
 //! producer writes a record's bytes and length *before* publishing the new tail with Release,
 //! so a consumer that reads the tail with Acquire sees the whole record; the consumer copies
 //! what it needs *before* publishing the new head with Release, so a producer that reads the
-//! head with Acquire never overwrites bytes still being read. Between `head` and `tail` the
+//! head with Acquire never overwrites bytes still being read (the producer keeps its last
+//! reading of the head and reads it again only when that shows too little room). Between `head` and `tail` the
 //! bytes belong to the consumer, from `tail` to `head + DATA` to the producer.
 //!
 //! [`DATA`] is at least twice the largest record, so an empty ring always has room for any
 //! record whatever its position: a producer that finds no room makes progress and retries.
 
+use std::cell::Cell;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -49,6 +51,11 @@ const _: () = assert!(DATA.is_multiple_of(8));
 #[derive(Debug)]
 pub(crate) struct Ring {
     base: NonNull<u8>,
+    /// The producer's last reading of the head. The head only grows, so room computed from an
+    /// old reading is never more than there is; the producer reads the shared head again only
+    /// when the old reading shows too little room. Without this every push would pull the
+    /// head's cache line from the consumer's core: a cache miss on the latency path.
+    seen_head: Cell<usize>,
 }
 
 fn padded(len: usize) -> usize {
@@ -66,6 +73,7 @@ impl Ring {
         debug_assert!((base as usize).is_multiple_of(64), "ring not aligned");
         Ring {
             base: NonNull::new(base).expect("ring base is not null"),
+            seen_head: Cell::new(0),
         }
     }
 
@@ -94,7 +102,6 @@ impl Ring {
         assert!(len <= MAX_RECORD, "a ring record of {len} bytes");
         // Only this side writes the tail, so a relaxed read gives its own last value.
         let tail = self.tail().load(Ordering::Relaxed) as usize;
-        let head = self.head().load(Ordering::Acquire) as usize;
         let offset = tail % DATA;
         let need = padded(len);
         let skip = if offset + need > DATA {
@@ -102,8 +109,14 @@ impl Ring {
         } else {
             0
         };
-        if tail + skip + need - head > DATA {
-            return false;
+        if tail + skip + need - self.seen_head.get() > DATA {
+            // The Acquire pairs with the consumer's Release of the head: its reads of the
+            // bytes now free happened before this side writes them.
+            self.seen_head
+                .set(self.head().load(Ordering::Acquire) as usize);
+            if tail + skip + need - self.seen_head.get() > DATA {
+                return false;
+            }
         }
         if skip >= 8 {
             // SAFETY: [offset, DATA) lies in the producer's part (checked above); 8-aligned.
