@@ -429,6 +429,7 @@ fn mpi_len(len: usize) -> Result<c_int, BridgeError> {
 }
 
 /// Tests `req`; true once complete (then MPI has set it to `MPI_REQUEST_NULL`).
+#[inline]
 fn test(req: &mut ffi::MPI_Request, what: &str) -> Result<bool, BridgeError> {
     let mut flag: c_int = 0;
     // SAFETY: `req` is a request handle this module started (or already null, which MPI_Test
@@ -1280,7 +1281,9 @@ impl MpiWorld {
     /// how many.
     fn take_mpi_messages(&self, st: &mut State) -> usize {
         let mut work = 0;
-        self.repost(st);
+        if st.unposted > 0 {
+            self.repost(st);
+        }
         loop {
             let head = st.head;
             let mut flag: c_int = 0;

@@ -152,11 +152,19 @@ fn install_sigterm_hook() {
 /// Read end of the SIGTERM pipe; -1 when the hook could not be installed.
 pub(crate) static SIGTERM_READ: AtomicI32 = AtomicI32::new(-1);
 
-/// Turns an MPI return code into a result, with MPI's own text for the error.
+/// Turns an MPI return code into a result, with MPI's own text for the error. The success
+/// test is inlined into every MPI call site of the polling loop; the error text is not.
+#[inline]
 pub(crate) fn check(rc: c_int, what: &str) -> Result<(), BridgeError> {
     if rc == ffi::MPI_SUCCESS as c_int {
         return Ok(());
     }
+    error_text(rc, what)
+}
+
+#[cold]
+#[inline(never)]
+fn error_text(rc: c_int, what: &str) -> Result<(), BridgeError> {
     let mut buf = [0 as c_char; ffi::MPI_MAX_ERROR_STRING as usize + 1];
     let mut len: c_int = 0;
     // SAFETY: the buffer holds MPI_MAX_ERROR_STRING characters plus a terminator.
