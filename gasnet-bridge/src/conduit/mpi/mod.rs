@@ -35,7 +35,8 @@
 //!   polling, as it would an MPI message. A long AM's payload is written straight into the
 //!   target's segment first (as a put), so its handle completes at once. The ring bounds a
 //!   flood (a sender without room makes internal progress until the target takes messages),
-//!   and one ring per ordered pair keeps per-pair FIFO. Measured on this 2-core machine,
+//!   and one ring per ordered pair keeps per-pair FIFO. The receiver watches the word where
+//!   the next record will start, so a message moves only its own cache lines between cores. Measured on this 2-core machine,
 //!   2 ranks: see ROADMAP.md (the AM round trip and the rpc round trip against the raw MPI
 //!   ping-pong, `PGAS_MPI_PSHM=0` for the MPI path). Each rank's window grows by
 //!   `ranks on the host × 256 KiB`.

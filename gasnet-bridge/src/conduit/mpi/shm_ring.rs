@@ -3,25 +3,35 @@
 //!
 //! Each rank's window holds one ring per rank of its host (its inbox, indexed by the sender's
 //! place on the host). Only that sender appends and only the owner takes records off, so the
-//! ring needs no lock: two monotonically growing byte positions, each written by one side.
+//! ring needs no lock: the consumer publishes how far it has read (the head), the producer
+//! publishes each record through the record's own first word.
 //!
 //! # Layout and protocol
 //!
 //! ```text
-//! [0, 64)     tail: u64, written by the producer (Release), read by the consumer (Acquire)
-//! [64, 128)   head: u64, written by the consumer (Release), read by the producer (Acquire)
+//! [0, 64)     head: u64, written by the consumer (Release), read by the producer (Acquire)
+//! [64, 128)   unused (keeps the head's cache line to itself)
 //! [128, ..)   DATA bytes of records
 //! ```
 //!
-//! A record at position `p` starts at `p % DATA` with its length as a `u64`, then its bytes,
-//! padded to 8. A record never wraps: when it does not fit before the end, the producer writes
-//! [`SKIP`] as the length (or nothing, if fewer than 8 bytes remain) and starts at 0. The
-//! producer writes a record's bytes and length *before* publishing the new tail with Release,
-//! so a consumer that reads the tail with Acquire sees the whole record; the consumer copies
-//! what it needs *before* publishing the new head with Release, so a producer that reads the
-//! head with Acquire never overwrites bytes still being read (the producer keeps its last
-//! reading of the head and reads it again only when that shows too little room). Between `head` and `tail` the
-//! bytes belong to the consumer, from `tail` to `head + DATA` to the producer.
+//! A record at position `p` (positions grow without bound; the offset is `p % DATA`) is a
+//! `u64` word, then its bytes, padded to 8. The word is 0 while nothing is published there,
+//! `len + 1` for a record of `len` bytes, or [`SKIP`] when the next record starts again at
+//! offset 0 (a record never wraps). The consumer watches the word at its head, so a message
+//! costs the consumer only the cache lines of the record itself: there is no shared tail.
+//!
+//! * The producer writes the record's bytes, then clears the word at the record's end (the
+//!   next record's start, which may hold bytes of an older record), then stores the record's
+//!   word with Release (for a wrapped record, its word, then [`SKIP`] at the old end with
+//!   Release). A consumer that reads the word with Acquire sees all of it.
+//! * The consumer copies what it needs, clears the record's word, and only then publishes the
+//!   new head with Release, so a producer that reads the head with Acquire never overwrites
+//!   bytes still being read, and finds every freed record start cleared. A record start the
+//!   producer cannot clear (the ring is full to the byte) is the start of a record the
+//!   consumer has not taken yet, which the consumer clears when it does.
+//! * The producer keeps its last reading of the head and reads the shared head again only
+//!   when that shows too little room (the head only grows, so an old reading is safe). Without
+//!   this every push would pull the head's cache line from the consumer's core.
 //!
 //! [`DATA`] is at least twice the largest record, so an empty ring always has room for any
 //! record whatever its position: a producer that finds no room makes progress and retries.
@@ -34,7 +44,7 @@ use crate::active_message::{MAX_ARGS, MAX_MEDIUM};
 
 /// Bytes of record data in one ring.
 pub(crate) const DATA: usize = 256 << 10;
-/// Bytes of one ring: the two cursors, each on its own cache line, then the data.
+/// Bytes of one ring: the head on its own cache line (two lines reserved), then the data.
 pub(crate) const RING_BYTES: usize = 128 + DATA;
 /// Largest record (a medium AM with every argument: header, arguments, payload).
 pub(crate) const MAX_RECORD: usize = 64 + 8 * MAX_ARGS + MAX_MEDIUM;
@@ -51,10 +61,9 @@ const _: () = assert!(DATA.is_multiple_of(8));
 #[derive(Debug)]
 pub(crate) struct Ring {
     base: NonNull<u8>,
-    /// The producer's last reading of the head. The head only grows, so room computed from an
-    /// old reading is never more than there is; the producer reads the shared head again only
-    /// when the old reading shows too little room. Without this every push would pull the
-    /// head's cache line from the consumer's core: a cache miss on the latency path.
+    /// Producer: the position of the next record (only the producer needs it).
+    tail: Cell<usize>,
+    /// Producer: its last reading of the head.
     seen_head: Cell<usize>,
 }
 
@@ -68,29 +77,34 @@ impl Ring {
     /// # Safety
     /// `base` is 64-byte aligned and points to [`RING_BYTES`] bytes that were zeroed before
     /// either side used them, stay mapped while the view is used, and are accessed only
-    /// through `Ring` views: by one producer (`try_push`) and one consumer (`drain`).
+    /// through `Ring` views: by one producer (`try_push`, always through the same view) and
+    /// one consumer (`drain`, `is_empty`).
     pub(crate) unsafe fn new(base: *mut u8) -> Ring {
         debug_assert!((base as usize).is_multiple_of(64), "ring not aligned");
         Ring {
             base: NonNull::new(base).expect("ring base is not null"),
+            tail: Cell::new(0),
             seen_head: Cell::new(0),
         }
     }
 
-    fn tail(&self) -> &AtomicU64 {
-        // SAFETY: offset 0 of the ring holds the tail, an aligned u64 only accessed atomically.
-        unsafe { &*self.base.as_ptr().cast::<AtomicU64>() }
-    }
-
     fn head(&self) -> &AtomicU64 {
-        // SAFETY: offset 64 of the ring holds the head, an aligned u64 only accessed atomically.
-        unsafe { &*self.base.as_ptr().add(64).cast::<AtomicU64>() }
+        // SAFETY: offset 0 of the ring holds the head, an aligned u64 only accessed atomically.
+        unsafe { &*self.base.as_ptr().cast::<AtomicU64>() }
     }
 
     fn data(&self, offset: usize) -> *mut u8 {
         debug_assert!(offset < DATA);
         // SAFETY (arithmetic only): `offset < DATA`, inside the ring's data.
         unsafe { self.base.as_ptr().add(128 + offset) }
+    }
+
+    /// The record word at `offset` (8-aligned).
+    fn word(&self, offset: usize) -> &AtomicU64 {
+        debug_assert!(offset.is_multiple_of(8));
+        // SAFETY: an 8-aligned u64 inside the data; record words are only accessed atomically
+        // (the bytes between them are plain data, never read as words).
+        unsafe { &*self.data(offset).cast::<AtomicU64>() }
     }
 
     /// Producer: appends a record of `len` bytes, written by `fill`, and publishes it; false
@@ -100,8 +114,7 @@ impl Ring {
     /// If `len` exceeds [`MAX_RECORD`].
     pub(crate) fn try_push(&self, len: usize, fill: impl FnOnce(&mut [u8])) -> bool {
         assert!(len <= MAX_RECORD, "a ring record of {len} bytes");
-        // Only this side writes the tail, so a relaxed read gives its own last value.
-        let tail = self.tail().load(Ordering::Relaxed) as usize;
+        let tail = self.tail.get();
         let offset = tail % DATA;
         let need = padded(len);
         let skip = if offset + need > DATA {
@@ -109,72 +122,77 @@ impl Ring {
         } else {
             0
         };
-        if tail + skip + need - self.seen_head.get() > DATA {
+        let end = tail + skip + need;
+        if end - self.seen_head.get() > DATA {
             // The Acquire pairs with the consumer's Release of the head: its reads of the
-            // bytes now free happened before this side writes them.
+            // bytes now free, and its clearing of their record words, happened before.
             self.seen_head
                 .set(self.head().load(Ordering::Acquire) as usize);
-            if tail + skip + need - self.seen_head.get() > DATA {
+            if end - self.seen_head.get() > DATA {
                 return false;
             }
         }
-        if skip >= 8 {
-            // SAFETY: [offset, DATA) lies in the producer's part (checked above); 8-aligned.
-            unsafe { self.data(offset).cast::<u64>().write(SKIP) };
-        }
         let at = (offset + skip) % DATA;
         // SAFETY: [at, at + need) lies in the data and in the producer's part (room checked);
-        // the consumer does not read it before the Release store of the tail below.
-        unsafe {
-            self.data(at).cast::<u64>().write(len as u64);
-            fill(std::slice::from_raw_parts_mut(self.data(at + 8), len));
+        // the consumer does not read it before the record's word is published below.
+        fill(unsafe { std::slice::from_raw_parts_mut(self.data(at + 8), len) });
+        if end < self.seen_head.get() + DATA {
+            // The next record's start is in the producer's part and may hold an older record's
+            // bytes: clear it before the consumer can get there.
+            self.word(end % DATA).store(0, Ordering::Relaxed);
         }
-        self.tail()
-            .store((tail + skip + need) as u64, Ordering::Release);
+        if skip == 0 {
+            self.word(at).store(len as u64 + 1, Ordering::Release);
+        } else {
+            // Published by the Release of the SKIP word, which the consumer reads first.
+            self.word(at).store(len as u64 + 1, Ordering::Relaxed);
+            self.word(offset).store(SKIP, Ordering::Release);
+        }
+        self.tail.set(end);
         true
     }
 
     /// Consumer: hands each published record, oldest first, to `take`, then frees its bytes;
     /// returns how many records it took.
     pub(crate) fn drain(&self, mut take: impl FnMut(&[u8])) -> usize {
-        let tail = self.tail().load(Ordering::Acquire) as usize;
         // Only this side writes the head.
         let mut head = self.head().load(Ordering::Relaxed) as usize;
         let mut taken = 0;
-        while head < tail {
+        loop {
             let offset = head % DATA;
-            if DATA - offset < 8 {
-                head += DATA - offset;
-                continue;
+            let word = self.word(offset).load(Ordering::Acquire);
+            if word == 0 {
+                break;
             }
-            // SAFETY: [head, tail) was published by the producer (Acquire above); a length
-            // word sits at every record start, 8-aligned.
-            let len = unsafe { self.data(offset).cast::<u64>().read() };
-            if len == SKIP {
-                head += DATA - offset;
-                continue;
-            }
-            let len = len as usize;
-            assert!(
-                len <= MAX_RECORD && offset + padded(len) <= DATA,
-                "corrupt shared-memory ring: record of {len} bytes at {offset}"
-            );
-            // SAFETY: the record's bytes lie in the published part, which the producer does
-            // not touch until the head moves past them (after `take` returns).
-            take(unsafe { std::slice::from_raw_parts(self.data(offset + 8), len) });
-            head += padded(len);
-            taken += 1;
+            let next = if word == SKIP {
+                // Every record fits at offset 0, so a SKIP there can only be old bytes.
+                assert!(offset != 0, "corrupt shared-memory ring: SKIP at offset 0");
+                head + DATA - offset
+            } else {
+                let len = (word - 1) as usize;
+                assert!(
+                    len <= MAX_RECORD && offset + padded(len) <= DATA,
+                    "corrupt shared-memory ring: record of {len} bytes at {offset}"
+                );
+                // SAFETY: the record was published (Acquire above); the producer does not
+                // touch its bytes until the head moves past them (after `take` returns).
+                take(unsafe { std::slice::from_raw_parts(self.data(offset + 8), len) });
+                taken += 1;
+                head + padded(len)
+            };
+            self.word(offset).store(0, Ordering::Relaxed);
+            head = next;
             // Publish per record: a producer waiting for room can go on at once.
             self.head().store(head as u64, Ordering::Release);
         }
-        self.head().store(head as u64, Ordering::Release);
         taken
     }
 
-    /// Consumer: whether a record may be waiting (a cheap check for idle polling).
+    /// Consumer: whether no record is waiting (a cheap check for idle polling).
     #[inline]
     pub(crate) fn is_empty(&self) -> bool {
-        self.tail().load(Ordering::Acquire) == self.head().load(Ordering::Relaxed)
+        let head = self.head().load(Ordering::Relaxed) as usize;
+        self.word(head % DATA).load(Ordering::Acquire) == 0
     }
 }
 
@@ -239,7 +257,15 @@ mod tests {
             });
             let ring = mem.ring();
             let mut next = 0u64;
+            let mut last = (0, std::time::Instant::now());
             while next < total {
+                if next != last.0 {
+                    last = (next, std::time::Instant::now());
+                }
+                assert!(
+                    last.1.elapsed() < std::time::Duration::from_secs(20),
+                    "no record after {next} for 20 s"
+                );
                 ring.drain(|got| {
                     assert_eq!(got, &record(next, len_of(next))[..], "record {next}");
                     next += 1;
@@ -281,13 +307,13 @@ mod tests {
         let ring = mem.ring();
         for step in [8usize, 24, 4096, DATA / 2 - 8, DATA - 16, DATA - 8] {
             // Move the cursors to an awkward offset through small records, then empty it.
-            let start = ring.tail().load(Ordering::Relaxed) as usize;
+            let start = ring.tail.get();
             let mut moved = 0;
             while moved < step {
                 let len = (step - moved - 8).min(4096);
                 assert!(ring.try_push(len, |_| {}));
                 ring.drain(|_| {});
-                moved = ring.tail().load(Ordering::Relaxed) as usize - start;
+                moved = ring.tail.get() - start;
             }
             assert!(
                 ring.try_push(MAX_RECORD, |d| d[MAX_RECORD - 1] = 9),
@@ -300,6 +326,36 @@ mod tests {
                 got += 1;
             });
             assert_eq!(got, 1);
+        }
+    }
+
+    #[test]
+    fn old_bytes_are_never_read_as_records() {
+        // Records of 0xFF bytes (a stale word of them reads as SKIP or a huge length), sizes
+        // whose starts fall inside older records, and rings filled to the byte, so every
+        // record start the consumer reaches held something else on the lap before.
+        let mem = HeapRing::new();
+        let ring = mem.ring();
+        for (lap, len) in [1016usize, 1000, 4088, 24, 1016, 65_000, 8]
+            .into_iter()
+            .enumerate()
+        {
+            let mut pushed = 0;
+            while ring.try_push(len, |d| d.fill(0xFF)) {
+                pushed += 1;
+                assert!(!ring.is_empty());
+            }
+            assert!(pushed > 0, "lap {lap}: an empty ring takes a record");
+            let mut got = 0;
+            ring.drain(|d| {
+                assert!(got < pushed, "lap {lap}: more records than were pushed");
+                assert_eq!(d.len(), len, "lap {lap}");
+                assert!(d.iter().all(|&b| b == 0xFF));
+                got += 1;
+            });
+            assert_eq!(got, pushed, "lap {lap}: every record once, nothing else");
+            assert!(ring.is_empty(), "lap {lap}: empty after the drain");
+            assert_eq!(ring.drain(|_| panic!("a stale record")), 0);
         }
     }
 
