@@ -2,70 +2,70 @@
 //!
 //! # Design
 //!
-//! * **Progress: the rank's own thread, `MPI_THREAD_SERIALIZED`.** Only the thread that runs
-//!   the rank calls MPI; it makes progress whenever it polls, waits, or completes a blocking
-//!   operation, exactly where the smp conduit would run handlers. Measured (Open MPI 4.1.4,
-//!   2 ranks on one 2-core host, `bridge-bench --quick`): AM round trip 673-688 ns with
-//!   `MPI_THREAD_SERIALIZED`, 674 ns with `MPI_THREAD_MULTIPLE` (`PGAS_MPI_THREAD=multiple`):
-//!   no gain from MULTIPLE, which only adds locking risk. A dedicated progress thread would
-//!   add a thread hand-off to each direction of a round trip and, with 2 ranks on 2 cores,
-//!   two more spinning threads competing for the cores, so it was not built. A rank that
-//!   computes without polling delays the remote puts and AMs aimed at it, as in GASNet's
-//!   mpi-conduit; RMA between ranks of one host never needs it (below).
+//! * **Progress: the rank's own thread, `MPI_THREAD_SERIALIZED`.** Only the thread that runs the
+//!   rank calls MPI; it makes progress whenever it polls, waits, or completes a blocking operation,
+//!   exactly where the smp conduit would run handlers. Measured (Open MPI 4.1.4, 2 ranks on one
+//!   2-core host, `bridge-bench --quick`): AM round trip 673-688 ns with `MPI_THREAD_SERIALIZED`,
+//!   674 ns with `MPI_THREAD_MULTIPLE` (`PGAS_MPI_THREAD=multiple`): no gain from MULTIPLE, which
+//!   only adds locking risk. A dedicated progress thread would add a thread hand-off to each
+//!   direction of a round trip and, with 2 ranks on 2 cores, two more spinning threads competing
+//!   for the cores, so it was not built. A rank that computes without polling delays the remote
+//!   puts and AMs aimed at it, as in GASNet's mpi-conduit; RMA between ranks of one host never
+//!   needs it (below).
 //! * **RMA within a host: an MPI-3 shared-memory window.** Segments are allocated with
-//!   `MPI_Win_allocate_shared` on the host's communicator, and every process maps the segments
-//!   (and the EC/IWC counters, which sit in the page before each segment) of the ranks on its
-//!   host. A put, get or atomic to such a rank is the smp conduit's code on that memory: a
-//!   copy, then the target's IWC bumped with a release RMW; the ack carries the target's EC
-//!   and that IWC value. `segment_base` works for these ranks.
-//! * **RMA across hosts: over active messages**, as GASNet's mpi-conduit does: a put is a
-//!   request carrying the bytes (inline up to [`INLINE_MAX`], else a second message received
-//!   straight into the target segment), the target copies, counts the write and replies with
-//!   its EC and the IWC value; gets and atomics likewise. MPI windows with
-//!   `MPI_Put`+`MPI_Win_flush` were the alternative, but the ack must carry the IWC value
-//!   *this* write produced after its bytes landed, which on a window costs a flush, an
-//!   `MPI_Fetch_and_op` and a second flush: two round trips where the AM path needs one.
-//!   `PGAS_MPI_PSHM=0` sends even same-host RMA and AMs this way (for measuring it on one
-//!   machine): 8 B put 1780 ns and 4 MiB 3.0 GB/s against raw `MPI_Put`+flush 41 ns and 36.5 GB/s
-//!   (Open MPI's osc/sm is itself shared memory there), while the shared-window path gives
-//!   3.3 ns and 47 GB/s; hence shared memory within a host, AMs only across hosts.
+//!   `MPI_Win_allocate_shared` on the host's communicator, and every process maps the segments (and
+//!   the EC/IWC counters, which sit in the page before each segment) of the ranks on its host. A
+//!   put, get or atomic to such a rank is the smp conduit's code on that memory: a copy, then the
+//!   target's IWC bumped with a release RMW; the ack carries the target's EC and that IWC value.
+//!   `segment_base` works for these ranks.
+//! * **RMA across hosts: over active messages**, as GASNet's mpi-conduit does: a put is a request
+//!   carrying the bytes (inline up to [`INLINE_MAX`], else a second message received straight into
+//!   the target segment), the target copies, counts the write and replies with its EC and the IWC
+//!   value; gets and atomics likewise. MPI windows with `MPI_Put`+`MPI_Win_flush` were the
+//!   alternative, but the ack must carry the IWC value *this* write produced after its bytes
+//!   landed, which on a window costs a flush, an `MPI_Fetch_and_op` and a second flush: two round
+//!   trips where the AM path needs one. `PGAS_MPI_PSHM=0` sends even same-host RMA and AMs this way
+//!   (for measuring it on one machine): 8 B put 1780 ns and 4 MiB 3.0 GB/s against raw
+//!   `MPI_Put`+flush 41 ns and 36.5 GB/s (Open MPI's osc/sm is itself shared memory there), while
+//!   the shared-window path gives 3.3 ns and 47 GB/s; hence shared memory within a host, AMs only
+//!   across hosts.
 //! * **Active messages within a host: shared-memory rings** (GASNet's PSHM idea). Each rank's
-//!   window also holds an inbox of one ring (`shm_ring.rs`) per rank of its host; a sender appends the
-//!   encoded message to its ring in the target's inbox and the target takes it off while
-//!   polling, as it would an MPI message. A long AM's payload is written straight into the
-//!   target's segment first (as a put), so its handle completes at once. The ring bounds a
-//!   flood (a sender without room makes internal progress until the target takes messages),
-//!   and one ring per ordered pair keeps per-pair FIFO. The receiver watches the word where
-//!   the next record will start, so a message moves only its own cache lines between cores. Measured on this 2-core machine,
-//!   2 ranks: see ROADMAP.md (the AM round trip and the rpc round trip against the raw MPI
-//!   ping-pong, `PGAS_MPI_PSHM=0` for the MPI path). Each rank's window grows by
-//!   `ranks on the host × 256 KiB`.
+//!   window also holds an inbox of one ring (`shm_ring.rs`) per rank of its host; a sender appends
+//!   the encoded message to its ring in the target's inbox and the target takes it off while
+//!   polling, as it would an MPI message. A long AM's payload is written straight into the target's
+//!   segment first (as a put), so its handle completes at once. The ring bounds a flood (a sender
+//!   without room makes internal progress until the target takes messages), and one ring per
+//!   ordered pair keeps per-pair FIFO. The receiver watches the word where the next record will
+//!   start, so a message moves only its own cache lines between cores. Measured on this 2-core
+//!   machine, 2 ranks: see ROADMAP.md (the AM round trip and the rpc round trip against the raw MPI
+//!   ping-pong, `PGAS_MPI_PSHM=0` for the MPI path). Each rank's window grows by `ranks on the host
+//!   × 256 KiB`.
 //! * **Active messages across hosts: non-blocking point-to-point with bounded, pre-posted
-//!   buffers.** Each process keeps [`SLOTS`] receives of [`EAGER`] bytes posted and handles
-//!   them in arrival order (per-pair FIFO, which pgas relies on); a slot taken off the wire is
-//!   posted again at the start of the next progress round, after the handlers it fed have
-//!   run, which keeps the re-post off the round trip's latency path. Requests issued outside
-//!   handlers spend a credit toward their target ([`CREDITS`] per pair); the target returns credits as it
-//!   takes messages off the wire (piggybacked on any message back, or in a credit message
-//!   after half of them), and a sender without credits makes progress until some return. So
-//!   a flood from one rank occupies at most `CREDITS` messages at its target, never an
-//!   unbounded MPI unexpected-message queue. Replies and messages sent inside handlers do not
-//!   wait for credits (a handler cannot wait), as GASNet reserves reply buffers.
-//! * **Internal versus user progress.** The conduit's own messages (put/get/atomic requests,
-//!   acks, credits, payloads) are handled whenever MPI is progressed, including while a
-//!   blocking put waits and inside handlers; user AM handlers run only from `poll`/`wait_until`
-//!   outside handlers, in order. Blocking operations therefore never run user handlers, as on
-//!   smp, and may be used inside handlers.
-//! * **Barrier:** `MPI_Ibarrier`, tested while polling. **End of job:** waves of
-//!   `MPI_Iallreduce` over (messages sent, messages handled) until two consecutive waves agree
-//!   and balance (the four-counter method), serving AMs meanwhile.
-//! * **Topology:** host names are gathered at start-up; ranks are numbered host by host (the
-//!   job communicator is split with that key), so each host is a contiguous range of ranks.
-//!   A node is a host; with `PGAS_MPI_PSHM=0` every rank is a node of its own, since no
-//!   segment of another rank is mapped (so pgas's `local_team` and `is_local` stay true).
+//!   buffers.** Each process keeps [`SLOTS`] receives of [`EAGER`] bytes posted and handles them in
+//!   arrival order (per-pair FIFO, which pgas relies on); a slot taken off the wire is posted again
+//!   at the start of the next progress round, after the handlers it fed have run, which keeps the
+//!   re-post off the round trip's latency path. Requests issued outside handlers spend a credit
+//!   toward their target ([`CREDITS`] per pair); the target returns credits as it takes messages
+//!   off the wire (piggybacked on any message back, or in a credit message after half of them), and
+//!   a sender without credits makes progress until some return. So a flood from one rank occupies
+//!   at most `CREDITS` messages at its target, never an unbounded MPI unexpected-message queue.
+//!   Replies and messages sent inside handlers do not wait for credits (a handler cannot wait), as
+//!   GASNet reserves reply buffers.
+//! * **Internal versus user progress.** The conduit's own messages (put/get/atomic requests, acks,
+//!   credits, payloads) are handled whenever MPI is progressed, including while a blocking put
+//!   waits and inside handlers; user AM handlers run only from `poll`/`wait_until` outside
+//!   handlers, in order. Blocking operations therefore never run user handlers, as on smp, and may
+//!   be used inside handlers.
+//! * **Barrier:** `MPI_Ibarrier`, tested while polling. **End of job:** waves of `MPI_Iallreduce`
+//!   over (messages sent, messages handled) until two consecutive waves agree and balance (the
+//!   four-counter method), serving AMs meanwhile.
+//! * **Topology:** host names are gathered at start-up; ranks are numbered host by host (the job
+//!   communicator is split with that key), so each host is a contiguous range of ranks. A node is a
+//!   host; with `PGAS_MPI_PSHM=0` every rank is a node of its own, since no segment of another rank
+//!   is mapped (so pgas's `local_team` and `is_local` stay true).
 //! * **Failures:** see `watchdog.rs`. MPI calls use `MPI_ERRORS_RETURN`; errors come back as
-//!   [`BridgeError::Conduit`] where the caller can act, and end the rank (reported to the
-//!   others) where it cannot, inside progress.
+//!   [`BridgeError::Conduit`] where the caller can act, and end the rank (reported to the others)
+//!   where it cannot, inside progress.
 
 pub mod baseline;
 mod process;
@@ -619,6 +619,10 @@ impl MpiWorld {
                 if pshm {
                     // Ring `j` of a rank's inbox is filled by the rank at place `j` of the host.
                     let inbox = counters.add(PAGE + segment_pages);
+                    // SAFETY (for `Ring::new`): the inbox lies inside this rank's piece of the
+                    // window (`piece` counts it), page-aligned, zeroed above before the node
+                    // barrier below, and mapped until teardown; ring `j` has one producer (the
+                    // rank at place `j`) and one consumer (the inbox's owner).
                     if job_rank == rank {
                         for (j, &from) in node_ranks.iter().enumerate() {
                             if j != my_place {
