@@ -160,6 +160,24 @@ pub fn median_of(reps: usize, mut rep: impl FnMut() -> f64) -> f64 {
     median(&mut samples)
 }
 
+/// Medians of `base` and `subject`, measured alternately in every repetition (after one
+/// warm-up of each) so that a baseline and what it is the baseline of see the same machine
+/// state.
+pub fn paired(
+    reps: usize,
+    mut base: impl FnMut() -> f64,
+    mut subject: impl FnMut() -> f64,
+) -> (f64, f64) {
+    let (mut bs, mut ss) = (Vec::new(), Vec::new());
+    base();
+    subject();
+    for _ in 0..reps.max(1) {
+        bs.push(base());
+        ss.push(subject());
+    }
+    (median(&mut bs), median(&mut ss))
+}
+
 /// Nanoseconds per operation of `ops` calls of `op`.
 pub fn ns_per_op(ops: u64, mut op: impl FnMut()) -> f64 {
     let start = Instant::now();

@@ -247,20 +247,8 @@ fn am_roundtrip(
         };
         let pingpong =
             gasnet_bridge::conduit::mpi::baseline::PingPong::new().unwrap_or_else(|e| fail(e));
-        let (mut raw, mut rtt) = (Vec::new(), Vec::new());
-        let mut once = once;
-        for rep in 0..=reps.max(1) {
-            let r = pingpong.run(ops).unwrap_or_else(|e| fail(e));
-            let t = once();
-            if rep > 0 {
-                raw.push(r);
-                rtt.push(t);
-            }
-        }
-        let (raw, rtt) = (
-            bench_report::median(&mut raw),
-            bench_report::median(&mut rtt),
-        );
+        let raw = || pingpong.run(ops).unwrap_or_else(|e| fail(e));
+        let (raw, rtt) = bench_report::paired(reps, raw, once);
         return (me == 0).then(|| line(rtt).baseline("mpi_pingpong_8B", raw));
     }
     let rtt = median_of(reps, once);

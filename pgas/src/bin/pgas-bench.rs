@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use bench_report::{BenchArgs, Better, Line, median_of, ns_per_op, print, size_name};
+use bench_report::{BenchArgs, Better, Line, median_of, ns_per_op, paired, print, size_name};
 use gasnet_bridge::{AtomicOp, HandlerTable};
 use pgas::{
     AtomicDomain, Completions, GlobalPtr, Interceptor, LaunchConfig, Promise, RpcFn, RpcTable,
@@ -118,23 +118,6 @@ fn bridge_am_roundtrip(s: &Sizes) -> f64 {
         std::process::exit(1)
     });
     per_rank[0]
-}
-
-/// Medians of `base` and `subject`, measured alternately in every repetition so that both see
-/// the same machine state.
-fn paired(
-    reps: usize,
-    mut base: impl FnMut() -> f64,
-    mut subject: impl FnMut() -> f64,
-) -> (f64, f64) {
-    let (mut bs, mut ss) = (Vec::new(), Vec::new());
-    base();
-    subject();
-    for _ in 0..reps.max(1) {
-        bs.push(base());
-        ss.push(subject());
-    }
-    (bench_report::median(&mut bs), bench_report::median(&mut ss))
 }
 
 /// The empty rpc round trip, rank 0 to rank 1, on ranks 0 and 1 together: rank 1 serves until
