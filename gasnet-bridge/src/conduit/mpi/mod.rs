@@ -165,6 +165,23 @@ impl Header {
         v
     }
 
+    /// The header of a user AM: its handler, reply flag, body kind and payload length.
+    fn am(message: &Message, body: &OutBody<'_>) -> Header {
+        let (body, len) = match body {
+            OutBody::Short => (B_SHORT, 0),
+            OutBody::Medium(p) => (B_MEDIUM, p.len()),
+            OutBody::Long { payload, .. } => (B_LONG, payload.len()),
+        };
+        Header {
+            kind: K_AM,
+            flags: if message.is_reply { F_REPLY } else { 0 },
+            handler: message.handler,
+            body,
+            b: len as u64,
+            ..Header::default()
+        }
+    }
+
     /// Bytes of the message with `nargs` arguments and `inline` payload bytes.
     fn encoded_len(nargs: usize, inline: usize) -> usize {
         HDR + 8 * nargs + inline
@@ -286,6 +303,13 @@ impl Mapped {
         // only ever accessed atomically (`WriteCounters` is `repr(C)`), zeroed at creation.
         unsafe { self.counters.as_ref() }
     }
+
+    /// Writes `src` at `offset` and counts the write: a put into mapped memory, as on smp.
+    #[inline]
+    fn write_counted(&self, offset: usize, src: &[u8]) -> Result<WriteAck, BridgeError> {
+        self.segment.write(offset, src)?;
+        Ok(self.counters().count_write())
+    }
 }
 
 /// One pre-posted receive.
@@ -405,10 +429,8 @@ impl std::fmt::Debug for MpiWorld {
 
 /// Panics with the conduit error: used inside progress, where no caller can act on it; the
 /// rank then fails and the others are told.
-fn must(r: Result<(), BridgeError>) {
-    if let Err(e) = r {
-        panic!("{e}");
-    }
+fn must<T>(r: Result<T, BridgeError>) -> T {
+    r.unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn uint8() -> ffi::MPI_Datatype {
@@ -901,8 +923,7 @@ impl MpiWorld {
         src: &[u8],
     ) -> Result<WriteAck, BridgeError> {
         if let Some(m) = self.mapped(rank)? {
-            m.segment.write(offset, src)?;
-            return Ok(m.counters().count_write());
+            return m.write_counted(offset, src);
         }
         let id = self.start_put(ep, rank, offset, src)?;
         Ok(self.wait_ack(id))
@@ -916,8 +937,7 @@ impl MpiWorld {
         src: &[u8],
     ) -> Result<WriteHandle, BridgeError> {
         if let Some(m) = self.mapped(rank)? {
-            m.segment.write(offset, src)?;
-            return Ok(WriteHandle::complete(m.counters().count_write()));
+            return Ok(WriteHandle::complete(m.write_counted(offset, src)?));
         }
         let id = self.start_put(ep, rank, offset, src)?;
         Ok(WriteHandle::pending(self.clone(), id))
@@ -1092,9 +1112,7 @@ impl MpiWorld {
             let mut handle = None;
             message.body = match body {
                 OutBody::Long { payload, offset } => {
-                    let own = self.own();
-                    own.segment.write(offset, payload)?;
-                    let ack = own.counters().count_write();
+                    let ack = self.own().write_counted(offset, payload)?;
                     handle = Some(WriteHandle::complete(ack));
                     Body::Long {
                         offset,
@@ -1118,18 +1136,7 @@ impl MpiWorld {
         }
         mpi_len(payload.len())?;
         let spend = !message.is_reply && self.take_credit(ep, target);
-        let mut h = Header {
-            kind: K_AM,
-            flags: if message.is_reply { F_REPLY } else { 0 },
-            handler: message.handler,
-            body: match body {
-                OutBody::Short => B_SHORT,
-                OutBody::Medium(_) => B_MEDIUM,
-                OutBody::Long { .. } => B_LONG,
-            },
-            b: payload.len() as u64,
-            ..Header::default()
-        };
+        let mut h = Header::am(&message, &body);
         let mut handle = None;
         if let Some(offset) = long_offset {
             let id = self.new_op();
@@ -1151,50 +1158,28 @@ impl MpiWorld {
         message: &Message,
         body: OutBody<'_>,
     ) -> Result<Option<WriteHandle>, BridgeError> {
-        let mut h = Header {
-            kind: K_AM,
-            flags: if message.is_reply { F_REPLY } else { 0 },
-            handler: message.handler,
-            ..Header::default()
-        };
+        let mut h = Header::am(message, &body);
         let mut handle = None;
         let inline = match body {
-            OutBody::Short => {
-                h.body = B_SHORT;
-                &[][..]
-            }
-            OutBody::Medium(p) => {
-                h.body = B_MEDIUM;
-                h.b = p.len() as u64;
-                p
-            }
+            OutBody::Short => &[][..],
+            OutBody::Medium(p) => p,
             OutBody::Long { payload, offset } => {
                 let m = self
                     .mapped(target)?
                     .expect("a rank with an outbox is mapped");
-                m.segment.write(offset, payload)?;
-                let ack = m.counters().count_write();
+                let ack = m.write_counted(offset, payload)?;
                 handle = Some(WriteHandle::complete(ack));
-                h.body = B_LONG;
                 h.flags |= F_PLACED;
-                (h.a, h.b, h.c, h.d) = (offset as u64, payload.len() as u64, ack.ec, ack.iwc);
+                (h.a, h.c, h.d) = (offset as u64, ack.ec, ack.iwc);
                 &[][..]
             }
         };
         let args = message.args.as_slice();
         let len = Header::encoded_len(args.len(), inline.len());
-        let mut backoff = Backoff::new();
         // No room: the target has not taken our earlier messages yet. Take our own traffic
         // off the wire meanwhile (never user handlers), so two ranks filling each other's
         // rings both make room, even from inside handlers.
-        while !ring.try_push(len, |out| h.write(out, args, inline)) {
-            if self.progress() > 0 {
-                backoff.reset();
-            } else {
-                self.shared.failure.check();
-                backoff.snooze(&self.shared.sleeper, || !self.shared.failure.is_failed());
-            }
-        }
+        self.wait_internal(|_| ring.try_push(len, |out| h.write(out, args, inline)));
         self.st.borrow_mut().sent += 1;
         Ok(handle)
     }
@@ -1469,8 +1454,7 @@ impl MpiWorld {
                                 ack: WriteAck::default(),
                             };
                         } else {
-                            must(own.segment.write(offset, &inline[..len]));
-                            let ack = own.counters().count_write();
+                            let ack = must(own.write_counted(offset, &inline[..len]));
                             must(self.send_ack(st, source, h.id, ack));
                             message.body = Body::Long { offset, len, ack };
                         }
@@ -1489,8 +1473,7 @@ impl MpiWorld {
                         id: h.id,
                     });
                 } else {
-                    must(own.segment.write(offset, &inline[..len]));
-                    let ack = own.counters().count_write();
+                    let ack = must(own.write_counted(offset, &inline[..len]));
                     must(self.send_ack(st, source, h.id, ack));
                     st.handled += 1;
                 }
