@@ -10,7 +10,7 @@
 //! MPI in a root container), as in gasnet-bridge's conduit suite and lulesh's tests/mpi.rs.
 #![cfg(feature = "mpi")]
 
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 const HELLO: &str = env!("CARGO_BIN_EXE_hello");
@@ -22,25 +22,17 @@ const CD_STENCIL: &str = env!("CARGO_BIN_EXE_cd_stencil");
 /// The process counts every example is run with.
 const WORLDS: [usize; 2] = [2, 3];
 
-fn launcher() -> String {
-    std::env::var("MPIRUN").unwrap_or_else(|_| "mpirun".into())
-}
-
 /// The lock every test holds while it runs jobs, or `None` (test skipped) without mpirun. One
 /// job at a time: parallel tests would put several oversubscribed jobs on this machine's cores.
 fn mpi_or_skip(test: &str) -> Option<MutexGuard<'static, ()>> {
     static HAVE: OnceLock<bool> = OnceLock::new();
     static ONE_JOB: Mutex<()> = Mutex::new(());
-    let have = *HAVE.get_or_init(|| {
-        Command::new(launcher())
-            .arg("--version")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-    });
+    let have = *HAVE.get_or_init(gasnet_bridge::conduit::mpirun_available);
     if !have {
-        eprintln!("{test}: no {} on PATH; skipped", launcher());
+        eprintln!(
+            "{test}: no {} on PATH; skipped",
+            gasnet_bridge::conduit::mpirun_program()
+        );
         return None;
     }
     // A failed test poisons the lock; the others can still run.
@@ -50,12 +42,7 @@ fn mpi_or_skip(test: &str) -> Option<MutexGuard<'static, ()>> {
 /// `bin args` as `n` processes under mpirun, with the environment that would choose the smp
 /// conduit or a rank count removed.
 fn mpirun(n: usize, bin: &str, args: &[&str]) -> Output {
-    let flags = std::env::var("MPIRUN_FLAGS")
-        .unwrap_or_else(|_| "--allow-run-as-root --oversubscribe".into());
-    Command::new(launcher())
-        .args(flags.split_whitespace())
-        .arg("-n")
-        .arg(n.to_string())
+    gasnet_bridge::conduit::mpirun_command(n)
         .arg(bin)
         .args(args)
         .env_remove("PGAS_RANKS")
@@ -63,7 +50,10 @@ fn mpirun(n: usize, bin: &str, args: &[&str]) -> Output {
         .env_remove("PGAS_CONDUIT")
         .env_remove("CD_CONFIG")
         .output()
-        .unwrap_or_else(|e| panic!("cannot start {}: {e}", launcher()))
+        .unwrap_or_else(|e| {
+            let launcher = gasnet_bridge::conduit::mpirun_program();
+            panic!("cannot start {launcher}: {e}")
+        })
 }
 
 /// `bin --ranks n args` on the smp conduit.

@@ -405,26 +405,10 @@ fn child(mode: &str) {
 }
 
 fn mpirun(n: usize, mode: &str) -> Command {
-    let launcher = std::env::var("MPIRUN").unwrap_or_else(|_| "mpirun".into());
-    let flags = std::env::var("MPIRUN_FLAGS")
-        .unwrap_or_else(|_| "--allow-run-as-root --oversubscribe".into());
-    let mut c = Command::new(launcher);
-    c.args(flags.split_whitespace())
-        .arg("-n")
-        .arg(n.to_string())
-        .arg(std::env::current_exe().expect("own path"))
+    let mut c = gasnet_bridge::conduit::mpirun_command(n);
+    c.arg(std::env::current_exe().expect("own path"))
         .args(["--child", mode]);
     c
-}
-
-fn have_mpirun() -> bool {
-    let launcher = std::env::var("MPIRUN").unwrap_or_else(|_| "mpirun".into());
-    Command::new(launcher)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
 }
 
 /// Starts 4 ranks, lets them run, makes rank 2 fail (`kill`: SIGKILL of its process;
@@ -515,7 +499,7 @@ fn main() {
         eprintln!("conduit_suite: built without the mpi feature; mpi runs skipped");
         return;
     }
-    if !have_mpirun() {
+    if !gasnet_bridge::conduit::mpirun_available() {
         eprintln!("conduit_suite: no mpirun on PATH; mpi runs skipped");
         return;
     }

@@ -10,16 +10,10 @@
 //! a root container), as in gasnet-bridge's conduit suite.
 #![cfg(feature = "mpi")]
 
-use std::process::{Command, Output};
+use std::process::Output;
 
 fn mpirun(n: usize, args: &[&str]) -> Output {
-    let launcher = std::env::var("MPIRUN").unwrap_or_else(|_| "mpirun".into());
-    let flags = std::env::var("MPIRUN_FLAGS")
-        .unwrap_or_else(|_| "--allow-run-as-root --oversubscribe".into());
-    Command::new(launcher)
-        .args(flags.split_whitespace())
-        .arg("-n")
-        .arg(n.to_string())
+    gasnet_bridge::conduit::mpirun_command(n)
         .arg(env!("CARGO_BIN_EXE_lulesh"))
         .args(args)
         .env_remove("PGAS_RANKS")

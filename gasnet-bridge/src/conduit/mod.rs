@@ -13,9 +13,12 @@
 //! `PGAS_CONDUIT=mpi` if set, otherwise `mpi` when the process was started by an MPI launcher
 //! (and the feature is built in), otherwise `smp`. The program does not change.
 
+mod launcher;
 #[cfg(feature = "mpi")]
 pub mod mpi;
 pub mod smp;
+
+pub use launcher::{mpirun_available, mpirun_command, mpirun_program};
 
 use std::sync::Arc;
 
