@@ -31,6 +31,7 @@ pub mod error;
 pub mod failure;
 pub mod launch;
 pub mod segment;
+pub mod shared_copy;
 pub mod sleep;
 pub mod topology;
 

@@ -2,22 +2,26 @@
 //!
 //! # Safety invariant
 //!
-//! `base` points to `len` bytes allocated by [`Segment::new`] (zeroed, 4096-byte aligned)
-//! that stay valid until the `Segment` is dropped; the job keeps every segment alive until all
-//! rank threads have been joined. The bytes are shared by all ranks, so no Rust reference to
-//! them (`&[u8]`, `&mut [u8]`) is ever created: bytes move only through raw-pointer copies
-//! after a bounds check, and 64-bit words are touched through `AtomicU64` only.
+//! `base` points to `len` bytes allocated by [`Segment::new`] (zeroed, 4096-byte aligned), or
+//! lent by a conduit (`Segment::borrowed`), that stay valid until the `Segment` is dropped;
+//! the job keeps every segment alive until all rank threads have been joined. The bytes are
+//! shared by all ranks at once, so no Rust reference to them (`&[u8]`, `&mut [u8]`) is ever
+//! created, and every access is race-free by construction: bytes move only through
+//! [`shared_copy`](crate::shared_copy) (inline-assembly copies outside the Rust abstract
+//! machine, see its model) after a bounds check, and 64-bit words are touched as
+//! `AtomicU64`.
 //!
 //! Conflicting accesses to the same bytes from two ranks without synchronization between
-//! them are a program error, as in UPC++ and GASNet: the bytes then read are unspecified.
-//! Because no references exist, such a race cannot invalidate anything the compiler assumed
-//! about other memory; every access is bounds-checked, so none can leave the segment.
+//! them are a program error, as in UPC++ and GASNet, but never undefined behaviour: the bytes
+//! then read may be torn or stale, nothing else. Every access is bounds-checked, so none can
+//! leave the segment.
 
 use std::alloc::{Layout, alloc_zeroed, dealloc};
 use std::ptr::NonNull;
 use std::sync::atomic::AtomicU64;
 
 use crate::error::BridgeError;
+use crate::shared_copy;
 
 /// Alignment of every segment's base address (a page, so the base is aligned for any scalar).
 pub const SEGMENT_ALIGN: usize = 4096;
@@ -31,9 +35,9 @@ pub struct Segment {
     owned: bool,
 }
 
-// SAFETY: the segment is plain memory shared on purpose; see the module invariant: only raw
-// copies and atomics touch it, so sharing the pointer across threads creates no aliasing
-// references.
+// SAFETY: the segment is memory shared on purpose; see the module invariant: only
+// `shared_copy` and atomics touch it, so sharing the pointer across threads creates neither
+// aliasing references nor data races.
 unsafe impl Send for Segment {}
 // SAFETY: as above.
 unsafe impl Sync for Segment {}
@@ -88,7 +92,8 @@ impl Segment {
     }
 
     /// Base address, for conduits and the owner's local views. Dereferencing it is subject to
-    /// the module's invariant: raw copies or atomics only, never a Rust reference.
+    /// the module's invariant: [`shared_copy`](crate::shared_copy) or atomics only, never a
+    /// Rust reference or a plain copy.
     pub fn base(&self) -> *mut u8 {
         self.base.as_ptr()
     }
@@ -111,11 +116,9 @@ impl Segment {
     #[inline]
     pub fn write(&self, offset: usize, src: &[u8]) -> Result<(), BridgeError> {
         self.check(offset, src.len())?;
-        // SAFETY: the range is inside the allocation (checked above); `src` is a Rust slice,
-        // so it cannot overlap the segment, to which no references exist.
-        unsafe {
-            std::ptr::copy_nonoverlapping(src.as_ptr(), self.base.as_ptr().add(offset), src.len())
-        };
+        // SAFETY: the range is inside the segment (checked above), which is shared memory in
+        // the sense of `shared_copy`'s contract.
+        unsafe { shared_copy::copy_in(self.base.as_ptr().add(offset), src) };
         Ok(())
     }
 
@@ -123,14 +126,8 @@ impl Segment {
     #[inline]
     pub fn read(&self, offset: usize, dst: &mut [u8]) -> Result<(), BridgeError> {
         self.check(offset, dst.len())?;
-        // SAFETY: as in `write`, with the roles of the buffers swapped.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                self.base.as_ptr().add(offset),
-                dst.as_mut_ptr(),
-                dst.len(),
-            )
-        };
+        // SAFETY: as in `write`.
+        unsafe { shared_copy::copy_out(self.base.as_ptr().add(offset), dst) };
         Ok(())
     }
 
@@ -145,9 +142,9 @@ impl Segment {
     ) -> Result<(), BridgeError> {
         self.check(src_offset, len)?;
         dst.check(dst_offset, len)?;
-        // SAFETY: both ranges are inside their allocations; `copy` tolerates overlap.
+        // SAFETY: both ranges are inside their segments; `copy_within` tolerates overlap.
         unsafe {
-            std::ptr::copy(
+            shared_copy::copy_within(
                 self.base.as_ptr().add(src_offset),
                 dst.base.as_ptr().add(dst_offset),
                 len,
@@ -159,8 +156,8 @@ impl Segment {
     /// Fills `len` bytes at `offset` with `byte` (used to emulate the loss of a rank's memory).
     pub fn fill(&self, offset: usize, len: usize, byte: u8) -> Result<(), BridgeError> {
         self.check(offset, len)?;
-        // SAFETY: the range is inside the allocation.
-        unsafe { std::ptr::write_bytes(self.base.as_ptr().add(offset), byte, len) };
+        // SAFETY: the range is inside the segment.
+        unsafe { shared_copy::fill(self.base.as_ptr().add(offset), byte, len) };
         Ok(())
     }
 
@@ -176,8 +173,9 @@ impl Segment {
             });
         }
         // SAFETY: in bounds and 8-byte aligned (the base is page-aligned); the memory lives as
-        // long as `self`, which bounds the returned lifetime. Non-atomic copies of the same word
-        // can only race with this in a program that is already erroneous (module note).
+        // long as `self`, which bounds the returned lifetime. Copies of the same word by other
+        // ranks happen in `shared_copy`'s assembly, outside the Rust abstract machine, so even
+        // a racy program has no data race here (module note).
         Ok(unsafe { AtomicU64::from_ptr(self.base.as_ptr().add(offset).cast::<u64>()) })
     }
 }

@@ -35,7 +35,7 @@ pub fn new_array<T: Pod>(len: usize) -> Result<GlobalPtr<T>, PgasError> {
         let base = p.cast::<u8>().local_slice_ptr(bytes)?;
         // SAFETY: `local_slice_ptr` checked that the whole range lies in this rank's segment;
         // the block was just allocated, so no other rank holds a pointer into it yet.
-        unsafe { std::ptr::write_bytes(base, 0, bytes) };
+        unsafe { gasnet_bridge::shared_copy::fill(base.cast(), 0, bytes) };
         Ok(p)
     })
 }

@@ -343,7 +343,7 @@ pub fn reduce_all_u64(team: &Team, value: u64, op: impl Fn(u64, u64) -> u64 + 's
         let base = ep.segment_base(ep.rank()).expect("own segment");
         // SAFETY: `at .. at + 8` lies in the runtime's reserved bytes of this rank's own
         // segment (8-byte aligned); other ranks read it only after the barrier below.
-        unsafe { base.add(at).cast::<u64>().write_volatile(value) };
+        unsafe { gasnet_bridge::shared_copy::store(base.add(at).cast::<u64>(), value) };
         ep.barrier().expect("world barrier");
         let mut acc: Option<u64> = None;
         let mut word = [0u8; 8];

@@ -16,9 +16,8 @@ pub fn emulate_memory_loss() {
         let ep = rt.ep();
         let base = ep.segment_base(ep.rank()).expect("own segment");
         let len = ep.segment_len() - RESERVED;
-        // SAFETY: `RESERVED .. segment_len` lies inside this rank's segment; raw writes are
-        // how every segment access is done (no references exist, see gasnet-bridge's segment
-        // module).
-        unsafe { std::ptr::write_bytes(base.add(RESERVED), POISON, len) };
+        // SAFETY: `RESERVED .. segment_len` lies inside this rank's segment; `shared_copy` is
+        // how every segment access is done (see gasnet-bridge's segment module).
+        unsafe { gasnet_bridge::shared_copy::fill(base.add(RESERVED), POISON, len) };
     })
 }

@@ -9,6 +9,7 @@ use std::marker::PhantomData;
 use std::ops::{Add, Sub};
 
 use bytemuck::{Pod, Zeroable};
+use gasnet_bridge::shared_copy;
 use serde::{Deserialize, Serialize};
 
 use crate::error::PgasError;
@@ -226,28 +227,27 @@ impl<T: Pod> GlobalPtr<T> {
     /// Reads a co-located value by copy (no communication, checked like `local()`).
     pub fn read_local(&self) -> Result<T, PgasError> {
         let p = self.local()?;
-        // SAFETY: `local()` checked bounds and alignment; `read_volatile` copies without
-        // creating a reference, so a concurrent remote write (a program error) cannot make the
-        // compiler assume anything about the bytes.
-        Ok(unsafe { p.read_volatile() })
+        // SAFETY: `local()` checked that the value lies in a segment this process maps;
+        // `shared_copy` reads it without a reference and without a data race, even against a
+        // concurrent remote write (a program error that may then read a torn value).
+        Ok(unsafe { shared_copy::load(p) })
     }
 
     /// Copies `dst.len()` co-located elements from here into `dst` (one bounds check, one
-    /// memcpy; no communication).
+    /// copy; no communication).
     pub fn read_local_slice(&self, dst: &mut [T]) -> Result<(), PgasError> {
         let p = self.local_slice_ptr(dst.len())?;
         // SAFETY: `local_slice_ptr` checked that `dst.len()` elements from `p` lie in a segment
-        // this rank can address, aligned for `T`; `dst` is a Rust slice, so it cannot overlap
-        // segment memory, to which no references exist.
-        unsafe { std::ptr::copy_nonoverlapping(p, dst.as_mut_ptr(), dst.len()) };
+        // this process maps; `shared_copy` is the race-free way to read it.
+        unsafe { shared_copy::copy_out(p.cast(), bytemuck::cast_slice_mut(dst)) };
         Ok(())
     }
 
-    /// Copies `src` into co-located memory from here (one bounds check, one memcpy).
+    /// Copies `src` into co-located memory from here (one bounds check, one copy).
     pub fn write_local_slice(&self, src: &[T]) -> Result<(), PgasError> {
         let p = self.local_slice_ptr(src.len())?;
         // SAFETY: as in `read_local_slice`, with the copy reversed.
-        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), p, src.len()) };
+        unsafe { shared_copy::copy_in(p.cast(), bytemuck::cast_slice(src)) };
         Ok(())
     }
 
@@ -255,7 +255,7 @@ impl<T: Pod> GlobalPtr<T> {
     pub fn write_local(&self, value: T) -> Result<(), PgasError> {
         let p = self.local()?;
         // SAFETY: as in `read_local`.
-        unsafe { p.write_volatile(value) };
+        unsafe { shared_copy::store(p, value) };
         Ok(())
     }
 }
