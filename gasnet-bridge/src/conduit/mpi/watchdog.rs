@@ -35,6 +35,9 @@ use crate::error::BridgeError;
 use crate::failure::Failure;
 use crate::sleep::Sleeper;
 
+use ::mpi::ffi;
+
+use super::calls::{check, uint8};
 use super::process::SIGTERM_READ;
 
 /// How long a panicking rank waits for rank 0 to confirm that the failure was relayed.
@@ -106,6 +109,29 @@ fn conduit_err(what: &str, e: impl std::fmt::Display) -> BridgeError {
 }
 
 impl Watchdog {
+    /// Connects the job's ranks (collective over `comm`); `hosts[r]` is rank `r`'s host.
+    pub(crate) fn start(
+        comm: ffi::MPI_Comm,
+        rank: usize,
+        hosts: &[String],
+        shared: Arc<Shared>,
+    ) -> Result<Watchdog, BridgeError> {
+        let bcast = |p: &mut u32| {
+            // SAFETY: four bytes of a live u32, broadcast over a valid communicator.
+            check(
+                unsafe { ffi::MPI_Bcast((p as *mut u32).cast(), 4, uint8(), 0, comm) },
+                "MPI_Bcast(port)",
+            )
+        };
+        if rank == 0 {
+            Watchdog::start_root(hosts.len(), shared, |port| bcast(&mut (port as u32)))
+        } else {
+            let mut p = 0u32;
+            bcast(&mut p)?;
+            Watchdog::start_leaf(rank, &hosts[0], hosts[0] == hosts[rank], p as u16, shared)
+        }
+    }
+
     /// Rank 0's half of the start-up: listens, `publish`es the port, accepts every rank.
     pub(crate) fn start_root(
         ranks: usize,
