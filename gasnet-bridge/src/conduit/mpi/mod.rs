@@ -22,6 +22,7 @@ mod wire;
 
 pub(crate) use am::OutBody;
 pub(crate) use process::world_shape;
+pub use watchdog::{FANOUT, WATCHDOG_ADDR_ENV};
 pub use wire::{CREDITS, EAGER, INLINE_MAX, SLOTS};
 
 use std::cell::RefCell;
