@@ -515,9 +515,9 @@ impl Watcher {
                 }
             }
             pending.retain_mut(|p| !ready(p.stream.as_raw_fd()) || self.greet(p));
-            for i in 0..peers.len() {
-                if peers[i].open && ready(peers[i].stream.as_raw_fd()) {
-                    self.read_peer(&mut peers[i]);
+            for peer in peers.iter_mut() {
+                if peer.open && ready(peer.stream.as_raw_fd()) {
+                    self.read_peer(peer);
                 }
             }
         }
