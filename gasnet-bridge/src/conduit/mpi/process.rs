@@ -39,14 +39,22 @@ pub(crate) fn process() -> Result<&'static Process, LaunchError> {
 pub(crate) fn world_shape() -> Result<(usize, usize), LaunchError> {
     process()?;
     let conduit = |e: BridgeError| LaunchError::Conduit(e.to_string());
-    // SAFETY: MPI is initialized (above); each call writes one int.
-    unsafe {
-        let comm = ffi::RSMPI_COMM_WORLD;
-        let (mut size, mut rank): (c_int, c_int) = (0, 0);
-        check(ffi::MPI_Comm_size(comm, &mut size), "MPI_Comm_size").map_err(conduit)?;
-        check(ffi::MPI_Comm_rank(comm, &mut rank), "MPI_Comm_rank").map_err(conduit)?;
-        Ok((rank as usize, size as usize))
-    }
+    // SAFETY: reading a link-time constant of rsmpi's C shim.
+    let comm = unsafe { ffi::RSMPI_COMM_WORLD };
+    let (mut size, mut rank): (c_int, c_int) = (0, 0);
+    // SAFETY: MPI is initialized (above); the call writes one int.
+    check(
+        unsafe { ffi::MPI_Comm_size(comm, &mut size) },
+        "MPI_Comm_size",
+    )
+    .map_err(conduit)?;
+    // SAFETY: as above.
+    check(
+        unsafe { ffi::MPI_Comm_rank(comm, &mut rank) },
+        "MPI_Comm_rank",
+    )
+    .map_err(conduit)?;
+    Ok((rank as usize, size as usize))
 }
 
 fn init() -> Result<Process, String> {

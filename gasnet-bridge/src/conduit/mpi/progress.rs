@@ -21,6 +21,7 @@ impl MpiWorld {
     /// One round of internal progress: completes sends, takes messages off the wire in
     /// arrival order (handling the conduit's own at once, queueing user AMs), completes
     /// payloads. Returns how much happened.
+    #[inline]
     pub(super) fn progress(&self) -> usize {
         let Ok(mut st) = self.st.try_borrow_mut() else {
             return 0; // re-entered from inside progress: the outer round continues

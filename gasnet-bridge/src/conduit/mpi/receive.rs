@@ -63,6 +63,7 @@ impl MpiWorld {
     }
 
     /// Handles one message just received from `source`.
+    #[inline]
     pub(super) fn take_off_wire(&self, st: &mut State, source: usize, bytes: &[u8]) {
         let Some((h, args, inline)) = Header::decode(bytes) else {
             panic!(

@@ -17,6 +17,7 @@ impl MpiWorld {
     // ---- sending ------------------------------------------------------------------------
 
     /// Queues a message to `dest` (not this rank) on `TAG_MSG`; returns nothing to wait for.
+    #[inline]
     pub(super) fn send_msg(
         &self,
         st: &mut State,
