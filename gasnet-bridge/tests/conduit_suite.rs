@@ -9,7 +9,11 @@
 //!   `PGAS_MPI_PSHM=0` (every AM and RMA over MPI, as between hosts), then runs the failure
 //!   tests: a rank process killed with SIGKILL mid-run (`--child kill`) and a rank that panics
 //!   (`--child panic`): every other process must exit non-zero within 10 s, naming the lost
-//!   rank on stderr.
+//!   rank on stderr; then connects to a rank's watchdog with a wrong secret and with garbage
+//!   (`--child intruded`: both refused and reported, the job finishes normally), and runs a
+//!   short job under `mpirun -n 32` (`--child wide`).
+//!
+//! Without `mpirun` the mpi runs are skipped, except under `CI=true`, where that fails.
 //!
 //! `MPIRUN` overrides the launcher (default `mpirun`), `MPIRUN_FLAGS` its flags (default
 //! `--allow-run-as-root --oversubscribe`, for Open MPI in a root container).
@@ -400,8 +404,147 @@ fn child(mode: &str) {
                 }
             }
         }
+        "wide" => wide_job(n),
+        "intruded" => intruded_job(n),
         other => panic!("unknown child mode {other}"),
     }
+}
+
+/// A short job on many ranks: start-up (watchdog tree included), a ring of puts, barriers,
+/// teardown. Rank 0 reports success on stdout.
+fn wide_job(n: usize) {
+    let cfg = LaunchConfig::new(n).segment_bytes(64 << 10);
+    launch(&cfg, HandlerTable::new(), |ep| {
+        let (me, n) = (ep.rank(), ep.ranks());
+        ep.barrier().unwrap();
+        ep.put((me + 1) % n, 0, &(me as u64).to_ne_bytes()).unwrap();
+        ep.barrier().unwrap();
+        assert_eq!(word(ep, me, 0), ((me + n - 1) % n) as u64);
+        ep.barrier().unwrap();
+        if me == 0 {
+            println!("wide job of {n} ranks done");
+        }
+    })
+    .unwrap();
+}
+
+/// A job that keeps running until the file named by `PGAS_SUITE_MARKER` exists (the parent
+/// creates it after its intruders have connected), then checks that it still works.
+fn intruded_job(n: usize) {
+    let marker = std::env::var("PGAS_SUITE_MARKER").expect("PGAS_SUITE_MARKER");
+    launch(&config(n), HandlerTable::new(), |ep| {
+        let (me, n) = (ep.rank(), ep.ranks());
+        let start = Instant::now();
+        loop {
+            let mut go = [0u8; 8];
+            if me == 0 && std::path::Path::new(&marker).exists() {
+                go = [1; 8];
+            }
+            ep.barrier().unwrap();
+            if me == 0 {
+                ep.put(0, 0, &go).unwrap();
+            }
+            ep.barrier().unwrap();
+            if word(ep, 0, 0) != 0 {
+                break;
+            }
+            assert!(start.elapsed() < Duration::from_secs(60), "no marker");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        ep.barrier().unwrap();
+        ep.put((me + 1) % n, 8, &[1u8; 8]).unwrap();
+        ep.barrier().unwrap();
+        assert_eq!(word(ep, me, 8), u64::from_ne_bytes([1u8; 8]));
+        if me == 0 {
+            println!("intruded job done");
+        }
+    })
+    .unwrap();
+}
+
+/// `mpirun -n 32` of a short job: the watchdog's tree and the rest of start-up and teardown
+/// hold up at that size (on 2 cores, oversubscribed).
+fn wide_test() {
+    let n = 32;
+    let start = Instant::now();
+    let out = mpirun(n, "wide").output().expect("start mpirun");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("wide job of 32 ranks done"),
+        "mpirun -n {n} failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!(
+        "  ok {n} ranks: start-up, barriers, teardown in {:?}",
+        start.elapsed()
+    );
+}
+
+/// Connects to a rank's watchdog with a wrong secret and with garbage while a job runs: both
+/// are refused and reported on stderr, and the job finishes normally.
+fn intruder_test() {
+    let marker = std::env::temp_dir().join(format!("pgas-suite-marker-{}", std::process::id()));
+    let _ = std::fs::remove_file(&marker);
+    let mut child = mpirun(3, "intruded")
+        .env("PGAS_MPI_WATCHDOG_VERBOSE", "1")
+        .env("PGAS_SUITE_MARKER", &marker)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start mpirun");
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let err_reader = std::thread::spawn(move || {
+        let mut all = String::new();
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line.clone());
+            all.push_str(&line);
+            all.push('\n');
+        }
+        all
+    });
+    let addr: std::net::SocketAddr = loop {
+        let line = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("a rank announced its watchdog address");
+        if let Some(a) = line.split("watchdog listening on ").nth(1) {
+            break a.trim().parse().expect("an address");
+        }
+    };
+    assert!(
+        addr.ip().is_loopback(),
+        "a one-host job listens on loopback only: {addr}"
+    );
+    {
+        use std::io::Write;
+        let mut wrong = std::net::TcpStream::connect(addr).expect("connect");
+        let mut hello = b"PGASWD01".to_vec();
+        hello.extend_from_slice(&1u64.to_le_bytes());
+        hello.extend_from_slice(&[0x5a; 32]);
+        wrong.write_all(&hello).unwrap();
+        let mut garbage = std::net::TcpStream::connect(addr).expect("connect");
+        garbage.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    std::fs::write(&marker, b"go").unwrap();
+    let status = child.wait().expect("mpirun ends");
+    let _ = std::fs::remove_file(&marker);
+    let mut stdout = String::new();
+    std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut stdout).unwrap();
+    let stderr = err_reader.join().unwrap();
+    assert!(
+        status.success() && stdout.contains("intruded job done"),
+        "the job must finish normally despite the intruders:\n{stdout}\n{stderr}"
+    );
+    for why in ["wrong secret", "garbage"] {
+        assert!(
+            stderr
+                .lines()
+                .any(|l| l.contains("watchdog refused a connection") && l.contains(why)),
+            "the {why} intruder was not reported:\n{stderr}"
+        );
+    }
+    eprintln!("  ok intruders (wrong secret, garbage) refused and reported; the job finished");
 }
 
 fn mpirun(n: usize, mode: &str) -> Command {
@@ -499,8 +642,8 @@ fn main() {
         eprintln!("conduit_suite: built without the mpi feature; mpi runs skipped");
         return;
     }
-    if !gasnet_bridge::conduit::mpirun_available() {
-        eprintln!("conduit_suite: no mpirun on PATH; mpi runs skipped");
+    // Skips without mpirun, except under CI=true, where that is a failure.
+    if !gasnet_bridge::conduit::require_mpirun() {
         return;
     }
     if part("checks") {
@@ -528,5 +671,11 @@ fn main() {
         if part(mode) {
             failure_test(mode);
         }
+    }
+    if part("intruders") {
+        intruder_test();
+    }
+    if part("wide") {
+        wide_test();
     }
 }

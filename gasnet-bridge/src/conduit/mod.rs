@@ -18,7 +18,7 @@ mod launcher;
 pub mod mpi;
 pub mod smp;
 
-pub use launcher::{mpirun_available, mpirun_command, mpirun_program};
+pub use launcher::{mpirun_available, mpirun_command, mpirun_program, require_mpirun};
 
 use std::sync::Arc;
 

@@ -8,8 +8,8 @@ use std::time::Instant;
 
 use ::mpi::ffi;
 
-use super::process::{check, world_shape};
-use super::uint8;
+use super::calls::{check, uint8};
+use super::process::world_shape;
 use crate::error::BridgeError;
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -105,7 +105,10 @@ impl PingPong {
 impl Drop for PingPong {
     fn drop(&mut self) {
         // SAFETY: the communicator was created by `new` and is freed once.
-        unsafe { ffi::MPI_Comm_free(&mut self.comm) };
+        let rc = unsafe { ffi::MPI_Comm_free(&mut self.comm) };
+        if let Err(e) = check(rc, "MPI_Comm_free(ping-pong)") {
+            eprintln!("gasnet-bridge (mpi baseline): {e}");
+        }
     }
 }
 

@@ -9,6 +9,8 @@ use ::mpi::ffi;
 
 use crate::error::{BridgeError, LaunchError};
 
+use super::calls::check;
+
 /// What `MPI_Init_thread` gave this process.
 #[derive(Debug)]
 pub(crate) struct Process {
@@ -37,14 +39,22 @@ pub(crate) fn process() -> Result<&'static Process, LaunchError> {
 pub(crate) fn world_shape() -> Result<(usize, usize), LaunchError> {
     process()?;
     let conduit = |e: BridgeError| LaunchError::Conduit(e.to_string());
-    // SAFETY: MPI is initialized (above); each call writes one int.
-    unsafe {
-        let comm = ffi::RSMPI_COMM_WORLD;
-        let (mut size, mut rank): (c_int, c_int) = (0, 0);
-        check(ffi::MPI_Comm_size(comm, &mut size), "MPI_Comm_size").map_err(conduit)?;
-        check(ffi::MPI_Comm_rank(comm, &mut rank), "MPI_Comm_rank").map_err(conduit)?;
-        Ok((rank as usize, size as usize))
-    }
+    // SAFETY: reading a link-time constant of rsmpi's C shim.
+    let comm = unsafe { ffi::RSMPI_COMM_WORLD };
+    let (mut size, mut rank): (c_int, c_int) = (0, 0);
+    // SAFETY: MPI is initialized (above); the call writes one int.
+    check(
+        unsafe { ffi::MPI_Comm_size(comm, &mut size) },
+        "MPI_Comm_size",
+    )
+    .map_err(conduit)?;
+    // SAFETY: as above.
+    check(
+        unsafe { ffi::MPI_Comm_rank(comm, &mut rank) },
+        "MPI_Comm_rank",
+    )
+    .map_err(conduit)?;
+    Ok((rank as usize, size as usize))
 }
 
 fn init() -> Result<Process, String> {
@@ -62,12 +72,14 @@ fn init() -> Result<Process, String> {
     };
     let mut initialized: c_int = 0;
     // SAFETY: MPI_Initialized may be called at any time and writes one int.
-    unsafe { ffi::MPI_Initialized(&mut initialized) };
+    let rc = unsafe { ffi::MPI_Initialized(&mut initialized) };
+    check(rc, "MPI_Initialized").map_err(|e| e.to_string())?;
     let mut provided: c_int = 0;
     if initialized != 0 {
         // Someone else (the application) initialized MPI; accept it if the level suffices.
         // SAFETY: MPI is initialized; the call writes one int.
-        unsafe { ffi::MPI_Query_thread(&mut provided) };
+        let rc = unsafe { ffi::MPI_Query_thread(&mut provided) };
+        check(rc, "MPI_Query_thread").map_err(|e| e.to_string())?;
     } else {
         // SAFETY: null argc/argv is allowed by MPI-2 and later; `provided` is written.
         let rc = unsafe {
@@ -92,7 +104,9 @@ fn init() -> Result<Process, String> {
     }
     // SAFETY: MPI is initialized; COMM_WORLD and ERRORS_RETURN are valid handles. With it,
     // errors on the world communicator come back as codes instead of aborting the job.
-    unsafe { ffi::MPI_Comm_set_errhandler(ffi::RSMPI_COMM_WORLD, ffi::RSMPI_ERRORS_RETURN) };
+    let rc =
+        unsafe { ffi::MPI_Comm_set_errhandler(ffi::RSMPI_COMM_WORLD, ffi::RSMPI_ERRORS_RETURN) };
+    check(rc, "MPI_Comm_set_errhandler(MPI_COMM_WORLD)").map_err(|e| e.to_string())?;
     install_sigterm_hook();
     Ok(Process {
         thread_level: provided,
@@ -106,7 +120,11 @@ extern "C" fn finalize_at_exit() {
         return;
     }
     // SAFETY: MPI was initialized by this module and is not finalized twice (atexit runs once).
-    unsafe { ffi::MPI_Finalize() };
+    let rc = unsafe { ffi::MPI_Finalize() };
+    if let Err(e) = check(rc, "MPI_Finalize") {
+        // The process is exiting: nobody is left to return the error to.
+        eprintln!("gasnet-bridge (mpi conduit): {e}");
+    }
 }
 
 extern "C" fn on_sigterm(_: c_int) {
@@ -152,32 +170,7 @@ fn install_sigterm_hook() {
 /// Read end of the SIGTERM pipe; -1 when the hook could not be installed.
 pub(crate) static SIGTERM_READ: AtomicI32 = AtomicI32::new(-1);
 
-/// Turns an MPI return code into a result, with MPI's own text for the error. The success
-/// test is inlined into every MPI call site of the polling loop; the error text is not.
-#[inline]
-pub(crate) fn check(rc: c_int, what: &str) -> Result<(), BridgeError> {
-    if rc == ffi::MPI_SUCCESS as c_int {
-        return Ok(());
-    }
-    error_text(rc, what)
-}
-
-#[cold]
-#[inline(never)]
-fn error_text(rc: c_int, what: &str) -> Result<(), BridgeError> {
-    let mut buf = [0 as c_char; ffi::MPI_MAX_ERROR_STRING as usize + 1];
-    let mut len: c_int = 0;
-    // SAFETY: the buffer holds MPI_MAX_ERROR_STRING characters plus a terminator.
-    unsafe { ffi::MPI_Error_string(rc, buf.as_mut_ptr(), &mut len) };
-    let text = CStr::from_bytes_until_nul(bytemuck_bytes(&buf))
-        .map(|c| c.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    Err(BridgeError::Conduit(format!(
-        "{what}: {text} (MPI error {rc})"
-    )))
-}
-
-fn bytemuck_bytes(chars: &[c_char]) -> &[u8] {
+pub(super) fn bytemuck_bytes(chars: &[c_char]) -> &[u8] {
     // SAFETY: c_char and u8 have the same size and alignment; any bit pattern is a valid u8.
     unsafe { std::slice::from_raw_parts(chars.as_ptr().cast(), chars.len()) }
 }
@@ -187,7 +180,10 @@ pub(crate) fn processor_name() -> String {
     let mut buf = [0 as c_char; ffi::MPI_MAX_PROCESSOR_NAME as usize + 1];
     let mut len: c_int = 0;
     // SAFETY: the buffer holds MPI_MAX_PROCESSOR_NAME characters plus a terminator.
-    unsafe { ffi::MPI_Get_processor_name(buf.as_mut_ptr(), &mut len) };
+    let rc = unsafe { ffi::MPI_Get_processor_name(buf.as_mut_ptr(), &mut len) };
+    if check(rc, "MPI_Get_processor_name").is_err() {
+        return "unknown-host".into();
+    }
     CStr::from_bytes_until_nul(bytemuck_bytes(&buf))
         .map(|c| c.to_string_lossy().into_owned())
         .unwrap_or_else(|_| "unknown-host".into())

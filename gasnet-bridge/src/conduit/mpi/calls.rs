@@ -1,0 +1,71 @@
+//! Small wrappers over raw MPI calls used everywhere in the conduit: predefined handles,
+//! lengths as MPI counts, request tests, and what to do with an error inside progress.
+
+use std::ffi::{CStr, c_char, c_int};
+
+use ::mpi::ffi;
+
+use crate::error::BridgeError;
+
+use super::process::bytemuck_bytes;
+
+/// Turns an MPI return code into a result, with MPI's own text for the error. The success
+/// test is inlined into every MPI call site of the polling loop; the error text is not.
+#[inline]
+pub(super) fn check(rc: c_int, what: &str) -> Result<(), BridgeError> {
+    if rc == ffi::MPI_SUCCESS as c_int {
+        return Ok(());
+    }
+    error_text(rc, what)
+}
+
+#[cold]
+#[inline(never)]
+fn error_text(rc: c_int, what: &str) -> Result<(), BridgeError> {
+    let mut buf = [0 as c_char; ffi::MPI_MAX_ERROR_STRING as usize + 1];
+    let mut len: c_int = 0;
+    // SAFETY: the buffer holds MPI_MAX_ERROR_STRING characters plus a terminator. Its own
+    // return code is not checked: on failure the buffer stays empty and the code is printed.
+    let _ = unsafe { ffi::MPI_Error_string(rc, buf.as_mut_ptr(), &mut len) };
+    let text = CStr::from_bytes_until_nul(bytemuck_bytes(&buf))
+        .map(|c| c.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    Err(BridgeError::Conduit(format!(
+        "{what}: {text} (MPI error {rc})"
+    )))
+}
+
+/// Panics with the conduit error: used inside progress, where no caller can act on it; the
+/// rank then fails and the others are told.
+pub(super) fn must<T>(r: Result<T, BridgeError>) -> T {
+    r.unwrap_or_else(|e| panic!("{e}"))
+}
+
+pub(super) fn uint8() -> ffi::MPI_Datatype {
+    // SAFETY: reading a link-time constant of rsmpi's C shim.
+    unsafe { ffi::RSMPI_UINT8_T }
+}
+
+pub(super) fn null_request() -> ffi::MPI_Request {
+    // SAFETY: reading a link-time constant of rsmpi's C shim.
+    unsafe { ffi::RSMPI_REQUEST_NULL }
+}
+
+pub(super) fn mpi_len(len: usize) -> Result<c_int, BridgeError> {
+    c_int::try_from(len).map_err(|_| {
+        BridgeError::Conduit(format!(
+            "a transfer of {len} bytes exceeds what one MPI message carries (2 GiB); split it"
+        ))
+    })
+}
+
+/// Tests `req`; true once complete (then MPI has set it to `MPI_REQUEST_NULL`).
+#[inline]
+pub(super) fn test(req: &mut ffi::MPI_Request, what: &str) -> Result<bool, BridgeError> {
+    let mut flag: c_int = 0;
+    // SAFETY: `req` is a request handle this module started (or already null, which MPI_Test
+    // reports as complete); STATUS_IGNORE is allowed.
+    let rc = unsafe { ffi::MPI_Test(req, &mut flag, ffi::RSMPI_STATUS_IGNORE) };
+    check(rc, what)?;
+    Ok(flag != 0)
+}

@@ -1,0 +1,235 @@
+//! Taking one message off the wire: the conduit's own requests and replies are served at once,
+//! user AMs are queued to run in order.
+
+use std::ffi::c_int;
+
+use ::mpi::ffi;
+
+use crate::active_message::{Body, Message};
+use crate::atomic::AtomicResult;
+use crate::counters::WriteAck;
+use crate::error::BridgeError;
+
+use super::MpiWorld;
+use super::calls::{check, mpi_len, must, null_request, uint8};
+use super::state::{Deferred, Inflight, Op, State};
+use super::wire::{
+    B_LONG, B_MEDIUM, B_SHORT, CREDITS, F_CREDIT, F_PLACED, F_REPLY, F_SEPARATE, Header, K_ACK,
+    K_AM, K_ATOMIC, K_ATOMIC_REPLY, K_CREDIT, K_GET, K_PUT, TAG_GET, TAG_PAYLOAD, decode_op,
+};
+
+impl MpiWorld {
+    pub(super) fn send_ack(
+        &self,
+        st: &mut State,
+        origin: usize,
+        id: u64,
+        ack: WriteAck,
+    ) -> Result<(), BridgeError> {
+        let h = Header {
+            kind: K_ACK,
+            id,
+            c: ack.ec,
+            d: ack.iwc,
+            ..Header::default()
+        };
+        self.send_msg(st, origin, h, &[], &[], false)
+    }
+
+    /// Posts a receive of `len` payload bytes from `source` into `dst`.
+    pub(super) fn post_payload(
+        &self,
+        dst: *mut u8,
+        len: usize,
+        source: usize,
+    ) -> Result<ffi::MPI_Request, BridgeError> {
+        let mut req = null_request();
+        // SAFETY: callers pass either a checked range of this rank's segment (valid until
+        // teardown, which waits for every payload) or a Vec's buffer that is moved, not
+        // reallocated, into the inflight list alongside the request.
+        let rc = unsafe {
+            ffi::MPI_Irecv(
+                dst.cast(),
+                mpi_len(len)?,
+                uint8(),
+                source as c_int,
+                TAG_PAYLOAD,
+                self.comm,
+                &mut req,
+            )
+        };
+        check(rc, "MPI_Irecv(payload)")?;
+        Ok(req)
+    }
+
+    /// Handles one message just received from `source`.
+    #[inline]
+    pub(super) fn take_off_wire(&self, st: &mut State, source: usize, bytes: &[u8]) {
+        let Some((h, args, inline)) = Header::decode(bytes) else {
+            panic!(
+                "malformed message of {} bytes from rank {source} (a different program?)",
+                bytes.len()
+            );
+        };
+        st.credits[source] += h.credits;
+        if h.flags & F_CREDIT != 0 {
+            st.to_return[source] += 1;
+            if st.to_return[source] >= CREDITS / 2 {
+                let credit = Header {
+                    kind: K_CREDIT,
+                    ..Header::default()
+                };
+                must(self.send_msg(st, source, credit, &[], &[], false));
+            }
+        }
+        let separate = h.flags & F_SEPARATE != 0;
+        let own = self.own();
+        let (offset, len) = (h.a as usize, h.b as usize);
+        let in_segment = || {
+            own.segment.check(offset, len).unwrap_or_else(|e| {
+                panic!("malformed message from rank {source}: {e}");
+            });
+            // SAFETY (pointer arithmetic only): the range was checked just above.
+            unsafe { own.segment.base().add(offset) }
+        };
+        match h.kind {
+            K_AM => {
+                let mut message = Message {
+                    source: source as u32,
+                    handler: h.handler,
+                    is_reply: h.flags & F_REPLY != 0,
+                    args,
+                    body: Body::Short,
+                };
+                let mut wait = None;
+                match h.body {
+                    B_SHORT => {}
+                    B_MEDIUM if separate => {
+                        let mut buf = vec![0u8; len];
+                        let req = self.post_payload(buf.as_mut_ptr(), len, source);
+                        let key = st.next_key;
+                        st.next_key += 1;
+                        st.inflight.push(Inflight::Medium {
+                            req: req.unwrap_or_else(|e| panic!("{e}")),
+                            buf,
+                            key,
+                        });
+                        wait = Some(key);
+                    }
+                    B_MEDIUM => message.body = Body::Medium(inline.to_vec()),
+                    B_LONG if h.flags & F_PLACED != 0 => {
+                        in_segment(); // checks the range
+                        message.body = Body::Long {
+                            offset,
+                            len,
+                            ack: WriteAck { ec: h.c, iwc: h.d },
+                        };
+                    }
+                    B_LONG => {
+                        let dst = in_segment();
+                        if separate {
+                            let req = self.post_payload(dst, len, source);
+                            let key = st.next_key;
+                            st.next_key += 1;
+                            st.inflight.push(Inflight::Long {
+                                req: req.unwrap_or_else(|e| panic!("{e}")),
+                                origin: source,
+                                id: h.id,
+                                key,
+                            });
+                            wait = Some(key);
+                            message.body = Body::Long {
+                                offset,
+                                len,
+                                ack: WriteAck::default(),
+                            };
+                        } else {
+                            let ack = must(own.write_counted(offset, &inline[..len]));
+                            must(self.send_ack(st, source, h.id, ack));
+                            message.body = Body::Long { offset, len, ack };
+                        }
+                    }
+                    other => panic!("malformed message from rank {source}: AM body {other}"),
+                }
+                st.deferred.push_back(Deferred { message, wait });
+            }
+            K_PUT => {
+                let dst = in_segment();
+                if separate {
+                    let req = self.post_payload(dst, len, source);
+                    st.inflight.push(Inflight::Put {
+                        req: req.unwrap_or_else(|e| panic!("{e}")),
+                        origin: source,
+                        id: h.id,
+                    });
+                } else {
+                    let ack = must(own.write_counted(offset, &inline[..len]));
+                    must(self.send_ack(st, source, h.id, ack));
+                    st.handled += 1;
+                }
+            }
+            K_GET => {
+                let src = in_segment();
+                let mut req = null_request();
+                // SAFETY: the range lies in this rank's segment (checked), which stays valid
+                // until teardown, and teardown first waits for every send in `st.sends`.
+                let rc = unsafe {
+                    ffi::MPI_Isend(
+                        src.cast_const().cast(),
+                        len as c_int,
+                        uint8(),
+                        source as c_int,
+                        TAG_GET,
+                        self.comm,
+                        &mut req,
+                    )
+                };
+                must(check(rc, "MPI_Isend(get data)"));
+                st.sends.push((req, Vec::new()));
+                st.handled += 1;
+            }
+            K_ATOMIC => {
+                let word = own
+                    .segment
+                    .atomic_u64(offset)
+                    .unwrap_or_else(|e| panic!("malformed atomic from rank {source}: {e}"));
+                let op = decode_op(h.b, h.c, h.d)
+                    .unwrap_or_else(|| panic!("malformed atomic from rank {source}: op {}", h.b));
+                let (previous, wrote) = op.apply(word);
+                let ack = if wrote {
+                    own.counters().count_write()
+                } else {
+                    WriteAck::default()
+                };
+                let reply = Header {
+                    kind: K_ATOMIC_REPLY,
+                    id: h.id,
+                    a: previous,
+                    b: wrote as u64,
+                    c: ack.ec,
+                    d: ack.iwc,
+                    ..Header::default()
+                };
+                must(self.send_msg(st, source, reply, &[], &[], false));
+                st.handled += 1;
+            }
+            K_ACK => {
+                if let Some(op) = st.ops.get_mut(&h.id) {
+                    *op = Op::Ack(WriteAck { ec: h.c, iwc: h.d });
+                }
+                st.handled += 1;
+            }
+            K_ATOMIC_REPLY => {
+                if let Some(op) = st.ops.get_mut(&h.id) {
+                    *op = Op::Atomic(AtomicResult {
+                        previous: h.a,
+                        ack: (h.b != 0).then_some(WriteAck { ec: h.c, iwc: h.d }),
+                    });
+                }
+                st.handled += 1;
+            }
+            K_CREDIT => st.handled += 1,
+            other => panic!("malformed message from rank {source}: kind {other}"),
+        }
+    }
+}

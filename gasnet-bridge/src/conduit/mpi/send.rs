@@ -1,0 +1,118 @@
+//! Sending on the MPI path: eager messages with credits, and payloads that follow their
+//! header as a second message.
+
+use std::ffi::c_int;
+
+use ::mpi::ffi;
+
+use crate::endpoint::Endpoint;
+use crate::error::BridgeError;
+
+use super::MpiWorld;
+use super::calls::{check, mpi_len, null_request, uint8};
+use super::state::{Op, State};
+use super::wire::{F_CREDIT, F_SEPARATE, Header, INLINE_MAX, TAG_MSG, TAG_PAYLOAD};
+
+impl MpiWorld {
+    // ---- sending ------------------------------------------------------------------------
+
+    /// Queues a message to `dest` (not this rank) on `TAG_MSG`; returns nothing to wait for.
+    #[inline]
+    pub(super) fn send_msg(
+        &self,
+        st: &mut State,
+        dest: usize,
+        mut h: Header,
+        args: &[u64],
+        inline: &[u8],
+        spend_credit: bool,
+    ) -> Result<(), BridgeError> {
+        h.credits = std::mem::take(&mut st.to_return[dest]);
+        if spend_credit {
+            h.flags |= F_CREDIT;
+            st.credits[dest] -= 1;
+        }
+        let mut buf = st.spare.pop().unwrap_or_default();
+        h.encode_into(&mut buf, args, inline);
+        let mut req = null_request();
+        // SAFETY: `buf` is moved into `st.sends` below without reallocation, so the bytes
+        // MPI reads stay in place until the request completes and the pair is dropped.
+        let rc = unsafe {
+            ffi::MPI_Isend(
+                buf.as_ptr().cast(),
+                buf.len() as c_int,
+                uint8(),
+                dest as c_int,
+                TAG_MSG,
+                self.comm,
+                &mut req,
+            )
+        };
+        check(rc, "MPI_Isend")?;
+        st.sends.push((req, buf));
+        st.sent += 1;
+        Ok(())
+    }
+
+    /// Sends `bytes` on `TAG_PAYLOAD` and waits (making internal progress) until MPI no longer
+    /// needs them.
+    pub(super) fn send_payload(&self, dest: usize, bytes: &[u8]) -> Result<(), BridgeError> {
+        let mut req = null_request();
+        // SAFETY: `bytes` stays borrowed until `wait_request` returns, i.e. until the send
+        // completed; on an unwind (a peer failed) the process is being abandoned.
+        let rc = unsafe {
+            ffi::MPI_Isend(
+                bytes.as_ptr().cast(),
+                mpi_len(bytes.len())?,
+                uint8(),
+                dest as c_int,
+                TAG_PAYLOAD,
+                self.comm,
+                &mut req,
+            )
+        };
+        check(rc, "MPI_Isend(payload)")?;
+        self.wait_request(&mut req)
+    }
+
+    /// Outside handlers, waits (internally) until a credit toward `dest` is free; true if the
+    /// message should spend one.
+    pub(super) fn take_credit(&self, ep: &Endpoint, dest: usize) -> bool {
+        if ep.in_handler() {
+            return false;
+        }
+        self.wait_internal(|st| st.credits[dest] > 0);
+        true
+    }
+
+    pub(super) fn new_op(&self) -> u64 {
+        let mut st = self.st.borrow_mut();
+        let id = st.next_op;
+        st.next_op += 1;
+        st.ops.insert(id, Op::Waiting);
+        id
+    }
+
+    /// Sends `header` (with `payload` inline or following it) to `dest`.
+    pub(super) fn send_with_payload(
+        &self,
+        dest: usize,
+        mut header: Header,
+        args: &[u64],
+        payload: &[u8],
+        spend: bool,
+    ) -> Result<(), BridgeError> {
+        if payload.len() <= INLINE_MAX {
+            let mut st = self.st.borrow_mut();
+            self.send_msg(&mut st, dest, header, args, payload, spend)
+        } else {
+            mpi_len(payload.len())?;
+            header.flags |= F_SEPARATE;
+            {
+                let mut st = self.st.borrow_mut();
+                self.send_msg(&mut st, dest, header, args, &[], spend)?;
+            }
+            self.send_payload(dest, payload)
+        }
+    }
+}

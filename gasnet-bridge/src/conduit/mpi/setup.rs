@@ -1,0 +1,281 @@
+//! Setting a job up: ranks numbered host by host, the job's communicators, the shared window,
+//! the watchdog, and the pre-posted receives.
+
+use std::cell::RefCell;
+use std::collections::{HashMap, VecDeque};
+use std::ffi::c_int;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use ::mpi::ffi;
+
+use crate::active_message::HandlerTable;
+use crate::config::LaunchConfig;
+use crate::error::BridgeError;
+use crate::topology::Topology;
+
+use super::MpiWorld;
+use super::calls::{check, null_request, uint8};
+use super::process::{self, JOB_ACTIVE};
+use super::state::{Slot, State};
+use super::watchdog::{Shared, Watchdog};
+use super::window::map_host;
+use super::wire::{CREDITS, EAGER, SLOTS, TAG_MSG};
+
+/// Where the processes of `MPI_COMM_WORLD` run, and the job numbering derived from it.
+struct Hosts {
+    /// Host name of each world rank.
+    names: Vec<String>,
+    /// World ranks in job order: host by host, world order within a host.
+    order: Vec<usize>,
+    /// Ranks on each host, in the hosts' order of first appearance.
+    sizes: Vec<usize>,
+}
+
+impl Hosts {
+    /// Gathers every process's host name over `world` (collective).
+    fn gather(world: ffi::MPI_Comm, wsize: usize) -> Result<Hosts, BridgeError> {
+        const NAME: usize = ffi::MPI_MAX_PROCESSOR_NAME as usize;
+        let host = process::processor_name();
+        let mut mine = [0u8; NAME];
+        let n = host.len().min(NAME - 1);
+        mine[..n].copy_from_slice(&host.as_bytes()[..n]);
+        let mut all = vec![0u8; NAME * wsize];
+        // SAFETY: `mine` holds NAME bytes and `all` NAME bytes per process of `world`; both
+        // live across this blocking call.
+        check(
+            unsafe {
+                ffi::MPI_Allgather(
+                    mine.as_ptr().cast(),
+                    NAME as c_int,
+                    uint8(),
+                    all.as_mut_ptr().cast(),
+                    NAME as c_int,
+                    uint8(),
+                    world,
+                )
+            },
+            "MPI_Allgather(host names)",
+        )?;
+        let names: Vec<String> = all
+            .chunks(NAME)
+            .map(|c| {
+                let end = c.iter().position(|&b| b == 0).unwrap_or(NAME);
+                String::from_utf8_lossy(&c[..end]).into_owned()
+            })
+            .collect();
+        let mut hosts: Vec<&str> = Vec::new();
+        let host_of: Vec<usize> = names
+            .iter()
+            .map(|n| match hosts.iter().position(|h| h == n) {
+                Some(i) => i,
+                None => {
+                    hosts.push(n);
+                    hosts.len() - 1
+                }
+            })
+            .collect();
+        let mut order: Vec<usize> = (0..wsize).collect();
+        order.sort_by_key(|&w| (host_of[w], w));
+        let sizes = (0..hosts.len())
+            .map(|h| host_of.iter().filter(|&&x| x == h).count())
+            .collect();
+        Ok(Hosts {
+            names,
+            order,
+            sizes,
+        })
+    }
+
+    /// The job rank of world rank `wrank`.
+    fn job_rank(&self, wrank: usize) -> usize {
+        self.order
+            .iter()
+            .position(|&w| w == wrank)
+            .expect("own rank")
+    }
+
+    /// The host name of every job rank, in job order.
+    fn by_job_rank(&self) -> Vec<String> {
+        self.order.iter().map(|&w| self.names[w].clone()).collect()
+    }
+}
+
+/// This process's rank in `comm` and the size of `comm`.
+fn rank_and_size(comm: ffi::MPI_Comm) -> Result<(usize, usize), BridgeError> {
+    let (mut size, mut rank): (c_int, c_int) = (0, 0);
+    // SAFETY: `comm` is a valid communicator; each call writes one int.
+    check(
+        unsafe { ffi::MPI_Comm_size(comm, &mut size) },
+        "MPI_Comm_size",
+    )?;
+    // SAFETY: as above.
+    check(
+        unsafe { ffi::MPI_Comm_rank(comm, &mut rank) },
+        "MPI_Comm_rank",
+    )?;
+    Ok((rank as usize, size as usize))
+}
+
+/// The job communicator: `world` renumbered with `key`, errors returned (collective).
+fn job_comm(world: ffi::MPI_Comm, key: usize) -> Result<ffi::MPI_Comm, BridgeError> {
+    // SAFETY: reading a link-time constant of rsmpi's C shim.
+    let mut comm = unsafe { ffi::RSMPI_COMM_NULL };
+    // SAFETY: `world` is valid; `comm` is written with the new communicator.
+    check(
+        unsafe { ffi::MPI_Comm_split(world, 0, key as c_int, &mut comm) },
+        "MPI_Comm_split",
+    )?;
+    // SAFETY: `comm` was just created; ERRORS_RETURN is a predefined handler.
+    check(
+        unsafe { ffi::MPI_Comm_set_errhandler(comm, ffi::RSMPI_ERRORS_RETURN) },
+        "MPI_Comm_set_errhandler",
+    )?;
+    Ok(comm)
+}
+
+/// The host's shared-memory communicator, and the job rank of each of its processes.
+fn host_comm(comm: ffi::MPI_Comm, rank: usize) -> Result<(ffi::MPI_Comm, Vec<usize>), BridgeError> {
+    // SAFETY: reading a link-time constant of rsmpi's C shim.
+    let mut node_comm = unsafe { ffi::RSMPI_COMM_NULL };
+    // SAFETY: `comm` is valid; `node_comm` is written with the new communicator.
+    check(
+        unsafe {
+            ffi::MPI_Comm_split_type(
+                comm,
+                ffi::RSMPI_COMM_TYPE_SHARED,
+                rank as c_int,
+                ffi::RSMPI_INFO_NULL,
+                &mut node_comm,
+            )
+        },
+        "MPI_Comm_split_type",
+    )?;
+    let (_, node_size) = rank_and_size(node_comm)?;
+    let mine = rank as u64;
+    let mut node_ranks = vec![0u64; node_size];
+    // SAFETY: one u64 sent and one u64 per process of `node_comm` received; both buffers
+    // live across this blocking call.
+    check(
+        unsafe {
+            ffi::MPI_Allgather(
+                (&mine as *const u64).cast(),
+                8,
+                uint8(),
+                node_ranks.as_mut_ptr().cast(),
+                8,
+                uint8(),
+                node_comm,
+            )
+        },
+        "MPI_Allgather(node ranks)",
+    )?;
+    Ok((
+        node_comm,
+        node_ranks.into_iter().map(|r| r as usize).collect(),
+    ))
+}
+
+/// [`SLOTS`] receives of [`EAGER`] bytes, posted on `comm` for any source.
+fn post_slots(comm: ffi::MPI_Comm) -> Result<Vec<Slot>, BridgeError> {
+    let mut slots: Vec<Slot> = (0..SLOTS)
+        .map(|_| Slot {
+            req: null_request(),
+            buf: vec![0u8; EAGER].into_boxed_slice(),
+        })
+        .collect();
+    for s in &mut slots {
+        // SAFETY: the boxed buffer holds EAGER bytes and is never reallocated; it stays with
+        // its request in the world's state until the receive completes or is cancelled in
+        // teardown.
+        check(
+            unsafe {
+                ffi::MPI_Irecv(
+                    s.buf.as_mut_ptr().cast(),
+                    EAGER as c_int,
+                    uint8(),
+                    ffi::RSMPI_ANY_SOURCE,
+                    TAG_MSG,
+                    comm,
+                    &mut s.req,
+                )
+            },
+            "MPI_Irecv",
+        )?;
+    }
+    Ok(slots)
+}
+
+impl MpiWorld {
+    /// Sets up a job over every process of `MPI_COMM_WORLD` (collective). MPI is initialized.
+    pub(super) fn new(
+        config: &LaunchConfig,
+        handlers: HandlerTable,
+    ) -> Result<Rc<MpiWorld>, BridgeError> {
+        // SAFETY: reading a link-time constant of rsmpi's C shim.
+        let world = unsafe { ffi::RSMPI_COMM_WORLD };
+        let (wrank, ranks) = rank_and_size(world)?;
+        // Ranks are numbered host by host, so each host is a contiguous range of ranks.
+        let hosts = Hosts::gather(world, ranks)?;
+        let comm = job_comm(world, hosts.job_rank(wrank))?;
+        let (rank, _) = rank_and_size(comm)?;
+        let (node_comm, node_ranks) = host_comm(comm, rank)?;
+        let segment_len = config.segment_bytes;
+        let pshm = std::env::var("PGAS_MPI_PSHM").map_or(true, |v| v.trim() != "0");
+        let host = map_host(node_comm, &node_ranks, rank, ranks, segment_len, pshm)?;
+
+        let shared = Arc::new(Shared::default());
+        shared.sleeper.register_current();
+        let dog = Watchdog::start(comm, rank, &hosts.by_job_rank(), shared.clone())?;
+
+        let slots = post_slots(comm)?;
+        // SAFETY: `comm` is the job communicator, valid until teardown.
+        check(unsafe { ffi::MPI_Barrier(comm) }, "MPI_Barrier")?;
+        JOB_ACTIVE.store(true, Ordering::Release);
+        let mpi_peers = (0..ranks).any(|r| r != rank && host.outboxes[r].is_none());
+        Ok(Rc::new(MpiWorld {
+            rank,
+            ranks,
+            comm,
+            node_comm,
+            win: host.win,
+            // Without shared memory the ranks of a host reach each other as across hosts,
+            // so each is a node of its own: the topology (pgas's local_team, is_local) must
+            // name only ranks whose segments this process has mapped.
+            topology: if pshm {
+                Topology::from_node_sizes(&hosts.sizes)
+            } else {
+                Topology::new(ranks, 1)
+            },
+            handlers,
+            segment_len,
+            mapped: host.mapped.into_boxed_slice(),
+            mpi_peers,
+            outboxes: host.outboxes.into_boxed_slice(),
+            inboxes: host.inboxes.into_boxed_slice(),
+            st: RefCell::new(State {
+                slots,
+                head: 0,
+                unposted: 0,
+                spare: Vec::new(),
+                credits: vec![CREDITS; ranks],
+                to_return: vec![0; ranks],
+                sends: Vec::new(),
+                inflight: Vec::new(),
+                ready: HashMap::new(),
+                next_key: 0,
+                deferred: VecDeque::new(),
+                ops: HashMap::new(),
+                next_op: 0,
+                sent: 0,
+                handled: 0,
+                barrier: None,
+                tick: 0,
+                barrier_tick: 0,
+            }),
+            shared,
+            watchdog: RefCell::new(Some(dog)),
+        }))
+    }
+}

@@ -1,0 +1,87 @@
+//! What the conduit keeps per rank between calls: posted receives, credits, sends and payloads
+//! in flight, user AMs waiting to run, and operations waiting for their reply.
+
+use std::collections::{HashMap, VecDeque};
+
+use ::mpi::ffi;
+
+use crate::active_message::Message;
+use crate::atomic::AtomicResult;
+use crate::counters::WriteAck;
+
+/// One pre-posted receive.
+pub(super) struct Slot {
+    pub(super) req: ffi::MPI_Request,
+    pub(super) buf: Box<[u8]>,
+}
+
+/// A payload still arriving, and what to do when it has.
+pub(super) enum Inflight {
+    /// A put's bytes into this segment: count, then ack `id` to `origin`.
+    Put {
+        req: ffi::MPI_Request,
+        origin: usize,
+        id: u64,
+    },
+    /// A long AM's bytes into this segment: count, ack, then its handler may run.
+    Long {
+        req: ffi::MPI_Request,
+        origin: usize,
+        id: u64,
+        key: u64,
+    },
+    /// A medium AM's bytes into `buf`.
+    Medium {
+        req: ffi::MPI_Request,
+        buf: Vec<u8>,
+        key: u64,
+    },
+}
+
+pub(super) enum Ready {
+    Medium(Vec<u8>),
+    Long(WriteAck),
+}
+
+/// A user AM taken off the wire, waiting to run in order; `wait` names its payload if that is
+/// still arriving.
+pub(super) struct Deferred {
+    pub(super) message: Message,
+    pub(super) wait: Option<u64>,
+}
+
+/// Completion of an operation this rank started.
+pub(super) enum Op {
+    Waiting,
+    Ack(WriteAck),
+    Atomic(AtomicResult),
+}
+
+pub(super) struct State {
+    pub(super) slots: Vec<Slot>,
+    /// The slot whose receive was posted first among those still posted (MPI matches
+    /// receives in posting order, so it completes first).
+    pub(super) head: usize,
+    /// Slots taken off the wire whose receive is not posted again yet: the `unposted` slots
+    /// just before `head`, in ring order. Re-posting waits until the next progress round so
+    /// that it is off the latency path (a reply goes out before its slot is re-posted).
+    pub(super) unposted: usize,
+    /// Message buffers of completed sends, reused for the next ones (at most [`SLOTS`]).
+    pub(super) spare: Vec<Vec<u8>>,
+    pub(super) credits: Vec<u32>,
+    pub(super) to_return: Vec<u32>,
+    /// Sends not yet complete, with the buffer they read from (empty for segment memory).
+    pub(super) sends: Vec<(ffi::MPI_Request, Vec<u8>)>,
+    pub(super) inflight: Vec<Inflight>,
+    pub(super) ready: HashMap<u64, Ready>,
+    pub(super) next_key: u64,
+    pub(super) deferred: VecDeque<Deferred>,
+    pub(super) ops: HashMap<u64, Op>,
+    pub(super) next_op: u64,
+    /// Messages sent on `TAG_MSG` (and to itself), and messages fully handled.
+    pub(super) sent: u64,
+    pub(super) handled: u64,
+    pub(super) barrier: Option<ffi::MPI_Request>,
+    pub(super) tick: u32,
+    pub(super) barrier_tick: u32,
+}

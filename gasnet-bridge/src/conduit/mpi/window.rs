@@ -1,0 +1,233 @@
+//! The host's shared-memory window: where this rank's segment, its counters and its AM inbox
+//! live, and how this process maps those of the other ranks of its host.
+//!
+//! Each rank's piece of the window is: slack to align to a page, the counters page, the
+//! segment (rounded up to pages), then (with shared-memory AMs) its inbox of one ring per rank
+//! of the host. Page-aligned offsets are the same in every process's mapping of the window, so
+//! aligning up finds the same bytes everywhere.
+
+use std::ffi::{CString, c_int, c_void};
+use std::ptr::NonNull;
+
+use ::mpi::ffi;
+
+use crate::counters::{WriteAck, WriteCounters};
+use crate::error::BridgeError;
+use crate::segment::Segment;
+
+use super::calls::check;
+use super::shm_ring::{RING_BYTES, Ring};
+
+/// The page size the window's layout is built on.
+const PAGE: usize = 4096;
+
+/// A segment of a rank on this host, mapped from the shared window, with its counters.
+pub(super) struct Mapped {
+    pub(super) segment: Segment,
+    /// Points into the same window, the page before the segment; valid while the window is.
+    counters: NonNull<WriteCounters>,
+}
+
+impl Mapped {
+    #[inline]
+    pub(super) fn counters(&self) -> &WriteCounters {
+        // SAFETY: the counters page lies in the shared window, which outlives every use (the
+        // world frees it in `teardown`, after the endpoint is gone); it holds two u64 atomics
+        // only ever accessed atomically (`WriteCounters` is `repr(C)`), zeroed at creation.
+        unsafe { self.counters.as_ref() }
+    }
+
+    /// Writes `src` at `offset` and counts the write: a put into mapped memory, as on smp.
+    #[inline]
+    pub(super) fn write_counted(&self, offset: usize, src: &[u8]) -> Result<WriteAck, BridgeError> {
+        self.segment.write(offset, src)?;
+        Ok(self.counters().count_write())
+    }
+}
+
+/// What this process maps of its host's window, by job rank.
+pub(super) struct HostMapping {
+    pub(super) win: ffi::MPI_Win,
+    /// By rank: the segments this process maps.
+    pub(super) mapped: Vec<Option<Mapped>>,
+    /// By rank: the ring in that rank's inbox that this rank fills.
+    pub(super) outboxes: Vec<Option<Ring>>,
+    /// The rings of this rank's inbox, with the rank that fills each.
+    pub(super) inboxes: Vec<(usize, Ring)>,
+}
+
+/// Bytes of one rank's piece of the window, and of its segment rounded up to pages.
+fn piece_len(segment_len: usize, node_size: usize, pshm: bool) -> (usize, usize) {
+    let segment_pages = segment_len.div_ceil(PAGE) * PAGE;
+    let inbox_len = if pshm { node_size * RING_BYTES } else { 0 };
+    (2 * PAGE + segment_pages + inbox_len, segment_pages)
+}
+
+/// Allocates the host's window on `node_comm` (collective) and maps this rank's piece and,
+/// with `pshm`, those of the other ranks of the host. `node_ranks[i]` is the job rank of the
+/// host's `i`-th process; `rank` is this process's job rank. Ends with a barrier of the host,
+/// after which every piece is zeroed and may be written.
+pub(super) fn map_host(
+    node_comm: ffi::MPI_Comm,
+    node_ranks: &[usize],
+    rank: usize,
+    ranks: usize,
+    segment_len: usize,
+    pshm: bool,
+) -> Result<HostMapping, BridgeError> {
+    let (piece, segment_pages) = piece_len(segment_len, node_ranks.len(), pshm);
+    let (win, base) = allocate(node_comm, piece)?;
+    // Segments start zeroed, as on smp: MPI does not promise zeroed memory. This touches every
+    // page of the piece (see the top-level README on memory).
+    // TODO(shared_copy): zeroing mapped segment memory; use the segment's fill primitive once
+    // it covers the counters page and the inbox too.
+    // SAFETY: `base` is this process's own piece of `piece` bytes, just allocated; no other
+    // process writes into it before the node barrier at the end of this function.
+    unsafe { std::ptr::write_bytes(base, 0, piece) };
+
+    let mut mapped: Vec<Option<Mapped>> = (0..ranks).map(|_| None).collect();
+    let mut outboxes: Vec<Option<Ring>> = (0..ranks).map(|_| None).collect();
+    let mut inboxes = Vec::new();
+    let my_place = node_ranks
+        .iter()
+        .position(|&r| r == rank)
+        .expect("this rank is on its host");
+    for (place, &job_rank) in node_ranks.iter().enumerate() {
+        if !pshm && job_rank != rank {
+            continue;
+        }
+        let ptr = query(win, place, piece, job_rank)?;
+        // Aligning up inside the piece: the slack page makes room, so both the counters page
+        // and the segment after it lie inside the piece.
+        let counters = ptr.wrapping_add(ptr.align_offset(PAGE));
+        let segment_start = counters.wrapping_add(PAGE);
+        let start = NonNull::new(segment_start).expect("inside a mapped window");
+        // SAFETY: the segment's `segment_len` bytes lie inside the piece (after the counters
+        // page), page-aligned, mapped until `teardown` frees the window after the endpoint
+        // and every `Segment` are gone; they are accessed only through `Segment` and MPI.
+        let segment = unsafe { Segment::borrowed(job_rank, start, segment_len) };
+        mapped[job_rank] = Some(Mapped {
+            segment,
+            counters: NonNull::new(counters.cast()).expect("inside a mapped window"),
+        });
+        if !pshm {
+            continue;
+        }
+        // Ring `j` of a rank's inbox is filled by the rank at place `j` of the host.
+        let inbox = segment_start.wrapping_add(segment_pages);
+        let ring = |j: usize| {
+            // SAFETY: ring `j` lies inside `job_rank`'s piece (`piece` counts one ring per
+            // rank of the host), page-aligned, zeroed before the node barrier below and mapped
+            // until teardown; it has one producer (the rank at place `j`) and one consumer
+            // (the inbox's owner), which is how the caller below hands it out.
+            unsafe { Ring::new(inbox.wrapping_add(j * RING_BYTES)) }
+        };
+        if job_rank == rank {
+            for (j, &from) in node_ranks.iter().enumerate() {
+                if j != my_place {
+                    inboxes.push((from, ring(j)));
+                }
+            }
+        } else {
+            outboxes[job_rank] = Some(ring(my_place));
+        }
+    }
+    // Everyone has zeroed its piece before anyone may write into it.
+    // SAFETY: `node_comm` is a valid communicator of this job.
+    check(unsafe { ffi::MPI_Barrier(node_comm) }, "MPI_Barrier(host)")?;
+    Ok(HostMapping {
+        win,
+        mapped,
+        outboxes,
+        inboxes,
+    })
+}
+
+/// `MPI_Win_allocate_shared` of `piece` bytes per process, non-contiguous (each process's
+/// piece on its own pages, near its core), with errors returned rather than fatal.
+fn allocate(
+    node_comm: ffi::MPI_Comm,
+    piece: usize,
+) -> Result<(ffi::MPI_Win, *mut u8), BridgeError> {
+    // SAFETY: reading a link-time constant of rsmpi's C shim.
+    let mut info = unsafe { ffi::RSMPI_INFO_NULL };
+    // SAFETY: MPI is initialized; `info` is written with a new info object.
+    check(
+        unsafe { ffi::MPI_Info_create(&mut info) },
+        "MPI_Info_create",
+    )?;
+    let key = CString::new("alloc_shared_noncontig").expect("no nul");
+    let value = CString::new("true").expect("no nul");
+    // SAFETY: `info` was just created; both strings are nul-terminated and live across the call.
+    let set = check(
+        unsafe { ffi::MPI_Info_set(info, key.as_ptr(), value.as_ptr()) },
+        "MPI_Info_set(alloc_shared_noncontig)",
+    );
+    let mut base: *mut c_void = std::ptr::null_mut();
+    // SAFETY: reading a link-time constant of rsmpi's C shim.
+    let mut win = unsafe { ffi::RSMPI_WIN_NULL };
+    let allocated = set.and_then(|()| {
+        // SAFETY: `info` and `node_comm` are valid handles; `base` and `win` are written by
+        // the call (baseptr is passed as the address of a pointer, as MPI specifies).
+        check(
+            unsafe {
+                ffi::MPI_Win_allocate_shared(
+                    piece as ffi::MPI_Aint,
+                    1,
+                    info,
+                    node_comm,
+                    (&mut base as *mut *mut c_void).cast(),
+                    &mut win,
+                )
+            },
+            "MPI_Win_allocate_shared",
+        )
+    });
+    // SAFETY: `info` is a valid info object, freed once; MPI copied what it needed.
+    let freed = check(unsafe { ffi::MPI_Info_free(&mut info) }, "MPI_Info_free");
+    allocated?;
+    freed?;
+    // SAFETY: `win` is the window just allocated; ERRORS_RETURN is a predefined handler.
+    check(
+        unsafe { ffi::MPI_Win_set_errhandler(win, ffi::RSMPI_ERRORS_RETURN) },
+        "MPI_Win_set_errhandler",
+    )?;
+    if base.is_null() {
+        return Err(BridgeError::Conduit(format!(
+            "MPI_Win_allocate_shared returned no memory for a piece of {piece} bytes"
+        )));
+    }
+    Ok((win, base.cast()))
+}
+
+/// The address in this process of the piece of the host's `place`-th process (job rank
+/// `job_rank`), after checking it holds `piece` bytes.
+fn query(
+    win: ffi::MPI_Win,
+    place: usize,
+    piece: usize,
+    job_rank: usize,
+) -> Result<*mut u8, BridgeError> {
+    let (mut size, mut disp, mut ptr): (ffi::MPI_Aint, c_int, *mut c_void) =
+        (0, 0, std::ptr::null_mut());
+    // SAFETY: `win` is a valid shared window and `place` a rank of its communicator; the
+    // three outputs are written by the call (baseptr as the address of a pointer).
+    check(
+        unsafe {
+            ffi::MPI_Win_shared_query(
+                win,
+                place as c_int,
+                &mut size,
+                &mut disp,
+                (&mut ptr as *mut *mut c_void).cast(),
+            )
+        },
+        "MPI_Win_shared_query",
+    )?;
+    if ptr.is_null() || (size as usize) < piece {
+        return Err(BridgeError::Conduit(format!(
+            "the shared window of rank {job_rank} has {size} bytes, {piece} expected"
+        )));
+    }
+    Ok(ptr.cast())
+}

@@ -1,0 +1,244 @@
+//! The wire format of the conduit's messages on MPI and in the shared-memory rings: the fixed
+//! header, the message kinds and flags, and the encoding of atomic operations.
+
+use std::ffi::c_int;
+
+use crate::active_message::{Args, MAX_ARGS, Message};
+use crate::atomic::AtomicOp;
+
+use super::am::OutBody;
+
+/// Pre-posted receive buffers per process.
+pub const SLOTS: usize = 64;
+/// Size of one pre-posted buffer: header, arguments and an inline payload.
+pub const EAGER: usize = 8 << 10;
+/// Bytes of the fixed message header.
+pub(super) const HDR: usize = 56;
+/// Largest payload carried inside the message itself; larger ones follow as a second message
+/// received directly into its destination.
+pub const INLINE_MAX: usize = EAGER - HDR - 8 * MAX_ARGS;
+/// Requests one rank may have outstanding toward another before it waits for credits.
+pub const CREDITS: u32 = 32;
+
+pub(super) const TAG_MSG: c_int = 1;
+pub(super) const TAG_PAYLOAD: c_int = 2;
+pub(super) const TAG_GET: c_int = 3;
+
+pub(super) const K_AM: u8 = 1;
+pub(super) const K_PUT: u8 = 2;
+pub(super) const K_GET: u8 = 3;
+pub(super) const K_ATOMIC: u8 = 4;
+pub(super) const K_ACK: u8 = 5;
+pub(super) const K_ATOMIC_REPLY: u8 = 6;
+pub(super) const K_CREDIT: u8 = 7;
+
+/// The message spent a credit of its sender.
+pub(super) const F_CREDIT: u8 = 1;
+/// The payload follows as a separate message on `TAG_PAYLOAD`.
+pub(super) const F_SEPARATE: u8 = 2;
+/// An AM reply.
+pub(super) const F_REPLY: u8 = 4;
+/// A long AM whose payload the sender wrote into the target's segment through shared memory;
+/// `c` and `d` carry the write's EC and IWC.
+pub(super) const F_PLACED: u8 = 8;
+
+pub(super) const B_SHORT: u8 = 0;
+pub(super) const B_MEDIUM: u8 = 1;
+pub(super) const B_LONG: u8 = 2;
+
+/// The fixed part of every message on `TAG_MSG`; `a..d` mean what the kind says.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Header {
+    pub(super) kind: u8,
+    pub(super) nargs: u8,
+    pub(super) flags: u8,
+    pub(super) body: u8,
+    pub(super) handler: u16,
+    /// Credits the sender returns to the receiver.
+    pub(super) credits: u32,
+    pub(super) id: u64,
+    pub(super) a: u64,
+    pub(super) b: u64,
+    pub(super) c: u64,
+    pub(super) d: u64,
+}
+
+impl Header {
+    #[cfg(test)]
+    fn encode(&self, args: &[u64], inline: &[u8]) -> Vec<u8> {
+        let mut v = Vec::new();
+        self.encode_into(&mut v, args, inline);
+        v
+    }
+
+    /// The header of a user AM: its handler, reply flag, body kind and payload length.
+    pub(super) fn am(message: &Message, body: &OutBody<'_>) -> Header {
+        let (body, len) = match body {
+            OutBody::Short => (B_SHORT, 0),
+            OutBody::Medium(p) => (B_MEDIUM, p.len()),
+            OutBody::Long { payload, .. } => (B_LONG, payload.len()),
+        };
+        Header {
+            kind: K_AM,
+            flags: if message.is_reply { F_REPLY } else { 0 },
+            handler: message.handler,
+            body,
+            b: len as u64,
+            ..Header::default()
+        }
+    }
+
+    /// Bytes of the message with `nargs` arguments and `inline` payload bytes.
+    pub(super) fn encoded_len(nargs: usize, inline: usize) -> usize {
+        HDR + 8 * nargs + inline
+    }
+
+    /// Replaces `v`'s contents with the message's bytes, reusing its allocation.
+    pub(super) fn encode_into(&self, v: &mut Vec<u8>, args: &[u64], inline: &[u8]) {
+        v.clear();
+        v.resize(Header::encoded_len(args.len(), inline.len()), 0);
+        self.write(v, args, inline);
+    }
+
+    /// Writes the message into `out`, which is exactly [`Header::encoded_len`] bytes long.
+    pub(super) fn write(&self, out: &mut [u8], args: &[u64], inline: &[u8]) {
+        out[..4].copy_from_slice(&[self.kind, args.len() as u8, self.flags, self.body]);
+        out[4..6].copy_from_slice(&self.handler.to_le_bytes());
+        out[6..8].fill(0);
+        out[8..12].copy_from_slice(&self.credits.to_le_bytes());
+        out[12..16].fill(0);
+        for (i, w) in [self.id, self.a, self.b, self.c, self.d].iter().enumerate() {
+            out[16 + 8 * i..24 + 8 * i].copy_from_slice(&w.to_le_bytes());
+        }
+        for (i, w) in args.iter().enumerate() {
+            out[HDR + 8 * i..HDR + 8 * i + 8].copy_from_slice(&w.to_le_bytes());
+        }
+        out[HDR + 8 * args.len()..].copy_from_slice(inline);
+    }
+
+    /// Splits a received message into header, arguments and inline payload.
+    pub(super) fn decode(bytes: &[u8]) -> Option<(Header, Args, &[u8])> {
+        if bytes.len() < HDR {
+            return None;
+        }
+        let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
+        let nargs = bytes[1] as usize;
+        let args_end = HDR + 8 * nargs;
+        if nargs > MAX_ARGS || bytes.len() < args_end {
+            return None;
+        }
+        let mut words = [0u64; MAX_ARGS];
+        for (i, w) in words.iter_mut().take(nargs).enumerate() {
+            *w = word(HDR + 8 * i);
+        }
+        let h = Header {
+            kind: bytes[0],
+            nargs: nargs as u8,
+            flags: bytes[2],
+            body: bytes[3],
+            handler: u16::from_le_bytes([bytes[4], bytes[5]]),
+            credits: u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes")),
+            id: word(16),
+            a: word(24),
+            b: word(32),
+            c: word(40),
+            d: word(48),
+        };
+        let args = Args::new(&words[..nargs]).ok()?;
+        Some((h, args, &bytes[args_end..]))
+    }
+}
+
+pub(super) fn encode_op(op: AtomicOp) -> (u64, u64, u64) {
+    match op {
+        AtomicOp::Load => (0, 0, 0),
+        AtomicOp::Store(v) => (1, v, 0),
+        AtomicOp::Swap(v) => (2, v, 0),
+        AtomicOp::FetchAdd(v) => (3, v, 0),
+        AtomicOp::FetchSub(v) => (4, v, 0),
+        AtomicOp::CompareExchange { current, new } => (5, current, new),
+        AtomicOp::Min(v) => (6, v, 0),
+        AtomicOp::Max(v) => (7, v, 0),
+        AtomicOp::MinI64(v) => (8, v as u64, 0),
+        AtomicOp::MaxI64(v) => (9, v as u64, 0),
+        AtomicOp::And(v) => (10, v, 0),
+        AtomicOp::Or(v) => (11, v, 0),
+        AtomicOp::Xor(v) => (12, v, 0),
+    }
+}
+
+pub(super) fn decode_op(code: u64, x: u64, y: u64) -> Option<AtomicOp> {
+    Some(match code {
+        0 => AtomicOp::Load,
+        1 => AtomicOp::Store(x),
+        2 => AtomicOp::Swap(x),
+        3 => AtomicOp::FetchAdd(x),
+        4 => AtomicOp::FetchSub(x),
+        5 => AtomicOp::CompareExchange { current: x, new: y },
+        6 => AtomicOp::Min(x),
+        7 => AtomicOp::Max(x),
+        8 => AtomicOp::MinI64(x as i64),
+        9 => AtomicOp::MaxI64(x as i64),
+        10 => AtomicOp::And(x),
+        11 => AtomicOp::Or(x),
+        12 => AtomicOp::Xor(x),
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    pub(super) fn header_round_trips() {
+        let h = Header {
+            kind: K_AM,
+            nargs: 3,
+            flags: F_CREDIT | F_REPLY,
+            body: B_MEDIUM,
+            handler: 513,
+            credits: 7,
+            id: u64::MAX,
+            a: 1,
+            b: 2,
+            c: 3,
+            d: 4,
+        };
+        let bytes = h.encode(&[10, 20, 30], b"xyz");
+        assert_eq!(bytes.len(), HDR + 24 + 3);
+        let (back, args, inline) = Header::decode(&bytes).unwrap();
+        assert_eq!(back, h);
+        assert_eq!(args.as_slice(), &[10, 20, 30]);
+        assert_eq!(inline, b"xyz");
+        assert!(Header::decode(&bytes[..HDR - 1]).is_none());
+        let mut bad = bytes.clone();
+        bad[1] = MAX_ARGS as u8 + 1;
+        assert!(Header::decode(&bad).is_none());
+        assert_eq!(INLINE_MAX + HDR + 8 * MAX_ARGS, EAGER);
+    }
+
+    #[test]
+    pub(super) fn atomic_ops_round_trip() {
+        let ops = [
+            AtomicOp::Load,
+            AtomicOp::Store(1),
+            AtomicOp::Swap(2),
+            AtomicOp::FetchAdd(3),
+            AtomicOp::FetchSub(4),
+            AtomicOp::CompareExchange { current: 5, new: 6 },
+            AtomicOp::Min(7),
+            AtomicOp::Max(8),
+            AtomicOp::MinI64(-9),
+            AtomicOp::MaxI64(-10),
+            AtomicOp::And(11),
+            AtomicOp::Or(12),
+            AtomicOp::Xor(13),
+        ];
+        for op in ops {
+            let (c, x, y) = encode_op(op);
+            assert_eq!(decode_op(c, x, y), Some(op));
+        }
+        assert_eq!(decode_op(13, 0, 0), None);
+    }
+}
