@@ -79,11 +79,10 @@ pub(super) fn map_host(
     let (win, base) = allocate(node_comm, piece)?;
     // Segments start zeroed, as on smp: MPI does not promise zeroed memory. This touches every
     // page of the piece (see the top-level README on memory).
-    // TODO(shared_copy): zeroing mapped segment memory; use the segment's fill primitive once
-    // it covers the counters page and the inbox too.
     // SAFETY: `base` is this process's own piece of `piece` bytes, just allocated; no other
-    // process writes into it before the node barrier at the end of this function.
-    unsafe { std::ptr::write_bytes(base, 0, piece) };
+    // process touches it before the node barrier at the end of this function, and the fill is
+    // `shared_copy`'s, like every other access to window memory.
+    unsafe { crate::shared_copy::fill(base, 0, piece) };
 
     let mut mapped: Vec<Option<Mapped>> = (0..ranks).map(|_| None).collect();
     let mut outboxes: Vec<Option<Ring>> = (0..ranks).map(|_| None).collect();
