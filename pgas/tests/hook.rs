@@ -11,7 +11,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use common::{allgather, held_ranks, ranks, run};
-use pgas::hook::{AtomicAction, GetAction, PutAction, Rma, RpcAction, RpcCall, SyncEvent};
+use pgas::hook::{
+    AtomicAction, GetAction, OpId, PutAction, Rma, RpcAction, RpcCall, SyncEvent,
+};
 use pgas::{
     AtomicDomain, Interceptor, RpcTable, barrier, broadcast, clear_hook, delete_, epoch, fence,
     new_array, rank_me, rget, rget_slice, rpc, rpc_ff, rput, rput_slice, set_hook, world,
@@ -34,35 +36,35 @@ struct Recorder {
 }
 
 impl Interceptor for Recorder {
-    fn before_put(&self, _: &Rma, _: &[u8]) -> PutAction {
+    fn before_put(&self, _: OpId, _: &Rma, _: &[u8]) -> PutAction {
         self.puts.set(self.puts.get() + 1);
         PutAction::Proceed
     }
-    fn after_put(&self, rma: &Rma, ack: WriteAck) {
+    fn after_put(&self, _: OpId, rma: &Rma, ack: WriteAck) {
         self.puts_done.set(self.puts_done.get() + 1);
         self.writes
             .borrow_mut()
             .push((rma.rank as u64, ack.ec, ack.iwc, 0));
     }
-    fn before_get(&self, _: &Rma, _: &mut [u8]) -> GetAction {
+    fn before_get(&self, _: OpId, _: &Rma, _: &mut [u8]) -> GetAction {
         self.gets.set(self.gets.get() + 1);
         GetAction::Proceed
     }
-    fn before_rpc(&self, _: &RpcCall, _: &[u8]) -> RpcAction {
+    fn before_rpc(&self, _: OpId, _: &RpcCall, _: &[u8]) -> RpcAction {
         self.rpcs.set(self.rpcs.get() + 1);
         RpcAction::Proceed
     }
-    fn after_rpc(&self, call: &RpcCall, ack: WriteAck, _: &[u8]) {
+    fn after_rpc(&self, _: OpId, call: &RpcCall, ack: WriteAck, _: &[u8]) {
         self.rpc_acks.set(self.rpc_acks.get() + 1);
         self.writes
             .borrow_mut()
             .push((call.rank as u64, ack.ec, ack.iwc, 1));
     }
-    fn before_atomic(&self, _: usize, _: usize, _: AtomicOp) -> AtomicAction {
+    fn before_atomic(&self, _: OpId, _: usize, _: usize, _: AtomicOp) -> AtomicAction {
         self.atomics.set(self.atomics.get() + 1);
         AtomicAction::Proceed
     }
-    fn after_atomic(&self, rank: usize, _: usize, _: AtomicOp, r: &AtomicResult) {
+    fn after_atomic(&self, _: OpId, rank: usize, _: usize, _: AtomicOp, r: &AtomicResult) {
         if let Some(ack) = r.ack {
             self.writes
                 .borrow_mut()
@@ -219,7 +221,7 @@ struct Replayer {
 }
 
 impl Interceptor for Replayer {
-    fn before_put(&self, rma: &Rma, _: &[u8]) -> PutAction {
+    fn before_put(&self, _: OpId, rma: &Rma, _: &[u8]) -> PutAction {
         if rma.rank == self.suppress_to {
             self.suppressed.set(self.suppressed.get() + 1);
             PutAction::Suppress
@@ -227,10 +229,10 @@ impl Interceptor for Replayer {
             PutAction::Proceed
         }
     }
-    fn after_put(&self, rma: &Rma, _: WriteAck) {
+    fn after_put(&self, _: OpId, rma: &Rma, _: WriteAck) {
         assert_ne!(rma.rank, self.suppress_to, "a suppressed put completed");
     }
-    fn before_get(&self, rma: &Rma, dst: &mut [u8]) -> GetAction {
+    fn before_get(&self, _: OpId, rma: &Rma, dst: &mut [u8]) -> GetAction {
         match self.log.get(&(rma.rank, rma.offset, rma.len)) {
             Some(bytes) => {
                 dst.copy_from_slice(bytes);
@@ -240,7 +242,7 @@ impl Interceptor for Replayer {
             None => GetAction::Proceed,
         }
     }
-    fn before_rpc(&self, call: &RpcCall, _: &[u8]) -> RpcAction {
+    fn before_rpc(&self, _: OpId, call: &RpcCall, _: &[u8]) -> RpcAction {
         if call.name == "logged" {
             RpcAction::Served(postcard::to_allocvec(&777u64).unwrap())
         } else {
