@@ -58,7 +58,12 @@ impl Heap {
     /// Allocates `size` bytes (at least 1) exactly at `offset`, which must be aligned to
     /// `align` and start a free range of that size (a replayed allocation gets its logged
     /// address back).
-    pub fn alloc_at(&mut self, offset: usize, size: usize, align: usize) -> Result<usize, PgasError> {
+    pub fn alloc_at(
+        &mut self,
+        offset: usize,
+        size: usize,
+        align: usize,
+    ) -> Result<usize, PgasError> {
         let size = size.max(1);
         let refuse = |reason: &'static str| PgasError::ReplayAlloc {
             rank: self.rank,
@@ -69,7 +74,9 @@ impl Heap {
         if !offset.is_multiple_of(align) {
             return Err(refuse("not aligned for the type"));
         }
-        let end = offset.checked_add(size).ok_or(refuse("beyond the segment"))?;
+        let end = offset
+            .checked_add(size)
+            .ok_or(refuse("beyond the segment"))?;
         let Some((&start, &len)) = self.free.range(..=offset).next_back() else {
             return Err(refuse("not in a free block"));
         };
@@ -177,7 +184,11 @@ mod tests {
         let a = h.alloc(100, 8).unwrap();
         h.free(a).unwrap();
         assert_eq!(h.alloc_at(a, 100, 8), Ok(a));
-        assert_eq!(h.alloc_at(256, 8, 8), Ok(256), "from the middle of a free block");
+        assert_eq!(
+            h.alloc_at(256, 8, 8),
+            Ok(256),
+            "from the middle of a free block"
+        );
         assert_eq!(h.size_of(256), Some(8));
         let refused = |r: Result<usize, PgasError>| match r {
             Err(PgasError::ReplayAlloc { reason, .. }) => reason,
@@ -186,8 +197,14 @@ mod tests {
         assert_eq!(refused(h.alloc_at(a, 8, 8)), "not in a free block");
         assert_eq!(refused(h.alloc_at(a + 96, 8, 8)), "not in a free block");
         assert_eq!(refused(h.alloc_at(260, 8, 8)), "not aligned for the type");
-        assert_eq!(refused(h.alloc_at(248, 16, 8)), "the free block there is too small");
-        assert_eq!(refused(h.alloc_at(1020, 8, 4)), "the free block there is too small");
+        assert_eq!(
+            refused(h.alloc_at(248, 16, 8)),
+            "the free block there is too small"
+        );
+        assert_eq!(
+            refused(h.alloc_at(1020, 8, 4)),
+            "the free block there is too small"
+        );
         h.free(256).unwrap();
         h.free(a).unwrap();
         assert_eq!(h.free_blocks(), 1);

@@ -285,7 +285,14 @@ pub trait Interceptor {
         AtomicAction::Proceed
     }
     /// After a remote atomic completed (`result.ack` is set when it wrote).
-    fn after_atomic(&self, id: OpId, rank: usize, offset: usize, op: AtomicOp, result: &AtomicResult) {
+    fn after_atomic(
+        &self,
+        id: OpId,
+        rank: usize,
+        offset: usize,
+        op: AtomicOp,
+        result: &AtomicResult,
+    ) {
         let _ = (id, rank, offset, op, result);
     }
     /// Before a `DistObject::fetch` of another rank's instance.

@@ -25,6 +25,9 @@ use crate::wire::{self, Kind};
 
 /// No reply is wanted (rpc_ff without a hook).
 const NO_REPLY: u64 = u64::MAX;
+/// Flag of a reply slot: only the acknowledgement is wanted, not the result (rpc_ff with a
+/// hook), so the reply carries no bytes.
+const ACK_ONLY: u64 = 1 << 62;
 
 type Invoke = Box<dyn Fn(&[u8]) -> Result<Outcome, postcard::Error> + Send + Sync>;
 
@@ -277,10 +280,11 @@ where
                     return;
                 }
                 rt.acks_pending.set(rt.acks_pending.get() + 1);
-                rt.replies.insert(Box::new(move |ack, _| {
+                let slot = rt.replies.insert(Box::new(move |ack, _| {
                     runtime::with(|rt| rt.acks_pending.set(rt.acks_pending.get() - 1));
                     h.after_rpc(id, &call, ack, &[]);
-                }))
+                }));
+                slot | ACK_ONLY
             }
             None => NO_REPLY,
         };
@@ -374,8 +378,16 @@ pub(crate) fn run_request(
         },
     };
     let name = entry.name;
+    let (slot, ack_only) = match slot {
+        NO_REPLY => (NO_REPLY, false),
+        s => (s & !ACK_ONLY, s & ACK_ONLY != 0),
+    };
+    let reply = move |rt: &Runtime, bytes: &[u8]| {
+        let bytes = if ack_only { &[][..] } else { bytes };
+        reply(rt, source, name, slot, ack, bytes)
+    };
     match outcome {
-        Outcome::Now(bytes) if slot != NO_REPLY => reply(rt, source, name, slot, ack, &bytes),
+        Outcome::Now(bytes) if slot != NO_REPLY => reply(rt, &bytes),
         Outcome::Now(_) => {}
         Outcome::Later(future) => {
             // The reply leaves later, in whatever mode the rank is in then: send it in the
@@ -384,9 +396,7 @@ pub(crate) fn run_request(
             future
                 .then(move |bytes| {
                     if slot != NO_REPLY {
-                        runtime::with(|rt| {
-                            rt.in_mode(internal, || reply(rt, source, name, slot, ack, &bytes))
-                        });
+                        runtime::with(|rt| rt.in_mode(internal, || reply(rt, &bytes)));
                     }
                 })
                 .detach()

@@ -230,8 +230,11 @@ impl Runtime {
         }
         let previous = self.internal.get();
         let _restore = Restore(self, previous);
-        self.internal
-            .set(if internal { previous.saturating_add(1) } else { 0 });
+        self.internal.set(if internal {
+            previous.saturating_add(1)
+        } else {
+            0
+        });
         self.refresh_hooked();
         f()
     }

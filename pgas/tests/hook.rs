@@ -12,11 +12,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use common::{allgather, held_ranks, ranks, run};
 use pgas::hook::{
-    AtomicAction, GetAction, OpId, PutAction, Rma, RpcAction, RpcCall, SyncEvent,
+    AllocAction, AtomicAction, Collective, CollectiveAction, CollectiveKind, Fetch, FetchAction,
+    FreeAction, GetAction, OpId, PutAction, ReplyAction, Rma, RpcAction, RpcCall, RpcReply,
+    SyncEvent,
 };
 use pgas::{
-    AtomicDomain, Interceptor, RpcTable, barrier, broadcast, clear_hook, delete_, epoch, fence,
-    new_array, rank_me, rget, rget_slice, rpc, rpc_ff, rput, rput_slice, set_hook, world,
+    AtomicDomain, Completions, DistObject, GlobalPtr, Interceptor, RpcTable, barrier, broadcast,
+    clear_hook, delete_, epoch, fence, new_array, rank_me, resilience, rget, rget_into, rget_slice,
+    rget_strided, rget_with, rpc, rpc_ff, rput, rput_slice, rput_strided, rput_with, set_hook,
+    world,
 };
 
 use gasnet_bridge::{AtomicOp, AtomicResult, WriteAck};
@@ -307,5 +311,445 @@ fn suppressed_puts_and_gets_and_rpcs_served_from_a_log() {
             delete_(buf).unwrap();
         });
         assert_eq!(ran.load(Ordering::SeqCst), 0, "served rpcs never ran");
+    }
+}
+
+// ---- every public operation, by kind, rank and bytes --------------------------------------
+
+/// One hook call, as the recording hook below saw it.
+#[derive(Debug, Clone, PartialEq)]
+enum Ev {
+    Put(OpId, Rma, Vec<u8>),
+    PutAck(OpId, Rma),
+    Get(OpId, Rma),
+    GetDone(OpId, Vec<u8>),
+    Rpc(OpId, RpcCall, Vec<u8>),
+    RpcAck(OpId, RpcCall, Vec<u8>),
+    Reply(RpcReply, Vec<u8>),
+    Atomic(OpId, usize, usize, AtomicOp),
+    AtomicDone(OpId, bool),
+    Fetch(OpId, Fetch),
+    FetchDone(OpId, Vec<u8>),
+    Coll(OpId, Collective),
+    CollDone(OpId, Collective, Vec<u8>),
+    Alloc(usize, usize),
+    Free(usize, usize),
+    Sync(SyncEvent),
+}
+
+/// Records every call in order.
+#[derive(Default)]
+struct Tape(RefCell<Vec<Ev>>);
+
+impl Tape {
+    fn take(&self) -> Vec<Ev> {
+        std::mem::take(&mut self.0.borrow_mut())
+    }
+    fn push(&self, e: Ev) {
+        self.0.borrow_mut().push(e);
+    }
+}
+
+impl Interceptor for Tape {
+    fn before_put(&self, id: OpId, rma: &Rma, bytes: &[u8]) -> PutAction {
+        self.push(Ev::Put(id, *rma, bytes.to_vec()));
+        PutAction::Proceed
+    }
+    fn after_put(&self, id: OpId, rma: &Rma, _: WriteAck) {
+        self.push(Ev::PutAck(id, *rma));
+    }
+    fn before_get(&self, id: OpId, rma: &Rma, _: &mut [u8]) -> GetAction {
+        self.push(Ev::Get(id, *rma));
+        GetAction::Proceed
+    }
+    fn after_get(&self, id: OpId, _: &Rma, data: &[u8]) {
+        self.push(Ev::GetDone(id, data.to_vec()));
+    }
+    fn before_rpc(&self, id: OpId, call: &RpcCall, args: &[u8]) -> RpcAction {
+        self.push(Ev::Rpc(id, *call, args.to_vec()));
+        RpcAction::Proceed
+    }
+    fn after_rpc(&self, id: OpId, call: &RpcCall, _: WriteAck, reply: &[u8]) {
+        self.push(Ev::RpcAck(id, *call, reply.to_vec()));
+    }
+    fn before_reply(&self, reply: &RpcReply, bytes: &[u8]) -> ReplyAction {
+        self.push(Ev::Reply(*reply, bytes.to_vec()));
+        ReplyAction::Proceed
+    }
+    fn before_atomic(&self, id: OpId, rank: usize, offset: usize, op: AtomicOp) -> AtomicAction {
+        self.push(Ev::Atomic(id, rank, offset, op));
+        AtomicAction::Proceed
+    }
+    fn after_atomic(&self, id: OpId, _: usize, _: usize, _: AtomicOp, r: &AtomicResult) {
+        self.push(Ev::AtomicDone(id, r.ack.is_some()));
+    }
+    fn before_fetch(&self, id: OpId, fetch: &Fetch) -> FetchAction {
+        self.push(Ev::Fetch(id, *fetch));
+        FetchAction::Proceed
+    }
+    fn after_fetch(&self, id: OpId, _: &Fetch, bytes: &[u8]) {
+        self.push(Ev::FetchDone(id, bytes.to_vec()));
+    }
+    fn before_collective(&self, id: OpId, c: &Collective) -> CollectiveAction {
+        self.push(Ev::Coll(id, *c));
+        CollectiveAction::Proceed
+    }
+    fn after_collective(&self, id: OpId, c: &Collective, result: &[u8]) {
+        self.push(Ev::CollDone(id, *c, result.to_vec()));
+    }
+    fn before_alloc(&self, _: usize, _: usize) -> AllocAction {
+        AllocAction::Proceed
+    }
+    fn after_alloc(&self, offset: usize, size: usize) {
+        self.push(Ev::Alloc(offset, size));
+    }
+    fn before_free(&self, offset: usize, size: usize) -> FreeAction {
+        self.push(Ev::Free(offset, size));
+        FreeAction::Proceed
+    }
+    fn on_sync(&self, sync: SyncEvent, _: u64) {
+        self.push(Ev::Sync(sync));
+    }
+}
+
+fn rma(p: GlobalPtr<u64>, words: usize) -> Rma {
+    Rma {
+        rank: p.rank(),
+        offset: p.offset(),
+        len: words * 8,
+    }
+}
+
+fn words(v: &[u64]) -> Vec<u8> {
+    v.iter().flat_map(|w| w.to_ne_bytes()).collect()
+}
+
+fn enc<T: serde::Serialize>(v: &T) -> Vec<u8> {
+    postcard::to_allocvec(v).unwrap()
+}
+
+/// The before/after pair of one operation: same id, the after right behind.
+fn pair(tape: &[Ev]) -> OpId {
+    let id = |e: &Ev| match e {
+        Ev::Put(i, ..)
+        | Ev::PutAck(i, ..)
+        | Ev::Get(i, ..)
+        | Ev::GetDone(i, ..)
+        | Ev::Rpc(i, ..)
+        | Ev::RpcAck(i, ..)
+        | Ev::Atomic(i, ..)
+        | Ev::AtomicDone(i, ..)
+        | Ev::Fetch(i, ..)
+        | Ev::FetchDone(i, ..)
+        | Ev::Coll(i, ..)
+        | Ev::CollDone(i, ..) => Some(*i),
+        _ => None,
+    };
+    let ids: Vec<OpId> = tape.iter().filter_map(id).collect();
+    assert_eq!(ids.len(), 2, "{tape:?}");
+    assert_eq!(ids[0], ids[1], "one id for start and completion: {tape:?}");
+    ids[0]
+}
+
+/// A world collective's entry and completion: the EC steps around the hook's calls.
+fn world_collective(tape: &[Ev], kind: CollectiveKind, result: Vec<u8>) {
+    let (enter, exit) = if kind == CollectiveKind::Barrier {
+        (SyncEvent::BarrierEnter, SyncEvent::BarrierExit)
+    } else {
+        (SyncEvent::Collective, SyncEvent::Collective)
+    };
+    let c = Collective {
+        kind,
+        team: world().id(),
+        team_rank: rank_me(),
+        team_size: pgas::rank_n(),
+    };
+    let id = pair(tape);
+    assert_eq!(
+        tape,
+        [
+            Ev::Sync(enter),
+            Ev::Coll(id, c),
+            Ev::CollDone(id, c, result),
+            Ev::Sync(exit)
+        ],
+        "{kind:?}"
+    );
+}
+
+#[test]
+fn every_public_operation_shows_up_with_kind_rank_and_bytes() {
+    for n in ranks() {
+        let mut rpcs = RpcTable::new();
+        let echo = rpcs.register("echo", |x: u64| x * 3);
+        run(n, 4, rpcs, move || {
+            let me = rank_me();
+            let right = (me + 1) % n;
+            let left = (me + n - 1) % n;
+            let buf = new_array::<u64>(24).unwrap();
+            let bufs = allgather(buf);
+            let dist = DistObject::new(vec![me as u64, 7]);
+            barrier();
+            let tape = Rc::new(Tape::default());
+            set_hook(tape.clone());
+            let dst = bufs[right];
+
+            // rput / rget, scalar and bulk, with and without completions.
+            rput(11u64 + me as u64, dst).wait();
+            let t = tape.take();
+            let id = pair(&t);
+            let r = rma(dst, 1);
+            assert_eq!(
+                t,
+                [Ev::Put(id, r, words(&[11 + me as u64])), Ev::PutAck(id, r)]
+            );
+            let _ = rget(dst).wait();
+            let t = tape.take();
+            let id = pair(&t);
+            assert_eq!(
+                t,
+                [
+                    Ev::Get(id, rma(dst, 1)),
+                    Ev::GetDone(id, words(&[11 + me as u64]))
+                ]
+            );
+            rput_slice(&[1u64, 2, 3], dst + 1).wait();
+            let t = tape.take();
+            let id = pair(&t);
+            assert_eq!(t[0], Ev::Put(id, rma(dst + 1, 3), words(&[1, 2, 3])));
+            let got = rget_slice(dst + 1, 3).wait();
+            assert_eq!(got, [1, 2, 3]);
+            let t = tape.take();
+            let id = pair(&t);
+            assert_eq!(t[1], Ev::GetDone(id, words(&[1, 2, 3])));
+            rput_with(&[4u64], dst + 4, Completions::new().operation_future())
+                .operation
+                .unwrap()
+                .wait();
+            assert_eq!(
+                tape.take()[0],
+                Ev::Put(OpId(id.0 + 1), rma(dst + 4, 1), words(&[4]))
+            );
+            let mut one = [0u64];
+            rget_with(dst + 4, &mut one, Completions::new());
+            assert_eq!(tape.take()[1], Ev::GetDone(OpId(id.0 + 2), words(&[4])));
+            rget_into(dst + 4, &mut one);
+            assert_eq!(tape.take().len(), 2);
+
+            // Strided: a 2 x 3 block into rows of 4 words: three contiguous runs, each seen.
+            let src = [10u64, 11, 12, 13, 14, 15];
+            rput_strided(&src, [1, 2], dst + 8, [1, 4], [2, 3]).wait();
+            let t = tape.take();
+            let puts: Vec<(Rma, Vec<u8>)> = t
+                .iter()
+                .filter_map(|e| match e {
+                    Ev::Put(_, r, b) => Some((*r, b.clone())),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(
+                puts,
+                [
+                    (rma(dst + 8, 2), words(&[10, 11])),
+                    (rma(dst + 12, 2), words(&[12, 13])),
+                    (rma(dst + 16, 2), words(&[14, 15])),
+                ]
+            );
+            assert_eq!(t.len(), 6, "three puts, three acks");
+            let mut back = [0u64; 6];
+            rget_strided(dst + 8, [1, 4], &mut back, [1, 2], [2, 3]).wait();
+            assert_eq!(back, src);
+            let t = tape.take();
+            let gets: Vec<Vec<u8>> = t
+                .iter()
+                .filter_map(|e| match e {
+                    Ev::GetDone(_, b) => Some(b.clone()),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(gets, [words(&[10, 11]), words(&[12, 13]), words(&[14, 15])]);
+
+            // rpc, rpc_ff, and the replies this rank sends for its left neighbour's calls
+            // (on whichever call it was polling in).
+            tape.take();
+            barrier();
+            assert_eq!(rpc(right, echo, 5).wait(), 15);
+            rpc_ff(right, echo, 6);
+            resilience::wait_for_acks();
+            assert_eq!(resilience::pending_acks(), 0);
+            barrier();
+            let t = tape.take();
+            let call = RpcCall {
+                rank: right,
+                name: "echo",
+                fire_and_forget: false,
+            };
+            let ff = RpcCall {
+                fire_and_forget: true,
+                ..call
+            };
+            let mine: Vec<Ev> = t
+                .iter()
+                .filter(|e| matches!(e, Ev::Rpc(..) | Ev::RpcAck(..)))
+                .cloned()
+                .collect();
+            let Ev::Rpc(id, ..) = mine[0] else {
+                panic!("{mine:?}")
+            };
+            assert_eq!(
+                mine,
+                [
+                    Ev::Rpc(id, call, enc(&5u64)),
+                    Ev::RpcAck(id, call, enc(&15u64)),
+                    Ev::Rpc(OpId(id.0 + 1), ff, enc(&6u64)),
+                    Ev::RpcAck(OpId(id.0 + 1), ff, vec![]),
+                ]
+            );
+            let replies: Vec<Ev> = t
+                .iter()
+                .filter(|e| matches!(e, Ev::Reply(..)))
+                .cloned()
+                .collect();
+            let to_left = RpcReply {
+                rank: left,
+                name: "echo",
+            };
+            assert_eq!(
+                replies,
+                [Ev::Reply(to_left, enc(&15u64)), Ev::Reply(to_left, vec![])],
+                "rank {me}"
+            );
+
+            // Atomics: one remote atomic each, writing ones with an ack.
+            let ad = AtomicDomain::<u64>::new();
+            let word = bufs[0] + 20;
+            ad.fetch_add(word, 1).wait();
+            let t = tape.take();
+            let id = pair(&t);
+            assert_eq!(
+                t,
+                [
+                    Ev::Atomic(id, 0, word.offset(), AtomicOp::FetchAdd(1)),
+                    Ev::AtomicDone(id, true)
+                ]
+            );
+            ad.load(word).wait();
+            assert_eq!(tape.take()[1], Ev::AtomicDone(OpId(id.0 + 1), false));
+            let f = AtomicDomain::<f64>::new();
+            barrier();
+            tape.take();
+            let fword = bufs[right].cast::<f64>() + 21;
+            f.store(fword, 0.0).wait();
+            f.fetch_add(fword, 1.5).wait();
+            let t = tape.take();
+            assert!(
+                t.iter().filter(|e| matches!(e, Ev::Atomic(..))).count() >= 3,
+                "store, load, compare-exchange: {t:?}"
+            );
+
+            // DistObject::fetch of the right neighbour's instance, and the answer sent left.
+            tape.take();
+            barrier();
+            let v = dist.fetch(right).wait();
+            assert_eq!(v, vec![right as u64, 7]);
+            barrier();
+            let t = tape.take();
+            let fetch = Fetch {
+                rank: right,
+                object: dist.id(),
+            };
+            let fetches: Vec<Ev> = t
+                .iter()
+                .filter(|e| matches!(e, Ev::Fetch(..) | Ev::FetchDone(..) | Ev::Reply(..)))
+                .cloned()
+                .collect();
+            if n == 1 {
+                assert_eq!(
+                    fetches,
+                    [],
+                    "fetching one's own instance is no communication"
+                );
+            } else {
+                let Ev::Fetch(id, _) = fetches[0] else {
+                    panic!("{fetches:?}")
+                };
+                let answer = Ev::Reply(
+                    RpcReply {
+                        rank: left,
+                        name: RpcReply::DIST_FETCH,
+                    },
+                    enc(&vec![me as u64, 7]),
+                );
+                assert!(fetches.contains(&Ev::Fetch(id, fetch)), "{fetches:?}");
+                assert!(fetches.contains(&Ev::FetchDone(id, enc(&v))), "{fetches:?}");
+                assert!(fetches.contains(&answer), "{fetches:?}");
+                assert_eq!(fetches.len(), 3, "{fetches:?}");
+            }
+
+            // Collectives, each once, with its result on this rank.
+            let w = world();
+            let b = broadcast(&w, me as u64 + 100, 0).wait();
+            assert_eq!(b, 100);
+            world_collective(
+                &tape.take(),
+                CollectiveKind::Broadcast { root: 0 },
+                enc(&100u64),
+            );
+            let r = pgas::reduce_one(&w, me as u64, pgas::ops::add, 0).wait();
+            world_collective(&tape.take(), CollectiveKind::ReduceOne { root: 0 }, enc(&r));
+            let sum = (0..n as u64).sum::<u64>();
+            assert_eq!(r, (me == 0).then_some(sum));
+            let all = pgas::reduce_all(&w, me as u64, pgas::ops::add).wait();
+            assert_eq!(all, sum);
+            world_collective(&tape.take(), CollectiveKind::ReduceAll, enc(&sum));
+            let g = pgas::allgather(&w, me as u32).wait();
+            world_collective(&tape.take(), CollectiveKind::Allgather, enc(&g));
+            let u = pgas::reduce_all_u64(&w, 1 << me, |a, b| a | b);
+            assert_eq!(u, (1u64 << n) - 1);
+            world_collective(&tape.take(), CollectiveKind::ReduceAllU64, enc(&u));
+            barrier();
+            world_collective(&tape.take(), CollectiveKind::Barrier, vec![]);
+            pgas::barrier_async(&w).wait();
+            world_collective(&tape.take(), CollectiveKind::Barrier, vec![]);
+            let half = w.split((me % 2) as u64, 0);
+            assert_eq!(half.rank_n(), n / 2 + (n % 2) * (1 - me % 2));
+            let t = tape.take();
+            let seq = match &t[2] {
+                Ev::CollDone(_, _, bytes) => {
+                    postcard::from_bytes::<(u64, Vec<(u64, u64)>)>(bytes)
+                        .unwrap()
+                        .0
+                }
+                e => panic!("{e:?}"),
+            };
+            let colors: Vec<(u64, u64)> = (0..n).map(|r| ((r % 2) as u64, 0)).collect();
+            world_collective(&t, CollectiveKind::Split, enc(&(seq, colors)));
+            pgas::barrier_on(&half);
+            let t = tape.take();
+            assert!(
+                matches!(&t[1], Ev::Coll(_, c) if c.kind == CollectiveKind::Barrier
+                    && c.team == half.id() && c.team_size == half.rank_n()),
+                "{t:?}"
+            );
+            fence();
+            assert_eq!(tape.take(), [Ev::Sync(SyncEvent::Fence)]);
+
+            // Allocation and free.
+            let p = new_array::<u32>(5).unwrap();
+            assert_eq!(tape.take(), [Ev::Alloc(p.offset(), 20)]);
+            let q = pgas::new_(9u16).unwrap();
+            assert_eq!(tape.take(), [Ev::Alloc(q.offset(), 2)]);
+            delete_(p).unwrap();
+            delete_(q).unwrap();
+            assert_eq!(
+                tape.take(),
+                [Ev::Free(p.offset(), 20), Ev::Free(q.offset(), 2)]
+            );
+
+            clear_hook();
+            barrier();
+            drop(dist);
+            delete_(buf).unwrap();
+        });
     }
 }
