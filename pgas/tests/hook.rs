@@ -753,3 +753,299 @@ fn every_public_operation_shows_up_with_kind_rank_and_bytes() {
         });
     }
 }
+
+// ---- the resilience runtime's API ---------------------------------------------------------
+
+#[test]
+fn internal_traffic_is_not_seen_counted_or_an_epoch() {
+    for n in ranks() {
+        // Per rank: rpc functions run for internal traffic, and for the program's.
+        let counts = || Arc::new((0..n).map(|_| AtomicU64::new(0)).collect::<Vec<_>>());
+        let (internal_runs, app_runs) = (counts(), counts());
+        let mut rpcs = RpcTable::new();
+        let store = rpcs.register("cd.store", {
+            let (i, a) = (internal_runs.clone(), app_runs.clone());
+            move |x: u64| {
+                let runs = if resilience::is_internal() { &i } else { &a };
+                runs[rank_me()].fetch_add(1, Ordering::SeqCst);
+                x
+            }
+        });
+        let runs = internal_runs.clone();
+        run(n, 4, rpcs, move || {
+            let me = rank_me();
+            let right = (me + 1) % n;
+            let buf = new_array::<u64>(4).unwrap();
+            let bufs = allgather(buf);
+            let tape = Rc::new(Tape::default());
+            set_hook(tape.clone());
+            barrier();
+            tape.take();
+            let (ec, iwc) = (epoch(), resilience::incoming_writes());
+            // What a CD runtime does for itself: buddy copies, agreement, log gathering.
+            resilience::internal(|| {
+                assert!(resilience::is_internal());
+                assert_eq!(rpc(right, store, 1).wait(), 1);
+                rpc_ff(right, store, 2);
+                let _ = rget(bufs[right]).wait();
+                assert_eq!(pgas::reduce_all_u64(&world(), 1, |a, b| a + b), n as u64);
+                let _ = pgas::reduce_one(&world(), 1u64, pgas::ops::add, 0).wait();
+                let _ = broadcast(&world(), 5u64, 0).wait();
+                let p = new_array::<u64>(2).unwrap();
+                delete_(p).unwrap();
+                fence();
+                barrier();
+                // The left neighbour's internal rpc_ff has run here before the next barrier.
+                while runs[me].load(Ordering::SeqCst) < 2 {
+                    pgas::progress();
+                }
+                barrier();
+            });
+            assert!(!resilience::is_internal());
+            assert_eq!(tape.take(), [], "rank {me}: the hook saw internal traffic");
+            assert_eq!(epoch(), ec, "internal synchronizations are no epochs");
+            assert_eq!(
+                resilience::incoming_writes(),
+                iwc,
+                "internal rpcs are not incoming writes"
+            );
+            // The program's rpc, in the same rank pair, is seen, counted and run as such.
+            assert_eq!(rpc(right, store, 3).wait(), 3);
+            barrier();
+            assert!(
+                resilience::incoming_writes() > iwc,
+                "the program's rpc was counted"
+            );
+            let t = tape.take();
+            assert!(t.iter().any(|e| matches!(e, Ev::Rpc(..))), "{t:?}");
+            clear_hook();
+            barrier();
+            delete_(buf).unwrap();
+        });
+        for r in held_ranks(n) {
+            assert_eq!(
+                internal_runs[r].load(Ordering::SeqCst),
+                2,
+                "rank {r}: internal"
+            );
+            assert_eq!(
+                app_runs[r].load(Ordering::SeqCst),
+                1,
+                "rank {r}: the program's"
+            );
+        }
+    }
+}
+
+/// Logs each put's ack, keyed by the id its start had.
+#[derive(Default)]
+struct Acks {
+    open: RefCell<HashMap<OpId, Rma>>,
+    done: RefCell<Vec<(OpId, Rma, WriteAck)>>,
+    ids: RefCell<Vec<OpId>>,
+}
+
+impl Interceptor for Acks {
+    fn before_put(&self, id: OpId, rma: &Rma, _: &[u8]) -> PutAction {
+        self.ids.borrow_mut().push(id);
+        assert!(self.open.borrow_mut().insert(id, *rma).is_none());
+        PutAction::Proceed
+    }
+    fn after_put(&self, id: OpId, rma: &Rma, ack: WriteAck) {
+        let started = self.open.borrow_mut().remove(&id).expect("started");
+        assert_eq!(started, *rma);
+        self.done.borrow_mut().push((id, *rma, ack));
+    }
+    fn before_rpc(&self, id: OpId, _: &RpcCall, _: &[u8]) -> RpcAction {
+        self.ids.borrow_mut().push(id);
+        RpcAction::Proceed
+    }
+}
+
+#[test]
+fn iwc_read_ec_rewind_and_acks_paired_with_their_writes() {
+    for n in ranks() {
+        let mut rpcs = RpcTable::new();
+        let nop = rpcs.register("nop", |()| ());
+        run(n, 4, rpcs, move || {
+            let me = rank_me();
+            let right = (me + 1) % n;
+            let buf = new_array::<u64>(4).unwrap();
+            let bufs = allgather(buf);
+            let hook = Rc::new(Acks::default());
+            set_hook(hook.clone());
+            barrier();
+            // Rewind the EC to a value of this rank's own; the next barrier adds two.
+            let e = epoch();
+            resilience::set_epoch(1000 + 10 * me as u64);
+            assert_eq!(resilience::epoch(), 1000 + 10 * me as u64);
+            assert!(e < 1000);
+            barrier();
+            let iwc = resilience::incoming_writes();
+            barrier();
+            for k in 0..3 {
+                rput(k, bufs[right] + k as usize).wait();
+            }
+            rpc_ff(right, nop, ());
+            resilience::wait_for_acks();
+            assert_eq!(resilience::pending_acks(), 0);
+            barrier();
+            // Exactly the three puts and one rpc from the left landed here since.
+            assert_eq!(resilience::incoming_writes(), iwc + 4, "rank {me}");
+            assert!(hook.open.borrow().is_empty(), "every write's ack arrived");
+            let done = hook.done.borrow().clone();
+            let ids = hook.ids.borrow().clone();
+            assert!(ids.windows(2).all(|w| w[0] < w[1]), "ids in program order");
+            let iwc_right = allgather(iwc)[right];
+            for (k, (_, rma, ack)) in done.iter().enumerate() {
+                assert_eq!(rma.rank, right);
+                // The target's counters: its rewound epoch, +4 for two barriers (3 if it
+                // has not stepped out of the second yet, 5 if it entered the next one
+                // already), and the IWC this write produced.
+                let ec = 1000 + 10 * right as u64 + 4;
+                assert!((ec - 1..=ec + 1).contains(&ack.ec), "{ack:?} vs {ec}");
+                assert_eq!(ack.iwc, iwc_right + 1 + k as u64);
+            }
+            clear_hook();
+            barrier();
+            delete_(buf).unwrap();
+        });
+    }
+}
+
+/// Records allocations, or replays logged addresses; defers frees when asked.
+#[derive(Default)]
+struct Allocs {
+    replay: RefCell<Vec<usize>>,
+    seen: RefCell<Vec<(usize, usize)>>,
+    defer: Cell<bool>,
+}
+
+impl Interceptor for Allocs {
+    fn before_alloc(&self, _: usize, _: usize) -> AllocAction {
+        match self.replay.borrow_mut().pop() {
+            Some(at) => AllocAction::At(at),
+            None => AllocAction::Proceed,
+        }
+    }
+    fn after_alloc(&self, offset: usize, size: usize) {
+        self.seen.borrow_mut().push((offset, size));
+    }
+    fn before_free(&self, _: usize, _: usize) -> FreeAction {
+        if self.defer.get() {
+            FreeAction::Defer
+        } else {
+            FreeAction::Proceed
+        }
+    }
+}
+
+#[test]
+fn allocations_replay_logged_addresses_and_refuse_invalid_ones() {
+    run(2, 4, RpcTable::new(), || {
+        let hook = Rc::new(Allocs::default());
+        set_hook(hook.clone());
+        let a = new_array::<u64>(4).unwrap();
+        assert_eq!(*hook.seen.borrow(), [(a.offset(), 32)]);
+        delete_(a).unwrap();
+        // Replay: the allocator's own choice would be `a` again; the log says elsewhere.
+        let logged = a.offset() + 256;
+        hook.replay.borrow_mut().push(logged);
+        let b = new_array::<u64>(4).unwrap();
+        assert_eq!(b.offset(), logged, "the logged address came back");
+        assert_eq!(b.rank(), rank_me());
+        assert_eq!(rget_slice(b, 4).wait(), [0; 4], "zeroed like any new_array");
+        // The same address again (in use), a misaligned one, one past the segment: refused.
+        for (at, why) in [
+            (logged, "not in a free block"),
+            (logged + 4, "not aligned"),
+            (usize::MAX - 7, "beyond the segment"),
+        ] {
+            hook.replay.borrow_mut().push(at);
+            let e = pgas::new_(1u64).unwrap_err();
+            assert!(
+                matches!(e, pgas::PgasError::ReplayAlloc { offset, .. } if offset == at),
+                "{e:?}"
+            );
+            let msg = e.to_string();
+            assert!(msg.contains("refused") && msg.contains(why), "{msg}");
+        }
+        delete_(b).unwrap();
+        clear_hook();
+    });
+}
+
+#[test]
+fn deferred_frees_take_effect_when_performed() {
+    run(2, 4, RpcTable::new(), || {
+        let hook = Rc::new(Allocs::default());
+        set_hook(hook.clone());
+        let base = pgas::shared_bytes_in_use();
+        let p = new_array::<u64>(8).unwrap();
+        hook.defer.set(true);
+        delete_(p).unwrap();
+        assert_eq!(pgas::shared_bytes_in_use(), base + 64, "still allocated");
+        assert_eq!(resilience::deferred_frees(), [p.offset()]);
+        assert!(matches!(delete_(p), Err(pgas::PgasError::BadFree { .. })));
+        // A new allocation does not get the deferred block.
+        let q = pgas::new_(3u64).unwrap();
+        assert!(q.offset() >= p.offset() + 64 || q.offset() + 8 <= p.offset());
+        resilience::free_deferred(p.offset()).unwrap();
+        assert_eq!(pgas::shared_bytes_in_use(), base + 8);
+        assert_eq!(resilience::deferred_frees(), []);
+        assert!(resilience::free_deferred(p.offset()).is_err());
+        hook.defer.set(false);
+        delete_(q).unwrap();
+        assert_eq!(pgas::shared_bytes_in_use(), base);
+        clear_hook();
+    });
+}
+
+/// Serves every collective, fetch and atomic from a log.
+struct Served;
+
+impl Interceptor for Served {
+    fn before_collective(&self, _: OpId, c: &Collective) -> CollectiveAction {
+        CollectiveAction::Served(match c.kind {
+            CollectiveKind::Barrier => vec![],
+            CollectiveKind::ReduceOne { .. } => enc(&Some(41u64)),
+            _ => enc(&42u64),
+        })
+    }
+    fn before_fetch(&self, _: OpId, _: &Fetch) -> FetchAction {
+        FetchAction::Served(enc(&9u32))
+    }
+}
+
+#[test]
+fn collectives_served_from_a_log_take_no_part_but_step_the_epoch() {
+    for n in ranks() {
+        run(n, 4, RpcTable::new(), move || {
+            let d = DistObject::new(rank_me() as u32);
+            barrier();
+            let w = world();
+            let first = pgas::reduce_all_u64(&w, 1, |a, b| a + b);
+            set_hook(Rc::new(Served));
+            let e = epoch();
+            assert_eq!(broadcast(&w, 0u64, 0).wait(), 42);
+            assert_eq!(pgas::reduce_all(&w, 0u64, pgas::ops::add).wait(), 42);
+            assert_eq!(pgas::reduce_all_u64(&w, 0, |a, b| a + b), 42);
+            assert_eq!(
+                pgas::reduce_one(&w, 0u64, pgas::ops::add, 0).wait(),
+                Some(41)
+            );
+            barrier();
+            if n > 1 {
+                assert_eq!(d.fetch((rank_me() + 1) % n).wait(), 9);
+            }
+            assert_eq!(epoch(), e + 10, "two steps per collective, served or not");
+            clear_hook();
+            // Nothing was sent and no sequence number or reduction word was used: the next
+            // real collectives still match up.
+            assert_eq!(pgas::reduce_all_u64(&w, 1, |a, b| a + b), first);
+            assert_eq!(pgas::reduce_all(&w, 1u64, pgas::ops::add).wait(), first);
+            assert_eq!(broadcast(&w, rank_me(), 0).wait(), 0);
+            barrier();
+        });
+    }
+}
