@@ -267,6 +267,19 @@ pub fn barrier() {
             rt.rank_me()
         );
     });
+    // Without a hook: the EC steps and the core's barrier, nothing else.
+    let fast = runtime::with(|rt| {
+        if rt.hooked() {
+            return false;
+        }
+        rt.sync(SyncEvent::BarrierEnter);
+        rt.ep().barrier().expect("world barrier");
+        rt.sync(SyncEvent::BarrierExit);
+        true
+    });
+    if fast {
+        return;
+    }
     collective(&world(), CollectiveKind::Barrier, BARRIER, || {
         runtime::with(|rt| rt.ep().barrier().expect("world barrier"));
         Future::ready(())
@@ -397,6 +410,12 @@ where
 pub fn reduce_all_u64(team: &Team, value: u64, op: impl Fn(u64, u64) -> u64 + 'static) -> u64 {
     if team.id() != world().id() {
         return reduce_all(team, value, op).wait();
+    }
+    if !runtime::with(|rt| rt.hooked()) {
+        runtime::with(|rt| rt.sync(SyncEvent::Collective));
+        let result = fast_reduce_u64(value, op);
+        runtime::with(|rt| rt.sync(SyncEvent::Collective));
+        return result;
     }
     collective(team, CollectiveKind::ReduceAllU64, COLLECTIVE, || {
         Future::ready(fast_reduce_u64(value, op))

@@ -189,6 +189,12 @@ impl Runtime {
         }
     }
 
+    /// True when a hook applies (installed, not in an internal scope).
+    #[inline]
+    pub(crate) fn hooked(&self) -> bool {
+        self.hooked.get()
+    }
+
     /// The hook and a fresh id for an operation about to start, if a hook applies.
     #[inline]
     pub(crate) fn hook_op(&self) -> Option<(Rc<dyn Interceptor>, OpId)> {
