@@ -3,10 +3,15 @@
 //! Rank r's buddy is the first rank of the next node (with emulated nodes) or r + 1 (with one
 //! node), so a rank's copies survive the loss of its node whenever there is another node.
 //! Each rank keeps the copies it holds for others in a map keyed by (owner rank, entry key).
+//!
+//! This is the CD runtime's own traffic, not the program's: every rpc goes through
+//! `pgas::resilience::internal`, so the program's hook never logs or replays it and the
+//! buddy does not count it as an incoming write.
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+use pgas::resilience::internal;
 use pgas::{RpcFn, RpcTable};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -125,26 +130,26 @@ impl BuddyRpcs {
         if owner == pgas::rank_me() {
             runtime::with(|rt| rt.buddy.mark_lost(keys));
         } else {
-            pgas::rpc(owner, self.lost, keys).wait();
+            internal(|| pgas::rpc(owner, self.lost, keys).wait());
         }
     }
 
     /// Stores `bytes` at the buddy and waits until it holds them.
     pub(crate) fn store(&self, buddy: usize, key: u64, bytes: Vec<u8>) {
         let me = pgas::rank_me();
-        pgas::rpc(buddy, self.store, (me, key, Bytes(bytes))).wait();
+        internal(|| pgas::rpc(buddy, self.store, (me, key, Bytes(bytes))).wait());
     }
 
     /// Fetches the bytes the buddy holds under `key` for this rank.
     pub(crate) fn fetch(&self, buddy: usize, key: u64) -> Option<Vec<u8>> {
         let me = pgas::rank_me();
-        pgas::rpc(buddy, self.fetch, (me, key)).wait().map(|b| b.0)
+        internal(|| pgas::rpc(buddy, self.fetch, (me, key)).wait()).map(|b| b.0)
     }
 
     /// Tells the buddy it may drop `key` (no need to wait).
     pub(crate) fn forget(&self, buddy: usize, key: u64) {
         let me = pgas::rank_me();
-        pgas::rpc_ff(buddy, self.forget, (me, key));
+        internal(|| pgas::rpc_ff(buddy, self.forget, (me, key)));
     }
 }
 

@@ -159,12 +159,29 @@ impl Cd {
 
     /// Preserves `len` elements of this rank's shared memory at `ptr` (which a rank loss
     /// wipes); in a re-execution, writes them back.
+    ///
+    /// The copy and the write-back are the CD runtime's own accesses: the program's hook does
+    /// not see them, and a write-back into this rank's memory is a local store that the
+    /// Incoming Write Counter does not count.
     pub fn preserve_global<T: Pod>(&self, name: &str, ptr: GlobalPtr<T>, len: usize) {
-        let mut data = pgas::rget_slice(ptr, len).wait();
+        let own = !ptr.is_null() && ptr.rank() == pgas::rank_me();
+        let mut data = if own {
+            let mut data = vec![T::zeroed(); len];
+            ptr.read_local_slice(&mut data)
+                .unwrap_or_else(|e| panic!("CD {:?}: `{name}`: {e}", self.frame.name));
+            data
+        } else {
+            pgas::resilience::internal(|| pgas::rget_slice(ptr, len).wait())
+        };
         let restoring = matches!(self.step_peek(name), Step::Restore(_));
         self.preserve_slice(name, &mut data);
         if restoring {
-            pgas::rput_slice(&data, ptr).wait();
+            if own {
+                ptr.write_local_slice(&data)
+                    .unwrap_or_else(|e| panic!("CD {:?}: `{name}`: {e}", self.frame.name));
+            } else {
+                pgas::resilience::internal(|| pgas::rput_slice(&data, ptr).wait());
+            }
         }
     }
 

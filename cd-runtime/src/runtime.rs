@@ -219,7 +219,9 @@ where
         // `report = false` in a CD's settings leaves it out of the report (it was ignored).
         mine.cds
             .retain(|c| config.settings(&c.name, c.level).report);
-        let total = pgas::reduce_one(&pgas::world(), mine, Report::merge, 0).wait();
+        let total = pgas::resilience::internal(|| {
+            pgas::reduce_one(&pgas::world(), mine, Report::merge, 0).wait()
+        });
         if let Some(report) = total {
             if config.report {
                 print!("{}", report.table());

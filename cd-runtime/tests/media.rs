@@ -465,3 +465,69 @@ fn errors_from_a_body_are_returned_not_lost() {
     .unwrap();
     assert_eq!(out.results, vec![("bad".to_string(), 2); 2]);
 }
+
+/// Names what the program's hook saw: rpcs, replies, collectives.
+#[derive(Default)]
+struct Seen(std::cell::RefCell<Vec<String>>);
+
+impl pgas::Interceptor for Seen {
+    fn before_rpc(
+        &self,
+        _: pgas::hook::OpId,
+        call: &pgas::hook::RpcCall,
+        _: &[u8],
+    ) -> pgas::hook::RpcAction {
+        self.0.borrow_mut().push(format!("rpc {}", call.name));
+        pgas::hook::RpcAction::Proceed
+    }
+    fn before_reply(&self, reply: &pgas::hook::RpcReply, _: &[u8]) -> pgas::hook::ReplyAction {
+        self.0.borrow_mut().push(format!("reply {}", reply.name));
+        pgas::hook::ReplyAction::Proceed
+    }
+    fn before_collective(
+        &self,
+        _: pgas::hook::OpId,
+        c: &pgas::hook::Collective,
+    ) -> pgas::hook::CollectiveAction {
+        self.0.borrow_mut().push(format!("{:?}", c.kind));
+        pgas::hook::CollectiveAction::Proceed
+    }
+}
+
+#[test]
+fn buddy_preservation_and_agreement_are_not_the_programs_communication() {
+    let out = run(4, config("[cd.step]\nmedium = \"buddy\"\n"), || {
+        let seen = Rc::new(Seen::default());
+        pgas::set_hook(seen.clone());
+        let (ec, iwc) = (pgas::epoch(), pgas::resilience::incoming_writes());
+        let g = pgas::new_array::<f64>(N).unwrap();
+        let mut x: Vec<f64> = (0..N).map(|i| i as f64).collect();
+        for it in 0..3 {
+            cd::strict("step", |c| {
+                c.preserve("x", &mut x);
+                c.preserve_global("g", g, N);
+                step(&mut x, it);
+                Ok(())
+            })?;
+        }
+        let counters = (
+            pgas::epoch() - ec,
+            pgas::resilience::incoming_writes() - iwc,
+        );
+        pgas::clear_hook();
+        Ok((seen.0.take(), counters))
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    for (seen, counters) in out.results {
+        assert_eq!(
+            seen,
+            Vec::<String>::new(),
+            "the hook saw the CD runtime's traffic"
+        );
+        assert_eq!(
+            counters,
+            (0, 0),
+            "(EC, IWC) moved by the CD runtime's traffic"
+        );
+    }
+}

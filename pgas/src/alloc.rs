@@ -1,9 +1,14 @@
 //! Allocation in the calling rank's shared segment: `new_`, `new_array`, `delete_`.
+//!
+//! With a hook installed, each allocation is reported (and may be placed at a logged address
+//! in a replay), and each free may be deferred (see [`crate::hook`] and
+//! [`crate::resilience`]).
 
 use bytemuck::Pod;
 
 use crate::error::PgasError;
 use crate::global_ptr::GlobalPtr;
+use crate::hook::{AllocAction, FreeAction};
 use crate::runtime::{self, Runtime};
 
 fn allocate<T: Pod>(rt: &Runtime, len: usize) -> Result<GlobalPtr<T>, PgasError> {
@@ -14,7 +19,16 @@ fn allocate<T: Pod>(rt: &Runtime, len: usize) -> Result<GlobalPtr<T>, PgasError>
             requested: usize::MAX,
             largest_free: 0,
         })?;
-    let offset = rt.heap.borrow_mut().alloc(bytes, align_of::<T>().max(8))?;
+    let align = align_of::<T>().max(8);
+    let Some(hook) = rt.hook() else {
+        let offset = rt.heap.borrow_mut().alloc(bytes, align)?;
+        return Ok(GlobalPtr::from_raw(rt.rank_me(), offset));
+    };
+    let offset = match hook.before_alloc(bytes, align) {
+        AllocAction::Proceed => rt.heap.borrow_mut().alloc(bytes, align)?,
+        AllocAction::At(offset) => rt.heap.borrow_mut().alloc_at(offset, bytes, align)?,
+    };
+    hook.after_alloc(offset, bytes);
     Ok(GlobalPtr::from_raw(rt.rank_me(), offset))
 }
 
@@ -53,8 +67,28 @@ pub fn delete_<T: 'static>(p: GlobalPtr<T>) -> Result<(), PgasError> {
                 offset: p.offset(),
             });
         }
-        rt.heap.borrow_mut().free(p.offset()).map(|_| ())
+        free(rt, p.offset())
     })
+}
+
+/// Frees this rank's block at `offset`, unless the hook defers it.
+fn free(rt: &Runtime, offset: usize) -> Result<(), PgasError> {
+    let bad = |what| PgasError::BadFree {
+        what,
+        rank: rt.rank_me(),
+        offset,
+    };
+    if rt.deferred_frees.borrow().contains(&offset) {
+        return Err(bad("a pointer already freed (its free is deferred)"));
+    }
+    if let Some(h) = rt.hook() {
+        let size = rt.heap.borrow().size_of(offset).ok_or(bad("a pointer"))?;
+        if h.before_free(offset, size) == FreeAction::Defer {
+            rt.deferred_frees.borrow_mut().insert(offset);
+            return Ok(());
+        }
+    }
+    rt.heap.borrow_mut().free(offset).map(|_| ())
 }
 
 /// Bytes of this rank's shared segment currently allocated.

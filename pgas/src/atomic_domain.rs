@@ -53,9 +53,9 @@ pub struct AtomicDomain<T> {
 }
 
 fn apply(rt: &Runtime, rank: usize, offset: usize, op: AtomicOp) -> AtomicResult {
-    let hook = rt.hook();
-    if let Some(h) = &hook {
-        if let AtomicAction::Served(r) = h.before_atomic(rank, offset, op) {
+    let hook = rt.hook_op();
+    if let Some((h, id)) = &hook {
+        if let AtomicAction::Served(r) = h.before_atomic(*id, rank, offset, op) {
             return r;
         }
     }
@@ -63,8 +63,8 @@ fn apply(rt: &Runtime, rank: usize, offset: usize, op: AtomicOp) -> AtomicResult
         .ep()
         .atomic(rank, offset, op)
         .unwrap_or_else(|e| panic!("atomic: {e}"));
-    if let Some(h) = hook {
-        h.after_atomic(rank, offset, op, &result);
+    if let Some((h, id)) = hook {
+        h.after_atomic(id, rank, offset, op, &result);
     }
     result
 }

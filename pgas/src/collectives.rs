@@ -9,16 +9,18 @@
 //! on every run.
 //!
 //! Every collective advances the EC on entry and on completion (a barrier as `BarrierEnter`
-//! and `BarrierExit`), as seed 003 asks of synchronizations.
+//! and `BarrierExit`), as seed 003 asks of synchronizations, and is seen by the hook as one
+//! operation with its result (see [`crate::hook`]); the messages it is made of are not.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::rc::Rc;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::future::Future;
-use crate::hook::SyncEvent;
+use crate::hook::{Collective, CollectiveAction, CollectiveKind, Interceptor, SyncEvent};
 use crate::runtime::{self, Runtime};
 use crate::team::{Team, world};
 use crate::wire::{self, Kind};
@@ -162,23 +164,86 @@ where
     })
 }
 
+/// Runs collective `kind` on `team` as the hook and the epochs see it: an EC step on entry
+/// (`syncs.0`), the hook's `before_collective` (which may serve the result from a log: then
+/// `op` does not run, so no message leaves and no sequence number is used), `op`, the hook's
+/// `after_collective` with the encoded result, an EC step at completion (`syncs.1`). In an
+/// internal scope there are neither steps nor hook calls.
+fn collective<T>(
+    team: &Team,
+    kind: CollectiveKind,
+    syncs: (SyncEvent, SyncEvent),
+    op: impl FnOnce() -> Future<T>,
+) -> Future<T>
+where
+    T: Serialize + DeserializeOwned + 'static,
+{
+    let (app, hook) = runtime::with(|rt| {
+        let app = !rt.is_internal();
+        let hook = rt.hook_op();
+        if app {
+            rt.step(hook.as_ref().map(|(h, _)| h), syncs.0);
+        }
+        (app, hook)
+    });
+    let exit = move |hook: Option<&Rc<dyn Interceptor>>| {
+        if app {
+            runtime::with(|rt| rt.step(hook, syncs.1));
+        }
+    };
+    let Some((hook, id)) = hook else {
+        return op().then(move |v| {
+            exit(None);
+            v
+        });
+    };
+    let c = Collective {
+        kind,
+        team: team.id(),
+        team_rank: team.rank_me(),
+        team_size: team.rank_n(),
+    };
+    if let CollectiveAction::Served(bytes) = hook.before_collective(id, &c) {
+        let v = postcard::from_bytes(&bytes).unwrap_or_else(|e| {
+            panic!("the hook served collective {kind:?} with bytes that do not decode: {e}")
+        });
+        exit(Some(&hook));
+        return Future::ready(v);
+    }
+    op().then(move |v| {
+        hook.after_collective(id, &c, &encode(&v));
+        exit(Some(&hook));
+        v
+    })
+}
+
+const COLLECTIVE: (SyncEvent, SyncEvent) = (SyncEvent::Collective, SyncEvent::Collective);
+const BARRIER: (SyncEvent, SyncEvent) = (SyncEvent::BarrierEnter, SyncEvent::BarrierExit);
+
 /// Every member's `value`, in team-rank order, given to all members (MPI `Allgather`).
 pub fn allgather<T>(team: &Team, value: T) -> Future<Vec<T>>
 where
     T: Serialize + DeserializeOwned + 'static,
 {
-    runtime::with(|rt| rt.sync(SyncEvent::Collective));
-    allgather_seq(team, value).then(|(_, values)| {
-        runtime::with(|rt| rt.sync(SyncEvent::Collective));
-        values
+    collective(team, CollectiveKind::Allgather, COLLECTIVE, || {
+        allgather_seq(team, value).then(|(_, values)| values)
     })
+}
+
+/// `Team::split`'s exchange: the sequence number and every member's `(color, key)`.
+pub(crate) fn split_exchange(team: &Team, color: u64, key: u64) -> (u64, Vec<(u64, u64)>) {
+    collective(team, CollectiveKind::Split, COLLECTIVE, || {
+        allgather_seq(team, (color, key))
+    })
+    .wait()
 }
 
 /// Completes when every member of `team` has entered it; does not block (UPC++
 /// `barrier_async`).
 pub fn barrier_async(team: &Team) -> Future<()> {
-    runtime::with(|rt| rt.sync(SyncEvent::BarrierEnter));
-    allgather_seq(team, ()).then(|_| runtime::with(|rt| rt.sync(SyncEvent::BarrierExit)))
+    collective(team, CollectiveKind::Barrier, BARRIER, || {
+        allgather_seq(team, ()).then(|_| ())
+    })
 }
 
 /// Blocks until every member of `team` has entered it.
@@ -201,10 +266,25 @@ pub fn barrier() {
              active-message handler, would deadlock; use barrier_async or do it after the rpc",
             rt.rank_me()
         );
+    });
+    // Without a hook: the EC steps and the core's barrier, nothing else.
+    let fast = runtime::with(|rt| {
+        if rt.hooked() {
+            return false;
+        }
         rt.sync(SyncEvent::BarrierEnter);
         rt.ep().barrier().expect("world barrier");
         rt.sync(SyncEvent::BarrierExit);
+        true
+    });
+    if fast {
+        return;
+    }
+    collective(&world(), CollectiveKind::Barrier, BARRIER, || {
+        runtime::with(|rt| rt.ep().barrier().expect("world barrier"));
+        Future::ready(())
     })
+    .wait()
 }
 
 /// Gives `value` from team rank `root` to every member (other members' `value` is ignored).
@@ -215,42 +295,32 @@ pub fn broadcast<T>(team: &Team, value: T, root: usize) -> Future<T>
 where
     T: Serialize + DeserializeOwned + 'static,
 {
-    broadcast_from(team, root, Some(value))
+    team.to_world(root);
+    collective(team, CollectiveKind::Broadcast { root }, COLLECTIVE, || {
+        let seq = runtime::with(|rt| rt.collectives.next_seq(team.id()));
+        broadcast_seq(team, root, Some(value), seq)
+    })
 }
 
-/// Broadcast where only the root needs a value.
-fn broadcast_from<T>(team: &Team, root: usize, value: Option<T>) -> Future<T>
-where
-    T: Serialize + DeserializeOwned + 'static,
-{
-    let seq = runtime::with(|rt| rt.collectives.next_seq(team.id()));
-    broadcast_seq(team, root, value, seq)
-}
-
-/// Broadcast as the team's collective number `seq`.
+/// Broadcast as the team's collective number `seq` (no EC steps, no hook).
 fn broadcast_seq<T>(team: &Team, root: usize, value: Option<T>, seq: u64) -> Future<T>
 where
     T: Serialize + DeserializeOwned + 'static,
 {
     let root_world = team.to_world(root);
     runtime::with(|rt| {
-        rt.sync(SyncEvent::Collective);
-        let done = |v: T| {
-            runtime::with(|rt| rt.sync(SyncEvent::Collective));
-            v
-        };
         if team.rank_me() == root {
             let value = value.expect("the root of a broadcast supplies the value");
             let bytes = encode(&value);
             for to in (0..team.rank_n()).filter(|&r| r != root) {
                 send(rt, team, to, seq, 0, &bytes);
             }
-            return Future::ready(done(value));
+            return Future::ready(value);
         }
         let (future, fulfiller) = Future::pending();
         rt.collectives
             .expect((team.id(), seq, 0), 1, move |arrivals| {
-                fulfiller.fulfill(done(decode(root_world, &arrivals[0].1)));
+                fulfiller.fulfill(decode(root_world, &arrivals[0].1));
             });
         future
     })
@@ -264,16 +334,22 @@ where
     F: Fn(T, T) -> T + 'static,
 {
     team.to_world(root);
+    collective(team, CollectiveKind::ReduceOne { root }, COLLECTIVE, || {
+        reduce_one_messages(team, value, op, root)
+    })
+}
+
+/// `reduce_one` as messages (no EC steps, no hook).
+fn reduce_one_messages<T, F>(team: &Team, value: T, op: F, root: usize) -> Future<Option<T>>
+where
+    T: Serialize + DeserializeOwned + 'static,
+    F: Fn(T, T) -> T + 'static,
+{
     runtime::with(|rt| {
-        rt.sync(SyncEvent::Collective);
         let seq = rt.collectives.next_seq(team.id());
-        let done = |v: Option<T>| {
-            runtime::with(|rt| rt.sync(SyncEvent::Collective));
-            v
-        };
         if team.rank_me() != root {
             send(rt, team, root, seq, 0, &encode(&value));
-            return Future::ready(done(None));
+            return Future::ready(None);
         }
         let (future, fulfiller) = Future::pending();
         let team2 = team.clone();
@@ -297,7 +373,7 @@ where
                         Some(a) => op(a, v),
                     });
                 }
-                fulfiller.fulfill(done(acc));
+                fulfiller.fulfill(acc);
             },
         );
         future
@@ -310,15 +386,17 @@ where
     T: Serialize + DeserializeOwned + 'static,
     F: Fn(T, T) -> T + 'static,
 {
-    let team2 = team.clone();
-    let reduced = reduce_one(team, value, op, 0);
-    // Fix: the broadcast's sequence number is taken now, not when the reduction completes.
-    // Team rank 0 used to take it in the continuation, after any collective the program
-    // started in the meantime, while the other members took it at once; with another
-    // collective started before waiting, the two operations' messages were crossed (a value
-    // of one type decoded as another).
-    let seq = runtime::with(|rt| rt.collectives.next_seq(team.id()));
-    reduced.and_then(move |r| broadcast_seq(&team2, 0, r, seq))
+    collective(team, CollectiveKind::ReduceAll, COLLECTIVE, || {
+        let team2 = team.clone();
+        let reduced = reduce_one_messages(team, value, op, 0);
+        // Fix: the broadcast's sequence number is taken now, not when the reduction
+        // completes. Team rank 0 used to take it in the continuation, after any collective
+        // the program started in the meantime, while the other members took it at once; with
+        // another collective started before waiting, the two operations' messages were
+        // crossed (a value of one type decoded as another).
+        let seq = runtime::with(|rt| rt.collectives.next_seq(team.id()));
+        reduced.and_then(move |r| broadcast_seq(&team2, 0, r, seq))
+    })
 }
 
 /// Folds one `u64` per member with `op` in team-rank order and gives the result to all,
@@ -326,16 +404,33 @@ where
 /// own segment, one barrier of the communication core, then each rank reads every value.
 /// (Other teams take the message path.) This is what a strict CD's agreement uses.
 ///
-/// Each rank alternates between two words: a rank writes word `k % 2` in reduction `k` only
-/// after barrier `k - 1`, which every rank enters only after reading reduction `k - 2`'s
-/// words, so no value is overwritten before it is read. The write is a local store, not a
-/// put, so it counts as no incoming write.
+/// The hook sees it as one collective ([`CollectiveKind::ReduceAllU64`]) with its result, not
+/// the reads of the other ranks' words it is built from (as the messages of the other
+/// collectives); served from a log, the rank writes, waits for and reads nothing.
 pub fn reduce_all_u64(team: &Team, value: u64, op: impl Fn(u64, u64) -> u64 + 'static) -> u64 {
     if team.id() != world().id() {
         return reduce_all(team, value, op).wait();
     }
+    if !runtime::with(|rt| rt.hooked()) {
+        runtime::with(|rt| rt.sync(SyncEvent::Collective));
+        let result = fast_reduce_u64(value, op);
+        runtime::with(|rt| rt.sync(SyncEvent::Collective));
+        return result;
+    }
+    collective(team, CollectiveKind::ReduceAllU64, COLLECTIVE, || {
+        Future::ready(fast_reduce_u64(value, op))
+    })
+    .wait()
+}
+
+/// The world reduction of [`reduce_all_u64`] through the runtime's reserved words.
+///
+/// Each rank alternates between two words: a rank writes word `k % 2` in reduction `k` only
+/// after barrier `k - 1`, which every rank enters only after reading reduction `k - 2`'s
+/// words, so no value is overwritten before it is read. The write is a local store, not a
+/// put, so it counts as no incoming write.
+fn fast_reduce_u64(value: u64, op: impl Fn(u64, u64) -> u64) -> u64 {
     runtime::with(|rt| {
-        rt.sync(SyncEvent::Collective);
         let ep = rt.ep();
         let k = rt.fast_reductions.get();
         rt.fast_reductions.set(k + 1);
@@ -352,7 +447,6 @@ pub fn reduce_all_u64(team: &Team, value: u64, op: impl Fn(u64, u64) -> u64 + 's
             let v = u64::from_ne_bytes(word);
             acc = Some(acc.map_or(v, |a| op(a, v)));
         }
-        rt.sync(SyncEvent::Collective);
         acc.expect("at least one rank")
     })
 }

@@ -16,6 +16,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::future::Future;
+use crate::hook::{Fetch, FetchAction, RpcReply};
 use crate::runtime::{self, Runtime};
 use crate::wire::{self, Kind};
 
@@ -42,6 +43,8 @@ pub(crate) struct DeferredRpc {
     pub(crate) header: Vec<u64>,
     pub(crate) payload: Vec<u8>,
     pub(crate) ack: gasnet_bridge::WriteAck,
+    /// Sent in a resilience runtime's internal scope.
+    pub(crate) internal: bool,
 }
 
 impl DistRegistry {
@@ -101,7 +104,9 @@ impl<T: Serialize + DeserializeOwned + 'static> DistObject<T> {
                 .remove(&id)
                 .unwrap_or_default();
             for d in deferred {
-                crate::rpc::run_request(rt, d.source, &d.header, &d.payload, d.ack);
+                rt.in_mode(d.internal, || {
+                    crate::rpc::run_request(rt, d.source, &d.header, &d.payload, d.ack)
+                });
             }
             object
         })
@@ -116,11 +121,30 @@ impl<T: Serialize + DeserializeOwned + 'static> DistObject<T> {
             }
             let n = rt.ep().ranks();
             assert!(rank < n, "fetch from rank {rank}: the job has {n} ranks");
+            let fetch = Fetch {
+                rank,
+                object: self.id,
+            };
+            let hook = rt.hook_op();
+            if let Some((h, id)) = &hook {
+                if let FetchAction::Served(bytes) = h.before_fetch(*id, &fetch) {
+                    return Future::ready(postcard::from_bytes(&bytes).unwrap_or_else(|e| {
+                        panic!(
+                            "the hook served dist_object {} from rank {rank} with bytes that \
+                             do not decode: {e}",
+                            self.id
+                        )
+                    }));
+                }
+            }
             let (future, fulfiller) = Future::pending();
             let slot = rt.replies.insert(Box::new(move |_, bytes| {
                 let v = postcard::from_bytes(bytes).unwrap_or_else(|e| {
                     wire::malformed(rank, &format!("a dist_object that does not decode: {e}"))
                 });
+                if let Some((h, id)) = hook {
+                    h.after_fetch(id, &fetch, bytes);
+                }
                 fulfiller.fulfill(v);
             }));
             wire::send(rt, rank, Kind::DistFetch, &[self.id, slot], &[]);
@@ -201,7 +225,9 @@ impl<'de, T: 'static> Deserialize<'de> for DistObject<T> {
 
 fn answer(rt: &Runtime, id: u64, to: usize, slot: u64) {
     let bytes = (rt.dist.objects.borrow()[&id].encode)();
-    wire::send(rt, to, Kind::RpcReply, &[slot, 0, 0], &bytes);
+    // A fetch is a read: it writes nothing at the target, so the ack carries no counters.
+    let no_write = gasnet_bridge::WriteAck::default();
+    crate::rpc::reply(rt, to, RpcReply::DIST_FETCH, slot, no_write, &bytes);
 }
 
 pub(crate) fn handle_fetch(rt: &Runtime, token: &Token<'_>, header: &[u64]) {

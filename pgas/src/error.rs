@@ -25,6 +25,19 @@ pub enum PgasError {
         rank: usize,
         offset: usize,
     },
+    /// An allocation the hook placed at a given offset (a replayed allocation's logged
+    /// address) that is not a free range of the requested size and alignment.
+    #[error(
+        "allocation of {size} bytes at rank {rank}, offset {offset} refused: {reason} (a \
+         replayed allocation must get a free block back: the replay differs from the log, or \
+         the block was not released before the replay)"
+    )]
+    ReplayAlloc {
+        rank: usize,
+        offset: usize,
+        size: usize,
+        reason: &'static str,
+    },
     /// A null global pointer was used for an access.
     #[error("{op} through a null global pointer")]
     Null { op: &'static str },

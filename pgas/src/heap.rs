@@ -55,6 +55,53 @@ impl Heap {
         Ok(aligned)
     }
 
+    /// Allocates `size` bytes (at least 1) exactly at `offset`, which must be aligned to
+    /// `align` and start a free range of that size (a replayed allocation gets its logged
+    /// address back).
+    pub fn alloc_at(
+        &mut self,
+        offset: usize,
+        size: usize,
+        align: usize,
+    ) -> Result<usize, PgasError> {
+        let size = size.max(1);
+        let refuse = |reason: &'static str| PgasError::ReplayAlloc {
+            rank: self.rank,
+            offset,
+            size,
+            reason,
+        };
+        if !offset.is_multiple_of(align) {
+            return Err(refuse("not aligned for the type"));
+        }
+        let end = offset
+            .checked_add(size)
+            .ok_or(refuse("beyond the segment"))?;
+        let Some((&start, &len)) = self.free.range(..=offset).next_back() else {
+            return Err(refuse("not in a free block"));
+        };
+        if start + len <= offset {
+            return Err(refuse("not in a free block"));
+        }
+        if end > start + len {
+            return Err(refuse("the free block there is too small"));
+        }
+        self.free.remove(&start);
+        if offset > start {
+            self.free.insert(start, offset - start);
+        }
+        if end < start + len {
+            self.free.insert(end, start + len - end);
+        }
+        self.live.insert(offset, size);
+        Ok(offset)
+    }
+
+    /// Size of the live allocation that starts at `offset`.
+    pub fn size_of(&self, offset: usize) -> Option<usize> {
+        self.live.get(&offset).copied()
+    }
+
     /// Frees the allocation that starts at `offset`; returns its size.
     pub fn free(&mut self, offset: usize) -> Result<usize, PgasError> {
         let size = self.live.remove(&offset).ok_or(PgasError::BadFree {
@@ -129,6 +176,38 @@ mod tests {
             }
         );
         assert!(e.to_string().contains("rank 3"));
+    }
+
+    #[test]
+    fn alloc_at_takes_exactly_a_free_range() {
+        let mut h = Heap::new(0, 64, 1024);
+        let a = h.alloc(100, 8).unwrap();
+        h.free(a).unwrap();
+        assert_eq!(h.alloc_at(a, 100, 8), Ok(a));
+        assert_eq!(
+            h.alloc_at(256, 8, 8),
+            Ok(256),
+            "from the middle of a free block"
+        );
+        assert_eq!(h.size_of(256), Some(8));
+        let refused = |r: Result<usize, PgasError>| match r {
+            Err(PgasError::ReplayAlloc { reason, .. }) => reason,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(refused(h.alloc_at(a, 8, 8)), "not in a free block");
+        assert_eq!(refused(h.alloc_at(a + 96, 8, 8)), "not in a free block");
+        assert_eq!(refused(h.alloc_at(260, 8, 8)), "not aligned for the type");
+        assert_eq!(
+            refused(h.alloc_at(248, 16, 8)),
+            "the free block there is too small"
+        );
+        assert_eq!(
+            refused(h.alloc_at(1020, 8, 4)),
+            "the free block there is too small"
+        );
+        h.free(256).unwrap();
+        h.free(a).unwrap();
+        assert_eq!(h.free_blocks(), 1);
     }
 
     proptest! {

@@ -29,6 +29,7 @@ pub mod global_ptr;
 mod heap;
 pub mod hook;
 pub mod promise;
+pub mod resilience;
 pub mod rma;
 pub mod rpc;
 mod runtime;

@@ -18,7 +18,7 @@ use crate::runtime::{self, Runtime};
 /// Writes `bytes` at (`rank`, `offset`) through the hook, if any.
 #[inline]
 pub(crate) fn put_bytes(rt: &Runtime, rank: usize, offset: usize, bytes: &[u8]) {
-    let Some(hook) = rt.hook() else {
+    let Some((hook, id)) = rt.hook_op() else {
         rt.ep()
             .put(rank, offset, bytes)
             .unwrap_or_else(|e| panic!("rput: {e}"));
@@ -29,20 +29,24 @@ pub(crate) fn put_bytes(rt: &Runtime, rank: usize, offset: usize, bytes: &[u8]) 
         offset,
         len: bytes.len(),
     };
-    if hook.before_put(&rma, bytes) == PutAction::Suppress {
+    if hook.before_put(id, &rma, bytes) == PutAction::Suppress {
         return;
     }
+    // The write's ack is pending from here until `after_put` (on these blocking conduits
+    // it arrives before `put` returns; an asynchronous conduit would complete it later).
+    rt.acks_pending.set(rt.acks_pending.get() + 1);
     let ack = rt
         .ep()
         .put(rank, offset, bytes)
         .unwrap_or_else(|e| panic!("rput: {e}"));
-    hook.after_put(&rma, ack);
+    rt.acks_pending.set(rt.acks_pending.get() - 1);
+    hook.after_put(id, &rma, ack);
 }
 
 /// Reads into `dst` from (`rank`, `offset`) through the hook, if any.
 #[inline]
 pub(crate) fn get_bytes(rt: &Runtime, rank: usize, offset: usize, dst: &mut [u8]) {
-    let Some(hook) = rt.hook() else {
+    let Some((hook, id)) = rt.hook_op() else {
         rt.ep()
             .get(rank, offset, dst)
             .unwrap_or_else(|e| panic!("rget: {e}"));
@@ -53,13 +57,13 @@ pub(crate) fn get_bytes(rt: &Runtime, rank: usize, offset: usize, dst: &mut [u8]
         offset,
         len: dst.len(),
     };
-    if hook.before_get(&rma, dst) == GetAction::Served {
+    if hook.before_get(id, &rma, dst) == GetAction::Served {
         return;
     }
     rt.ep()
         .get(rank, offset, dst)
         .unwrap_or_else(|e| panic!("rget: {e}"));
-    hook.after_get(&rma, dst);
+    hook.after_get(id, &rma, dst);
 }
 
 #[inline]

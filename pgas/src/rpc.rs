@@ -19,12 +19,15 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::future::Future;
-use crate::hook::{RpcAction, RpcCall};
+use crate::hook::{ReplyAction, RpcAction, RpcCall, RpcReply};
 use crate::runtime::{self, Runtime};
 use crate::wire::{self, Kind};
 
 /// No reply is wanted (rpc_ff without a hook).
 const NO_REPLY: u64 = u64::MAX;
+/// Flag of a reply slot: only the acknowledgement is wanted, not the result (rpc_ff with a
+/// hook), so the reply carries no bytes.
+const ACK_ONLY: u64 = 1 << 62;
 
 type Invoke = Box<dyn Fn(&[u8]) -> Result<Outcome, postcard::Error> + Send + Sync>;
 
@@ -232,17 +235,19 @@ where
 {
     runtime::with(|rt| {
         let (bytes, call) = prepare(rt, rank, &f, &args, false);
-        let hook = rt.hook();
-        if let Some(h) = &hook {
-            if let RpcAction::Served(reply) = h.before_rpc(&call, &bytes) {
+        let hook = rt.hook_op();
+        if let Some((h, id)) = &hook {
+            if let RpcAction::Served(reply) = h.before_rpc(*id, &call, &bytes) {
                 return Future::ready(decode_reply(rank, call.name, &reply));
             }
+            rt.acks_pending.set(rt.acks_pending.get() + 1);
         }
         let (future, fulfiller) = Future::pending();
         let slot = rt.replies.insert(Box::new(move |ack, reply| {
             let value = decode_reply(rank, call.name, reply);
-            if let Some(h) = hook {
-                h.after_rpc(&call, ack, reply);
+            if let Some((h, id)) = hook {
+                runtime::with(|rt| rt.acks_pending.set(rt.acks_pending.get() - 1));
+                h.after_rpc(id, &call, ack, reply);
             }
             fulfiller.fulfill(value);
         }));
@@ -269,13 +274,17 @@ where
         let (bytes, call) = prepare(rt, rank, &f, &args, true);
         // With a hook the target's counters must come back for the log: ask for an
         // acknowledgement (an empty reply) that completes nothing else.
-        let slot = match rt.hook() {
-            Some(h) => {
-                if let RpcAction::Served(_) = h.before_rpc(&call, &bytes) {
+        let slot = match rt.hook_op() {
+            Some((h, id)) => {
+                if let RpcAction::Served(_) = h.before_rpc(id, &call, &bytes) {
                     return;
                 }
-                rt.replies
-                    .insert(Box::new(move |ack, _| h.after_rpc(&call, ack, &[])))
+                rt.acks_pending.set(rt.acks_pending.get() + 1);
+                let slot = rt.replies.insert(Box::new(move |ack, _| {
+                    runtime::with(|rt| rt.acks_pending.set(rt.acks_pending.get() - 1));
+                    h.after_rpc(id, &call, ack, &[]);
+                }));
+                slot | ACK_ONLY
             }
             None => NO_REPLY,
         };
@@ -295,7 +304,16 @@ fn decode_reply<R: DeserializeOwned>(rank: usize, name: &str, bytes: &[u8]) -> R
 }
 
 pub(crate) fn handle_request(rt: &Runtime, token: &Token<'_>, header: &[u64], payload: &[u8]) {
-    let ack = token.count_as_write();
+    // A resilience runtime's own request is not an incoming write of the program: it is not
+    // counted, and its ack reports the counters as they are.
+    let ack = if rt.is_internal() {
+        WriteAck {
+            ec: rt.ep().epoch(),
+            iwc: rt.ep().incoming_writes(),
+        }
+    } else {
+        token.count_as_write()
+    };
     run_request(rt, token.source(), header, payload, ack);
 }
 
@@ -341,6 +359,7 @@ pub(crate) fn run_request(
                         header,
                         payload,
                         ack,
+                        internal: rt.is_internal(),
                     },
                 );
             }
@@ -358,20 +377,48 @@ pub(crate) fn run_request(
             ),
         },
     };
+    let name = entry.name;
+    let (slot, ack_only) = match slot {
+        NO_REPLY => (NO_REPLY, false),
+        s => (s & !ACK_ONLY, s & ACK_ONLY != 0),
+    };
+    let reply = move |rt: &Runtime, bytes: &[u8]| {
+        let bytes = if ack_only { &[][..] } else { bytes };
+        reply(rt, source, name, slot, ack, bytes)
+    };
     match outcome {
-        Outcome::Now(bytes) if slot != NO_REPLY => reply(rt, source, slot, ack, &bytes),
+        Outcome::Now(bytes) if slot != NO_REPLY => reply(rt, &bytes),
         Outcome::Now(_) => {}
-        Outcome::Later(future) => future
-            .then(move |bytes| {
-                if slot != NO_REPLY {
-                    runtime::with(|rt| reply(rt, source, slot, ack, &bytes));
-                }
-            })
-            .detach(),
+        Outcome::Later(future) => {
+            // The reply leaves later, in whatever mode the rank is in then: send it in the
+            // request's.
+            let internal = rt.is_internal();
+            future
+                .then(move |bytes| {
+                    if slot != NO_REPLY {
+                        runtime::with(|rt| rt.in_mode(internal, || reply(rt, &bytes)));
+                    }
+                })
+                .detach()
+        }
     }
 }
 
-fn reply(rt: &Runtime, to: usize, slot: u64, ack: WriteAck, bytes: &[u8]) {
+/// Sends a reply (an rpc's result or acknowledgement, a dist_object's bytes) through the
+/// hook, if any.
+pub(crate) fn reply(
+    rt: &Runtime,
+    to: usize,
+    name: &'static str,
+    slot: u64,
+    ack: WriteAck,
+    bytes: &[u8],
+) {
+    if let Some(h) = rt.hook() {
+        if h.before_reply(&RpcReply { rank: to, name }, bytes) == ReplyAction::Suppress {
+            return;
+        }
+    }
     wire::send(rt, to, Kind::RpcReply, &[slot, ack.ec, ack.iwc], bytes);
 }
 

@@ -10,6 +10,7 @@
 //! `RefCell`, and no `RefCell` borrow is held across a call that can run handlers.
 
 use std::cell::{Cell, RefCell};
+use std::collections::BTreeSet;
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -21,7 +22,7 @@ use crate::collectives::CollectiveState;
 use crate::dist_object::DistRegistry;
 use crate::error::PgasError;
 use crate::heap::Heap;
-use crate::hook::{Interceptor, SyncEvent};
+use crate::hook::{Interceptor, OpId, SyncEvent};
 use crate::rpc::{PendingReplies, RpcTable};
 use crate::team::TeamRegistry;
 use crate::wire::Reassembly;
@@ -46,7 +47,17 @@ pub(crate) struct Runtime {
     pub(crate) rpcs: Arc<RpcTable>,
     pub(crate) heap: RefCell<Heap>,
     hook: RefCell<Option<Rc<dyn Interceptor>>>,
+    /// A hook is installed and the rank is not in an internal scope: the one flag the hot
+    /// paths test.
     hooked: Cell<bool>,
+    /// Depth of nested `resilience::internal` scopes (0: the application's traffic).
+    internal: Cell<u32>,
+    /// Next `OpId` given to an operation started with a hook.
+    next_op: Cell<u64>,
+    /// Hooked writes (puts, rpcs) started whose ack has not arrived yet.
+    pub(crate) acks_pending: Cell<usize>,
+    /// Offsets of blocks whose `delete_` the hook deferred.
+    pub(crate) deferred_frees: RefCell<BTreeSet<usize>>,
     /// True while a pgas message (an rpc, a reply, a collective step) is being handled.
     pub(crate) in_handler: Cell<bool>,
     next_message: Cell<u64>,
@@ -103,6 +114,10 @@ impl Runtime {
             heap: RefCell::new(Heap::new(rank, RESERVED, ep.segment_len())),
             hook: RefCell::new(None),
             hooked: Cell::new(false),
+            internal: Cell::new(0),
+            next_op: Cell::new(0),
+            acks_pending: Cell::new(0),
+            deferred_frees: RefCell::new(BTreeSet::new()),
             in_handler: Cell::new(false),
             next_message: Cell::new(0),
             sent: Cell::new(0),
@@ -163,7 +178,8 @@ impl Runtime {
         Ok(self.ep().segment_base(rank)?)
     }
 
-    /// The installed hook, if any (one branch when none is installed).
+    /// The installed hook, if any and not in an internal scope (one branch when none is
+    /// installed).
     #[inline]
     pub(crate) fn hook(&self) -> Option<Rc<dyn Interceptor>> {
         if self.hooked.get() {
@@ -173,9 +189,60 @@ impl Runtime {
         }
     }
 
+    /// True when a hook applies (installed, not in an internal scope).
+    #[inline]
+    pub(crate) fn hooked(&self) -> bool {
+        self.hooked.get()
+    }
+
+    /// The hook and a fresh id for an operation about to start, if a hook applies.
+    #[inline]
+    pub(crate) fn hook_op(&self) -> Option<(Rc<dyn Interceptor>, OpId)> {
+        if self.hooked.get() {
+            let hook = self.hook.borrow().clone()?;
+            let id = self.next_op.get();
+            self.next_op.set(id + 1);
+            Some((hook, OpId(id)))
+        } else {
+            None
+        }
+    }
+
     pub(crate) fn set_hook(&self, hook: Option<Rc<dyn Interceptor>>) {
-        self.hooked.set(hook.is_some());
         *self.hook.borrow_mut() = hook;
+        self.refresh_hooked();
+    }
+
+    fn refresh_hooked(&self) {
+        self.hooked
+            .set(self.internal.get() == 0 && self.hook.borrow().is_some());
+    }
+
+    /// True inside `resilience::internal` (or while handling a message marked internal).
+    #[inline]
+    pub(crate) fn is_internal(&self) -> bool {
+        self.internal.get() > 0
+    }
+
+    /// Runs `f` as internal traffic (`internal == true`) or as the application's (`false`),
+    /// restoring the previous mode afterwards, also on unwind.
+    pub(crate) fn in_mode<R>(&self, internal: bool, f: impl FnOnce() -> R) -> R {
+        struct Restore<'a>(&'a Runtime, u32);
+        impl Drop for Restore<'_> {
+            fn drop(&mut self) {
+                self.0.internal.set(self.1);
+                self.0.refresh_hooked();
+            }
+        }
+        let previous = self.internal.get();
+        let _restore = Restore(self, previous);
+        self.internal.set(if internal {
+            previous.saturating_add(1)
+        } else {
+            0
+        });
+        self.refresh_hooked();
+        f()
     }
 
     pub(crate) fn next_message_id(&self) -> u64 {
@@ -184,10 +251,20 @@ impl Runtime {
         id
     }
 
-    /// Advances the EC for a synchronization and tells the hook.
+    /// Advances the EC for a synchronization and tells the hook; nothing in an internal scope
+    /// (a resilience runtime's own synchronizations are not the program's epochs).
     pub(crate) fn sync(&self, kind: SyncEvent) {
+        if self.is_internal() {
+            return;
+        }
+        self.step(self.hook().as_ref(), kind);
+    }
+
+    /// Advances the EC for a synchronization and tells `hook` (the one an operation captured
+    /// when it started: its completion may come in another mode).
+    pub(crate) fn step(&self, hook: Option<&Rc<dyn Interceptor>>, kind: SyncEvent) {
         let ec = self.ep().advance_epoch(1);
-        if let Some(h) = self.hook() {
+        if let Some(h) = hook {
             h.on_sync(kind, ec);
         }
     }

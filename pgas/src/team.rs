@@ -128,7 +128,7 @@ impl Team {
     /// Splits the team (collective over it): ranks with equal `color` form a new team,
     /// ordered by `key`, then by their rank in this team.
     pub fn split(&self, color: u64, key: u64) -> Team {
-        let (seq, all) = collectives::allgather_seq(self, (color, key)).wait();
+        let (seq, all) = collectives::split_exchange(self, color, key);
         let mut chosen: Vec<(u64, usize)> = all
             .iter()
             .enumerate()

@@ -4,6 +4,12 @@
 //!
 //! Argument layout: `[kind, message id, total length, fragment offset, header...]`. The id is
 //! per sender, so `(source, id)` names a message; fragments may arrive in any order.
+//!
+//! A message sent inside a resilience runtime's internal scope (`resilience::internal`) has
+//! [`INTERNAL`] set in its kind word, and is handled at the target in that scope too: an rpc
+//! function it runs communicates unseen by the target's hook, and its request is not counted
+//! as an incoming write. Every other message is handled as the application's traffic, even
+//! when it arrives while the target waits inside an internal scope.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -14,6 +20,9 @@ use crate::runtime::{self, Runtime};
 
 /// Header words a message can carry besides the wire's own four.
 pub(crate) const HEADER_WORDS: usize = MAX_ARGS - 4;
+
+/// Flag of the kind word: the message is a resilience runtime's own traffic.
+pub(crate) const INTERNAL: u64 = 1 << 63;
 
 /// The kinds of pgas messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,7 +63,7 @@ pub(crate) fn send(rt: &Runtime, target: usize, kind: Kind, header: &[u64], payl
     assert!(header.len() <= HEADER_WORDS, "pgas message header too long");
     let ep = rt.ep();
     let mut args = [0u64; MAX_ARGS];
-    args[0] = kind as u64;
+    args[0] = kind as u64 | if rt.is_internal() { INTERNAL } else { 0 };
     args[1] = rt.next_message_id();
     args[2] = payload.len() as u64;
     args[4..4 + header.len()].copy_from_slice(header);
@@ -85,12 +94,13 @@ pub(crate) fn receive(token: &Token<'_>) {
         if args.len() < 4 {
             malformed(source, "fewer than four wire arguments");
         }
-        let kind = Kind::from_word(args[0])
+        let internal = args[0] & INTERNAL != 0;
+        let kind = Kind::from_word(args[0] & !INTERNAL)
             .unwrap_or_else(|| malformed(source, &format!("unknown message kind {}", args[0])));
         let (id, total, at) = (args[1], args[2] as usize, args[3] as usize);
         let header = &args[4..];
         if at == 0 && bytes.len() == total {
-            return deliver(rt, token, kind, header, bytes);
+            return rt.in_mode(internal, || deliver(rt, token, kind, header, bytes));
         }
         if at.checked_add(bytes.len()).is_none_or(|end| end > total) {
             malformed(source, "a fragment beyond its message's length");
@@ -109,7 +119,7 @@ pub(crate) fn receive(token: &Token<'_>) {
             }
         };
         if let Some(buf) = complete {
-            deliver(rt, token, kind, header, &buf);
+            rt.in_mode(internal, || deliver(rt, token, kind, header, &buf));
         }
     })
 }

@@ -11,10 +11,16 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use common::{allgather, held_ranks, ranks, run};
-use pgas::hook::{AtomicAction, GetAction, PutAction, Rma, RpcAction, RpcCall, SyncEvent};
+use pgas::hook::{
+    AllocAction, AtomicAction, Collective, CollectiveAction, CollectiveKind, Fetch, FetchAction,
+    FreeAction, GetAction, OpId, PutAction, ReplyAction, Rma, RpcAction, RpcCall, RpcReply,
+    SyncEvent,
+};
 use pgas::{
-    AtomicDomain, Interceptor, RpcTable, barrier, broadcast, clear_hook, delete_, epoch, fence,
-    new_array, rank_me, rget, rget_slice, rpc, rpc_ff, rput, rput_slice, set_hook, world,
+    AtomicDomain, Completions, DistObject, GlobalPtr, Interceptor, RpcTable, barrier, broadcast,
+    clear_hook, delete_, epoch, fence, new_array, rank_me, resilience, rget, rget_into, rget_slice,
+    rget_strided, rget_with, rpc, rpc_ff, rput, rput_slice, rput_strided, rput_with, set_hook,
+    world,
 };
 
 use gasnet_bridge::{AtomicOp, AtomicResult, WriteAck};
@@ -34,35 +40,35 @@ struct Recorder {
 }
 
 impl Interceptor for Recorder {
-    fn before_put(&self, _: &Rma, _: &[u8]) -> PutAction {
+    fn before_put(&self, _: OpId, _: &Rma, _: &[u8]) -> PutAction {
         self.puts.set(self.puts.get() + 1);
         PutAction::Proceed
     }
-    fn after_put(&self, rma: &Rma, ack: WriteAck) {
+    fn after_put(&self, _: OpId, rma: &Rma, ack: WriteAck) {
         self.puts_done.set(self.puts_done.get() + 1);
         self.writes
             .borrow_mut()
             .push((rma.rank as u64, ack.ec, ack.iwc, 0));
     }
-    fn before_get(&self, _: &Rma, _: &mut [u8]) -> GetAction {
+    fn before_get(&self, _: OpId, _: &Rma, _: &mut [u8]) -> GetAction {
         self.gets.set(self.gets.get() + 1);
         GetAction::Proceed
     }
-    fn before_rpc(&self, _: &RpcCall, _: &[u8]) -> RpcAction {
+    fn before_rpc(&self, _: OpId, _: &RpcCall, _: &[u8]) -> RpcAction {
         self.rpcs.set(self.rpcs.get() + 1);
         RpcAction::Proceed
     }
-    fn after_rpc(&self, call: &RpcCall, ack: WriteAck, _: &[u8]) {
+    fn after_rpc(&self, _: OpId, call: &RpcCall, ack: WriteAck, _: &[u8]) {
         self.rpc_acks.set(self.rpc_acks.get() + 1);
         self.writes
             .borrow_mut()
             .push((call.rank as u64, ack.ec, ack.iwc, 1));
     }
-    fn before_atomic(&self, _: usize, _: usize, _: AtomicOp) -> AtomicAction {
+    fn before_atomic(&self, _: OpId, _: usize, _: usize, _: AtomicOp) -> AtomicAction {
         self.atomics.set(self.atomics.get() + 1);
         AtomicAction::Proceed
     }
-    fn after_atomic(&self, rank: usize, _: usize, _: AtomicOp, r: &AtomicResult) {
+    fn after_atomic(&self, _: OpId, rank: usize, _: usize, _: AtomicOp, r: &AtomicResult) {
         if let Some(ack) = r.ack {
             self.writes
                 .borrow_mut()
@@ -219,7 +225,7 @@ struct Replayer {
 }
 
 impl Interceptor for Replayer {
-    fn before_put(&self, rma: &Rma, _: &[u8]) -> PutAction {
+    fn before_put(&self, _: OpId, rma: &Rma, _: &[u8]) -> PutAction {
         if rma.rank == self.suppress_to {
             self.suppressed.set(self.suppressed.get() + 1);
             PutAction::Suppress
@@ -227,10 +233,10 @@ impl Interceptor for Replayer {
             PutAction::Proceed
         }
     }
-    fn after_put(&self, rma: &Rma, _: WriteAck) {
+    fn after_put(&self, _: OpId, rma: &Rma, _: WriteAck) {
         assert_ne!(rma.rank, self.suppress_to, "a suppressed put completed");
     }
-    fn before_get(&self, rma: &Rma, dst: &mut [u8]) -> GetAction {
+    fn before_get(&self, _: OpId, rma: &Rma, dst: &mut [u8]) -> GetAction {
         match self.log.get(&(rma.rank, rma.offset, rma.len)) {
             Some(bytes) => {
                 dst.copy_from_slice(bytes);
@@ -240,7 +246,7 @@ impl Interceptor for Replayer {
             None => GetAction::Proceed,
         }
     }
-    fn before_rpc(&self, call: &RpcCall, _: &[u8]) -> RpcAction {
+    fn before_rpc(&self, _: OpId, call: &RpcCall, _: &[u8]) -> RpcAction {
         if call.name == "logged" {
             RpcAction::Served(postcard::to_allocvec(&777u64).unwrap())
         } else {
@@ -305,5 +311,741 @@ fn suppressed_puts_and_gets_and_rpcs_served_from_a_log() {
             delete_(buf).unwrap();
         });
         assert_eq!(ran.load(Ordering::SeqCst), 0, "served rpcs never ran");
+    }
+}
+
+// ---- every public operation, by kind, rank and bytes --------------------------------------
+
+/// One hook call, as the recording hook below saw it.
+#[derive(Debug, Clone, PartialEq)]
+enum Ev {
+    Put(OpId, Rma, Vec<u8>),
+    PutAck(OpId, Rma),
+    Get(OpId, Rma),
+    GetDone(OpId, Vec<u8>),
+    Rpc(OpId, RpcCall, Vec<u8>),
+    RpcAck(OpId, RpcCall, Vec<u8>),
+    Reply(RpcReply, Vec<u8>),
+    Atomic(OpId, usize, usize, AtomicOp),
+    AtomicDone(OpId, bool),
+    Fetch(OpId, Fetch),
+    FetchDone(OpId, Vec<u8>),
+    Coll(OpId, Collective),
+    CollDone(OpId, Collective, Vec<u8>),
+    Alloc(usize, usize),
+    Free(usize, usize),
+    Sync(SyncEvent),
+}
+
+/// Records every call in order.
+#[derive(Default)]
+struct Tape(RefCell<Vec<Ev>>);
+
+impl Tape {
+    fn take(&self) -> Vec<Ev> {
+        std::mem::take(&mut self.0.borrow_mut())
+    }
+    fn push(&self, e: Ev) {
+        self.0.borrow_mut().push(e);
+    }
+}
+
+impl Interceptor for Tape {
+    fn before_put(&self, id: OpId, rma: &Rma, bytes: &[u8]) -> PutAction {
+        self.push(Ev::Put(id, *rma, bytes.to_vec()));
+        PutAction::Proceed
+    }
+    fn after_put(&self, id: OpId, rma: &Rma, _: WriteAck) {
+        self.push(Ev::PutAck(id, *rma));
+    }
+    fn before_get(&self, id: OpId, rma: &Rma, _: &mut [u8]) -> GetAction {
+        self.push(Ev::Get(id, *rma));
+        GetAction::Proceed
+    }
+    fn after_get(&self, id: OpId, _: &Rma, data: &[u8]) {
+        self.push(Ev::GetDone(id, data.to_vec()));
+    }
+    fn before_rpc(&self, id: OpId, call: &RpcCall, args: &[u8]) -> RpcAction {
+        self.push(Ev::Rpc(id, *call, args.to_vec()));
+        RpcAction::Proceed
+    }
+    fn after_rpc(&self, id: OpId, call: &RpcCall, _: WriteAck, reply: &[u8]) {
+        self.push(Ev::RpcAck(id, *call, reply.to_vec()));
+    }
+    fn before_reply(&self, reply: &RpcReply, bytes: &[u8]) -> ReplyAction {
+        self.push(Ev::Reply(*reply, bytes.to_vec()));
+        ReplyAction::Proceed
+    }
+    fn before_atomic(&self, id: OpId, rank: usize, offset: usize, op: AtomicOp) -> AtomicAction {
+        self.push(Ev::Atomic(id, rank, offset, op));
+        AtomicAction::Proceed
+    }
+    fn after_atomic(&self, id: OpId, _: usize, _: usize, _: AtomicOp, r: &AtomicResult) {
+        self.push(Ev::AtomicDone(id, r.ack.is_some()));
+    }
+    fn before_fetch(&self, id: OpId, fetch: &Fetch) -> FetchAction {
+        self.push(Ev::Fetch(id, *fetch));
+        FetchAction::Proceed
+    }
+    fn after_fetch(&self, id: OpId, _: &Fetch, bytes: &[u8]) {
+        self.push(Ev::FetchDone(id, bytes.to_vec()));
+    }
+    fn before_collective(&self, id: OpId, c: &Collective) -> CollectiveAction {
+        self.push(Ev::Coll(id, *c));
+        CollectiveAction::Proceed
+    }
+    fn after_collective(&self, id: OpId, c: &Collective, result: &[u8]) {
+        self.push(Ev::CollDone(id, *c, result.to_vec()));
+    }
+    fn before_alloc(&self, _: usize, _: usize) -> AllocAction {
+        AllocAction::Proceed
+    }
+    fn after_alloc(&self, offset: usize, size: usize) {
+        self.push(Ev::Alloc(offset, size));
+    }
+    fn before_free(&self, offset: usize, size: usize) -> FreeAction {
+        self.push(Ev::Free(offset, size));
+        FreeAction::Proceed
+    }
+    fn on_sync(&self, sync: SyncEvent, _: u64) {
+        self.push(Ev::Sync(sync));
+    }
+}
+
+fn rma(p: GlobalPtr<u64>, words: usize) -> Rma {
+    Rma {
+        rank: p.rank(),
+        offset: p.offset(),
+        len: words * 8,
+    }
+}
+
+fn words(v: &[u64]) -> Vec<u8> {
+    v.iter().flat_map(|w| w.to_ne_bytes()).collect()
+}
+
+fn enc<T: serde::Serialize>(v: &T) -> Vec<u8> {
+    postcard::to_allocvec(v).unwrap()
+}
+
+/// The before/after pair of one operation: same id, the after right behind.
+fn pair(tape: &[Ev]) -> OpId {
+    let id = |e: &Ev| match e {
+        Ev::Put(i, ..)
+        | Ev::PutAck(i, ..)
+        | Ev::Get(i, ..)
+        | Ev::GetDone(i, ..)
+        | Ev::Rpc(i, ..)
+        | Ev::RpcAck(i, ..)
+        | Ev::Atomic(i, ..)
+        | Ev::AtomicDone(i, ..)
+        | Ev::Fetch(i, ..)
+        | Ev::FetchDone(i, ..)
+        | Ev::Coll(i, ..)
+        | Ev::CollDone(i, ..) => Some(*i),
+        _ => None,
+    };
+    let ids: Vec<OpId> = tape.iter().filter_map(id).collect();
+    assert_eq!(ids.len(), 2, "{tape:?}");
+    assert_eq!(ids[0], ids[1], "one id for start and completion: {tape:?}");
+    ids[0]
+}
+
+/// A world collective's entry and completion: the EC steps around the hook's calls.
+fn world_collective(tape: &[Ev], kind: CollectiveKind, result: Vec<u8>) {
+    let (enter, exit) = if kind == CollectiveKind::Barrier {
+        (SyncEvent::BarrierEnter, SyncEvent::BarrierExit)
+    } else {
+        (SyncEvent::Collective, SyncEvent::Collective)
+    };
+    let c = Collective {
+        kind,
+        team: world().id(),
+        team_rank: rank_me(),
+        team_size: pgas::rank_n(),
+    };
+    let id = pair(tape);
+    assert_eq!(
+        tape,
+        [
+            Ev::Sync(enter),
+            Ev::Coll(id, c),
+            Ev::CollDone(id, c, result),
+            Ev::Sync(exit)
+        ],
+        "{kind:?}"
+    );
+}
+
+#[test]
+fn every_public_operation_shows_up_with_kind_rank_and_bytes() {
+    for n in ranks() {
+        let mut rpcs = RpcTable::new();
+        let echo = rpcs.register("echo", |x: u64| x * 3);
+        run(n, 4, rpcs, move || {
+            let me = rank_me();
+            let right = (me + 1) % n;
+            let left = (me + n - 1) % n;
+            let buf = new_array::<u64>(24).unwrap();
+            let bufs = allgather(buf);
+            let dist = DistObject::new(vec![me as u64, 7]);
+            barrier();
+            let tape = Rc::new(Tape::default());
+            set_hook(tape.clone());
+            let dst = bufs[right];
+
+            // rput / rget, scalar and bulk, with and without completions.
+            rput(11u64 + me as u64, dst).wait();
+            let t = tape.take();
+            let id = pair(&t);
+            let r = rma(dst, 1);
+            assert_eq!(
+                t,
+                [Ev::Put(id, r, words(&[11 + me as u64])), Ev::PutAck(id, r)]
+            );
+            let _ = rget(dst).wait();
+            let t = tape.take();
+            let id = pair(&t);
+            assert_eq!(
+                t,
+                [
+                    Ev::Get(id, rma(dst, 1)),
+                    Ev::GetDone(id, words(&[11 + me as u64]))
+                ]
+            );
+            rput_slice(&[1u64, 2, 3], dst + 1).wait();
+            let t = tape.take();
+            let id = pair(&t);
+            assert_eq!(t[0], Ev::Put(id, rma(dst + 1, 3), words(&[1, 2, 3])));
+            let got = rget_slice(dst + 1, 3).wait();
+            assert_eq!(got, [1, 2, 3]);
+            let t = tape.take();
+            let id = pair(&t);
+            assert_eq!(t[1], Ev::GetDone(id, words(&[1, 2, 3])));
+            rput_with(&[4u64], dst + 4, Completions::new().operation_future())
+                .operation
+                .unwrap()
+                .wait();
+            assert_eq!(
+                tape.take()[0],
+                Ev::Put(OpId(id.0 + 1), rma(dst + 4, 1), words(&[4]))
+            );
+            let mut one = [0u64];
+            rget_with(dst + 4, &mut one, Completions::new());
+            assert_eq!(tape.take()[1], Ev::GetDone(OpId(id.0 + 2), words(&[4])));
+            rget_into(dst + 4, &mut one);
+            assert_eq!(tape.take().len(), 2);
+
+            // Strided: a 2 x 3 block into rows of 4 words: three contiguous runs, each seen.
+            let src = [10u64, 11, 12, 13, 14, 15];
+            rput_strided(&src, [1, 2], dst + 8, [1, 4], [2, 3]).wait();
+            let t = tape.take();
+            let puts: Vec<(Rma, Vec<u8>)> = t
+                .iter()
+                .filter_map(|e| match e {
+                    Ev::Put(_, r, b) => Some((*r, b.clone())),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(
+                puts,
+                [
+                    (rma(dst + 8, 2), words(&[10, 11])),
+                    (rma(dst + 12, 2), words(&[12, 13])),
+                    (rma(dst + 16, 2), words(&[14, 15])),
+                ]
+            );
+            assert_eq!(t.len(), 6, "three puts, three acks");
+            let mut back = [0u64; 6];
+            rget_strided(dst + 8, [1, 4], &mut back, [1, 2], [2, 3]).wait();
+            assert_eq!(back, src);
+            let t = tape.take();
+            let gets: Vec<Vec<u8>> = t
+                .iter()
+                .filter_map(|e| match e {
+                    Ev::GetDone(_, b) => Some(b.clone()),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(gets, [words(&[10, 11]), words(&[12, 13]), words(&[14, 15])]);
+
+            // rpc, rpc_ff, and the replies this rank sends for its left neighbour's calls
+            // (on whichever call it was polling in).
+            tape.take();
+            barrier();
+            assert_eq!(rpc(right, echo, 5).wait(), 15);
+            rpc_ff(right, echo, 6);
+            resilience::wait_for_acks();
+            assert_eq!(resilience::pending_acks(), 0);
+            barrier();
+            let t = tape.take();
+            let call = RpcCall {
+                rank: right,
+                name: "echo",
+                fire_and_forget: false,
+            };
+            let ff = RpcCall {
+                fire_and_forget: true,
+                ..call
+            };
+            let mine: Vec<Ev> = t
+                .iter()
+                .filter(|e| matches!(e, Ev::Rpc(..) | Ev::RpcAck(..)))
+                .cloned()
+                .collect();
+            let Ev::Rpc(id, ..) = mine[0] else {
+                panic!("{mine:?}")
+            };
+            assert_eq!(
+                mine,
+                [
+                    Ev::Rpc(id, call, enc(&5u64)),
+                    Ev::RpcAck(id, call, enc(&15u64)),
+                    Ev::Rpc(OpId(id.0 + 1), ff, enc(&6u64)),
+                    Ev::RpcAck(OpId(id.0 + 1), ff, vec![]),
+                ]
+            );
+            let replies: Vec<Ev> = t
+                .iter()
+                .filter(|e| matches!(e, Ev::Reply(..)))
+                .cloned()
+                .collect();
+            let to_left = RpcReply {
+                rank: left,
+                name: "echo",
+            };
+            assert_eq!(
+                replies,
+                [Ev::Reply(to_left, enc(&15u64)), Ev::Reply(to_left, vec![])],
+                "rank {me}"
+            );
+
+            // Atomics: one remote atomic each, writing ones with an ack.
+            let ad = AtomicDomain::<u64>::new();
+            let word = bufs[0] + 20;
+            ad.fetch_add(word, 1).wait();
+            let t = tape.take();
+            let id = pair(&t);
+            assert_eq!(
+                t,
+                [
+                    Ev::Atomic(id, 0, word.offset(), AtomicOp::FetchAdd(1)),
+                    Ev::AtomicDone(id, true)
+                ]
+            );
+            ad.load(word).wait();
+            assert_eq!(tape.take()[1], Ev::AtomicDone(OpId(id.0 + 1), false));
+            let f = AtomicDomain::<f64>::new();
+            barrier();
+            tape.take();
+            let fword = bufs[right].cast::<f64>() + 21;
+            f.store(fword, 0.0).wait();
+            f.fetch_add(fword, 1.5).wait();
+            let t = tape.take();
+            assert!(
+                t.iter().filter(|e| matches!(e, Ev::Atomic(..))).count() >= 3,
+                "store, load, compare-exchange: {t:?}"
+            );
+
+            // DistObject::fetch of the right neighbour's instance, and the answer sent left.
+            tape.take();
+            barrier();
+            let v = dist.fetch(right).wait();
+            assert_eq!(v, vec![right as u64, 7]);
+            barrier();
+            let t = tape.take();
+            let fetch = Fetch {
+                rank: right,
+                object: dist.id(),
+            };
+            let fetches: Vec<Ev> = t
+                .iter()
+                .filter(|e| matches!(e, Ev::Fetch(..) | Ev::FetchDone(..) | Ev::Reply(..)))
+                .cloned()
+                .collect();
+            if n == 1 {
+                assert_eq!(
+                    fetches,
+                    [],
+                    "fetching one's own instance is no communication"
+                );
+            } else {
+                let Ev::Fetch(id, _) = fetches[0] else {
+                    panic!("{fetches:?}")
+                };
+                let answer = Ev::Reply(
+                    RpcReply {
+                        rank: left,
+                        name: RpcReply::DIST_FETCH,
+                    },
+                    enc(&vec![me as u64, 7]),
+                );
+                assert!(fetches.contains(&Ev::Fetch(id, fetch)), "{fetches:?}");
+                assert!(fetches.contains(&Ev::FetchDone(id, enc(&v))), "{fetches:?}");
+                assert!(fetches.contains(&answer), "{fetches:?}");
+                assert_eq!(fetches.len(), 3, "{fetches:?}");
+            }
+
+            // Collectives, each once, with its result on this rank.
+            let w = world();
+            let b = broadcast(&w, me as u64 + 100, 0).wait();
+            assert_eq!(b, 100);
+            world_collective(
+                &tape.take(),
+                CollectiveKind::Broadcast { root: 0 },
+                enc(&100u64),
+            );
+            let r = pgas::reduce_one(&w, me as u64, pgas::ops::add, 0).wait();
+            world_collective(&tape.take(), CollectiveKind::ReduceOne { root: 0 }, enc(&r));
+            let sum = (0..n as u64).sum::<u64>();
+            assert_eq!(r, (me == 0).then_some(sum));
+            let all = pgas::reduce_all(&w, me as u64, pgas::ops::add).wait();
+            assert_eq!(all, sum);
+            world_collective(&tape.take(), CollectiveKind::ReduceAll, enc(&sum));
+            let g = pgas::allgather(&w, me as u32).wait();
+            world_collective(&tape.take(), CollectiveKind::Allgather, enc(&g));
+            let u = pgas::reduce_all_u64(&w, 1 << me, |a, b| a | b);
+            assert_eq!(u, (1u64 << n) - 1);
+            world_collective(&tape.take(), CollectiveKind::ReduceAllU64, enc(&u));
+            barrier();
+            world_collective(&tape.take(), CollectiveKind::Barrier, vec![]);
+            pgas::barrier_async(&w).wait();
+            world_collective(&tape.take(), CollectiveKind::Barrier, vec![]);
+            let half = w.split((me % 2) as u64, 0);
+            assert_eq!(half.rank_n(), n / 2 + (n % 2) * (1 - me % 2));
+            let t = tape.take();
+            let seq = match &t[2] {
+                Ev::CollDone(_, _, bytes) => {
+                    postcard::from_bytes::<(u64, Vec<(u64, u64)>)>(bytes)
+                        .unwrap()
+                        .0
+                }
+                e => panic!("{e:?}"),
+            };
+            let colors: Vec<(u64, u64)> = (0..n).map(|r| ((r % 2) as u64, 0)).collect();
+            world_collective(&t, CollectiveKind::Split, enc(&(seq, colors)));
+            pgas::barrier_on(&half);
+            let t = tape.take();
+            assert!(
+                matches!(&t[1], Ev::Coll(_, c) if c.kind == CollectiveKind::Barrier
+                    && c.team == half.id() && c.team_size == half.rank_n()),
+                "{t:?}"
+            );
+            fence();
+            assert_eq!(tape.take(), [Ev::Sync(SyncEvent::Fence)]);
+
+            // Allocation and free.
+            let p = new_array::<u32>(5).unwrap();
+            assert_eq!(tape.take(), [Ev::Alloc(p.offset(), 20)]);
+            let q = pgas::new_(9u16).unwrap();
+            assert_eq!(tape.take(), [Ev::Alloc(q.offset(), 2)]);
+            delete_(p).unwrap();
+            delete_(q).unwrap();
+            assert_eq!(
+                tape.take(),
+                [Ev::Free(p.offset(), 20), Ev::Free(q.offset(), 2)]
+            );
+
+            clear_hook();
+            barrier();
+            drop(dist);
+            delete_(buf).unwrap();
+        });
+    }
+}
+
+// ---- the resilience runtime's API ---------------------------------------------------------
+
+#[test]
+fn internal_traffic_is_not_seen_counted_or_an_epoch() {
+    for n in ranks() {
+        // Per rank: rpc functions run for internal traffic, and for the program's.
+        let counts = || Arc::new((0..n).map(|_| AtomicU64::new(0)).collect::<Vec<_>>());
+        let (internal_runs, app_runs) = (counts(), counts());
+        let mut rpcs = RpcTable::new();
+        let store = rpcs.register("cd.store", {
+            let (i, a) = (internal_runs.clone(), app_runs.clone());
+            move |x: u64| {
+                let runs = if resilience::is_internal() { &i } else { &a };
+                runs[rank_me()].fetch_add(1, Ordering::SeqCst);
+                x
+            }
+        });
+        let runs = internal_runs.clone();
+        run(n, 4, rpcs, move || {
+            let me = rank_me();
+            let right = (me + 1) % n;
+            let buf = new_array::<u64>(4).unwrap();
+            let bufs = allgather(buf);
+            let tape = Rc::new(Tape::default());
+            set_hook(tape.clone());
+            barrier();
+            tape.take();
+            let (ec, iwc) = (epoch(), resilience::incoming_writes());
+            // What a CD runtime does for itself: buddy copies, agreement, log gathering.
+            resilience::internal(|| {
+                assert!(resilience::is_internal());
+                assert_eq!(rpc(right, store, 1).wait(), 1);
+                rpc_ff(right, store, 2);
+                let _ = rget(bufs[right]).wait();
+                assert_eq!(pgas::reduce_all_u64(&world(), 1, |a, b| a + b), n as u64);
+                let _ = pgas::reduce_one(&world(), 1u64, pgas::ops::add, 0).wait();
+                let _ = broadcast(&world(), 5u64, 0).wait();
+                let p = new_array::<u64>(2).unwrap();
+                delete_(p).unwrap();
+                fence();
+                barrier();
+                // The left neighbour's internal rpc_ff has run here before the next barrier.
+                while runs[me].load(Ordering::SeqCst) < 2 {
+                    pgas::progress();
+                }
+                barrier();
+            });
+            assert!(!resilience::is_internal());
+            assert_eq!(tape.take(), [], "rank {me}: the hook saw internal traffic");
+            assert_eq!(epoch(), ec, "internal synchronizations are no epochs");
+            assert_eq!(
+                resilience::incoming_writes(),
+                iwc,
+                "internal rpcs are not incoming writes"
+            );
+            // The program's rpc, in the same rank pair, is seen, counted and run as such.
+            assert_eq!(rpc(right, store, 3).wait(), 3);
+            barrier();
+            assert!(
+                resilience::incoming_writes() > iwc,
+                "the program's rpc was counted"
+            );
+            let t = tape.take();
+            assert!(t.iter().any(|e| matches!(e, Ev::Rpc(..))), "{t:?}");
+            clear_hook();
+            barrier();
+            delete_(buf).unwrap();
+        });
+        for r in held_ranks(n) {
+            assert_eq!(
+                internal_runs[r].load(Ordering::SeqCst),
+                2,
+                "rank {r}: internal"
+            );
+            assert_eq!(
+                app_runs[r].load(Ordering::SeqCst),
+                1,
+                "rank {r}: the program's"
+            );
+        }
+    }
+}
+
+/// Logs each put's ack, keyed by the id its start had.
+#[derive(Default)]
+struct Acks {
+    open: RefCell<HashMap<OpId, Rma>>,
+    done: RefCell<Vec<(OpId, Rma, WriteAck)>>,
+    ids: RefCell<Vec<OpId>>,
+}
+
+impl Interceptor for Acks {
+    fn before_put(&self, id: OpId, rma: &Rma, _: &[u8]) -> PutAction {
+        self.ids.borrow_mut().push(id);
+        assert!(self.open.borrow_mut().insert(id, *rma).is_none());
+        PutAction::Proceed
+    }
+    fn after_put(&self, id: OpId, rma: &Rma, ack: WriteAck) {
+        let started = self.open.borrow_mut().remove(&id).expect("started");
+        assert_eq!(started, *rma);
+        self.done.borrow_mut().push((id, *rma, ack));
+    }
+    fn before_rpc(&self, id: OpId, _: &RpcCall, _: &[u8]) -> RpcAction {
+        self.ids.borrow_mut().push(id);
+        RpcAction::Proceed
+    }
+}
+
+#[test]
+fn iwc_read_ec_rewind_and_acks_paired_with_their_writes() {
+    for n in ranks() {
+        let mut rpcs = RpcTable::new();
+        let nop = rpcs.register("nop", |()| ());
+        run(n, 4, rpcs, move || {
+            let me = rank_me();
+            let right = (me + 1) % n;
+            let buf = new_array::<u64>(4).unwrap();
+            let bufs = allgather(buf);
+            let hook = Rc::new(Acks::default());
+            set_hook(hook.clone());
+            barrier();
+            // Rewind the EC to a value of this rank's own; the next barrier adds two.
+            let e = epoch();
+            resilience::set_epoch(1000 + 10 * me as u64);
+            assert_eq!(resilience::epoch(), 1000 + 10 * me as u64);
+            assert!(e < 1000);
+            barrier();
+            let iwc = resilience::incoming_writes();
+            barrier();
+            for k in 0..3 {
+                rput(k, bufs[right] + k as usize).wait();
+            }
+            rpc_ff(right, nop, ());
+            resilience::wait_for_acks();
+            assert_eq!(resilience::pending_acks(), 0);
+            barrier();
+            // Exactly the three puts and one rpc from the left landed here since.
+            assert_eq!(resilience::incoming_writes(), iwc + 4, "rank {me}");
+            assert!(hook.open.borrow().is_empty(), "every write's ack arrived");
+            let done = hook.done.borrow().clone();
+            let ids = hook.ids.borrow().clone();
+            assert!(ids.windows(2).all(|w| w[0] < w[1]), "ids in program order");
+            let iwc_right = allgather(iwc)[right];
+            for (k, (_, rma, ack)) in done.iter().enumerate() {
+                assert_eq!(rma.rank, right);
+                // The target's counters: its rewound epoch, +4 for two barriers (3 if it
+                // has not stepped out of the second yet, 5 if it entered the next one
+                // already), and the IWC this write produced.
+                let ec = 1000 + 10 * right as u64 + 4;
+                assert!((ec - 1..=ec + 1).contains(&ack.ec), "{ack:?} vs {ec}");
+                assert_eq!(ack.iwc, iwc_right + 1 + k as u64);
+            }
+            clear_hook();
+            barrier();
+            delete_(buf).unwrap();
+        });
+    }
+}
+
+/// Records allocations, or replays logged addresses; defers frees when asked.
+#[derive(Default)]
+struct Allocs {
+    replay: RefCell<Vec<usize>>,
+    seen: RefCell<Vec<(usize, usize)>>,
+    defer: Cell<bool>,
+}
+
+impl Interceptor for Allocs {
+    fn before_alloc(&self, _: usize, _: usize) -> AllocAction {
+        match self.replay.borrow_mut().pop() {
+            Some(at) => AllocAction::At(at),
+            None => AllocAction::Proceed,
+        }
+    }
+    fn after_alloc(&self, offset: usize, size: usize) {
+        self.seen.borrow_mut().push((offset, size));
+    }
+    fn before_free(&self, _: usize, _: usize) -> FreeAction {
+        if self.defer.get() {
+            FreeAction::Defer
+        } else {
+            FreeAction::Proceed
+        }
+    }
+}
+
+#[test]
+fn allocations_replay_logged_addresses_and_refuse_invalid_ones() {
+    run(2, 4, RpcTable::new(), || {
+        let hook = Rc::new(Allocs::default());
+        set_hook(hook.clone());
+        let a = new_array::<u64>(4).unwrap();
+        assert_eq!(*hook.seen.borrow(), [(a.offset(), 32)]);
+        delete_(a).unwrap();
+        // Replay: the allocator's own choice would be `a` again; the log says elsewhere.
+        let logged = a.offset() + 256;
+        hook.replay.borrow_mut().push(logged);
+        let b = new_array::<u64>(4).unwrap();
+        assert_eq!(b.offset(), logged, "the logged address came back");
+        assert_eq!(b.rank(), rank_me());
+        assert_eq!(rget_slice(b, 4).wait(), [0; 4], "zeroed like any new_array");
+        // The same address again (in use), a misaligned one, one past the segment: refused.
+        for (at, why) in [
+            (logged, "not in a free block"),
+            (logged + 4, "not aligned"),
+            (usize::MAX - 7, "beyond the segment"),
+        ] {
+            hook.replay.borrow_mut().push(at);
+            let e = pgas::new_(1u64).unwrap_err();
+            assert!(
+                matches!(e, pgas::PgasError::ReplayAlloc { offset, .. } if offset == at),
+                "{e:?}"
+            );
+            let msg = e.to_string();
+            assert!(msg.contains("refused") && msg.contains(why), "{msg}");
+        }
+        delete_(b).unwrap();
+        clear_hook();
+    });
+}
+
+#[test]
+fn deferred_frees_take_effect_when_performed() {
+    run(2, 4, RpcTable::new(), || {
+        let hook = Rc::new(Allocs::default());
+        set_hook(hook.clone());
+        let base = pgas::shared_bytes_in_use();
+        let p = new_array::<u64>(8).unwrap();
+        hook.defer.set(true);
+        delete_(p).unwrap();
+        assert_eq!(pgas::shared_bytes_in_use(), base + 64, "still allocated");
+        assert_eq!(resilience::deferred_frees(), [p.offset()]);
+        assert!(matches!(delete_(p), Err(pgas::PgasError::BadFree { .. })));
+        // A new allocation does not get the deferred block.
+        let q = pgas::new_(3u64).unwrap();
+        assert!(q.offset() >= p.offset() + 64 || q.offset() + 8 <= p.offset());
+        resilience::free_deferred(p.offset()).unwrap();
+        assert_eq!(pgas::shared_bytes_in_use(), base + 8);
+        assert_eq!(resilience::deferred_frees(), []);
+        assert!(resilience::free_deferred(p.offset()).is_err());
+        hook.defer.set(false);
+        delete_(q).unwrap();
+        assert_eq!(pgas::shared_bytes_in_use(), base);
+        clear_hook();
+    });
+}
+
+/// Serves every collective, fetch and atomic from a log.
+struct Served;
+
+impl Interceptor for Served {
+    fn before_collective(&self, _: OpId, c: &Collective) -> CollectiveAction {
+        CollectiveAction::Served(match c.kind {
+            CollectiveKind::Barrier => vec![],
+            CollectiveKind::ReduceOne { .. } => enc(&Some(41u64)),
+            _ => enc(&42u64),
+        })
+    }
+    fn before_fetch(&self, _: OpId, _: &Fetch) -> FetchAction {
+        FetchAction::Served(enc(&9u32))
+    }
+}
+
+#[test]
+fn collectives_served_from_a_log_take_no_part_but_step_the_epoch() {
+    for n in ranks() {
+        run(n, 4, RpcTable::new(), move || {
+            let d = DistObject::new(rank_me() as u32);
+            barrier();
+            let w = world();
+            let first = pgas::reduce_all_u64(&w, 1, |a, b| a + b);
+            set_hook(Rc::new(Served));
+            let e = epoch();
+            assert_eq!(broadcast(&w, 0u64, 0).wait(), 42);
+            assert_eq!(pgas::reduce_all(&w, 0u64, pgas::ops::add).wait(), 42);
+            assert_eq!(pgas::reduce_all_u64(&w, 0, |a, b| a + b), 42);
+            assert_eq!(
+                pgas::reduce_one(&w, 0u64, pgas::ops::add, 0).wait(),
+                Some(41)
+            );
+            barrier();
+            if n > 1 {
+                assert_eq!(d.fetch((rank_me() + 1) % n).wait(), 9);
+            }
+            assert_eq!(epoch(), e + 10, "two steps per collective, served or not");
+            clear_hook();
+            // Nothing was sent and no sequence number or reduction word was used: the next
+            // real collectives still match up.
+            assert_eq!(pgas::reduce_all_u64(&w, 1, |a, b| a + b), first);
+            assert_eq!(pgas::reduce_all(&w, 1u64, pgas::ops::add).wait(), first);
+            assert_eq!(broadcast(&w, rank_me(), 0).wait(), 0);
+            barrier();
+        });
     }
 }

@@ -1,0 +1,97 @@
+//! **For resilience runtimes (such as a Containment Domain runtime), not for applications.**
+//!
+//! What a layer that logs and replays the program's communication needs from `pgas` besides
+//! the [`hook`](crate::hook) itself:
+//!
+//! - the rank's counters: read the Incoming Write Counter ([`incoming_writes`]) and the Epoch
+//!   Counter ([`epoch`]); rewind the EC to a saved value ([`set_epoch`]);
+//! - a path for its own traffic that the hook does not see ([`internal`]): preserving state at
+//!   a buddy rank, gathering logs, agreeing on a CD's outcome are not the program's
+//!   communication and must not be logged or replayed as such;
+//! - the acks still to come ([`pending_acks`], [`wait_for_acks`]): a write's log entry is
+//!   completed when its ack arrives, which may be after the call returned; recovery first
+//!   waits for them;
+//! - deferred frees: a `delete_` the hook deferred ([`FreeAction::Defer`]) keeps its block
+//!   allocated until [`free_deferred`] frees it; [`deferred_frees`] lists them.
+//!
+//! Allocation addresses are logged and replayed through the hook's `before_alloc` /
+//! `after_alloc` ([`AllocAction::At`]).
+//!
+//! [`FreeAction::Defer`]: crate::hook::FreeAction::Defer
+//! [`AllocAction::At`]: crate::hook::AllocAction::At
+
+use crate::error::PgasError;
+use crate::runtime;
+
+/// This rank's Incoming Write Counter: the writes (puts, counted rpc requests, writing
+/// atomics) that have landed in its segment so far.
+pub fn incoming_writes() -> u64 {
+    runtime::with(|rt| rt.ep().incoming_writes())
+}
+
+/// This rank's Epoch Counter (the same as [`crate::epoch`]).
+pub fn epoch() -> u64 {
+    runtime::with(|rt| rt.ep().epoch())
+}
+
+/// Sets this rank's Epoch Counter: a replaying CD rewinds it to its value at CD begin. Acks of
+/// writes into this rank report the new value from now on.
+pub fn set_epoch(ec: u64) {
+    runtime::with(|rt| rt.ep().set_epoch(ec))
+}
+
+/// Runs `f` as the resilience runtime's own traffic, which the program's hook does not see.
+///
+/// Inside `f` (nested calls included): no hook method runs for anything the rank does;
+/// synchronizations do not advance the EC (they are not the program's epochs); rpcs are
+/// marked, so the target runs them in this mode too and does not count them as incoming
+/// writes; allocations and frees are neither reported nor deferred. Puts still land as writes
+/// in the conduit's counters (a NIC counts every write): use co-located access (`read_local`
+/// / `write_local`) for the rank's own memory.
+///
+/// Messages of the program that arrive while `f` waits are handled as the program's, with the
+/// hook. Operations the program started before keep the hook they started with (their acks
+/// still reach it).
+pub fn internal<R>(f: impl FnOnce() -> R) -> R {
+    runtime::with(|rt| rt.in_mode(true, f))
+}
+
+/// True inside [`internal`] (or in an rpc function run for another rank's internal traffic).
+pub fn is_internal() -> bool {
+    runtime::with(|rt| rt.is_internal())
+}
+
+/// Writes and rpcs started with the hook whose ack has not reached it yet.
+pub fn pending_acks() -> usize {
+    runtime::with(|rt| rt.acks_pending.get())
+}
+
+/// Makes progress until every ack counted by [`pending_acks`] has reached the hook (recovery
+/// does this before it reads the logs). Not inside an rpc function.
+pub fn wait_for_acks() {
+    runtime::progress_until(|| runtime::with(|rt| rt.acks_pending.get() == 0));
+}
+
+/// Offsets (in this rank's segment) of the blocks whose `delete_` the hook deferred, in
+/// increasing order.
+pub fn deferred_frees() -> Vec<usize> {
+    runtime::with(|rt| rt.deferred_frees.borrow().iter().copied().collect())
+}
+
+/// Frees the block at `offset` whose `delete_` was deferred (when the CD that spans both its
+/// allocation and its free completes).
+///
+/// # Errors
+/// [`PgasError::BadFree`] if no free of that block is deferred.
+pub fn free_deferred(offset: usize) -> Result<(), PgasError> {
+    runtime::with(|rt| {
+        if !rt.deferred_frees.borrow_mut().remove(&offset) {
+            return Err(PgasError::BadFree {
+                what: "a pointer whose free was not deferred",
+                rank: rt.rank_me(),
+                offset,
+            });
+        }
+        rt.heap.borrow_mut().free(offset).map(|_| ())
+    })
+}
