@@ -12,15 +12,20 @@
 
 use std::process::Output;
 
+/// `lulesh args` as `n` processes under mpirun. Never skipped: without mpirun every test
+/// fails (with or without `CI=true`), since the feature `mpi` asks for it.
 fn mpirun(n: usize, args: &[&str]) -> Output {
-    gasnet_bridge::conduit::mpirun_command(n)
+    pgas::mpirun::mpirun_command(n)
         .arg(env!("CARGO_BIN_EXE_lulesh"))
         .args(args)
         .env_remove("PGAS_RANKS")
         .env_remove("PGAS_SEGMENT_MB")
         .env_remove("PGAS_CONDUIT")
         .output()
-        .expect("mpirun starts (Open MPI installed?)")
+        .unwrap_or_else(|e| {
+            let launcher = pgas::mpirun::mpirun_program();
+            panic!("cannot start {launcher} (MPIRUN; Open MPI installed?): {e}")
+        })
 }
 
 #[test]

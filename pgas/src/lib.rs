@@ -5,8 +5,7 @@
 //! [`Future`]s. A program is a closure run on every rank by [`launch`]:
 //!
 //! ```
-//! use pgas::{launch, rank_me, rank_n, RpcTable};
-//! use gasnet_bridge::LaunchConfig;
+//! use pgas::{launch, rank_me, rank_n, LaunchConfig, RpcTable};
 //!
 //! let mut rpcs = RpcTable::new();
 //! let square = rpcs.register("square", |x: u64| x * x);
@@ -63,6 +62,42 @@ pub use gasnet_bridge::LaunchConfig;
 /// The error type of [`launch`] (re-exported so that a program can match on a failed job
 /// without naming the communication core's crate).
 pub use gasnet_bridge::LaunchError;
+
+/// The configuration error inside [`LaunchError::Config`] (a bad `PGAS_*` variable, a rank
+/// count that differs from the number of MPI processes).
+pub use gasnet_bridge::ConfigError;
+/// This process's place in an mpi job before it starts, `Some((rank, world size))`, or `None`
+/// on smp: for programs that check a job's shape before launching it.
+pub use gasnet_bridge::conduit::mpi_world;
+/// The rank count of a program's job by the one convention (`--ranks`, else `PGAS_RANKS`, else
+/// a default; under mpirun the number of processes, a different `--ranks` refused).
+pub use gasnet_bridge::job_ranks;
+/// Which ranks' results the last [`launch`] of this process returned (all on smp, one under
+/// mpirun).
+pub use gasnet_bridge::returned_ranks;
+
+/// Starting a program under `mpirun` from tests and tools: `MPIRUN` names the launcher
+/// (default `mpirun`), `MPIRUN_FLAGS` its flags (default `--allow-run-as-root --oversubscribe`).
+pub mod mpirun {
+    pub use gasnet_bridge::conduit::{mpirun_available, mpirun_command, mpirun_program};
+
+    /// Whether `test`, which needs the launcher, can run here: `true` when it runs. Without
+    /// it, `false` after a line on stderr saying `test` is skipped, except under `CI=true`,
+    /// where a missing launcher fails the test (panics): CI must not pass by skipping.
+    pub fn available_for(test: &str) -> bool {
+        if mpirun_available() {
+            return true;
+        }
+        let launcher = mpirun_program();
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "{test}: needs {launcher} (MPIRUN), which does not run here; under CI=true that is \
+             a failure, not a skip (install Open MPI, as .ci/run does)"
+        );
+        eprintln!("{test}: no {launcher} on PATH; skipped (under CI=true this fails)");
+        false
+    }
+}
 
 /// Advances this rank's epoch for a fence (a synchronization point of the program).
 pub fn fence() {

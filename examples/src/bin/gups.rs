@@ -100,22 +100,17 @@ struct Report {
 type Shared = (GlobalPtr<u64>, GlobalPtr<u64>);
 
 /// XORs each of `updates` into its word of this rank's table; `table` must be this rank's.
+/// In the rpc variant only the owner writes its table (here, on its own thread), and no rank
+/// reads it until the pass is over, so a co-located read and write of each word is exact.
 fn apply_local(table: GlobalPtr<u64>, updates: &[u64], p: &Problem) {
-    // One checked conversion per batch rather than one per word: this loop is the benchmark.
-    let words = table
-        .local_slice_ptr(p.local as usize)
-        .expect("the rpc variant sends each rank its own table");
     for &ran in updates {
         let (_, index) = p.place(ran);
-        // SAFETY: `local_slice_ptr` checked that all `local` words lie in this rank's segment
-        // and are aligned, and `place` gives `index < local`. In the rpc variant only the
-        // owner writes its table (here, on its own thread), and no rank reads it until the
-        // pass is over, so there is no concurrent access; volatile accesses through the raw
-        // pointer create no reference to shared memory.
-        unsafe {
-            let word = words.add(index);
-            word.write_volatile(word.read_volatile() ^ ran);
-        }
+        let word = table + index;
+        let old = word
+            .read_local()
+            .expect("the rpc variant sends each rank its own table");
+        word.write_local(old ^ ran)
+            .expect("the rpc variant sends each rank its own table");
     }
 }
 
