@@ -209,14 +209,9 @@ where
     all
 }
 
-/// The SplitMix64 finalizer: a bijection of `u64` with `mix64(0) == 0`, used to make keys,
-/// values and positions that look random but are the same on every run.
-pub fn mix64(x: u64) -> u64 {
-    let mut z = x;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
+/// The SplitMix64 finalizer (pgas's), used to make keys, values and positions that look
+/// random but are the same on every run.
+pub use pgas::mix64;
 
 /// A small, fast, seedable generator (SplitMix64) for the examples' random choices.
 #[derive(Debug, Clone)]
