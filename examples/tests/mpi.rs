@@ -10,8 +10,12 @@
 //! MPI in a root container), as in gasnet-bridge's conduit suite and lulesh's tests/mpi.rs.
 #![cfg(feature = "mpi")]
 
+mod common;
+
 use std::process::{Command, Output};
 use std::sync::{Mutex, MutexGuard, OnceLock};
+
+use common::stdout_of_success;
 
 const HELLO: &str = env!("CARGO_BIN_EXE_hello");
 const GUPS: &str = env!("CARGO_BIN_EXE_gups");
@@ -67,17 +71,6 @@ fn smp(n: usize, bin: &str, args: &[&str]) -> String {
         .output()
         .unwrap_or_else(|e| panic!("cannot start {bin}: {e}"));
     stdout_of_success(&format!("{bin} --ranks {n} {args:?}"), out)
-}
-
-fn stdout_of_success(what: &str, out: Output) -> String {
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{what} failed ({}):\nstdout:\n{stdout}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
 }
 
 /// `bin args` under `mpirun -n n`, which must succeed; its stdout.
