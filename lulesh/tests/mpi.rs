@@ -15,7 +15,7 @@ mod common;
 
 use std::process::Output;
 
-use common::{EIGHT_RANK_FAULTS, TempFile};
+use common::{EIGHT_RANK_FAULTS, TempFile, assert_has_lines};
 
 /// `lulesh args` as `n` processes under mpirun. Never skipped: without mpirun every test
 /// fails (with or without `CI=true`), since the feature `mpi` asks for it.
@@ -38,15 +38,16 @@ fn eight_processes_s5_match_the_mpi_reference_and_report_once() {
     let out = mpirun(8, &["-s", "5"]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{out:?}\n{text}");
-    for line in [
-        "Num processors: 8\n",
-        "Total number of elements: 1000 \n",
-        "   MPI tasks           =  8\n",
-        "   Iteration count     =  231\n",
-        "   Origin Energy (full)  = 2.72053116847034435e+04\n",
-    ] {
-        assert!(text.contains(line), "missing {line:?} in\n{text}");
-    }
+    assert_has_lines(
+        &text,
+        &[
+            "Num processors: 8\n",
+            "Total number of elements: 1000 \n",
+            "   MPI tasks           =  8\n",
+            "   Iteration count     =  231\n",
+            "   Origin Energy (full)  = 2.72053116847034435e+04\n",
+        ],
+    );
     assert_eq!(text.matches("Run completed:").count(), 1, "{text}");
     assert_eq!(text.matches("Running problem size").count(), 1, "{text}");
 }
@@ -67,18 +68,19 @@ fn eight_processes_s10_match_the_mpi_reference_and_the_smp_run() {
     let out = mpirun(8, &["-s", "10"]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{out:?}\n{text}");
-    for line in [
-        "Num processors: 8\n",
-        "   Problem size        =  10\n",
-        "   MPI tasks           =  8\n",
-        "   Iteration count     =  575\n",
-        "        MaxAbsDiff   = 2.910383e-11\n",
-        "        TotalAbsDiff = 1.520561e-10\n",
-        "        MaxRelDiff   = 5.655594e-15\n",
-        "   Origin Energy (full)  = 9.66885598157783534e+04\n",
-    ] {
-        assert!(text.contains(line), "missing {line:?} in\n{text}");
-    }
+    assert_has_lines(
+        &text,
+        &[
+            "Num processors: 8\n",
+            "   Problem size        =  10\n",
+            "   MPI tasks           =  8\n",
+            "   Iteration count     =  575\n",
+            "        MaxAbsDiff   = 2.910383e-11\n",
+            "        TotalAbsDiff = 1.520561e-10\n",
+            "        MaxRelDiff   = 5.655594e-15\n",
+            "   Origin Energy (full)  = 9.66885598157783534e+04\n",
+        ],
+    );
     let smp = std::process::Command::new(env!("CARGO_BIN_EXE_lulesh"))
         .args(["-s", "10", "--ranks", "8"])
         .env("PGAS_CONDUIT", "smp")
@@ -119,14 +121,15 @@ fn eight_processes_under_cds_are_bit_exact_and_report_once() {
     let out = mpirun(8, &["-s", "5", "--cd-config", file.0.to_str().unwrap()]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{out:?}\n{text}");
-    for line in [
-        "   MPI tasks           =  8\n",
-        "   Iteration count     =  231\n",
-        "   Origin Energy (full)  = 2.72053116847034435e+04\n",
-        "CD report (8 ranks, counts summed over ranks)\n",
-    ] {
-        assert!(text.contains(line), "missing {line:?} in\n{text}");
-    }
+    assert_has_lines(
+        &text,
+        &[
+            "   MPI tasks           =  8\n",
+            "   Iteration count     =  231\n",
+            "   Origin Energy (full)  = 2.72053116847034435e+04\n",
+            "CD report (8 ranks, counts summed over ranks)\n",
+        ],
+    );
     assert_eq!(text.matches("Run completed:").count(), 1, "{text}");
     assert_eq!(text.matches("CD report").count(), 1, "{text}");
 }

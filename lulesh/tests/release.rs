@@ -7,7 +7,11 @@
 //! the release profile: `cargo test --release -p lulesh --test release` (as `.ci/run` does);
 //! `cargo test -p lulesh` lists it as ignored rather than passing it.
 
+mod common;
+
 use std::process::Command;
+
+use common::assert_has_lines;
 
 #[test]
 #[cfg_attr(
@@ -28,22 +32,23 @@ fn s30_prints_the_serial_reference_bit_for_bit() {
         .expect("the lulesh binary runs");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{out:?}\n{text}");
-    for line in [
-        "Running problem size 30^3 per domain until completion\n",
-        "Num processors: 1\n",
-        "Run completed:\n",
-        "   Problem size        =  30\n",
-        "   MPI tasks           =  1\n",
-        "   Iteration count     =  932\n",
-        "   Final Origin Energy =  2.025075e+05\n",
-        "   Testing Plane 0 of Energy Array on rank 0:\n",
-        "        MaxAbsDiff   = 7.639755e-11\n",
-        "        TotalAbsDiff = 8.590535e-10\n",
-        "        MaxRelDiff   = 1.482369e-12\n",
-        "   Origin Energy (full)  = 2.02507478507199383e+05\n",
-        "   Sum of Energy (full)  = 6.46286984918591008e+06\n",
-    ] {
-        assert!(text.contains(line), "missing {line:?} in\n{text}");
-    }
+    assert_has_lines(
+        &text,
+        &[
+            "Running problem size 30^3 per domain until completion\n",
+            "Num processors: 1\n",
+            "Run completed:\n",
+            "   Problem size        =  30\n",
+            "   MPI tasks           =  1\n",
+            "   Iteration count     =  932\n",
+            "   Final Origin Energy =  2.025075e+05\n",
+            "   Testing Plane 0 of Energy Array on rank 0:\n",
+            "        MaxAbsDiff   = 7.639755e-11\n",
+            "        TotalAbsDiff = 8.590535e-10\n",
+            "        MaxRelDiff   = 1.482369e-12\n",
+            "   Origin Energy (full)  = 2.02507478507199383e+05\n",
+            "   Sum of Energy (full)  = 6.46286984918591008e+06\n",
+        ],
+    );
     assert_eq!(text.matches("Run completed:").count(), 1, "{text}");
 }

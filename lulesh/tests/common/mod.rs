@@ -1,5 +1,7 @@
 //! What the test files of lulesh share: the 8-rank fault configuration that runs on smp
-//! (tests/cd.rs) and under mpirun (tests/mpi.rs), and temporary files.
+//! (tests/cd.rs) and under mpirun (tests/mpi.rs), temporary files, and checking a report's
+//! lines.
+#![allow(dead_code)] // each test file uses its own part
 
 use std::path::PathBuf;
 
@@ -34,5 +36,12 @@ impl TempFile {
 impl Drop for TempFile {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Fails the test, showing `text`, unless it holds every one of `lines`.
+pub fn assert_has_lines(text: &str, lines: &[&str]) {
+    for line in lines {
+        assert!(text.contains(line), "missing {line:?} in\n{text}");
     }
 }
