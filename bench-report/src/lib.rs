@@ -5,7 +5,6 @@
 use std::time::Instant;
 
 use clap::Parser;
-use clap::builder::TypedValueParser as _;
 use serde::Serialize;
 
 /// Which direction of a value is an improvement.
@@ -186,10 +185,10 @@ pub struct BenchArgs {
     #[arg(long)]
     pub json: bool,
     /// Rank count.
-    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(2..).map(|n| n as usize))]
+    #[arg(long, default_value_t = 2, value_parser = |s: &str| whole_at_least(s, 2))]
     pub ranks: usize,
     /// Repetitions after warm-up; the median is reported (BENCHMARKS.md asks for at least 5).
-    #[arg(long, default_value_t = 7, value_parser = clap::value_parser!(u64).range(1..).map(|n| n as usize))]
+    #[arg(long, default_value_t = 7, value_parser = |s: &str| whole_at_least(s, 1))]
     pub reps: usize,
     /// Fewer operations per repetition, for smoke tests.
     #[arg(long)]
@@ -211,6 +210,15 @@ impl BenchArgs {
             Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelp => Ok(None),
             Err(e) => Err(e.to_string()),
         }
+    }
+}
+
+/// A whole number of at least `min` (a clap value parser).
+fn whole_at_least(s: &str, min: usize) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if n >= min => Ok(n),
+        Ok(_) => Err(format!("must be at least {min}")),
+        Err(_) => Err("needs a whole number".into()),
     }
 }
 
@@ -300,8 +308,9 @@ mod tests {
         assert_eq!((a.json, a.ranks, a.reps, a.quick), (true, 4, 9, false));
         assert_eq!(p(&["--help"]).unwrap(), None);
         assert!(p(&["--ranks"]).unwrap_err().contains("--ranks"));
-        assert!(p(&["--ranks", "x"]).unwrap_err().contains("invalid value"));
-        assert!(p(&["--ranks", "1"]).is_err());
+        assert!(p(&["--ranks", "x"]).unwrap_err().contains("whole number"));
+        assert!(p(&["--ranks", "1"]).unwrap_err().contains("at least 2"));
+        assert!(p(&["--reps", "0"]).unwrap_err().contains("at least 1"));
         assert!(p(&["--bogus"]).unwrap_err().contains("--bogus"));
     }
 
