@@ -2,8 +2,10 @@
 //! per line, a median over repetitions, and the ratio against a baseline measured in the
 //! same run; JSON lines with `--json`, a readable table otherwise.
 
-use std::fmt::Write as _;
 use std::time::Instant;
+
+use clap::Parser;
+use serde::Serialize;
 
 /// Which direction of a value is an improvement.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,64 +81,50 @@ impl Line {
 
     /// The JSON object of BENCHMARKS.md, on one line.
     pub fn to_json(&self) -> String {
-        let mut s = String::from("{");
-        let _ = write!(
-            s,
-            "\"bench\":{},\"case\":{},\"value\":{},\"unit\":{}",
-            json_str(&self.bench),
-            json_str(&self.case),
-            json_num(self.value),
-            json_str(&self.unit)
-        );
-        if let Some((name, value)) = &self.baseline {
-            let _ = write!(
-                s,
-                ",\"baseline\":{},\"baseline_value\":{},\"ratio\":{}",
-                json_str(name),
-                json_num(*value),
-                json_num(self.value / value)
-            );
-        }
-        let _ = write!(
-            s,
-            ",\"better\":\"{}\",\"conduit\":{},\"ranks\":{}}}",
-            self.better.as_str(),
-            json_str(&self.conduit),
-            self.ranks
-        );
-        s
+        let ratio = self.ratio();
+        let json = JsonLine {
+            bench: &self.bench,
+            case: &self.case,
+            value: json_num(self.value),
+            unit: &self.unit,
+            baseline: self.baseline.as_ref().map(|(name, _)| name.as_str()),
+            baseline_value: self.baseline.as_ref().map(|&(_, v)| json_num(v)),
+            ratio: ratio.map(json_num),
+            better: self.better.as_str(),
+            conduit: &self.conduit,
+            ranks: self.ranks,
+        };
+        serde_json::to_string(&json).expect("a benchmark line serializes")
     }
 }
 
-fn json_str(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
+/// A [`Line`] as BENCHMARKS.md writes it, in its field order; the baseline's three fields are
+/// left out when there is none.
+#[derive(Serialize)]
+struct JsonLine<'a> {
+    bench: &'a str,
+    case: &'a str,
+    value: Option<f64>,
+    unit: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    baseline: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    baseline_value: Option<Option<f64>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ratio: Option<Option<f64>>,
+    better: &'static str,
+    conduit: &'a str,
+    ranks: usize,
 }
 
-fn json_num(v: f64) -> String {
-    if v.is_finite() {
-        // Four significant decimals are plenty for timings and keep lines short.
-        let r = (v * 1e4).round() / 1e4;
-        if r == 0.0 && v != 0.0 {
-            format!("{v:e}")
-        } else {
-            format!("{r}")
-        }
-    } else {
-        "null".into()
+/// `v` rounded to four decimals, which are plenty for timings and keep lines short (a value
+/// that would round to zero is kept as it is); `None`, written `null`, when not finite.
+fn json_num(v: f64) -> Option<f64> {
+    if !v.is_finite() {
+        return None;
     }
+    let r = (v * 1e4).round() / 1e4;
+    Some(if r == 0.0 && v != 0.0 { v } else { r })
 }
 
 /// The median of `samples` (which it sorts); NaN for none.
@@ -188,80 +176,50 @@ pub fn ns_per_op(ops: u64, mut op: impl FnMut()) -> f64 {
 }
 
 /// The command line every benchmark accepts.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Parser)]
+#[command(
+    about = "A benchmark of the project; its lines carry a baseline measured in the same run"
+)]
 pub struct BenchArgs {
-    /// Print JSON lines instead of a table.
+    /// One JSON object per line (BENCHMARKS.md) instead of a table.
+    #[arg(long)]
     pub json: bool,
-    /// Rank count (`--ranks N`, default 2).
+    /// Rank count.
+    #[arg(long, default_value_t = 2, value_parser = |s: &str| whole_at_least(s, 2))]
     pub ranks: usize,
-    /// Repetitions after warm-up (`--reps N`, default 7, at least 5 as BENCHMARKS.md asks).
+    /// Repetitions after warm-up; the median is reported (BENCHMARKS.md asks for at least 5).
+    #[arg(long, default_value_t = 7, value_parser = |s: &str| whole_at_least(s, 1))]
     pub reps: usize,
-    /// Shorter runs for smoke tests (`--quick`).
+    /// Fewer operations per repetition, for smoke tests.
+    #[arg(long)]
     pub quick: bool,
 }
 
 impl BenchArgs {
-    /// Parses `std::env::args`; prints usage and exits on `--help` or a bad argument.
+    /// Parses `std::env::args`; prints usage and exits on `--help` (status 0) or a bad
+    /// argument (status 2).
     pub fn from_env(program: &str) -> BenchArgs {
-        match BenchArgs::parse(std::env::args().skip(1)) {
-            Ok(Some(a)) => a,
-            Ok(None) => {
-                println!("{}", usage(program));
-                std::process::exit(0)
-            }
-            Err(e) => {
-                eprintln!("{program}: {e}\n{}", usage(program));
-                std::process::exit(2)
-            }
-        }
+        BenchArgs::parse_from(std::iter::once(program.to_owned()).chain(std::env::args().skip(1)))
     }
 
-    /// Parses arguments; `Ok(None)` means help was asked for.
+    /// Parses arguments (without the program name); `Ok(None)` means help was asked for.
     pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Option<BenchArgs>, String> {
-        let mut out = BenchArgs {
-            json: false,
-            ranks: 2,
-            reps: 7,
-            quick: false,
-        };
-        let mut it = args.into_iter();
-        while let Some(arg) = it.next() {
-            match arg.as_str() {
-                "--json" => out.json = true,
-                "--quick" => out.quick = true,
-                "--ranks" | "--reps" => {
-                    let v = it.next().ok_or_else(|| format!("{arg} needs a number"))?;
-                    let n: usize = v
-                        .parse()
-                        .map_err(|_| format!("{arg} needs a whole number, got {v:?}"))?;
-                    if arg == "--ranks" {
-                        if n < 2 {
-                            return Err("--ranks must be at least 2".into());
-                        }
-                        out.ranks = n;
-                    } else {
-                        if n < 1 {
-                            return Err("--reps must be at least 1".into());
-                        }
-                        out.reps = n;
-                    }
-                }
-                "-h" | "--help" => return Ok(None),
-                other => return Err(format!("unknown argument {other:?}")),
-            }
+        let args = std::iter::once("bench".to_owned()).chain(args);
+        match BenchArgs::try_parse_from(args) {
+            Ok(a) => Ok(Some(a)),
+            Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelp => Ok(None),
+            Err(e) => Err(e.to_string()),
         }
-        Ok(Some(out))
     }
 }
 
-fn usage(program: &str) -> String {
-    format!(
-        "usage: {program} [--json] [--ranks N] [--reps N] [--quick]\n  \
-         --json     one JSON object per line (BENCHMARKS.md)\n  \
-         --ranks N  rank count (default 2)\n  \
-         --reps N   repetitions after warm-up; the median is reported (default 7)\n  \
-         --quick    fewer operations per repetition, for smoke tests"
-    )
+/// A whole number of at least `min` (a clap value parser).
+fn whole_at_least(s: &str, min: usize) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if n >= min => Ok(n),
+        Ok(_) => Err(format!("must be at least {min}")),
+        Err(_) => Err("needs a whole number".into()),
+    }
 }
 
 /// Prints lines as JSON (one per line, nothing else on stdout) or as a table.
@@ -311,14 +269,18 @@ mod tests {
         assert_eq!(
             l.to_json(),
             "{\"bench\":\"put_latency\",\"case\":\"8B\",\"value\":31.2,\"unit\":\"ns\",\
-             \"baseline\":\"memcpy_8B\",\"baseline_value\":4,\"ratio\":7.8,\
+             \"baseline\":\"memcpy_8B\",\"baseline_value\":4.0,\"ratio\":7.8,\
              \"better\":\"lower\",\"conduit\":\"smp\",\"ranks\":2}"
         );
         let nb = Line::new("am_roundtrip", "short", 400.0, "ns", Better::Lower);
         assert!(!nb.to_json().contains("baseline"));
-        assert_eq!(json_str("a\"b\\c\n"), "\"a\\\"b\\\\c\\u000a\"");
-        assert_eq!(json_num(f64::NAN), "null");
-        assert_eq!(json_num(1.5e-7), "1.5e-7");
+        let odd = Line::new("a\"b\\c\n", "x", f64::NAN, "ns", Better::Lower).baseline("b", 1.5e-7);
+        assert_eq!(
+            odd.to_json(),
+            "{\"bench\":\"a\\\"b\\\\c\\n\",\"case\":\"x\",\"value\":null,\"unit\":\"ns\",\
+             \"baseline\":\"b\",\"baseline_value\":1.5e-7,\"ratio\":null,\
+             \"better\":\"lower\",\"conduit\":\"smp\",\"ranks\":1}"
+        );
     }
 
     #[test]
@@ -345,9 +307,10 @@ mod tests {
             .unwrap();
         assert_eq!((a.json, a.ranks, a.reps, a.quick), (true, 4, 9, false));
         assert_eq!(p(&["--help"]).unwrap(), None);
-        assert!(p(&["--ranks"]).unwrap_err().contains("needs a number"));
+        assert!(p(&["--ranks"]).unwrap_err().contains("--ranks"));
         assert!(p(&["--ranks", "x"]).unwrap_err().contains("whole number"));
-        assert!(p(&["--ranks", "1"]).is_err());
+        assert!(p(&["--ranks", "1"]).unwrap_err().contains("at least 2"));
+        assert!(p(&["--reps", "0"]).unwrap_err().contains("at least 1"));
         assert!(p(&["--bogus"]).unwrap_err().contains("--bogus"));
     }
 

@@ -13,11 +13,8 @@ pub enum Injected {
 }
 
 /// SplitMix64: a well-mixed 64-bit hash step.
-pub(crate) fn mix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
+pub(crate) fn mix(z: u64) -> u64 {
+    pgas::mix64(z.wrapping_add(0x9E37_79B9_7F4A_7C15))
 }
 
 /// A stable hash of a name (FNV-1a).

@@ -47,23 +47,7 @@ impl CommonArgs {
     /// examples grows with the rank count, so quietly running another size would mislead).
     /// Otherwise `--ranks`, else `PGAS_RANKS`, else [`DEFAULT_RANKS`].
     pub fn ranks(&self) -> Result<usize, String> {
-        if let Some((_, size)) = mpi_world()? {
-            return match self.ranks {
-                Some(n) if n != size => Err(format!(
-                    "--ranks {n} does not match the {size} MPI processes: under mpirun the rank \
-                     count is the number of processes (`mpirun -n {n} ...`, or leave --ranks out)"
-                )),
-                _ => Ok(size),
-            };
-        }
-        if let Some(n) = self.ranks {
-            return Ok(n);
-        }
-        match std::env::var("PGAS_RANKS") {
-            Ok(v) => parse_positive(&v).map_err(|e| format!("PGAS_RANKS={v:?} is invalid: {e}")),
-            Err(std::env::VarError::NotPresent) => Ok(DEFAULT_RANKS),
-            Err(e) => Err(format!("PGAS_RANKS is unreadable: {e}")),
-        }
+        pgas::job_ranks("--ranks", self.ranks, DEFAULT_RANKS).map_err(|e| e.to_string())
     }
 }
 
@@ -72,7 +56,7 @@ impl CommonArgs {
 pub fn mpi_world() -> Result<Option<(usize, usize)>, String> {
     static WORLD: OnceLock<Result<Option<(usize, usize)>, String>> = OnceLock::new();
     WORLD
-        .get_or_init(|| gasnet_bridge::conduit::mpi_world().map_err(|e| e.to_string()))
+        .get_or_init(|| pgas::mpi_world().map_err(|e| e.to_string()))
         .clone()
 }
 
@@ -190,7 +174,7 @@ pub fn finish<R, E: Display>(
         eprintln!("{program}: error: {e}");
         std::process::exit(1)
     });
-    let here = gasnet_bridge::launch::returned_ranks(results.len()).unwrap_or(0..0);
+    let here = pgas::returned_ranks(results.len()).unwrap_or(0..0);
     let (mut failed, mut ranks, mut values) = (0, 0, None);
     for (rank, c) in here.zip(results) {
         if let Some(e) = c.error {
@@ -225,14 +209,9 @@ where
     all
 }
 
-/// The SplitMix64 finalizer: a bijection of `u64` with `mix64(0) == 0`, used to make keys,
-/// values and positions that look random but are the same on every run.
-pub fn mix64(x: u64) -> u64 {
-    let mut z = x;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
+/// The SplitMix64 finalizer (pgas's), used to make keys, values and positions that look
+/// random but are the same on every run.
+pub use pgas::mix64;
 
 /// A small, fast, seedable generator (SplitMix64) for the examples' random choices.
 #[derive(Debug, Clone)]

@@ -2,31 +2,12 @@
 //! one (and `stencil`'s), with re-executions in the report; a bad configuration is a clear
 //! error.
 
-use std::process::{Command, Output};
+mod common;
+
+use common::{run, run_ok};
 
 const CD_STENCIL: &str = env!("CARGO_BIN_EXE_cd_stencil");
 const STENCIL: &str = env!("CARGO_BIN_EXE_stencil");
-
-fn run(bin: &str, args: &[&str]) -> Output {
-    Command::new(bin)
-        .args(args)
-        .env_remove("PGAS_RANKS")
-        .env_remove("CD_CONFIG")
-        .output()
-        .unwrap_or_else(|e| panic!("cannot start {bin}: {e}"))
-}
-
-fn run_ok(bin: &str, args: &[&str]) -> String {
-    let out = run(bin, args);
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{bin} {args:?} failed ({}):\nstdout:\n{stdout}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-}
 
 fn line<'a>(out: &'a str, prefix: &str) -> &'a str {
     out.lines()
@@ -125,6 +106,7 @@ fn a_bad_configuration_names_file_line_and_key() {
     let out = run(
         CD_STENCIL,
         &["--ranks", "2", "--n", "8", "--cd-config", &path],
+        &[],
     );
     std::fs::remove_file(&toml).unwrap();
     assert!(!out.status.success());
@@ -141,6 +123,7 @@ fn a_bad_configuration_names_file_line_and_key() {
             "--cd-config",
             "/nonexistent/cd.toml",
         ],
+        &[],
     );
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);

@@ -2,31 +2,9 @@
 //! succeeds (each binary verifies its own answer), and that the stencil's checksum is the same
 //! for every rank count.
 
-use std::process::{Command, Output};
+mod common;
 
-/// Runs `bin` with `args` (and `PGAS_RANKS` removed unless given in `env`).
-fn run(bin: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut cmd = Command::new(bin);
-    cmd.args(args).env_remove("PGAS_RANKS");
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    cmd.output()
-        .unwrap_or_else(|e| panic!("cannot start {bin}: {e}"))
-}
-
-/// Runs `bin` and returns its stdout, failing the test with its output if it failed.
-fn run_ok(bin: &str, args: &[&str]) -> String {
-    let out = run(bin, args, &[]);
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{bin} {args:?} failed ({}):\nstdout:\n{stdout}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-}
+use common::{run, run_ok};
 
 /// Runs `bin`, expects failure, and returns its stderr.
 fn run_err(bin: &str, args: &[&str], env: &[(&str, &str)]) -> String {

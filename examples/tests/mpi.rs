@@ -5,13 +5,17 @@
 //! non-zero; a `--ranks` that differs from the number of processes is refused.
 //!
 //! Only with the `mpi` feature (`cargo test -p pgas-examples --features mpi --test mpi`), and
-//! skipped with a message when there is no mpirun. `MPIRUN` overrides the launcher (default
+//! skipped with a message when there is no mpirun, except under `CI=true`, where that fails. `MPIRUN` overrides the launcher (default
 //! `mpirun`), `MPIRUN_FLAGS` its flags (default `--allow-run-as-root --oversubscribe`, for Open
 //! MPI in a root container), as in gasnet-bridge's conduit suite and lulesh's tests/mpi.rs.
 #![cfg(feature = "mpi")]
 
+mod common;
+
 use std::process::{Command, Output};
 use std::sync::{Mutex, MutexGuard, OnceLock};
+
+use common::stdout_of_success;
 
 const HELLO: &str = env!("CARGO_BIN_EXE_hello");
 const GUPS: &str = env!("CARGO_BIN_EXE_gups");
@@ -22,17 +26,16 @@ const CD_STENCIL: &str = env!("CARGO_BIN_EXE_cd_stencil");
 /// The process counts every example is run with.
 const WORLDS: [usize; 2] = [2, 3];
 
-/// The lock every test holds while it runs jobs, or `None` (test skipped) without mpirun. One
-/// job at a time: parallel tests would put several oversubscribed jobs on this machine's cores.
+/// The lock every test holds while it runs jobs, or `None` (test skipped, with a line on
+/// stderr) without mpirun; under `CI=true` a missing mpirun fails the test instead
+/// ([`pgas::mpirun::require_mpirun`]). One job at a time: parallel tests would put several
+/// oversubscribed jobs on this machine's cores.
 fn mpi_or_skip(test: &str) -> Option<MutexGuard<'static, ()>> {
     static HAVE: OnceLock<bool> = OnceLock::new();
     static ONE_JOB: Mutex<()> = Mutex::new(());
-    let have = *HAVE.get_or_init(gasnet_bridge::conduit::mpirun_available);
-    if !have {
-        eprintln!(
-            "{test}: no {} on PATH; skipped",
-            gasnet_bridge::conduit::mpirun_program()
-        );
+    if !*HAVE.get_or_init(pgas::mpirun::mpirun_available) {
+        // Says it is skipped, or panics under CI=true.
+        pgas::mpirun::require_mpirun(test);
         return None;
     }
     // A failed test poisons the lock; the others can still run.
@@ -42,7 +45,7 @@ fn mpi_or_skip(test: &str) -> Option<MutexGuard<'static, ()>> {
 /// `bin args` as `n` processes under mpirun, with the environment that would choose the smp
 /// conduit or a rank count removed.
 fn mpirun(n: usize, bin: &str, args: &[&str]) -> Output {
-    gasnet_bridge::conduit::mpirun_command(n)
+    pgas::mpirun::mpirun_command(n)
         .arg(bin)
         .args(args)
         .env_remove("PGAS_RANKS")
@@ -51,7 +54,7 @@ fn mpirun(n: usize, bin: &str, args: &[&str]) -> Output {
         .env_remove("CD_CONFIG")
         .output()
         .unwrap_or_else(|e| {
-            let launcher = gasnet_bridge::conduit::mpirun_program();
+            let launcher = pgas::mpirun::mpirun_program();
             panic!("cannot start {launcher}: {e}")
         })
 }
@@ -68,17 +71,6 @@ fn smp(n: usize, bin: &str, args: &[&str]) -> String {
         .output()
         .unwrap_or_else(|e| panic!("cannot start {bin}: {e}"));
     stdout_of_success(&format!("{bin} --ranks {n} {args:?}"), out)
-}
-
-fn stdout_of_success(what: &str, out: Output) -> String {
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{what} failed ({}):\nstdout:\n{stdout}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
 }
 
 /// `bin args` under `mpirun -n n`, which must succeed; its stdout.

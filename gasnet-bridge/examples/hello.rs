@@ -37,15 +37,8 @@ fn main() {
         )),
     });
     let mut config = LaunchConfig::from_env(4).unwrap_or_else(|e| usage_error(e.to_string()));
-    match (world, ranks) {
-        (Some((_, size)), Some(n)) if n != size => usage_error(format!(
-            "RANKS {n} does not match the {size} MPI processes: under mpirun the rank count is \
-             the number of processes (`mpirun -n {n} ...`, or leave RANKS out)"
-        )),
-        (Some((_, size)), _) => config.ranks = size,
-        (None, Some(n)) => config.ranks = n,
-        (None, None) => {}
-    }
+    config.ranks = gasnet_bridge::job_ranks("RANKS", ranks, config.ranks)
+        .unwrap_or_else(|e| usage_error(e.to_string()));
 
     // Rank 0 counts the AMs it receives; the handler runs on rank 0's thread (in rank 0's
     // process under mpi).

@@ -68,6 +68,33 @@ impl LaunchConfig {
         Ok(config)
     }
 
+    /// The rank count of a program's job, by the one convention of every program here: under
+    /// an MPI launcher (`mpi_world_size` is `Some`, see [`crate::conduit::mpi_world`]) the
+    /// number of processes, `PGAS_RANKS` ignored and a `given` count that differs refused
+    /// ([`ConfigError::RanksDiffer`], naming `flag`, the option it came by: `--ranks`,
+    /// `RANKS`); otherwise `given`, else `PGAS_RANKS` (looked up by `lookup`), else `default`.
+    pub fn resolve_ranks(
+        flag: &str,
+        given: Option<usize>,
+        default: usize,
+        mpi_world_size: Option<usize>,
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Result<usize, ConfigError> {
+        match (mpi_world_size, given) {
+            (Some(processes), Some(given)) if given != processes => Err(ConfigError::RanksDiffer {
+                flag: flag.into(),
+                given,
+                processes,
+            }),
+            (Some(processes), _) => Ok(processes),
+            (None, Some(given)) => Ok(given),
+            (None, None) => match lookup("PGAS_RANKS") {
+                Some(v) => parse_positive("PGAS_RANKS", &v),
+                None => Ok(default),
+            },
+        }
+    }
+
     /// Checks every field, naming the first one out of range.
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.ranks == 0 {
@@ -122,6 +149,26 @@ mod tests {
                 .find(|(n, _)| *n == k)
                 .map(|(_, v)| v.to_string())
         }
+    }
+
+    #[test]
+    fn rank_counts_resolve_by_one_convention() {
+        let none = env(&[]);
+        let eight = env(&[("PGAS_RANKS", "8")]);
+        let resolve = LaunchConfig::resolve_ranks;
+        assert_eq!(resolve("--ranks", None, 4, None, &none), Ok(4));
+        assert_eq!(resolve("--ranks", None, 4, None, &eight), Ok(8));
+        assert_eq!(resolve("--ranks", Some(2), 4, None, &eight), Ok(2));
+        assert_eq!(resolve("--ranks", None, 4, Some(3), &eight), Ok(3));
+        assert_eq!(resolve("--ranks", Some(3), 4, Some(3), &none), Ok(3));
+        let err = resolve("--ranks", Some(8), 4, Some(2), &none).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "--ranks 8 does not match the 2 MPI processes: under mpirun the rank count is the \
+             number of processes (`mpirun -n 8 ...`, or leave --ranks out)"
+        );
+        let err = resolve("RANKS", None, 4, None, &env(&[("PGAS_RANKS", "x")])).unwrap_err();
+        assert!(err.to_string().contains("PGAS_RANKS"), "{err}");
     }
 
     #[test]

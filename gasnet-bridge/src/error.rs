@@ -77,6 +77,17 @@ pub enum ConfigError {
     /// A value given through the API is out of range.
     #[error("invalid {what}: {reason}")]
     BadValue { what: &'static str, reason: String },
+    /// A program was given a rank count (by its option `flag`) that differs from the number
+    /// of processes an MPI launcher started, which is the rank count there.
+    #[error(
+        "{flag} {given} does not match the {processes} MPI processes: under mpirun the rank \
+         count is the number of processes (`mpirun -n {given} ...`, or leave {flag} out)"
+    )]
+    RanksDiffer {
+        flag: String,
+        given: usize,
+        processes: usize,
+    },
 }
 
 /// Why a launched job did not return every rank's result.

@@ -111,6 +111,21 @@ pub fn returned_ranks(ranks: usize) -> Option<std::ops::Range<usize>> {
     }
 }
 
+/// The rank count of a program's job, given by its option `flag` (`--ranks`, `RANKS`) or not:
+/// [`LaunchConfig::resolve_ranks`] with this process's MPI world and environment. Under
+/// `mpirun` the number of processes (a different `given` is an error naming both), otherwise
+/// `given`, else `PGAS_RANKS`, else `default`.
+pub fn job_ranks(flag: &str, given: Option<usize>, default: usize) -> Result<usize, LaunchError> {
+    let world = crate::conduit::mpi_world()?.map(|(_, size)| size);
+    Ok(LaunchConfig::resolve_ranks(
+        flag,
+        given,
+        default,
+        world,
+        |var| std::env::var(var).ok(),
+    )?)
+}
+
 /// [`launch`] with the shape read from the environment (`PGAS_RANKS`, `PGAS_SEGMENT_MB`,
 /// `PGAS_RANKS_PER_NODE`), `default_ranks` when `PGAS_RANKS` is unset.
 pub fn launch_from_env<R, F>(

@@ -43,5 +43,5 @@ pub use config::{DEFAULT_SEGMENT_BYTES, LaunchConfig};
 pub use counters::WriteAck;
 pub use endpoint::Endpoint;
 pub use error::{BridgeError, ConfigError, LaunchError};
-pub use launch::{launch, launch_from_env, returned_ranks};
+pub use launch::{job_ranks, launch, launch_from_env, returned_ranks};
 pub use topology::Topology;

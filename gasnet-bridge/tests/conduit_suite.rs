@@ -643,7 +643,7 @@ fn main() {
         return;
     }
     // Skips without mpirun, except under CI=true, where that is a failure.
-    if !gasnet_bridge::conduit::require_mpirun() {
+    if !gasnet_bridge::conduit::require_mpirun("conduit_suite") {
         return;
     }
     if part("checks") {

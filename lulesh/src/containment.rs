@@ -42,15 +42,12 @@
 
 use std::convert::Infallible;
 use std::path::Path;
-use std::sync::Mutex;
 
 use cd_runtime as cd;
 use cd_runtime::{CdConfig, Report};
-use gasnet_bridge::LaunchConfig;
-use pgas::RpcTable;
+use pgas::{LaunchConfig, RpcTable};
 
-use crate::comm::{Comm, SingleRank};
-use crate::distributed::{self, PgasComm};
+use crate::distributed::{self, FirstFailure};
 use crate::domain::{Domain, Params};
 use crate::eos;
 use crate::error::LuleshError;
@@ -247,31 +244,15 @@ pub fn run(
     config.report = false;
     let mut rpcs = RpcTable::new();
     let arrived = distributed::register_rpcs(&mut rpcs);
-    let failure: Mutex<Option<LuleshError>> = Mutex::new(None);
-    let fail = |e: LuleshError| -> ! {
-        let text = e.to_string();
-        failure
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get_or_insert(e);
-        // Unwinding (without the panic hook's noise) ends this rank; the
-        // launcher then stops the others.
-        std::panic::resume_unwind(Box::new(text))
-    };
+    let failure = FirstFailure::default();
 
     let outcome = cd::launch(&job, config, rpcs, || {
-        distributed::check_job_size(ranks).unwrap_or_else(|e| fail(e));
-        let comm: Box<dyn Comm> = if ranks == 1 {
-            Box::new(SingleRank)
-        } else {
-            Box::new(PgasComm::new(nx, arrived).unwrap_or_else(|e| fail(e)))
-        };
-        let mut sim = Simulation::new(opts, comm).unwrap_or_else(|e| fail(e));
+        let mut sim = distributed::start_rank(opts, ranks, ranks == 1, arrived, &failure);
         preserve_read_only(&cd::current(), &mut sim.domain, nx);
         let rank0 = pgas::rank_me() == 0;
         let elapsed = sim.run_with(
             opts.its,
-            |sim| cycle(sim, &|e| -> Infallible { fail(e) }),
+            |sim| cycle(sim, &|e| -> Infallible { failure.fail(e) }),
             |dom| {
                 if rank0 {
                     progress(dom)
@@ -287,9 +268,6 @@ pub fn run(
             Ok(distributed::rank0_result(out.results, ranks)
                 .map(|report| CdRunOutput { report, cd_report }))
         }
-        Err(e) => Err(failure
-            .into_inner()
-            .unwrap_or_else(|p| p.into_inner())
-            .unwrap_or_else(|| LuleshError::Cd(e.to_string()))),
+        Err(e) => Err(failure.or(|| LuleshError::Cd(e.to_string()))),
     }
 }

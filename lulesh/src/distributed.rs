@@ -21,13 +21,12 @@
 use std::cell::RefCell;
 use std::sync::Mutex;
 
-use gasnet_bridge::LaunchConfig;
 use pgas::{
-    Completions, DistObject, GlobalPtr, Promise, RpcFn, RpcTable, new_array, ops, reduce_all,
-    reduce_one, rput_with, world,
+    Completions, DistObject, GlobalPtr, LaunchConfig, Promise, RpcFn, RpcTable, new_array, ops,
+    reduce_all, reduce_one, rput_with, world,
 };
 
-use crate::comm::{Comm, Msg};
+use crate::comm::{Comm, Msg, SingleRank};
 use crate::domain::Domain;
 use crate::error::LuleshError;
 use crate::halo::{self, DIRS, Pattern};
@@ -143,11 +142,14 @@ struct Neighbour {
 /// The [`Comm`] of one rank of a multi-rank run over pgas.
 pub struct PgasComm {
     layout: BlockLayout,
-    /// This rank's receive buffers, one per exchange kind, `buf_len` reals each.
+    /// This rank's receive buffers, one per exchange kind, as many reals each as
+    /// [`PgasComm::inbox`].
     recv: [GlobalPtr<f64>; KINDS],
-    buf_len: usize,
     /// Packing area (the reference's `commDataSend`), reused every exchange.
     send: Vec<f64>,
+    /// Unpacking area: the received messages of an exchange, copied out of the receive
+    /// buffer of its kind (as long as one, allocated once, reused every exchange).
+    inbox: Vec<f64>,
     neighbours: [Option<Neighbour>; 26],
     arrived: RpcFn<u8, ()>,
 }
@@ -195,8 +197,8 @@ impl PgasComm {
         Ok(PgasComm {
             layout,
             recv,
-            buf_len,
             send: vec![0.0; buf_len],
+            inbox: vec![0.0; buf_len],
             neighbours,
             arrived,
         })
@@ -234,8 +236,6 @@ impl PgasComm {
         sent.finalize().wait();
     }
 
-    /// Waits for every message of `msg` this rank expects and returns the
-    /// receive slots by direction with the buffer holding them.
     /// Sends the boundary nodes of `fields` to the neighbours and folds what they sent into
     /// the same nodes with `apply`, in the reference's unpack order (a sum for the force
     /// exchange, an overwrite for positions and velocities).
@@ -248,7 +248,7 @@ impl PgasComm {
     ) {
         let dims = node_dims(layout);
         self.send(layout, msg, fields, dims);
-        let (slots, buf) = self.receive(layout, msg, fields.len());
+        let (slots, buf) = self.receive(layout, msg, fields.len(), dims);
         for (i, &d) in DIRS.iter().enumerate() {
             let Some(at) = slots[i] else { continue };
             let n = halo::side_len(dims, d);
@@ -261,20 +261,33 @@ impl PgasComm {
         }
     }
 
-    fn receive(&self, layout: &BlockLayout, msg: Msg, nf: usize) -> ([Option<usize>; 26], &[f64]) {
+    /// Waits for every message of `msg` (`nf` fields over sides of a block of `dims`) this
+    /// rank expects, copies them out of the receive buffer of their kind, and returns the
+    /// receive slots by direction with the copy ([`PgasComm::inbox`]) holding them.
+    fn receive(
+        &mut self,
+        layout: &BlockLayout,
+        msg: Msg,
+        nf: usize,
+        dims: [usize; 3],
+    ) -> ([Option<usize>; 26], &[f64]) {
         let kind = kind_index(msg);
         let slots = halo::slots(layout, Pattern::of(msg), nf, true);
         wait_arrivals(kind, slots.iter().flatten().count());
-        let ptr = self.recv[kind]
-            .local_slice_ptr(self.buf_len)
+        // Every expected message has landed (its arrival rpc ran after the put), and no rank
+        // writes this buffer again before the next global synchronization, which this rank
+        // reaches only after it is done with the copy. One copy of the part the messages
+        // fill, through the API (one bounds check).
+        let end = DIRS
+            .iter()
+            .zip(&slots)
+            .filter_map(|(&d, at)| at.map(|at| at + nf * halo::side_len(dims, d)))
+            .max()
+            .unwrap_or(0);
+        self.recv[kind]
+            .read_local_slice(&mut self.inbox[..end])
             .expect("this rank's own receive buffer is local");
-        // SAFETY: the range lies in this rank's segment (checked above) and
-        // stays valid for the job. Every expected message has landed (its
-        // arrival rpc ran after the put), and no rank writes this buffer
-        // again before the next global synchronization, which this rank
-        // reaches only after it is done with the slice.
-        let buf = unsafe { std::slice::from_raw_parts(ptr.cast_const(), self.buf_len) };
-        (slots, buf)
+        (slots, &self.inbox)
     }
 }
 
@@ -307,7 +320,7 @@ impl Comm for PgasComm {
         let msg = Msg::MonoQ;
         let dims = [layout.size_x, layout.size_y, layout.size_z];
         self.send(layout, msg, fields, dims);
-        let (slots, buf) = self.receive(layout, msg, fields.len());
+        let (slots, buf) = self.receive(layout, msg, fields.len(), dims);
         // The faces' layers fill the ghost elements past numElem in message order.
         let mut ghost = layout.size_x * layout.size_y * layout.size_z;
         for (i, &d) in DIRS.iter().enumerate() {
@@ -377,10 +390,10 @@ pub struct MpiProcess {
 /// `PGAS_CONDUIT` is an error.
 ///
 /// The job's shape (a cube of ranks) must be checked, and the header printed
-/// by rank 0 alone, before the job starts: gasnet-bridge's
-/// `conduit::mpi_world` asks MPI for it.
+/// by rank 0 alone, before the job starts: [`pgas::mpi_world`] asks MPI for
+/// it.
 pub fn mpi_process() -> Result<Option<MpiProcess>, LuleshError> {
-    gasnet_bridge::conduit::mpi_world()
+    pgas::mpi_world()
         .map(|w| w.map(|(rank, world_size)| MpiProcess { world_size, rank }))
         .map_err(|e| LuleshError::Launch(e.to_string()))
 }
@@ -389,7 +402,7 @@ pub fn mpi_process() -> Result<Option<MpiProcess>, LuleshError> {
 /// (on smp it ran every rank; under mpi only rank 0's process did).
 pub(crate) fn rank0_result<T>(results: Vec<Option<T>>, ranks: usize) -> Option<T> {
     // The results are those of `here`, in rank order: rank 0's comes first if it is there.
-    let here = gasnet_bridge::launch::returned_ranks(ranks)?;
+    let here = pgas::returned_ranks(ranks)?;
     if !here.contains(&0) {
         return None;
     }
@@ -410,6 +423,54 @@ pub(crate) fn check_job_size(ranks: usize) -> Result<(), LuleshError> {
     }
 }
 
+/// The first fatal error met by a job's ranks. A rank that meets one records it (if no rank
+/// did before) and ends by unwinding, so that the launcher stops the others, as the
+/// reference's `MPI_Abort` does; the driver then returns the recorded error, which names the
+/// cause, rather than the launcher's.
+#[derive(Default)]
+pub(crate) struct FirstFailure(Mutex<Option<LuleshError>>);
+
+impl FirstFailure {
+    /// Records `e` if it is the first and ends this rank.
+    pub(crate) fn fail(&self, e: LuleshError) -> ! {
+        let text = e.to_string();
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_or_insert(e);
+        // Unwinding (without the panic hook's noise) ends this rank; the
+        // launcher then stops the others.
+        std::panic::resume_unwind(Box::new(text))
+    }
+
+    /// The recorded error, else `launch_error` (the job failed otherwise).
+    pub(crate) fn or(self, launch_error: impl FnOnce() -> LuleshError) -> LuleshError {
+        self.0
+            .into_inner()
+            .unwrap_or_else(|p| p.into_inner())
+            .unwrap_or_else(launch_error)
+    }
+}
+
+/// This rank's simulation at the start of a job that must span `ranks` ranks (checked):
+/// halos over pgas ([`PgasComm`], collective), or none on a single rank when `solo`.
+pub(crate) fn start_rank(
+    opts: &Options,
+    ranks: usize,
+    solo: bool,
+    arrived: RpcFn<u8, ()>,
+    failure: &FirstFailure,
+) -> Simulation {
+    check_job_size(ranks).unwrap_or_else(|e| failure.fail(e));
+    let comm: Box<dyn Comm> = if solo {
+        Box::new(SingleRank)
+    } else {
+        let nx = opts.nx as usize;
+        Box::new(PgasComm::new(nx, arrived).unwrap_or_else(|e| failure.fail(e)))
+    };
+    Simulation::new(opts, comm).unwrap_or_else(|e| failure.fail(e))
+}
+
 /// Runs `opts` on `ranks` ranks (a cube) shaped by [`launch_config`], and returns rank 0's
 /// report (elapsed time is the maximum over ranks) if this process ran rank 0: always on
 /// the smp conduit, only in rank 0's process under mpi (`None` in the others). `progress`
@@ -423,26 +484,13 @@ pub fn run(
     progress: impl Fn(&Domain) + Sync,
 ) -> Result<Option<FinalReport>, LuleshError> {
     let num_ranks = ranks as i32;
-    let nx = opts.nx as usize;
-    let config = launch_config(ranks, nx)?;
+    let config = launch_config(ranks, opts.nx as usize)?;
     let mut rpcs = RpcTable::new();
     let arrived = register_rpcs(&mut rpcs);
-    let failure: Mutex<Option<LuleshError>> = Mutex::new(None);
-    let fail = |e: LuleshError| -> ! {
-        let text = e.to_string();
-        failure
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get_or_insert(e);
-        // Unwinding (without the panic hook's noise) ends this rank; the
-        // launcher then stops the others.
-        std::panic::resume_unwind(Box::new(text))
-    };
+    let failure = FirstFailure::default();
 
     let outcome = pgas::launch(&config, rpcs, || {
-        check_job_size(ranks).unwrap_or_else(|e| fail(e));
-        let comm = PgasComm::new(nx, arrived).unwrap_or_else(|e| fail(e));
-        let mut sim = Simulation::new(opts, Box::new(comm)).unwrap_or_else(|e| fail(e));
+        let mut sim = start_rank(opts, ranks, false, arrived, &failure);
         let rank0 = pgas::rank_me() == 0;
         let elapsed = sim
             .run(opts.its, |dom| {
@@ -450,14 +498,11 @@ pub fn run(
                     progress(dom)
                 }
             })
-            .unwrap_or_else(|e| fail(e));
+            .unwrap_or_else(|e| failure.fail(e));
         rank0.then(|| FinalReport::new(&sim.domain, elapsed, opts.nx, num_ranks))
     });
     match outcome {
         Ok(reports) => Ok(rank0_result(reports, ranks)),
-        Err(e) => Err(failure
-            .into_inner()
-            .unwrap_or_else(|p| p.into_inner())
-            .unwrap_or_else(|| LuleshError::Launch(e.to_string()))),
+        Err(e) => Err(failure.or(|| LuleshError::Launch(e.to_string()))),
     }
 }

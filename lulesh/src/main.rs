@@ -9,7 +9,6 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use lulesh::distributed::MpiProcess;
 use lulesh::domain::Domain;
 use lulesh::layout::BlockLayout;
 use lulesh::options::{self, Command, Options};
@@ -50,7 +49,7 @@ fn main() -> ExitCode {
         }
     };
 
-    let ranks = match rank_count(&opts, mpi) {
+    let ranks = match rank_count(&opts) {
         Ok(n) => n,
         Err(err) => {
             if speaks {
@@ -175,34 +174,9 @@ fn main() -> ExitCode {
 }
 
 /// Ranks asked for: `--ranks`, else `PGAS_RANKS`, else 1; under mpi the MPI
-/// world size (`PGAS_RANKS` is ignored, a different `--ranks` is an error).
-fn rank_count(opts: &Options, mpi: Option<MpiProcess>) -> Result<i32, String> {
-    let n = match (mpi, opts.ranks) {
-        (Some(m), Some(n)) if n != m.world_size => {
-            return Err(format!(
-                "--ranks {n} does not match the {} MPI processes: under mpirun the rank count \
-                 is the number of processes (`mpirun -n {n} ...`, or leave --ranks out)",
-                m.world_size
-            ));
-        }
-        (Some(m), _) => m.world_size,
-        (None, ranks) => rank_count_smp(ranks)?,
-    };
+/// world size (`PGAS_RANKS` is ignored, a different `--ranks` is an error):
+/// [`pgas::job_ranks`], the convention of every program here.
+fn rank_count(opts: &Options) -> Result<i32, String> {
+    let n = pgas::job_ranks("--ranks", opts.ranks, 1).map_err(|e| e.to_string())?;
     i32::try_from(n).map_err(|_| format!("too many ranks: {n}"))
-}
-
-/// [`rank_count`] on the smp conduit.
-fn rank_count_smp(ranks: Option<usize>) -> Result<usize, String> {
-    Ok(match ranks {
-        Some(n) => n,
-        None => match std::env::var("PGAS_RANKS") {
-            Ok(v) => v
-                .trim()
-                .parse::<usize>()
-                .ok()
-                .filter(|&n| n >= 1)
-                .ok_or_else(|| format!("PGAS_RANKS must be a positive integer (got '{v}')"))?,
-            Err(_) => 1,
-        },
-    })
 }

@@ -2,13 +2,16 @@
 //! errors and rank losses end with exactly the numbers of the fault-free
 //! run; a configuration that cannot be used is refused clearly.
 
-use std::path::PathBuf;
+mod common;
+
 use std::process::Command;
 
 use cd_runtime::CdConfig;
 use lulesh::containment::{self, CdRunOutput};
 use lulesh::verify::fmt_e;
 use lulesh::{FinalReport, LuleshError, Options, distributed};
+
+use common::{EIGHT_RANK_FAULTS, TempFile};
 
 /// The report's lines without the timings: everything up to the full-precision energy sum.
 fn physics(r: &FinalReport) -> String {
@@ -36,23 +39,6 @@ fn run_cd(o: &Options, ranks: usize, text: &str) -> Result<CdRunOutput, LuleshEr
         .map(|out| out.expect("rank 0 runs in this process"))
 }
 
-/// A file in the temporary directory, removed on drop.
-struct TempFile(PathBuf);
-
-impl TempFile {
-    fn new(name: &str, text: &str) -> TempFile {
-        let path = std::env::temp_dir().join(format!("lulesh-cd-{}-{name}", std::process::id()));
-        std::fs::write(&path, text).expect("write the temporary file");
-        TempFile(path)
-    }
-}
-
-impl Drop for TempFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
 fn lulesh(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_lulesh"))
         .args(args)
@@ -63,23 +49,6 @@ fn lulesh(args: &[&str]) -> std::process::Output {
         .output()
         .expect("the binary runs")
 }
-
-/// Soft errors in the first cycle (no time-step reduction before its first
-/// exchange, so ranks leaving the agreement early send into ranks still in
-/// it), in the middle and in the last cycle; two rank losses (segment and
-/// local copies wiped), the step's copies kept at a buddy.
-const EIGHT_RANK_FAULTS: &str = r#"
-seed = 5
-[cd.step]
-medium = "buddy"
-inject = { at = [
-    { rank = 2, iteration = 0, kind = "soft" },
-    { rank = 1, iteration = 17, kind = "soft" },
-    { rank = 3, iteration = 40, kind = "rank_loss" },
-    { rank = 0, iteration = 100, kind = "rank_loss" },
-    { rank = 6, iteration = 230, kind = "soft" },
-] }
-"#;
 
 #[test]
 fn eight_ranks_with_soft_errors_and_rank_losses_are_bit_exact() {

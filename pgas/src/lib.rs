@@ -5,8 +5,7 @@
 //! [`Future`]s. A program is a closure run on every rank by [`launch`]:
 //!
 //! ```
-//! use pgas::{launch, rank_me, rank_n, RpcTable};
-//! use gasnet_bridge::LaunchConfig;
+//! use pgas::{launch, rank_me, rank_n, LaunchConfig, RpcTable};
 //!
 //! let mut rpcs = RpcTable::new();
 //! let square = rpcs.register("square", |x: u64| x * x);
@@ -64,6 +63,38 @@ pub use gasnet_bridge::LaunchConfig;
 /// The error type of [`launch`] (re-exported so that a program can match on a failed job
 /// without naming the communication core's crate).
 pub use gasnet_bridge::LaunchError;
+
+/// The configuration error inside [`LaunchError::Config`] (a bad `PGAS_*` variable, a rank
+/// count that differs from the number of MPI processes).
+pub use gasnet_bridge::ConfigError;
+/// This process's place in an mpi job before it starts, `Some((rank, world size))`, or `None`
+/// on smp: for programs that check a job's shape before launching it.
+pub use gasnet_bridge::conduit::mpi_world;
+/// The rank count of a program's job by the one convention (`--ranks`, else `PGAS_RANKS`, else
+/// a default; under mpirun the number of processes, a different `--ranks` refused).
+pub use gasnet_bridge::job_ranks;
+/// Which ranks' results the last [`launch`] of this process returned (all on smp, one under
+/// mpirun).
+pub use gasnet_bridge::returned_ranks;
+
+/// Starting a program under `mpirun` from tests and tools: `MPIRUN` names the launcher
+/// (default `mpirun`), `MPIRUN_FLAGS` its flags (default `--allow-run-as-root --oversubscribe`).
+pub mod mpirun {
+    pub use gasnet_bridge::conduit::{
+        mpirun_available, mpirun_command, mpirun_program, require_mpirun,
+    };
+}
+
+/// The SplitMix64 finalizer: a bijection of `u64` with `mix64(0) == 0` that mixes every bit
+/// into every other. The runtime derives team ids with it; programs and the layers above use
+/// it for seeded choices that are the same on every rank and every run (one mixer for all).
+#[inline]
+pub fn mix64(x: u64) -> u64 {
+    let mut z = x;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
 
 /// Advances this rank's epoch for a fence (a synchronization point of the program).
 pub fn fence() {

@@ -53,10 +53,7 @@ const WORLD_ID: u64 = 0;
 
 fn mix(a: u64, b: u64) -> u64 {
     // SplitMix64 finalizer over the pair: ids of different (parent, seq, color) differ.
-    let mut z = a ^ b.wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(17);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
+    crate::mix64(a ^ b.wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(17))
 }
 
 impl TeamRegistry {

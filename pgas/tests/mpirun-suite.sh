@@ -10,6 +10,7 @@
 # same order (see pgas/tests/common/mod.rs). MPIRUN overrides the launcher (default mpirun),
 # MPIRUN_FLAGS its flags (default `--allow-run-as-root --oversubscribe`, for Open MPI in a
 # root container and more processes than cores). Uses CARGO_TARGET_DIR like any cargo run.
+# Without a launcher that runs, it fails (exit 1) before building anything.
 set -eu
 
 cd "$(dirname "$0")/../.."
@@ -31,6 +32,12 @@ host=$(rustc -vV | sed -n 's/^host: //p')
 runner_var="CARGO_TARGET_$(echo "$host" | tr 'a-z.-' 'A-Z__')_RUNNER"
 launcher="${MPIRUN:-mpirun}"
 flags="${MPIRUN_FLAGS---allow-run-as-root --oversubscribe}"
+
+# Never a pass without the launcher (with or without CI=true): the suite exists to run it.
+if ! "$launcher" --version >/dev/null 2>&1; then
+    echo "$0: $launcher (MPIRUN) does not run here; install Open MPI (see .ci/run)" >&2
+    exit 1
+fi
 
 # shellcheck disable=SC2086 # word splitting of $targets is intended
 cargo test -p pgas --features mpi $targets --no-run

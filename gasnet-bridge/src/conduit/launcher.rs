@@ -31,20 +31,19 @@ pub fn mpirun_available() -> bool {
         .is_ok_and(|s| s.success())
 }
 
-/// Whether tests that need the launcher can run: `true` when it runs here. Without it they are
-/// skipped (`false`, with a line on stderr), except under `CI=true`, where a missing launcher
-/// is a failure: this panics naming it, so a CI job cannot pass without running them.
-pub fn require_mpirun() -> bool {
+/// Whether `test`, which needs the launcher, can run: `true` when it runs here. Without it the
+/// test is skipped (`false`, with a line on stderr), except under `CI=true`, where a missing
+/// launcher is a failure: this panics naming it, so a CI job cannot pass without running it.
+pub fn require_mpirun(test: &str) -> bool {
     if mpirun_available() {
         return true;
     }
-    let program = mpirun_program();
-    if std::env::var("CI").is_ok_and(|v| v.trim() == "true") {
-        panic!(
-            "CI=true but the MPI launcher `{program}` does not run here (set MPIRUN or install \
-             Open MPI); the mpi tests must run in CI"
-        );
-    }
-    eprintln!("no MPI launcher `{program}` here; mpi runs skipped");
+    let launcher = mpirun_program();
+    assert!(
+        !std::env::var("CI").is_ok_and(|v| v.trim() == "true"),
+        "{test}: needs {launcher} (MPIRUN), which does not run here; under CI=true that is a \
+         failure, not a skip (install Open MPI, as .ci/run does)"
+    );
+    eprintln!("{test}: no {launcher} on PATH; skipped (under CI=true this fails)");
     false
 }

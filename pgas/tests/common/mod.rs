@@ -186,10 +186,7 @@ where
 
 /// SplitMix64 finalizer: a good, cheap, deterministic hash of a word.
 pub fn mix(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
+    pgas::mix64(x.wrapping_add(0x9E37_79B9_7F4A_7C15))
 }
 
 /// `len` deterministic pseudo-random bytes named by `seed`.
