@@ -41,6 +41,43 @@ pub(super) fn must<T>(r: Result<T, BridgeError>) -> T {
     r.unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// Gathers one short text from every process of `comm` (collective), in rank order: each is
+/// sent as a record of `width` bytes, NUL-padded (a longer text is cut at `width - 1` bytes).
+pub(super) fn allgather_text(
+    comm: ffi::MPI_Comm,
+    processes: usize,
+    mine: &str,
+    width: usize,
+    what: &str,
+) -> Result<Vec<String>, BridgeError> {
+    let mut record = vec![0u8; width];
+    let n = mine.len().min(width - 1);
+    record[..n].copy_from_slice(&mine.as_bytes()[..n]);
+    let mut all = vec![0u8; width * processes];
+    let count = mpi_len(width)?;
+    // SAFETY: `record` holds `width` bytes and `all` `width` per process of `comm`; both live
+    // across this blocking call.
+    let rc = unsafe {
+        ffi::MPI_Allgather(
+            record.as_ptr().cast(),
+            count,
+            uint8(),
+            all.as_mut_ptr().cast(),
+            count,
+            uint8(),
+            comm,
+        )
+    };
+    check(rc, what)?;
+    Ok(all
+        .chunks(width)
+        .map(|c| {
+            let end = c.iter().position(|&b| b == 0).unwrap_or(width);
+            String::from_utf8_lossy(&c[..end]).into_owned()
+        })
+        .collect())
+}
+
 pub(super) fn uint8() -> ffi::MPI_Datatype {
     // SAFETY: reading a link-time constant of rsmpi's C shim.
     unsafe { ffi::RSMPI_UINT8_T }

@@ -16,7 +16,7 @@ use crate::error::BridgeError;
 use crate::topology::Topology;
 
 use super::MpiWorld;
-use super::calls::{check, null_request, uint8};
+use super::calls::{allgather_text, check, null_request, uint8};
 use super::process::{self, JOB_ACTIVE};
 use super::state::{Slot, State};
 use super::watchdog::{Shared, Watchdog};
@@ -37,34 +37,13 @@ impl Hosts {
     /// Gathers every process's host name over `world` (collective).
     fn gather(world: ffi::MPI_Comm, wsize: usize) -> Result<Hosts, BridgeError> {
         const NAME: usize = ffi::MPI_MAX_PROCESSOR_NAME as usize;
-        let host = process::processor_name();
-        let mut mine = [0u8; NAME];
-        let n = host.len().min(NAME - 1);
-        mine[..n].copy_from_slice(&host.as_bytes()[..n]);
-        let mut all = vec![0u8; NAME * wsize];
-        // SAFETY: `mine` holds NAME bytes and `all` NAME bytes per process of `world`; both
-        // live across this blocking call.
-        check(
-            unsafe {
-                ffi::MPI_Allgather(
-                    mine.as_ptr().cast(),
-                    NAME as c_int,
-                    uint8(),
-                    all.as_mut_ptr().cast(),
-                    NAME as c_int,
-                    uint8(),
-                    world,
-                )
-            },
+        let names = allgather_text(
+            world,
+            wsize,
+            &process::processor_name(),
+            NAME,
             "MPI_Allgather(host names)",
         )?;
-        let names: Vec<String> = all
-            .chunks(NAME)
-            .map(|c| {
-                let end = c.iter().position(|&b| b == 0).unwrap_or(NAME);
-                String::from_utf8_lossy(&c[..end]).into_owned()
-            })
-            .collect();
         let mut hosts: Vec<&str> = Vec::new();
         let host_of: Vec<usize> = names
             .iter()

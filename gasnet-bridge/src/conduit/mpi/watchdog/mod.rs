@@ -57,7 +57,7 @@ use crate::error::BridgeError;
 use crate::failure::Failure;
 use crate::sleep::Sleeper;
 
-use super::calls::{check, uint8};
+use super::calls::{allgather_text, check, uint8};
 use super::process::SIGTERM_READ;
 use handshake::{HELLO_LEN, Refusal, Secret};
 
@@ -171,33 +171,15 @@ fn exchange_addresses(
     ranks: usize,
     mine: Option<SocketAddr>,
 ) -> Result<Vec<Option<SocketAddr>>, BridgeError> {
-    let mut record = [0u8; ADDR_LEN];
-    if let Some(a) = mine {
-        let text = a.to_string();
-        record[..text.len()].copy_from_slice(text.as_bytes());
-    }
-    let mut all = vec![0u8; ADDR_LEN * ranks];
-    // SAFETY: ADDR_LEN bytes sent and ADDR_LEN per rank of `comm` received; both buffers
-    // live across this blocking call.
-    let rc = unsafe {
-        ffi::MPI_Allgather(
-            record.as_ptr().cast(),
-            ADDR_LEN as i32,
-            uint8(),
-            all.as_mut_ptr().cast(),
-            ADDR_LEN as i32,
-            uint8(),
-            comm,
-        )
-    };
-    check(rc, "MPI_Allgather(watchdog addresses)")?;
-    Ok(all
-        .chunks(ADDR_LEN)
-        .map(|c| {
-            let end = c.iter().position(|&b| b == 0).unwrap_or(ADDR_LEN);
-            std::str::from_utf8(&c[..end]).ok()?.parse().ok()
-        })
-        .collect())
+    let text = mine.map(|a| a.to_string()).unwrap_or_default();
+    let all = allgather_text(
+        comm,
+        ranks,
+        &text,
+        ADDR_LEN,
+        "MPI_Allgather(watchdog addresses)",
+    )?;
+    Ok(all.iter().map(|t| t.parse().ok()).collect())
 }
 
 /// Connects to the parent at `addr` and greets it.
