@@ -670,7 +670,11 @@ fn every_public_operation_shows_up_with_kind_rank_and_bytes() {
                     "fetching one's own instance is no communication"
                 );
             } else {
-                let Ev::Fetch(id, _) = fetches[0] else {
+                // The answer this rank sends left may come before or after its own fetch.
+                let Some(id) = fetches.iter().find_map(|e| match e {
+                    Ev::Fetch(id, _) => Some(*id),
+                    _ => None,
+                }) else {
                     panic!("{fetches:?}")
                 };
                 let answer = Ev::Reply(
@@ -809,6 +813,9 @@ fn internal_traffic_is_not_seen_counted_or_an_epoch() {
                 iwc,
                 "internal rpcs are not incoming writes"
             );
+            // No rank sends the program's traffic below before every rank has checked the above
+            // (an rpc arriving meanwhile would rightly be seen and counted).
+            resilience::internal(barrier);
             // The program's rpc, in the same rank pair, is seen, counted and run as such.
             assert_eq!(rpc(right, store, 3).wait(), 3);
             barrier();
@@ -942,63 +949,67 @@ impl Interceptor for Allocs {
 
 #[test]
 fn allocations_replay_logged_addresses_and_refuse_invalid_ones() {
-    run(2, 4, RpcTable::new(), || {
-        let hook = Rc::new(Allocs::default());
-        set_hook(hook.clone());
-        let a = new_array::<u64>(4).unwrap();
-        assert_eq!(*hook.seen.borrow(), [(a.offset(), 32)]);
-        delete_(a).unwrap();
-        // Replay: the allocator's own choice would be `a` again; the log says elsewhere.
-        let logged = a.offset() + 256;
-        hook.replay.borrow_mut().push(logged);
-        let b = new_array::<u64>(4).unwrap();
-        assert_eq!(b.offset(), logged, "the logged address came back");
-        assert_eq!(b.rank(), rank_me());
-        assert_eq!(rget_slice(b, 4).wait(), [0; 4], "zeroed like any new_array");
-        // The same address again (in use), a misaligned one, one past the segment: refused.
-        for (at, why) in [
-            (logged, "not in a free block"),
-            (logged + 4, "not aligned"),
-            (usize::MAX - 7, "beyond the segment"),
-        ] {
-            hook.replay.borrow_mut().push(at);
-            let e = pgas::new_(1u64).unwrap_err();
-            assert!(
-                matches!(e, pgas::PgasError::ReplayAlloc { offset, .. } if offset == at),
-                "{e:?}"
-            );
-            let msg = e.to_string();
-            assert!(msg.contains("refused") && msg.contains(why), "{msg}");
-        }
-        delete_(b).unwrap();
-        clear_hook();
-    });
+    for n in ranks() {
+        run(n, 4, RpcTable::new(), || {
+            let hook = Rc::new(Allocs::default());
+            set_hook(hook.clone());
+            let a = new_array::<u64>(4).unwrap();
+            assert_eq!(*hook.seen.borrow(), [(a.offset(), 32)]);
+            delete_(a).unwrap();
+            // Replay: the allocator's own choice would be `a` again; the log says elsewhere.
+            let logged = a.offset() + 256;
+            hook.replay.borrow_mut().push(logged);
+            let b = new_array::<u64>(4).unwrap();
+            assert_eq!(b.offset(), logged, "the logged address came back");
+            assert_eq!(b.rank(), rank_me());
+            assert_eq!(rget_slice(b, 4).wait(), [0; 4], "zeroed like any new_array");
+            // The same address again (in use), a misaligned one, one past the segment: refused.
+            for (at, why) in [
+                (logged, "not in a free block"),
+                (logged + 4, "not aligned"),
+                (usize::MAX - 7, "beyond the segment"),
+            ] {
+                hook.replay.borrow_mut().push(at);
+                let e = pgas::new_(1u64).unwrap_err();
+                assert!(
+                    matches!(e, pgas::PgasError::ReplayAlloc { offset, .. } if offset == at),
+                    "{e:?}"
+                );
+                let msg = e.to_string();
+                assert!(msg.contains("refused") && msg.contains(why), "{msg}");
+            }
+            delete_(b).unwrap();
+            clear_hook();
+        });
+    }
 }
 
 #[test]
 fn deferred_frees_take_effect_when_performed() {
-    run(2, 4, RpcTable::new(), || {
-        let hook = Rc::new(Allocs::default());
-        set_hook(hook.clone());
-        let base = pgas::shared_bytes_in_use();
-        let p = new_array::<u64>(8).unwrap();
-        hook.defer.set(true);
-        delete_(p).unwrap();
-        assert_eq!(pgas::shared_bytes_in_use(), base + 64, "still allocated");
-        assert_eq!(resilience::deferred_frees(), [p.offset()]);
-        assert!(matches!(delete_(p), Err(pgas::PgasError::BadFree { .. })));
-        // A new allocation does not get the deferred block.
-        let q = pgas::new_(3u64).unwrap();
-        assert!(q.offset() >= p.offset() + 64 || q.offset() + 8 <= p.offset());
-        resilience::free_deferred(p.offset()).unwrap();
-        assert_eq!(pgas::shared_bytes_in_use(), base + 8);
-        assert_eq!(resilience::deferred_frees(), []);
-        assert!(resilience::free_deferred(p.offset()).is_err());
-        hook.defer.set(false);
-        delete_(q).unwrap();
-        assert_eq!(pgas::shared_bytes_in_use(), base);
-        clear_hook();
-    });
+    for n in ranks() {
+        run(n, 4, RpcTable::new(), || {
+            let hook = Rc::new(Allocs::default());
+            set_hook(hook.clone());
+            let base = pgas::shared_bytes_in_use();
+            let p = new_array::<u64>(8).unwrap();
+            hook.defer.set(true);
+            delete_(p).unwrap();
+            assert_eq!(pgas::shared_bytes_in_use(), base + 64, "still allocated");
+            assert_eq!(resilience::deferred_frees(), [p.offset()]);
+            assert!(matches!(delete_(p), Err(pgas::PgasError::BadFree { .. })));
+            // A new allocation does not get the deferred block.
+            let q = pgas::new_(3u64).unwrap();
+            assert!(q.offset() >= p.offset() + 64 || q.offset() + 8 <= p.offset());
+            resilience::free_deferred(p.offset()).unwrap();
+            assert_eq!(pgas::shared_bytes_in_use(), base + 8);
+            assert_eq!(resilience::deferred_frees(), []);
+            assert!(resilience::free_deferred(p.offset()).is_err());
+            hook.defer.set(false);
+            delete_(q).unwrap();
+            assert_eq!(pgas::shared_bytes_in_use(), base);
+            clear_hook();
+        });
+    }
 }
 
 /// Serves every collective, fetch and atomic from a log.
