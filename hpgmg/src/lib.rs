@@ -1,2 +1,18 @@
 //! HPGMG-FV: a serial, single-rank, bit-exact port of the default configuration of the
 //! HPGMG finite-volume benchmark (fv4 operator, GSRB smoother, FMG F-cycle, BiCGStab bottom).
+
+pub mod bench;
+pub mod bicgstab;
+pub mod boundary;
+pub mod error;
+pub mod format;
+pub mod interpolation;
+pub mod level;
+pub mod mg;
+pub mod operator;
+pub mod problem;
+pub mod restriction;
+pub mod vectors;
+
+pub use bench::{Config, Report, configure, run};
+pub use error::HpgmgError;
