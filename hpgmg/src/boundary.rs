@@ -51,7 +51,11 @@ fn zero_block(x: &mut [f64], geo: &Geo, blk: &Block) {
 fn face_frame(blk: &Block, box_dim: i32, geo: &Geo) -> ([usize; 2], isize, isize) {
     let c = components(blk.subtype);
     let t_axis = (0..3).find(|&a| c[a] != 0).expect("face normal");
-    let tang: Vec<usize> = (0..3).filter(|&a| a != t_axis).collect();
+    let tang = match t_axis {
+        0 => [1, 2],
+        1 => [0, 2],
+        _ => [0, 1],
+    };
     let (t, dt) = if c[t_axis] < 0 {
         (-1, geo.stride[t_axis])
     } else {
@@ -66,7 +70,11 @@ fn face_frame(blk: &Block, box_dim: i32, geo: &Geo) -> ([usize; 2], isize, isize
 fn edge_frame(blk: &Block, box_dim: i32, geo: &Geo) -> (usize, isize, isize, isize) {
     let c = components(blk.subtype);
     let r_axis = (0..3).find(|&a| c[a] == 0).expect("edge axis");
-    let normals: Vec<usize> = (0..3).filter(|&a| c[a] != 0).collect();
+    let normals = match r_axis {
+        0 => [1, 2],
+        1 => [0, 2],
+        _ => [0, 1],
+    };
     let mut fixed = 0isize;
     let mut steps = [0isize; 2];
     for (n, &a) in normals.iter().enumerate() {
@@ -239,8 +247,14 @@ pub fn apply_bcs_v4(level: &mut Level, id: usize, shape: usize) {
             for r in 0..blk.dim[ra] {
                 let ijk = (r + blk.lo[ra]) as isize * geo.stride[ra] + fixed;
                 let v = |a: isize, b: isize| x[geo.at(ijk + a * ds + b * dt)];
-                let n = [1, 2, 3, 4].map(|b| near(v(1, b), v(2, b), v(3, b), v(4, b)));
-                let f = [1, 2, 3, 4].map(|b| far(v(1, b), v(2, b), v(3, b), v(4, b)));
+                let mut n = [0.0; 4];
+                let mut f = [0.0; 4];
+                for b in 0..4 {
+                    let m = b as isize + 1;
+                    let (x1, x2, x3, x4) = (v(1, m), v(2, m), v(3, m), v(4, m));
+                    n[b] = near(x1, x2, x3, x4);
+                    f[b] = far(x1, x2, x3, x4);
+                }
                 x[geo.at(ijk)] = near(n[0], n[1], n[2], n[3]);
                 x[geo.at(ijk - dt)] = far(n[0], n[1], n[2], n[3]);
                 x[geo.at(ijk - ds)] = near(f[0], f[1], f[2], f[3]);
@@ -250,11 +264,16 @@ pub fn apply_bcs_v4(level: &mut Level, id: usize, shape: usize) {
             let (ijk, [di, dj, dk]) = corner_frame(blk, box_dim, &geo);
             let v = |a: isize, b: isize, c: isize| x[geo.at(ijk + a * di + b * dj + c * dk)];
             // n[b][c] / f[b][c]: extrapolated along i at (j, k) = (b, c) cells in.
-            let n = [1, 2, 3, 4].map(|b| {
-                [1, 2, 3, 4].map(|c| near(v(1, b, c), v(2, b, c), v(3, b, c), v(4, b, c)))
-            });
-            let f = [1, 2, 3, 4]
-                .map(|b| [1, 2, 3, 4].map(|c| far(v(1, b, c), v(2, b, c), v(3, b, c), v(4, b, c))));
+            let mut n = [[0.0; 4]; 4];
+            let mut f = [[0.0; 4]; 4];
+            for b in 0..4 {
+                for c in 0..4 {
+                    let (mb, mc) = (b as isize + 1, c as isize + 1);
+                    let (x1, x2, x3, x4) = (v(1, mb, mc), v(2, mb, mc), v(3, mb, mc), v(4, mb, mc));
+                    n[b][c] = near(x1, x2, x3, x4);
+                    f[b][c] = far(x1, x2, x3, x4);
+                }
+            }
             let along_j = |m: &[[f64; 4]; 4], g: fn(f64, f64, f64, f64) -> f64| {
                 [0, 1, 2, 3].map(|c| g(m[0][c], m[1][c], m[2][c], m[3][c]))
             };

@@ -63,11 +63,17 @@ pub fn interpolation_v2(
     let c1 = 1.0 / 8.0;
     for_each_group(fine, id_f, prescale, coarse, id_c, |read, r, dj, dk| {
         let c = |a: isize, b: isize, e: isize| read[(r as isize + a + b * dj + e * dk) as usize];
-        // fi[b][e]: interpolated in i at coarse (j, k) = (b-1, e-1) for fine i half 0 / 1.
-        let f0 =
-            [-1, 0, 1].map(|e| [-1, 0, 1].map(|b| c(0, b, e) + c1 * (c(-1, b, e) - c(1, b, e))));
-        let f1 =
-            [-1, 0, 1].map(|e| [-1, 0, 1].map(|b| c(0, b, e) - c1 * (c(-1, b, e) - c(1, b, e))));
+        // f0/f1[e][b]: interpolated in i (fine i half 0 / 1) at coarse (j, k) offsets (b-1, e-1).
+        let mut f0 = [[0.0; 3]; 3];
+        let mut f1 = [[0.0; 3]; 3];
+        for e in 0..3 {
+            for b in 0..3 {
+                let (jb, ke) = (b as isize - 1, e as isize - 1);
+                let (m, z, p) = (c(-1, jb, ke), c(0, jb, ke), c(1, jb, ke));
+                f0[e][b] = z + c1 * (m - p);
+                f1[e][b] = z - c1 * (m - p);
+            }
+        }
         // then in j, giving [fine i][fine j] at coarse k index e.
         let ij = |fi: &[[f64; 3]; 3], e: usize, plus: bool| {
             if plus {
@@ -107,14 +113,23 @@ pub fn interpolation_v4(
         let c = |a: isize, b: isize, e: isize| read[(r as isize + a + b * dj + e * dk) as usize];
         let lo = |m2: f64, m1: f64, z: f64, p1: f64, p2: f64| z + c1 * (m1 - p1) + c2 * (m2 - p2);
         let hi = |m2: f64, m1: f64, z: f64, p1: f64, p2: f64| z - c1 * (m1 - p1) - c2 * (m2 - p2);
-        let offs = [-2, -1, 0, 1, 2];
-        // In i: f0[e][b], f1[e][b] at coarse (j, k) offsets (b-2, e-2).
-        let f0 = offs.map(|e| {
-            offs.map(|b| lo(c(-2, b, e), c(-1, b, e), c(0, b, e), c(1, b, e), c(2, b, e)))
-        });
-        let f1 = offs.map(|e| {
-            offs.map(|b| hi(c(-2, b, e), c(-1, b, e), c(0, b, e), c(1, b, e), c(2, b, e)))
-        });
+        // In i: f0/f1[e][b] at coarse (j, k) offsets (b-2, e-2).
+        let mut f0 = [[0.0; 5]; 5];
+        let mut f1 = [[0.0; 5]; 5];
+        for e in 0..5 {
+            for b in 0..5 {
+                let (jb, ke) = (b as isize - 2, e as isize - 2);
+                let v = [
+                    c(-2, jb, ke),
+                    c(-1, jb, ke),
+                    c(0, jb, ke),
+                    c(1, jb, ke),
+                    c(2, jb, ke),
+                ];
+                f0[e][b] = lo(v[0], v[1], v[2], v[3], v[4]);
+                f1[e][b] = hi(v[0], v[1], v[2], v[3], v[4]);
+            }
+        }
         // In j: [f00, f10, f01, f11] at coarse k offset e.
         let g = |e: usize| {
             let a = &f0[e];
