@@ -1,0 +1,229 @@
+//! The benchmark driver: problem sizing from the command-line arguments, setup, the timed
+//! FMG solves at h, 2h and 4h, the performance summary and the Richardson error analysis.
+
+use crate::error::HpgmgError;
+use crate::format::fmt_e;
+use crate::level::{Level, VECTOR_F, VECTOR_U, VECTORS_RESERVED};
+use crate::mg::{MgHierarchy, print_create_level, print_rebuild};
+use crate::operator::{STENCIL_RADIUS, rebuild_operator};
+use crate::problem::initialize_problem;
+use crate::restriction::{RestrictionType, restriction};
+use crate::vectors::zero_vector;
+use std::io::Write;
+
+/// Largest coarsest-grid dimension the problem sizing accepts.
+pub const MAX_COARSE_DIM: i64 = 11;
+/// Solves per level in each of the warm-up and timed passes.
+pub const MIN_SOLVES: usize = 10;
+/// Number of problem sizes benchmarked (h, 2h, 4h).
+pub const DYNAMIC_RANGE: usize = 3;
+
+/// A validated run configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Config {
+    /// log2 of the cells per box side.
+    pub log2_box_dim: i32,
+    /// Boxes per side of the cubic domain.
+    pub boxes_in_i: i32,
+    /// Ranks (always 1 in this serial port).
+    pub num_ranks: usize,
+}
+
+/// What one run measured.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Report {
+    /// F-cycle residual norm at h, 2h, 4h (from the Richardson solves).
+    pub norms: [f64; DYNAMIC_RANGE],
+    /// Average seconds per solve at h, 2h, 4h.
+    pub seconds: [f64; DYNAMIC_RANGE],
+    /// Degrees of freedom at h, 2h, 4h.
+    pub dofs: [f64; DYNAMIC_RANGE],
+    /// Richardson error ||u^2h - R u^h||max.
+    pub error: f64,
+    /// Estimated order of convergence.
+    pub order: f64,
+}
+
+/// Validates the arguments and finds the largest cube of at most `target_boxes_per_rank`
+/// boxes whose grid coarsens to at most `MAX_COARSE_DIM` cells per side.
+pub fn configure(
+    log2_box_dim: i64,
+    target_boxes_per_rank: i64,
+    num_ranks: usize,
+) -> Result<Config, HpgmgError> {
+    if log2_box_dim > 9 {
+        return Err(HpgmgError::BoxDimTooLarge);
+    }
+    if log2_box_dim < 4 {
+        return Err(HpgmgError::BoxDimTooSmall);
+    }
+    if target_boxes_per_rank < 1 {
+        return Err(HpgmgError::TooFewBoxes);
+    }
+    let box_dim = 1i64 << log2_box_dim;
+    let target_boxes = target_boxes_per_rank * num_ranks as i64;
+    let mut boxes_in_i = -1;
+    for bi in 1..1000i64 {
+        if bi * bi * bi <= target_boxes {
+            let mut coarse = box_dim * bi;
+            while coarse % 2 == 0 {
+                coarse /= 2;
+            }
+            if coarse <= MAX_COARSE_DIM {
+                boxes_in_i = bi;
+            }
+        }
+    }
+    if boxes_in_i < 1 {
+        return Err(HpgmgError::NoProblemSize);
+    }
+    Ok(Config {
+        log2_box_dim: log2_box_dim as i32,
+        boxes_in_i: boxes_in_i as i32,
+        num_ranks,
+    })
+}
+
+/// Runs the whole benchmark for `cfg`, printing the reference's report to `out`.
+pub fn run(cfg: Config, out: &mut impl Write) -> std::io::Result<Report> {
+    let (a, b) = (0.0f64, 1.0f64);
+    writeln!(out, "\n")?;
+    writeln!(
+        out,
+        "********************************************************************************"
+    )?;
+    writeln!(
+        out,
+        "***                            HPGMG-FV Benchmark                            ***"
+    )?;
+    writeln!(
+        out,
+        "********************************************************************************"
+    )?;
+    writeln!(out, "{} MPI Tasks of 1 threads", cfg.num_ranks)?;
+    writeln!(
+        out,
+        "\n\n===== Benchmark setup =========================================================="
+    )?;
+
+    let box_dim = 1 << cfg.log2_box_dim;
+    let mut fine = Level::new(
+        cfg.boxes_in_i,
+        box_dim,
+        STENCIL_RADIUS,
+        VECTORS_RESERVED,
+        0,
+        cfg.num_ranks,
+    );
+    let h = 1.0 / (cfg.boxes_in_i as f64 * box_dim as f64);
+    print_create_level(out, &fine)?;
+    writeln!(out, "  Creating Poisson (a={a:.6}, b={b:.6}) test problem")?;
+    initialize_problem(&mut fine, h);
+    rebuild_operator(&mut fine, None, b);
+    print_rebuild(out, &fine)?;
+    let mut mg = MgHierarchy::build(fine, b, 1, out)?;
+
+    let mut seconds = [0.0; DYNAMIC_RANGE];
+    for l in 0..DYNAMIC_RANGE {
+        if l > 0 {
+            restrict_f(&mut mg, l);
+        }
+        for timed in [false, true] {
+            if timed {
+                writeln!(
+                    out,
+                    "\n\n===== Running {MIN_SOLVES} solves ========================================================"
+                )?;
+            } else {
+                writeln!(
+                    out,
+                    "\n\n===== Warming up by running {MIN_SOLVES} solves =========================================="
+                )?;
+            }
+            mg.reset_timers();
+            for _ in 0..MIN_SOLVES {
+                zero_vector(&mut mg.levels[l], VECTOR_U);
+                mg.fmg_solve(l, VECTOR_U, VECTOR_F, b, out)?;
+            }
+        }
+        seconds[l] = mg.solve_seconds / mg.solves_performed as f64;
+        writeln!(
+            out,
+            "\n\n===== Timing Breakdown =========================================================\n\n"
+        )?;
+        writeln!(
+            out,
+            "   Total time in MGBuild  {:12.6} seconds",
+            mg.build_seconds
+        )?;
+        writeln!(out, "   Total time in MGSolve  {:12.6} seconds", seconds[l])?;
+        writeln!(
+            out,
+            "      number of v-cycles  {:12}",
+            mg.levels[l].vcycles_from_this_level / mg.solves_performed
+        )?;
+        let bottom = mg.levels.len() - 1;
+        writeln!(
+            out,
+            "Bottom solver iterations  {:12}\n\n",
+            mg.levels[bottom].krylov_iterations / mg.solves_performed
+        )?;
+    }
+
+    writeln!(
+        out,
+        "\n\n===== Performance Summary ======================================================"
+    )?;
+    let mut dofs = [0.0; DYNAMIC_RANGE];
+    for l in 0..DYNAMIC_RANGE {
+        let d = mg.levels[l].dim as f64;
+        dofs[l] = d * d * d;
+        writeln!(
+            out,
+            "  h={}  DOF={}  time={:.6}  DOF/s={}  MPI={}  OMP=1",
+            fmt_e(mg.levels[l].h, 15),
+            fmt_e(dofs[l], 15),
+            seconds[l],
+            fmt_e(dofs[l] / seconds[l], 3),
+            cfg.num_ranks
+        )?;
+    }
+
+    writeln!(
+        out,
+        "\n\n===== Richardson error analysis ================================================"
+    )?;
+    mg.reset_timers();
+    let mut norms = [0.0; DYNAMIC_RANGE];
+    for (l, n) in norms.iter_mut().enumerate() {
+        if l > 0 {
+            restrict_f(&mut mg, l);
+        }
+        zero_vector(&mut mg.levels[l], VECTOR_U);
+        *n = mg.fmg_solve(l, VECTOR_U, VECTOR_F, b, out)?.0;
+    }
+    let (error, order) = mg.richardson_error(0, VECTOR_U, out)?;
+    writeln!(
+        out,
+        "\n\n===== Done ====================================================================="
+    )?;
+    Ok(Report {
+        norms,
+        seconds,
+        dofs,
+        error,
+        order,
+    })
+}
+
+/// F on level `l` = R F on level `l - 1`.
+fn restrict_f(mg: &mut MgHierarchy, l: usize) {
+    let (lo, hi) = mg.levels.split_at_mut(l);
+    restriction(
+        &mut hi[0],
+        VECTOR_F,
+        &lo[l - 1],
+        VECTOR_F,
+        RestrictionType::Cell,
+    );
+}

@@ -1,0 +1,334 @@
+//! The multigrid hierarchy (coarsening rules of the reference's true distributed V-cycle),
+//! the V-cycle, the FMG F-cycle solve and the Richardson error analysis.
+
+use crate::bicgstab::{BICGSTAB_NUM_VECTORS, bicgstab};
+use crate::format::fmt_e;
+use crate::interpolation::{interpolation_v2, interpolation_v4};
+use crate::level::{Level, VECTOR_R, VECTOR_TEMP};
+use crate::operator::{STENCIL_RADIUS, rebuild_operator, residual, smooth};
+use crate::restriction::{RestrictionType, restriction};
+use crate::vectors::{add_vectors, norm, scale_vector, zero_vector};
+use std::io::Write;
+use std::time::Instant;
+
+/// Boxes larger than this are halved before boxes are agglomerated.
+pub const MG_AGGLOMERATION_START: i32 = 8;
+/// Residual reduction the bottom solver aims for.
+pub const MG_DEFAULT_BOTTOM_NORM: f64 = 1e-3;
+
+/// The levels of the hierarchy, finest first, with solve statistics.
+#[derive(Debug)]
+pub struct MgHierarchy {
+    /// Levels, finest first.
+    pub levels: Vec<Level>,
+    /// Solves since the last reset.
+    pub solves_performed: usize,
+    /// Seconds spent in solves since the last reset.
+    pub solve_seconds: f64,
+    /// Seconds spent building the hierarchy.
+    pub build_seconds: f64,
+}
+
+/// Mutable access to level `l` and level `l + 1`.
+fn pair(levels: &mut [Level], l: usize) -> (&mut Level, &mut Level) {
+    let (lo, hi) = levels.split_at_mut(l + 1);
+    (&mut lo[l], &mut hi[0])
+}
+
+/// One coarse level's shape: (ranks, cells per side, boxes per side, cells per box side).
+#[derive(Debug, Clone, Copy)]
+struct Shape {
+    ranks: usize,
+    dim: i32,
+    boxes_in: i32,
+    box_dim: i32,
+}
+
+/// The reference's coarsening rules (true V-cycle): halve boxes while large, then
+/// agglomerate 8:1, then gather onto one box, never below the stencil radius.
+fn coarse_shapes(fine: &Level, min_coarse_dim: i32) -> Vec<Shape> {
+    let mut max_levels = 1;
+    let mut coarse_dim = fine.dim;
+    while coarse_dim >= 2 * min_coarse_dim && coarse_dim & 1 == 0 {
+        max_levels += 1;
+        coarse_dim /= 2;
+    }
+    let r = STENCIL_RADIUS;
+    let mut shapes = vec![Shape {
+        ranks: fine.num_ranks,
+        dim: fine.dim,
+        boxes_in: fine.boxes_in,
+        box_dim: fine.box_dim,
+    }];
+    let mut do_restrict = max_levels >= 2;
+    while do_restrict {
+        let f = *shapes.last().expect("fine");
+        let next = if f.box_dim % 2 == 0 && f.box_dim > MG_AGGLOMERATION_START && f.box_dim / 2 >= r
+        {
+            Some(Shape {
+                dim: f.dim / 2,
+                box_dim: f.box_dim / 2,
+                ..f
+            })
+        } else if f.boxes_in % 2 == 0 && f.box_dim >= r {
+            Some(Shape {
+                dim: f.dim / 2,
+                boxes_in: f.boxes_in / 2,
+                ..f
+            })
+        } else if coarse_dim != 1 && f.dim == 2 * coarse_dim && f.dim / 2 >= r {
+            Some(Shape {
+                ranks: 1,
+                dim: f.dim / 2,
+                boxes_in: 1,
+                box_dim: f.dim / 2,
+            })
+        } else if coarse_dim != 1 && f.dim == 4 * coarse_dim && f.box_dim / 2 >= r {
+            Some(Shape {
+                ranks: (coarse_dim as usize).min(f.ranks),
+                dim: f.dim / 2,
+                box_dim: f.box_dim / 2,
+                ..f
+            })
+        } else if coarse_dim != 1 && f.dim == 8 * coarse_dim && f.box_dim / 2 >= r {
+            Some(Shape {
+                ranks: ((coarse_dim * coarse_dim) as usize).min(f.ranks),
+                dim: f.dim / 2,
+                box_dim: f.box_dim / 2,
+                ..f
+            })
+        } else if f.box_dim % 2 == 0 && f.box_dim / 2 >= r {
+            Some(Shape {
+                dim: f.dim / 2,
+                box_dim: f.box_dim / 2,
+                ..f
+            })
+        } else {
+            None
+        };
+        do_restrict = match next {
+            Some(s) if s.dim >= min_coarse_dim => {
+                shapes.push(s);
+                true
+            }
+            _ => false,
+        };
+    }
+    shapes.remove(0);
+    shapes
+}
+
+/// Prints the reference's level-creation lines.
+pub fn print_create_level(out: &mut impl Write, level: &Level) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "\nattempting to create a {}^3 level from {} x {}^3 boxes distributed among {} tasks...",
+        level.dim,
+        level.boxes_in * level.boxes_in * level.boxes_in,
+        level.box_dim,
+        level.num_ranks
+    )?;
+    writeln!(out, "  boundary condition = BC_DIRICHLET")?;
+    writeln!(out, "  Decomposing level via Z-mort ordering... done")?;
+    writeln!(out, "  Allocating vectors... done")?;
+    let total = (level.boxes_in * level.boxes_in * level.boxes_in) as f64;
+    writeln!(
+        out,
+        "  Calculating boxes per process... target={:.3}, max={}",
+        total / level.num_ranks as f64,
+        level.boxes.len()
+    )
+}
+
+/// Prints the reference's D^{-1} rebuild line for a level.
+pub fn print_rebuild(out: &mut impl Write, level: &Level) -> std::io::Result<()> {
+    let colors = 4.min(level.dim);
+    writeln!(
+        out,
+        "  calculating D^{{-1}} exactly for level h={} using {:3} colors...  done",
+        fmt_e(level.h, 6),
+        colors * colors * colors
+    )
+}
+
+impl MgHierarchy {
+    /// Builds the hierarchy below `fine` (whose operator is already built), restricting the
+    /// coefficients level by level and rebuilding D^{-1} on each.
+    pub fn build(
+        fine: Level,
+        b: f64,
+        min_coarse_dim: i32,
+        out: &mut impl Write,
+    ) -> std::io::Result<MgHierarchy> {
+        let start = Instant::now();
+        let shapes = coarse_shapes(&fine, min_coarse_dim);
+        let mut levels = vec![fine];
+        for (n, s) in shapes.iter().enumerate() {
+            let prev = levels.last().expect("fine");
+            let mut vectors = prev.num_vectors();
+            if n + 1 == shapes.len() {
+                vectors += BICGSTAB_NUM_VECTORS;
+            }
+            let mut level = Level::new(
+                s.boxes_in,
+                s.box_dim,
+                prev.ghosts,
+                vectors,
+                prev.my_rank,
+                s.ranks,
+            );
+            level.h = 2.0 * prev.h;
+            print_create_level(out, &level)?;
+            levels.push(level);
+        }
+        writeln!(
+            out,
+            "\n  Building restriction and interpolation lists... done"
+        )?;
+        writeln!(out)?;
+        for l in 1..levels.len() {
+            let (lo, hi) = levels.split_at_mut(l);
+            rebuild_operator(&mut hi[0], Some(&lo[l - 1]), b);
+            print_rebuild(out, &hi[0])?;
+        }
+        writeln!(out)?;
+        Ok(MgHierarchy {
+            levels,
+            solves_performed: 0,
+            solve_seconds: 0.0,
+            build_seconds: start.elapsed().as_secs_f64(),
+        })
+    }
+
+    /// Clears the per-level and solve statistics.
+    pub fn reset_timers(&mut self) {
+        for l in &mut self.levels {
+            l.krylov_iterations = 0;
+            l.vcycles_from_this_level = 0;
+        }
+        self.solves_performed = 0;
+        self.solve_seconds = 0.0;
+    }
+
+    /// One V-cycle on `level` for correction `e_id` and right-hand side `r_id`.
+    pub fn vcycle(&mut self, e_id: usize, r_id: usize, b: f64, level: usize) {
+        vcycle(&mut self.levels, e_id, r_id, b, level);
+    }
+
+    /// One FMG F-cycle solving `A u = F` on `on_level`; prints and returns the residual's max
+    /// norm and its ratio to the norm of F.
+    pub fn fmg_solve(
+        &mut self,
+        on_level: usize,
+        u_id: usize,
+        f_id: usize,
+        b: f64,
+        out: &mut impl Write,
+    ) -> std::io::Result<(f64, f64)> {
+        self.solves_performed += 1;
+        let start = Instant::now();
+        let e_id = u_id;
+        let r_id = VECTOR_R;
+        write!(out, "FMGSolve... ")?;
+        let levels = &mut self.levels;
+        let bottom = levels.len() - 1;
+        let norm_of_f = norm(&levels[on_level], f_id);
+        scale_vector(&mut levels[on_level], r_id, 1.0, f_id);
+        for l in on_level..bottom {
+            let (f, c) = pair(levels, l);
+            restriction(c, r_id, f, r_id, RestrictionType::Cell);
+        }
+        if bottom > on_level {
+            zero_vector(&mut levels[bottom], e_id);
+        }
+        bicgstab(&mut levels[bottom], e_id, r_id, b, MG_DEFAULT_BOTTOM_NORM);
+        for l in (on_level..bottom).rev() {
+            let (f, c) = pair(levels, l);
+            interpolation_v4(f, e_id, 0.0, c, e_id);
+            levels[l].vcycles_from_this_level += 1;
+            vcycle(levels, e_id, r_id, b, l);
+        }
+        residual(&mut levels[on_level], VECTOR_TEMP, e_id, f_id, b);
+        let norm_of_residual = norm(&levels[on_level], VECTOR_TEMP);
+        let rel = norm_of_residual / norm_of_f;
+        let seconds = start.elapsed().as_secs_f64();
+        self.solve_seconds += seconds;
+        writeln!(
+            out,
+            "f-cycle     norm={}  rel={}  done ({:.6} seconds)",
+            fmt_e(norm_of_residual, 15),
+            fmt_e(rel, 15),
+            seconds
+        )?;
+        Ok((norm_of_residual, rel))
+    }
+
+    /// Richardson error estimate from solutions on levels h, 2h, 4h (starting at `level_h`):
+    /// returns (||u^2h - R u^h||max, order) and prints them as the reference does.
+    pub fn richardson_error(
+        &mut self,
+        level_h: usize,
+        u_id: usize,
+        out: &mut impl Write,
+    ) -> std::io::Result<(f64, f64)> {
+        let levels = &mut self.levels;
+        {
+            let (f, c) = pair(levels, level_h);
+            restriction(c, VECTOR_TEMP, f, u_id, RestrictionType::Cell);
+        }
+        {
+            let (f, c) = pair(levels, level_h + 1);
+            restriction(c, VECTOR_TEMP, f, u_id, RestrictionType::Cell);
+        }
+        add_vectors(
+            &mut levels[level_h + 1],
+            VECTOR_TEMP,
+            1.0,
+            u_id,
+            -1.0,
+            VECTOR_TEMP,
+        );
+        add_vectors(
+            &mut levels[level_h + 2],
+            VECTOR_TEMP,
+            1.0,
+            u_id,
+            -1.0,
+            VECTOR_TEMP,
+        );
+        let e2h = norm(&levels[level_h + 1], VECTOR_TEMP);
+        let e4h = norm(&levels[level_h + 2], VECTOR_TEMP);
+        let order = (e4h / e2h).ln() / std::f64::consts::LN_2;
+        writeln!(
+            out,
+            "  h={}  ||error||={}",
+            fmt_e(levels[level_h].h, 15),
+            fmt_e(e2h, 15)
+        )?;
+        writeln!(out, "  order={order:.3}")?;
+        Ok((e2h, order))
+    }
+}
+
+/// Recursive V-cycle: smooth, restrict the residual, recurse (BiCGStab at the bottom),
+/// interpolate the correction (quadratic) and smooth again.
+fn vcycle(levels: &mut [Level], e_id: usize, r_id: usize, b: f64, level: usize) {
+    let bottom = levels.len() - 1;
+    if level == bottom {
+        bicgstab(&mut levels[level], e_id, r_id, b, MG_DEFAULT_BOTTOM_NORM);
+        return;
+    }
+    smooth(&mut levels[level], e_id, r_id, b);
+    residual(&mut levels[level], VECTOR_TEMP, e_id, r_id, b);
+    {
+        let (f, c) = pair(levels, level);
+        restriction(c, r_id, f, VECTOR_TEMP, RestrictionType::Cell);
+        zero_vector(c, e_id);
+    }
+    vcycle(levels, e_id, r_id, b, level + 1);
+    {
+        let (f, c) = pair(levels, level);
+        interpolation_v2(f, e_id, 1.0, c, e_id);
+    }
+    smooth(&mut levels[level], e_id, r_id, b);
+}

@@ -1,0 +1,66 @@
+//! Bad arguments end the run with one line on stderr and a non-zero exit status.
+
+use std::process::Command;
+
+fn fails(args: &[&str], message: &str) {
+    let out = Command::new(env!("CARGO_BIN_EXE_hpgmg"))
+        .args(args)
+        .output()
+        .expect("run hpgmg");
+    assert!(!out.status.success(), "hpgmg {args:?} should fail");
+    assert!(out.stdout.is_empty(), "no report for {args:?}");
+    let stderr = String::from_utf8(out.stderr).expect("utf-8");
+    assert_eq!(
+        stderr.lines().count(),
+        1,
+        "one line for {args:?}: {stderr:?}"
+    );
+    assert!(
+        stderr.contains(message),
+        "{args:?}: {stderr:?} lacks {message:?}"
+    );
+}
+
+#[test]
+fn box_dim_too_small() {
+    fails(&["3", "1"], "log2_box_dim must be at least 4");
+}
+
+#[test]
+fn box_dim_too_large() {
+    fails(&["10", "1"], "log2_box_dim must be less than 10");
+}
+
+#[test]
+fn zero_boxes() {
+    fails(&["5", "0"], "target_boxes_per_rank must be at least 1");
+}
+
+#[test]
+fn negative_boxes() {
+    fails(&["5", "-2"], "target_boxes_per_rank must be at least 1");
+}
+
+#[test]
+fn not_a_number() {
+    fails(&["five", "1"], "invalid value");
+}
+
+#[test]
+fn missing_argument() {
+    fails(&["5"], "required");
+}
+
+#[test]
+fn library_errors() {
+    use hpgmg::{HpgmgError, configure};
+    assert_eq!(configure(3, 1, 1), Err(HpgmgError::BoxDimTooSmall));
+    assert_eq!(configure(10, 1, 1), Err(HpgmgError::BoxDimTooLarge));
+    assert_eq!(configure(4, 0, 1), Err(HpgmgError::TooFewBoxes));
+    let cfg = configure(5, 8, 1).expect("5 8");
+    assert_eq!(cfg.boxes_in_i, 2);
+    // 27 boxes of 16^3 = 48^3, coarsening to 3^3.
+    assert_eq!(configure(4, 27, 1).expect("4 27").boxes_in_i, 3);
+    // 2 boxes fit only one per side.
+    assert_eq!(configure(4, 7, 1).expect("4 7").boxes_in_i, 1);
+}

@@ -1,0 +1,131 @@
+//! Bit-exactness against the reference HPGMG-FV (hpgmg/hpgmg a93ff23, default build:
+//! fv4 + GSRB + FMG + BiCGStab, gcc -O3, one rank, one thread), numbers from
+//! /work/shared/reference/README.md and from runs of the reference binary.
+
+use std::process::Command;
+
+/// Runs the binary and returns stdout, asserting success.
+fn run(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_hpgmg"))
+        .args(args)
+        .output()
+        .expect("run hpgmg");
+    assert!(
+        out.status.success(),
+        "hpgmg {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8")
+}
+
+/// The Richardson section's f-cycle norms (h, 2h, 4h), error line and order line.
+fn richardson(stdout: &str) -> Vec<String> {
+    let section = stdout
+        .split("===== Richardson error analysis")
+        .nth(1)
+        .expect("Richardson section");
+    section
+        .lines()
+        .filter_map(|l| {
+            if let Some(rest) = l.strip_prefix("FMGSolve... f-cycle     ") {
+                Some(rest.split("  done").next().unwrap_or(rest).to_string())
+            } else if l.starts_with("  h=") || l.starts_with("  order=") {
+                Some(l.to_string())
+            } else {
+                None
+            }
+        })
+        .collect()
+}
+
+/// Every solve's line (warm-up and timed) at every level, without the timing.
+fn all_norms(stdout: &str) -> Vec<String> {
+    stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("FMGSolve... f-cycle     "))
+        .map(|l| l.split("  done").next().unwrap_or(l).to_string())
+        .collect()
+}
+
+fn check(args: &[&str], expected: &[&str; 5]) {
+    let stdout = run(args);
+    assert_eq!(
+        richardson(&stdout),
+        expected.map(String::from).to_vec(),
+        "args {args:?}"
+    );
+    // 10 warm-up + 10 timed solves at each of h, 2h, 4h, then 3 Richardson solves, all
+    // printing the same norm per level.
+    let norms = all_norms(&stdout);
+    assert_eq!(norms.len(), 63);
+    for (n, line) in norms.iter().enumerate() {
+        let level = if n < 60 { n / 20 } else { n - 60 };
+        assert_eq!(line, &expected[level], "solve {n}");
+    }
+    for (l, h) in ["h=", "h=", "h="].iter().enumerate() {
+        let perf = stdout
+            .lines()
+            .filter(|x| x.starts_with("  h=") && x.contains("DOF/s="))
+            .nth(l)
+            .expect("performance line");
+        assert!(perf.contains(h) && perf.contains("MPI=1  OMP=1"), "{perf}");
+    }
+}
+
+#[test]
+fn bit_exact_4_1() {
+    check(
+        &["4", "1"],
+        &[
+            "norm=2.445831475708595e-03  rel=4.097643940520341e-03",
+            "norm=7.620856085826452e-04  rel=4.131654695219893e-03",
+            "norm=5.643886349236335e-05  rel=2.289686746308025e-03",
+            "  h=6.250000000000000e-02  ||error||=1.072332112747605e-04",
+            "  order=1.027",
+        ],
+    );
+}
+
+#[test]
+fn bit_exact_5_1() {
+    check(
+        &["5", "1"],
+        &[
+            "norm=8.412949740638220e-04  rel=9.615951595958925e-04",
+            "norm=2.463322558838356e-03  rel=4.100446295609216e-03",
+            "norm=7.615331127701457e-04  rel=4.130925627080076e-03",
+            "  h=3.125000000000000e-02  ||error||=2.741524561805046e-05",
+            "  order=1.966",
+        ],
+    );
+}
+
+/// 8 boxes of 32^3 on one rank (Z-Morton, ghost exchange, 8:1 agglomeration).
+#[test]
+fn bit_exact_5_8() {
+    check(
+        &["5", "8"],
+        &[
+            "norm=6.934041112727218e-05  rel=7.171390380025997e-05",
+            "norm=8.424292969434477e-04  rel=9.623268051667912e-04",
+            "norm=2.464277273032022e-03  rel=4.100600716814234e-03",
+            "  h=1.562500000000000e-02  ||error||=2.889820931067759e-06",
+            "  order=3.247",
+        ],
+    );
+}
+
+#[test]
+#[ignore = "64^3: a few seconds optimised; run with --ignored"]
+fn bit_exact_6_1() {
+    check(
+        &["6", "1"],
+        &[
+            "norm=6.934041112549583e-05  rel=7.171390379842280e-05",
+            "norm=8.424292969434477e-04  rel=9.623268051667912e-04",
+            "norm=2.464277273032022e-03  rel=4.100600716814234e-03",
+            "  h=1.562500000000000e-02  ||error||=2.889820931067759e-06",
+            "  order=3.247",
+        ],
+    );
+}
