@@ -86,8 +86,11 @@ fn next_entry(rt: &CdRuntime) -> Option<LogEntry> {
     match r.next() {
         Some(e) => Some(e),
         None => {
-            r.forward = true;
+            let landed = r.switch_to_forward();
             drop(replay);
+            if let Err(e) = landed {
+                mismatch(rt, e);
+            }
             rt.relaxed.event(ReplayEvent::Forward {
                 ec: pgas::resilience::epoch(),
             });
@@ -124,6 +127,11 @@ fn counters(ack: WriteAck) -> TargetCounters {
 
 /// A write into this rank by this rank: no initiator's log will hold it, remember its IWC.
 fn own_write(rt: &CdRuntime, ack: WriteAck) {
+    if let Some(r) = rt.relaxed.replay.borrow_mut().as_mut() {
+        if !r.forward {
+            r.own_during += 1;
+        }
+    }
     if let Some(frame) = logging_frame(rt) {
         frame.rx.borrow_mut().own_iwcs.push(ack.iwc);
     }

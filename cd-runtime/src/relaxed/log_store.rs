@@ -275,6 +275,7 @@ enum Segment {
     /// A postcard file of `Vec<LogEntry>` with `count` entries.
     File {
         path: PathBuf,
+        #[cfg_attr(not(test), allow(dead_code))]
         count: usize,
     },
 }

@@ -30,6 +30,26 @@ pub(crate) struct Replay {
     /// The log ran out: the body runs forward (the replay stays for the privatized regions
     /// at the end and the counts).
     pub(crate) forward: bool,
+    /// F's IWC when recovery started, and the writes F made into itself while replaying:
+    /// any other write landing before the switch to forward mode may have been overwritten
+    /// by (or read in place of) an older replayed one.
+    iwc_end: u64,
+    pub(crate) own_during: u64,
+}
+
+impl Replay {
+    /// Switches to forward mode; an error if writes of other ranks landed while replaying.
+    pub(crate) fn switch_to_forward(&mut self) -> Result<(), String> {
+        self.forward = true;
+        let landed = resilience::incoming_writes() - self.iwc_end - self.own_during;
+        if landed > 0 {
+            return Err(format!(
+                "{landed} write(s) from other ranks landed while the log was replayed (the \
+                 writers did not wait for this rank); the replay may have overwritten them"
+            ));
+        }
+        Ok(())
+    }
 }
 
 impl Replay {
@@ -264,6 +284,8 @@ pub(crate) fn begin(rt: &CdRuntime, cd: &Cd) -> Result<(), String> {
         replayed: 0,
         squashed: 0,
         forward: false,
+        iwc_end,
+        own_during: 0,
     });
     Ok(())
 }
@@ -298,6 +320,9 @@ pub(crate) fn end(rt: &CdRuntime) -> Vec<String> {
             }
         }
         if !r.forward {
+            if let Err(e) = r.switch_to_forward() {
+                errors.push(e);
+            }
             rt.relaxed.event(ReplayEvent::Forward {
                 ec: resilience::epoch(),
             });
