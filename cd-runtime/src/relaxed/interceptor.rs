@@ -54,6 +54,9 @@ fn log(rt: &CdRuntime, op: u64, kind: EntryKind) {
     };
     let size = e.size() as u64;
     frame.rx.borrow_mut().store.push(e);
+    if let Some(limit) = frame.settings.log_spill_bytes {
+        crate::relaxed::run::spill(rt, &frame, limit);
+    }
     let mut stats = rt.stats.borrow_mut();
     let s = stats.entry(&frame.name, frame.level);
     s.entries_logged += 1;

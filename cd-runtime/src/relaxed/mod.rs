@@ -13,7 +13,7 @@ pub(crate) mod epochs;
 pub(crate) mod interceptor;
 pub(crate) mod log_store;
 pub(crate) mod replay;
-mod run;
+pub(crate) mod run;
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -194,6 +194,11 @@ impl RankState {
 /// into the asker still wait for their ack (the asker asks again).
 type GatherReply = (Vec<Incoming>, u64);
 
+/// A class check: (asker rank, asker CD, offset, len) → the touched region, as (declaring
+/// CD, "class:region").
+type CheckRequest = (usize, String, usize, usize);
+type CheckReply = Option<(String, String)>;
+
 /// The rpc functions of relaxed CDs (the runtime's own traffic, always `internal`).
 #[derive(Clone, Copy)]
 pub(crate) struct RelaxedRpcs {
@@ -202,7 +207,7 @@ pub(crate) struct RelaxedRpcs {
     pub(crate) gather: RpcFn<(usize, u64, u64), GatherReply>,
     /// (asker rank, asker CD, offset, len): the declared private/privatized region of this
     /// rank the access touches, if any, as (this rank's CD, region name).
-    pub(crate) check: RpcFn<(usize, String, usize, usize), Option<(String, String)>>,
+    pub(crate) check: RpcFn<CheckRequest, CheckReply>,
 }
 
 impl RelaxedRpcs {

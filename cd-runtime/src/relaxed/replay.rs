@@ -56,14 +56,12 @@ impl Replay {
     /// The next entry for the re-executed body, skipping privatized-region entries (they
     /// are applied when the body ends); `None` when the log ran out.
     pub(crate) fn next(&mut self) -> Option<LogEntry> {
-        while let Some(e) = self.entries.get(self.cursor) {
-            if matches!(e.kind, EntryKind::Privatized { .. }) {
-                break;
-            }
-            self.cursor += 1;
-            return Some(e.clone());
+        let e = self.entries.get(self.cursor)?;
+        if matches!(e.kind, EntryKind::Privatized { .. }) {
+            return None;
         }
-        None
+        self.cursor += 1;
+        Some(e.clone())
     }
 }
 
