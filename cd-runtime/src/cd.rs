@@ -13,7 +13,7 @@ use serde::de::DeserializeOwned;
 
 use crate::config::Medium;
 use crate::error::FaultKinds;
-use crate::frame::{Entry, Frame, Store, find_in_ancestors};
+use crate::frame::{CdKind, Entry, Frame, Store, find_in_ancestors};
 use crate::runtime::{self, CdRuntime};
 
 /// State a CD can preserve by copy: cloneable, comparable (to preserve by reference what the
@@ -163,8 +163,22 @@ impl Cd {
     /// The copy and the write-back are the CD runtime's own accesses: the program's hook does
     /// not see them, and a write-back into this rank's memory is a local store that the
     /// Incoming Write Counter does not count.
+    ///
+    /// In a relaxed CD, the regions of this rank preserved so are what its recovery restores
+    /// before replaying the incoming writes (and what combining incoming writes must land in).
     pub fn preserve_global<T: Pod>(&self, name: &str, ptr: GlobalPtr<T>, len: usize) {
         let own = !ptr.is_null() && ptr.rank() == pgas::rank_me();
+        if own && self.frame.kind == CdKind::Relaxed {
+            let mut rx = self.frame.rx.borrow_mut();
+            if self.attempt() > 0 && rx.eager_restored.contains(name) {
+                // Restored when the recovery began; incoming writes may have landed since.
+                return;
+            }
+            let bytes = len * std::mem::size_of::<T>();
+            if !rx.globals.iter().any(|(n, _, _)| n == name) {
+                rx.globals.push((name.to_string(), ptr.offset(), bytes));
+            }
+        }
         let mut data = if own {
             let mut data = vec![T::zeroed(); len];
             ptr.read_local_slice(&mut data)
@@ -183,6 +197,36 @@ impl Cd {
                 pgas::resilience::internal(|| pgas::rput_slice(&data, ptr).wait());
             }
         }
+    }
+
+    /// Writes back now every region of this rank's segment the (relaxed) CD preserved with
+    /// `preserve_global`: a recovery restores before it applies incoming writes.
+    pub(crate) fn restore_globals_now(&self) {
+        let globals = self.frame.rx.borrow().globals.clone();
+        let me = pgas::rank_me();
+        let mut done = std::collections::HashSet::new();
+        for (name, offset, len) in globals {
+            let index = self
+                .frame
+                .state
+                .borrow()
+                .entries
+                .iter()
+                .position(|e| e.name == name);
+            let Some(index) = index else { continue };
+            let bytes = runtime::with(|rt| load_bytes(rt, &self.frame, index));
+            assert_eq!(
+                bytes.len(),
+                len,
+                "CD {:?}: `{name}` changed size",
+                self.frame.name
+            );
+            GlobalPtr::<u8>::from_raw(me, offset)
+                .write_local_slice(&bytes)
+                .unwrap_or_else(|e| panic!("CD {:?}: `{name}`: {e}", self.frame.name));
+            done.insert(name);
+        }
+        self.frame.rx.borrow_mut().eager_restored = done;
     }
 
     fn step_peek(&self, name: &str) -> Step {

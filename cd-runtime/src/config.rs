@@ -17,6 +17,12 @@
 //! [cd.step]                     # CDs named "step" (most specific wins: cd > level > defaults)
 //! contain = ["soft", "rank_loss"]
 //! inject = { soft_error = 0.05, rank_loss = 0.01, at = [{ rank = 1, iteration = 3, kind = "rank_loss" }] }
+//!
+//! [cd.halo]                     # relaxed CDs (RELAXED_CDS.md)
+//! kind = "relaxed"              # run as relaxed (or "strict") whatever the program calls
+//! logging = true                # log communication (off: every failure escalates)
+//! log_spill_bytes = 1048576     # past this much log in memory, the oldest entries go to a file
+//! check_classes = true          # check private/privatized declarations (default: debug builds)
 //! ```
 //!
 //! An unknown key, a value of the wrong type or out of range, or a missing file is an error that
@@ -41,6 +47,16 @@ pub enum Medium {
     Buddy,
     /// A file on this machine.
     File,
+}
+
+/// The kind a CD runs as, when the configuration overrides the program's call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CdKindSetting {
+    /// Recovers with every rank it spans, by agreement.
+    Strict,
+    /// Recovers alone, by replaying its log (RELAXED_CDS.md).
+    Relaxed,
 }
 
 /// A kind of failure a level may contain.
@@ -83,6 +99,10 @@ struct SettingsFile {
     contain: Option<Vec<FaultKind>>,
     report: Option<bool>,
     inject: Option<InjectFile>,
+    kind: Option<CdKindSetting>,
+    logging: Option<bool>,
+    log_spill_bytes: Option<Spanned<i64>>,
+    check_classes: Option<bool>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -121,6 +141,16 @@ pub struct CdSettings {
     pub report: bool,
     /// Its fault injector.
     pub inject: Injection,
+    /// `kind = "strict" | "relaxed"`: run the CD as this kind whatever the program calls
+    /// (`None`: as called).
+    pub kind: Option<CdKindSetting>,
+    /// A relaxed CD logs its communication (without logs it cannot recover alone and
+    /// escalates every failure).
+    pub logging: bool,
+    /// Past this many bytes of log in memory, the oldest entries go to a file.
+    pub log_spill_bytes: Option<u64>,
+    /// Check the access classes of relaxed CDs (an internal rpc per remote access).
+    pub check_classes: bool,
 }
 
 impl Default for CdSettings {
@@ -131,6 +161,10 @@ impl Default for CdSettings {
             contain: FaultKinds::SOFT.union(FaultKinds::RANK_LOSS),
             report: true,
             inject: Injection::default(),
+            kind: None,
+            logging: true,
+            log_spill_bytes: None,
+            check_classes: cfg!(debug_assertions),
         }
     }
 }
@@ -206,6 +240,15 @@ impl CdConfig {
                         Some(r.span()),
                         Some(format!("{at}retries")),
                         format!("must be between 0 and 1000000, got {}", r.get_ref()),
+                    ));
+                }
+            }
+            if let Some(b) = &s.log_spill_bytes {
+                if *b.get_ref() < 0 {
+                    return Err(err(
+                        Some(b.span()),
+                        Some(format!("{at}log_spill_bytes")),
+                        format!("must be a number of bytes (0 or more), got {}", b.get_ref()),
                     ));
                 }
             }
@@ -286,6 +329,18 @@ impl CdConfig {
             }
             if let Some(r) = layer.report {
                 s.report = r;
+            }
+            if let Some(k) = layer.kind {
+                s.kind = Some(k);
+            }
+            if let Some(l) = layer.logging {
+                s.logging = l;
+            }
+            if let Some(b) = &layer.log_spill_bytes {
+                s.log_spill_bytes = Some(*b.get_ref() as u64);
+            }
+            if let Some(c) = layer.check_classes {
+                s.check_classes = c;
             }
             if let Some(inj) = &layer.inject {
                 if let Some(p) = &inj.soft_error {
@@ -369,6 +424,33 @@ mod tests {
         assert_eq!(e.key.as_deref(), Some("level.one"));
         let e = parse("seed = \"x\"\n").unwrap_err();
         assert_eq!(e.line, Some(1));
+    }
+
+    #[test]
+    fn relaxed_keys_parse_and_name_themselves_in_errors() {
+        let c = parse(
+            "[level.2]\nkind = \"relaxed\"\nlog_spill_bytes = 4096\n\
+             [cd.halo]\nlogging = false\ncheck_classes = true\n",
+        )
+        .unwrap();
+        let s = c.settings("halo", 2);
+        assert_eq!(s.kind, Some(CdKindSetting::Relaxed));
+        assert_eq!(s.log_spill_bytes, Some(4096));
+        assert!(!s.logging && s.check_classes);
+        assert_eq!(c.settings("x", 1).kind, None);
+        assert!(c.settings("x", 1).logging);
+        let e = parse("[cd.x]\nlog_spill_bytes = -1\n").unwrap_err();
+        assert_eq!(
+            (e.line, e.key.as_deref()),
+            (Some(2), Some("cd.x.log_spill_bytes"))
+        );
+        let e = parse("[cd.x]\nkind = \"lax\"\n").unwrap_err();
+        assert_eq!(e.line, Some(2));
+        assert!(e.to_string().contains("lax"), "{e}");
+        let e = parse("[cd.x]\nlogging = 3\n").unwrap_err();
+        assert_eq!(e.line, Some(2));
+        let e = parse("[cd.x]\ncheck_class = true\n").unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("check_class"));
     }
 
     #[test]

@@ -79,6 +79,24 @@ pub enum CdError {
         /// Why it could not contain the failure.
         reason: String,
     },
+    /// A relaxed CD could not recover by replay (an incoming write missing from the logs, an
+    /// uncovered combining write, a squashed write that differs from its log entry...).
+    #[error(
+        "relaxed CD {cd:?} on rank {rank} cannot recover by replay (execution {attempts}): {reason}"
+    )]
+    Replay {
+        /// Name of the relaxed CD.
+        cd: String,
+        /// The recovering rank.
+        rank: usize,
+        /// How many times it ran.
+        attempts: u32,
+        /// The cause.
+        reason: String,
+    },
+    /// A region declared private or privatized was accessed by another CD of the group.
+    #[error(transparent)]
+    Classification(Box<crate::relaxed::ClassificationError>),
 }
 
 impl CdError {

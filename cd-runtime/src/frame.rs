@@ -18,7 +18,15 @@ use crate::buddy::BuddyStore;
 use crate::config::{CdConfig, CdSettings, Medium};
 use crate::error::FaultKinds;
 use crate::injector::{mix, name_hash};
+use crate::relaxed::RelaxedFrame;
 use crate::runtime::CdRuntime;
+
+/// Whether a CD recovers with all the ranks it spans (strict) or alone, by replay (relaxed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CdKind {
+    Strict,
+    Relaxed,
+}
 
 /// Where one preserved entry is kept.
 pub(crate) enum Store {
@@ -74,6 +82,11 @@ pub(crate) struct Frame {
     pub(crate) settings: CdSettings,
     seed: u64,
     pub(crate) state: RefCell<FrameState>,
+    /// Strict or relaxed.
+    pub(crate) kind: CdKind,
+    /// The log store and the other relaxed-CD state (a strict CD's store receives its
+    /// relaxed children's logs).
+    pub(crate) rx: RefCell<RelaxedFrame>,
 }
 
 impl Frame {
@@ -120,6 +133,8 @@ impl Frame {
                 restored: HashSet::new(),
                 rng: SmallRng::seed_from_u64(seed),
             }),
+            kind: CdKind::Strict,
+            rx: RefCell::new(RelaxedFrame::default()),
         }
     }
 

@@ -35,6 +35,38 @@ pub struct CdStats {
     pub preserve_ns: u64,
     /// Nanoseconds spent recovering: restoring and re-executing.
     pub recover_ns: u64,
+    /// Relaxed CDs: bytes logged.
+    #[serde(default)]
+    pub bytes_logged: u64,
+    /// Relaxed CDs: log entries made.
+    #[serde(default)]
+    pub entries_logged: u64,
+    /// Relaxed CDs: entries spilled to files.
+    #[serde(default)]
+    pub entries_spilled: u64,
+    /// Relaxed CDs: nanoseconds spent logging.
+    #[serde(default)]
+    pub log_ns: u64,
+    /// Relaxed CDs: entries served from the log in replays.
+    #[serde(default)]
+    pub entries_replayed: u64,
+    /// Relaxed CDs: outgoing writes squashed in replays.
+    #[serde(default)]
+    pub writes_squashed: u64,
+    /// Per failure (instance and execution), the ranks that re-executed for it.
+    #[serde(default)]
+    pub failures: Vec<FailureRecord>,
+}
+
+/// The ranks that re-executed a CD instance for one failure.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FailureRecord {
+    /// Which instance of the CD (per-rank begin count).
+    pub iteration: u64,
+    /// Which execution (1 for the first re-execution).
+    pub attempt: u32,
+    /// The ranks that re-executed, in increasing order.
+    pub ranks: Vec<usize>,
 }
 
 impl CdStats {
@@ -49,6 +81,27 @@ impl CdStats {
         self.bytes_by_reference += o.bytes_by_reference;
         self.preserve_ns += o.preserve_ns;
         self.recover_ns += o.recover_ns;
+        self.bytes_logged += o.bytes_logged;
+        self.entries_logged += o.entries_logged;
+        self.entries_spilled += o.entries_spilled;
+        self.log_ns += o.log_ns;
+        self.entries_replayed += o.entries_replayed;
+        self.writes_squashed += o.writes_squashed;
+        for f in &o.failures {
+            match self
+                .failures
+                .iter_mut()
+                .find(|m| (m.iteration, m.attempt) == (f.iteration, f.attempt))
+            {
+                Some(m) => {
+                    m.ranks.extend(&f.ranks);
+                    m.ranks.sort_unstable();
+                    m.ranks.dedup();
+                }
+                None => self.failures.push(f.clone()),
+            }
+        }
+        self.failures.sort_by_key(|f| (f.iteration, f.attempt));
     }
 
     /// Counts `bytes` preserved on `medium`.
@@ -172,6 +225,48 @@ impl Report {
                 c.bytes_by_reference,
                 c.preserve_ns as f64 / 1e6,
                 c.recover_ns as f64 / 1e6
+            );
+        }
+        if self
+            .cds
+            .iter()
+            .any(|c| c.entries_logged > 0 || c.entries_replayed > 0)
+        {
+            let _ = writeln!(
+                s,
+                "relaxed CDs\n{:<16} {:>5} {:>12} {:>10} {:>10} {:>10} {:>10} {:>10}",
+                "cd", "level", "logged B", "entries", "spilled", "log ms", "replayed", "squashed"
+            );
+            for c in self
+                .cds
+                .iter()
+                .filter(|c| c.entries_logged > 0 || c.entries_replayed > 0)
+            {
+                let _ = writeln!(
+                    s,
+                    "{:<16} {:>5} {:>12} {:>10} {:>10} {:>10.3} {:>10} {:>10}",
+                    c.name,
+                    c.level,
+                    c.bytes_logged,
+                    c.entries_logged,
+                    c.entries_spilled,
+                    c.log_ns as f64 / 1e6,
+                    c.entries_replayed,
+                    c.writes_squashed
+                );
+            }
+        }
+        for c in self.cds.iter().filter(|c| !c.failures.is_empty()) {
+            let list: Vec<String> = c
+                .failures
+                .iter()
+                .map(|f| format!("#{}.{}: {:?}", f.iteration, f.attempt, f.ranks))
+                .collect();
+            let _ = writeln!(
+                s,
+                "re-executed ranks per failure of {}: {}",
+                c.name,
+                list.join(", ")
             );
         }
         s

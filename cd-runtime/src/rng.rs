@@ -17,12 +17,31 @@ pub fn rng() -> CdRng {
 
 impl RngCore for CdRng {
     fn next_u32(&mut self) -> u32 {
-        runtime::with(|rt| rt.top().state.borrow_mut().rng.next_u32())
+        let mut b = [0u8; 4];
+        draw(&mut b, |d| {
+            d.copy_from_slice(&top_rng(|r| r.next_u32()).to_ne_bytes())
+        });
+        u32::from_ne_bytes(b)
     }
     fn next_u64(&mut self) -> u64 {
-        runtime::with(|rt| rt.top().state.borrow_mut().rng.next_u64())
+        let mut b = [0u8; 8];
+        draw(&mut b, |d| {
+            d.copy_from_slice(&top_rng(|r| r.next_u64()).to_ne_bytes())
+        });
+        u64::from_ne_bytes(b)
     }
     fn fill_bytes(&mut self, dst: &mut [u8]) {
-        runtime::with(|rt| rt.top().state.borrow_mut().rng.fill_bytes(dst))
+        draw(dst, |d| top_rng(|r| r.fill_bytes(d)))
     }
+}
+
+fn top_rng<R>(f: impl FnOnce(&mut rand::rngs::SmallRng) -> R) -> R {
+    runtime::with(|rt| f(&mut rt.top().state.borrow_mut().rng))
+}
+
+/// Inside a logging relaxed CD a draw is logged, and served from the log in a replay
+/// (RELAXED_CDS.md: non-determinism is logged).
+fn draw(dst: &mut [u8], generate: impl FnOnce(&mut [u8])) {
+    let rt = runtime::handle();
+    crate::relaxed::rng_draw(&rt, dst, generate);
 }

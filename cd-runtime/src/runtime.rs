@@ -32,6 +32,8 @@ pub(crate) struct CdRuntime {
     pub(crate) file_dir: PathBuf,
     /// Memory losses this rank suffered (emulated).
     pub(crate) losses: Cell<u64>,
+    /// Relaxed CDs: logging, replay, the hook.
+    pub(crate) relaxed: crate::relaxed::RankState,
 }
 
 thread_local! {
@@ -162,6 +164,7 @@ where
     F: Fn() -> Result<R, CdError> + Sync,
 {
     let buddy_rpcs = BuddyRpcs::register(&mut rpcs);
+    let relaxed_rpcs = crate::relaxed::RelaxedRpcs::register(&mut rpcs);
     // The default directory is unique to this launch: named by the process alone, two jobs
     // running at once in one process (tests) wrote the same file names (keys follow the CD
     // tree) and the first to end deleted the other's files.
@@ -190,6 +193,7 @@ where
             iterations: RefCell::new(HashMap::new()),
             file_dir: file_dir.join(format!("rank{rank}")),
             losses: Cell::new(0),
+            relaxed: crate::relaxed::RankState::new(relaxed_rpcs),
         });
         CURRENT.with(|c| *c.borrow_mut() = Some(rt.clone()));
         let out = body();
@@ -215,6 +219,7 @@ where
             );
         }
         rt.top().release_entries(&rt);
+        crate::strict::end_relaxed_group(&rt.top());
         let mut mine = rt.stats.borrow().report(ranks);
         // `report = false` in a CD's settings leaves it out of the report (it was ignored).
         mine.cds

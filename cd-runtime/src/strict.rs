@@ -13,13 +13,33 @@ use std::time::Instant;
 use pgas::Team;
 
 use crate::cd::Cd;
+use crate::config::CdKindSetting;
 use crate::error::{CdError, FaultKinds};
 use crate::frame::{Frame, restorable};
 use crate::injector::{self, Injected};
 use crate::runtime::{self, CdRuntime};
 
 /// Runs `body` as a strict child CD of the current CD, spanning the same ranks.
+///
+/// With `kind = "relaxed"` in the CD's configuration it runs as [`crate::relaxed()`] instead.
 pub fn strict<R>(name: &str, body: impl FnMut(&Cd) -> Result<R, CdError>) -> Result<R, CdError> {
+    let (team, relaxed) = runtime::with(|rt| {
+        let top = rt.top();
+        let kind = rt.config.settings(name, top.level + 1).kind;
+        (top.team.clone(), kind == Some(CdKindSetting::Relaxed))
+    });
+    if relaxed {
+        return crate::relaxed::relaxed(name, body);
+    }
+    run(name, team, body)
+}
+
+/// A CD the program calls relaxed and the configuration makes strict: spans the parent's
+/// ranks.
+pub(crate) fn strict_as_configured<R>(
+    name: &str,
+    body: impl FnMut(&Cd) -> Result<R, CdError>,
+) -> Result<R, CdError> {
     let team = runtime::with(|rt| rt.top().team.clone());
     run(name, team, body)
 }
@@ -50,6 +70,8 @@ fn kinds_of<R>(out: &Result<R, CdError>) -> FaultKinds {
         Err(CdError::Detected { .. }) => FaultKinds::SOFT,
         // The parent decides for itself whether it can restore its own state.
         Err(CdError::Escalated { kinds, .. }) => FaultKinds(kinds.0 & !FaultKinds::UNRESTORABLE.0),
+        // A relaxed child that could not recover alone: the LCSA re-executes it with all.
+        Err(CdError::Replay { .. } | CdError::Classification(_)) => FaultKinds::SOFT,
     }
 }
 
@@ -82,6 +104,11 @@ fn run<R>(
     mut body: impl FnMut(&Cd) -> Result<R, CdError>,
 ) -> Result<R, CdError> {
     let rt = runtime::handle();
+    assert!(
+        rt.relaxed.depth.get() == 0,
+        "strict CD {name:?} inside a relaxed CD: a relaxed CD's children must be relaxed \
+         (its log would be deleted by the strict child's completion)"
+    );
     let frame = {
         let rt = &rt;
         let parent = rt.top();
@@ -111,6 +138,8 @@ fn run<R>(
             rt.rereplicate();
         }
         frame.begin(attempt);
+        // Logs of relaxed children of a failed execution are of no use to the next one.
+        frame.rx.borrow_mut().clear();
         let start = Instant::now();
         let injected = injector::decide(
             &frame.settings.inject,
@@ -176,6 +205,11 @@ fn run<R>(
             if attempt > 0 {
                 s.reexecutions += 1;
                 s.recover_ns += start.elapsed().as_nanos() as u64;
+                s.failures.push(crate::report::FailureRecord {
+                    iteration: frame.iteration,
+                    attempt,
+                    ranks: vec![rt.rank],
+                });
             }
         }
         // Lost copies alone are no failure of this execution: complete.
@@ -216,7 +250,24 @@ fn run<R>(
 
 fn finish<R>(rt: &CdRuntime, frame: &Frame, out: Result<R, CdError>) -> Result<R, CdError> {
     frame.release_entries(rt);
+    end_relaxed_group(frame);
     let popped = rt.frames.borrow_mut().pop();
     debug_assert!(popped.is_some_and(|f| std::ptr::eq(&*f, frame)));
     out
+}
+
+/// A strict CD completes (or gives up): every communication of the relaxed CDs inside it is
+/// contained, so their logs go, and the frees they deferred take effect.
+pub(crate) fn end_relaxed_group(frame: &Frame) {
+    let mut rx = frame.rx.borrow_mut();
+    if !rx.had_relaxed {
+        return;
+    }
+    rx.clear();
+    rx.had_relaxed = false;
+    drop(rx);
+    for offset in pgas::resilience::deferred_frees() {
+        pgas::resilience::free_deferred(offset)
+            .unwrap_or_else(|e| panic!("CD {:?}: a deferred free failed: {e}", frame.name));
+    }
 }

@@ -1,0 +1,174 @@
+//! Access classes: regions of this rank's segment a relaxed CD declares *private* (no other
+//! CD touches them until the relaxed group completes) or *privatized* (private while the CD
+//! runs), and the check that no other CD of the group accesses them meanwhile.
+//!
+//! Everything else is *potentially shared* (the default) and logged. The check is on in
+//! debug builds and with `check_classes = true`: each remote access of a checking relaxed CD
+//! asks the target (an internal rpc, served from its progress) whether the range touches a
+//! region one of its CDs declared; a hit is a [`ClassificationError`] naming both CDs.
+
+use pgas::GlobalPtr;
+use pgas::resilience::internal;
+use thiserror::Error;
+
+use crate::cd::Cd;
+use crate::frame::CdKind;
+use crate::relaxed::interceptor::logging_frame;
+use crate::runtime::CdRuntime;
+
+/// A declared region of this rank's segment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Region {
+    /// The CD that declared it.
+    pub cd: String,
+    /// The name the program gave it.
+    pub name: String,
+    /// Byte offset in the segment.
+    pub offset: usize,
+    /// Byte length.
+    pub len: usize,
+}
+
+impl Region {
+    fn overlaps(&self, offset: usize, len: usize) -> bool {
+        offset < self.offset + self.len && self.offset < offset + len
+    }
+}
+
+/// A remote access, by another CD of the relaxed group while the group runs, into a region
+/// declared private or privatized.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error(
+    "classification error: CD {cd:?} on rank {rank} accessed {len} bytes at offset {offset} of \
+     rank {owner}, inside region `{region}` that CD {owner_cd:?} on rank {owner} declared \
+     {class}"
+)]
+pub struct ClassificationError {
+    /// The accessing CD.
+    pub cd: String,
+    /// Its rank.
+    pub rank: usize,
+    /// The declaring CD.
+    pub owner_cd: String,
+    /// Its rank (the region's owner).
+    pub owner: usize,
+    /// The region's name.
+    pub region: String,
+    /// `private` or `privatized`.
+    pub class: String,
+    /// The access: byte offset and length at the owner.
+    pub offset: usize,
+    /// See `offset`.
+    pub len: usize,
+}
+
+fn own_region<T: 'static>(
+    cd: &Cd,
+    what: &str,
+    name: &str,
+    ptr: GlobalPtr<T>,
+    len: usize,
+) -> Region {
+    assert!(
+        !ptr.is_null() && ptr.rank() == pgas::rank_me(),
+        "CD {:?}: {what} region `{name}` must be in this rank's segment",
+        cd.frame.name
+    );
+    assert!(
+        cd.frame.kind == CdKind::Relaxed,
+        "CD {:?}: access classes are declared in relaxed CDs",
+        cd.frame.name
+    );
+    Region {
+        cd: cd.frame.name.clone(),
+        name: name.to_string(),
+        offset: ptr.offset(),
+        len: len * std::mem::size_of::<T>(),
+    }
+}
+
+impl Cd {
+    /// Declares `len` elements at `ptr` (this rank's memory) *private*: no other CD touches
+    /// them until the relaxed group completes; not logged, simply re-executed.
+    pub fn private<T: 'static>(&self, name: &str, ptr: GlobalPtr<T>, len: usize) {
+        let r = own_region(self, "private", name, ptr, len);
+        let mut rx = self.frame.rx.borrow_mut();
+        if !rx.private.contains(&r) {
+            rx.private.push(r);
+        }
+    }
+
+    /// Declares `len` elements at `ptr` (this rank's memory) *privatized*: private while this
+    /// CD runs, usable by others after; logged once, at completion, as its final bytes.
+    pub fn privatized<T: 'static>(&self, name: &str, ptr: GlobalPtr<T>, len: usize) {
+        let r = own_region(self, "privatized", name, ptr, len);
+        let mut rx = self.frame.rx.borrow_mut();
+        if !rx.privatized.contains(&r) {
+            rx.privatized.push(r);
+        }
+    }
+}
+
+/// Checks a remote access of the running relaxed CD, if its settings ask for it.
+pub(crate) fn check_access(rt: &CdRuntime, target: usize, offset: usize, len: usize) {
+    let Some(frame) = logging_frame(rt) else {
+        return;
+    };
+    if !frame.settings.check_classes {
+        return;
+    }
+    let hit = internal(|| {
+        pgas::rpc(
+            target,
+            rt.relaxed.rpcs.check,
+            (rt.rank, frame.name.clone(), offset, len),
+        )
+        .wait()
+    });
+    if let Some((owner_cd, region)) = hit {
+        let (class, region) = region
+            .split_once(':')
+            .map(|(c, r)| (c.to_string(), r.to_string()))
+            .unwrap_or_default();
+        frame
+            .rx
+            .borrow_mut()
+            .class_errors
+            .push(ClassificationError {
+                cd: frame.name.clone(),
+                rank: rt.rank,
+                owner_cd,
+                owner: target,
+                region,
+                class,
+                offset,
+                len,
+            });
+    }
+}
+
+/// Answers a check from `asker`: the region of this rank the access touches, as
+/// (declaring CD, "class:region").
+pub(crate) fn serve_check(
+    rt: &CdRuntime,
+    asker: usize,
+    _asker_cd: &str,
+    offset: usize,
+    len: usize,
+) -> Option<(String, String)> {
+    if asker == rt.rank {
+        return None;
+    }
+    for f in rt.frames.borrow().iter().rev() {
+        let Ok(rx) = f.rx.try_borrow() else { continue };
+        if let Some(r) = rx.private.iter().find(|r| r.overlaps(offset, len)) {
+            return Some((r.cd.clone(), format!("private:{}", r.name)));
+        }
+        if f.kind == CdKind::Relaxed {
+            if let Some(r) = rx.privatized.iter().find(|r| r.overlaps(offset, len)) {
+                return Some((r.cd.clone(), format!("privatized:{}", r.name)));
+            }
+        }
+    }
+    None
+}

@@ -1,0 +1,653 @@
+//! The pgas [`Interceptor`] of relaxed CDs, installed while a logging relaxed CD runs on the
+//! rank and removed after (strict-only programs never get a hook).
+//!
+//! Forward mode logs: every remote operation gets an entry in the innermost logging relaxed
+//! CD's store at `before_*` (so LSNs follow program order) and is completed at `after_*`
+//! (acks, replies, fetched bytes). Replay mode serves reads, atomics' results, rpc replies,
+//! fetches, collectives and allocations from the recovering CD's log in LSN order, squashes
+//! outgoing writes after comparing them with the logged bytes, and applies the gathered
+//! incoming writes at each epoch step. Operations on the rank's own memory are local
+//! accesses: never logged, simply re-executed.
+
+use std::rc::Rc;
+use std::time::Instant;
+
+use gasnet_bridge::{AtomicOp, AtomicResult, WriteAck};
+use pgas::hook::{
+    AllocAction, AtomicAction, Collective, CollectiveAction, CollectiveKind, Fetch, FetchAction,
+    FreeAction, GetAction, Interceptor, OpId, PutAction, Rma, RpcAction, RpcCall, SyncEvent,
+};
+
+use crate::buddy::Bytes;
+use crate::frame::{CdKind, Frame};
+use crate::relaxed::ReplayEvent;
+use crate::relaxed::classes;
+use crate::relaxed::epochs;
+use crate::relaxed::log_store::{EntryKind, LogEntry, LoggedOp, TargetCounters};
+use crate::runtime::{self, CdRuntime};
+
+/// The hook; its state lives in the rank's CD runtime.
+#[derive(Debug, Default)]
+pub struct RelaxedHook;
+
+/// The innermost relaxed CD that logs.
+pub(crate) fn logging_frame(rt: &CdRuntime) -> Option<Rc<Frame>> {
+    rt.frames
+        .borrow()
+        .iter()
+        .rev()
+        .find(|f| f.kind == CdKind::Relaxed && f.settings.logging)
+        .cloned()
+}
+
+/// Appends an entry to the innermost logging relaxed CD's store.
+fn log(rt: &CdRuntime, op: u64, kind: EntryKind) {
+    let start = Instant::now();
+    let Some(frame) = logging_frame(rt) else {
+        return;
+    };
+    let e = LogEntry {
+        lsn: rt.relaxed.next_lsn(),
+        ec: pgas::resilience::epoch(),
+        op,
+        kind,
+    };
+    let size = e.size() as u64;
+    frame.rx.borrow_mut().store.push(e);
+    if let Some(limit) = frame.settings.log_spill_bytes {
+        crate::relaxed::run::spill(rt, &frame, limit);
+    }
+    let mut stats = rt.stats.borrow_mut();
+    let s = stats.entry(&frame.name, frame.level);
+    s.entries_logged += 1;
+    s.bytes_logged += size;
+    s.log_ns += start.elapsed().as_nanos() as u64;
+}
+
+/// Completes the entry of operation `op` in the innermost logging relaxed CD's store.
+fn complete(rt: &CdRuntime, op: u64, f: impl FnOnce(&mut EntryKind)) {
+    let Some(frame) = logging_frame(rt) else {
+        return;
+    };
+    let mut rx = frame.rx.borrow_mut();
+    if let Some(e) = rx.store.find_op_mut(op) {
+        let before = e.size();
+        f(&mut e.kind);
+        let grown = e.size().saturating_sub(before) as u64;
+        drop(rx);
+        rt.stats
+            .borrow_mut()
+            .entry(&frame.name, frame.level)
+            .bytes_logged += grown;
+    }
+}
+
+/// In replay: the next logged entry (and the switch to forward mode when the log ran out).
+fn next_entry(rt: &CdRuntime) -> Option<LogEntry> {
+    let mut replay = rt.relaxed.replay.borrow_mut();
+    let r = replay.as_mut().filter(|r| !r.forward)?;
+    match r.next() {
+        Some(e) => Some(e),
+        None => {
+            let landed = r.switch_to_forward();
+            drop(replay);
+            if let Err(e) = landed {
+                mismatch(rt, e);
+            }
+            rt.relaxed.event(ReplayEvent::Forward {
+                ec: pgas::resilience::epoch(),
+            });
+            None
+        }
+    }
+}
+
+fn replaying(rt: &CdRuntime) -> bool {
+    rt.relaxed
+        .replay
+        .borrow()
+        .as_ref()
+        .is_some_and(|r| !r.forward)
+}
+
+fn served(rt: &CdRuntime, lsn: u64, what: &'static str) {
+    if let Some(r) = rt.relaxed.replay.borrow_mut().as_mut() {
+        r.replayed += 1;
+    }
+    rt.relaxed.event(ReplayEvent::Served { lsn, what });
+}
+
+fn mismatch(rt: &CdRuntime, what: String) {
+    rt.relaxed.replay_errors.borrow_mut().push(what);
+}
+
+fn counters(ack: WriteAck) -> TargetCounters {
+    TargetCounters {
+        ec: ack.ec,
+        iwc: ack.iwc,
+    }
+}
+
+/// A write into this rank by this rank: no initiator's log will hold it, remember its IWC.
+fn own_write(rt: &CdRuntime, ack: WriteAck) {
+    if let Some(r) = rt.relaxed.replay.borrow_mut().as_mut() {
+        if !r.forward {
+            r.own_during += 1;
+        }
+    }
+    if let Some(frame) = logging_frame(rt) {
+        frame.rx.borrow_mut().own_iwcs.push(ack.iwc);
+    }
+}
+
+fn describe(e: &LogEntry) -> String {
+    match &e.kind {
+        EntryKind::Write { target, offset, .. } => {
+            format!("a put to rank {target} at offset {offset}")
+        }
+        EntryKind::Read { source, offset, .. } => {
+            format!("a get from rank {source} at offset {offset}")
+        }
+        EntryKind::Atomic { target, op, .. } => format!("an atomic {op:?} on rank {target}"),
+        EntryKind::Rpc { target, name, .. } => format!("an rpc `{name}` to rank {target}"),
+        EntryKind::Fetch { rank, .. } => format!("a fetch from rank {rank}"),
+        EntryKind::Collective { .. } => "a collective".into(),
+        EntryKind::Rng { .. } => "an rng draw".into(),
+        EntryKind::Alloc { size, .. } => format!("an allocation of {size} bytes"),
+        EntryKind::Privatized { offset, .. } => format!("a privatized region at {offset}"),
+    }
+}
+
+fn diverged(rt: &CdRuntime, doing: String, e: &LogEntry) {
+    mismatch(
+        rt,
+        format!(
+            "the re-execution did {doing} where the log (LSN {}) has {}: the body is not \
+             deterministic",
+            e.lsn,
+            describe(e)
+        ),
+    );
+}
+
+impl Interceptor for RelaxedHook {
+    fn before_put(&self, id: OpId, rma: &Rma, bytes: &[u8]) -> PutAction {
+        runtime::with(|rt| {
+            if rma.rank == rt.rank {
+                return PutAction::Proceed;
+            }
+            if replaying(rt) {
+                if let Some(e) = next_entry(rt) {
+                    match &e.kind {
+                        EntryKind::Write {
+                            target,
+                            offset,
+                            bytes: logged,
+                            ..
+                        } if *target == rma.rank && *offset == rma.offset => {
+                            if logged.0 != bytes {
+                                mismatch(
+                                    rt,
+                                    format!(
+                                        "squashed put to rank {} at offset {} (LSN {}) differs \
+                                         from the logged bytes: the body is not deterministic \
+                                         or an access is misclassified",
+                                        rma.rank, rma.offset, e.lsn
+                                    ),
+                                );
+                            }
+                            if let Some(r) = rt.relaxed.replay.borrow_mut().as_mut() {
+                                r.squashed += 1;
+                            }
+                            rt.relaxed.event(ReplayEvent::Squashed { lsn: e.lsn });
+                        }
+                        _ => diverged(
+                            rt,
+                            format!("a put to rank {} at offset {}", rma.rank, rma.offset),
+                            &e,
+                        ),
+                    }
+                    // Never send: the target already holds this write (or, after a
+                    // divergence, must not get a wrong one).
+                    return PutAction::Suppress;
+                }
+            }
+            classes::check_access(rt, rma.rank, rma.offset, rma.len);
+            log(
+                rt,
+                id.0,
+                EntryKind::Write {
+                    target: rma.rank,
+                    offset: rma.offset,
+                    bytes: Bytes(bytes.to_vec()),
+                    counters: None,
+                },
+            );
+            PutAction::Proceed
+        })
+    }
+
+    fn after_put(&self, id: OpId, rma: &Rma, ack: WriteAck) {
+        runtime::with(|rt| {
+            if rma.rank == rt.rank {
+                own_write(rt, ack);
+                return;
+            }
+            complete(rt, id.0, |k| {
+                if let EntryKind::Write { counters: c, .. } = k {
+                    *c = Some(counters(ack));
+                }
+            });
+        })
+    }
+
+    fn before_get(&self, id: OpId, rma: &Rma, dst: &mut [u8]) -> GetAction {
+        runtime::with(|rt| {
+            if rma.rank == rt.rank {
+                return GetAction::Proceed;
+            }
+            if replaying(rt) {
+                if let Some(e) = next_entry(rt) {
+                    match &e.kind {
+                        EntryKind::Read {
+                            source,
+                            offset,
+                            bytes,
+                        } if *source == rma.rank
+                            && *offset == rma.offset
+                            && bytes.0.len() == dst.len() =>
+                        {
+                            dst.copy_from_slice(&bytes.0);
+                            served(rt, e.lsn, "read");
+                            return GetAction::Served;
+                        }
+                        _ => {
+                            diverged(
+                                rt,
+                                format!("a get from rank {} at offset {}", rma.rank, rma.offset),
+                                &e,
+                            );
+                            dst.fill(0);
+                            return GetAction::Served;
+                        }
+                    }
+                }
+            }
+            classes::check_access(rt, rma.rank, rma.offset, rma.len);
+            log(
+                rt,
+                id.0,
+                EntryKind::Read {
+                    source: rma.rank,
+                    offset: rma.offset,
+                    bytes: Bytes(Vec::new()),
+                },
+            );
+            GetAction::Proceed
+        })
+    }
+
+    fn after_get(&self, id: OpId, rma: &Rma, data: &[u8]) {
+        runtime::with(|rt| {
+            if rma.rank == rt.rank {
+                return;
+            }
+            complete(rt, id.0, |k| {
+                if let EntryKind::Read { bytes, .. } = k {
+                    bytes.0 = data.to_vec();
+                }
+            });
+        })
+    }
+
+    fn before_rpc(&self, id: OpId, call: &RpcCall, args: &[u8]) -> RpcAction {
+        runtime::with(|rt| {
+            if call.rank == rt.rank {
+                return RpcAction::Proceed;
+            }
+            if replaying(rt) {
+                if let Some(e) = next_entry(rt) {
+                    match &e.kind {
+                        EntryKind::Rpc {
+                            target,
+                            name,
+                            args: logged,
+                            reply,
+                            ..
+                        } if *target == call.rank && name == call.name => {
+                            if logged.0 != args {
+                                mismatch(
+                                    rt,
+                                    format!(
+                                        "rpc `{name}` to rank {target} (LSN {}) has other \
+                                         arguments than logged: the body is not deterministic",
+                                        e.lsn
+                                    ),
+                                );
+                            }
+                            served(rt, e.lsn, "rpc reply");
+                            return RpcAction::Served(
+                                reply.clone().map(|r| r.0).unwrap_or_default(),
+                            );
+                        }
+                        _ => {
+                            diverged(
+                                rt,
+                                format!("an rpc `{}` to rank {}", call.name, call.rank),
+                                &e,
+                            );
+                            return RpcAction::Served(Vec::new());
+                        }
+                    }
+                }
+            }
+            log(
+                rt,
+                id.0,
+                EntryKind::Rpc {
+                    target: call.rank,
+                    name: call.name.to_string(),
+                    args: Bytes(args.to_vec()),
+                    reply: None,
+                    counters: None,
+                },
+            );
+            RpcAction::Proceed
+        })
+    }
+
+    fn after_rpc(&self, id: OpId, call: &RpcCall, ack: WriteAck, reply: &[u8]) {
+        runtime::with(|rt| {
+            if call.rank == rt.rank {
+                own_write(rt, ack);
+                return;
+            }
+            complete(rt, id.0, |k| {
+                if let EntryKind::Rpc {
+                    reply: r,
+                    counters: c,
+                    ..
+                } = k
+                {
+                    *r = Some(Bytes(reply.to_vec()));
+                    *c = Some(counters(ack));
+                }
+            });
+        })
+    }
+
+    fn before_atomic(&self, id: OpId, rank: usize, offset: usize, op: AtomicOp) -> AtomicAction {
+        runtime::with(|rt| {
+            if rank == rt.rank {
+                return AtomicAction::Proceed;
+            }
+            let logged_op = LoggedOp::from(op);
+            if replaying(rt) {
+                if let Some(e) = next_entry(rt) {
+                    match &e.kind {
+                        EntryKind::Atomic {
+                            target,
+                            offset: o,
+                            op: lop,
+                            previous,
+                            counters,
+                            ..
+                        } if *target == rank && *o == offset && *lop == logged_op => {
+                            served(rt, e.lsn, "atomic");
+                            return AtomicAction::Served(AtomicResult {
+                                previous: previous.unwrap_or(0),
+                                ack: counters.map(|c| WriteAck {
+                                    ec: c.ec,
+                                    iwc: c.iwc,
+                                }),
+                            });
+                        }
+                        _ => {
+                            diverged(rt, format!("an atomic {logged_op:?} on rank {rank}"), &e);
+                            return AtomicAction::Served(AtomicResult {
+                                previous: 0,
+                                ack: None,
+                            });
+                        }
+                    }
+                }
+            }
+            classes::check_access(rt, rank, offset, 8);
+            log(
+                rt,
+                id.0,
+                EntryKind::Atomic {
+                    target: rank,
+                    offset,
+                    op: logged_op,
+                    previous: None,
+                    counters: None,
+                    done: false,
+                },
+            );
+            AtomicAction::Proceed
+        })
+    }
+
+    fn after_atomic(
+        &self,
+        id: OpId,
+        rank: usize,
+        _offset: usize,
+        _op: AtomicOp,
+        result: &AtomicResult,
+    ) {
+        runtime::with(|rt| {
+            if rank == rt.rank {
+                if let Some(ack) = result.ack {
+                    own_write(rt, ack);
+                }
+                return;
+            }
+            complete(rt, id.0, |k| {
+                if let EntryKind::Atomic {
+                    previous,
+                    counters: c,
+                    done,
+                    ..
+                } = k
+                {
+                    *previous = Some(result.previous);
+                    *c = result.ack.map(counters);
+                    *done = true;
+                }
+            });
+        })
+    }
+
+    fn before_fetch(&self, id: OpId, fetch: &Fetch) -> FetchAction {
+        runtime::with(|rt| {
+            if replaying(rt) {
+                if let Some(e) = next_entry(rt) {
+                    match &e.kind {
+                        EntryKind::Fetch {
+                            rank,
+                            object,
+                            bytes,
+                        } if *rank == fetch.rank && *object == fetch.object => {
+                            served(rt, e.lsn, "fetch");
+                            return FetchAction::Served(
+                                bytes.clone().map(|b| b.0).unwrap_or_default(),
+                            );
+                        }
+                        _ => {
+                            diverged(rt, format!("a fetch from rank {}", fetch.rank), &e);
+                            return FetchAction::Proceed;
+                        }
+                    }
+                }
+            }
+            log(
+                rt,
+                id.0,
+                EntryKind::Fetch {
+                    rank: fetch.rank,
+                    object: fetch.object,
+                    bytes: None,
+                },
+            );
+            FetchAction::Proceed
+        })
+    }
+
+    fn after_fetch(&self, id: OpId, _fetch: &Fetch, bytes: &[u8]) {
+        runtime::with(|rt| {
+            complete(rt, id.0, |k| {
+                if let EntryKind::Fetch { bytes: b, .. } = k {
+                    *b = Some(Bytes(bytes.to_vec()));
+                }
+            });
+        })
+    }
+
+    fn before_collective(&self, id: OpId, collective: &Collective) -> CollectiveAction {
+        runtime::with(|rt| {
+            if replaying(rt) {
+                if let Some(e) = next_entry(rt) {
+                    match &e.kind {
+                        EntryKind::Collective { result } => {
+                            served(rt, e.lsn, "collective");
+                            return CollectiveAction::Served(
+                                result.clone().map(|b| b.0).unwrap_or_default(),
+                            );
+                        }
+                        _ => {
+                            diverged(rt, "a collective".into(), &e);
+                            // A barrier can be skipped safely; others would hang if joined.
+                            if collective.kind == CollectiveKind::Barrier {
+                                return CollectiveAction::Served(Vec::new());
+                            }
+                            return CollectiveAction::Proceed;
+                        }
+                    }
+                }
+            }
+            log(rt, id.0, EntryKind::Collective { result: None });
+            CollectiveAction::Proceed
+        })
+    }
+
+    fn after_collective(&self, id: OpId, _collective: &Collective, result: &[u8]) {
+        runtime::with(|rt| {
+            complete(rt, id.0, |k| {
+                if let EntryKind::Collective { result: r } = k {
+                    *r = Some(Bytes(result.to_vec()));
+                }
+            });
+        })
+    }
+
+    fn before_alloc(&self, size: usize, _align: usize) -> AllocAction {
+        runtime::with(|rt| {
+            if replaying(rt) {
+                if let Some(e) = next_entry(rt) {
+                    match &e.kind {
+                        EntryKind::Alloc { offset, size: s } if *s == size => {
+                            served(rt, e.lsn, "allocation");
+                            rt.relaxed.alloc_served.set(true);
+                            return AllocAction::At(*offset);
+                        }
+                        _ => {
+                            diverged(rt, format!("an allocation of {size} bytes"), &e);
+                            rt.relaxed.alloc_served.set(true);
+                            return AllocAction::Proceed;
+                        }
+                    }
+                }
+            }
+            AllocAction::Proceed
+        })
+    }
+
+    fn after_alloc(&self, offset: usize, size: usize) {
+        runtime::with(|rt| {
+            if rt.relaxed.alloc_served.replace(false) {
+                return;
+            }
+            log(rt, 0, EntryKind::Alloc { offset, size });
+        })
+    }
+
+    fn before_free(&self, _offset: usize, _size: usize) -> FreeAction {
+        // Deferred to the completion of the CD spanning allocation and free (the LCSA at
+        // the latest), so a re-execution gets the same addresses from the allocation log.
+        runtime::with(|rt| {
+            if let Some(f) = rt
+                .frames
+                .borrow()
+                .iter()
+                .rev()
+                .find(|f| f.kind == CdKind::Strict)
+            {
+                f.rx.borrow_mut().had_relaxed = true;
+            }
+        });
+        FreeAction::Defer
+    }
+
+    fn on_sync(&self, _sync: SyncEvent, ec: u64) {
+        runtime::with(|rt| {
+            let recovering = rt.relaxed.trace.borrow().is_some();
+            if !recovering {
+                return;
+            }
+            rt.relaxed.event(ReplayEvent::Epoch(ec));
+            apply_incoming(rt, Some(ec));
+        })
+    }
+}
+
+/// Applies the gathered incoming writes of epochs up to `ec` (all when `None`).
+pub(crate) fn apply_incoming(rt: &CdRuntime, ec: Option<u64>) {
+    let due = {
+        let mut q = rt.relaxed.incoming.borrow_mut();
+        if q.is_empty() {
+            return;
+        }
+        match ec {
+            Some(ec) => q.take_through(ec),
+            None => q.take_all(),
+        }
+    };
+    for w in &due {
+        if let Err(e) = epochs::apply(rt.rank, w) {
+            mismatch(rt, e);
+        }
+        rt.relaxed.event(ReplayEvent::Incoming {
+            from: w.from,
+            ec: w.ec,
+            iwc: w.iwc,
+        });
+    }
+}
+
+/// A `cd::rng()` draw inside a logging relaxed CD: logged, or served in a replay.
+pub(crate) fn rng_draw(rt: &CdRuntime, dst: &mut [u8], draw: impl FnOnce(&mut [u8])) {
+    if replaying(rt) {
+        if let Some(e) = next_entry(rt) {
+            if let EntryKind::Rng { bytes } = &e.kind {
+                if bytes.0.len() == dst.len() {
+                    dst.copy_from_slice(&bytes.0);
+                    served(rt, e.lsn, "rng draw");
+                    return;
+                }
+            }
+            diverged(rt, "an rng draw".into(), &e);
+            draw(dst);
+            return;
+        }
+    }
+    draw(dst);
+    log(
+        rt,
+        0,
+        EntryKind::Rng {
+            bytes: Bytes(dst.to_vec()),
+        },
+    );
+}

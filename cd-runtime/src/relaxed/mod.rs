@@ -1,0 +1,265 @@
+//! Relaxed Containment Domains: CDs that recover alone, by replaying logged communication
+//! (the protocol of RELAXED_CDS.md; told in prose in `relaxed/README.md`).
+//!
+//! A relaxed CD is a child of a strict CD (its LCSA, the lowest strict ancestor) or of
+//! another relaxed CD. While one runs on a rank, the rank's pgas hook logs every remote
+//! operation into the CD's log store ([`log_store`]); a failed relaxed CD restores its
+//! preserved state and re-executes in replay mode ([`replay`], [`interceptor`]), applying the
+//! writes other ranks made into it epoch by epoch ([`epochs`]), while every other rank keeps
+//! running. Beginning and completing a relaxed CD involve no communication.
+
+pub mod classes;
+pub(crate) mod epochs;
+pub(crate) mod interceptor;
+pub(crate) mod log_store;
+pub(crate) mod replay;
+pub(crate) mod run;
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+
+use pgas::{RpcFn, RpcTable};
+
+use crate::relaxed::classes::Region;
+use crate::relaxed::epochs::{Incoming, IncomingQueue};
+use crate::relaxed::interceptor::RelaxedHook;
+use crate::relaxed::log_store::LogStore;
+use crate::relaxed::replay::Replay;
+use crate::runtime;
+
+pub use classes::ClassificationError;
+pub use run::relaxed;
+
+/// The relaxed-CD part of a CD on this rank (strict CDs use only the store, which receives
+/// their relaxed children's logs).
+#[derive(Debug, Default)]
+pub(crate) struct RelaxedFrame {
+    /// The CD's log store.
+    pub(crate) store: LogStore,
+    /// EC and IWC at the CD's begin.
+    pub(crate) ec_begin: u64,
+    pub(crate) iwc_begin: u64,
+    /// Regions of this rank's segment the CD preserved with `preserve_global`: (name, byte
+    /// offset, byte length). Restored at once when recovery starts.
+    pub(crate) globals: Vec<(String, usize, usize)>,
+    /// Names of `globals` restored when the current recovery began.
+    pub(crate) eager_restored: std::collections::HashSet<String>,
+    /// IWC values of writes this rank made into itself (not in any initiator's log).
+    pub(crate) own_iwcs: Vec<u64>,
+    /// Regions declared private (kept until the LCSA completes: "no other CD touches the
+    /// data until the relaxed group completes").
+    pub(crate) private: Vec<Region>,
+    /// Regions declared privatized (private while this CD runs).
+    pub(crate) privatized: Vec<Region>,
+    /// Classification errors found in this CD's accesses.
+    pub(crate) class_errors: Vec<ClassificationError>,
+    /// A relaxed CD ran inside this (strict) CD: deferred frees and logs to clean up.
+    pub(crate) had_relaxed: bool,
+}
+
+impl RelaxedFrame {
+    /// Forgets everything logged inside (a strict CD completes or re-executes).
+    pub(crate) fn clear(&mut self) {
+        self.store.clear();
+        self.own_iwcs.clear();
+        self.private.clear();
+        self.privatized.clear();
+        self.class_errors.clear();
+    }
+}
+
+/// One event of a recovery, in the order it happened (for tests and diagnostics).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReplayEvent {
+    /// An incoming write applied: its initiator, EC and IWC.
+    Incoming {
+        /// The initiator rank.
+        from: usize,
+        /// Its epoch at the target.
+        ec: u64,
+        /// Its IWC at the target.
+        iwc: u64,
+    },
+    /// A synchronization of the re-executed body advanced the EC to this value.
+    Epoch(u64),
+    /// A logged entry served to the re-executed body (read, atomic, rpc reply, fetch,
+    /// collective, rng draw, allocation).
+    Served {
+        /// The entry's LSN.
+        lsn: u64,
+        /// What it was.
+        what: &'static str,
+    },
+    /// An outgoing write squashed (matched the log).
+    Squashed {
+        /// The entry's LSN.
+        lsn: u64,
+    },
+    /// The log ran out: forward mode from this EC on.
+    Forward {
+        /// The EC at the switch.
+        ec: u64,
+    },
+}
+
+/// What one recovery of a relaxed CD on this rank did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecoveryTrace {
+    /// The CD's name.
+    pub cd: String,
+    /// This rank.
+    pub rank: usize,
+    /// The CD's EC and IWC at begin.
+    pub ec_begin: u64,
+    /// See `ec_begin`.
+    pub iwc_begin: u64,
+    /// This rank's IWC when recovery started (the last incoming write to replay).
+    pub iwc_end: u64,
+    /// The ranks asked for their logs.
+    pub asked: Vec<usize>,
+    /// The events in order.
+    pub events: Vec<ReplayEvent>,
+}
+
+/// Traces kept per rank (the most recent ones).
+const TRACES_KEPT: usize = 64;
+
+/// The relaxed-CD state of one rank.
+pub(crate) struct RankState {
+    /// Relaxed CDs running on this rank that log (the hook is installed while > 0).
+    pub(crate) logging_depth: Cell<usize>,
+    /// Relaxed CDs running on this rank (logging or not).
+    pub(crate) depth: Cell<usize>,
+    /// Next LSN.
+    pub(crate) lsn: Cell<u64>,
+    /// The replay of the recovering CD, while its log lasts.
+    pub(crate) replay: RefCell<Option<Replay>>,
+    /// Incoming writes still to apply (they outlive the log when it runs out early).
+    pub(crate) incoming: RefCell<IncomingQueue>,
+    /// Errors found while replaying (squash mismatches), for the recovering CD.
+    pub(crate) replay_errors: RefCell<Vec<String>>,
+    /// The trace being written and the finished ones.
+    pub(crate) trace: RefCell<Option<RecoveryTrace>>,
+    pub(crate) traces: RefCell<Vec<RecoveryTrace>>,
+    /// An allocation's address was just served from the log (its `after_alloc` logs nothing).
+    pub(crate) alloc_served: Cell<bool>,
+    pub(crate) hook: RefCell<Option<Rc<RelaxedHook>>>,
+    pub(crate) rpcs: RelaxedRpcs,
+}
+
+impl RankState {
+    pub(crate) fn new(rpcs: RelaxedRpcs) -> RankState {
+        RankState {
+            logging_depth: Cell::new(0),
+            depth: Cell::new(0),
+            lsn: Cell::new(0),
+            replay: RefCell::new(None),
+            incoming: RefCell::new(IncomingQueue::default()),
+            replay_errors: RefCell::new(Vec::new()),
+            trace: RefCell::new(None),
+            traces: RefCell::new(Vec::new()),
+            alloc_served: Cell::new(false),
+            hook: RefCell::new(None),
+            rpcs,
+        }
+    }
+
+    /// The next LSN.
+    pub(crate) fn next_lsn(&self) -> u64 {
+        let l = self.lsn.get();
+        self.lsn.set(l + 1);
+        l
+    }
+
+    /// Adds an event to the current recovery's trace, if one is being written.
+    pub(crate) fn event(&self, e: ReplayEvent) {
+        if let Some(t) = self.trace.borrow_mut().as_mut() {
+            t.events.push(e);
+        }
+    }
+
+    /// Closes the current trace.
+    pub(crate) fn finish_trace(&self) {
+        if let Some(t) = self.trace.borrow_mut().take() {
+            let mut all = self.traces.borrow_mut();
+            if all.len() == TRACES_KEPT {
+                all.remove(0);
+            }
+            all.push(t);
+        }
+    }
+}
+
+/// What the gather request returns: the writes into the asker, and how many of its writes
+/// into the asker still wait for their ack (the asker asks again).
+type GatherReply = (Vec<Incoming>, u64);
+
+/// A class check: (asker rank, asker CD, offset, len) → the touched region, as (declaring
+/// CD, "class:region").
+type CheckRequest = (usize, String, usize, usize);
+type CheckReply = Option<(String, String)>;
+
+/// The rpc functions of relaxed CDs (the runtime's own traffic, always `internal`).
+#[derive(Clone, Copy)]
+pub(crate) struct RelaxedRpcs {
+    /// (target, iwc_begin, iwc_end): the writes into `target` with IWC in that range from
+    /// this rank's logs.
+    pub(crate) gather: RpcFn<(usize, u64, u64), GatherReply>,
+    /// (asker rank, asker CD, offset, len): the declared private/privatized region of this
+    /// rank the access touches, if any, as (this rank's CD, region name).
+    pub(crate) check: RpcFn<CheckRequest, CheckReply>,
+}
+
+impl RelaxedRpcs {
+    /// Registers the functions in `rpcs` (before launch, on every rank alike).
+    pub(crate) fn register(rpcs: &mut RpcTable) -> RelaxedRpcs {
+        RelaxedRpcs {
+            gather: rpcs.register(
+                "cd.relaxed.gather",
+                |(target, from, to): (usize, u64, u64)| {
+                    // Served from progress: this rank stays in its own CD.
+                    runtime::try_with(|rt| replay::serve_gather(rt, target, from, to))
+                        .unwrap_or_default()
+                },
+            ),
+            check: rpcs.register(
+                "cd.relaxed.check",
+                |(asker, cd, offset, len): (usize, String, usize, usize)| {
+                    runtime::try_with(|rt| classes::serve_check(rt, asker, &cd, offset, len))
+                        .flatten()
+                },
+            ),
+        }
+    }
+}
+
+/// Entries in the log stores of every CD this rank is in (0 after a strict CD completed
+/// with nothing relaxed around it).
+pub fn logged_entries() -> usize {
+    runtime::with(|rt| {
+        rt.frames
+            .borrow()
+            .iter()
+            .map(|f| f.rx.borrow().store.len())
+            .sum()
+    })
+}
+
+/// The recoveries of relaxed CDs this rank performed (most recent last; the last 64 kept).
+pub fn recoveries() -> Vec<RecoveryTrace> {
+    runtime::with(|rt| rt.relaxed.traces.borrow().clone())
+}
+
+/// Draws random bytes for `cd::rng()`: inside a logging relaxed CD the draw is logged, and
+/// in a replay it is served from the log.
+pub(crate) fn rng_draw(
+    rt: &crate::runtime::CdRuntime,
+    dst: &mut [u8],
+    draw: impl FnOnce(&mut [u8]),
+) {
+    if rt.relaxed.logging_depth.get() == 0 {
+        draw(dst);
+        return;
+    }
+    interceptor::rng_draw(rt, dst, draw);
+}

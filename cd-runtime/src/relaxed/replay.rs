@@ -1,0 +1,337 @@
+//! Recovery of one relaxed CD C on rank F: restore, rewind the EC, gather the incoming
+//! writes from the initiators' logs, then re-execute C's body with the log serving it until
+//! the log runs out (RELAXED_CDS.md, "Recovery of one relaxed CD").
+
+use std::rc::Rc;
+
+use pgas::GlobalPtr;
+use pgas::resilience::{self, internal};
+
+use crate::cd::Cd;
+use crate::frame::{CdKind, Frame};
+use crate::relaxed::epochs::{self, Incoming, IncomingQueue, IncomingWhat};
+use crate::relaxed::interceptor::apply_incoming;
+use crate::relaxed::log_store::{EntryKind, LogEntry};
+use crate::relaxed::{RecoveryTrace, ReplayEvent};
+use crate::runtime::CdRuntime;
+
+/// How often F asks again for writes whose ack had not reached their initiator yet.
+const GATHER_ROUNDS: usize = 1000;
+
+/// The replay of the recovering CD's log.
+#[derive(Debug)]
+pub(crate) struct Replay {
+    pub(crate) cd: String,
+    pub(crate) level: usize,
+    entries: Vec<LogEntry>,
+    cursor: usize,
+    pub(crate) replayed: u64,
+    pub(crate) squashed: u64,
+    /// The log ran out: the body runs forward (the replay stays for the privatized regions
+    /// at the end and the counts).
+    pub(crate) forward: bool,
+    /// F's IWC when recovery started, and the writes F made into itself while replaying:
+    /// any other write landing before the switch to forward mode may have been overwritten
+    /// by (or read in place of) an older replayed one.
+    iwc_end: u64,
+    pub(crate) own_during: u64,
+}
+
+impl Replay {
+    /// Switches to forward mode; an error if writes of other ranks landed while replaying.
+    pub(crate) fn switch_to_forward(&mut self) -> Result<(), String> {
+        self.forward = true;
+        let landed = resilience::incoming_writes() - self.iwc_end - self.own_during;
+        if landed > 0 {
+            return Err(format!(
+                "{landed} write(s) from other ranks landed while the log was replayed (the \
+                 writers did not wait for this rank); the replay may have overwritten them"
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Replay {
+    /// The next entry for the re-executed body, skipping privatized-region entries (they
+    /// are applied when the body ends); `None` when the log ran out.
+    pub(crate) fn next(&mut self) -> Option<LogEntry> {
+        let e = self.entries.get(self.cursor)?;
+        if matches!(e.kind, EntryKind::Privatized { .. }) {
+            return None;
+        }
+        self.cursor += 1;
+        Some(e.clone())
+    }
+}
+
+/// Serves a gather request from `target`: the writes into it with IWC in
+/// `(iwc_begin, iwc_end]` from every store of this rank (the running CDs' and those their
+/// completed children pushed up), and how many of its writes into `target` still wait for
+/// their ack.
+pub(crate) fn serve_gather(
+    rt: &CdRuntime,
+    target: usize,
+    iwc_begin: u64,
+    iwc_end: u64,
+) -> (Vec<Incoming>, u64) {
+    let mut out = Vec::new();
+    let mut pending = 0;
+    let frames: Vec<Rc<Frame>> = rt.frames.borrow().clone();
+    for f in frames {
+        let Ok(rx) = f.rx.try_borrow() else {
+            // Being written this instant (cannot happen from progress today): ask again.
+            pending += 1;
+            continue;
+        };
+        let read = rx.store.for_each(|e| {
+            if e.pending_write_into(target) {
+                pending += 1;
+            }
+            let Some(c) = e.write_into(target) else {
+                return;
+            };
+            if c.iwc <= iwc_begin || c.iwc > iwc_end {
+                return;
+            }
+            let what = match &e.kind {
+                EntryKind::Write { offset, bytes, .. } => IncomingWhat::Put {
+                    offset: *offset,
+                    bytes: bytes.clone(),
+                },
+                EntryKind::Atomic { offset, op, .. } => IncomingWhat::Atomic {
+                    offset: *offset,
+                    op: *op,
+                },
+                EntryKind::Rpc { name, .. } => IncomingWhat::Rpc { name: name.clone() },
+                _ => return,
+            };
+            out.push(Incoming {
+                from: rt.rank,
+                ec: c.ec,
+                iwc: c.iwc,
+                what,
+            });
+        });
+        if let Err(e) = read {
+            panic!(
+                "rank {}: cannot read back a spilled log of CD {:?} to serve rank {target}: {e}",
+                rt.rank, f.name
+            );
+        }
+    }
+    (out, pending)
+}
+
+/// The ranks to ask: every other member of the LCSA's team. (Which of them wrote to F is
+/// not known at F without communication: the IWC counts writes, not writers.)
+fn ranks_to_ask(rt: &CdRuntime) -> Vec<usize> {
+    let frames = rt.frames.borrow();
+    let lcsa = frames
+        .iter()
+        .rev()
+        .find(|f| f.kind == CdKind::Strict)
+        .expect("the root CD is strict");
+    lcsa.team
+        .members()
+        .iter()
+        .copied()
+        .filter(|&r| r != rt.rank)
+        .collect()
+}
+
+/// Asks `ranks` for the writes into this rank with IWC in `(iwc_begin, iwc_end]`, again for
+/// those still waiting for acks, until the sequence is complete or the rounds run out.
+fn gather(
+    rt: &CdRuntime,
+    ranks: &[usize],
+    iwc_begin: u64,
+    iwc_end: u64,
+    own: &[u64],
+) -> Result<Vec<Incoming>, String> {
+    let mut got: Vec<Incoming> = Vec::new();
+    let mut ask: Vec<usize> = ranks.to_vec();
+    let mut last_err = String::new();
+    for _ in 0..GATHER_ROUNDS {
+        // All requests in flight at once, then the answers.
+        let futures: Vec<_> = internal(|| {
+            ask.iter()
+                .map(|&r| {
+                    (
+                        r,
+                        pgas::rpc(r, rt.relaxed.rpcs.gather, (rt.rank, iwc_begin, iwc_end)),
+                    )
+                })
+                .collect()
+        });
+        let mut again = Vec::new();
+        for (r, fut) in futures {
+            let (writes, pending) = internal(|| fut.wait());
+            got.retain(|w| w.from != r);
+            got.extend(writes);
+            if pending > 0 {
+                again.push(r);
+            }
+        }
+        match epochs::check_sequence(iwc_begin, iwc_end, &got, own) {
+            Ok(()) => return Ok(got),
+            Err(e) => last_err = e,
+        }
+        if again.is_empty() {
+            break;
+        }
+        ask = again;
+        pgas::progress();
+    }
+    Err(last_err)
+}
+
+/// Starts the recovery of `cd` (a relaxed CD whose execution failed): steps 1-2 of the
+/// protocol and the replay state for step 3. An error means the CD cannot recover alone.
+pub(crate) fn begin(rt: &CdRuntime, cd: &Cd) -> Result<(), String> {
+    let frame = &cd.frame;
+    let me = rt.rank;
+    if rt.relaxed.replay.borrow().is_some() || rt.relaxed.trace.borrow().is_some() {
+        return Err("an enclosing relaxed CD is replaying on this rank".into());
+    }
+    // Every write's log entry is complete before the log is read.
+    resilience::wait_for_acks();
+    let entries = frame
+        .rx
+        .borrow()
+        .store
+        .entries()
+        .map_err(|e| format!("cannot read back the spilled log: {e}"))?;
+    // Allocations made in the failed execution get their addresses back in the replay, so
+    // they must be free again (their frees were deferred, or they are still live).
+    let deferred = resilience::deferred_frees();
+    for e in &entries {
+        if let EntryKind::Alloc { offset, .. } = e.kind {
+            let r = if deferred.binary_search(&offset).is_ok() {
+                resilience::free_deferred(offset)
+            } else {
+                internal(|| pgas::delete_(GlobalPtr::<u8>::from_raw(me, offset)))
+            };
+            r.map_err(|err| {
+                format!("cannot free the allocation at {offset} for its replay: {err}")
+            })?;
+        }
+    }
+    // Step 1: restore the preserved regions of the segment now, before any incoming write
+    // of the first epoch is applied (the body's own `preserve_global` calls then do nothing).
+    cd.restore_globals_now();
+    let (ec_begin, iwc_begin, own, globals) = {
+        let rx = frame.rx.borrow();
+        (
+            rx.ec_begin,
+            rx.iwc_begin,
+            rx.own_iwcs.clone(),
+            rx.globals.clone(),
+        )
+    };
+    let iwc_end = resilience::incoming_writes();
+    resilience::set_epoch(ec_begin);
+    // Step 2: gather and sort.
+    let asked = ranks_to_ask(rt);
+    let writes = gather(rt, &asked, iwc_begin, iwc_end, &own)?;
+    // Combining writes replayed on top of their own effect corrupt data: each must land in
+    // a region this CD restored.
+    for w in &writes {
+        match &w.what {
+            IncomingWhat::Atomic { offset, op } if op.is_combining() => {
+                let covered = globals
+                    .iter()
+                    .any(|(_, o, len)| *offset >= *o && offset + 8 <= o + len);
+                if !covered {
+                    return Err(format!(
+                        "a combining write ({op:?} from rank {} at offset {offset}, IWC {}) \
+                         landed in a region this CD does not preserve; replaying it would \
+                         apply it twice",
+                        w.from, w.iwc
+                    ));
+                }
+            }
+            IncomingWhat::Rpc { name } => {
+                return Err(format!(
+                    "rank {} ran the rpc `{name}` here (IWC {}); replaying incoming rpc \
+                     requests is not supported",
+                    w.from, w.iwc
+                ));
+            }
+            _ => {}
+        }
+    }
+    *rt.relaxed.trace.borrow_mut() = Some(RecoveryTrace {
+        cd: frame.name.clone(),
+        rank: me,
+        ec_begin,
+        iwc_begin,
+        iwc_end,
+        asked,
+        events: Vec::new(),
+    });
+    rt.relaxed.replay_errors.borrow_mut().clear();
+    *rt.relaxed.incoming.borrow_mut() = IncomingQueue::new(writes);
+    // Epoch `ec_begin` starts now: its incoming writes first, then the body.
+    apply_incoming(rt, Some(ec_begin));
+    *rt.relaxed.replay.borrow_mut() = Some(Replay {
+        cd: frame.name.clone(),
+        level: frame.level,
+        entries,
+        cursor: 0,
+        replayed: 0,
+        squashed: 0,
+        forward: false,
+        iwc_end,
+        own_during: 0,
+    });
+    Ok(())
+}
+
+/// Ends the replay when the re-executed body returned: privatized regions get their logged
+/// final bytes back, the remaining incoming writes are applied, and a log not used up means
+/// the re-execution did less than the first one. Returns the errors found while replaying.
+pub(crate) fn end(rt: &CdRuntime) -> Vec<String> {
+    let replay = rt.relaxed.replay.borrow_mut().take();
+    let mut errors = Vec::new();
+    if let Some(mut r) = replay {
+        while let Some(e) = r.entries.get(r.cursor) {
+            match &e.kind {
+                EntryKind::Privatized { offset, bytes, .. } => {
+                    if let Err(err) =
+                        GlobalPtr::<u8>::from_raw(rt.rank, *offset).write_local_slice(&bytes.0)
+                    {
+                        errors.push(format!("cannot restore a privatized region: {err}"));
+                    }
+                    r.cursor += 1;
+                }
+                _ => {
+                    errors.push(format!(
+                        "the re-execution ended after {} of {} logged entries (next: LSN {}): \
+                         the body is not deterministic",
+                        r.cursor,
+                        r.entries.len(),
+                        e.lsn
+                    ));
+                    break;
+                }
+            }
+        }
+        if !r.forward {
+            if let Err(e) = r.switch_to_forward() {
+                errors.push(e);
+            }
+            rt.relaxed.event(ReplayEvent::Forward {
+                ec: resilience::epoch(),
+            });
+        }
+        let mut stats = rt.stats.borrow_mut();
+        let s = stats.entry(&r.cd, r.level);
+        s.entries_replayed += r.replayed;
+        s.writes_squashed += r.squashed;
+    }
+    apply_incoming(rt, None);
+    errors.extend(rt.relaxed.replay_errors.borrow_mut().drain(..));
+    rt.relaxed.finish_trace();
+    errors
+}

@@ -1,0 +1,340 @@
+//! `cd::relaxed`: begin, body, detect, complete — alone. On failure: recover by replay
+//! (`replay.rs`), or escalate to the parent when the CD cannot recover alone.
+
+use std::rc::Rc;
+use std::time::Instant;
+
+use pgas::GlobalPtr;
+
+use crate::buddy::Bytes;
+use crate::cd::Cd;
+use crate::config::CdKindSetting;
+use crate::error::{CdError, FaultKinds};
+use crate::frame::{CdKind, Frame};
+use crate::injector::{self, Injected};
+use crate::relaxed::interceptor::RelaxedHook;
+use crate::relaxed::log_store::{EntryKind, LogEntry, TargetCounters};
+use crate::relaxed::replay;
+use crate::report::FailureRecord;
+use crate::runtime::{self, CdRuntime};
+
+/// Runs `body` as a relaxed child CD of the current CD (a strict CD, its LCSA, or another
+/// relaxed CD). Begin and completion involve no communication; a failure is recovered on this
+/// rank alone by replaying the CD's log, or escalated to the parent as an error.
+pub fn relaxed<R>(
+    name: &str,
+    mut body: impl FnMut(&Cd) -> Result<R, CdError>,
+) -> Result<R, CdError> {
+    let rt = runtime::handle();
+    let parent = rt.top();
+    let level = parent.level + 1;
+    let settings = rt.config.settings(name, level);
+    if settings.kind == Some(CdKindSetting::Strict) {
+        // The configuration makes this CD strict: same ranks as the parent.
+        return crate::strict::strict_as_configured(name, body);
+    }
+    let frame = {
+        let id = parent.next_child_id(name);
+        let iteration = rt.next_iteration(name);
+        let mut f = Frame::new(
+            name,
+            level,
+            id,
+            iteration,
+            parent.team.clone(),
+            settings,
+            rt.config.seed,
+            rt.rank,
+        );
+        f.kind = CdKind::Relaxed;
+        Rc::new(f)
+    };
+    rt.frames.borrow_mut().push(frame.clone());
+    let logging = frame.settings.logging;
+    enter(&rt, logging);
+    {
+        let mut rx = frame.rx.borrow_mut();
+        rx.ec_begin = pgas::resilience::epoch();
+        rx.iwc_begin = pgas::resilience::incoming_writes();
+    }
+    let cd = Cd {
+        frame: frame.clone(),
+    };
+    let mut attempt = 0u32;
+    loop {
+        frame.begin(attempt);
+        let start = Instant::now();
+        let injected = injector::decide(
+            &frame.settings.inject,
+            rt.config.seed,
+            rt.rank,
+            name,
+            frame.iteration,
+            attempt,
+        );
+        if attempt > 0 {
+            if let Err(cause) = replay::begin(&rt, &cd) {
+                rt.relaxed.finish_trace();
+                return escalate_replay(&rt, &frame, attempt, cause, logging);
+            }
+        }
+        let out = body(&cd);
+        let replay_errors = if attempt > 0 {
+            replay::end(&rt)
+        } else {
+            Vec::new()
+        };
+        let mut kinds = frame.state.borrow().failure.union(kinds_of(&out));
+        match injected {
+            Some(Injected::SoftError) => {
+                kinds = kinds.union(FaultKinds::SOFT);
+                frame.fail(
+                    FaultKinds::SOFT,
+                    format!("injected soft error on rank {}", rt.rank),
+                );
+            }
+            Some(Injected::RankLoss) => {
+                rt.lose_memory();
+                kinds = kinds.union(FaultKinds::RANK_LOSS);
+                frame.fail(
+                    FaultKinds::RANK_LOSS,
+                    format!("injected loss of rank {}", rt.rank),
+                );
+            }
+            None => {}
+        }
+        {
+            let mut stats = rt.stats.borrow_mut();
+            let s = stats.entry(name, level);
+            s.executions += 1;
+            if injected.is_some() {
+                s.injected += 1;
+            }
+            if attempt > 0 {
+                s.reexecutions += 1;
+                s.recover_ns += start.elapsed().as_nanos() as u64;
+                s.failures.push(FailureRecord {
+                    iteration: frame.iteration,
+                    attempt,
+                    ranks: vec![rt.rank],
+                });
+            }
+        }
+        if !replay_errors.is_empty() {
+            return escalate_replay(&rt, &frame, attempt, replay_errors.join("; "), logging);
+        }
+        // A replay or classification error of a child cannot be fixed by replaying again.
+        if matches!(
+            out,
+            Err(CdError::Replay { .. } | CdError::Classification(_))
+        ) {
+            return finish(&rt, &frame, out, logging, false);
+        }
+        let class_errors = std::mem::take(&mut frame.rx.borrow_mut().class_errors);
+        if let Some(e) = class_errors.into_iter().next() {
+            rt.stats.borrow_mut().entry(name, level).escalations += 1;
+            return finish(
+                &rt,
+                &frame,
+                Err(CdError::Classification(Box::new(e))),
+                logging,
+                false,
+            );
+        }
+        if kinds.is_empty() {
+            return finish(&rt, &frame, out, logging, true);
+        }
+        let why = if kinds.contains(FaultKinds::RANK_LOSS) {
+            Some("a relaxed CD cannot recover alone from the loss of its rank's memory".to_string())
+        } else if !frame.settings.contain.contains(kinds) {
+            Some(format!("this CD is not configured to contain {kinds}"))
+        } else if !logging {
+            Some("logging is off for this CD, so it cannot replay".to_string())
+        } else if attempt >= frame.settings.retries {
+            Some(format!("{} retries exhausted", frame.settings.retries))
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            rt.stats.borrow_mut().entry(name, level).escalations += 1;
+            let mut reasons = frame.state.borrow().reasons.clone();
+            if let Err(e) = &out {
+                reasons.push(e.to_string());
+            }
+            let err = CdError::Escalated {
+                cd: name.to_string(),
+                level,
+                kinds,
+                attempts: attempt + 1,
+                reason: format!("{why}; {} (rank {})", reasons.join("; "), rt.rank),
+            };
+            return finish(&rt, &frame, Err(err), logging, false);
+        }
+        attempt += 1;
+    }
+}
+
+fn kinds_of<R>(out: &Result<R, CdError>) -> FaultKinds {
+    match out {
+        Ok(_) => FaultKinds::NONE,
+        Err(CdError::Detected { .. }) => FaultKinds::SOFT,
+        Err(CdError::Escalated { kinds, .. }) => FaultKinds(kinds.0 & !FaultKinds::UNRESTORABLE.0),
+        Err(CdError::Replay { .. } | CdError::Classification(_)) => FaultKinds::SOFT,
+    }
+}
+
+fn escalate_replay<R>(
+    rt: &CdRuntime,
+    frame: &Rc<Frame>,
+    attempt: u32,
+    cause: String,
+    logging: bool,
+) -> Result<R, CdError> {
+    rt.stats
+        .borrow_mut()
+        .entry(&frame.name, frame.level)
+        .escalations += 1;
+    let err = CdError::Replay {
+        cd: frame.name.clone(),
+        rank: rt.rank,
+        attempts: attempt + 1,
+        reason: cause,
+    };
+    finish(rt, frame, Err(err), logging, false)
+}
+
+/// A relaxed CD begins on this rank: install the hook when the first logging one begins.
+fn enter(rt: &CdRuntime, logging: bool) {
+    rt.relaxed.depth.set(rt.relaxed.depth.get() + 1);
+    if logging {
+        let d = rt.relaxed.logging_depth.get();
+        rt.relaxed.logging_depth.set(d + 1);
+        if d == 0 {
+            let hook = rt
+                .relaxed
+                .hook
+                .borrow_mut()
+                .get_or_insert_with(|| Rc::new(RelaxedHook))
+                .clone();
+            pgas::set_hook(hook);
+        }
+    }
+}
+
+/// Ends the CD: on success its log goes to the parent; the frame leaves the stack, and the
+/// hook goes when the last logging relaxed CD of the rank ends.
+fn finish<R>(
+    rt: &CdRuntime,
+    frame: &Rc<Frame>,
+    out: Result<R, CdError>,
+    logging: bool,
+    completed: bool,
+) -> Result<R, CdError> {
+    if logging {
+        // Every entry is complete (acks in) before the store moves.
+        pgas::resilience::wait_for_acks();
+    }
+    if completed && logging {
+        log_privatized(rt, frame);
+    }
+    frame.release_entries(rt);
+    let popped = rt.frames.borrow_mut().pop();
+    debug_assert!(popped.is_some_and(|f| Rc::ptr_eq(&f, frame)));
+    let parent = rt.top();
+    {
+        let mut rx = std::mem::take(&mut *frame.rx.borrow_mut());
+        let mut prx = parent.rx.borrow_mut();
+        if completed {
+            // Pushed to the parent, not deleted: an escalation may re-execute a completed
+            // sibling (seed 003, Figure 4).
+            prx.store.append(std::mem::take(&mut rx.store));
+            prx.own_iwcs.append(&mut rx.own_iwcs);
+            prx.private.append(&mut rx.private);
+        }
+        // The strict ancestor frees the deferred frees and deletes the logs.
+        prx.had_relaxed = true;
+        drop(prx);
+        if let Some(limit) = frame.settings.log_spill_bytes {
+            spill(rt, &parent, limit);
+        }
+    }
+    if parent.kind == CdKind::Relaxed {
+        // Mark the LCSA too.
+        if let Some(s) = rt
+            .frames
+            .borrow()
+            .iter()
+            .rev()
+            .find(|f| f.kind == CdKind::Strict)
+        {
+            s.rx.borrow_mut().had_relaxed = true;
+        }
+    }
+    rt.relaxed.depth.set(rt.relaxed.depth.get() - 1);
+    if logging {
+        let d = rt.relaxed.logging_depth.get() - 1;
+        rt.relaxed.logging_depth.set(d);
+        if d == 0 {
+            pgas::clear_hook();
+        }
+    }
+    out
+}
+
+/// Spills the oldest entries of `frame`'s store past `limit` bytes in memory.
+pub(crate) fn spill(rt: &CdRuntime, frame: &Frame, limit: u64) {
+    let dir = rt.file_dir.join("logs");
+    let stem = format!("{:016x}", frame.id);
+    let n = frame
+        .rx
+        .borrow_mut()
+        .store
+        .maybe_spill(limit as usize, &dir, &stem)
+        .unwrap_or_else(|e| {
+            panic!(
+                "CD {:?}: cannot spill its log to {}: {e}",
+                frame.name,
+                dir.display()
+            )
+        });
+    if n > 0 {
+        rt.stats
+            .borrow_mut()
+            .entry(&frame.name, frame.level)
+            .entries_spilled += n as u64;
+    }
+}
+
+/// Logs each privatized region once, at completion: its final bytes as one write to its
+/// owner (this rank) with the owner's counters at this moment.
+fn log_privatized(rt: &CdRuntime, frame: &Frame) {
+    let regions = frame.rx.borrow().privatized.clone();
+    for r in regions {
+        let mut bytes = vec![0u8; r.len];
+        if GlobalPtr::<u8>::from_raw(rt.rank, r.offset)
+            .read_local_slice(&mut bytes)
+            .is_err()
+        {
+            continue;
+        }
+        let e = LogEntry {
+            lsn: rt.relaxed.next_lsn(),
+            ec: pgas::resilience::epoch(),
+            op: 0,
+            kind: EntryKind::Privatized {
+                offset: r.offset,
+                bytes: Bytes(bytes),
+                counters: TargetCounters {
+                    ec: pgas::resilience::epoch(),
+                    iwc: pgas::resilience::incoming_writes(),
+                },
+            },
+        };
+        let size = e.size() as u64;
+        frame.rx.borrow_mut().store.push(e);
+        let mut stats = rt.stats.borrow_mut();
+        let s = stats.entry(&frame.name, frame.level);
+        s.entries_logged += 1;
+        s.bytes_logged += size;
+    }
+}

@@ -1,0 +1,1 @@
+//! Tests that span crates live in `tests/`; this library is empty.
