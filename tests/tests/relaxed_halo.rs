@@ -183,10 +183,14 @@ fn check_run(
                 ((t.iwc_begin + 1)..=t.iwc_end).collect::<Vec<_>>(),
                 "{what}"
             );
-            assert_eq!(
-                iwcs.len(),
-                2 * subs,
-                "{what}: two neighbours, one put each per sub-step"
+            // Two neighbours, one put each per sub-step. A neighbour's put of sub-step 0 may
+            // land before this rank begins its relaxed CD (nothing orders the two), and is then
+            // part of the state at begin, not of the replay; every later put lands after the
+            // sub-step's barrier, inside the CD.
+            assert!(
+                (2 * (subs - 1)..=2 * subs).contains(&iwcs.len()),
+                "{what}: {} incoming writes replayed",
+                iwcs.len()
             );
             assert!(
                 halo.entries_replayed > 0 && halo.writes_squashed > 0,
