@@ -59,6 +59,9 @@ use syn::{
 ///   before the CD begins.
 /// - `local`: the CD spans this rank alone (`cd_runtime::strict_local`).
 ///
+/// With `kind = "relaxed"` in the configuration, the same function runs as a relaxed CD
+/// (`team` and `local` are then unused).
+///
 /// # Requirements
 ///
 /// - The function returns `Result<T, cd_runtime::CdError>` (any path ending in `Result`), so
@@ -211,9 +214,12 @@ struct Options {
     name: Option<LitStr>,
     team: Option<(Ident, Expr)>,
     local: Option<Ident>,
-    /// `private(x = len, ..)` then `privatized(..)`: (option keyword, [(parameter, length)]).
-    classes: Vec<(Class, Ident, Vec<(Ident, Expr)>)>,
+    /// `private(x = len, ..)` and `privatized(..)`, in the order given.
+    classes: Vec<(Class, Regions)>,
 }
+
+/// Region parameters and their lengths in elements: `x = len, y = len`.
+type Regions = Vec<(Ident, Expr)>;
 
 /// A comma-separated list in parentheses, each item parsed by `item`.
 fn parse_list<T>(
@@ -245,7 +251,7 @@ fn parse_names(input: ParseStream, what: &str) -> syn::Result<Vec<Ident>> {
 }
 
 /// A list of regions: `(x = len, y = len, ..)`.
-fn parse_regions(input: ParseStream, class: Class) -> syn::Result<Vec<(Ident, Expr)>> {
+fn parse_regions(input: ParseStream, class: Class) -> syn::Result<Regions> {
     let c = class.word();
     parse_list(input, |input| {
         if !input.peek(Ident::peek_any) {
@@ -345,7 +351,7 @@ fn parse_options(kind: Kind, attr: TokenStream2) -> syn::Result<Options> {
                 } else {
                     Class::Privatized
                 };
-                if o.classes.iter().any(|(c, _, _)| *c == class) {
+                if o.classes.iter().any(|(c, _)| *c == class) {
                     return Err(twice());
                 }
                 if !meta.input.peek(token::Paren) {
@@ -355,7 +361,7 @@ fn parse_options(kind: Kind, attr: TokenStream2) -> syn::Result<Options> {
                     )));
                 }
                 let list = parse_regions(meta.input, class)?;
-                o.classes.push((class, key, list));
+                o.classes.push((class, list));
             }
             (Kind::Strict, w @ ("private" | "privatized")) => {
                 return Err(Error::new_spanned(
@@ -532,7 +538,7 @@ fn expand(kind: Kind, attr: TokenStream2, item: TokenStream2) -> syn::Result<Tok
 
     // Access classes (#[cd::relaxed] only; the parser refuses them for strict).
     let mut declared: Vec<(&Ident, Class)> = Vec::new();
-    for (class, _, regions) in &options.classes {
+    for (class, regions) in &options.classes {
         let c = class.word();
         for (name, len) in regions {
             if name == "self" {
