@@ -1,12 +1,13 @@
-//! The `#[strict(...)]` attribute of `cd-runtime`, used as `#[cd::strict(...)]` after
-//! `use cd_runtime as cd;`. See [`macro@strict`].
+//! The `#[strict(...)]` and `#[relaxed(...)]` attributes of `cd-runtime`, used as
+//! `#[cd::strict(...)]` and `#[cd::relaxed(...)]` after `use cd_runtime as cd;`. See
+//! [`macro@strict`] and [`macro@relaxed`]. Both share one parser and one expansion: they differ
+//! in the options they accept and in the runtime function the body is passed to.
 
 use proc_macro::TokenStream;
 use proc_macro2::{Span, TokenStream as TokenStream2};
 use quote::{ToTokens, quote, quote_spanned};
 use syn::ext::IdentExt;
 use syn::parse::{ParseStream, Parser};
-use syn::punctuated::Punctuated;
 use syn::{
     AttrStyle, Error, Expr, ExprLit, FnArg, Ident, Item, ItemFn, Lit, LitStr, Pat, PatIdent,
     ReturnType, Token, Type, token,
@@ -58,6 +59,9 @@ use syn::{
 ///   before the CD begins.
 /// - `local`: the CD spans this rank alone (`cd_runtime::strict_local`).
 ///
+/// With `kind = "relaxed"` in the configuration, the same function runs as a relaxed CD
+/// (`team` and `local` are then unused).
+///
 /// # Requirements
 ///
 /// - The function returns `Result<T, cd_runtime::CdError>` (any path ending in `Result`), so
@@ -72,8 +76,71 @@ use syn::{
 ///   `cd-runtime` under that name.
 #[proc_macro_attribute]
 pub fn strict(attr: TokenStream, item: TokenStream) -> TokenStream {
+    attribute(Kind::Strict, attr, item)
+}
+
+/// Runs the function's body as a relaxed child CD of the caller's CD (`cd_runtime::relaxed`):
+/// it begins and completes on this rank alone, logs its potentially shared communication and,
+/// after a failure, re-executes this rank alone by replaying its log. The parent is a strict
+/// CD (the relaxed group's LCSA) or another relaxed CD.
+///
+/// ```ignore
+/// use cd_runtime as cd;
+/// use pgas::GlobalPtr;
+///
+/// #[cd::relaxed(preserve(sum), private(scratch = n), privatized(out = n), name = "phase")]
+/// fn phase(sum: &mut f64, scratch: GlobalPtr<f64>, out: GlobalPtr<f64>, n: usize)
+///     -> Result<(), cd::CdError> { /* ... */ Ok(()) }
+/// ```
+///
+/// expands to
+///
+/// ```ignore
+/// fn phase(sum: &mut f64, scratch: GlobalPtr<f64>, out: GlobalPtr<f64>, n: usize)
+///     -> Result<(), cd::CdError> {
+///     ::cd_runtime::relaxed("phase", |__cd| -> ::core::result::Result<_, ::cd_runtime::CdError> {
+///         ::cd_runtime::__preserve_arg(__cd, "sum", &mut *sum);
+///         ::cd_runtime::__private_arg(__cd, "scratch", scratch, n);
+///         ::cd_runtime::__privatized_arg(__cd, "out", out, n);
+///         { /* ... */ Ok(()) }
+///     })
+/// }
+/// ```
+///
+/// # Options
+///
+/// - `preserve(a, b, ...)`: as for [`macro@strict`].
+/// - `private(x = len, ...)`: the parameter `x`, a `pgas::GlobalPtr<T>` into this rank's
+///   segment, and `len` elements of `T` from it are *private*: no other
+///   CD touches them until the relaxed group completes (not logged, simply re-executed).
+///   `len` is any `usize` expression; it may name the function's parameters and is evaluated
+///   at the start of each execution of the CD. The region is named after the parameter.
+/// - `privatized(y = len, ...)`: the same for a *temporarily privatized* region: private while
+///   this CD runs, usable by other CDs after it completes (logged once, at completion, as its
+///   final bytes).
+/// - `name = "..."`: the CD's name (default: the function's name), as for [`macro@strict`].
+///
+/// Everything else the body reaches in other ranks' memory is *potentially shared* (logged),
+/// the safe default. A parameter has at most one class, and a class names the region, not
+/// the pointer: a pointer cannot also be in `preserve(...)` (preserve the region's contents
+/// with `cd_runtime::current().preserve_global(..)` in the body). `team` and `local` are not
+/// options of a relaxed CD: it spans its parent's ranks and recovers on its own rank.
+///
+/// When the configuration gives the CD `kind = "strict"`, the same function runs as a strict
+/// CD (all the parent's ranks re-execute together) and the class declarations have no effect.
+///
+/// # Requirements
+///
+/// As for [`macro@strict`]: the function returns `Result<T, cd_runtime::CdError>`, is neither
+/// `async` nor `const`, and its body runs in an `FnMut` closure once per execution.
+#[proc_macro_attribute]
+pub fn relaxed(attr: TokenStream, item: TokenStream) -> TokenStream {
+    attribute(Kind::Relaxed, attr, item)
+}
+
+fn attribute(kind: Kind, attr: TokenStream, item: TokenStream) -> TokenStream {
     let item = TokenStream2::from(item);
-    match expand(attr.into(), item.clone()) {
+    match expand(kind, attr.into(), item.clone()) {
         Ok(out) => out.into(),
         Err(e) => {
             // Keep the item as written so the error is the only one reported.
@@ -84,9 +151,61 @@ pub fn strict(attr: TokenStream, item: TokenStream) -> TokenStream {
     }
 }
 
-const OPTIONS: &str = "expected preserve(...), name = \"...\", team = ..., or local";
-const RETURN: &str =
-    "a #[cd::strict] function must return Result<T, cd::CdError> so failures can escalate";
+/// Which attribute: the options it takes, its messages, the runtime function it calls.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Strict,
+    Relaxed,
+}
+
+impl Kind {
+    /// `#[cd::strict]` or `#[cd::relaxed]`, as messages name the attribute.
+    fn attr(self) -> &'static str {
+        match self {
+            Kind::Strict => "#[cd::strict]",
+            Kind::Relaxed => "#[cd::relaxed]",
+        }
+    }
+
+    fn word(self) -> &'static str {
+        match self {
+            Kind::Strict => "strict",
+            Kind::Relaxed => "relaxed",
+        }
+    }
+
+    fn options(self) -> &'static str {
+        match self {
+            Kind::Strict => "expected preserve(...), name = \"...\", team = ..., or local",
+            Kind::Relaxed => {
+                "expected preserve(...), private(x = len), privatized(x = len), or name = \"...\""
+            }
+        }
+    }
+
+    fn return_message(self) -> String {
+        format!(
+            "a {} function must return Result<T, cd::CdError> so failures can escalate",
+            self.attr()
+        )
+    }
+}
+
+/// An access class of `#[cd::relaxed]`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Class {
+    Private,
+    Privatized,
+}
+
+impl Class {
+    fn word(self) -> &'static str {
+        match self {
+            Class::Private => "private",
+            Class::Privatized => "privatized",
+        }
+    }
+}
 
 /// The attribute's options.
 #[derive(Default)]
@@ -95,41 +214,90 @@ struct Options {
     name: Option<LitStr>,
     team: Option<(Ident, Expr)>,
     local: Option<Ident>,
+    /// `private(x = len, ..)` and `privatized(..)`, in the order given.
+    classes: Vec<(Class, Regions)>,
 }
 
-fn parse_options(attr: TokenStream2) -> syn::Result<Options> {
+/// Region parameters and their lengths in elements: `x = len, y = len`.
+type Regions = Vec<(Ident, Expr)>;
+
+/// A comma-separated list in parentheses, each item parsed by `item`.
+fn parse_list<T>(
+    input: ParseStream,
+    mut item: impl FnMut(ParseStream) -> syn::Result<T>,
+) -> syn::Result<Vec<T>> {
+    let content;
+    syn::parenthesized!(content in input);
+    let mut out = Vec::new();
+    while !content.is_empty() {
+        out.push(item(&content)?);
+        if content.is_empty() {
+            break;
+        }
+        content.parse::<Token![,]>()?;
+    }
+    Ok(out)
+}
+
+/// A list of names: `(a, b, ..)`.
+fn parse_names(input: ParseStream, what: &str) -> syn::Result<Vec<Ident>> {
+    parse_list(input, |input| {
+        if input.peek(Ident::peek_any) {
+            input.call(Ident::parse_any)
+        } else {
+            Err(input.error(format!("expected the name of a parameter to {what}")))
+        }
+    })
+}
+
+/// A list of regions: `(x = len, y = len, ..)`.
+fn parse_regions(input: ParseStream, class: Class) -> syn::Result<Regions> {
+    let c = class.word();
+    parse_list(input, |input| {
+        if !input.peek(Ident::peek_any) {
+            return Err(input.error(format!(
+                "expected a `GlobalPtr<T>` parameter and the region's length in elements: \
+                 {c}(x = len)"
+            )));
+        }
+        let name = input.call(Ident::parse_any)?;
+        if !input.peek(Token![=]) {
+            return Err(Error::new_spanned(
+                &name,
+                format!(
+                    "`{name}` needs the region's length in elements of its `GlobalPtr<T>`: \
+                     {c}({name} = len)"
+                ),
+            ));
+        }
+        input.parse::<Token![=]>()?;
+        let len: Expr = input.parse()?;
+        Ok((name, len))
+    })
+}
+
+fn parse_options(kind: Kind, attr: TokenStream2) -> syn::Result<Options> {
     let mut o = Options::default();
+    let options = kind.options();
     let parser = syn::meta::parser(|meta| {
         let Some(key) = meta.path.get_ident().cloned() else {
             return Err(Error::new_spanned(
                 &meta.path,
-                format!("unknown option `{}`; {OPTIONS}", shown(&meta.path)),
+                format!("unknown option `{}`; {options}", shown(&meta.path)),
             ));
         };
         let twice = || Error::new_spanned(&key, format!("option `{key}` given twice"));
-        match key.to_string().as_str() {
-            "preserve" => {
+        match (kind, key.to_string().as_str()) {
+            (_, "preserve") => {
                 if o.preserve.is_some() {
                     return Err(twice());
                 }
                 if !meta.input.peek(token::Paren) {
                     return Err(meta.error("expected the parameters to preserve: preserve(a, b)"));
                 }
-                let content;
-                syn::parenthesized!(content in meta.input);
-                let list = Punctuated::<Ident, Token![,]>::parse_terminated_with(
-                    &content,
-                    |input: ParseStream| {
-                        if input.peek(Ident::peek_any) {
-                            input.call(Ident::parse_any)
-                        } else {
-                            Err(input.error("expected the name of a parameter to preserve"))
-                        }
-                    },
-                )?;
-                o.preserve = Some((key, list.into_iter().collect()));
+                o.preserve = Some((key, parse_names(meta.input, "preserve")?));
             }
-            "name" => {
+            (_, "name") => {
                 if o.name.is_some() {
                     return Err(twice());
                 }
@@ -146,14 +314,14 @@ fn parse_options(attr: TokenStream2) -> syn::Result<Options> {
                     }
                 }
             }
-            "team" => {
+            (Kind::Strict, "team") => {
                 if o.team.is_some() {
                     return Err(twice());
                 }
                 let value: Expr = meta.value()?.parse()?;
                 o.team = Some((key, value));
             }
-            "local" => {
+            (Kind::Strict, "local") => {
                 if o.local.is_some() {
                     return Err(twice());
                 }
@@ -162,10 +330,52 @@ fn parse_options(attr: TokenStream2) -> syn::Result<Options> {
                 }
                 o.local = Some(key);
             }
-            other => {
+            (Kind::Relaxed, "team") => {
                 return Err(Error::new_spanned(
                     &key,
-                    format!("unknown option `{other}`; {OPTIONS}"),
+                    "`team` is not an option of #[cd::relaxed]: a relaxed CD spans its parent's \
+                     ranks, and begins, completes and recovers on its own rank; use \
+                     #[cd::strict(team = ...)] for a CD on a team",
+                ));
+            }
+            (Kind::Relaxed, "local") => {
+                return Err(Error::new_spanned(
+                    &key,
+                    "`local` is not an option of #[cd::relaxed]: a relaxed CD already recovers \
+                     on its own rank; use #[cd::strict(local)] for a strict CD of this rank alone",
+                ));
+            }
+            (Kind::Relaxed, w @ ("private" | "privatized")) => {
+                let class = if w == "private" {
+                    Class::Private
+                } else {
+                    Class::Privatized
+                };
+                if o.classes.iter().any(|(c, _)| *c == class) {
+                    return Err(twice());
+                }
+                if !meta.input.peek(token::Paren) {
+                    return Err(meta.error(format!(
+                        "expected the `GlobalPtr<T>` parameters and their lengths in elements: \
+                         {w}(x = len, y = len)"
+                    )));
+                }
+                let list = parse_regions(meta.input, class)?;
+                o.classes.push((class, list));
+            }
+            (Kind::Strict, w @ ("private" | "privatized")) => {
+                return Err(Error::new_spanned(
+                    &key,
+                    format!(
+                        "`{w}` is an option of #[cd::relaxed]: access classes are declared by \
+                         relaxed CDs (a strict CD logs nothing)"
+                    ),
+                ));
+            }
+            (_, other) => {
+                return Err(Error::new_spanned(
+                    &key,
+                    format!("unknown option `{other}`; {options}"),
                 ));
             }
         }
@@ -227,31 +437,37 @@ fn item_head(item: &Item) -> TokenStream2 {
     }
 }
 
-fn expand(attr: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
+fn expand(kind: Kind, attr: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
+    let attr_name = kind.attr();
     let parsed: Item = syn::parse2(item)?;
     let mut f: ItemFn = match parsed {
         Item::Fn(f) => f,
         other => {
             return Err(Error::new_spanned(
                 item_head(&other),
-                "#[cd::strict] applies to functions (with a body): it runs the body as a strict CD",
+                format!(
+                    "{attr_name} applies to functions (with a body): it runs the body as a {} CD",
+                    kind.word()
+                ),
             ));
         }
     };
-    let options = parse_options(attr)?;
+    let options = parse_options(kind, attr)?;
     let mut errors: Vec<Error> = Vec::new();
 
     if let Some(a) = &f.sig.asyncness {
         errors.push(Error::new_spanned(
             a,
-            "#[cd::strict] cannot be applied to an `async fn`: a CD body must run to completion \
-             on its rank before the CD completes",
+            format!(
+                "{attr_name} cannot be applied to an `async fn`: a CD body must run to \
+                 completion on its rank before the CD completes"
+            ),
         ));
     }
     if let Some(c) = &f.sig.constness {
         errors.push(Error::new_spanned(
             c,
-            "#[cd::strict] cannot be applied to a `const fn`: a CD runs at run time",
+            format!("{attr_name} cannot be applied to a `const fn`: a CD runs at run time"),
         ));
     }
     match &f.sig.output {
@@ -259,11 +475,14 @@ fn expand(attr: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
             let (fn_token, ident, parens) = (&f.sig.fn_token, &f.sig.ident, &f.sig.paren_token);
             let mut args = TokenStream2::new();
             parens.surround(&mut args, |_| {});
-            errors.push(Error::new_spanned(quote!(#fn_token #ident #args), RETURN));
+            errors.push(Error::new_spanned(
+                quote!(#fn_token #ident #args),
+                kind.return_message(),
+            ));
         }
         ReturnType::Type(_, ty) => {
             if !is_result(ty) {
-                errors.push(Error::new_spanned(ty, RETURN));
+                errors.push(Error::new_spanned(ty, kind.return_message()));
             }
         }
     }
@@ -278,8 +497,10 @@ fn expand(attr: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
         if name == "self" {
             errors.push(Error::new_spanned(
                 name,
-                "`self` cannot be preserved by #[cd::strict]; preserve the state it needs in \
-                 the body, e.g. cd_runtime::current().preserve(\"x\", &mut self.x)",
+                format!(
+                    "`self` cannot be preserved by {attr_name}; preserve the state it needs in \
+                     the body, e.g. cd_runtime::current().preserve(\"x\", &mut self.x)"
+                ),
             ));
             continue;
         }
@@ -310,20 +531,67 @@ fn expand(attr: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
                      re-executes, so a preserved parameter must be `&mut T` or taken by value"
                 ),
             )),
-            Param::Pattern => errors.push(Error::new_spanned(
-                name,
-                format!(
-                    "`{name}` is bound by a pattern in the parameters of `{fn_name}`; \
-                     #[cd::strict] preserves only parameters bound to a plain name (take the \
-                     whole value as `p: T` and destructure it in the body)"
-                ),
-            )),
-            Param::Missing => errors.push(Error::new_spanned(
-                name,
-                format!("`{name}` is not a parameter of `{fn_name}`"),
-            )),
+            Param::Pattern => errors.push(pattern_error(kind, name, &fn_name, "preserves")),
+            Param::Missing => errors.push(missing_error(name, &fn_name)),
         }
     }
+
+    // Access classes (#[cd::relaxed] only; the parser refuses them for strict).
+    let mut declared: Vec<(&Ident, Class)> = Vec::new();
+    for (class, regions) in &options.classes {
+        let c = class.word();
+        for (name, len) in regions {
+            if name == "self" {
+                errors.push(Error::new_spanned(
+                    name,
+                    format!(
+                        "`self` cannot be declared {c}: name a `GlobalPtr<T>` parameter, or call \
+                         cd_runtime::current().{c}(\"name\", ptr, len) in the body"
+                    ),
+                ));
+                continue;
+            }
+            if let Some((_, earlier)) = declared.iter().find(|(n, _)| *n == name) {
+                let msg = if earlier == class {
+                    format!("`{name}` is declared {c} twice")
+                } else {
+                    format!(
+                        "`{name}` is declared both {} and {c}: a region has one access class",
+                        earlier.word()
+                    )
+                };
+                errors.push(Error::new_spanned(name, msg));
+                continue;
+            }
+            declared.push((name, *class));
+            if seen.contains(&name) {
+                errors.push(Error::new_spanned(
+                    name,
+                    format!(
+                        "`{name}` is both preserved and declared {c}: preserve(..) would preserve \
+                         the pointer, not the region; preserve the region's contents in the body \
+                         with cd_runtime::current().preserve_global(\"{name}\", {name}, len)"
+                    ),
+                ));
+                continue;
+            }
+            match locate(&f, name) {
+                Found::Plain(_) => {
+                    let key = LitStr::new(&name.to_string(), name.span());
+                    let declare = match class {
+                        Class::Private => quote_spanned!(name.span()=> __private_arg),
+                        Class::Privatized => quote_spanned!(name.span()=> __privatized_arg),
+                    };
+                    preserves.push(quote_spanned! {name.span()=>
+                        ::cd_runtime::#declare(#cd, #key, #name, #len);
+                    });
+                }
+                Found::Pattern => errors.push(pattern_error(kind, name, &fn_name, "declares")),
+                Found::Missing => errors.push(missing_error(name, &fn_name)),
+            }
+        }
+    }
+
     if let Some(mut e) = errors.pop() {
         // Report in source order.
         for other in errors.into_iter().rev() {
@@ -345,12 +613,17 @@ fn expand(attr: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
             #block
         }
     };
-    let call = if let Some((_, team)) = &options.team {
-        quote!(::cd_runtime::strict_on(#name, &(#team), #body))
-    } else if options.local.is_some() {
-        quote!(::cd_runtime::strict_local(#name, #body))
-    } else {
-        quote!(::cd_runtime::strict(#name, #body))
+    let call = match kind {
+        Kind::Relaxed => quote!(::cd_runtime::relaxed(#name, #body)),
+        Kind::Strict => {
+            if let Some((_, team)) = &options.team {
+                quote!(::cd_runtime::strict_on(#name, &(#team), #body))
+            } else if options.local.is_some() {
+                quote!(::cd_runtime::strict_local(#name, #body))
+            } else {
+                quote!(::cd_runtime::strict(#name, #body))
+            }
+        }
     };
     let (outer, inner): (Vec<_>, Vec<_>) = f
         .attrs
@@ -364,6 +637,22 @@ fn expand(attr: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
             #call
         }
     })
+}
+
+fn missing_error(name: &Ident, fn_name: &Ident) -> Error {
+    Error::new_spanned(name, format!("`{name}` is not a parameter of `{fn_name}`"))
+}
+
+fn pattern_error(kind: Kind, name: &Ident, fn_name: &Ident, verb: &str) -> Error {
+    Error::new_spanned(
+        name,
+        format!(
+            "`{name}` is bound by a pattern in the parameters of `{fn_name}`; \
+             {} {verb} only parameters bound to a plain name (take the \
+             whole value as `p: T` and destructure it in the body)",
+            kind.attr()
+        ),
+    )
 }
 
 /// Tokens as a person would write them (`&Vec<f64>`, not `& Vec < f64 >`).
@@ -409,38 +698,64 @@ enum Param {
     Missing,
 }
 
-/// Finds the parameter `name`; a by-value one is made `mut` so it can be restored.
-fn find_param(f: &mut ItemFn, name: &Ident) -> Param {
-    for arg in f.sig.inputs.iter_mut() {
+enum Found {
+    /// The parameter at this index of the signature binds the name plainly (`x: T`,
+    /// `mut x: T`).
+    Plain(usize),
+    /// The name is bound inside a pattern.
+    Pattern,
+    /// No parameter binds the name.
+    Missing,
+}
+
+/// Where the parameter `name` is.
+fn locate(f: &ItemFn, name: &Ident) -> Found {
+    for (i, arg) in f.sig.inputs.iter().enumerate() {
         let FnArg::Typed(pt) = arg else { continue };
-        let ty = strip(&pt.ty).clone();
-        match &mut *pt.pat {
+        match &*pt.pat {
             Pat::Ident(PatIdent {
                 ident,
                 by_ref: None,
                 subpat: None,
-                mutability,
                 ..
-            }) if ident == name => {
-                return match ty {
-                    Type::Reference(r) if r.mutability.is_some() => Param::Plain { by_ref: true },
-                    Type::Reference(_) => Param::Shared(shown(&ty)),
-                    _ => {
-                        if mutability.is_none() {
-                            *mutability = Some(Token![mut](ident.span()));
-                        }
-                        Param::Plain { by_ref: false }
-                    }
-                };
-            }
+            }) if ident == name => return Found::Plain(i),
             pat => {
                 if binds(pat, name) {
-                    return Param::Pattern;
+                    return Found::Pattern;
                 }
             }
         }
     }
-    Param::Missing
+    Found::Missing
+}
+
+/// Finds the parameter `name`; a by-value one is made `mut` so it can be restored.
+fn find_param(f: &mut ItemFn, name: &Ident) -> Param {
+    let i = match locate(f, name) {
+        Found::Plain(i) => i,
+        Found::Pattern => return Param::Pattern,
+        Found::Missing => return Param::Missing,
+    };
+    let Some(FnArg::Typed(pt)) = f.sig.inputs.iter_mut().nth(i) else {
+        unreachable!("locate returns the index of a typed parameter")
+    };
+    let ty = strip(&pt.ty).clone();
+    let Pat::Ident(PatIdent {
+        ident, mutability, ..
+    }) = &mut *pt.pat
+    else {
+        unreachable!("locate returns a plain parameter")
+    };
+    match ty {
+        Type::Reference(r) if r.mutability.is_some() => Param::Plain { by_ref: true },
+        Type::Reference(_) => Param::Shared(shown(&ty)),
+        _ => {
+            if mutability.is_none() {
+                *mutability = Some(Token![mut](ident.span()));
+            }
+            Param::Plain { by_ref: false }
+        }
+    }
 }
 
 fn strip(ty: &Type) -> &Type {

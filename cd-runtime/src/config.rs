@@ -27,6 +27,25 @@
 //!
 //! An unknown key, a value of the wrong type or out of range, or a missing file is an error that
 //! names the file, the line and the key.
+//!
+//! ## `kind`: the configuration decides strict or relaxed
+//!
+//! Without `kind`, a CD has the kind the program enters it with: strict for `cd::strict`,
+//! `cd::strict_on`, `cd::strict_local` and `#[cd::strict]`; relaxed for `cd::relaxed` and
+//! `#[cd::relaxed]`. With `kind` (looked up like every key, by the CD's name and level when it
+//! begins: `[cd.<name>]` over `[level.<n>]` over `[defaults]`), the configuration decides,
+//! whichever of these entered it, so a program switches a CD between the two kinds from the
+//! file alone:
+//!
+//! - `kind = "relaxed"`: a relaxed child of the current CD, spanning its ranks; the team of
+//!   `strict_on` / `#[cd::strict(team = ..)]` and the `local` of `strict_local` are unused (a
+//!   relaxed CD begins, completes and recovers on its own rank).
+//! - `kind = "strict"`: a strict child spanning the current CD's ranks (all of them re-execute
+//!   together); the body's `private` / `privatized` declarations have no effect.
+//!
+//! The CD is otherwise the same (name, level, preservation, injection, retries). The nesting
+//! rule of the resulting kind still holds: a CD made strict inside a relaxed CD is refused (a
+//! panic naming it), since its completion would delete the relaxed logs.
 
 use std::collections::BTreeMap;
 use std::ops::Range;

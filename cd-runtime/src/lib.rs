@@ -43,6 +43,53 @@ mod runtime;
 pub mod strict;
 
 pub use cd::{Cd, Preservable};
+/// Runs a function's body as a relaxed child CD (recovering on this rank alone, by replaying
+/// its log), preserving chosen arguments and declaring the access classes of `GlobalPtr<T>`
+/// arguments: `#[cd::relaxed]`, `#[cd::relaxed(preserve(a), private(b = len),
+/// privatized(c = len), name = "...")]`. `len` is the region's length in elements, any `usize`
+/// expression (it may name other parameters), evaluated at the start of each execution.
+///
+/// The attribute (macro namespace) and the function [`relaxed()`](fn@relaxed) (value
+/// namespace) share the name: `#[cd::relaxed]` and `cd::relaxed("name", |c| ...)` both work
+/// after `use cd_runtime as cd;`, as for `strict`.
+///
+/// ```
+/// use cd_runtime as cd;
+/// use gasnet_bridge::LaunchConfig;
+/// use pgas::GlobalPtr;
+///
+/// #[cd::relaxed(preserve(x), private(scratch = x.len()))]
+/// fn step(x: &mut Vec<f64>, scratch: GlobalPtr<f64>) -> Result<f64, cd::CdError> {
+///     for v in x.iter_mut() {
+///         *v *= 2.0; // restored before a re-execution, so never doubled twice
+///     }
+///     scratch.write_local_slice(x).unwrap(); // private: no other CD touches it
+///     Ok(x.iter().sum())
+/// }
+///
+/// let config = cd::CdConfig::default()
+///     .with_cd("step", "inject = { at = [{ rank = 0, iteration = 1, kind = \"soft\" }] }")
+///     .unwrap();
+/// let job = LaunchConfig::new(2).segment_bytes(1 << 20);
+/// let out = cd::launch(&job, config, pgas::RpcTable::new(), || {
+///     let scratch = pgas::new_array::<f64>(4).unwrap();
+///     let mut x = vec![1.0f64; 4];
+///     let mut sum = 0.0;
+///     for _ in 0..3 {
+///         sum = step(&mut x, scratch)?;
+///     }
+///     // The function of the same name: a relaxed CD from a closure.
+///     cd::relaxed("check", |_| {
+///         cd::check!(x[0] == 8.0);
+///         Ok(())
+///     })?;
+///     Ok(sum)
+/// })
+/// .unwrap();
+/// assert_eq!(out.results, vec![32.0, 32.0]);
+/// assert_eq!(out.report.cd("step").unwrap().reexecutions, 1, "rank 0 alone re-executed");
+/// ```
+pub use cd_macros::relaxed;
 /// Runs a function's body as a strict child CD, preserving chosen arguments: `#[cd::strict]`,
 /// `#[cd::strict(preserve(a, b))]`, with options `name = "..."`, `team = <expr>`, `local`.
 ///
@@ -83,7 +130,7 @@ pub use runtime::{CdOutcome, launch, launch_from_env};
 pub use strict::{strict, strict_local, strict_on};
 
 #[doc(hidden)]
-pub use macro_support::{__preserve_arg, PreserveArg};
+pub use macro_support::{__preserve_arg, __private_arg, __privatized_arg, PreserveArg, RegionArg};
 
 /// The innermost CD of this rank (the root CD outside any `strict` call).
 pub fn current() -> Cd {

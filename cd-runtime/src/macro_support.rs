@@ -1,7 +1,9 @@
-//! Support for the `#[cd::strict(preserve(..))]` attribute (crate `cd-macros`): how a
-//! preserved argument is preserved, chosen by its type. Not for direct use.
+//! Support for the `#[cd::strict(..)]` and `#[cd::relaxed(..)]` attributes (crate
+//! `cd-macros`): how a preserved argument is preserved, chosen by its type, and how a region
+//! argument is declared. Not for direct use.
 
 use bytemuck::Pod;
+use pgas::GlobalPtr;
 
 use crate::cd::{Cd, Preservable};
 
@@ -36,4 +38,40 @@ impl<T: Pod> PreserveArg for [T] {
 #[doc(hidden)]
 pub fn __preserve_arg<T: PreserveArg + ?Sized>(cd: &Cd, name: &str, value: &mut T) {
     value.preserve_arg(cd, name);
+}
+
+/// A region argument of `#[cd::relaxed(private(..), privatized(..))]`: a pointer into this
+/// rank's segment.
+#[doc(hidden)]
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a region of shared memory: #[cd::relaxed] declares access classes of `GlobalPtr<T>` parameters",
+    label = "expected a `pgas::GlobalPtr<T>`",
+    note = "private(x = len) and privatized(x = len) name a parameter of type `GlobalPtr<T>` and the region's length in elements of `T`"
+)]
+pub trait RegionArg {
+    /// The element type.
+    type Elem: 'static;
+    /// The pointer.
+    fn region_ptr(&self) -> GlobalPtr<Self::Elem>;
+}
+
+impl<T: 'static> RegionArg for GlobalPtr<T> {
+    type Elem = T;
+    fn region_ptr(&self) -> GlobalPtr<T> {
+        *self
+    }
+}
+
+/// Declares `len` elements at `ptr` private in `cd`; what `#[cd::relaxed(private(..))]`
+/// expands to.
+#[doc(hidden)]
+pub fn __private_arg<P: RegionArg>(cd: &Cd, name: &str, ptr: P, len: usize) {
+    cd.private(name, ptr.region_ptr(), len);
+}
+
+/// Declares `len` elements at `ptr` privatized in `cd`; what
+/// `#[cd::relaxed(privatized(..))]` expands to.
+#[doc(hidden)]
+pub fn __privatized_arg<P: RegionArg>(cd: &Cd, name: &str, ptr: P, len: usize) {
+    cd.privatized(name, ptr.region_ptr(), len);
 }

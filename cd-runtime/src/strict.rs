@@ -21,17 +21,21 @@ use crate::runtime::{self, CdRuntime};
 
 /// Runs `body` as a strict child CD of the current CD, spanning the same ranks.
 ///
-/// With `kind = "relaxed"` in the CD's configuration it runs as [`crate::relaxed()`] instead.
+/// With `kind = "relaxed"` in the CD's configuration it runs as [`crate::relaxed()`] instead
+/// (the rule is in [`crate::config`]).
 pub fn strict<R>(name: &str, body: impl FnMut(&Cd) -> Result<R, CdError>) -> Result<R, CdError> {
-    let (team, relaxed) = runtime::with(|rt| {
-        let top = rt.top();
-        let kind = rt.config.settings(name, top.level + 1).kind;
-        (top.team.clone(), kind == Some(CdKindSetting::Relaxed))
-    });
+    let (team, relaxed) = runtime::with(|rt| (rt.top().team.clone(), configured_relaxed(rt, name)));
     if relaxed {
         return crate::relaxed::relaxed(name, body);
     }
     run(name, team, body)
+}
+
+/// True when the configuration gives the CD `name`, entered now as a child of the current
+/// CD, `kind = "relaxed"`.
+fn configured_relaxed(rt: &CdRuntime, name: &str) -> bool {
+    let level = rt.top().level + 1;
+    rt.config.settings(name, level).kind == Some(CdKindSetting::Relaxed)
 }
 
 /// A CD the program calls relaxed and the configuration makes strict: spans the parent's
@@ -46,19 +50,30 @@ pub(crate) fn strict_as_configured<R>(
 
 /// Runs `body` as a strict child CD spanning the ranks of `team` (which must include this
 /// rank and be part of the parent's ranks).
+///
+/// With `kind = "relaxed"` in the CD's configuration it runs as [`crate::relaxed()`] instead,
+/// and `team` is unused (a relaxed CD begins, completes and recovers on its own rank).
 pub fn strict_on<R>(
     name: &str,
     team: &Team,
     body: impl FnMut(&Cd) -> Result<R, CdError>,
 ) -> Result<R, CdError> {
+    if runtime::with(|rt| configured_relaxed(rt, name)) {
+        return crate::relaxed::relaxed(name, body);
+    }
     run(name, team.clone(), body)
 }
 
 /// Runs `body` as a strict child CD of this rank alone (no agreement with other ranks).
+///
+/// With `kind = "relaxed"` in the CD's configuration it runs as [`crate::relaxed()`] instead.
 pub fn strict_local<R>(
     name: &str,
     body: impl FnMut(&Cd) -> Result<R, CdError>,
 ) -> Result<R, CdError> {
+    if runtime::with(|rt| configured_relaxed(rt, name)) {
+        return crate::relaxed::relaxed(name, body);
+    }
     let team = pgas::solo_team();
     run(name, team, body)
 }

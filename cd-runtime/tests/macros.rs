@@ -1,9 +1,10 @@
-//! The `#[cd::strict]` attribute: behaviour under injected faults, its options, and the
-//! compile errors for misuse (trybuild cases in `tests/macro_fail/`).
+//! The `#[cd::strict]` and `#[cd::relaxed]` attributes: behaviour under injected faults, their
+//! options, and the compile errors for misuse (trybuild cases in `tests/macro_fail/`).
 
 use cd_runtime as cd;
 use cd_runtime::{CdConfig, CdError, CdOutcome};
 use gasnet_bridge::LaunchConfig;
+use pgas::GlobalPtr;
 
 const SOFT_RANK1_ITER2: &str = "inject = { at = [{ rank = 1, iteration = 2, kind = \"soft\" }] }";
 
@@ -342,6 +343,116 @@ fn error_returned_by_the_body_is_retried_then_escalates() {
         assert_eq!(x, 2, "restored before each re-execution: incremented once");
     }
     assert!(out.report.cd("generic").unwrap().escalations > 0);
+}
+
+/// Relaxed: `u` preserved, `scratch` private, `out` privatized (logged once at completion).
+#[cd::relaxed(preserve(u), private(scratch = u.len()), privatized(out = 2))]
+fn relaxed_step(
+    u: &mut Vec<f64>,
+    scratch: GlobalPtr<f64>,
+    out: GlobalPtr<f64>,
+    k: usize,
+) -> Result<f64, cd::CdError> {
+    assert_eq!(cd::current().name(), "relaxed_step");
+    for (i, x) in u.iter_mut().enumerate() {
+        *x = *x * 2.0 + (i + k) as f64;
+    }
+    scratch.write_local_slice(u).unwrap();
+    let sum: f64 = u.iter().sum();
+    out.write_local_slice(&[sum, k as f64]).unwrap();
+    Ok(sum)
+}
+
+#[test]
+fn relaxed_attribute_reexecutes_one_rank_with_its_classes() {
+    let body = || {
+        let scratch = pgas::new_array::<f64>(3).unwrap();
+        let out = pgas::new_array::<f64>(2).unwrap();
+        let mut u = vec![1.0, 2.0, 3.0];
+        let mut sums = Vec::new();
+        for k in 0..4 {
+            sums.push(relaxed_step(&mut u, scratch, out, k + pgas::rank_me())?);
+        }
+        let mut last = [0.0; 2];
+        out.read_local_slice(&mut last).unwrap();
+        Ok((sums, u, last))
+    };
+    let clean = run(CdConfig::default(), body);
+    let faulty = run(inject("relaxed_step"), body);
+    assert_eq!(faulty.results, clean.results);
+    let stats = faulty.report.cd("relaxed_step").unwrap();
+    assert_eq!(stats.level, 1, "a child of the root CD");
+    assert_eq!(stats.reexecutions, 1, "rank 1 alone re-executed");
+    assert_eq!(stats.failures[0].ranks, [1]);
+    assert_eq!(stats.executions, 2 * 4 + 1);
+    assert!(stats.bytes_local > 0, "u was preserved");
+    assert_eq!(
+        clean.report.cd("relaxed_step").unwrap().entries_logged,
+        2 * 4,
+        "one privatized entry per completion and rank"
+    );
+}
+
+/// Rank 0 writes into the region rank 1's CD declared private through the attribute.
+#[cd::relaxed(private(mine = 4), name = "cls")]
+fn classified(mine: GlobalPtr<u64>, target: Option<GlobalPtr<u64>>) -> Result<(), cd::CdError> {
+    let _ = mine;
+    pgas::resilience::internal(pgas::barrier);
+    if let Some(t) = target {
+        pgas::rput(1u64, t).wait();
+    }
+    pgas::resilience::internal(pgas::barrier);
+    Ok(())
+}
+
+#[test]
+fn relaxed_attribute_declares_private_regions() {
+    let config = CdConfig::default()
+        .with_cd("cls", "check_classes = true")
+        .unwrap();
+    let out = run(config, || {
+        let buf = pgas::new_array::<u64>(4).unwrap();
+        let bufs = pgas::allgather(&pgas::world(), buf).wait();
+        let target = (pgas::rank_me() == 0).then(|| bufs[1] + 2);
+        let r = classified(buf, target);
+        pgas::barrier();
+        Ok(r)
+    });
+    assert_eq!(out.results[1], Ok(()));
+    match &out.results[0] {
+        Err(CdError::Classification(e)) => {
+            assert_eq!((e.owner, e.owner_cd.as_str()), (1, "cls"));
+            assert_eq!((e.region.as_str(), e.class.as_str()), ("mine", "private"));
+        }
+        other => panic!("expected a classification error, got {other:?}"),
+    }
+}
+
+/// The function `cd::relaxed` and the attribute `#[cd::relaxed]` side by side, nested: a
+/// relaxed CD's child is relaxed.
+#[cd::relaxed(preserve(x))]
+fn inner(x: &mut u64) -> Result<u64, cd::CdError> {
+    *x += 1;
+    Ok(*x)
+}
+
+#[test]
+fn relaxed_function_and_attribute_share_the_name() {
+    let out = run(inject("inner"), || {
+        let mut x = 0u64;
+        let mut last = 0;
+        cd::relaxed("outer", |c| {
+            c.preserve("x", &mut x);
+            for _ in 0..3 {
+                last = inner(&mut x)?;
+            }
+            Ok(())
+        })?;
+        Ok((last, x))
+    });
+    assert_eq!(out.results, vec![(3, 3); 2]);
+    let s = out.report.cd("inner").unwrap();
+    assert_eq!((s.level, s.reexecutions), (2, 1));
 }
 
 #[test]

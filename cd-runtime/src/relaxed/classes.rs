@@ -62,36 +62,40 @@ pub struct ClassificationError {
     pub len: usize,
 }
 
+/// The region `len` elements at `ptr`, or `None` in a strict CD (a CD the program calls
+/// relaxed but the configuration makes strict: it logs nothing and re-executes with all its
+/// ranks, so access classes do not matter to it).
 fn own_region<T: 'static>(
     cd: &Cd,
     what: &str,
     name: &str,
     ptr: GlobalPtr<T>,
     len: usize,
-) -> Region {
+) -> Option<Region> {
     assert!(
         !ptr.is_null() && ptr.rank() == pgas::rank_me(),
         "CD {:?}: {what} region `{name}` must be in this rank's segment",
         cd.frame.name
     );
-    assert!(
-        cd.frame.kind == CdKind::Relaxed,
-        "CD {:?}: access classes are declared in relaxed CDs",
-        cd.frame.name
-    );
-    Region {
+    if cd.frame.kind != CdKind::Relaxed {
+        return None;
+    }
+    Some(Region {
         cd: cd.frame.name.clone(),
         name: name.to_string(),
         offset: ptr.offset(),
         len: len * std::mem::size_of::<T>(),
-    }
+    })
 }
 
 impl Cd {
     /// Declares `len` elements at `ptr` (this rank's memory) *private*: no other CD touches
-    /// them until the relaxed group completes; not logged, simply re-executed.
+    /// them until the relaxed group completes; not logged, simply re-executed. No effect in a
+    /// strict CD (e.g. one the configuration makes strict with `kind = "strict"`).
     pub fn private<T: 'static>(&self, name: &str, ptr: GlobalPtr<T>, len: usize) {
-        let r = own_region(self, "private", name, ptr, len);
+        let Some(r) = own_region(self, "private", name, ptr, len) else {
+            return;
+        };
         let mut rx = self.frame.rx.borrow_mut();
         if !rx.private.contains(&r) {
             rx.private.push(r);
@@ -99,9 +103,13 @@ impl Cd {
     }
 
     /// Declares `len` elements at `ptr` (this rank's memory) *privatized*: private while this
-    /// CD runs, usable by others after; logged once, at completion, as its final bytes.
+    /// CD runs, usable by others after; logged once, at completion, as its final bytes. No
+    /// effect in a strict CD (e.g. one the configuration makes strict with
+    /// `kind = "strict"`).
     pub fn privatized<T: 'static>(&self, name: &str, ptr: GlobalPtr<T>, len: usize) {
-        let r = own_region(self, "privatized", name, ptr, len);
+        let Some(r) = own_region(self, "privatized", name, ptr, len) else {
+            return;
+        };
         let mut rx = self.frame.rx.borrow_mut();
         if !rx.privatized.contains(&r) {
             rx.privatized.push(r);

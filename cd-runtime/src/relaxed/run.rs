@@ -21,6 +21,10 @@ use crate::runtime::{self, CdRuntime};
 /// Runs `body` as a relaxed child CD of the current CD (a strict CD, its LCSA, or another
 /// relaxed CD). Begin and completion involve no communication; a failure is recovered on this
 /// rank alone by replaying the CD's log, or escalated to the parent as an error.
+///
+/// With `kind = "strict"` in the CD's configuration it runs as a strict CD spanning the
+/// parent's ranks instead (the rule is in [`crate::config`]). The attribute of the same name,
+/// `#[cd::relaxed(..)]`, runs a function's body through this function.
 pub fn relaxed<R>(
     name: &str,
     mut body: impl FnMut(&Cd) -> Result<R, CdError>,
