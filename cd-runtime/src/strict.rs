@@ -153,7 +153,13 @@ fn run<R>(
             rt.rereplicate();
         }
         frame.begin(attempt);
-        // Logs of relaxed children of a failed execution are of no use to the next one.
+        // Logs of relaxed children of a failed execution are of no use to the next one; the
+        // frees they deferred are cancelled (the re-execution frees those blocks again).
+        if attempt > 0 {
+            if let Err(e) = frame.rx.borrow_mut().cancel_deferred(&[]) {
+                panic!("CD {name:?}: {e}");
+            }
+        }
         frame.rx.borrow_mut().clear();
         let start = Instant::now();
         let injected = injector::decide(

@@ -78,6 +78,26 @@ pub fn deferred_frees() -> Vec<usize> {
     runtime::with(|rt| rt.deferred_frees.borrow().iter().copied().collect())
 }
 
+/// Cancels the deferred free of the block at `offset`: the block stays allocated, as if its
+/// `delete_` had not run (the execution that deferred it is re-executed, and the re-execution
+/// frees the block again).
+///
+/// # Errors
+/// [`PgasError::BadFree`] if no free of that block is deferred.
+pub fn cancel_deferred_free(offset: usize) -> Result<(), PgasError> {
+    runtime::with(|rt| {
+        if rt.deferred_frees.borrow_mut().remove(&offset) {
+            Ok(())
+        } else {
+            Err(PgasError::BadFree {
+                what: "a pointer whose free was not deferred",
+                rank: rt.rank_me(),
+                offset,
+            })
+        }
+    })
+}
+
 /// Frees the block at `offset` whose `delete_` was deferred (when the CD that spans both its
 /// allocation and its free completes).
 ///

@@ -573,10 +573,20 @@ impl Interceptor for RelaxedHook {
         })
     }
 
-    fn before_free(&self, _offset: usize, _size: usize) -> FreeAction {
+    fn before_free(&self, offset: usize, _size: usize) -> FreeAction {
         // Deferred to the completion of the CD spanning allocation and free (the LCSA at
         // the latest), so a re-execution gets the same addresses from the allocation log.
         runtime::with(|rt| {
+            // Remembered by the CD: its re-execution (or the LCSA's) frees the block again.
+            if let Some(f) = rt
+                .frames
+                .borrow()
+                .iter()
+                .rev()
+                .find(|f| f.kind == CdKind::Relaxed)
+            {
+                f.rx.borrow_mut().deferred.push(offset);
+            }
             if let Some(f) = rt
                 .frames
                 .borrow()

@@ -53,6 +53,9 @@ pub(crate) struct RelaxedFrame {
     pub(crate) privatized: Vec<Region>,
     /// Classification errors found in this CD's accesses.
     pub(crate) class_errors: Vec<ClassificationError>,
+    /// Blocks whose `delete_` was deferred during this CD (its relaxed children's pushed
+    /// up): a re-execution cancels these deferrals, since it frees the blocks again.
+    pub(crate) deferred: Vec<usize>,
     /// A relaxed CD ran inside this (strict) CD: deferred frees and logs to clean up.
     pub(crate) had_relaxed: bool,
 }
@@ -65,6 +68,21 @@ impl RelaxedFrame {
         self.private.clear();
         self.privatized.clear();
         self.class_errors.clear();
+        self.deferred.clear();
+    }
+
+    /// Cancels the frees deferred during a failed execution of this CD (the re-execution
+    /// frees those blocks again; a second `delete_` of a deferred block is an error), except
+    /// the blocks in `keep`.
+    pub(crate) fn cancel_deferred(&mut self, keep: &[usize]) -> Result<(), String> {
+        for offset in std::mem::take(&mut self.deferred) {
+            if keep.contains(&offset) {
+                continue;
+            }
+            pgas::resilience::cancel_deferred_free(offset)
+                .map_err(|e| format!("cannot cancel the deferred free at {offset}: {e}"))?;
+        }
+        Ok(())
     }
 }
 

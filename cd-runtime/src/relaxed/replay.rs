@@ -204,6 +204,15 @@ pub(crate) fn begin(rt: &CdRuntime, cd: &Cd) -> Result<(), String> {
         .map_err(|e| format!("cannot read back the spilled log: {e}"))?;
     // Allocations made in the failed execution get their addresses back in the replay, so
     // they must be free again (their frees were deferred, or they are still live).
+    // Frees of older blocks C deferred are cancelled: the replay frees them again.
+    let allocated: Vec<usize> = entries
+        .iter()
+        .filter_map(|e| match e.kind {
+            EntryKind::Alloc { offset, .. } => Some(offset),
+            _ => None,
+        })
+        .collect();
+    frame.rx.borrow_mut().cancel_deferred(&allocated)?;
     let deferred = resilience::deferred_frees();
     for e in &entries {
         if let EntryKind::Alloc { offset, .. } = e.kind {

@@ -255,6 +255,9 @@ fn finish<R>(
             prx.own_iwcs.append(&mut rx.own_iwcs);
             prx.private.append(&mut rx.private);
         }
+        // Completed or not, the frees it deferred are deferred: a re-execution of the parent
+        // frees those blocks again.
+        prx.deferred.append(&mut rx.deferred);
         // The strict ancestor frees the deferred frees and deletes the logs.
         prx.had_relaxed = true;
         drop(prx);
