@@ -14,6 +14,7 @@ use serde::de::DeserializeOwned;
 use crate::config::Medium;
 use crate::error::FaultKinds;
 use crate::frame::{CdKind, Entry, Frame, Store, find_in_ancestors};
+use crate::relaxed::PreservedRegion;
 use crate::runtime::{self, CdRuntime};
 
 /// State a CD can preserve by copy: cloneable, comparable (to preserve by reference what the
@@ -169,20 +170,29 @@ impl Cd {
     pub fn preserve_global<T: Pod>(&self, name: &str, ptr: GlobalPtr<T>, len: usize) {
         let own = !ptr.is_null() && ptr.rank() == pgas::rank_me();
         if own && self.frame.kind == CdKind::Relaxed {
-            let mut rx = self.frame.rx.borrow_mut();
+            let rx = self.frame.rx.borrow();
             if self.attempt() > 0 && rx.eager_restored.contains(name) {
                 // Restored when the recovery began; incoming writes may have landed since.
                 return;
             }
-            let bytes = len * std::mem::size_of::<T>();
-            if !rx.globals.iter().any(|(n, _, _)| n == name) {
-                rx.globals.push((name.to_string(), ptr.offset(), bytes));
-            }
         }
         let mut data = if own {
             let mut data = vec![T::zeroed(); len];
+            let iwc_before = pgas::resilience::incoming_writes();
             ptr.read_local_slice(&mut data)
                 .unwrap_or_else(|e| panic!("CD {:?}: `{name}`: {e}", self.frame.name));
+            if self.frame.kind == CdKind::Relaxed {
+                let mut rx = self.frame.rx.borrow_mut();
+                if !rx.globals.iter().any(|g| g.name == name) {
+                    rx.globals.push(PreservedRegion {
+                        name: name.to_string(),
+                        offset: ptr.offset(),
+                        len: len * std::mem::size_of::<T>(),
+                        iwc_before,
+                        iwc_after: pgas::resilience::incoming_writes(),
+                    });
+                }
+            }
             data
         } else {
             pgas::resilience::internal(|| pgas::rget_slice(ptr, len).wait())
@@ -205,7 +215,10 @@ impl Cd {
         let globals = self.frame.rx.borrow().globals.clone();
         let me = pgas::rank_me();
         let mut done = std::collections::HashSet::new();
-        for (name, offset, len) in globals {
+        for PreservedRegion {
+            name, offset, len, ..
+        } in globals
+        {
             let index = self
                 .frame
                 .state

@@ -230,6 +230,53 @@ fn an_uncovered_combining_write_escalates() {
     }
 }
 
+/// A remote atomic add that lands after F's CD began but before F preserved the word is in
+/// the preserved copy *and* in the incoming-write log: the recovery restores the copy and must
+/// not apply the add a second time (it did, silently, before the preservation's IWC window).
+#[test]
+fn a_combining_write_already_in_the_preserved_copy_is_not_applied_twice() {
+    let out = run(2, inject("early", 1, "check_classes = false"), move || {
+        let me = rank_me();
+        let buf = pgas::new_array::<u64>(2).unwrap();
+        let bufs = gather_ptrs(buf);
+        let ad = pgas::AtomicDomain::<u64>::new();
+        internal_barrier();
+        let r = cd::relaxed("early", |c| {
+            if !c.is_reexecution() {
+                internal_barrier(); // both CDs have begun
+            }
+            if me == 0 {
+                ad.fetch_add(bufs[1], 5).wait();
+            } else if !c.is_reexecution() {
+                // The add has landed before the copy is taken.
+                while buf.read_local().unwrap() == 0 {
+                    pgas::progress();
+                }
+            }
+            if me == 1 {
+                c.preserve_global("counter", buf, 2);
+            }
+            Ok(())
+        });
+        let value = buf.read_local().unwrap();
+        barrier();
+        Ok((r, value, cd::relaxed::recoveries()))
+    })
+    .unwrap();
+    let (r, value, traces) = &out.results[1];
+    assert_eq!(*r, Ok(()));
+    assert_eq!(*value, 5, "the add counted once");
+    assert_eq!(traces.len(), 1);
+    assert!(
+        traces[0]
+            .events
+            .iter()
+            .any(|e| matches!(e, ReplayEvent::InCopy { from: 0, .. })),
+        "{:?}",
+        traces[0].events
+    );
+}
+
 /// Rank 1 declares its buffer private; rank 0's relaxed CD writes into it.
 #[test]
 fn a_misclassified_access_is_a_classification_error() {

@@ -32,6 +32,32 @@ pub use run::relaxed;
 
 /// The relaxed-CD part of a CD on this rank (strict CDs use only the store, which receives
 /// their relaxed children's logs).
+/// A region of this rank's segment a relaxed CD preserved with `preserve_global`, with the
+/// IWC read just before and just after its copy was taken.
+///
+/// Why the IWC window: a write that lands after the CD began but before the copy is both in
+/// the copy and in the incoming-write log. Replaying a replacing write again is harmless; a
+/// combining one (an atomic add) would count twice. Writes counted at or before `iwc_before`
+/// had fully landed before the copy started (the IWC counts a write after its bytes are in
+/// place), so a recovery skips the combining ones among them; one counted inside the window
+/// may or may not be in the copy, so a recovery that meets one refuses.
+#[derive(Debug, Clone)]
+pub(crate) struct PreservedRegion {
+    pub(crate) name: String,
+    /// Byte offset and length in this rank's segment.
+    pub(crate) offset: usize,
+    pub(crate) len: usize,
+    pub(crate) iwc_before: u64,
+    pub(crate) iwc_after: u64,
+}
+
+impl PreservedRegion {
+    /// True if the 8-byte word at `offset` lies inside the region.
+    pub(crate) fn covers_word(&self, offset: usize) -> bool {
+        offset >= self.offset && offset + 8 <= self.offset + self.len
+    }
+}
+
 #[derive(Debug, Default)]
 pub(crate) struct RelaxedFrame {
     /// The CD's log store.
@@ -39,9 +65,9 @@ pub(crate) struct RelaxedFrame {
     /// EC and IWC at the CD's begin.
     pub(crate) ec_begin: u64,
     pub(crate) iwc_begin: u64,
-    /// Regions of this rank's segment the CD preserved with `preserve_global`: (name, byte
-    /// offset, byte length). Restored at once when recovery starts.
-    pub(crate) globals: Vec<(String, usize, usize)>,
+    /// Regions of this rank's segment the CD preserved with `preserve_global`, restored at
+    /// once when recovery starts.
+    pub(crate) globals: Vec<PreservedRegion>,
     /// Names of `globals` restored when the current recovery began.
     pub(crate) eager_restored: std::collections::HashSet<String>,
     /// IWC values of writes this rank made into itself (not in any initiator's log).
@@ -95,6 +121,14 @@ pub enum ReplayEvent {
         from: usize,
         /// Its epoch at the target.
         ec: u64,
+        /// Its IWC at the target.
+        iwc: u64,
+    },
+    /// An incoming combining write that had landed before the CD's copy of its region was
+    /// taken: the restored copy holds it, so it is not applied again.
+    InCopy {
+        /// The initiator rank.
+        from: usize,
         /// Its IWC at the target.
         iwc: u64,
     },

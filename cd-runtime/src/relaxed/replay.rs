@@ -242,21 +242,30 @@ pub(crate) fn begin(rt: &CdRuntime, cd: &Cd) -> Result<(), String> {
     resilience::set_epoch(ec_begin);
     // Step 2: gather and sort.
     let asked = ranks_to_ask(rt);
-    let writes = gather(rt, &asked, iwc_begin, iwc_end, &own)?;
+    let mut writes = gather(rt, &asked, iwc_begin, iwc_end, &own)?;
     // Combining writes replayed on top of their own effect corrupt data: each must land in
-    // a region this CD restored.
-    for w in &writes {
+    // a region this CD restored, after that region's copy was taken; one already in the copy
+    // is not replayed again (see `PreservedRegion`).
+    let mut in_copy = Vec::new();
+    for (i, w) in writes.iter().enumerate() {
         match &w.what {
             IncomingWhat::Atomic { offset, op } if op.is_combining() => {
-                let covered = globals
-                    .iter()
-                    .any(|(_, o, len)| *offset >= *o && offset + 8 <= o + len);
-                if !covered {
+                let Some(g) = globals.iter().find(|g| g.covers_word(*offset)) else {
                     return Err(format!(
                         "a combining write ({op:?} from rank {} at offset {offset}, IWC {}) \
                          landed in a region this CD does not preserve; replaying it would \
                          apply it twice",
                         w.from, w.iwc
+                    ));
+                };
+                if w.iwc <= g.iwc_before {
+                    in_copy.push(i);
+                } else if w.iwc <= g.iwc_after {
+                    return Err(format!(
+                        "a combining write ({op:?} from rank {} at offset {offset}, IWC {}) \
+                         landed while `{}` was being preserved, so the copy may or may not \
+                         hold it; synchronize before preserving regions that others update",
+                        w.from, w.iwc, g.name
                     ));
                 }
             }
@@ -279,6 +288,13 @@ pub(crate) fn begin(rt: &CdRuntime, cd: &Cd) -> Result<(), String> {
         asked,
         events: Vec::new(),
     });
+    for &i in in_copy.iter().rev() {
+        let w = writes.remove(i);
+        rt.relaxed.event(ReplayEvent::InCopy {
+            from: w.from,
+            iwc: w.iwc,
+        });
+    }
     rt.relaxed.replay_errors.borrow_mut().clear();
     *rt.relaxed.incoming.borrow_mut() = IncomingQueue::new(writes);
     // Epoch `ec_begin` starts now: its incoming writes first, then the body.
