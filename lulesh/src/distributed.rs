@@ -613,6 +613,17 @@ pub fn run(
     ranks: usize,
     progress: impl Fn(&Domain) + Sync,
 ) -> Result<Option<FinalReport>, LuleshError> {
+    run_with_arrival(opts, ranks, Arrival::Rpc, progress)
+}
+
+/// [`run`] with the halo arrivals signalled by `arrival` (the benchmark of relaxed CDs
+/// compares the same communication with and without CDs).
+pub fn run_with_arrival(
+    opts: &Options,
+    ranks: usize,
+    arrival: Arrival,
+    progress: impl Fn(&Domain) + Sync,
+) -> Result<Option<FinalReport>, LuleshError> {
     let num_ranks = ranks as i32;
     let config = launch_config(ranks, opts.nx as usize)?;
     let mut rpcs = RpcTable::new();
@@ -620,7 +631,7 @@ pub fn run(
     let failure = FirstFailure::default();
 
     let outcome = pgas::launch(&config, rpcs, || {
-        let mut sim = start_rank(opts, ranks, false, arrived, Arrival::Rpc, &failure);
+        let mut sim = start_rank(opts, ranks, false, arrived, arrival, &failure);
         let rank0 = pgas::rank_me() == 0;
         let elapsed = sim
             .run(opts.its, |dom| {
