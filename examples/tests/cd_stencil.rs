@@ -17,7 +17,12 @@ fn line<'a>(out: &'a str, prefix: &str) -> &'a str {
 
 /// The "iteration" row of the report table: (execs, reexecs, escal, injected).
 fn iteration_row(out: &str) -> [u64; 4] {
-    let cols: Vec<u64> = line(out, "iteration ")
+    row(out, "iteration ")
+}
+
+/// A CD's row of the report table: (execs, reexecs, escal, injected).
+fn row(out: &str, prefix: &str) -> [u64; 4] {
+    let cols: Vec<u64> = line(out, prefix)
         .split_whitespace()
         .skip(2)
         .take(4)
@@ -128,4 +133,64 @@ fn a_bad_configuration_names_file_line_and_key() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("/nonexistent/cd.toml"), "{err}");
+}
+
+/// Relaxed CDs from the configuration alone: one soft error in the per-rank relaxed CD, at
+/// several iterations and ranks (and several in one run), leaves the checksum of the
+/// fault-free run, with exactly the failed rank re-executing and no strict re-execution.
+#[test]
+fn relaxed_cds_reexecute_one_rank_per_fault() {
+    let args = ["--ranks", "4", "--n", "16", "--iters", "8"];
+    let clean = run_ok(CD_STENCIL, &args);
+    let shipped = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/configs/cd_stencil_relaxed.toml"
+    );
+    let cases: [&[(usize, usize)]; 5] = [
+        &[(0, 0)],
+        &[(3, 1)],
+        &[(2, 4)],
+        &[(1, 7)],
+        &[(1, 2), (3, 5), (0, 6)],
+    ];
+    for faults in cases {
+        let at: Vec<String> = faults
+            .iter()
+            .map(|(r, i)| format!("{{ rank = {r}, iteration = {i}, kind = \"soft\" }}"))
+            .collect();
+        let toml = temp_toml(
+            "relaxed",
+            &format!(
+                "[cd.rank_step]\nkind = \"relaxed\"\ninject = {{ at = [{}] }}\n",
+                at.join(", ")
+            ),
+        );
+        let path = toml.to_string_lossy().into_owned();
+        let mut with = args.to_vec();
+        with.extend(["--cd-config", &path]);
+        let out = run_ok(CD_STENCIL, &with);
+        std::fs::remove_file(&toml).unwrap();
+        assert_eq!(line(&out, "checksum "), line(&clean, "checksum "), "{out}");
+        let n = faults.len() as u64;
+        assert_eq!(iteration_row(&out), [32, 0, 0, 0], "{out}");
+        assert_eq!(row(&out, "rank_step "), [32 + n, n, 0, n], "{out}");
+        let records: Vec<String> = faults
+            .iter()
+            .map(|(r, i)| format!("#{i}.1: [{r}]"))
+            .collect();
+        assert!(
+            out.contains(&format!(
+                "re-executed ranks per failure of rank_step: {}",
+                records.join(", ")
+            )),
+            "{out}"
+        );
+    }
+    // The shipped example configuration.
+    let mut with = ["--ranks", "4", "--n", "24", "--iters", "12"].to_vec();
+    let plain = run_ok(CD_STENCIL, &with);
+    with.extend(["--cd-config", shipped]);
+    let out = run_ok(CD_STENCIL, &with);
+    assert_eq!(line(&out, "checksum "), line(&plain, "checksum "), "{out}");
+    assert!(out.contains("relaxed cd: 2 faults injected, 2 re-executions, 0 escalations"));
 }

@@ -39,15 +39,47 @@
 //! a run that injects rank losses must keep the step's copies at a buddy
 //! (`[cd.step] medium = "buddy"`); with `"local"` the loss escalates and the
 //! run stops with an error instead of a wrong answer.
+//!
+//! ## Relaxed CDs: one rank re-executes
+//!
+//! With `kind = "relaxed"` for the CD "rank_step" ([`RANK_CD`], level 2) in
+//! the configuration (`lulesh/configs/relaxed.toml`), every cycle is the
+//! strict CD "step" as above and, inside it, one relaxed CD "rank_step" per
+//! rank around the rank's cycle body. The inner CD is entered with
+//! [`cd::relaxed`] when, and only when, the configuration says `relaxed` for
+//! it (read once before the run with [`CdConfig::settings`]); without that
+//! there is no inner CD and the run is exactly the strict one. This does not
+//! depend on whether `kind` also turns a `cd::strict` call into a relaxed CD.
+//! `logging` (default on) switches the relaxed CD's logging; without it a
+//! failure of the relaxed CD escalates to "step".
+//!
+//! Access classes: the rank's arrays are Rust memory outside the pgas
+//! segment, private by construction (nothing to declare: no other rank can
+//! reach them); the halo receive buffers and arrival flags in the segment
+//! receive the neighbours' puts and are *potentially shared* (the default:
+//! logged by the senders, replayed into a recovering rank epoch by epoch).
+//! The inner CD preserves the cycle state with the same calls as "step",
+//! which the runtime turns into references to the parent's copies (no second
+//! copy). A soft error in "rank_step" on rank F is then recovered by F
+//! alone: it restores, replays its log (the time-step reduction's result,
+//! its own puts squashed, the neighbours' puts re-applied), and every other
+//! rank waits in the agreement of "step".
+//!
+//! Halo arrivals under relaxed CDs are flags, not rpcs
+//! ([`distributed::Arrival::Flags`]): a recovery replays incoming puts but
+//! refuses incoming rpcs (the arrival rpc would run again on F). The flags'
+//! sequence numbers ([`distributed::halo_sequence`]) are preserved with the
+//! cycle state so that a replayed exchange squashes exactly the puts it
+//! logged.
 
 use std::convert::Infallible;
 use std::path::Path;
 
 use cd_runtime as cd;
-use cd_runtime::{CdConfig, Report};
+use cd_runtime::{CdConfig, CdKindSetting, Report};
 use pgas::{LaunchConfig, RpcTable};
 
-use crate::distributed::{self, FirstFailure};
+use crate::distributed::{self, Arrival, FirstFailure};
 use crate::domain::{Domain, Params};
 use crate::eos;
 use crate::error::LuleshError;
@@ -60,6 +92,16 @@ use crate::verify::FinalReport;
 
 /// Name of the per-cycle CD (its table in the configuration is `[cd.step]`).
 pub const STEP_CD: &str = "step";
+
+/// Name of the per-rank CD inside "step" (`[cd.rank_step]`; level 2): a
+/// relaxed CD when the configuration says `kind = "relaxed"` for it, absent
+/// otherwise.
+pub const RANK_CD: &str = "rank_step";
+
+/// Whether `config` asks for the relaxed per-rank CD [`RANK_CD`].
+pub fn relaxed_configured(config: &CdConfig) -> bool {
+    config.settings(RANK_CD, 2).kind == Some(CdKindSetting::Relaxed)
+}
 
 /// Segment of a one-rank CD job (the rank exchanges no halos).
 const SOLO_SEGMENT_BYTES: usize = 1 << 20;
@@ -81,7 +123,12 @@ pub fn load_config(path: &Path) -> Result<CdConfig, LuleshError> {
 
 /// Preserves, in the current CD, the data a cycle changes and reads again
 /// in the next (in a re-execution: restores it).
-fn preserve_cycle_state(c: &cd::Cd, d: &mut Domain) {
+fn preserve_cycle_state(c: &cd::Cd, d: &mut Domain, relaxed: bool) {
+    if relaxed {
+        let mut seq = distributed::halo_sequence();
+        c.preserve("halo_sequence", &mut seq);
+        distributed::set_halo_sequence(seq);
+    }
     let Domain {
         x,
         y,
@@ -195,18 +242,40 @@ fn preserve_read_only(c: &cd::Cd, d: &mut Domain, nx: usize) {
 }
 
 /// One cycle (`TimeIncrement` + `LagrangeLeapFrog`) as the strict CD
-/// "step", spanning the ranks of its parent, the root: all of them.
+/// "step", spanning the ranks of its parent, the root: all of them; with
+/// `relaxed`, the cycle body runs in the relaxed CD [`RANK_CD`] inside it.
 /// A `VolumeError` or `QStopError` goes to `fail`, which ends the run.
 #[cd::strict(name = "step")]
 fn cycle(
     sim: &mut Simulation,
     fail: &dyn Fn(LuleshError) -> Infallible,
+    relaxed: bool,
 ) -> Result<(), cd::CdError> {
     let c = cd::current();
-    preserve_cycle_state(&c, &mut sim.domain);
+    preserve_cycle_state(&c, &mut sim.domain, relaxed);
     if c.is_reexecution() {
         regenerate_volume_and_sound_speed(&mut sim.domain);
+        distributed::next_halo_generation();
     }
+    if !relaxed {
+        return cycle_body(sim, fail);
+    }
+    cd::relaxed(RANK_CD, |r| {
+        // References to the copies "step" just made (equal bytes): nothing copied again.
+        preserve_cycle_state(r, &mut sim.domain, true);
+        if r.is_reexecution() {
+            regenerate_volume_and_sound_speed(&mut sim.domain);
+        }
+        cycle_body(sim, fail)
+    })
+}
+
+/// The body of a cycle, in whichever CD runs it.
+#[allow(unreachable_code)] // `fail` never returns
+fn cycle_body(
+    sim: &mut Simulation,
+    fail: &dyn Fn(LuleshError) -> Infallible,
+) -> Result<(), cd::CdError> {
     if let Err(e) = sim.step() {
         match fail(e) {}
     }
@@ -242,17 +311,23 @@ pub fn run(
         distributed::launch_config(ranks, nx)?
     };
     config.report = false;
+    let relaxed = relaxed_configured(&config);
+    let arrival = if relaxed {
+        Arrival::Flags
+    } else {
+        Arrival::Rpc
+    };
     let mut rpcs = RpcTable::new();
     let arrived = distributed::register_rpcs(&mut rpcs);
     let failure = FirstFailure::default();
 
     let outcome = cd::launch(&job, config, rpcs, || {
-        let mut sim = distributed::start_rank(opts, ranks, ranks == 1, arrived, &failure);
+        let mut sim = distributed::start_rank(opts, ranks, ranks == 1, arrived, arrival, &failure);
         preserve_read_only(&cd::current(), &mut sim.domain, nx);
         let rank0 = pgas::rank_me() == 0;
         let elapsed = sim.run_with(
             opts.its,
-            |sim| cycle(sim, &|e| -> Infallible { failure.fail(e) }),
+            |sim| cycle(sim, &|e| -> Infallible { failure.fail(e) }, relaxed),
             |dom| {
                 if rank0 {
                     progress(dom)

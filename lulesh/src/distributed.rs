@@ -18,8 +18,9 @@
 //! step reduction, or the barrier that ends initialization), so each buffer
 //! is never written while it is read.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::sync::Mutex;
+use std::sync::atomic::{Ordering, fence};
 
 use pgas::{
     Completions, DistObject, GlobalPtr, LaunchConfig, Promise, RpcFn, RpcTable, new_array, ops,
@@ -36,7 +37,7 @@ use crate::options::Options;
 use crate::verify::FinalReport;
 
 /// Number of exchange kinds, each with its own receive buffer and counter.
-const KINDS: usize = 3;
+pub const KINDS: usize = 3;
 
 fn kind_index(msg: Msg) -> usize {
     match msg {
@@ -57,7 +58,76 @@ struct Arrivals {
 
 thread_local! {
     static ARRIVALS: RefCell<Arrivals> = RefCell::new(Arrivals::default());
+    static SEQUENCE: Cell<HaloSequence> = const { Cell::new(HaloSequence { sent: [0; KINDS], generation: 0 }) };
 }
+
+/// How a receiver learns that a halo message has landed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Arrival {
+    /// A remote-completion rpc counts the arrival at the target (the reference's pattern, and
+    /// the default).
+    #[default]
+    Rpc,
+    /// After the message, the sender puts a sequence number into a flag slot of the
+    /// receiver's segment; the receiver polls its flags. Used under relaxed CDs: a relaxed
+    /// CD's recovery replays incoming puts but refuses incoming rpcs, and a re-execution
+    /// finds the flags of its first execution already set (see [`halo_sequence`]).
+    Flags,
+}
+
+/// The per-rank state of the [`Arrival::Flags`] protocol: the exchanges of each kind this
+/// rank has made (the sequence number of the last one), and a generation that grows at
+/// every strict re-execution so that flags set by the abandoned execution do not count.
+#[derive(Debug, Clone, Copy, Default)]
+struct HaloSequence {
+    sent: [u64; KINDS],
+    generation: u64,
+}
+
+/// The exchanges of each kind this rank has made ([`Arrival::Flags`]): a Containment Domain
+/// preserves them with the cycle's state and puts them back ([`set_halo_sequence`]) when it
+/// re-executes, so a replayed exchange sends the same sequence numbers as the first time.
+pub fn halo_sequence() -> [u64; KINDS] {
+    SEQUENCE.with(Cell::get).sent
+}
+
+/// Puts back a [`halo_sequence`] (a CD's re-execution).
+pub fn set_halo_sequence(sent: [u64; KINDS]) {
+    SEQUENCE.with(|c| {
+        let mut s = c.get();
+        s.sent = sent;
+        c.set(s);
+    });
+}
+
+/// A strict re-execution (every rank re-executes together) begins: flags set by the
+/// execution it abandons must not satisfy the new one's waits. (Not preserved: it only grows.)
+pub fn next_halo_generation() {
+    SEQUENCE.with(|c| {
+        let mut s = c.get();
+        s.generation += 1;
+        c.set(s);
+    });
+}
+
+/// The next exchange of `kind`: its sequence number (generation in the high half).
+fn next_sequence(kind: usize) -> u64 {
+    SEQUENCE.with(|c| {
+        let mut s = c.get();
+        s.sent[kind] += 1;
+        c.set(s);
+        (s.generation << 32) | s.sent[kind]
+    })
+}
+
+/// The sequence number of the current exchange of `kind`.
+fn current_sequence(kind: usize) -> u64 {
+    let s = SEQUENCE.with(Cell::get);
+    (s.generation << 32) | s.sent[kind]
+}
+
+/// Flag slots per rank: one per exchange kind and direction.
+const FLAGS: usize = KINDS * 26;
 
 /// The arrival rpc: one more message of `kind` is in this rank's buffer.
 fn arrived(kind: u8) {
@@ -130,13 +200,16 @@ pub fn segment_bytes(nx: usize) -> usize {
     let reals = 6 * align(max_edge * max_edge) * halo::MAX_FIELDS_PER_COMM
         + 12 * align(max_edge) * halo::MAX_FIELDS_PER_COMM
         + 8 * CACHE_COHERENCE_PAD_REAL;
-    (KINDS * reals * size_of::<f64>() + (64 << 10)).next_multiple_of(1 << 16)
+    (KINDS * reals * size_of::<f64>() + FLAGS * size_of::<u64>() + (64 << 10))
+        .next_multiple_of(1 << 16)
 }
 
 /// A neighbour: its block layout and its receive buffers (one per kind).
 struct Neighbour {
     layout: BlockLayout,
     recv: [GlobalPtr<f64>; KINDS],
+    /// Its arrival flags ([`Arrival::Flags`]).
+    flags: GlobalPtr<u64>,
 }
 
 /// The [`Comm`] of one rank of a multi-rank run over pgas.
@@ -152,6 +225,10 @@ pub struct PgasComm {
     inbox: Vec<f64>,
     neighbours: [Option<Neighbour>; 26],
     arrived: RpcFn<u8, ()>,
+    arrival: Arrival,
+    /// This rank's arrival flags, `FLAGS` of them, by kind then direction (the side the
+    /// message comes from).
+    flags: GlobalPtr<u64>,
 }
 
 fn segment_error(e: pgas::PgasError) -> LuleshError {
@@ -161,7 +238,7 @@ fn segment_error(e: pgas::PgasError) -> LuleshError {
 impl PgasComm {
     /// Collective: allocates this rank's receive buffers and learns the
     /// neighbours' (every rank must call it, once, inside `pgas::launch`).
-    pub fn new(nx: usize, arrived: RpcFn<u8, ()>) -> Result<Self, LuleshError> {
+    pub fn new(nx: usize, arrived: RpcFn<u8, ()>, arrival: Arrival) -> Result<Self, LuleshError> {
         let rank = pgas::rank_me() as i32;
         let num_ranks = pgas::rank_n() as i32;
         let layout = BlockLayout::decompose(num_ranks, rank, nx)?;
@@ -170,9 +247,14 @@ impl PgasComm {
         for r in &mut recv {
             *r = new_array::<f64>(buf_len).map_err(segment_error)?;
         }
+        let flags = new_array::<u64>(FLAGS).map_err(segment_error)?;
+        flags
+            .write_local_slice(&[0; FLAGS])
+            .map_err(segment_error)?;
         ARRIVALS.with(|a| *a.borrow_mut() = Arrivals::default());
+        SEQUENCE.with(|c| c.set(HaloSequence::default()));
 
-        let directory = DistObject::new(recv);
+        let directory = DistObject::new((recv, flags));
         let fetches: Vec<_> = DIRS
             .iter()
             .map(|&d| {
@@ -185,9 +267,11 @@ impl PgasComm {
         let mut neighbours: [Option<Neighbour>; 26] = Default::default();
         for (slot, fetch) in neighbours.iter_mut().zip(fetches) {
             if let Some((n, future)) = fetch {
+                let (recv, flags) = future.wait();
                 *slot = Some(Neighbour {
                     layout: BlockLayout::decompose(num_ranks, n, nx)?,
-                    recv: future.wait(),
+                    recv,
+                    flags,
                 });
             }
         }
@@ -201,6 +285,8 @@ impl PgasComm {
             inbox: vec![0.0; buf_len],
             neighbours,
             arrived,
+            arrival,
+            flags,
         })
     }
 
@@ -213,6 +299,7 @@ impl PgasComm {
         let nf = fields.len();
         let kind = kind_index(msg);
         let ours = halo::slots(layout, pattern, nf, false);
+        let seq = next_sequence(kind);
         let sent = Promise::new();
         for (i, &d) in DIRS.iter().enumerate() {
             let Some(at) = ours[i] else { continue };
@@ -228,10 +315,20 @@ impl PgasComm {
                 .expect("a message goes to an existing neighbour");
             let theirs = halo::slots(&nb.layout, pattern, nf, true)[halo::opposite(i)]
                 .expect("the neighbour receives this message");
-            let cx = Completions::new()
-                .source_promise(&sent)
-                .remote_rpc(self.arrived, kind as u8);
-            let _ = rput_with(buf, nb.recv[kind] + theirs, cx);
+            match self.arrival {
+                Arrival::Rpc => {
+                    let cx = Completions::new()
+                        .source_promise(&sent)
+                        .remote_rpc(self.arrived, kind as u8);
+                    let _ = rput_with(buf, nb.recv[kind] + theirs, cx);
+                }
+                Arrival::Flags => {
+                    // The message is complete at the target before its flag is set.
+                    pgas::rput_slice(buf, nb.recv[kind] + theirs).wait();
+                    let flag = nb.flags + (kind * 26 + halo::opposite(i));
+                    pgas::rput(seq, flag).wait();
+                }
+            }
         }
         sent.finalize().wait();
     }
@@ -273,7 +370,10 @@ impl PgasComm {
     ) -> ([Option<usize>; 26], &[f64]) {
         let kind = kind_index(msg);
         let slots = halo::slots(layout, Pattern::of(msg), nf, true);
-        wait_arrivals(kind, slots.iter().flatten().count());
+        match self.arrival {
+            Arrival::Rpc => wait_arrivals(kind, slots.iter().flatten().count()),
+            Arrival::Flags => self.wait_flags(kind, &slots),
+        }
         // Every expected message has landed (its arrival rpc ran after the put), and no rank
         // writes this buffer again before the next global synchronization, which this rank
         // reaches only after it is done with the copy. One copy of the part the messages
@@ -288,6 +388,35 @@ impl PgasComm {
             .read_local_slice(&mut self.inbox[..end])
             .expect("this rank's own receive buffer is local");
         (slots, &self.inbox)
+    }
+}
+
+impl PgasComm {
+    /// Waits, making progress, until every direction with a slot in `slots` has set its flag
+    /// of `kind` to this exchange's sequence number (or a later one).
+    fn wait_flags(&self, kind: usize, slots: &[Option<usize>; 26]) {
+        let want = current_sequence(kind);
+        let base = self.flags + kind * 26;
+        for (i, at) in slots.iter().enumerate() {
+            if at.is_none() {
+                continue;
+            }
+            let flag = base + i;
+            let mut rounds = 0u32;
+            while flag.read_local().expect("this rank's own flags are local") < want {
+                // Ranks may outnumber cores: spin briefly, then give the core away (a put
+                // into a flag wakes nobody up, so the wait polls).
+                pgas::progress();
+                rounds += 1;
+                if rounds > 2_000 {
+                    std::thread::sleep(std::time::Duration::from_micros(20));
+                } else if rounds > 20 {
+                    std::thread::yield_now();
+                }
+            }
+        }
+        // The messages were complete before their flags were set.
+        fence(Ordering::Acquire);
     }
 }
 
@@ -459,6 +588,7 @@ pub(crate) fn start_rank(
     ranks: usize,
     solo: bool,
     arrived: RpcFn<u8, ()>,
+    arrival: Arrival,
     failure: &FirstFailure,
 ) -> Simulation {
     check_job_size(ranks).unwrap_or_else(|e| failure.fail(e));
@@ -466,7 +596,7 @@ pub(crate) fn start_rank(
         Box::new(SingleRank)
     } else {
         let nx = opts.nx as usize;
-        Box::new(PgasComm::new(nx, arrived).unwrap_or_else(|e| failure.fail(e)))
+        Box::new(PgasComm::new(nx, arrived, arrival).unwrap_or_else(|e| failure.fail(e)))
     };
     Simulation::new(opts, comm).unwrap_or_else(|e| failure.fail(e))
 }
@@ -483,6 +613,17 @@ pub fn run(
     ranks: usize,
     progress: impl Fn(&Domain) + Sync,
 ) -> Result<Option<FinalReport>, LuleshError> {
+    run_with_arrival(opts, ranks, Arrival::Rpc, progress)
+}
+
+/// [`run`] with the halo arrivals signalled by `arrival` (the benchmark of relaxed CDs
+/// compares the same communication with and without CDs).
+pub fn run_with_arrival(
+    opts: &Options,
+    ranks: usize,
+    arrival: Arrival,
+    progress: impl Fn(&Domain) + Sync,
+) -> Result<Option<FinalReport>, LuleshError> {
     let num_ranks = ranks as i32;
     let config = launch_config(ranks, opts.nx as usize)?;
     let mut rpcs = RpcTable::new();
@@ -490,7 +631,7 @@ pub fn run(
     let failure = FirstFailure::default();
 
     let outcome = pgas::launch(&config, rpcs, || {
-        let mut sim = start_rank(opts, ranks, false, arrived, &failure);
+        let mut sim = start_rank(opts, ranks, false, arrived, arrival, &failure);
         let rank0 = pgas::rank_me() == 0;
         let elapsed = sim
             .run(opts.its, |dom| {

@@ -24,12 +24,35 @@
 //!   ratio is the share of a cycle the copies take, a measure other load
 //!   disturbs less than the difference of two run times.
 //!
-//! Every line says `ranks: 1` (the runs are single-rank; `--ranks` is ignored).
+//! These lines say `ranks: 1` (the runs are single-rank; `--ranks` is ignored).
+//!
+//! Relaxed CDs (8 ranks, `-s 15`, `-s 5` with `--quick`; `ranks: 8`): one repetition is a
+//! pair of complete runs, alternating in order, after one warm-up pair; times are the cycle
+//! loops' (LULESH's "Elapsed time", maximum over ranks):
+//! - `relaxed_logging_overhead` / `lulesh_s15_r8`: the run with a strict CD per cycle and a
+//!   relaxed CD "rank_step" per rank inside it, logging, no faults
+//!   (`lulesh/configs/relaxed.toml`), against `lulesh_no_cd_s15_r8`, the run without CDs
+//!   (the reference's arrival rpcs). Target: at most 1.03.
+//! - `relaxed_logging_overhead` / `lulesh_s15_r8_same_comm`: the same relaxed runs against
+//!   runs without CDs using the relaxed runs' halo arrivals (flags), `lulesh_no_cd_flags_s15_r8`:
+//!   the cost of the CDs alone.
+//! - `relaxed_recovery` / `lulesh_one_fault`: milliseconds of one relaxed recovery (the CD
+//!   report's recovery time over its re-executions; ten soft errors at different cycles and
+//!   ranks per run), against `rank_step_forward`, the milliseconds of one cycle of the
+//!   fault-free relaxed run. Target: at most 1.2.
+//! - `reexecuted_ranks` / `relaxed`: ranks that re-execute for one soft error in
+//!   "rank_step" (the report's failure record), against `reexecuted_ranks_strict`;
+//!   `reexecuted_ranks` / `strict`: the same for a soft error in the strict "step". Target:
+//!   1 against 8.
+//! - `log_bytes` / `lulesh_step`: bytes logged per rank per cycle.
+//!
+//! `LULESH_BENCH=relaxed` runs only the relaxed lines, `LULESH_BENCH=strict` only the others.
 
 use std::time::Instant;
 
 use bench_report::{BenchArgs, Better, Line, median, print};
 use cd_runtime::CdConfig;
+use lulesh::distributed::{self, Arrival};
 use lulesh::verify::fmt_e;
 use lulesh::{FinalReport, Options, Simulation, containment};
 
@@ -95,6 +118,203 @@ fn with_cds(opts: &Options) -> (FinalReport, f64) {
 
 fn main() {
     let args = BenchArgs::from_env("lulesh-bench");
+    let only = std::env::var("LULESH_BENCH").unwrap_or_default();
+    let mut lines = Vec::new();
+    if only != "relaxed" {
+        lines.extend(strict_lines(&args));
+    }
+    if only != "strict" {
+        lines.extend(relaxed_lines(&args));
+    }
+    print(&lines, args.json);
+}
+
+const RANKS: usize = 8;
+const RELAXED: &str = include_str!("../../configs/relaxed.toml");
+
+fn relaxed_config(extra: &str) -> CdConfig {
+    CdConfig::parse(&format!("{RELAXED}{extra}"), "relaxed.toml").expect("valid configuration")
+}
+
+/// An 8-rank run without CDs: its report.
+fn no_cd_r8(opts: &Options, arrival: Arrival) -> FinalReport {
+    distributed::run_with_arrival(opts, RANKS, arrival, |_| {})
+        .expect("the run completes")
+        .expect("rank 0 runs in this process")
+}
+
+/// An 8-rank run under CDs configured by `config`.
+fn cd_r8(opts: &Options, config: CdConfig) -> containment::CdRunOutput {
+    containment::run(opts, RANKS, config, |_| {})
+        .expect("the run completes")
+        .expect("rank 0 runs in this process")
+}
+
+fn same_physics(a: &FinalReport, b: &FinalReport) {
+    assert_eq!(a.cycles, b.cycles);
+    assert_eq!(fmt_e(a.energy_sum, 17), fmt_e(b.energy_sum, 17));
+}
+
+fn relaxed_lines(args: &BenchArgs) -> Vec<Line> {
+    let size = if args.quick { 5 } else { 15 };
+    let opts = Options {
+        nx: size,
+        quiet: true,
+        ..Options::default()
+    };
+    let case = format!("lulesh_s{size}_r{RANKS}");
+    let reps = args.reps.max(1);
+
+    // Overhead: no CDs (rpc arrivals), no CDs (flag arrivals), relaxed; rotating order.
+    let (mut plain, mut flags, mut relaxed) = (Vec::new(), Vec::new(), Vec::new());
+    let mut log_bytes = Vec::new();
+    for rep in 0..=reps {
+        let mut t = [0.0; 3];
+        for k in 0..3 {
+            let which = (k + rep) % 3;
+            t[which] = match which {
+                0 => no_cd_r8(&opts, Arrival::Rpc).elapsed,
+                1 => no_cd_r8(&opts, Arrival::Flags).elapsed,
+                _ => {
+                    let out = cd_r8(&opts, relaxed_config(""));
+                    let inner = out
+                        .cd_report
+                        .cd(containment::RANK_CD)
+                        .expect("rank_step ran");
+                    log_bytes.push(inner.bytes_logged as f64 / inner.executions as f64);
+                    out.report.elapsed
+                }
+            };
+        }
+        if !args.json {
+            eprintln!(
+                "relaxed rep {rep}{}: no CDs {:.3} s, no CDs (flags) {:.3} s, relaxed {:.3} s",
+                if rep == 0 { " (warm-up)" } else { "" },
+                t[0],
+                t[1],
+                t[2]
+            );
+        }
+        if rep > 0 {
+            plain.push(t[0]);
+            flags.push(t[1]);
+            relaxed.push(t[2]);
+        }
+    }
+    let clean = cd_r8(&opts, relaxed_config(""));
+    let cycles = clean.report.cycles;
+    let forward_ms = clean.report.elapsed * 1e3 / f64::from(cycles);
+
+    // Recovery: ten soft errors spread over cycles and ranks, per run.
+    let faults: Vec<String> = (0..10)
+        .map(|i| {
+            let cycle = (i + 1) * cycles as usize / 11;
+            format!(
+                "{{ rank = {}, iteration = {cycle}, kind = \"soft\" }}",
+                (3 * i) % RANKS
+            )
+        })
+        .collect();
+    let inject = format!("inject = {{ at = [{}] }}\n", faults.join(", "));
+    let mut recovery_ms = Vec::new();
+    let mut forward = Vec::new();
+    let mut relaxed_ranks = 0.0;
+    for _ in 0..=reps {
+        let out = cd_r8(&opts, relaxed_config(&inject));
+        same_physics(&out.report, &clean.report);
+        let inner = out
+            .cd_report
+            .cd(containment::RANK_CD)
+            .expect("rank_step ran");
+        assert_eq!(inner.reexecutions, 10);
+        assert_eq!(inner.escalations, 0);
+        relaxed_ranks = inner
+            .failures
+            .iter()
+            .map(|f| f.ranks.len() as f64)
+            .sum::<f64>()
+            / inner.failures.len() as f64;
+        recovery_ms.push(inner.recover_ns as f64 / 1e6 / inner.reexecutions as f64);
+        forward.push(out.report.elapsed * 1e3 / f64::from(out.report.cycles));
+    }
+    recovery_ms.remove(0);
+    forward.remove(0);
+    let _ = forward_ms;
+
+    // Ranks re-executed for one soft error in the strict step CD (no relaxed CD).
+    let strict_cfg = CdConfig::parse(
+        &format!(
+            "[cd.step]\ninject = {{ at = [{{ rank = 3, iteration = {}, kind = \"soft\" }}] }}\n",
+            cycles / 2
+        ),
+        "strict.toml",
+    )
+    .expect("valid configuration");
+    let strict = cd_r8(&opts, strict_cfg);
+    same_physics(&strict.report, &clean.report);
+    let step = strict.cd_report.cd(containment::STEP_CD).expect("step ran");
+    let strict_ranks = step.failures[0].ranks.len() as f64;
+
+    vec![
+        Line::new(
+            "relaxed_logging_overhead",
+            &case,
+            median(&mut relaxed.clone()),
+            "s",
+            Better::Lower,
+        )
+        .baseline(
+            &format!("lulesh_no_cd_s{size}_r{RANKS}"),
+            median(&mut plain),
+        ),
+        Line::new(
+            "relaxed_logging_overhead",
+            &format!("{case}_same_comm"),
+            median(&mut relaxed),
+            "s",
+            Better::Lower,
+        )
+        .baseline(
+            &format!("lulesh_no_cd_flags_s{size}_r{RANKS}"),
+            median(&mut flags),
+        ),
+        Line::new(
+            "relaxed_recovery",
+            "lulesh_one_fault",
+            median(&mut recovery_ms),
+            "ms",
+            Better::Lower,
+        )
+        .baseline("rank_step_forward", median(&mut forward)),
+        Line::new(
+            "reexecuted_ranks",
+            "relaxed",
+            relaxed_ranks,
+            "ranks",
+            Better::Lower,
+        )
+        .baseline("reexecuted_ranks_strict", strict_ranks),
+        Line::new(
+            "reexecuted_ranks",
+            "strict",
+            strict_ranks,
+            "ranks",
+            Better::Lower,
+        ),
+        Line::new(
+            "log_bytes",
+            "lulesh_step",
+            median(&mut log_bytes),
+            "B",
+            Better::Lower,
+        ),
+    ]
+    .into_iter()
+    .map(|l| l.on("smp", RANKS))
+    .collect()
+}
+
+fn strict_lines(args: &BenchArgs) -> Vec<Line> {
     let size = if args.quick { 10 } else { 30 };
     let opts = Options {
         nx: size,
@@ -183,5 +403,5 @@ fn main() {
         ),
     ]
     .map(|l| l.on("smp", 1));
-    print(&lines, args.json);
+    lines.to_vec()
 }

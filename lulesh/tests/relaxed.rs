@@ -1,0 +1,169 @@
+//! LULESH under relaxed Containment Domains (`lulesh/configs/relaxed.toml`: a strict CD
+//! "step" per cycle, one relaxed CD "rank_step" per rank inside): fault-free, the numbers of
+//! the run without CDs; one injected soft error in "rank_step", at cycles from the first to
+//! the last and on different ranks, gives those numbers bit for bit, with exactly the failed
+//! rank re-executing (the report's failure records) and no strict re-execution.
+
+mod common;
+
+use std::process::Command;
+
+use cd_runtime::CdConfig;
+use lulesh::containment::{self, CdRunOutput, RANK_CD, STEP_CD};
+use lulesh::verify::fmt_e;
+use lulesh::{FinalReport, Options, distributed};
+
+use common::TempFile;
+
+const RELAXED: &str = include_str!("../configs/relaxed.toml");
+const CYCLES: u32 = 231;
+
+/// The report's lines without the timings.
+fn physics(r: &FinalReport) -> String {
+    let text = r.render();
+    let end = text.find("\nElapsed time").expect("a timing section");
+    text[..end].to_owned()
+}
+
+fn opts() -> Options {
+    Options {
+        nx: 5,
+        its: 9_999_999,
+        ..Options::default()
+    }
+}
+
+fn run(text: &str) -> CdRunOutput {
+    let config = CdConfig::parse(text, "relaxed.toml").expect("valid configuration");
+    assert!(containment::relaxed_configured(&config));
+    containment::run(&opts(), 8, config, |_| {})
+        .unwrap_or_else(|e| panic!("{e}\n{text}"))
+        .expect("rank 0 runs in this process")
+}
+
+fn clean() -> FinalReport {
+    distributed::run(&opts(), 8, |_| {})
+        .expect("fault-free run")
+        .expect("rank 0 runs in this process")
+}
+
+/// `faults`: (rank, cycle) of each injected soft error.
+fn check(out: &CdRunOutput, want: &FinalReport, faults: &[(usize, u64)], what: &str) {
+    assert_eq!(physics(&out.report), physics(want), "{what}");
+    assert_eq!(out.report.cycles as u32, CYCLES, "{what}");
+    let step = out.cd_report.cd(STEP_CD).expect("the step CD ran");
+    assert_eq!(step.reexecutions, 0, "{what}: no strict re-execution");
+    assert_eq!(step.executions, u64::from(CYCLES) * 8, "{what}");
+    let inner = out.cd_report.cd(RANK_CD).expect("the relaxed CD ran");
+    assert_eq!(inner.level, 2);
+    assert!(inner.bytes_logged > 0 && inner.entries_logged > 0, "{what}");
+    assert_eq!(inner.escalations, 0, "{what}");
+    assert_eq!(inner.injected, faults.len() as u64, "{what}");
+    assert_eq!(inner.reexecutions, faults.len() as u64, "{what}");
+    assert_eq!(
+        inner.executions,
+        u64::from(CYCLES) * 8 + faults.len() as u64,
+        "{what}"
+    );
+    let mut got: Vec<(Vec<usize>, u64)> = inner
+        .failures
+        .iter()
+        .map(|f| (f.ranks.clone(), f.iteration))
+        .collect();
+    got.sort_by_key(|g| g.1);
+    // The report merges the records of one cycle over ranks: two ranks failing in the same
+    // cycle (each recovering alone) make one record naming both.
+    let mut want: Vec<(Vec<usize>, u64)> = Vec::new();
+    for &(r, c) in faults {
+        match want.iter_mut().find(|w| w.1 == c) {
+            Some(w) => w.0.push(r),
+            None => want.push((vec![r], c)),
+        }
+    }
+    want.iter_mut().for_each(|w| w.0.sort_unstable());
+    want.sort_by_key(|w| w.1);
+    assert_eq!(
+        got, want,
+        "{what}: exactly the failed rank re-executes each time"
+    );
+    if !faults.is_empty() {
+        // Its own halo puts squashed (the first cycle has no reduction to serve).
+        assert!(inner.writes_squashed > 0, "{what}");
+    }
+}
+
+fn inject(faults: &[(usize, u64)]) -> String {
+    let at: Vec<String> = faults
+        .iter()
+        .map(|(r, c)| format!("{{ rank = {r}, iteration = {c}, kind = \"soft\" }}"))
+        .collect();
+    format!("{RELAXED}inject = {{ at = [{}] }}\n", at.join(", "))
+}
+
+#[test]
+fn fault_free_relaxed_run_equals_the_run_without_cds() {
+    let want = clean();
+    assert_eq!(fmt_e(want.origin_energy, 17), "2.72053116847034435e+04");
+    check(&run(RELAXED), &want, &[], "fault-free");
+}
+
+#[test]
+fn one_soft_error_anywhere_reexecutes_one_rank_and_is_bit_exact() {
+    let want = clean();
+    // The first cycle (no time-step reduction before its first exchange), early, middle,
+    // the last; corner ranks of the 2x2x2 cube, each with seven neighbours.
+    for (rank, cycle) in [(2, 0), (7, 1), (0, 57), (5, 120), (3, 230)] {
+        let faults = [(rank, cycle)];
+        check(
+            &run(&inject(&faults)),
+            &want,
+            &faults,
+            &format!("soft error on rank {rank} in cycle {cycle}"),
+        );
+    }
+    // Several in one run, two on the same cycle.
+    let faults = [(1, 10), (6, 10), (4, 99), (1, 200)];
+    check(&run(&inject(&faults)), &want, &faults, "four soft errors");
+}
+
+#[test]
+fn the_binary_runs_relaxed_from_the_config_file_alone() {
+    let faults = TempFile::new(
+        "relaxed-faults.toml",
+        include_str!("../configs/relaxed-faults.toml"),
+    );
+    let lulesh = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_lulesh"))
+            .args(args)
+            .env_remove("PGAS_RANKS")
+            .env_remove("PGAS_SEGMENT_MB")
+            .env_remove("CD_CONFIG")
+            .output()
+            .expect("the binary runs");
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let plain = lulesh(&["-s", "5", "--ranks", "8"]);
+    let with = lulesh(&[
+        "-s",
+        "5",
+        "--ranks",
+        "8",
+        "--cd-config",
+        faults.0.to_str().unwrap(),
+    ]);
+    for key in [
+        "Iteration count",
+        "Origin Energy (full)",
+        "Sum of Energy (full)",
+    ] {
+        let line = |t: &str| t.lines().find(|l| l.contains(key)).unwrap().to_owned();
+        assert_eq!(line(&with), line(&plain), "{with}");
+    }
+    assert!(
+        with.contains(
+            "re-executed ranks per failure of rank_step: #3.1: [0], #10.1: [5], #25.1: [7]"
+        ),
+        "{with}"
+    );
+}
