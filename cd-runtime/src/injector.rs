@@ -2,6 +2,9 @@
 //! repeatable: the decision is a hash of (seed, rank, CD name, iteration, attempt).
 
 use crate::config::{FaultKind, Injection};
+use crate::error::FaultKinds;
+use crate::frame::Frame;
+use crate::runtime::CdRuntime;
 
 /// A fault to inject into one execution.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -10,6 +13,30 @@ pub enum Injected {
     SoftError,
     /// The rank loses its memory at the end of the execution.
     RankLoss,
+}
+
+/// Makes the fault chosen for an execution of `frame` happen at the end of its body (a rank
+/// loss wipes the rank's memory now) and records it as the execution's failure; the kinds
+/// to add to the execution's failure set.
+pub(crate) fn take_effect(rt: &CdRuntime, frame: &Frame, injected: Option<Injected>) -> FaultKinds {
+    match injected {
+        Some(Injected::SoftError) => {
+            frame.fail(
+                FaultKinds::SOFT,
+                format!("injected soft error on rank {}", rt.rank),
+            );
+            FaultKinds::SOFT
+        }
+        Some(Injected::RankLoss) => {
+            rt.lose_memory();
+            frame.fail(
+                FaultKinds::RANK_LOSS,
+                format!("injected loss of rank {}", rt.rank),
+            );
+            FaultKinds::RANK_LOSS
+        }
+        None => FaultKinds::NONE,
+    }
 }
 
 /// SplitMix64: a well-mixed 64-bit hash step.

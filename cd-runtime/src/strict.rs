@@ -16,7 +16,7 @@ use crate::cd::Cd;
 use crate::config::CdKindSetting;
 use crate::error::{CdError, FaultKinds};
 use crate::frame::{Frame, restorable};
-use crate::injector::{self, Injected};
+use crate::injector;
 use crate::runtime::{self, CdRuntime};
 
 /// Runs `body` as a strict child CD of the current CD, spanning the same ranks.
@@ -172,24 +172,7 @@ fn run<R>(
         );
         let out = body(&cd);
         let mut kinds = frame.state.borrow().failure.union(kinds_of(&out));
-        match injected {
-            Some(Injected::SoftError) => {
-                kinds = kinds.union(FaultKinds::SOFT);
-                frame.fail(
-                    FaultKinds::SOFT,
-                    format!("injected soft error on rank {}", rt.rank),
-                );
-            }
-            Some(Injected::RankLoss) => {
-                rt.lose_memory();
-                kinds = kinds.union(FaultKinds::RANK_LOSS);
-                frame.fail(
-                    FaultKinds::RANK_LOSS,
-                    format!("injected loss of rank {}", rt.rank),
-                );
-            }
-            None => {}
-        }
+        kinds = kinds.union(injector::take_effect(&rt, &frame, injected));
         // Every rank says whether it could restore, failed or not: a rank that lost its memory
         // in an earlier, contained failure (a child's rank loss) has lost this CD's local copies
         // too, and must not be asked to re-execute because *another* rank failed now. (Checked

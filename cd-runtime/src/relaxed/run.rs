@@ -11,7 +11,7 @@ use crate::cd::Cd;
 use crate::config::CdKindSetting;
 use crate::error::{CdError, FaultKinds};
 use crate::frame::{CdKind, Frame};
-use crate::injector::{self, Injected};
+use crate::injector;
 use crate::relaxed::interceptor::RelaxedHook;
 use crate::relaxed::log_store::{EntryKind, LogEntry, TargetCounters};
 use crate::relaxed::replay;
@@ -89,24 +89,7 @@ pub fn relaxed<R>(
             Vec::new()
         };
         let mut kinds = frame.state.borrow().failure.union(kinds_of(&out));
-        match injected {
-            Some(Injected::SoftError) => {
-                kinds = kinds.union(FaultKinds::SOFT);
-                frame.fail(
-                    FaultKinds::SOFT,
-                    format!("injected soft error on rank {}", rt.rank),
-                );
-            }
-            Some(Injected::RankLoss) => {
-                rt.lose_memory();
-                kinds = kinds.union(FaultKinds::RANK_LOSS);
-                frame.fail(
-                    FaultKinds::RANK_LOSS,
-                    format!("injected loss of rank {}", rt.rank),
-                );
-            }
-            None => {}
-        }
+        kinds = kinds.union(injector::take_effect(&rt, &frame, injected));
         {
             let mut stats = rt.stats.borrow_mut();
             let s = stats.entry(name, level);
