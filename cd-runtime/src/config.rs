@@ -272,7 +272,15 @@ impl CdConfig {
     /// environment variable `CD_CONFIG` (unset or empty: none), else `None` (the program's
     /// default: CDs with default settings, or no CDs at all).
     pub fn for_program(cli: Option<&Path>) -> Result<Option<CdConfig>, ConfigError> {
-        let (path, from) = match (cli, std::env::var_os("CD_CONFIG")) {
+        Self::for_program_with(cli, std::env::var_os("CD_CONFIG"))
+    }
+
+    /// [`CdConfig::for_program`] with `CD_CONFIG`'s value given.
+    fn for_program_with(
+        cli: Option<&Path>,
+        env: Option<std::ffi::OsString>,
+    ) -> Result<Option<CdConfig>, ConfigError> {
+        let (path, from) = match (cli, env) {
             (Some(p), _) => (p.to_path_buf(), "--cd-config"),
             (None, Some(p)) if !p.is_empty() => (PathBuf::from(p), "CD_CONFIG"),
             _ => return Ok(None),
@@ -688,6 +696,144 @@ mod tests {
         assert_eq!(e.line, Some(2));
         let e = parse("[cd.x]\ncheck_class = true\n").unwrap_err();
         assert_eq!(e.key.as_deref(), Some("check_class"));
+    }
+
+    #[test]
+    fn a_bad_value_is_named_by_its_key_not_the_value() {
+        let e =
+            parse("[cd.x]\ninject = { at = [{ rank = -1, iteration = 0, kind = \"soft\" }] }\n")
+                .unwrap_err();
+        assert_eq!((e.line, e.key.as_deref()), (Some(2), Some("rank")));
+        let msg = e.to_string();
+        assert!(
+            msg.contains("key `rank`") && !msg.contains("key `-1`"),
+            "{msg}"
+        );
+        let e = parse("[cd.x]\nmedium = \"tape\"\n").unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("medium"), "{e}");
+        let e = parse("seed = \"x\"\n").unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("seed"), "{e}");
+        // An unknown key is still named by the message.
+        let e = parse("[cd.x]\ninject = { at = [{ rnak = 1 }] }\n").unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("rnak"), "{e}");
+    }
+
+    #[test]
+    fn a_fault_on_a_rank_the_job_lacks_is_refused_at_start() {
+        let c = parse(
+            "[cd.step]\ninject = { at = [\n  { rank = 1, iteration = 0, kind = \"soft\" },\n  \
+             { rank = 100, iteration = 2, kind = \"rank_loss\" } ] }\n",
+        )
+        .unwrap();
+        c.check_job(101).unwrap();
+        let e = c.check_job(8).unwrap_err();
+        assert_eq!(e.file, PathBuf::from("test.toml"));
+        assert_eq!(e.line, Some(4));
+        assert_eq!(e.key.as_deref(), Some("cd.step.inject.at.rank"));
+        assert!(
+            e.to_string().contains("rank 100") && e.to_string().contains("8 rank"),
+            "{e}"
+        );
+        // Set in code, the same.
+        let c = CdConfig::default()
+            .with_cd(
+                "s",
+                "inject = { at = [{ rank = 2, iteration = 0, kind = \"soft\" }] }",
+            )
+            .unwrap();
+        assert!(c.check_job(2).is_err() && c.check_job(3).is_ok());
+    }
+
+    #[test]
+    fn an_unusable_file_dir_or_report_file_is_a_config_error() {
+        let tmp = std::env::temp_dir().join(format!("cd-config-check-{}", std::process::id()));
+        std::fs::create_dir_all(&tmp).unwrap();
+        let file = tmp.join("plain");
+        std::fs::write(&file, "x").unwrap();
+        let c = parse(&format!(
+            "seed = 1\nfile_dir = {:?}\n",
+            file.display().to_string()
+        ))
+        .unwrap();
+        let e = c.check_job(2).unwrap_err();
+        assert_eq!((e.line, e.key.as_deref()), (Some(2), Some("file_dir")));
+        assert!(e.to_string().contains("not a directory"), "{e}");
+        let c = parse(&format!(
+            "file_dir = {:?}\n",
+            file.join("sub").display().to_string()
+        ))
+        .unwrap();
+        assert_eq!(c.check_job(2).unwrap_err().key.as_deref(), Some("file_dir"));
+        let c = parse(&format!("report_file = {:?}\n", tmp.display().to_string())).unwrap();
+        let e = c.check_job(2).unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("report_file"), "{e}");
+        let c = parse(&format!(
+            "report_file = {:?}\n",
+            tmp.join("no/such/dir.json").display().to_string()
+        ))
+        .unwrap();
+        assert_eq!(
+            c.check_job(2).unwrap_err().key.as_deref(),
+            Some("report_file")
+        );
+        // Usable: checked without leaving anything behind.
+        let dir = tmp.join("files");
+        let report = tmp.join("r.json");
+        let c = parse(&format!(
+            "file_dir = {:?}\nreport_file = {:?}\n",
+            dir.display().to_string(),
+            report.display().to_string()
+        ))
+        .unwrap();
+        c.check_job(2).unwrap();
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+        assert!(!report.exists());
+        std::fs::remove_dir_all(&tmp).unwrap();
+    }
+
+    #[test]
+    fn tables_the_run_never_used_are_reported() {
+        let c = parse("[cd.step]\nretries = 1\n[cd.stpe]\nretries = 1\n[level.1]\nretries = 1\n[level.3]\nretries = 1\n").unwrap();
+        let report = crate::report::Report {
+            ranks: 2,
+            cds: vec![crate::report::CdStats {
+                name: "step".into(),
+                level: 1,
+                ..Default::default()
+            }],
+        };
+        let unused = c.unused(&report);
+        assert_eq!(unused.len(), 2, "{unused:?}");
+        assert!(
+            unused[0].starts_with("test.toml:3: [cd.stpe]"),
+            "{unused:?}"
+        );
+        assert!(unused[0].contains("CDs it entered: step"), "{unused:?}");
+        assert!(
+            unused[1].starts_with("test.toml:7: [level.3]"),
+            "{unused:?}"
+        );
+    }
+
+    #[test]
+    fn the_command_line_wins_over_cd_config() {
+        let tmp = std::env::temp_dir().join(format!("cd-config-rule-{}", std::process::id()));
+        std::fs::create_dir_all(&tmp).unwrap();
+        let (a, b) = (tmp.join("a.toml"), tmp.join("b.toml"));
+        std::fs::write(&a, "seed = 1\n").unwrap();
+        std::fs::write(&b, "seed = 2\n").unwrap();
+        let seed = |cli: Option<&Path>, env: Option<&Path>| {
+            CdConfig::for_program_with(cli, env.map(|p| p.as_os_str().to_owned()))
+                .unwrap()
+                .map(|c| c.seed)
+        };
+        assert_eq!(seed(Some(&a), Some(&b)), Some(1));
+        assert_eq!(seed(None, Some(&b)), Some(2));
+        assert_eq!(seed(None, None), None);
+        assert_eq!(seed(None, Some(Path::new(""))), None, "empty: unset");
+        let e = CdConfig::for_program_with(None, Some(tmp.join("nope.toml").into())).unwrap_err();
+        assert!(e.to_string().contains("named by CD_CONFIG"), "{e}");
+        std::fs::remove_dir_all(&tmp).unwrap();
     }
 
     #[test]

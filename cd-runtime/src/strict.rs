@@ -132,7 +132,7 @@ fn agree_reason(team: &Team, mine: Option<(usize, String)>) -> (Option<usize>, S
         })
     };
     if rank == u64::MAX {
-        (None, "a rank of the CD failed".into())
+        (None, reasons)
     } else {
         (Some(rank as usize), reasons)
     }
@@ -274,13 +274,15 @@ fn run<R>(
             // Every rank of the CD gives the same reason (that of the lowest rank that saw a
             // failure itself), so the one line that ends the run names the rank and cause
             // whichever rank's error reaches the top first.
-            let (first, reasons) = agree_reason(
-                &frame.team,
-                (!kinds.is_empty()).then(|| (rt.rank, reason_of(&out, &frame))),
-            );
+            // A child's escalation reached every rank alike: not this rank's own failure.
+            let own = !frame.state.borrow().failure.is_empty()
+                || kinds.contains(FaultKinds::UNRESTORABLE)
+                || matches!(out, Err(ref e) if !matches!(e, CdError::Escalated { .. }));
+            let (first, reasons) =
+                agree_reason(&frame.team, own.then(|| (rt.rank, reason_of(&out, &frame))));
             let reason = match first {
                 Some(r) => format!("{why}; on rank {r}: {reasons}"),
-                None => format!("{why}; {reasons}"),
+                None => format!("{why}; {}", reason_of(&out, &frame)),
             };
             return finish(
                 &rt,
