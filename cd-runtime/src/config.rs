@@ -106,7 +106,7 @@ pub struct ExactFault {
 struct InjectFile {
     soft_error: Option<Spanned<f64>>,
     rank_loss: Option<Spanned<f64>>,
-    at: Option<Vec<ExactFault>>,
+    at: Option<Vec<Spanned<ExactFault>>>,
 }
 
 /// One table of settings, as written in the file.
@@ -129,11 +129,27 @@ struct SettingsFile {
 struct ConfigFile {
     seed: Option<u64>,
     report: Option<bool>,
-    report_file: Option<String>,
-    file_dir: Option<String>,
+    report_file: Option<Spanned<String>>,
+    file_dir: Option<Spanned<String>>,
     defaults: Option<SettingsFile>,
     level: Option<BTreeMap<String, Spanned<SettingsFile>>>,
-    cd: Option<BTreeMap<String, SettingsFile>>,
+    cd: Option<BTreeMap<String, Spanned<SettingsFile>>>,
+}
+
+/// Where a key of the configuration was written: file and line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Place {
+    file: PathBuf,
+    line: usize,
+}
+
+/// An exact fault as written, for the checks against the job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct FaultSite {
+    place: Place,
+    /// The table it is in (`cd.step`, `level.1`, `defaults`).
+    table: String,
+    rank: usize,
 }
 
 /// The injector of one CD: probabilities per execution and exact faults.
@@ -202,10 +218,28 @@ pub struct CdConfig {
     defaults: SettingsFile,
     levels: BTreeMap<usize, SettingsFile>,
     names: BTreeMap<String, SettingsFile>,
+    /// Where tables and keys were written (`cd.<name>`, `level.<n>`, `file_dir`,
+    /// `report_file`), for messages.
+    places: BTreeMap<String, Place>,
+    faults: Vec<FaultSite>,
+    /// The file read (`None` for the default configuration and inline text).
+    source: Option<PathBuf>,
 }
 
 fn line_of(text: &str, span: Range<usize>) -> usize {
     text[..span.start.min(text.len())].matches('\n').count() + 1
+}
+
+/// The key whose value starts at `at` (`rank` in `{ rank = -1 }`): the name before the `=`
+/// that precedes the value, if the text there is `key =`.
+fn key_before(text: &str, at: usize) -> Option<String> {
+    let before = text.get(..at)?.trim_end();
+    let before = before.strip_suffix('=')?.trim_end();
+    let start = before
+        .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.'))
+        .map_or(0, |i| i + 1);
+    let key = before[start..].trim_matches('"');
+    (!key.is_empty()).then(|| key.to_string())
 }
 
 /// The key a toml error message names, if any (e.g. "unknown field `retris`").
@@ -230,10 +264,33 @@ impl CdConfig {
 
     /// Reads the file named by `CD_CONFIG`, or the default configuration if it is unset.
     pub fn from_env() -> Result<CdConfig, ConfigError> {
-        match std::env::var_os("CD_CONFIG") {
-            Some(p) => Self::from_file(PathBuf::from(p)),
-            None => Ok(CdConfig::default()),
-        }
+        Ok(Self::for_program(None)?.unwrap_or_default())
+    }
+
+    /// The configuration of a program, by the rule every binary follows: the file given on
+    /// the command line (`cli`, e.g. `--cd-config`) wins, else the file named by the
+    /// environment variable `CD_CONFIG` (unset or empty: none), else `None` (the program's
+    /// default: CDs with default settings, or no CDs at all).
+    pub fn for_program(cli: Option<&Path>) -> Result<Option<CdConfig>, ConfigError> {
+        Self::for_program_with(cli, std::env::var_os("CD_CONFIG"))
+    }
+
+    /// [`CdConfig::for_program`] with `CD_CONFIG`'s value given.
+    fn for_program_with(
+        cli: Option<&Path>,
+        env: Option<std::ffi::OsString>,
+    ) -> Result<Option<CdConfig>, ConfigError> {
+        let (path, from) = match (cli, env) {
+            (Some(p), _) => (p.to_path_buf(), "--cd-config"),
+            (None, Some(p)) if !p.is_empty() => (PathBuf::from(p), "CD_CONFIG"),
+            _ => return Ok(None),
+        };
+        Self::from_file(&path).map(Some).map_err(|mut e| {
+            if e.line.is_none() && e.key.is_none() {
+                e.message = format!("{} (named by {from})", e.message);
+            }
+            e
+        })
     }
 
     /// Parses configuration text; `file` names it in errors.
@@ -246,12 +303,29 @@ impl CdConfig {
             message,
         };
         let raw: ConfigFile = toml::from_str(text).map_err(|e| {
-            err(
-                e.span(),
-                key_in(e.message()),
-                e.message().trim().to_string(),
-            )
+            // A bad value is named by the key it is given to (`rank` for `rank = -1`), not by
+            // the value the message quotes; an unknown key by the message.
+            let key = e
+                .span()
+                .and_then(|s| key_before(text, s.start))
+                .or_else(|| key_in(e.message()));
+            err(e.span(), key, e.message().trim().to_string())
         })?;
+        let place = |span: Range<usize>| Place {
+            file: file.clone(),
+            line: line_of(text, span),
+        };
+        let mut places = BTreeMap::new();
+        let mut faults = Vec::new();
+        let mut sites = |s: &SettingsFile, table: &str| {
+            for f in s.inject.iter().flat_map(|i| i.at.iter().flatten()) {
+                faults.push(FaultSite {
+                    place: place(f.span()),
+                    table: table.to_string(),
+                    rank: f.get_ref().rank,
+                });
+            }
+        };
         let check = |s: &SettingsFile, at: &str| -> Result<(), ConfigError> {
             if let Some(r) = &s.retries {
                 if !(0..=1_000_000).contains(r.get_ref()) {
@@ -294,6 +368,7 @@ impl CdConfig {
         };
         let defaults = raw.defaults.unwrap_or_default();
         check(&defaults, "defaults.")?;
+        sites(&defaults, "defaults");
         let mut levels = BTreeMap::new();
         for (k, v) in raw.level.unwrap_or_default() {
             let level: usize = k.parse().map_err(|_| {
@@ -303,22 +378,39 @@ impl CdConfig {
                     "a level must be a whole number (the root is level 0)".into(),
                 )
             })?;
+            places.insert(format!("level.{level}"), place(v.span()));
             let v = v.into_inner();
             check(&v, &format!("level.{k}."))?;
+            sites(&v, &format!("level.{k}"));
             levels.insert(level, v);
         }
-        let names = raw.cd.unwrap_or_default();
-        for (k, v) in &names {
-            check(v, &format!("cd.{k}."))?;
+        let mut names = BTreeMap::new();
+        for (k, v) in raw.cd.unwrap_or_default() {
+            places.insert(format!("cd.{k}"), place(v.span()));
+            let v = v.into_inner();
+            check(&v, &format!("cd.{k}."))?;
+            sites(&v, &format!("cd.{k}"));
+            names.insert(k, v);
+        }
+        for (key, v) in [
+            ("file_dir", &raw.file_dir),
+            ("report_file", &raw.report_file),
+        ] {
+            if let Some(v) = v {
+                places.insert(key.to_string(), place(v.span()));
+            }
         }
         Ok(CdConfig {
             seed: raw.seed.unwrap_or(0),
             report: raw.report.unwrap_or(false),
-            report_file: raw.report_file.map(PathBuf::from),
-            file_dir: raw.file_dir.map(PathBuf::from),
+            report_file: raw.report_file.map(|v| PathBuf::from(v.into_inner())),
+            file_dir: raw.file_dir.map(|v| PathBuf::from(v.into_inner())),
             defaults,
             levels,
             names,
+            places,
+            faults,
+            source: (file != Path::new("<string>")).then_some(file),
         })
     }
 
@@ -369,11 +461,141 @@ impl CdConfig {
                     s.inject.rank_loss = *p.get_ref();
                 }
                 if let Some(at) = &inj.at {
-                    s.inject.at = at.clone();
+                    s.inject.at = at.iter().map(|f| f.get_ref().clone()).collect();
                 }
             }
         }
         s
+    }
+
+    /// The file this configuration was read from, if any.
+    pub fn source(&self) -> Option<&Path> {
+        self.source.as_deref()
+    }
+
+    /// Where to change the settings of the CD `name`: `[cd.<name>]` of the file (with its
+    /// line when the table exists), for messages.
+    pub fn table_of(&self, name: &str) -> String {
+        let key = format!("cd.{name}");
+        match (self.places.get(&key), &self.source) {
+            (Some(p), _) if p.file != Path::new("<string>") => {
+                format!("[{key}] ({}:{})", p.file.display(), p.line)
+            }
+            (_, Some(f)) => format!("[{key}] of {}", f.display()),
+            _ => format!("[{key}] of the CD configuration (--cd-config or CD_CONFIG)"),
+        }
+    }
+
+    fn config_error(&self, key: &str, message: String) -> ConfigError {
+        let place = self.places.get(key);
+        ConfigError {
+            file: place
+                .map(|p| p.file.clone())
+                .or_else(|| self.source.clone())
+                .unwrap_or_else(|| PathBuf::from("<config>")),
+            line: place.map(|p| p.line),
+            key: Some(key.to_string()),
+            message,
+        }
+    }
+
+    /// Checks what can be checked against a job of `ranks` ranks before it starts: exact
+    /// faults name existing ranks, `file_dir` is a directory this process can write in (it is
+    /// created if missing), `report_file` can be written.
+    pub fn check_job(&self, ranks: usize) -> Result<(), ConfigError> {
+        if let Some(f) = self.faults.iter().find(|f| f.rank >= ranks) {
+            return Err(ConfigError {
+                file: f.place.file.clone(),
+                line: Some(f.place.line),
+                key: Some(format!("{}.inject.at.rank", f.table)),
+                message: format!(
+                    "a fault on rank {}, but the job has {ranks} rank(s) (0 to {}): it would \
+                     never happen; name a rank of the job",
+                    f.rank,
+                    ranks.saturating_sub(1)
+                ),
+            });
+        }
+        if let Some(dir) = &self.file_dir {
+            let bad = |m: String| self.config_error("file_dir", m);
+            if dir.exists() && !dir.is_dir() {
+                return Err(bad(format!(
+                    "{} is not a directory (the file medium keeps its copies there)",
+                    dir.display()
+                )));
+            }
+            std::fs::create_dir_all(dir).map_err(|e| {
+                bad(format!(
+                    "cannot create the directory {}: {e}",
+                    dir.display()
+                ))
+            })?;
+            static PROBES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+            let n = PROBES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let probe = dir.join(format!(".cd-probe-{}-{n}", std::process::id()));
+            std::fs::write(&probe, b"")
+                .map_err(|e| bad(format!("cannot write in {}: {e}", dir.display())))?;
+            let _ = std::fs::remove_file(&probe);
+        }
+        if let Some(path) = &self.report_file {
+            let bad = |m: String| self.config_error("report_file", m);
+            if path.is_dir() {
+                return Err(bad(format!(
+                    "{} is a directory; name a file for the JSON report",
+                    path.display()
+                )));
+            }
+            let existed = path.exists();
+            std::fs::OpenOptions::new()
+                .append(true)
+                .create(true)
+                .open(path)
+                .map_err(|e| bad(format!("cannot write {}: {e}", path.display())))?;
+            if !existed {
+                let _ = std::fs::remove_file(path);
+            }
+        }
+        Ok(())
+    }
+
+    /// What the configuration names but the run described by `report` never used: tables of
+    /// CD names no CD had, levels no CD ran at. One line each, naming the file and line.
+    pub fn unused(&self, report: &crate::report::Report) -> Vec<String> {
+        let mut ran: Vec<&str> = report.cds.iter().map(|c| c.name.as_str()).collect();
+        ran.sort_unstable();
+        ran.dedup();
+        let ran = if ran.is_empty() {
+            "none".to_string()
+        } else {
+            ran.join(", ")
+        };
+        let at = |key: &str| {
+            self.places
+                .get(key)
+                .map(|p| format!("{}:{}: ", p.file.display(), p.line))
+                .unwrap_or_default()
+        };
+        let mut out = Vec::new();
+        for name in self.names.keys() {
+            if name != "root" && report.cd(name).is_none() {
+                out.push(format!(
+                    "{}[cd.{name}] names a CD this run never entered, so its settings were \
+                     unused (CDs it entered: {ran}); check the name",
+                    at(&format!("cd.{name}"))
+                ));
+            }
+        }
+        let deepest = report.cds.iter().map(|c| c.level).max().unwrap_or(0);
+        for &level in self.levels.keys() {
+            if level > 0 && !report.cds.iter().any(|c| c.level == level) {
+                out.push(format!(
+                    "{}[level.{level}] names a level no CD of this run reached (the deepest was \
+                     {deepest}), so its settings were unused",
+                    at(&format!("level.{level}"))
+                ));
+            }
+        }
+        out
     }
 
     /// Sets the settings table of CDs named `name` from TOML text (for programs and tests
@@ -381,6 +603,10 @@ impl CdConfig {
     pub fn with_cd(mut self, name: &str, table: &str) -> Result<CdConfig, ConfigError> {
         let parsed = CdConfig::parse(&format!("[cd.{name}]\n{table}"), "<string>")?;
         self.names.extend(parsed.names);
+        self.places.extend(parsed.places);
+        let table = format!("cd.{name}");
+        self.faults.retain(|f| f.table != table);
+        self.faults.extend(parsed.faults);
         Ok(self)
     }
 }
@@ -470,6 +696,144 @@ mod tests {
         assert_eq!(e.line, Some(2));
         let e = parse("[cd.x]\ncheck_class = true\n").unwrap_err();
         assert_eq!(e.key.as_deref(), Some("check_class"));
+    }
+
+    #[test]
+    fn a_bad_value_is_named_by_its_key_not_the_value() {
+        let e =
+            parse("[cd.x]\ninject = { at = [{ rank = -1, iteration = 0, kind = \"soft\" }] }\n")
+                .unwrap_err();
+        assert_eq!((e.line, e.key.as_deref()), (Some(2), Some("rank")));
+        let msg = e.to_string();
+        assert!(
+            msg.contains("key `rank`") && !msg.contains("key `-1`"),
+            "{msg}"
+        );
+        let e = parse("[cd.x]\nmedium = \"tape\"\n").unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("medium"), "{e}");
+        let e = parse("seed = \"x\"\n").unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("seed"), "{e}");
+        // An unknown key is still named by the message.
+        let e = parse("[cd.x]\ninject = { at = [{ rnak = 1 }] }\n").unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("rnak"), "{e}");
+    }
+
+    #[test]
+    fn a_fault_on_a_rank_the_job_lacks_is_refused_at_start() {
+        let c = parse(
+            "[cd.step]\ninject = { at = [\n  { rank = 1, iteration = 0, kind = \"soft\" },\n  \
+             { rank = 100, iteration = 2, kind = \"rank_loss\" } ] }\n",
+        )
+        .unwrap();
+        c.check_job(101).unwrap();
+        let e = c.check_job(8).unwrap_err();
+        assert_eq!(e.file, PathBuf::from("test.toml"));
+        assert_eq!(e.line, Some(4));
+        assert_eq!(e.key.as_deref(), Some("cd.step.inject.at.rank"));
+        assert!(
+            e.to_string().contains("rank 100") && e.to_string().contains("8 rank"),
+            "{e}"
+        );
+        // Set in code, the same.
+        let c = CdConfig::default()
+            .with_cd(
+                "s",
+                "inject = { at = [{ rank = 2, iteration = 0, kind = \"soft\" }] }",
+            )
+            .unwrap();
+        assert!(c.check_job(2).is_err() && c.check_job(3).is_ok());
+    }
+
+    #[test]
+    fn an_unusable_file_dir_or_report_file_is_a_config_error() {
+        let tmp = std::env::temp_dir().join(format!("cd-config-check-{}", std::process::id()));
+        std::fs::create_dir_all(&tmp).unwrap();
+        let file = tmp.join("plain");
+        std::fs::write(&file, "x").unwrap();
+        let c = parse(&format!(
+            "seed = 1\nfile_dir = {:?}\n",
+            file.display().to_string()
+        ))
+        .unwrap();
+        let e = c.check_job(2).unwrap_err();
+        assert_eq!((e.line, e.key.as_deref()), (Some(2), Some("file_dir")));
+        assert!(e.to_string().contains("not a directory"), "{e}");
+        let c = parse(&format!(
+            "file_dir = {:?}\n",
+            file.join("sub").display().to_string()
+        ))
+        .unwrap();
+        assert_eq!(c.check_job(2).unwrap_err().key.as_deref(), Some("file_dir"));
+        let c = parse(&format!("report_file = {:?}\n", tmp.display().to_string())).unwrap();
+        let e = c.check_job(2).unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("report_file"), "{e}");
+        let c = parse(&format!(
+            "report_file = {:?}\n",
+            tmp.join("no/such/dir.json").display().to_string()
+        ))
+        .unwrap();
+        assert_eq!(
+            c.check_job(2).unwrap_err().key.as_deref(),
+            Some("report_file")
+        );
+        // Usable: checked without leaving anything behind.
+        let dir = tmp.join("files");
+        let report = tmp.join("r.json");
+        let c = parse(&format!(
+            "file_dir = {:?}\nreport_file = {:?}\n",
+            dir.display().to_string(),
+            report.display().to_string()
+        ))
+        .unwrap();
+        c.check_job(2).unwrap();
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+        assert!(!report.exists());
+        std::fs::remove_dir_all(&tmp).unwrap();
+    }
+
+    #[test]
+    fn tables_the_run_never_used_are_reported() {
+        let c = parse("[cd.step]\nretries = 1\n[cd.stpe]\nretries = 1\n[level.1]\nretries = 1\n[level.3]\nretries = 1\n").unwrap();
+        let report = crate::report::Report {
+            ranks: 2,
+            cds: vec![crate::report::CdStats {
+                name: "step".into(),
+                level: 1,
+                ..Default::default()
+            }],
+        };
+        let unused = c.unused(&report);
+        assert_eq!(unused.len(), 2, "{unused:?}");
+        assert!(
+            unused[0].starts_with("test.toml:3: [cd.stpe]"),
+            "{unused:?}"
+        );
+        assert!(unused[0].contains("CDs it entered: step"), "{unused:?}");
+        assert!(
+            unused[1].starts_with("test.toml:7: [level.3]"),
+            "{unused:?}"
+        );
+    }
+
+    #[test]
+    fn the_command_line_wins_over_cd_config() {
+        let tmp = std::env::temp_dir().join(format!("cd-config-rule-{}", std::process::id()));
+        std::fs::create_dir_all(&tmp).unwrap();
+        let (a, b) = (tmp.join("a.toml"), tmp.join("b.toml"));
+        std::fs::write(&a, "seed = 1\n").unwrap();
+        std::fs::write(&b, "seed = 2\n").unwrap();
+        let seed = |cli: Option<&Path>, env: Option<&Path>| {
+            CdConfig::for_program_with(cli, env.map(|p| p.as_os_str().to_owned()))
+                .unwrap()
+                .map(|c| c.seed)
+        };
+        assert_eq!(seed(Some(&a), Some(&b)), Some(1));
+        assert_eq!(seed(None, Some(&b)), Some(2));
+        assert_eq!(seed(None, None), None);
+        assert_eq!(seed(None, Some(Path::new(""))), None, "empty: unset");
+        let e = CdConfig::for_program_with(None, Some(tmp.join("nope.toml").into())).unwrap_err();
+        assert!(e.to_string().contains("named by CD_CONFIG"), "{e}");
+        std::fs::remove_dir_all(&tmp).unwrap();
     }
 
     #[test]

@@ -124,12 +124,46 @@ pub struct ConfigError {
 }
 
 /// Why a CD-managed job did not complete.
+///
+/// Every variant displays as one line meant for the user; [`CdLaunchError::exit_code`] gives
+/// a program its exit status.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum CdLaunchError {
-    /// The configuration could not be read.
+    /// The configuration could not be read or cannot be used for this job.
     #[error(transparent)]
     Config(#[from] ConfigError),
-    /// A failure escalated past the root CD, or a rank failed otherwise.
+    /// A failure escalated past the root CD (or the root CD detected one): the run stopped
+    /// rather than give a wrong answer. `message` names the CD, the rank, the cause and what
+    /// to change in the configuration.
+    #[error("{message}")]
+    Escalated {
+        /// The rank whose error reached the top first.
+        rank: usize,
+        /// The whole line.
+        message: String,
+    },
+    /// The job completed but the report could not be written where the configuration asked.
+    #[error("cannot write the CD report to {}: {reason} (key `report_file`)", path.display())]
+    Report {
+        /// The `report_file` of the configuration.
+        path: PathBuf,
+        /// What the system said.
+        reason: String,
+    },
+    /// A rank failed otherwise (a panic, a lost process) or the job could not start.
     #[error(transparent)]
     Job(#[from] gasnet_bridge::LaunchError),
+}
+
+impl CdLaunchError {
+    /// The exit status a program ends with for this error: 2 for a configuration error, 3 for
+    /// an escalation past the root, 4 for a report that cannot be written, 1 otherwise.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            CdLaunchError::Config(_) => 2,
+            CdLaunchError::Escalated { .. } => 3,
+            CdLaunchError::Report { .. } => 4,
+            CdLaunchError::Job(_) => 1,
+        }
+    }
 }

@@ -200,6 +200,18 @@ impl Frame {
         }
     }
 
+    /// Removes the files of the file medium this CD holds (a rank that unwinds).
+    pub(crate) fn remove_files(&self) {
+        if let Ok(mut st) = self.state.try_borrow_mut() {
+            for e in &mut st.entries {
+                if let Store::File(path) = &e.store {
+                    let _ = std::fs::remove_file(path);
+                    e.store = Store::Lost;
+                }
+            }
+        }
+    }
+
     /// The medium for new copies.
     pub(crate) fn medium(&self) -> Medium {
         self.settings.medium

@@ -145,14 +145,135 @@ pub struct CdOutcome<R> {
     pub results: Vec<R>,
     /// The CD report (counts summed over ranks).
     pub report: Report,
+    /// What the configuration named but the run never used ([`CdConfig::unused`]; in the
+    /// process that ran rank 0).
+    pub unused: Vec<String>,
+}
+
+/// The prefix of the panic payload with which a rank unwinds after an escalation past the
+/// root: recognised in the job's error (also when it comes from another process, under mpi).
+const ESCALATION: &str = "cd-runtime: stop: ";
+
+/// Ends this rank quietly with the escalation `line`: no panic hook runs, so no panic message
+/// and no backtrace; the other ranks are woken and unwind quietly too.
+fn stop(line: String) -> ! {
+    std::panic::resume_unwind(Box::new(format!("{ESCALATION}{line}")))
+}
+
+/// Writes one whole line to stderr with one `write_all`, so lines of different ranks (or
+/// processes) do not interleave.
+pub(crate) fn eprint_line(line: &str) {
+    use std::io::Write;
+    let mut text = String::with_capacity(line.len() + 1);
+    text.push_str(line);
+    text.push('\n');
+    let _ = std::io::stderr().lock().write_all(text.as_bytes());
+}
+
+/// What to change in the configuration so that `e` is contained, as a sentence.
+fn hint(config: &CdConfig, e: &CdError) -> String {
+    use crate::error::FaultKinds;
+    let CdError::Escalated {
+        cd,
+        level,
+        kinds,
+        attempts,
+        reason,
+    } = e
+    else {
+        return match e {
+            CdError::Detected { .. } => "return errors from inside a CD (cd::strict), which can \
+                 re-execute; the root cannot"
+                .into(),
+            _ => "see RELAXED_CDS.md on what a relaxed CD can replay".into(),
+        };
+    };
+    let s = config.settings(cd, *level);
+    let table = config.table_of(cd);
+    let failures = FaultKinds(kinds.0 & !FaultKinds::UNRESTORABLE.0);
+    if kinds.contains(FaultKinds::UNRESTORABLE) {
+        if s.medium == crate::config::Medium::Local {
+            format!(
+                "to contain it, keep the CD's copies where a rank loss cannot take them: \
+                 medium = \"buddy\" (or \"file\") in {table}"
+            )
+        } else {
+            format!(
+                "a rank lost state an enclosing CD kept in its own memory: set medium = \
+                 \"buddy\" (or \"file\") for the CDs around {cd:?} too ([defaults] or [level.N])"
+            )
+        }
+    } else if reason.starts_with("a relaxed CD cannot recover alone") {
+        format!("to contain rank losses, run it as strict (kind = \"strict\" in {table})")
+    } else if !s.contain.contains(failures) {
+        let missing: Vec<&str> = [
+            (FaultKinds::SOFT, "\"soft\""),
+            (FaultKinds::RANK_LOSS, "\"rank_loss\""),
+        ]
+        .into_iter()
+        .filter(|(k, _)| failures.contains(*k) && !s.contain.contains(*k))
+        .map(|(_, n)| n)
+        .collect();
+        format!(
+            "to contain it, add {} to `contain` in {table}",
+            missing.join(" and ")
+        )
+    } else if *attempts > s.retries {
+        format!(
+            "to contain it, raise `retries` in {table} (it is {}) or inject fewer faults",
+            s.retries
+        )
+    } else if !s.logging {
+        format!("to contain it, set logging = true in {table}")
+    } else {
+        "see the cause above".into()
+    }
+}
+
+/// The line that ends a job whose root CD's body returned `e` (the failing rank is named in
+/// `e`, agreed by the ranks of the CD that escalated).
+fn escalation_line(config: &CdConfig, e: &CdError) -> String {
+    format!(
+        "{e}; it escalated past the root CD, so the run stops rather than give a wrong \
+         answer; {}",
+        hint(config, e)
+    )
+}
+
+/// Ends a rank's CD state, also when it unwinds: removes the files its CDs preserved (a rank
+/// that stops on an escalation or a peer's failure never completes them) and forgets the
+/// runtime.
+struct RankGuard(Rc<CdRuntime>);
+
+impl Drop for RankGuard {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            if let Ok(frames) = self.0.frames.try_borrow() {
+                for f in frames.iter() {
+                    f.remove_files();
+                }
+            }
+        }
+        let _ = CURRENT.try_with(|c| c.try_borrow_mut().map(|mut c| *c = None));
+    }
 }
 
 /// Runs `body` on every rank under a root CD spanning all ranks, configured by `config`.
 ///
 /// `rpcs` is the program's rpc table; the runtime adds its own functions to it. A failure that
-/// escalates past the root ends the rank with a panic naming the CD and the cause, so the
-/// job returns an error instead of a wrong answer. When the configuration asks for it, rank 0
-/// prints the report table and writes the JSON report.
+/// escalates past the root ends the job, so it returns an error instead of a wrong answer:
+/// [`CdLaunchError::Escalated`], one line naming the CD, the rank, the cause and what to change
+/// in the configuration. The ranks unwind quietly (no panic message, no backtrace); a genuine
+/// panic in the program stays a panic ([`CdLaunchError::Job`]). Files the file medium
+/// preserved are removed on every exit path.
+///
+/// Before the job starts, the configuration is checked against it
+/// ([`CdConfig::check_job`]: exact faults on ranks that do not exist, an unusable `file_dir`
+/// or `report_file` are [`CdLaunchError::Config`]). At the end, rank 0 prints to stderr a
+/// warning line for each table the configuration names but the run never used
+/// ([`CdConfig::unused`], also in [`CdOutcome::unused`]). When the configuration asks for it,
+/// rank 0 prints the report table and writes the JSON report (a report that cannot be
+/// written is [`CdLaunchError::Report`]).
 pub fn launch<R, F>(
     job: &LaunchConfig,
     config: CdConfig,
@@ -163,6 +284,7 @@ where
     R: Send,
     F: Fn() -> Result<R, CdError> + Sync,
 {
+    config.check_job(job.ranks)?;
     let buddy_rpcs = BuddyRpcs::register(&mut rpcs);
     let relaxed_rpcs = crate::relaxed::RelaxedRpcs::register(&mut rpcs);
     // The default directory is unique to this launch: named by the process alone, two jobs
@@ -177,6 +299,8 @@ where
     let ranks = job.ranks;
     let config = Arc::new(config);
     let report_out: Mutex<Option<Report>> = Mutex::new(None);
+    let unused_out: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    let report_error: Mutex<Option<CdLaunchError>> = Mutex::new(None);
     let results = pgas::launch(job, rpcs, || {
         let rank = pgas::rank_me();
         let ranks = pgas::rank_n();
@@ -196,13 +320,11 @@ where
             relaxed: crate::relaxed::RankState::new(relaxed_rpcs),
         });
         CURRENT.with(|c| *c.borrow_mut() = Some(rt.clone()));
+        let _guard = RankGuard(rt.clone());
         let out = body();
         let value = match out {
             Ok(v) => v,
-            Err(e) => panic!(
-                "rank {rank}: {e}; it escalated past the root CD, so the run stops rather than \
-                 give a wrong answer"
-            ),
+            Err(e) => stop(escalation_line(&config, &e)),
         };
         // A failure detected outside any CD (`cd::check!` in the root) was recorded in the
         // root, which cannot re-execute: without this the job returned the result the check
@@ -213,32 +335,42 @@ where
             (!st.failure.is_empty()).then(|| st.reasons.join("; "))
         };
         if let Some(reasons) = root_failure {
-            panic!(
-                "rank {rank}: the root CD detected an error ({reasons}); the root cannot \
-                 re-execute, so the run stops rather than give a wrong answer"
-            );
+            stop(format!(
+                "the root CD detected an error on rank {rank} ({reasons}); the root cannot \
+                 re-execute, so the run stops rather than give a wrong answer; to contain it, \
+                 check inside a CD (cd::strict), which can re-execute"
+            ));
         }
         rt.top().release_entries(&rt);
         crate::strict::end_relaxed_group(&rt.top());
-        let mut mine = rt.stats.borrow().report(ranks);
-        // `report = false` in a CD's settings leaves it out of the report (it was ignored).
-        mine.cds
-            .retain(|c| config.settings(&c.name, c.level).report);
+        let mine = rt.stats.borrow().report(ranks);
         let total = pgas::resilience::internal(|| {
             pgas::reduce_one(&pgas::world(), mine, Report::merge, 0).wait()
         });
-        if let Some(report) = total {
+        if let Some(mut report) = total {
+            let unused = config.unused(&report);
+            for line in &unused {
+                eprint_line(&format!("cd: warning: {line}"));
+            }
+            *unused_out.lock().unwrap_or_else(|e| e.into_inner()) = unused;
+            // `report = false` in a CD's settings leaves it out of the report (it was ignored).
+            report
+                .cds
+                .retain(|c| config.settings(&c.name, c.level).report);
             if config.report {
                 print!("{}", report.table());
             }
             if let Some(path) = &config.report_file {
                 if let Err(e) = std::fs::write(path, report.to_json()) {
-                    eprintln!("cd: cannot write the report to {}: {e}", path.display());
+                    *report_error.lock().unwrap_or_else(|e| e.into_inner()) =
+                        Some(CdLaunchError::Report {
+                            path: path.clone(),
+                            reason: e.to_string(),
+                        });
                 }
             }
             *report_out.lock().unwrap_or_else(|e| e.into_inner()) = Some(report);
         }
-        CURRENT.with(|c| *c.borrow_mut() = None);
         value
     });
     // Remove what this launch made (also when the job failed), never a configured directory's
@@ -247,15 +379,34 @@ where
         let _ = std::fs::remove_dir_all(&file_dir);
     } else {
         for r in 0..ranks {
+            let _ = std::fs::remove_dir(file_dir.join(format!("rank{r}")).join("logs"));
             let _ = std::fs::remove_dir(file_dir.join(format!("rank{r}")));
         }
     }
-    let results = results?;
+    let results = results.map_err(|e| match e {
+        gasnet_bridge::LaunchError::RankPanicked { rank, message }
+            if message.starts_with(ESCALATION) =>
+        {
+            CdLaunchError::Escalated {
+                rank,
+                message: message[ESCALATION.len()..].to_string(),
+            }
+        }
+        e => CdLaunchError::Job(e),
+    })?;
+    if let Some(e) = report_error.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        return Err(e);
+    }
     let report = report_out
         .into_inner()
         .unwrap_or_else(|e| e.into_inner())
         .unwrap_or_default();
-    Ok(CdOutcome { results, report })
+    let unused = unused_out.into_inner().unwrap_or_else(|e| e.into_inner());
+    Ok(CdOutcome {
+        results,
+        report,
+        unused,
+    })
 }
 
 /// [`launch`] with the configuration from the file named by `CD_CONFIG` (defaults if unset).

@@ -113,6 +113,31 @@ fn agree(team: &Team, kinds: FaultKinds) -> FaultKinds {
     FaultKinds(all as u32)
 }
 
+/// The lowest rank of `team` that saw a failure itself, with its reasons (one collective,
+/// made only when a CD escalates).
+fn agree_reason(team: &Team, mine: Option<(usize, String)>) -> (Option<usize>, String) {
+    let value = mine.map_or((u64::MAX, String::new()), |(r, s)| (r as u64, s));
+    let (rank, reasons) = if team.rank_n() == 1 {
+        value
+    } else {
+        pgas::resilience::internal(|| {
+            pgas::reduce_all(
+                team,
+                value,
+                |a: (u64, String), b: (u64, String)| {
+                    if b.0 < a.0 { b } else { a }
+                },
+            )
+            .wait()
+        })
+    };
+    if rank == u64::MAX {
+        (None, reasons)
+    } else {
+        (Some(rank as usize), reasons)
+    }
+}
+
 fn run<R>(
     name: &str,
     team: Team,
@@ -235,7 +260,19 @@ fn run<R>(
         };
         if let Some(why) = why {
             rt.stats.borrow_mut().entry(name, frame.level).escalations += 1;
-            let reason = format!("{why}; {}", reason_of(&out, &frame));
+            // Every rank of the CD gives the same reason (that of the lowest rank that saw a
+            // failure itself), so the one line that ends the run names the rank and cause
+            // whichever rank's error reaches the top first.
+            // A child's escalation reached every rank alike: not this rank's own failure.
+            let own = !frame.state.borrow().failure.is_empty()
+                || kinds.contains(FaultKinds::UNRESTORABLE)
+                || matches!(out, Err(ref e) if !matches!(e, CdError::Escalated { .. }));
+            let (first, reasons) =
+                agree_reason(&frame.team, own.then(|| (rt.rank, reason_of(&out, &frame))));
+            let reason = match first {
+                Some(r) => format!("{why}; on rank {r}: {reasons}"),
+                None => format!("{why}; {}", reason_of(&out, &frame)),
+            };
             return finish(
                 &rt,
                 &frame,

@@ -143,6 +143,8 @@ fn toml(case: &Case) -> String {
         let at: Vec<String> =
             f.at.iter()
                 .map(|&(rank, iteration, soft)| {
+                    // A fault on a rank the job does not have is a configuration error.
+                    let rank = rank % case.ranks;
                     format!(
                         "{{ rank = {rank}, iteration = {iteration}, kind = \"{}\" }}",
                         if soft { "soft" } else { "rank_loss" }

@@ -99,6 +99,10 @@ pub enum LaunchError {
     /// A rank panicked; the other ranks were woken and unwound.
     #[error("rank {rank} panicked: {message}")]
     RankPanicked { rank: usize, message: String },
+    /// A rank's process ended without leaving the job (killed, or crashed; mpi conduit): it
+    /// did not panic. `message` says so, naming the rank.
+    #[error("{message}")]
+    RankLost { rank: usize, message: String },
     /// The operating system refused to start a rank's thread.
     #[error("could not start the thread of rank {rank}: {reason}")]
     Spawn { rank: usize, reason: String },

@@ -121,6 +121,13 @@ pub fn load_config(path: &Path) -> Result<CdConfig, LuleshError> {
     CdConfig::from_file(path).map_err(|e| LuleshError::CdConfig(format!("--cd-config: {e}")))
 }
 
+/// The CD configuration of a run, by the rule of every binary
+/// ([`CdConfig::for_program`]): `--cd-config`, else the file named by
+/// `CD_CONFIG`, else none (a run without CDs).
+pub fn program_config(cli: Option<&Path>) -> Result<Option<CdConfig>, LuleshError> {
+    CdConfig::for_program(cli).map_err(|e| LuleshError::CdConfig(e.to_string()))
+}
+
 /// Preserves, in the current CD, the data a cycle changes and reads again
 /// in the next (in a re-execution: restores it).
 fn preserve_cycle_state(c: &cd::Cd, d: &mut Domain, relaxed: bool) {
@@ -343,6 +350,9 @@ pub fn run(
             Ok(distributed::rank0_result(out.results, ranks)
                 .map(|report| CdRunOutput { report, cd_report }))
         }
+        // Checked against the job before it starts (exact faults on ranks
+        // the job does not have, an unusable `file_dir` or `report_file`).
+        Err(cd::CdLaunchError::Config(e)) => Err(LuleshError::CdConfig(e.to_string())),
         Err(e) => Err(failure.or(|| LuleshError::Cd(e.to_string()))),
     }
 }

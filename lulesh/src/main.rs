@@ -72,12 +72,21 @@ fn main() -> ExitCode {
         return ExitCode::from(err.exit_code() as u8);
     }
 
-    // With --cd-config the whole run is a CD-managed job; a configuration
-    // that cannot be used stops before anything runs or prints.
-    let cd_config = match opts.cd_config.as_deref().map(containment::load_config) {
-        None => None,
-        Some(Ok(c)) => Some(c),
-        Some(Err(err)) => {
+    // With --cd-config (or CD_CONFIG) the whole run is a CD-managed job; a
+    // configuration that cannot be used stops before anything runs or prints.
+    let cd_config = match containment::program_config(opts.cd_config.as_deref()).and_then(|c| {
+        // Checked against the job (faults on ranks it lacks, `file_dir`,
+        // `report_file`) before the banner.
+        match &c {
+            Some(c) => c
+                .check_job(ranks as usize)
+                .map_err(|e| lulesh::LuleshError::CdConfig(e.to_string())),
+            None => Ok(()),
+        }
+        .map(|()| c)
+    }) {
+        Ok(c) => c,
+        Err(err) => {
             if speaks {
                 eprintln!("{err}");
             }
@@ -160,7 +169,12 @@ fn main() -> ExitCode {
         Ok(None) => return ExitCode::SUCCESS,
         Err(err) => {
             let _ = stdout.lock().flush();
-            eprintln!("{err}");
+            // A CD escalation is the same in every process: rank 0's prints it.
+            if speaks || !matches!(err, lulesh::LuleshError::Cd(_)) {
+                // One whole line: lines of different processes do not interleave.
+                let line = format!("{err}\n");
+                let _ = std::io::stderr().lock().write_all(line.as_bytes());
+            }
             return ExitCode::from(err.exit_code() as u8);
         }
     };

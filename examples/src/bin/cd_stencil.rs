@@ -36,7 +36,7 @@ use cd_runtime as cd;
 use clap::Parser;
 use pgas::{LaunchConfig, RpcTable, barrier, rank_me};
 use pgas_examples::jacobi::{Block, Grid, JacobiArgs, check_edge, summarize};
-use pgas_examples::{CommonArgs, conclude, fail, finish, parse_args, secs};
+use pgas_examples::{CommonArgs, conclude, fail, finish, parse_args, secs, speaks};
 
 /// The per-rank CD inside "iteration" (relaxed when the configuration says so).
 const RANK_CD: &str = "rank_step";
@@ -49,7 +49,8 @@ struct Args {
     common: CommonArgs,
     #[command(flatten)]
     jacobi: JacobiArgs,
-    /// CD configuration (TOML, see cd_runtime::config); default: CDs on, no faults injected.
+    /// CD configuration (TOML, see cd_runtime::config); default: the file named by `CD_CONFIG`,
+    /// else CDs on, no faults injected.
     #[arg(long, value_name = "FILE.toml")]
     cd_config: Option<PathBuf>,
 }
@@ -62,10 +63,9 @@ fn main() {
     // The errors are reported in this order: `--n` too large, the configuration, `--n` too
     // small for the process grid.
     check_edge(n).unwrap_or_else(|e| fail(NAME, e));
-    let config = match &args.cd_config {
-        Some(path) => cd::CdConfig::from_file(path).unwrap_or_else(|e| fail(NAME, e)),
-        None => cd::CdConfig::default(),
-    };
+    let config = cd::CdConfig::for_program(args.cd_config.as_deref())
+        .unwrap_or_else(|e| fail(NAME, e))
+        .unwrap_or_default();
     let relaxed = config.settings(RANK_CD, 2).kind == Some(cd::CdKindSetting::Relaxed);
     let grid = Grid::new(n, ranks).unwrap_or_else(|e| fail(NAME, e));
     let serial_check = args.jacobi.serial_check();
@@ -102,7 +102,8 @@ fn main() {
     .map(|outcome| {
         report = outcome.report;
         outcome.results
-    });
+    })
+    .map_err(|e| stop(NAME, e));
     let Some(reports) = finish(NAME, launched) else {
         return;
     };
@@ -123,4 +124,15 @@ fn main() {
     }
     println!("{}", summary.checksum_line());
     print!("{}", report.table());
+}
+
+/// Ends the program on a CD job's error: one whole line on stderr (an escalation from rank 0's
+/// process only under mpirun, as every process has the same one), the error's exit status.
+fn stop(program: &str, e: cd::CdLaunchError) -> ! {
+    use std::io::Write;
+    if speaks() || !matches!(e, cd::CdLaunchError::Escalated { .. }) {
+        let line = format!("{program}: error: {e}\n");
+        let _ = std::io::stderr().lock().write_all(line.as_bytes());
+    }
+    std::process::exit(i32::from(e.exit_code()))
 }

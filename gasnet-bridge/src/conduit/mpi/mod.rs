@@ -194,6 +194,10 @@ where
             };
             // MPI objects of a failed job cannot be freed (that is collective): keep them.
             std::mem::forget(world);
+            if message == watchdog::lost_message(rank) {
+                // Killed or crashed: it did not panic.
+                return Err(LaunchError::RankLost { rank, message });
+            }
             Err(LaunchError::RankPanicked { rank, message })
         }
     }

@@ -589,8 +589,8 @@ impl Watcher {
                     send_to(&self.writers, &format!("ECHO {rank}\n"), from);
                 }
                 if rank != self.me {
-                    self.shared
-                        .fail(self.me, rank, format!("panicked: {message}"));
+                    // The panic message as the rank gave it (launch's error says "panicked").
+                    self.shared.fail(self.me, rank, message);
                 }
             }
             Some("LOST") => {
@@ -627,6 +627,6 @@ impl Watcher {
     }
 }
 
-fn lost_message(rank: usize) -> String {
+pub(crate) fn lost_message(rank: usize) -> String {
     format!("rank {rank} was lost: its process ended without leaving the job (killed, or crashed)")
 }

@@ -1,0 +1,134 @@
+//! How a job that cannot go on ends: an escalation past the root is one
+//! [`CdLaunchError::Escalated`] line (CD, rank, cause, what to change), files the file medium
+//! preserved are removed, a genuine panic in the program stays a panic.
+
+mod common;
+
+use cd_runtime as cd;
+use cd_runtime::CdLaunchError;
+use common::{config, run};
+
+fn body(x: &mut Vec<f64>) -> Result<(), cd::CdError> {
+    cd::strict("outer", |o| {
+        o.preserve("x0", x);
+        for t in 0..4 {
+            cd::strict("step", |c| {
+                c.preserve("x", x);
+                common::step(x, t);
+                Ok(())
+            })?;
+        }
+        Ok(())
+    })
+}
+
+#[test]
+fn an_escalation_is_one_line_naming_cd_rank_cause_and_fix() {
+    let cfg = config(
+        "[cd.step]\ninject = { at = [{ rank = 2, iteration = 1, kind = \"rank_loss\" }] }\n\
+         [cd.outer]\ncontain = [\"soft\"]\n",
+    );
+    let err = run(4, cfg, || {
+        let mut x = vec![1.0; 8];
+        body(&mut x)?;
+        Ok(x[0])
+    })
+    .unwrap_err();
+    let CdLaunchError::Escalated { message, .. } = &err else {
+        panic!("expected an escalation, got {err:?}");
+    };
+    assert_eq!(err.exit_code(), 3);
+    assert!(!message.contains('\n'), "one line: {message}");
+    assert!(!message.contains("panicked"), "{message}");
+    // "outer" does not contain rank losses: it escalates, naming the rank that failed in "step".
+    assert!(
+        message.starts_with("CD \"outer\" (level 1) escalated rank loss"),
+        "{message}"
+    );
+    assert!(message.contains("; on rank 2: CD \"step\""), "{message}");
+    assert!(!message.contains("on rank 0"), "{message}");
+    assert!(message.contains("escalated past the root CD"), "{message}");
+    assert!(
+        message.contains("medium = \"buddy\" (or \"file\") in [cd.outer] (test.toml:3)"),
+        "{message}"
+    );
+}
+
+#[test]
+fn retries_exhausted_says_to_raise_them() {
+    let cfg = config("[cd.step]\nretries = 1\ninject = { soft_error = 1.0 }\n");
+    let err = run(2, cfg, || {
+        let mut x = vec![1.0; 8];
+        cd::strict("step", |c| {
+            c.preserve("x", &mut x);
+            Ok(())
+        })?;
+        Ok(())
+    })
+    .unwrap_err();
+    let msg = err.to_string();
+    assert!(matches!(err, CdLaunchError::Escalated { .. }), "{err:?}");
+    assert!(msg.contains("1 retries exhausted"), "{msg}");
+    assert!(
+        msg.contains("on rank 0: injected soft error on rank 0"),
+        "{msg}"
+    );
+    assert!(msg.contains("raise `retries` in [cd.step]"), "{msg}");
+}
+
+#[test]
+fn files_of_the_file_medium_are_removed_when_the_run_escalates() {
+    let dir = std::env::temp_dir().join(format!("cd-exit-files-{}", std::process::id()));
+    let cfg = config(&format!(
+        "file_dir = {:?}\n[defaults]\nmedium = \"file\"\n\
+         [cd.outer]\ncontain = [\"soft\"]\n[cd.step]\nmedium = \"local\"\n\
+         inject = {{ at = [{{ rank = 1, iteration = 2, kind = \"rank_loss\" }}] }}\n",
+        dir.display().to_string()
+    ));
+    let err = run(4, cfg, || {
+        let mut big = vec![2.0; 64];
+        // Preserved by the root (file medium), never completed: the run escalates.
+        cd::current().preserve("big", &mut big);
+        let mut x = vec![1.0; 8];
+        body(&mut x)?;
+        Ok(())
+    })
+    .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("add \"rank_loss\" to `contain` in [cd.outer]"),
+        "{err}"
+    );
+    let left: Vec<_> = walk(&dir);
+    assert!(left.is_empty(), "left behind: {left:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        if e.path().is_dir() {
+            out.extend(walk(&e.path()));
+        } else {
+            out.push(e.path());
+        }
+    }
+    out
+}
+
+#[test]
+fn a_genuine_panic_stays_a_panic() {
+    let err = run(2, config(""), || -> Result<(), cd::CdError> {
+        if pgas::rank_me() == 1 {
+            panic!("a bug in the program");
+        }
+        pgas::barrier();
+        Ok(())
+    })
+    .unwrap_err();
+    assert!(
+        matches!(&err, CdLaunchError::Job(gasnet_bridge::LaunchError::RankPanicked { rank: 1, message }) if message == "a bug in the program"),
+        "{err:?}"
+    );
+    assert_eq!(err.exit_code(), 1);
+}
