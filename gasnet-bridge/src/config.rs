@@ -130,7 +130,7 @@ impl LaunchConfig {
             (None, None) => match lookup("PGAS_RANKS") {
                 Some(v) => {
                     let ranks = parse_positive("PGAS_RANKS", &v)?;
-                    limits::check_threads("PGAS_RANKS", ranks, RANKS_HINT)?;
+                    limits::check_threads("PGAS_RANKS=", ranks, RANKS_HINT)?;
                     Ok(ranks)
                 }
                 None => Ok(default),
@@ -253,7 +253,7 @@ mod tests {
         assert!(e.starts_with("--ranks 1099511627776 is more than"), "{e}");
         let huge = env(&[("PGAS_RANKS", "100000000")]);
         let e = LaunchConfig::resolve_ranks("--ranks", None, 4, None, &huge).unwrap_err();
-        assert!(e.to_string().contains("PGAS_RANKS 100000000"), "{e}");
+        assert!(e.to_string().contains("PGAS_RANKS=100000000 is"), "{e}");
         // Under mpirun the processes decide.
         assert_eq!(
             LaunchConfig::resolve_ranks("--ranks", None, 4, Some(3), &huge),

@@ -44,11 +44,11 @@ pub enum LimitError {
     },
     /// More threads than the cap per core allows.
     #[error(
-        "{what} {count} is more than this machine can run: at most {max} ({per_core} per core \
+        "{what}{count} is more than this machine can run: at most {max} ({per_core} per core \
          x {cores} cores){hint}"
     )]
     TooMany {
-        /// The option or variable (`--ranks`, `PGAS_RANKS`, `--threads`).
+        /// The option or variable with its separator (`--ranks `, `PGAS_RANKS=`).
         what: String,
         /// The count given.
         count: usize,
@@ -142,7 +142,8 @@ pub fn check_memory_against(
 }
 
 /// Refuses `count` threads asked for by `what` (`--ranks`, `--threads`) if above
-/// [`max_threads`]; `hint` ends the message.
+/// [`max_threads`]; `hint` ends the message. A `what` ending in `=` (`PGAS_RANKS=`) is
+/// printed with the count right after it.
 pub fn check_threads(what: &str, count: usize, hint: &str) -> Result<(), LimitError> {
     check_threads_on(what, count, hint, cores())
 }
@@ -159,7 +160,11 @@ pub fn check_threads_on(
         return Ok(());
     }
     Err(LimitError::TooMany {
-        what: what.into(),
+        what: if what.ends_with('=') {
+            what.into()
+        } else {
+            format!("{what} ")
+        },
         count,
         max,
         per_core: MAX_RANKS_PER_CORE,
