@@ -22,7 +22,12 @@ fn refused(bin: &str, args: &[&str], env: &[(&str, &str)], status: i32, names: &
     let err = String::from_utf8_lossy(&out.stderr);
     let what = format!("{bin} {args:?} {env:?}");
     assert_eq!(out.status.code(), Some(status), "{what}: {err}");
-    for bad in ["panicked", "backtrace", "RUST_BACKTRACE", "memory allocation of"] {
+    for bad in [
+        "panicked",
+        "backtrace",
+        "RUST_BACKTRACE",
+        "memory allocation of",
+    ] {
         assert!(!err.contains(bad), "{what}: {bad:?} in {err}");
     }
     for name in names {
@@ -38,30 +43,78 @@ fn the_environment_is_read_one_way_and_checked() {
     }
     let huge_segment = [("PGAS_SEGMENT_MB", "100000000")];
     for bin in [HELLO, STENCIL, CD_STENCIL, GUPS] {
-        refused(bin, &[], &huge_segment, 1, &["PGAS_SEGMENT_MB=100000000", "available"]);
+        refused(
+            bin,
+            &[],
+            &huge_segment,
+            1,
+            &["PGAS_SEGMENT_MB=100000000", "available"],
+        );
     }
     // stencil and cd_stencil honour PGAS_SEGMENT_MB and PGAS_RANKS_PER_NODE like LULESH.
     let zero_node = [("PGAS_RANKS_PER_NODE", "0")];
     for bin in [STENCIL, CD_STENCIL] {
         refused(bin, &[], &zero_node, 1, &["PGAS_RANKS_PER_NODE"]);
         let small = [("PGAS_SEGMENT_MB", "1")];
-        refused(bin, &["--n", "1024", "--ranks", "1"], &small, 1, &["PGAS_SEGMENT_MB gives"]);
+        refused(
+            bin,
+            &["--n", "1024", "--ranks", "1"],
+            &small,
+            1,
+            &["PGAS_SEGMENT_MB gives"],
+        );
     }
-    refused(HELLO, &[], &[("PGAS_HANG_REPORT", "soon")], 1, &["PGAS_HANG_REPORT"]);
+    refused(
+        HELLO,
+        &[],
+        &[("PGAS_HANG_REPORT", "soon")],
+        1,
+        &["PGAS_HANG_REPORT"],
+    );
 }
 
 #[test]
 fn bad_command_lines_name_the_option() {
-    refused(STENCIL, &["--ranks", "-1"], &[], 2, &["'--ranks", "at least 1"]);
-    refused(GUPS, &["--log-table", "-3"], &[], 2, &["'--log-table", "negative"]);
-    refused(DHT, &["--keys-per-rank", "-5"], &[], 2, &["'--keys-per-rank", "at least 1"]);
-    refused(HELLO, &["--ranks", "100000"], &[], 1, &["--ranks 100000", "at most"]);
+    refused(
+        STENCIL,
+        &["--ranks", "-1"],
+        &[],
+        2,
+        &["'--ranks", "at least 1"],
+    );
+    refused(
+        GUPS,
+        &["--log-table", "-3"],
+        &[],
+        2,
+        &["'--log-table", "negative"],
+    );
+    refused(
+        DHT,
+        &["--keys-per-rank", "-5"],
+        &[],
+        2,
+        &["'--keys-per-rank", "at least 1"],
+    );
+    refused(
+        HELLO,
+        &["--ranks", "100000"],
+        &[],
+        1,
+        &["--ranks 100000", "at most"],
+    );
 }
 
 #[test]
 fn sizes_that_cannot_fit_are_refused_with_the_memory() {
     let fits = ["needs", "of memory, but only", "is available"];
-    refused(GUPS, &["--log-table", "30", "--ranks", "128"], &[], 1, &fits);
+    refused(
+        GUPS,
+        &["--log-table", "30", "--ranks", "128"],
+        &[],
+        1,
+        &fits,
+    );
     refused(DHT, &["--keys-per-rank", "100000000000"], &[], 1, &fits);
     refused(
         GUPS,

@@ -89,8 +89,9 @@ impl LaunchConfig {
         lookup: impl Fn(&str) -> Option<String>,
     ) -> Result<Self, ConfigError> {
         let given_segment = lookup("PGAS_SEGMENT_MB").is_some();
-        let mut config =
-            Self::from_lookup(ranks, |var| (var != "PGAS_RANKS").then(|| lookup(var)).flatten())?;
+        let mut config = Self::from_lookup(ranks, |var| {
+            (var != "PGAS_RANKS").then(|| lookup(var)).flatten()
+        })?;
         config.ranks = ranks;
         if !given_segment {
             config.segment_bytes = needed.next_multiple_of(8).max(8);
@@ -270,14 +271,20 @@ mod tests {
             .check_fits(false)
             .unwrap_err()
             .to_string();
-        assert!(e.contains("a job of 4 ranks") && e.contains("available"), "{e}");
+        assert!(
+            e.contains("a job of 4 ranks") && e.contains("available"),
+            "{e}"
+        );
         assert!(LaunchConfig::new(4).check_fits(false).is_ok());
     }
 
     #[test]
     fn jobs_read_the_environment_one_way() {
         let c = LaunchConfig::for_job_from_lookup(3, 1001, env(&[("PGAS_RANKS", "9")])).unwrap();
-        assert_eq!((c.ranks, c.segment_bytes, c.ranks_per_node), (3, 1008, None));
+        assert_eq!(
+            (c.ranks, c.segment_bytes, c.ranks_per_node),
+            (3, 1008, None)
+        );
         let vars = [("PGAS_SEGMENT_MB", "2"), ("PGAS_RANKS_PER_NODE", "2")];
         let c = LaunchConfig::for_job_from_lookup(4, 1000, env(&vars)).unwrap();
         assert_eq!((c.segment_bytes, c.ranks_per_node), (2 << 20, Some(2)));

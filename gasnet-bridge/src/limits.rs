@@ -218,7 +218,9 @@ mod tests {
     #[test]
     fn thread_counts_are_capped_per_core() {
         assert!(check_threads_on("--ranks", 128, "", 2).is_ok());
-        let e = check_threads_on("--ranks", 129, "", 2).unwrap_err().to_string();
+        let e = check_threads_on("--ranks", 129, "", 2)
+            .unwrap_err()
+            .to_string();
         assert_eq!(
             e,
             "--ranks 129 is more than this machine can run: at most 128 (64 per core x 2 cores)"

@@ -19,7 +19,10 @@ fn a_late_rank_is_named_once_and_the_job_completes() {
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
-    assert!(!err.contains("panicked") && !err.contains("backtrace"), "{err}");
+    assert!(
+        !err.contains("panicked") && !err.contains("backtrace"),
+        "{err}"
+    );
     // Rank 0 (and 2) wait in the barrier for rank 1, which sleeps: each reports it once.
     let reports: Vec<&str> = err.lines().filter(|l| l.contains("hang report")).collect();
     assert_eq!(reports.len(), 2, "{err}");

@@ -309,10 +309,17 @@ mod tests {
         assert!(check_fits(&o, 1).is_ok());
         o.nx = i32::MAX;
         let e = check_fits(&o, 1).unwrap_err();
-        assert!(e.starts_with("-s 2147483647 -r 11 (1 rank in this process) needs"), "{e}");
+        assert!(
+            e.starts_with("-s 2147483647 -r 11 (1 rank in this process) needs"),
+            "{e}"
+        );
         o.nx = 10;
         o.threads = 1 << 30;
-        assert!(check_fits(&o, 1).unwrap_err().starts_with("--threads 1073741824 is more"));
+        assert!(
+            check_fits(&o, 1)
+                .unwrap_err()
+                .starts_with("--threads 1073741824 is more")
+        );
         assert!(matches!(
             parse(&["-b", "-1"]).unwrap_err(),
             OptionsError::OutOfRange { min: 0, .. }

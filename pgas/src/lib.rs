@@ -76,11 +76,11 @@ pub use gasnet_bridge::job_ranks;
 /// What this machine can hold: memory needed against available, ranks and threads per core
 /// (the one check every program makes before allocating).
 pub use gasnet_bridge::limits;
-/// What a waiting rank waits for, for the hang report (`PGAS_HANG_REPORT`).
-pub use gasnet_bridge::sleep::Awaiting;
 /// Which ranks' results the last [`launch`] of this process returned (all on smp, one under
 /// mpirun).
 pub use gasnet_bridge::returned_ranks;
+/// What a waiting rank waits for, for the hang report (`PGAS_HANG_REPORT`).
+pub use gasnet_bridge::sleep::Awaiting;
 
 /// Starting a program under `mpirun` from tests and tools: `MPIRUN` names the launcher
 /// (default `mpirun`), `MPIRUN_FLAGS` its flags (default `--allow-run-as-root --oversubscribe`).

@@ -168,7 +168,9 @@ fn main() {
         .unwrap_or_else(|| fail(NAME, "the total key count overflows 64 bits"));
     let table_bytes = (slots as u64).checked_mul((2 + VALUE_WORDS) as u64 * 8);
     pgas_examples::check_memory(
-        &format!("a table of {slots} slots per rank (--keys-per-rank {keys_per_rank}, --slots-per-rank)"),
+        &format!(
+            "a table of {slots} slots per rank (--keys-per-rank {keys_per_rank}, --slots-per-rank)"
+        ),
         ranks,
         table_bytes,
     )
