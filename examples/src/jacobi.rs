@@ -13,7 +13,7 @@
 
 use pgas::{GlobalPtr, barrier, broadcast, new_array, rank_me, rank_n, reduce_all, world};
 
-use crate::{exchange, mix64, parse_positive, segment_for};
+use crate::{exchange, mix64, parse_count, parse_positive, segment_for};
 
 /// Largest `--n`: keeps `n^3` values of at most 1 within the fixed-point checksum's range.
 pub const MAX_N: usize = 1024;
@@ -26,10 +26,10 @@ const FIXED_SCALE: f64 = 79_228_162_514_264_337_593_543_950_336.0; // 2^96
 #[derive(Debug, Clone, clap::Args)]
 pub struct JacobiArgs {
     /// Global grid edge (interior points per dimension).
-    #[arg(long, default_value_t = 64, value_parser = parse_positive)]
+    #[arg(long, default_value_t = 64, allow_negative_numbers = true, value_parser = parse_positive)]
     pub n: usize,
     /// Jacobi iterations.
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, default_value_t = 20, allow_negative_numbers = true, value_parser = parse_count)]
     pub iters: usize,
     /// Skip rank 0's serial re-run (done by default when n <= 96).
     #[arg(long)]
@@ -109,7 +109,14 @@ impl Grid {
                 dims[0], dims[1], dims[2], dims[axis]
             ));
         }
-        Ok(Grid { n, ranks, dims })
+        let grid = Grid { n, ranks, dims };
+        // Two copies of the largest block, halos included, on every rank of this process.
+        let block = (0..3)
+            .map(|a| n.div_ceil(dims[a]) as u64 + 2)
+            .product::<u64>()
+            .checked_mul(2 * 8);
+        crate::check_memory(&format!("--n {n}"), ranks, block)?;
+        Ok(grid)
     }
 
     /// The segment size each rank needs for its receive buffers: two parities of six faces,

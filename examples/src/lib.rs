@@ -37,7 +37,7 @@ pub const SEGMENT_SLACK: usize = 64 << 10;
 pub struct CommonArgs {
     /// Number of ranks (threads); default: PGAS_RANKS, else 4. Under mpirun the rank count is
     /// the number of processes, and a different --ranks is refused.
-    #[arg(long, value_parser = parse_positive)]
+    #[arg(long, allow_negative_numbers = true, value_parser = parse_positive)]
     pub ranks: Option<usize>,
 }
 
@@ -79,13 +79,55 @@ pub fn parse_args<A: clap::Parser>() -> A {
     })
 }
 
-/// Parses a whole number of at least 1 (a clap value parser).
+/// Parses a whole number of at least 1 (a clap value parser; declare the option with
+/// `allow_negative_numbers = true` so that clap hands it `-1` instead of calling `-1` an
+/// unexpected argument).
 pub fn parse_positive(s: &str) -> Result<usize, String> {
-    match s.trim().parse::<usize>() {
-        Ok(0) => Err("must be at least 1".into()),
+    match parse_count(s)? {
+        0 => Err("must be a whole number of at least 1".into()),
+        n => Ok(n),
+    }
+}
+
+/// Parses a whole number of at least 0 (a clap value parser; see [`parse_positive`]).
+pub fn parse_count(s: &str) -> Result<usize, String> {
+    let t = s.trim();
+    if t.starts_with('-') && t[1..].bytes().all(|b| b.is_ascii_digit()) && t.len() > 1 {
+        return Err("must be a whole number of at least 1 (it is negative)".into());
+    }
+    match t.parse::<usize>() {
         Ok(n) => Ok(n),
+        Err(e) if *e.kind() == std::num::IntErrorKind::PosOverflow => Err(format!(
+            "{t} is above the largest count this machine can hold ({})",
+            usize::MAX
+        )),
         Err(e) => Err(format!("{s:?} is not a whole number ({e})")),
     }
+}
+
+/// The shape of a job of `ranks` ranks whose segments need `segment_bytes` each, by the one
+/// convention of every program here ([`LaunchConfig::for_job`]: `PGAS_SEGMENT_MB`, at least
+/// that size, and `PGAS_RANKS_PER_NODE`), refused if it does not fit in this machine's memory.
+pub fn job_config(ranks: usize, segment_bytes: usize) -> Result<LaunchConfig, String> {
+    let config = LaunchConfig::for_job(ranks, segment_bytes).map_err(|e| e.to_string())?;
+    if mpi_world()?.is_none() {
+        config.check_fits(false).map_err(|e| e.to_string())?;
+    }
+    Ok(config)
+}
+
+/// Refuses a problem whose ranks need `per_rank` bytes each (`None`: more than 64 bits) besides
+/// their segments, if the job's ranks in this process (all on smp, one under mpirun) cannot
+/// hold it; `what` names the options that set the size (`"--n 1024"`).
+pub fn check_memory(what: &str, ranks: usize, per_rank: Option<u64>) -> Result<(), String> {
+    let here = if mpi_world()?.is_some() { 1 } else { ranks };
+    let needed = per_rank.and_then(|b| b.checked_mul(here as u64));
+    pgas::limits::check_memory(
+        &format!("{what} on {here} rank(s) of this process"),
+        needed,
+        "; choose a smaller problem",
+    )
+    .map_err(|e| e.to_string())
 }
 
 /// Prints `program: error: message` to stderr (from rank 0's process under mpirun: every
@@ -121,7 +163,7 @@ where
     R: Serialize + DeserializeOwned + Send + 'static,
     F: Fn() -> Result<R, String> + Sync,
 {
-    let config = LaunchConfig::new(ranks).segment_bytes(segment_bytes);
+    let config = job_config(ranks, segment_bytes).unwrap_or_else(|e| fail(program, e));
     finish(program, pgas::launch(&config, rpcs, || conclude(body())))
 }
 
@@ -324,7 +366,14 @@ mod tests {
     #[test]
     fn positive_numbers_parse() {
         assert_eq!(parse_positive(" 7 "), Ok(7));
+        assert!(parse_positive("-1").unwrap_err().contains("negative"));
+        assert!(
+            parse_positive("99999999999999999999999")
+                .unwrap_err()
+                .contains("largest")
+        );
         assert!(parse_positive("0").unwrap_err().contains("at least 1"));
+        assert_eq!(parse_count("0"), Ok(0));
         assert!(
             parse_positive("x")
                 .unwrap_err()

@@ -34,6 +34,8 @@ pub struct CentralBarrier {
     ranks: usize,
     arrived: CachePadded<AtomicUsize>,
     generation: CachePadded<AtomicU64>,
+    /// By rank: how many barriers it has notified (for the hang report: who is missing).
+    notified: Box<[AtomicU64]>,
 }
 
 impl CentralBarrier {
@@ -43,7 +45,25 @@ impl CentralBarrier {
             ranks,
             arrived: CachePadded::new(AtomicUsize::new(0)),
             generation: CachePadded::new(AtomicU64::new(0)),
+            notified: (0..ranks).map(|_| AtomicU64::new(0)).collect(),
         }
+    }
+
+    /// Records that `rank` notified the barrier of `phase` (one relaxed store; read only by
+    /// [`CentralBarrier::missing`]).
+    #[inline]
+    pub fn record(&self, rank: usize, phase: Phase) {
+        if let (Phase::Notified(g), Some(n)) = (phase, self.notified.get(rank)) {
+            n.store(g + 1, Ordering::Relaxed);
+        }
+    }
+
+    /// The ranks that have not notified the barrier of `generation` (as far as
+    /// [`CentralBarrier::record`] tells).
+    pub fn missing(&self, generation: u64) -> Vec<usize> {
+        (0..self.notified.len())
+            .filter(|&r| self.notified[r].load(Ordering::Relaxed) <= generation)
+            .collect()
     }
 
     /// Arrives; returns the phase to wait on and whether this arrival released the barrier
@@ -109,5 +129,17 @@ mod tests {
         assert!(!b.is_complete(0));
         assert!(b.notify().1);
         assert!(b.is_complete(0));
+    }
+
+    #[test]
+    fn missing_ranks_are_those_not_recorded() {
+        let b = CentralBarrier::new(3);
+        let (p, _) = b.notify();
+        b.record(1, p);
+        assert_eq!(b.missing(0), vec![0, 2]);
+        b.record(0, p);
+        b.record(2, p);
+        assert!(b.missing(0).is_empty());
+        assert_eq!(b.missing(1), vec![0, 1, 2]);
     }
 }

@@ -1,6 +1,7 @@
 //! How a job is shaped: rank count, segment size and emulated node size, from API or environment.
 
 use crate::error::ConfigError;
+use crate::limits;
 
 /// Default size of each rank's registered segment.
 pub const DEFAULT_SEGMENT_BYTES: usize = 64 << 20;
@@ -60,9 +61,45 @@ impl LaunchConfig {
                 value: v.clone(),
                 reason: "too large for this machine's address space".into(),
             })?;
+            limits::check_memory(
+                &format!("PGAS_SEGMENT_MB={} (one rank's segment)", v.trim()),
+                Some(config.segment_bytes as u64),
+                "; lower PGAS_SEGMENT_MB",
+            )?;
         }
         if let Some(v) = lookup("PGAS_RANKS_PER_NODE") {
             config.ranks_per_node = Some(parse_positive("PGAS_RANKS_PER_NODE", &v)?);
+        }
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// The shape of a program's job, by the one convention of every program here: `ranks`
+    /// ranks (from [`crate::job_ranks`]), each with a segment of `needed` bytes (what the
+    /// program computed for its problem size) unless `PGAS_SEGMENT_MB` asks for a size (at
+    /// least `needed`, else [`ConfigError::SegmentTooSmall`]), and `PGAS_RANKS_PER_NODE`.
+    pub fn for_job(ranks: usize, needed: usize) -> Result<Self, ConfigError> {
+        Self::for_job_from_lookup(ranks, needed, |var| std::env::var(var).ok())
+    }
+
+    /// Like [`LaunchConfig::for_job`], with the variables looked up by `lookup`.
+    pub fn for_job_from_lookup(
+        ranks: usize,
+        needed: usize,
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, ConfigError> {
+        let given_segment = lookup("PGAS_SEGMENT_MB").is_some();
+        let mut config = Self::from_lookup(ranks, |var| {
+            (var != "PGAS_RANKS").then(|| lookup(var)).flatten()
+        })?;
+        config.ranks = ranks;
+        if !given_segment {
+            config.segment_bytes = needed.next_multiple_of(8).max(8);
+        } else if config.segment_bytes < needed {
+            return Err(ConfigError::SegmentTooSmall {
+                have: config.segment_bytes,
+                need: needed,
+            });
         }
         config.validate()?;
         Ok(config)
@@ -87,12 +124,45 @@ impl LaunchConfig {
                 processes,
             }),
             (Some(processes), _) => Ok(processes),
-            (None, Some(given)) => Ok(given),
+            (None, Some(given)) => {
+                limits::check_threads(flag, given, RANKS_HINT)?;
+                Ok(given)
+            }
             (None, None) => match lookup("PGAS_RANKS") {
-                Some(v) => parse_positive("PGAS_RANKS", &v),
+                Some(v) => {
+                    let ranks = parse_positive("PGAS_RANKS", &v)?;
+                    limits::check_threads("PGAS_RANKS=", ranks, RANKS_HINT)?;
+                    Ok(ranks)
+                }
                 None => Ok(default),
             },
         }
+    }
+
+    /// Checks that the job fits this machine before anything is allocated: on smp (`ranks`
+    /// threads of this process) at most [`limits::max_threads`] ranks, and every rank's
+    /// segment and stack within the memory available; on mpi (one rank per process) one
+    /// segment. The error names the sizes, the memory needed and available.
+    pub fn check_fits(&self, one_rank_per_process: bool) -> Result<(), ConfigError> {
+        let segment = crate::limits::Bytes(self.segment_bytes as u64);
+        if one_rank_per_process {
+            limits::check_memory(
+                &format!("a segment of {segment}"),
+                Some(self.segment_bytes as u64),
+                "; lower PGAS_SEGMENT_MB",
+            )?;
+            return Ok(());
+        }
+        limits::check_threads("rank count", self.ranks, RANKS_HINT)?;
+        limits::check_memory(
+            &format!(
+                "a job of {} ranks with a segment of {segment} each",
+                self.ranks
+            ),
+            limits::smp_job_bytes(self.ranks, self.segment_bytes),
+            "; lower PGAS_SEGMENT_MB or the rank count",
+        )?;
+        Ok(())
     }
 
     /// Checks every field, naming the first one out of range.
@@ -121,6 +191,10 @@ impl LaunchConfig {
         Ok(())
     }
 }
+
+/// What to do about a rank count above the cap of one process.
+const RANKS_HINT: &str = "; ranks of one process are its threads, run more under mpirun (one rank \
+                          per process)";
 
 fn parse_positive(var: &'static str, value: &str) -> Result<usize, ConfigError> {
     match value.trim().parse::<usize>() {
@@ -169,6 +243,57 @@ mod tests {
         );
         let err = resolve("RANKS", None, 4, None, &env(&[("PGAS_RANKS", "x")])).unwrap_err();
         assert!(err.to_string().contains("PGAS_RANKS"), "{err}");
+    }
+
+    #[test]
+    fn impossible_jobs_are_refused_with_the_sizes() {
+        let none = env(&[]);
+        let e = LaunchConfig::resolve_ranks("--ranks", Some(1 << 40), 4, None, &none)
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("--ranks 1099511627776 is more than"), "{e}");
+        let huge = env(&[("PGAS_RANKS", "100000000")]);
+        let e = LaunchConfig::resolve_ranks("--ranks", None, 4, None, &huge).unwrap_err();
+        assert!(e.to_string().contains("PGAS_RANKS=100000000 is"), "{e}");
+        // Under mpirun the processes decide.
+        assert_eq!(
+            LaunchConfig::resolve_ranks("--ranks", None, 4, Some(3), &huge),
+            Ok(3)
+        );
+        let seg = env(&[("PGAS_SEGMENT_MB", "1000000000")]);
+        let e = LaunchConfig::from_lookup(4, seg).unwrap_err().to_string();
+        assert!(
+            e.starts_with("PGAS_SEGMENT_MB=1000000000 (one rank's segment) needs 953.7 TiB"),
+            "{e}"
+        );
+        let e = LaunchConfig::new(4)
+            .segment_bytes(1 << 50)
+            .check_fits(false)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("a job of 4 ranks") && e.contains("available"),
+            "{e}"
+        );
+        assert!(LaunchConfig::new(4).check_fits(false).is_ok());
+    }
+
+    #[test]
+    fn jobs_read_the_environment_one_way() {
+        let c = LaunchConfig::for_job_from_lookup(3, 1001, env(&[("PGAS_RANKS", "9")])).unwrap();
+        assert_eq!(
+            (c.ranks, c.segment_bytes, c.ranks_per_node),
+            (3, 1008, None)
+        );
+        let vars = [("PGAS_SEGMENT_MB", "2"), ("PGAS_RANKS_PER_NODE", "2")];
+        let c = LaunchConfig::for_job_from_lookup(4, 1000, env(&vars)).unwrap();
+        assert_eq!((c.segment_bytes, c.ranks_per_node), (2 << 20, Some(2)));
+        let e = LaunchConfig::for_job_from_lookup(4, 3 << 20, env(&vars)).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("PGAS_SEGMENT_MB gives 2097152 bytes per rank, but"),
+            "{e}"
+        );
     }
 
     #[test]

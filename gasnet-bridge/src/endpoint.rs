@@ -18,8 +18,26 @@ use crate::conduit::Conduit;
 use crate::conduit::smp::SmpWorld;
 use crate::counters::{WriteAck, WriteCounters};
 use crate::error::BridgeError;
-use crate::sleep::Backoff;
+use crate::sleep::{Awaiting, Backoff};
 use crate::topology::Topology;
+
+/// What a rank in a barrier waits for (hang report).
+pub(crate) const BARRIER: &str = "a barrier";
+/// What a rank whose body returned waits for (hang report).
+pub(crate) const FINISH: &str = "the end of the job (every rank's body to return)";
+
+/// `0, 1, 2` for at most 16 ranks, then how many more.
+fn rank_list(ranks: &[usize]) -> String {
+    let mut s: Vec<String> = ranks.iter().take(16).map(usize::to_string).collect();
+    if ranks.len() > 16 {
+        s.push(format!("and {} more", ranks.len() - 16));
+    }
+    if s.is_empty() {
+        "none".into()
+    } else {
+        s.join(", ")
+    }
+}
 
 /// Most messages one `poll` runs before returning, so a flood cannot starve the caller.
 const POLL_BATCH: usize = 64;
@@ -453,12 +471,19 @@ impl Endpoint {
     /// Polls until `done()` is true, spinning, then yielding, then parking (see `sleep`).
     /// Unwinds if another rank has failed. Panics inside an AM handler, where waiting would
     /// deadlock the rank.
-    pub fn wait_until(&self, mut done: impl FnMut() -> bool) {
+    pub fn wait_until(&self, done: impl FnMut() -> bool) {
+        self.wait_for(Awaiting::default(), done)
+    }
+
+    /// [`Endpoint::wait_until`], telling what is awaited: with `PGAS_HANG_REPORT=SECONDS` a
+    /// wait that long without progress prints `awaiting` (and, for a barrier, the ranks that
+    /// have not arrived) once to stderr, and keeps waiting.
+    pub fn wait_for(&self, awaiting: Awaiting, mut done: impl FnMut() -> bool) {
         self.assert_may_block();
         let world = match &self.conduit {
             Conduit::Smp(world) => &**world,
             #[cfg(feature = "mpi")]
-            Conduit::Mpi(world) => return world.wait_until(self, done),
+            Conduit::Mpi(world) => return world.wait_until(self, awaiting, done),
         };
         let inbox = &world.inboxes[self.rank];
         let mut backoff = Backoff::new();
@@ -474,8 +499,44 @@ impl Endpoint {
                 backoff.snooze(&world.sleepers[self.rank], || {
                     inbox.is_empty() && !world.failure.is_failed() && !done()
                 });
+                if let Some(waited) = backoff.hang_due() {
+                    self.report_hang(awaiting, waited);
+                }
             }
         }
+    }
+
+    /// Prints the hang report of a wait for `awaiting` that has lasted `waited`: one line.
+    #[cold]
+    pub(crate) fn report_hang(&self, awaiting: Awaiting, waited: std::time::Duration) {
+        let from = awaiting
+            .rank
+            .map_or(String::new(), |r| format!(" from rank {r}"));
+        let detail = match (&self.conduit, awaiting.what, self.phase.get()) {
+            (Conduit::Smp(world), BARRIER, Phase::Notified(g)) => format!(
+                " #{}; ranks not arrived: {}",
+                g + 1,
+                rank_list(&world.barrier.missing(g))
+            ),
+            (Conduit::Smp(world), FINISH, _) => format!(
+                "; {} of {} ranks have returned",
+                world.finished(),
+                world.ranks()
+            ),
+            #[cfg(feature = "mpi")]
+            (Conduit::Mpi(_), BARRIER, _) => {
+                "; MPI does not tell which ranks have arrived (look for a stopped process)".into()
+            }
+            _ => String::new(),
+        };
+        eprintln!(
+            "pgas: hang report: rank {} of {} has waited {:.1} s without progress for {}{from}{detail} \
+             (PGAS_HANG_REPORT; still waiting)",
+            self.rank,
+            self.ranks(),
+            waited.as_secs_f64(),
+            awaiting.what,
+        );
     }
 
     fn assert_may_block(&self) {
@@ -505,6 +566,7 @@ impl Endpoint {
         let phase = match &self.conduit {
             Conduit::Smp(world) => {
                 let (phase, released) = world.barrier.notify();
+                world.barrier.record(self.rank, phase);
                 if released {
                     world.wake_all();
                 }
@@ -554,7 +616,7 @@ impl Endpoint {
             #[cfg(feature = "mpi")]
             Conduit::Mpi(world) => {
                 let mut failed = None;
-                self.wait_until(|| match world.barrier_test() {
+                self.wait_for(Awaiting::new(BARRIER), || match world.barrier_test() {
                     Ok(done) => done,
                     Err(e) => {
                         failed = Some(e);
@@ -565,7 +627,7 @@ impl Endpoint {
                 return failed.map_or(Ok(()), Err);
             }
         };
-        self.wait_until(|| {
+        self.wait_for(Awaiting::new(BARRIER), || {
             if world.barrier.is_complete(generation) {
                 return true;
             }
@@ -606,6 +668,8 @@ impl Endpoint {
         // Every message must run, including replies and requests that handlers send while
         // other ranks are already done: wait for global quiescence (see `SmpWorld::quiet`),
         // not just for this rank's inbox to drain.
-        self.wait_until(|| world.finished() == ranks && world.quiet());
+        self.wait_for(Awaiting::new(FINISH), || {
+            world.finished() == ranks && world.quiet()
+        });
     }
 }

@@ -88,6 +88,20 @@ pub enum ConfigError {
         given: usize,
         processes: usize,
     },
+    /// `PGAS_SEGMENT_MB` asks for less segment than the program's problem size needs.
+    #[error(
+        "PGAS_SEGMENT_MB gives {have} bytes per rank, but this problem size needs {need} bytes \
+         of shared segment per rank (unset PGAS_SEGMENT_MB to size it automatically)"
+    )]
+    SegmentTooSmall {
+        /// Segment bytes configured.
+        have: usize,
+        /// Segment bytes needed.
+        need: usize,
+    },
+    /// The job does not fit this machine (memory, or ranks per core).
+    #[error(transparent)]
+    Limit(#[from] crate::limits::LimitError),
 }
 
 /// Why a launched job did not return every rank's result.

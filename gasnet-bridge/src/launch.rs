@@ -42,7 +42,10 @@ where
     F: Fn(&Endpoint) -> R + Sync,
 {
     config.validate()?;
-    match crate::conduit::selected()? {
+    crate::sleep::hang_report_after()?;
+    let kind = crate::conduit::selected()?;
+    config.check_fits(kind != crate::conduit::ConduitKind::Smp)?;
+    match kind {
         crate::conduit::ConduitKind::Smp => {}
         #[cfg(feature = "mpi")]
         crate::conduit::ConduitKind::Mpi => {

@@ -18,11 +18,18 @@
 //! then loads the state. By the fences' total order at least one side sees the other, so a
 //! wake-up is never lost. Events that send no wake-up (a put into a flag the rank polls) are
 //! seen within one park timeout at worst.
+//!
+//! **Hang report** (opt-in, `PGAS_HANG_REPORT=SECONDS`): a wait that has been in the sleep
+//! phase that long without progress is *due* ([`Backoff::hang_due`]) once; the waiting call
+//! (which knows what it waits for, an [`Awaiting`]) then prints one report and keeps waiting.
+//! The clock is read only in the sleep phase, so the spin and yield phases cost nothing more.
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU8, Ordering, fence};
 use std::thread::{self, Thread};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use crate::error::ConfigError;
 
 /// Polling rounds with a spin hint before the first yield.
 pub const SPIN_ROUNDS: u32 = 2_000;
@@ -100,10 +107,76 @@ impl Sleeper {
     }
 }
 
+/// What a waiting rank waits for, set by the waiting call for the hang report: a fixed
+/// description and, when one rank is awaited, that rank. Copy, no allocation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Awaiting {
+    /// What is awaited (`"a barrier"`, `"the reply of an rpc"`).
+    pub what: &'static str,
+    /// The rank it must come from, if one.
+    pub rank: Option<usize>,
+}
+
+impl Awaiting {
+    /// A wait for `what`, from no particular rank.
+    pub const fn new(what: &'static str) -> Self {
+        Awaiting { what, rank: None }
+    }
+
+    /// A wait for `what` from `rank`.
+    pub const fn from_rank(what: &'static str, rank: usize) -> Self {
+        Awaiting {
+            what,
+            rank: Some(rank),
+        }
+    }
+}
+
+impl Default for Awaiting {
+    fn default() -> Self {
+        Awaiting::new("a condition of the program (Endpoint::wait_until)")
+    }
+}
+
+/// The environment variable that turns the hang report on.
+pub const HANG_REPORT_VAR: &str = "PGAS_HANG_REPORT";
+
+/// How long a wait may go without progress before it is reported: `PGAS_HANG_REPORT`
+/// (seconds, a positive number), read once; `Ok(None)` when unset. A value that is not a
+/// positive number of seconds is an error naming the variable ([`crate::launch()`] refuses
+/// to start then).
+pub fn hang_report_after() -> Result<Option<Duration>, ConfigError> {
+    static AFTER: OnceLock<Result<Option<Duration>, ConfigError>> = OnceLock::new();
+    AFTER
+        .get_or_init(|| parse_hang_report(std::env::var(HANG_REPORT_VAR).ok().as_deref()))
+        .clone()
+}
+
+/// Parses a `PGAS_HANG_REPORT` value.
+pub fn parse_hang_report(value: Option<&str>) -> Result<Option<Duration>, ConfigError> {
+    let Some(value) = value else { return Ok(None) };
+    match value.trim().parse::<f64>() {
+        Ok(s) if s > 0.0 && s < 1e9 => Ok(Some(Duration::from_secs_f64(s))),
+        _ => Err(ConfigError::BadEnv {
+            var: HANG_REPORT_VAR,
+            value: value.into(),
+            reason: "must be a positive number of seconds (a rank that waits that long \
+                     without progress prints what it waits for)"
+                .into(),
+        }),
+    }
+}
+
 /// Counts a wait's rounds and decides, per round, to spin, yield or sleep.
 #[derive(Debug, Default)]
 pub struct Backoff {
     rounds: u32,
+    /// When this wait entered the sleep phase (only measured with a hang report on).
+    asleep_since: Option<Instant>,
+    /// The hang report is due and not yet taken.
+    due: bool,
+    /// The hang report of this wait was made.
+    reported: bool,
 }
 
 impl Backoff {
@@ -116,6 +189,33 @@ impl Backoff {
     #[inline]
     pub fn reset(&mut self) {
         self.rounds = 0;
+        self.asleep_since = None;
+    }
+
+    /// `Some(time waited)` once per wait, when the hang report is on and the wait has slept
+    /// that long without progress; the caller then reports what it waits for.
+    #[inline]
+    pub fn hang_due(&mut self) -> Option<Duration> {
+        if !self.due {
+            return None;
+        }
+        self.due = false;
+        self.asleep_since.map(|t| t.elapsed())
+    }
+
+    #[cold]
+    fn watch_for_hang(&mut self) {
+        if self.reported {
+            return;
+        }
+        let Ok(Some(limit)) = hang_report_after() else {
+            return;
+        };
+        let since = *self.asleep_since.get_or_insert_with(Instant::now);
+        if since.elapsed() >= limit {
+            self.reported = true;
+            self.due = true;
+        }
     }
 
     /// Ends one unsuccessful round; `idle` reports whether the rank still has nothing to do
@@ -129,6 +229,7 @@ impl Backoff {
             thread::yield_now();
         } else {
             sleeper.sleep(idle);
+            self.watch_for_hang();
             return;
         }
         self.rounds += 1;
@@ -158,6 +259,7 @@ mod tests {
                 for f in fl.iter() {
                     let mut b = Backoff {
                         rounds: SPIN_ROUNDS + YIELD_ROUNDS,
+                        ..Backoff::default()
                     };
                     while !f.load(Ordering::Acquire) {
                         b.snooze(&sl, || !f.load(Ordering::Acquire));
@@ -199,6 +301,19 @@ mod tests {
             false
         });
         assert!(asked, "then sleeps after 3 spins and the yields");
+    }
+
+    #[test]
+    fn hang_report_values() {
+        assert_eq!(parse_hang_report(None), Ok(None));
+        assert_eq!(
+            parse_hang_report(Some(" 2.5")),
+            Ok(Some(Duration::from_millis(2500)))
+        );
+        for bad in ["0", "-3", "x", "inf"] {
+            let e = parse_hang_report(Some(bad)).unwrap_err().to_string();
+            assert!(e.contains("PGAS_HANG_REPORT") && e.contains(bad), "{e}");
+        }
     }
 
     #[test]

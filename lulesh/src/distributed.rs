@@ -486,20 +486,13 @@ impl Comm for PgasComm {
 pub fn launch_config(ranks: usize, nx: usize) -> Result<LaunchConfig, LuleshError> {
     let num_ranks = i32::try_from(ranks).map_err(|_| LuleshError::NotACube(i32::MAX))?;
     BlockLayout::decompose(num_ranks, 0, nx)?;
-    let mut config =
-        LaunchConfig::from_env(ranks).map_err(|e| LuleshError::Launch(e.to_string()))?;
-    config.ranks = ranks;
-    let need = segment_bytes(nx);
-    if std::env::var_os("PGAS_SEGMENT_MB").is_some() {
-        if config.segment_bytes < need {
-            return Err(LuleshError::SegmentTooSmall {
-                have: config.segment_bytes,
-                need,
-            });
+    // The one reading of PGAS_SEGMENT_MB / PGAS_RANKS_PER_NODE of every program.
+    let config = LaunchConfig::for_job(ranks, segment_bytes(nx)).map_err(|e| match e {
+        pgas::ConfigError::SegmentTooSmall { have, need } => {
+            LuleshError::SegmentTooSmall { have, need }
         }
-    } else {
-        config.segment_bytes = need;
-    }
+        e => LuleshError::Launch(e.to_string()),
+    })?;
     Ok(config)
 }
 

@@ -58,6 +58,15 @@ fn main() -> ExitCode {
             return ExitCode::from(255);
         }
     };
+    // Sizes and thread counts this machine cannot hold, refused before any
+    // allocation (on smp every rank's domain lives in this process).
+    let ranks_here = if mpi.is_some() { 1 } else { ranks as usize };
+    if let Err(err) = options::check_fits(&opts, ranks_here) {
+        if speaks {
+            eprintln!("{err}");
+        }
+        return ExitCode::from(255);
+    }
     // The reference's InitMeshDecomp check (and the job's shape), made
     // before anything runs or prints.
     let shape = if ranks == 1 {

@@ -98,6 +98,35 @@ pub enum OptionsError {
     Unknown(String),
 }
 
+/// Bytes one element of a rank's domain takes, about: 380 measured (`-s 20` and `-s 60`,
+/// maximum resident set), with a margin. Nodes are counted with the elements.
+pub const BYTES_PER_ELEMENT: u64 = 448;
+/// Bytes one material region takes before it has elements (its lists and bin).
+pub const BYTES_PER_REGION: u64 = 32;
+
+/// Refuses a run this machine cannot hold, before anything is allocated: more worker threads
+/// than [`pgas::limits::max_threads`], or `ranks_here` domains of `-s` elements per edge (and
+/// `-r` regions) above the memory available. One line naming the options.
+pub fn check_fits(opts: &Options, ranks_here: usize) -> Result<(), String> {
+    pgas::limits::check_threads("--threads", opts.threads, "").map_err(|e| e.to_string())?;
+    let nx = opts.nx as u64;
+    let per_rank = nx
+        .checked_mul(nx)
+        .and_then(|v| v.checked_mul(nx))
+        .and_then(|e| e.checked_mul(BYTES_PER_ELEMENT))
+        .and_then(|b| b.checked_add(opts.num_reg as u64 * BYTES_PER_REGION));
+    let rank_word = if ranks_here == 1 { "rank" } else { "ranks" };
+    pgas::limits::check_memory(
+        &format!(
+            "-s {} -r {} ({ranks_here} {rank_word} in this process)",
+            opts.nx, opts.num_reg
+        ),
+        per_rank.and_then(|b| b.checked_mul(ranks_here as u64)),
+        "; lower -s or -r",
+    )
+    .map_err(|e| e.to_string())
+}
+
 /// The usage text of `-h` (same wording as the reference, plus `--threads`).
 pub fn usage(execname: &str) -> String {
     format!(
@@ -180,7 +209,8 @@ pub fn parse<S: AsRef<str>>(args: &[S]) -> Result<Command, OptionsError> {
             "-s" => opts.nx = as_i32(int_value(&args, i, 1)?),
             "-r" => opts.num_reg = as_i32(int_value(&args, i, 1)?),
             "-f" => opts.num_files = as_i32(int_value(&args, i, 1)?),
-            "-b" => opts.balance = as_i32(int_value(&args, i, i64::from(i32::MIN))?),
+            // The reference accepts a negative -b and then loops forever choosing regions.
+            "-b" => opts.balance = as_i32(int_value(&args, i, 0)?),
             "-c" => opts.cost = as_i32(int_value(&args, i, 0)?),
             "--threads" => opts.threads = int_value(&args, i, 1)? as usize,
             "--ranks" => opts.ranks = Some(int_value(&args, i, 1)? as usize),
@@ -271,6 +301,29 @@ mod tests {
             parse(&["--cd-config"]).unwrap_err(),
             OptionsError::MissingFile("--cd-config".into())
         );
+    }
+
+    #[test]
+    fn impossible_runs_are_refused() {
+        let mut o = run(&["-s", "10"]);
+        assert!(check_fits(&o, 1).is_ok());
+        o.nx = i32::MAX;
+        let e = check_fits(&o, 1).unwrap_err();
+        assert!(
+            e.starts_with("-s 2147483647 -r 11 (1 rank in this process) needs"),
+            "{e}"
+        );
+        o.nx = 10;
+        o.threads = 1 << 30;
+        assert!(
+            check_fits(&o, 1)
+                .unwrap_err()
+                .starts_with("--threads 1073741824 is more")
+        );
+        assert!(matches!(
+            parse(&["-b", "-1"]).unwrap_err(),
+            OptionsError::OutOfRange { min: 0, .. }
+        ));
     }
 
     #[test]

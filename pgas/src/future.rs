@@ -14,6 +14,8 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
 
+use gasnet_bridge::sleep::Awaiting;
+
 use crate::runtime;
 
 /// The eventual result of an asynchronous operation on this rank.
@@ -34,6 +36,8 @@ type Continuation<T> = Box<dyn FnOnce(T)>;
 
 /// Where a pending operation's value lands; shared by the future and its fulfiller.
 struct Slot<T> {
+    /// What waiting on it waits for (the hang report, `PGAS_HANG_REPORT`).
+    awaiting: Awaiting,
     value: RefCell<Option<T>>,
     ready: Cell<bool>,
     continuation: RefCell<Option<Continuation<T>>>,
@@ -66,7 +70,13 @@ impl<T: 'static> Future<T> {
 
     /// A pending future and the fulfiller that will complete it.
     pub(crate) fn pending() -> (Future<T>, Fulfiller<T>) {
+        Future::pending_for(Awaiting::new("an asynchronous operation (a future)"))
+    }
+
+    /// [`Future::pending`], telling what waiting on it waits for.
+    pub(crate) fn pending_for(awaiting: Awaiting) -> (Future<T>, Fulfiller<T>) {
         let slot = Rc::new(Slot {
+            awaiting,
             value: RefCell::new(None),
             ready: Cell::new(false),
             continuation: RefCell::new(None),
@@ -94,7 +104,7 @@ impl<T: 'static> Future<T> {
             State::Ready(v) => v,
             State::Pending(slot) => {
                 if !slot.ready.get() {
-                    runtime::progress_until(|| slot.ready.get());
+                    runtime::progress_until_for(slot.awaiting, || slot.ready.get());
                 }
                 take(&slot)
             }

@@ -73,9 +73,14 @@ pub use gasnet_bridge::conduit::mpi_world;
 /// The rank count of a program's job by the one convention (`--ranks`, else `PGAS_RANKS`, else
 /// a default; under mpirun the number of processes, a different `--ranks` refused).
 pub use gasnet_bridge::job_ranks;
+/// What this machine can hold: memory needed against available, ranks and threads per core
+/// (the one check every program makes before allocating).
+pub use gasnet_bridge::limits;
 /// Which ranks' results the last [`launch`] of this process returned (all on smp, one under
 /// mpirun).
 pub use gasnet_bridge::returned_ranks;
+/// What a waiting rank waits for, for the hang report (`PGAS_HANG_REPORT`).
+pub use gasnet_bridge::sleep::Awaiting;
 
 /// Starting a program under `mpirun` from tests and tools: `MPIRUN` names the launcher
 /// (default `mpirun`), `MPIRUN_FLAGS` its flags (default `--allow-run-as-root --oversubscribe`).

@@ -14,6 +14,7 @@
 use std::cell::RefCell;
 use std::marker::PhantomData;
 
+use gasnet_bridge::sleep::Awaiting;
 use gasnet_bridge::{Token, WriteAck};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -242,7 +243,8 @@ where
             }
             rt.acks_pending.set(rt.acks_pending.get() + 1);
         }
-        let (future, fulfiller) = Future::pending();
+        let (future, fulfiller) =
+            Future::pending_for(Awaiting::from_rank("the reply of an rpc", rank));
         let slot = rt.replies.insert(Box::new(move |ack, reply| {
             let value = decode_reply(rank, call.name, reply);
             if let Some((h, id)) = hook {

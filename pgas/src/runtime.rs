@@ -374,6 +374,14 @@ pub(crate) fn progress_until(done: impl FnMut() -> bool) {
     with(|rt| rt.ep().wait_until(done))
 }
 
+/// [`progress_until`], telling what is awaited (the hang report, `PGAS_HANG_REPORT`).
+pub(crate) fn progress_until_for(
+    awaiting: gasnet_bridge::sleep::Awaiting,
+    done: impl FnMut() -> bool,
+) {
+    with(|rt| rt.ep().wait_for(awaiting, done))
+}
+
 /// True when called on a rank inside [`launch`].
 pub fn in_launch() -> bool {
     !CURRENT.with(|c| c.get()).is_null()

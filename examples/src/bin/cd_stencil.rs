@@ -34,9 +34,9 @@ use std::time::Instant;
 
 use cd_runtime as cd;
 use clap::Parser;
-use pgas::{LaunchConfig, RpcTable, barrier, rank_me};
+use pgas::{RpcTable, barrier, rank_me};
 use pgas_examples::jacobi::{Block, Grid, JacobiArgs, check_edge, summarize};
-use pgas_examples::{CommonArgs, conclude, fail, finish, parse_args, secs, speaks};
+use pgas_examples::{CommonArgs, conclude, fail, finish, job_config, parse_args, secs, speaks};
 
 /// The per-rank CD inside "iteration" (relaxed when the configuration says so).
 const RANK_CD: &str = "rank_step";
@@ -70,7 +70,7 @@ fn main() {
     let grid = Grid::new(n, ranks).unwrap_or_else(|e| fail(NAME, e));
     let serial_check = args.jacobi.serial_check();
     let segment = grid.segment_bytes().unwrap_or_else(|e| fail(NAME, e));
-    let job = LaunchConfig::new(ranks).segment_bytes(segment);
+    let job = job_config(ranks, segment).unwrap_or_else(|e| fail(NAME, e));
 
     let mut report = cd::Report::default();
     let launched = cd::launch(&job, config, RpcTable::new(), || {

@@ -36,13 +36,13 @@ struct Args {
     #[command(flatten)]
     common: CommonArgs,
     /// Keys each rank inserts.
-    #[arg(long, default_value_t = 10_000, value_parser = parse_positive)]
+    #[arg(long, default_value_t = 10_000, allow_negative_numbers = true, value_parser = parse_positive)]
     keys_per_rank: usize,
     /// Table slots on each rank (default: 2 x keys per rank, a load factor of 0.5).
-    #[arg(long, value_parser = parse_positive)]
+    #[arg(long, allow_negative_numbers = true, value_parser = parse_positive)]
     slots_per_rank: Option<usize>,
     /// Lookups each rank makes (default: keys per rank); one in eight is of an absent key.
-    #[arg(long, value_parser = parse_positive)]
+    #[arg(long, allow_negative_numbers = true, value_parser = parse_positive)]
     lookups: Option<usize>,
 }
 
@@ -166,6 +166,15 @@ fn main() {
     let total_keys = (ranks as u64)
         .checked_mul(keys_per_rank as u64)
         .unwrap_or_else(|| fail(NAME, "the total key count overflows 64 bits"));
+    let table_bytes = (slots as u64).checked_mul((2 + VALUE_WORDS) as u64 * 8);
+    pgas_examples::check_memory(
+        &format!(
+            "a table of {slots} slots per rank (--keys-per-rank {keys_per_rank}, --slots-per-rank)"
+        ),
+        ranks,
+        table_bytes,
+    )
+    .unwrap_or_else(|e| fail(NAME, e));
     let segment = slots
         .checked_mul((2 + VALUE_WORDS) * 8)
         .ok_or_else(|| format!("{slots} slots per rank do not fit in a segment"))

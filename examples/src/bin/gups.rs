@@ -46,16 +46,16 @@ struct Args {
     #[command(flatten)]
     common: CommonArgs,
     /// Log2 of the table words per rank.
-    #[arg(long, default_value_t = 16)]
+    #[arg(long, default_value_t = 16, allow_negative_numbers = true, value_parser = parse_log_table)]
     log_table: u32,
     /// Total updates (default: 4 x the whole table, as HPCC).
-    #[arg(long, value_parser = parse_positive)]
+    #[arg(long, allow_negative_numbers = true, value_parser = parse_positive)]
     updates: Option<usize>,
     /// How updates are applied.
     #[arg(long, value_enum, default_value_t = Variant::Atomic)]
     variant: Variant,
     /// Updates per rpc batch (rpc variant).
-    #[arg(long, default_value_t = 1024, value_parser = parse_positive)]
+    #[arg(long, default_value_t = 1024, allow_negative_numbers = true, value_parser = parse_positive)]
     batch: usize,
 }
 
@@ -196,6 +196,13 @@ fn xor_local(table: GlobalPtr<u64>, local: usize) -> u64 {
         .fold(0, |a, &w| a ^ w)
 }
 
+/// Parses `--log-table` (a clap value parser naming the limit).
+fn parse_log_table(s: &str) -> Result<u32, String> {
+    let v = pgas_examples::parse_count(s)?;
+    // Above the limit is refused in `main`, with the limit.
+    u32::try_from(v).map_err(|_| format!("must be at most {MAX_LOG_TABLE}"))
+}
+
 fn main() {
     const NAME: &str = "gups";
     let args: Args = parse_args();
@@ -227,6 +234,20 @@ fn main() {
         variant: args.variant,
         batch: args.batch,
     };
+    // Per rank: the table, and (rpc variant) a batch buffer for every rank.
+    let buffers = match p.variant {
+        Variant::Rpc => (p.batch as u64).checked_mul(ranks as u64 * 8),
+        _ => Some(0),
+    };
+    pgas_examples::check_memory(
+        &match p.variant {
+            Variant::Rpc => format!("--log-table {} --batch {}", args.log_table, args.batch),
+            _ => format!("--log-table {}", args.log_table),
+        },
+        ranks,
+        buffers.and_then(|b| b.checked_add(local * 8)),
+    )
+    .unwrap_or_else(|e| fail(NAME, e));
     let segment = usize::try_from(local * 8)
         .map_err(|_| "the table does not fit in this machine's address space".to_string())
         .and_then(segment_for)

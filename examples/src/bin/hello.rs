@@ -23,7 +23,12 @@ struct Args {
     #[command(flatten)]
     common: CommonArgs,
     /// Rounds of the rpc round trip (the problem size of this example).
-    #[arg(long, default_value_t = 1, value_parser = pgas_examples::parse_positive)]
+    #[arg(
+        long,
+        default_value_t = 1,
+        allow_negative_numbers = true,
+        value_parser = pgas_examples::parse_positive
+    )]
     rounds: usize,
 }
 

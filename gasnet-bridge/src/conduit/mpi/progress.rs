@@ -204,6 +204,16 @@ impl MpiWorld {
             } else {
                 self.shared.failure.check();
                 backoff.snooze(&self.shared.sleeper, || !self.shared.failure.is_failed());
+                if let Some(waited) = backoff.hang_due() {
+                    eprintln!(
+                        "pgas: hang report: rank {} of {} has waited {:.1} s without progress \
+                         for an MPI operation of the conduit (an acknowledgement, a get, a \
+                         barrier step) (PGAS_HANG_REPORT; still waiting)",
+                        self.rank,
+                        self.ranks,
+                        waited.as_secs_f64()
+                    );
+                }
             }
         }
     }
@@ -221,7 +231,12 @@ impl MpiWorld {
     }
 
     /// `Endpoint::wait_until` on this conduit: user progress until `done()`.
-    pub(crate) fn wait_until(&self, ep: &Endpoint, mut done: impl FnMut() -> bool) {
+    pub(crate) fn wait_until(
+        &self,
+        ep: &Endpoint,
+        awaiting: crate::sleep::Awaiting,
+        mut done: impl FnMut() -> bool,
+    ) {
         let mut backoff = Backoff::new();
         loop {
             if done() {
@@ -232,6 +247,9 @@ impl MpiWorld {
             } else {
                 self.shared.failure.check();
                 backoff.snooze(&self.shared.sleeper, || !self.shared.failure.is_failed());
+                if let Some(waited) = backoff.hang_due() {
+                    ep.report_hang(awaiting, waited);
+                }
             }
         }
     }

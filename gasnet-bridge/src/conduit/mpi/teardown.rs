@@ -66,7 +66,8 @@ impl MpiWorld {
             };
             must(check(rc, "MPI_Iallreduce"));
             let mut failed = None;
-            ep.wait_until(|| match test(&mut req, "MPI_Test(allreduce)") {
+            let finish = crate::sleep::Awaiting::new(crate::endpoint::FINISH);
+            ep.wait_for(finish, || match test(&mut req, "MPI_Test(allreduce)") {
                 Ok(done) => done,
                 Err(e) => {
                     failed = Some(e);
