@@ -155,9 +155,13 @@ pub struct CdOutcome<R> {
 const ESCALATION: &str = "cd-runtime: stop: ";
 
 /// Ends this rank quietly with the escalation `line`: no panic hook runs, so no panic message
-/// and no backtrace; the other ranks are woken and unwind quietly too.
+/// and no backtrace; the other ranks are woken and unwind quietly too. The payload is a
+/// deliberate stop ([`gasnet_bridge::failure::Stopped`]): under mpirun the conduit prints
+/// nothing about it on the other processes either, as the program prints the line itself.
 fn stop(line: String) -> ! {
-    std::panic::resume_unwind(Box::new(format!("{ESCALATION}{line}")))
+    std::panic::resume_unwind(Box::new(gasnet_bridge::failure::Stopped(format!(
+        "{ESCALATION}{line}"
+    ))))
 }
 
 /// Writes one whole line to stderr with one `write_all`, so lines of different ranks (or

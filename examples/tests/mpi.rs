@@ -308,3 +308,74 @@ fn ranks_that_differ_from_the_process_count_are_refused_once() {
     let out = mpi_ok(2, HELLO, &["--ranks", "2"]);
     assert_eq!(out.matches("hello: 2 ranks OK").count(), 1, "{out}");
 }
+
+#[test]
+fn an_escalation_prints_one_line_from_one_process_and_fails_every_one() {
+    let Some(_job) = mpi_or_skip("cd_stencil escalation") else {
+        return;
+    };
+    // A rank loss in a CD that keeps its copies in the ranks' own memory (the default medium,
+    // local) cannot be contained: it escalates past the root and ends the run, on every
+    // process. `--quiet` keeps mpirun's own notes (which process failed first) off stderr.
+    let path =
+        std::env::temp_dir().join(format!("examples-mpi-{}-escalate.toml", std::process::id()));
+    std::fs::write(
+        &path,
+        "[cd.iteration]\ninject = { at = [{ rank = 1, iteration = 2, kind = \"rank_loss\" }] }\n",
+    )
+    .expect("write the configuration");
+    let cfg = path.to_string_lossy().into_owned();
+    let run = |n: usize, through_shell: bool| {
+        let mut c = pgas::mpirun::mpirun_command(n);
+        c.arg("--quiet");
+        if through_shell {
+            c.args(["sh", "-c", "\"$0\" \"$@\"; echo \"exit status $?\""]);
+        }
+        c.args([CD_STENCIL, "--n", "16", "--iters", "5", "--cd-config", &cfg])
+            .env("RUST_BACKTRACE", "1")
+            .env_remove("PGAS_RANKS")
+            .env_remove("PGAS_SEGMENT_MB")
+            .env_remove("PGAS_CONDUIT")
+            .env_remove("CD_CONFIG")
+            .output()
+            .expect("start mpirun")
+    };
+    for n in WORLDS {
+        // As a user runs it: the job fails, with one line on stderr.
+        let out = run(n, false);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{out:?}");
+        assert!(out.stdout.is_empty(), "no answer: {out:?}");
+        assert_eq!(stderr.lines().count(), 1, "one line:\n{stderr}");
+        assert!(
+            stderr.starts_with("cd_stencil: error: CD \"iteration\""),
+            "{stderr}"
+        );
+        assert!(
+            stderr.contains("on rank 1: injected loss of rank 1"),
+            "{stderr}"
+        );
+        assert!(stderr.contains("medium = \"buddy\""), "{stderr}");
+        // No process exits 0, and only one prints: the others say nothing (no conduit line
+        // about a failed rank, no panic text, no backtrace). A process leaves a failed job
+        // without MPI_Finalize, which mpirun takes for an abnormal end: it may kill the other
+        // processes' shells before they report, so not every process has a status line (and
+        // one that mpirun's SIGTERM ended exits with 1, quietly).
+        let out = run(n, true);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let statuses: Vec<&str> = stdout
+            .lines()
+            .filter_map(|l| l.strip_prefix("exit status "))
+            .collect();
+        assert!(
+            statuses.contains(&"3") && statuses.iter().all(|s| *s == "3" || *s == "1"),
+            "every process fails, the first with status 3:\n{stdout}\n{stderr}"
+        );
+        assert_eq!(stderr.lines().count(), 1, "one line:\n{stderr}");
+        for noise in ["panicked", "backtrace", "gasnet-bridge", "failed:"] {
+            assert!(!stderr.contains(noise), "{noise:?} in\n{stderr}");
+        }
+    }
+    let _ = std::fs::remove_file(&path);
+}

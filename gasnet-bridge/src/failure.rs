@@ -8,6 +8,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 #[derive(Debug)]
 pub struct PeerFailure;
 
+/// The panic payload with which a rank ends its job deliberately, with an error already
+/// worded for the user (the program prints it, once): launch returns it as the rank's panic
+/// message (`LaunchError::RankPanicked`), but no conduit prints anything about it. Under mpirun
+/// the other processes learn that the job was stopped and unwind quietly, where a genuine panic
+/// or a lost rank is reported on every process. Raise it with `std::panic::resume_unwind`, so
+/// that no panic hook runs either.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stopped(pub String);
+
 /// First failure of a job: which rank, and its panic message.
 #[derive(Debug, Default)]
 pub struct Failure {
@@ -47,7 +56,9 @@ impl Failure {
 
 /// The text of a panic payload (`&str` or `String`; anything else is named as such).
 pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
+    if let Some(Stopped(s)) = payload.downcast_ref::<Stopped>() {
+        s.clone()
+    } else if let Some(s) = payload.downcast_ref::<&str>() {
         (*s).to_string()
     } else if let Some(s) = payload.downcast_ref::<String>() {
         s.clone()
@@ -81,5 +92,7 @@ mod tests {
             panic_message(&*Box::new("s") as &(dyn std::any::Any + Send)),
             "s"
         );
+        let stopped: Box<dyn std::any::Any + Send> = Box::new(Stopped("why".into()));
+        assert_eq!(panic_message(&*stopped), "why");
     }
 }

@@ -38,7 +38,7 @@ use crate::config::LaunchConfig;
 use crate::counters::WriteCounters;
 use crate::endpoint::Endpoint;
 use crate::error::{BridgeError, LaunchError};
-use crate::failure::{PeerFailure, panic_message};
+use crate::failure::{PeerFailure, Stopped, panic_message};
 use crate::topology::Topology;
 
 use process::{JOB_ACTIVE, POISONED};
@@ -187,8 +187,10 @@ where
                     .unwrap_or((me, "unknown failure".into()))
             } else {
                 let message = panic_message(&*payload);
+                // A deliberate stop is the program's to report: the others end quietly.
+                let stopped = payload.is::<Stopped>();
                 if let Some(dog) = world.watchdog.borrow().as_ref() {
-                    dog.report_failure(&message);
+                    dog.report_failure(&message, stopped);
                 }
                 (me, message)
             };

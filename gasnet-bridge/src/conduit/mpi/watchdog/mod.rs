@@ -24,6 +24,12 @@
 //!   and the tree's unique paths mean every rank hears the `FAIL` before any `LOST` of the
 //!   same rank.
 //!
+//! A rank that ends the job deliberately (its body unwinds with
+//! [`Stopped`](crate::failure::Stopped): the program reports the error itself, once) floods
+//! `STOP r message` instead of `FAIL`, answered and passed on the same way; the other ranks
+//! record it and unwind like after a `FAIL`, but print nothing, neither now nor when the
+//! deadline or a SIGTERM ends them (they exit with status 1 then).
+//!
 //! On the first failure the watchdog prints a line naming the failed rank to stderr, records
 //! it (waiting calls on the rank thread then unwind and `launch` returns the error), and arms
 //! a deadline: the process ends with status 1 after [`EXIT_DEADLINE`] if it has not ended by
@@ -102,13 +108,20 @@ pub(crate) struct Shared {
     /// This rank is leaving normally: end-of-file from a neighbour is expected now.
     leaving: AtomicBool,
     deadline_armed: AtomicBool,
+    /// The first failure was a deliberate stop (`STOP`), already reported by the program:
+    /// nothing about it is printed.
+    stopped: AtomicBool,
 }
 
 impl Shared {
-    /// Records a failure (the first one wins), says so on stderr and arms the exit deadline.
-    pub(crate) fn fail(&self, me: usize, rank: usize, message: String) {
+    /// Records a failure (the first one wins), says so on stderr (unless it is a deliberate
+    /// stop, `stopped`) and arms the exit deadline.
+    pub(crate) fn fail(&self, me: usize, rank: usize, message: String, stopped: bool) {
         let first = !self.failure.is_failed();
-        if first && rank != me {
+        if first && stopped {
+            self.stopped.store(true, Ordering::Release);
+        }
+        if first && rank != me && !stopped {
             eprintln!(
                 "gasnet-bridge (mpi conduit): rank {me}: rank {rank} failed: {message}; \
                  this rank gives up"
@@ -118,16 +131,19 @@ impl Shared {
         self.sleeper.wake();
         if !self.deadline_armed.swap(true, Ordering::AcqRel) {
             let info = self.failure.first();
+            let quiet = self.stopped.load(Ordering::Acquire);
             let _ = std::thread::Builder::new()
                 .name("gasnet-bridge exit deadline".into())
                 .spawn(move || {
                     std::thread::sleep(EXIT_DEADLINE);
                     let (rank, message) = info.unwrap_or((rank, String::new()));
-                    eprintln!(
-                        "gasnet-bridge (mpi conduit): rank {me}: ending the process {} s \
-                         after rank {rank} failed ({message})",
-                        EXIT_DEADLINE.as_secs()
-                    );
+                    if !quiet {
+                        eprintln!(
+                            "gasnet-bridge (mpi conduit): rank {me}: ending the process {} s \
+                             after rank {rank} failed ({message})",
+                            EXIT_DEADLINE.as_secs()
+                        );
+                    }
                     // SAFETY: _exit ends the process at once; nothing of ours needs running.
                     unsafe { libc::_exit(1) };
                 });
@@ -352,12 +368,14 @@ impl Watchdog {
         })
     }
 
-    /// Tells every rank (through the tree) that this rank's body failed with `message`, and
-    /// waits a bounded time for its neighbours to confirm.
-    pub(crate) fn report_failure(&self, message: &str) {
+    /// Tells every rank (through the tree) that this rank's body failed with `message` (or,
+    /// when `stopped`, ended the job deliberately: the others then print nothing), and waits a
+    /// bounded time for its neighbours to confirm.
+    pub(crate) fn report_failure(&self, message: &str, stopped: bool) {
         let me = self.me;
-        self.shared.fail(me, me, message.to_string());
-        let line = format!("FAIL {me} {}\n", message.replace('\n', " | "));
+        self.shared.fail(me, me, message.to_string(), stopped);
+        let kind = if stopped { "STOP" } else { "FAIL" };
+        let line = format!("{kind} {me} {}\n", message.replace('\n', " | "));
         let links = send_all(&self.writers, &line, None);
         let start = Instant::now();
         while self.shared.echoes.load(Ordering::Acquire)
@@ -573,7 +591,7 @@ impl Watcher {
             return;
         }
         send_all(&self.writers, &format!("LOST {rank}\n"), Some(rank));
-        self.shared.fail(self.me, rank, lost_message(rank));
+        self.shared.fail(self.me, rank, lost_message(rank), false);
     }
 
     /// Handles a line from neighbour `from`, passing failures on to the other neighbours.
@@ -582,7 +600,7 @@ impl Watcher {
         let (kind, rank) = (parts.next(), parts.next().and_then(|r| r.parse().ok()));
         let Some(rank) = rank else { return };
         match kind {
-            Some("FAIL") => {
+            Some(kind @ ("FAIL" | "STOP")) => {
                 let message = parts.next().unwrap_or("").to_string();
                 send_all(&self.writers, &format!("{line}\n"), Some(from));
                 if from == rank {
@@ -590,12 +608,12 @@ impl Watcher {
                 }
                 if rank != self.me {
                     // The panic message as the rank gave it (launch's error says "panicked").
-                    self.shared.fail(self.me, rank, message);
+                    self.shared.fail(self.me, rank, message, kind == "STOP");
                 }
             }
             Some("LOST") => {
                 send_all(&self.writers, &format!("{line}\n"), Some(from));
-                self.shared.fail(self.me, rank, lost_message(rank));
+                self.shared.fail(self.me, rank, lost_message(rank), false);
             }
             Some("ECHO") if rank == self.me => {
                 self.shared.echoes.fetch_add(1, Ordering::AcqRel);
@@ -607,6 +625,8 @@ impl Watcher {
     fn exit_on_term(&self) -> ! {
         let me = self.me;
         let code = match self.shared.failure.first() {
+            // A deliberate stop was reported by the program that stopped.
+            Some(_) if self.shared.stopped.load(Ordering::Acquire) => 1,
             Some((rank, message)) => {
                 eprintln!(
                     "gasnet-bridge (mpi conduit): rank {me}: terminated by the launcher after \
