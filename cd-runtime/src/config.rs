@@ -150,6 +150,8 @@ struct FaultSite {
     /// The table it is in (`cd.step`, `level.1`, `defaults`).
     table: String,
     rank: usize,
+    iteration: u64,
+    kind: FaultKind,
 }
 
 /// The injector of one CD: probabilities per execution and exact faults.
@@ -323,6 +325,8 @@ impl CdConfig {
                     place: place(f.span()),
                     table: table.to_string(),
                     rank: f.get_ref().rank,
+                    iteration: f.get_ref().iteration,
+                    kind: f.get_ref().kind,
                 });
             }
         };
@@ -381,7 +385,7 @@ impl CdConfig {
             places.insert(format!("level.{level}"), place(v.span()));
             let v = v.into_inner();
             check(&v, &format!("level.{k}."))?;
-            sites(&v, &format!("level.{k}"));
+            sites(&v, &format!("level.{level}"));
             levels.insert(level, v);
         }
         let mut names = BTreeMap::new();
@@ -598,6 +602,75 @@ impl CdConfig {
         out
     }
 
+    /// The exact faults (indices for [`CdConfig::unreached`]) that an execution of instance
+    /// `iteration` of the CD `name` at `level` on `rank` reaches: those at that rank and
+    /// iteration in the most specific table that sets `inject.at` for the CD (the one the CD
+    /// uses). Allocates nothing unless some exact fault names this rank and iteration.
+    pub(crate) fn exact_sites(
+        &self,
+        name: &str,
+        level: usize,
+        rank: usize,
+        iteration: u64,
+    ) -> Vec<usize> {
+        if !self
+            .faults
+            .iter()
+            .any(|f| f.rank == rank && f.iteration == iteration)
+        {
+            return Vec::new();
+        }
+        let sets_at = |l: Option<&SettingsFile>| {
+            l.is_some_and(|l| l.inject.as_ref().is_some_and(|i| i.at.is_some()))
+        };
+        let table = if sets_at(self.names.get(name)) {
+            format!("cd.{name}")
+        } else if sets_at(self.levels.get(&level)) {
+            format!("level.{level}")
+        } else if sets_at(Some(&self.defaults)) {
+            "defaults".to_string()
+        } else {
+            return Vec::new();
+        };
+        self.faults
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| f.table == table && f.rank == rank && f.iteration == iteration)
+            .map(|(i, _)| i)
+            .collect()
+    }
+
+    /// The exact faults (`inject = { at = [...] }`) the run never reached, given those it
+    /// reached ([`CdConfig::exact_sites`] of every execution, on every rank): one line each,
+    /// naming the file and line and the fault. A fault is reached when its rank begins that
+    /// instance of a CD whose settings take their `at` from the fault's table.
+    pub fn unreached(&self, reached: &[usize]) -> Vec<String> {
+        self.faults
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !reached.contains(i))
+            .map(|(_, f)| {
+                let kind = match f.kind {
+                    FaultKind::Soft => "soft",
+                    FaultKind::RankLoss => "rank_loss",
+                };
+                format!(
+                    "{}:{}: [{}] inject.at {{ rank = {}, iteration = {}, kind = \"{kind}\" }} \
+                     was never injected: rank {} never began instance {} (counted from 0) of a \
+                     CD that takes its faults from [{}]; check the rank and the iteration",
+                    f.place.file.display(),
+                    f.place.line,
+                    f.table,
+                    f.rank,
+                    f.iteration,
+                    f.rank,
+                    f.iteration,
+                    f.table
+                )
+            })
+            .collect()
+    }
+
     /// Sets the settings table of CDs named `name` from TOML text (for programs and tests
     /// that configure in code); errors name `<string>`.
     pub fn with_cd(mut self, name: &str, table: &str) -> Result<CdConfig, ConfigError> {
@@ -617,6 +690,30 @@ mod tests {
 
     fn parse(t: &str) -> Result<CdConfig, ConfigError> {
         CdConfig::parse(t, "test.toml")
+    }
+
+    #[test]
+    fn unreached_exact_faults_name_their_line() {
+        let c = parse(
+            "[defaults]\ninject = { at = [{ rank = 0, iteration = 1, kind = \"soft\" }] }\n\
+             [cd.step]\ninject = { at = [\n  { rank = 1, iteration = 2, kind = \"soft\" },\n  \
+             { rank = 1, iteration = 99, kind = \"rank_loss\" },\n] }\n",
+        )
+        .unwrap();
+        // `step` takes its faults from [cd.step]; other CDs from [defaults].
+        assert_eq!(c.exact_sites("step", 1, 1, 2), vec![1]);
+        assert!(c.exact_sites("step", 1, 0, 1).is_empty());
+        assert_eq!(c.exact_sites("other", 1, 0, 1), vec![0]);
+        assert!(c.exact_sites("step", 1, 1, 3).is_empty());
+        let lines = c.unreached(&[0, 1]);
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert_eq!(
+            lines[0],
+            "test.toml:6: [cd.step] inject.at { rank = 1, iteration = 99, kind = \"rank_loss\" } \
+             was never injected: rank 1 never began instance 99 (counted from 0) of a CD that \
+             takes its faults from [cd.step]; check the rank and the iteration"
+        );
+        assert_eq!(c.unreached(&[0, 1, 2]), Vec::<String>::new());
     }
 
     #[test]

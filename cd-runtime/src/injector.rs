@@ -39,6 +39,20 @@ pub(crate) fn take_effect(rt: &CdRuntime, frame: &Frame, injected: Option<Inject
     }
 }
 
+/// Records which exact faults of the configuration the execution `attempt` of `frame` reached
+/// (on its first attempt, when exact faults fire), for the end-of-run report of those never
+/// reached ([`crate::CdConfig::unreached`]).
+pub(crate) fn note_reached(rt: &CdRuntime, frame: &Frame, name: &str, attempt: u32) {
+    if attempt == 0 {
+        let sites = rt
+            .config
+            .exact_sites(name, frame.level, rt.rank, frame.iteration);
+        if !sites.is_empty() {
+            rt.reached.borrow_mut().extend(sites);
+        }
+    }
+}
+
 /// SplitMix64: a well-mixed 64-bit hash step.
 pub(crate) fn mix(z: u64) -> u64 {
     pgas::mix64(z.wrapping_add(0x9E37_79B9_7F4A_7C15))

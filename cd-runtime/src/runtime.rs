@@ -29,6 +29,8 @@ pub(crate) struct CdRuntime {
     pub(crate) buddy: BuddyStore,
     pub(crate) rpcs: BuddyRpcs,
     iterations: RefCell<HashMap<String, u64>>,
+    /// The exact faults of the configuration this rank reached ([`CdConfig::exact_sites`]).
+    pub(crate) reached: RefCell<std::collections::BTreeSet<usize>>,
     pub(crate) file_dir: PathBuf,
     /// Memory losses this rank suffered (emulated).
     pub(crate) losses: Cell<u64>,
@@ -145,8 +147,8 @@ pub struct CdOutcome<R> {
     pub results: Vec<R>,
     /// The CD report (counts summed over ranks).
     pub report: Report,
-    /// What the configuration named but the run never used ([`CdConfig::unused`]; in the
-    /// process that ran rank 0).
+    /// What the configuration named but the run never used ([`CdConfig::unused`],
+    /// [`CdConfig::unreached`]; in the process that ran rank 0).
     pub unused: Vec<String>,
 }
 
@@ -275,7 +277,8 @@ impl Drop for RankGuard {
 /// ([`CdConfig::check_job`]: exact faults on ranks that do not exist, an unusable `file_dir`
 /// or `report_file` are [`CdLaunchError::Config`]). At the end, rank 0 prints to stderr a
 /// warning line for each table the configuration names but the run never used
-/// ([`CdConfig::unused`], also in [`CdOutcome::unused`]). When the configuration asks for it,
+/// ([`CdConfig::unused`]) and each exact fault whose rank and iteration the run never reached
+/// ([`CdConfig::unreached`]), also in [`CdOutcome::unused`]. When the configuration asks for it,
 /// rank 0 prints the report table and writes the JSON report (a report that cannot be
 /// written is [`CdLaunchError::Report`]).
 pub fn launch<R, F>(
@@ -319,6 +322,7 @@ where
             buddy: BuddyStore::default(),
             rpcs: buddy_rpcs,
             iterations: RefCell::new(HashMap::new()),
+            reached: RefCell::new(std::collections::BTreeSet::new()),
             file_dir: file_dir.join(format!("rank{rank}")),
             losses: Cell::new(0),
             relaxed: crate::relaxed::RankState::new(relaxed_rpcs),
@@ -347,12 +351,19 @@ where
         }
         rt.top().release_entries(&rt);
         crate::strict::end_relaxed_group(&rt.top());
-        let mine = rt.stats.borrow().report(ranks);
-        let total = pgas::resilience::internal(|| {
-            pgas::reduce_one(&pgas::world(), mine, Report::merge, 0).wait()
-        });
-        if let Some(mut report) = total {
-            let unused = config.unused(&report);
+        let mine = (
+            rt.stats.borrow().report(ranks),
+            rt.reached.borrow().iter().copied().collect::<Vec<usize>>(),
+        );
+        let merge = |(a, mut ra): (Report, Vec<usize>), (b, rb): (Report, Vec<usize>)| {
+            ra.extend(rb);
+            (a.merge(b), ra)
+        };
+        let total =
+            pgas::resilience::internal(|| pgas::reduce_one(&pgas::world(), mine, merge, 0).wait());
+        if let Some((mut report, reached)) = total {
+            let mut unused = config.unused(&report);
+            unused.extend(config.unreached(&reached));
             for line in &unused {
                 eprint_line(&format!("cd: warning: {line}"));
             }

@@ -187,6 +187,7 @@ fn run<R>(
         }
         frame.rx.borrow_mut().clear();
         let start = Instant::now();
+        injector::note_reached(&rt, &frame, name, attempt);
         let injected = injector::decide(
             &frame.settings.inject,
             rt.config.seed,

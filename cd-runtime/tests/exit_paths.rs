@@ -132,3 +132,38 @@ fn a_genuine_panic_stays_a_panic() {
     );
     assert_eq!(err.exit_code(), 1);
 }
+
+#[test]
+fn exact_faults_the_run_never_reached_are_reported_at_the_end() {
+    // "step" runs 4 times per rank (instances 0 to 3): its fault at iteration 9 is never
+    // reached, nor the one in [defaults], which neither CD uses ([cd.step] and [cd.outer] set
+    // their own `at`). Each is one warning line naming the file, the line and the fault.
+    let cfg = config(
+        "[defaults]\ninject = { at = [{ rank = 0, iteration = 0, kind = \"soft\" }] }\n\
+         [cd.step]\ninject = { at = [{ rank = 1, iteration = 2, kind = \"soft\" }, \
+         { rank = 1, iteration = 9, kind = \"rank_loss\" }] }\n\
+         [cd.outer]\ninject = { at = [] }\n",
+    );
+    let out = run(2, cfg, || {
+        let mut x = vec![1.0; 8];
+        body(&mut x)?;
+        Ok(x[0])
+    })
+    .expect("the reached soft error is contained");
+    assert_eq!(out.report.cd("step").unwrap().injected, 1);
+    assert_eq!(out.unused.len(), 2, "{:?}", out.unused);
+    assert_eq!(
+        out.unused[0],
+        "test.toml:2: [defaults] inject.at { rank = 0, iteration = 0, kind = \"soft\" } was \
+         never injected: rank 0 never began instance 0 (counted from 0) of a CD that takes its \
+         faults from [defaults]; check the rank and the iteration"
+    );
+    assert!(
+        out.unused[1].starts_with(
+            "test.toml:4: [cd.step] inject.at { rank = 1, iteration = 9, kind = \"rank_loss\" } \
+             was never injected: rank 1 never began instance 9"
+        ),
+        "{:?}",
+        out.unused
+    );
+}

@@ -68,6 +68,7 @@ pub fn relaxed<R>(
     loop {
         frame.begin(attempt);
         let start = Instant::now();
+        injector::note_reached(&rt, &frame, name, attempt);
         let injected = injector::decide(
             &frame.settings.inject,
             rt.config.seed,
