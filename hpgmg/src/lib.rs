@@ -8,6 +8,8 @@
 pub mod bench;
 pub mod bicgstab;
 pub mod boundary;
+pub mod comm;
+pub mod driver;
 pub mod error;
 pub mod format;
 pub mod interpolation;

@@ -2,11 +2,12 @@
 //! the V-cycle, the FMG F-cycle solve and the Richardson error analysis.
 
 use crate::bicgstab::{BICGSTAB_NUM_VECTORS, bicgstab};
+use crate::comm::world_ranks;
 use crate::format::fmt_e;
 use crate::interpolation::{interpolation_v2, interpolation_v4};
 use crate::level::{Level, VECTOR_R, VECTOR_TEMP};
 use crate::operator::{STENCIL_RADIUS, rebuild_operator, residual, smooth};
-use crate::restriction::{RestrictionType, restriction};
+use crate::restriction::{RestrictionType, build_transfer, restriction};
 use crate::vectors::{add_vectors, norm, scale_vector, zero_vector};
 use std::io::Write;
 use std::time::Instant;
@@ -132,11 +133,17 @@ pub fn print_create_level(out: &mut impl Write, level: &Level) -> std::io::Resul
     writeln!(out, "  Decomposing level via Z-mort ordering... done")?;
     writeln!(out, "  Allocating vectors... done")?;
     let total = (level.boxes_in * level.boxes_in * level.boxes_in) as f64;
+    let mut per_rank = vec![0usize; level.num_ranks];
+    for &r in &level.rank_of_box {
+        if r < per_rank.len() {
+            per_rank[r] += 1;
+        }
+    }
     writeln!(
         out,
         "  Calculating boxes per process... target={:.3}, max={}",
         total / level.num_ranks as f64,
-        level.boxes.len()
+        per_rank.iter().max().copied().unwrap_or(0)
     )
 }
 
@@ -178,6 +185,10 @@ impl MgHierarchy {
                 s.ranks,
             );
             level.h = 2.0 * prev.h;
+            if world_ranks() > 1 {
+                let t = build_transfer(prev, &level);
+                levels.last_mut().expect("fine").transfer = Some(t);
+            }
             print_create_level(out, &level)?;
             levels.push(level);
         }
