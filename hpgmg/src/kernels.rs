@@ -215,7 +215,7 @@ mod tests {
             bk: &v[2],
             js,
             ks,
-            scale: -1.0 * 144.0,
+            scale: -144.0,
             dim,
             base: 2 + 2 * js + 2 * ks,
         };
