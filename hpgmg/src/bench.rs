@@ -29,6 +29,9 @@ pub struct Config {
     pub num_ranks: usize,
     /// Solves per level in each of the warm-up and timed passes.
     pub solves: usize,
+    /// Every solve (and every level of its F-cycle) a strict Containment Domain (the run
+    /// must be inside `cd_runtime::launch`).
+    pub containment: bool,
 }
 
 /// What one run measured.
@@ -103,6 +106,7 @@ pub fn configure(
         boxes_in_i: boxes_in_i as i32,
         num_ranks,
         solves: MIN_SOLVES,
+        containment: false,
     })
 }
 
@@ -156,6 +160,7 @@ pub fn run(cfg: Config, out: &mut impl Write) -> std::io::Result<Report> {
     rebuild_operator(&mut fine, None, b);
     print_rebuild(out, &fine)?;
     let mut mg = MgHierarchy::build(fine, b, 1, out)?;
+    mg.containment = cfg.containment;
 
     let mut seconds = [0.0; DYNAMIC_RANGE];
     for l in 0..DYNAMIC_RANGE {

@@ -4,6 +4,8 @@
 
 use std::io::Write;
 
+use cd_runtime as cd;
+
 use crate::bench::{Config, Report, run};
 use crate::comm::{self, ExchangeMode};
 use crate::operator::STENCIL_RADIUS;
@@ -35,16 +37,32 @@ pub fn segment_bytes(cfg: &Config) -> usize {
     (reals * 8 * 5 / 4 + (32 << 20)).next_multiple_of(1 << 16)
 }
 
+/// What a job returns in the process that ran rank 0.
+#[derive(Debug, Clone)]
+pub struct JobOutput {
+    /// Rank 0's report.
+    pub report: Report,
+    /// The CD report (runs with a CD configuration).
+    pub cd_report: Option<cd::Report>,
+}
+
 /// Runs the benchmark on a job of `job.ranks` ranks, rank 0 printing the report to stdout
-/// when `print`; returns rank 0's report in the process that ran rank 0 (`None` in the other
+/// when `print`; with a CD configuration every solve and every level of its F-cycle is a
+/// strict CD. Returns rank 0's report in the process that ran rank 0 (`None` in the other
 /// processes of an mpi job).
-pub fn run_job(cfg: Config, job: JobOptions, print: bool) -> Result<Option<Report>, String> {
+pub fn run_job(
+    mut cfg: Config,
+    job: JobOptions,
+    print: bool,
+    cd_config: Option<cd::CdConfig>,
+) -> Result<Option<JobOutput>, String> {
     let mut config = pgas::LaunchConfig::from_env(job.ranks).map_err(|e| e.to_string())?;
     config.ranks = job.ranks;
     config.segment_bytes = config.segment_bytes.max(segment_bytes(&cfg));
     let mut rpcs = pgas::RpcTable::new();
     let arrived = comm::register_rpcs(&mut rpcs);
-    let results = pgas::launch(&config, rpcs, || {
+    cfg.containment = cd_config.is_some();
+    let body = || {
         comm::start_rank(arrived, job.mode);
         if pgas::rank_me() == 0 {
             let mut out: Box<dyn Write> = if print {
@@ -60,8 +78,18 @@ pub fn run_job(cfg: Config, job: JobOptions, print: bool) -> Result<Option<Repor
                 .map(|_| None)
                 .map_err(|e| e.to_string())
         }
-    })
-    .map_err(|e| e.to_string())?;
+    };
+    let (results, cd_report) = match cd_config {
+        None => (
+            pgas::launch(&config, rpcs, body).map_err(|e| e.to_string())?,
+            None,
+        ),
+        Some(mut c) => {
+            c.report = false;
+            let out = cd::launch(&config, c, rpcs, || Ok(body())).map_err(|e| e.to_string())?;
+            (out.results, Some(out.report))
+        }
+    };
     let Some(here) = pgas::returned_ranks(job.ranks) else {
         return Ok(None);
     };
@@ -72,5 +100,5 @@ pub fn run_job(cfg: Config, job: JobOptions, print: bool) -> Result<Option<Repor
             report = r;
         }
     }
-    Ok(report)
+    Ok(report.map(|report| JobOutput { report, cd_report }))
 }

@@ -26,6 +26,10 @@ struct Cli {
     /// `agg` (one rput per neighbour rank)
     #[arg(long, default_value = "agg")]
     exchange: ExchangeMode,
+    /// Containment Domains: a strict CD per solve (`[cd.solve]`) and per level of its F-cycle
+    /// (`[cd.level]`), configured (and faults injected) by this TOML file
+    #[arg(long, value_name = "FILE.toml")]
+    cd_config: Option<std::path::PathBuf>,
     /// Solves per level in each of the warm-up and timed passes
     #[arg(long, default_value_t = hpgmg::bench::MIN_SOLVES)]
     solves: usize,
@@ -75,7 +79,16 @@ fn main() -> ExitCode {
         return fail("--solves must be at least 1".into());
     }
     cfg.solves = cli.solves;
-    let result = if ranks == 1 {
+    let cd_config = match cli
+        .cd_config
+        .as_deref()
+        .map(cd_runtime::CdConfig::from_file)
+    {
+        None => None,
+        Some(Ok(c)) => Some(c),
+        Some(Err(e)) => return fail(format!("--cd-config: {e}")),
+    };
+    let result = if ranks == 1 && cd_config.is_none() {
         let stdout = std::io::stdout();
         let mut out = std::io::LineWriter::new(stdout.lock());
         let r = hpgmg::run(cfg, &mut out)
@@ -88,7 +101,11 @@ fn main() -> ExitCode {
             ranks,
             mode: cli.exchange,
         };
-        run_job(cfg, job, true).map(|_| ())
+        run_job(cfg, job, true, cd_config).map(|out| {
+            if let Some(table) = out.and_then(|o| o.cd_report).map(|r| r.table()) {
+                print!("{table}");
+            }
+        })
     };
     match result {
         Ok(_) => ExitCode::SUCCESS,
