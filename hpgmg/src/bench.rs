@@ -32,6 +32,8 @@ pub struct Config {
     /// Every solve (and every level of its F-cycle) a strict Containment Domain (the run
     /// must be inside `cd_runtime::launch`).
     pub containment: bool,
+    /// Threads per rank for the operator kernels (`--threads`).
+    pub threads: usize,
 }
 
 /// What one run measured.
@@ -107,6 +109,7 @@ pub fn configure(
         num_ranks,
         solves: MIN_SOLVES,
         containment: false,
+        threads: 1,
     })
 }
 
@@ -134,7 +137,13 @@ pub fn run(cfg: Config, out: &mut impl Write) -> std::io::Result<Report> {
         out,
         "********************************************************************************"
     )?;
-    writeln!(out, "{} MPI Tasks of 1 threads", cfg.num_ranks)?;
+    crate::kernels::set_threads(cfg.threads).map_err(std::io::Error::other)?;
+    writeln!(
+        out,
+        "{} MPI Tasks of {} threads",
+        cfg.num_ranks,
+        crate::kernels::threads()
+    )?;
     writeln!(
         out,
         "\n\n===== Benchmark setup =========================================================="
@@ -221,12 +230,13 @@ pub fn run(cfg: Config, out: &mut impl Write) -> std::io::Result<Report> {
         dofs[l] = d * d * d;
         writeln!(
             out,
-            "  h={}  DOF={}  time={:.6}  DOF/s={}  MPI={}  OMP=1",
+            "  h={}  DOF={}  time={:.6}  DOF/s={}  MPI={}  OMP={}",
             fmt_e(mg.levels[l].h, 15),
             fmt_e(dofs[l], 15),
             seconds[l],
             fmt_e(dofs[l] / seconds[l], 3),
-            cfg.num_ranks
+            cfg.num_ranks,
+            crate::kernels::threads()
         )?;
     }
 

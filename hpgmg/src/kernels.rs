@@ -20,6 +20,11 @@ pub(crate) struct Stencil<'a> {
     pub base: usize,
 }
 
+use std::cell::RefCell;
+use std::sync::Arc;
+
+use rayon::prelude::*;
+
 const TWELFTH: f64 = 1.0 / 12.0;
 
 impl Stencil<'_> {
@@ -94,40 +99,47 @@ enum Op {
     Gsrb(usize),
 }
 
+/// One k-plane of the interior: `out` is the plane's slice of the output (`ks` reals
+/// starting at plane `k + 2`).
 #[inline(always)]
-fn run(st: &Stencil, op: Op, x: &[f64], rhs: &[f64], dinv: &[f64], out: &mut [f64]) {
+fn run_plane(
+    st: &Stencil,
+    op: Op,
+    x: &[f64],
+    rhs: &[f64],
+    dinv: &[f64],
+    out: &mut [f64],
+    k: usize,
+) {
     let d = st.dim;
-    assert!(out.len() >= st.ks * (d + 4));
-    for k in 0..d {
-        for j in 0..d {
-            let row = st.base + j * st.js + k * st.ks;
-            let out_row = &mut out[row..row + d];
-            match op {
-                Op::Apply => {
-                    for (n, o) in out_row.iter_mut().enumerate() {
-                        // SAFETY: (n, j, k) is interior and the box passed `check`.
-                        *o = unsafe { st.apply(x, row + n) };
-                    }
+    let plane = (k + 2) * st.ks;
+    for j in 0..d {
+        let row = st.base + j * st.js + k * st.ks;
+        let out_row = &mut out[row - plane..row - plane + d];
+        match op {
+            Op::Apply => {
+                for (n, o) in out_row.iter_mut().enumerate() {
+                    // SAFETY: (n, j, k) is interior and the box passed `check`.
+                    *o = unsafe { st.apply(x, row + n) };
                 }
-                Op::Residual => {
-                    for (n, o) in out_row.iter_mut().enumerate() {
-                        let ijk = row + n;
-                        // SAFETY: as above.
-                        *o = unsafe { *rhs.get_unchecked(ijk) - st.apply(x, ijk) };
-                    }
+            }
+            Op::Residual => {
+                for (n, o) in out_row.iter_mut().enumerate() {
+                    let ijk = row + n;
+                    // SAFETY: as above.
+                    *o = unsafe { *rhs.get_unchecked(ijk) - st.apply(x, ijk) };
                 }
-                Op::Gsrb(color000) => {
-                    let phase = (j ^ k ^ color000) & 1;
-                    for (n, o) in out_row.iter_mut().enumerate() {
-                        let ijk = row + n;
-                        // SAFETY: as above.
-                        unsafe {
-                            let ax = st.apply(x, ijk);
-                            let xo = *x.get_unchecked(ijk);
-                            let new =
-                                xo + *dinv.get_unchecked(ijk) * (*rhs.get_unchecked(ijk) - ax);
-                            *o = if n & 1 == phase { new } else { xo };
-                        }
+            }
+            Op::Gsrb(color000) => {
+                let phase = (j ^ k ^ color000) & 1;
+                for (n, o) in out_row.iter_mut().enumerate() {
+                    let ijk = row + n;
+                    // SAFETY: as above.
+                    unsafe {
+                        let ax = st.apply(x, ijk);
+                        let xo = *x.get_unchecked(ijk);
+                        let new = xo + *dinv.get_unchecked(ijk) * (*rhs.get_unchecked(ijk) - ax);
+                        *o = if n & 1 == phase { new } else { xo };
                     }
                 }
             }
@@ -135,36 +147,121 @@ fn run(st: &Stencil, op: Op, x: &[f64], rhs: &[f64], dinv: &[f64], out: &mut [f6
     }
 }
 
+/// The planes `ks`-sized chunks `planes` of the output hold, starting at interior plane `k0`.
+#[inline(always)]
+fn run(st: &Stencil, op: Op, x: &[f64], rhs: &[f64], dinv: &[f64], out: &mut [f64], k0: usize) {
+    for (n, plane) in out.chunks_exact_mut(st.ks).enumerate() {
+        run_plane(st, op, x, rhs, dinv, plane, k0 + n);
+    }
+}
+
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-fn run_avx512(st: &Stencil, op: Op, x: &[f64], rhs: &[f64], dinv: &[f64], out: &mut [f64]) {
-    run(st, op, x, rhs, dinv, out)
+fn run_avx512(
+    st: &Stencil,
+    op: Op,
+    x: &[f64],
+    rhs: &[f64],
+    dinv: &[f64],
+    out: &mut [f64],
+    k0: usize,
+) {
+    run(st, op, x, rhs, dinv, out, k0)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-fn run_avx2(st: &Stencil, op: Op, x: &[f64], rhs: &[f64], dinv: &[f64], out: &mut [f64]) {
-    run(st, op, x, rhs, dinv, out)
+fn run_avx2(
+    st: &Stencil,
+    op: Op,
+    x: &[f64],
+    rhs: &[f64],
+    dinv: &[f64],
+    out: &mut [f64],
+    k0: usize,
+) {
+    run(st, op, x, rhs, dinv, out, k0)
 }
 
-fn run_base(st: &Stencil, op: Op, x: &[f64], rhs: &[f64], dinv: &[f64], out: &mut [f64]) {
-    run(st, op, x, rhs, dinv, out)
+fn run_base(
+    st: &Stencil,
+    op: Op,
+    x: &[f64],
+    rhs: &[f64],
+    dinv: &[f64],
+    out: &mut [f64],
+    k0: usize,
+) {
+    run(st, op, x, rhs, dinv, out, k0)
 }
 
-fn dispatch(st: &Stencil, op: Op, x: &[f64], rhs: &[f64], dinv: &[f64], out: &mut [f64]) {
-    st.check(&[x, rhs, dinv, out]);
+/// Runs planes `k0..` (as many as `out` holds) with the best instruction set.
+fn run_planes(
+    st: &Stencil,
+    op: Op,
+    x: &[f64],
+    rhs: &[f64],
+    dinv: &[f64],
+    out: &mut [f64],
+    k0: usize,
+) {
     #[cfg(target_arch = "x86_64")]
     {
         if std::arch::is_x86_feature_detected!("avx512f") {
             // SAFETY: the CPU has AVX-512F.
-            return unsafe { run_avx512(st, op, x, rhs, dinv, out) };
+            return unsafe { run_avx512(st, op, x, rhs, dinv, out, k0) };
         }
         if std::arch::is_x86_feature_detected!("avx2") {
             // SAFETY: the CPU has AVX2.
-            return unsafe { run_avx2(st, op, x, rhs, dinv, out) };
+            return unsafe { run_avx2(st, op, x, rhs, dinv, out, k0) };
         }
     }
-    run_base(st, op, x, rhs, dinv, out)
+    run_base(st, op, x, rhs, dinv, out, k0)
+}
+
+thread_local! {
+    /// This rank's thread pool for the kernels (`--threads`), if more than one thread.
+    static POOL: RefCell<Option<Arc<rayon::ThreadPool>>> = const { RefCell::new(None) };
+}
+
+/// Runs this rank's kernels on `threads` threads (planes of a box split among them; every
+/// cell is computed as on one thread, so the bits do not change).
+pub fn set_threads(threads: usize) -> Result<(), String> {
+    let pool = if threads > 1 {
+        Some(Arc::new(
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .map_err(|e| format!("cannot start {threads} threads: {e}"))?,
+        ))
+    } else {
+        None
+    };
+    POOL.with(|p| *p.borrow_mut() = pool);
+    Ok(())
+}
+
+/// Threads this rank's kernels run on.
+pub fn threads() -> usize {
+    POOL.with(|p| p.borrow().as_ref().map_or(1, |p| p.current_num_threads()))
+}
+
+fn dispatch(st: &Stencil, op: Op, x: &[f64], rhs: &[f64], dinv: &[f64], out: &mut [f64]) {
+    st.check(&[x, rhs, dinv, out]);
+    let (ks, d) = (st.ks, st.dim);
+    let interior = &mut out[2 * ks..(d + 2) * ks];
+    let pool = POOL.with(|p| p.borrow().clone());
+    match pool {
+        Some(pool) if d >= 8 => pool.install(|| {
+            // A few planes per task: enough work to pay for the task.
+            let per = d.div_ceil(2 * pool.current_num_threads()).max(1);
+            interior
+                .par_chunks_mut(per * ks)
+                .enumerate()
+                .for_each(|(n, chunk)| run_planes(st, op, x, rhs, dinv, chunk, n * per));
+        }),
+        _ => run_planes(st, op, x, rhs, dinv, interior, 0),
+    }
 }
 
 /// `out = A x` over the box's interior.
@@ -240,20 +337,48 @@ mod tests {
             }
             let bits = |o: &[f64]| o.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
             let mut out = vec![0.0; volume];
-            run_base(&st, op, &x, &rhs, &dinv, &mut out);
+            run_base(
+                &st,
+                op,
+                &x,
+                &rhs,
+                &dinv,
+                &mut out[2 * ks..(dim + 2) * ks],
+                0,
+            );
             assert_eq!(bits(&out), bits(&want));
             #[cfg(target_arch = "x86_64")]
             {
                 if std::arch::is_x86_feature_detected!("avx2") {
                     let mut out = vec![0.0; volume];
                     // SAFETY: detected.
-                    unsafe { run_avx2(&st, op, &x, &rhs, &dinv, &mut out) };
+                    unsafe {
+                        run_avx2(
+                            &st,
+                            op,
+                            &x,
+                            &rhs,
+                            &dinv,
+                            &mut out[2 * ks..(dim + 2) * ks],
+                            0,
+                        )
+                    };
                     assert_eq!(bits(&out), bits(&want));
                 }
                 if std::arch::is_x86_feature_detected!("avx512f") {
                     let mut out = vec![0.0; volume];
                     // SAFETY: detected.
-                    unsafe { run_avx512(&st, op, &x, &rhs, &dinv, &mut out) };
+                    unsafe {
+                        run_avx512(
+                            &st,
+                            op,
+                            &x,
+                            &rhs,
+                            &dinv,
+                            &mut out[2 * ks..(dim + 2) * ks],
+                            0,
+                        )
+                    };
                     assert_eq!(bits(&out), bits(&want));
                 }
             }

@@ -13,7 +13,7 @@ pub mod driver;
 pub mod error;
 pub mod format;
 pub mod interpolation;
-mod kernels;
+pub mod kernels;
 pub mod level;
 pub mod mg;
 pub mod operator;

@@ -30,6 +30,9 @@ struct Cli {
     /// (`[cd.level]`), configured (and faults injected) by this TOML file
     #[arg(long, value_name = "FILE.toml")]
     cd_config: Option<std::path::PathBuf>,
+    /// Threads per rank for the operator kernels (rayon; the same bits on any count)
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
     /// Solves per level in each of the warm-up and timed passes
     #[arg(long, default_value_t = hpgmg::bench::MIN_SOLVES)]
     solves: usize,
@@ -79,6 +82,10 @@ fn main() -> ExitCode {
         return fail("--solves must be at least 1".into());
     }
     cfg.solves = cli.solves;
+    if cli.threads == 0 {
+        return fail("--threads must be at least 1".into());
+    }
+    cfg.threads = cli.threads;
     let cd_config = match cli
         .cd_config
         .as_deref()

@@ -92,3 +92,14 @@ fn too_many_ranks_are_refused() {
         "{err}"
     );
 }
+
+/// Threads inside a rank (`--threads`, rayon over the planes of a box) give the same bits, on
+/// one rank and on eight.
+#[test]
+fn threads_give_the_same_bits() {
+    let out = run(&["5", "1", "--threads", "3", "--solves", "1"]);
+    assert_richardson(&out, &REF_5_1, "5 1 --threads 3");
+    assert!(out.contains("1 MPI Tasks of 3 threads"), "{out}");
+    let out = run(&["5", "1", "--ranks", "8", "--threads", "2", "--solves", "1"]);
+    assert_richardson(&out, &REF_5_8, "5 1 --ranks 8 --threads 2");
+}
