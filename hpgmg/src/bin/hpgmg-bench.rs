@@ -16,7 +16,10 @@
 //!   faults), baseline `hpgmg_no_cd_5_8_r8` (the same run without CDs); target ratio <= 1.02.
 //! - `hpgmg_exchange` / `agg_5_8_r8`: seconds per solve with ghost zones aggregated per
 //!   neighbour rank (the default), baseline `hpgmg_exchange_box_5_8_r8` (one rput per
-//!   box-to-box region, the naturally-grained puts of the UPC++ port).
+//!   box-to-box region, the naturally-grained puts of the UPC++ port); `agg_5_1_r8` the same
+//!   with one box per rank (every neighbour remote).
+//!
+//! The multi-rank runs time 3 solves per pass (5 for one box per rank).
 //!
 //! `--quick` uses `4 1`/`5 1` and `4 8 --ranks 8` (case names say so) and one solve per pass.
 //! `--ranks` is ignored: the multi-rank cases use 8 ranks on smp, or the mpirun world.
@@ -115,8 +118,11 @@ fn main() {
     // Multi-rank: CDs on/off and the two exchange variants, alternating.
     let (log2, per_rank) = if args.quick { (4, 8) } else { (5, 8) };
     let case = format!("{log2}_{per_rank}_r{ranks}");
-    let cfg = config(log2, per_rank, ranks, solves);
+    // Seconds per solve need fewer solves than the benchmark's own pass.
+    let cfg = config(log2, per_rank, ranks, solves.min(3));
+    let one_box = config(log2, 1, ranks, solves.min(5));
     let (mut no_cd, mut with_cd, mut agg, mut per_box) = (vec![], vec![], vec![], vec![]);
+    let (mut agg1, mut per_box1) = (vec![], vec![]);
     for rep in 0..=args.reps {
         let flip = rep % 2 == 1;
         let mut samples = Vec::new();
@@ -130,8 +136,19 @@ fn main() {
             };
             samples.push((which, t));
         }
+        let pair = if flip {
+            let b = job(one_box, ExchangeMode::PerBox, false);
+            (job(one_box, ExchangeMode::Aggregated, false), b)
+        } else {
+            let a = job(one_box, ExchangeMode::Aggregated, false);
+            (a, job(one_box, ExchangeMode::PerBox, false))
+        };
         if rep == 0 {
             continue;
+        }
+        if let (Some(a), Some(b)) = pair {
+            agg1.push(a);
+            per_box1.push(b);
         }
         for (which, t) in samples {
             let Some(t) = t else { continue };
@@ -166,6 +183,21 @@ fn main() {
             Better::Lower,
         )
         .baseline(&format!("hpgmg_exchange_box_{case}"), median(&mut per_box))
+        .on(conduit, ranks),
+    );
+    let case1 = format!("{log2}_1_r{ranks}");
+    lines.push(
+        Line::new(
+            "hpgmg_exchange",
+            &format!("agg_{case1}"),
+            median(&mut agg1),
+            "s",
+            Better::Lower,
+        )
+        .baseline(
+            &format!("hpgmg_exchange_box_{case1}"),
+            median(&mut per_box1),
+        )
         .on(conduit, ranks),
     );
     print(&lines, args.json);
