@@ -25,8 +25,15 @@ pub struct Config {
     pub log2_box_dim: i32,
     /// Boxes per side of the cubic domain.
     pub boxes_in_i: i32,
-    /// Ranks (always 1 in this serial port).
+    /// Ranks the finest level is distributed over.
     pub num_ranks: usize,
+    /// Solves per level in each of the warm-up and timed passes.
+    pub solves: usize,
+    /// Every solve (and every level of its F-cycle) a strict Containment Domain (the run
+    /// must be inside `cd_runtime::launch`).
+    pub containment: bool,
+    /// Threads per rank for the operator kernels (`--threads`).
+    pub threads: usize,
 }
 
 /// What one run measured.
@@ -77,11 +84,41 @@ pub fn configure(
     if boxes_in_i < 1 {
         return Err(HpgmgError::NoProblemSize);
     }
+    let boxes = (boxes_in_i * boxes_in_i * boxes_in_i) as usize;
+    if boxes < num_ranks {
+        return Err(HpgmgError::TooManyRanks {
+            ranks: num_ranks,
+            boxes,
+        });
+    }
+    // Every level's vectors (the coarser levels add at most 1/7 of the finest level's) on
+    // every rank of this machine, against the memory available.
+    let side = (box_dim + 2 * STENCIL_RADIUS as i64) as f64;
+    let need = boxes as f64 * side.powi(3) * 8.0 * (VECTORS_RESERVED as f64) * 8.0 / 7.0;
+    if let Some(avail) = available_memory() {
+        if need > avail as f64 {
+            return Err(HpgmgError::OutOfMemory {
+                need_mib: (need / 1048576.0) as u64,
+                have_mib: avail / 1048576,
+            });
+        }
+    }
     Ok(Config {
         log2_box_dim: log2_box_dim as i32,
         boxes_in_i: boxes_in_i as i32,
         num_ranks,
+        solves: MIN_SOLVES,
+        containment: false,
+        threads: 1,
     })
+}
+
+/// Bytes of memory available to this machine's processes (Linux `MemAvailable`).
+fn available_memory() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
 }
 
 /// Runs the whole benchmark for `cfg`, printing the reference's report to `out`.
@@ -100,7 +137,13 @@ pub fn run(cfg: Config, out: &mut impl Write) -> std::io::Result<Report> {
         out,
         "********************************************************************************"
     )?;
-    writeln!(out, "{} MPI Tasks of 1 threads", cfg.num_ranks)?;
+    crate::kernels::set_threads(cfg.threads).map_err(std::io::Error::other)?;
+    writeln!(
+        out,
+        "{} MPI Tasks of {} threads",
+        cfg.num_ranks,
+        crate::kernels::threads()
+    )?;
     writeln!(
         out,
         "\n\n===== Benchmark setup =========================================================="
@@ -112,7 +155,11 @@ pub fn run(cfg: Config, out: &mut impl Write) -> std::io::Result<Report> {
         box_dim,
         STENCIL_RADIUS,
         VECTORS_RESERVED,
-        0,
+        if pgas::in_launch() {
+            pgas::rank_me()
+        } else {
+            0
+        },
         cfg.num_ranks,
     );
     let h = 1.0 / (cfg.boxes_in_i as f64 * box_dim as f64);
@@ -122,6 +169,7 @@ pub fn run(cfg: Config, out: &mut impl Write) -> std::io::Result<Report> {
     rebuild_operator(&mut fine, None, b);
     print_rebuild(out, &fine)?;
     let mut mg = MgHierarchy::build(fine, b, 1, out)?;
+    mg.containment = cfg.containment;
 
     let mut seconds = [0.0; DYNAMIC_RANGE];
     for l in 0..DYNAMIC_RANGE {
@@ -132,16 +180,18 @@ pub fn run(cfg: Config, out: &mut impl Write) -> std::io::Result<Report> {
             if timed {
                 writeln!(
                     out,
-                    "\n\n===== Running {MIN_SOLVES} solves ========================================================"
+                    "\n\n===== Running {} solves ========================================================",
+                    cfg.solves
                 )?;
             } else {
                 writeln!(
                     out,
-                    "\n\n===== Warming up by running {MIN_SOLVES} solves =========================================="
+                    "\n\n===== Warming up by running {} solves ==========================================",
+                    cfg.solves
                 )?;
             }
             mg.reset_timers();
-            for _ in 0..MIN_SOLVES {
+            for _ in 0..cfg.solves {
                 zero_vector(&mut mg.levels[l], VECTOR_U);
                 mg.fmg_solve(l, VECTOR_U, VECTOR_F, b, out)?;
             }
@@ -180,12 +230,13 @@ pub fn run(cfg: Config, out: &mut impl Write) -> std::io::Result<Report> {
         dofs[l] = d * d * d;
         writeln!(
             out,
-            "  h={}  DOF={}  time={:.6}  DOF/s={}  MPI={}  OMP=1",
+            "  h={}  DOF={}  time={:.6}  DOF/s={}  MPI={}  OMP={}",
             fmt_e(mg.levels[l].h, 15),
             fmt_e(dofs[l], 15),
             seconds[l],
             fmt_e(dofs[l] / seconds[l], 3),
-            cfg.num_ranks
+            cfg.num_ranks,
+            crate::kernels::threads()
         )?;
     }
 

@@ -231,15 +231,33 @@ pub fn apply_bcs_v4(level: &mut Level, id: usize, shape: usize) {
         let st = blk.subtype;
         if FACES[st] {
             let ([ra, sa], t_off, dt) = face_frame(blk, box_dim, &geo);
-            for s in 0..blk.dim[sa] {
-                for r in 0..blk.dim[ra] {
-                    let ijk = (r + blk.lo[ra]) as isize * geo.stride[ra]
-                        + (s + blk.lo[sa]) as isize * geo.stride[sa]
-                        + t_off;
-                    let v = |m: isize| x[geo.at(ijk + m * dt)];
-                    let (x1, x2, x3, x4) = (v(1), v(2), v(3), v(4));
-                    x[geo.at(ijk)] = near(x1, x2, x3, x4);
-                    x[geo.at(ijk - dt)] = far(x1, x2, x3, x4);
+            let (sr, ss) = (geo.stride[ra], geo.stride[sa]);
+            let first = geo.base + blk.lo[ra] as isize * sr + blk.lo[sa] as isize * ss + t_off;
+            let (nr, ns) = (blk.dim[ra] as isize, blk.dim[sa] as isize);
+            // Every index below is first + r sr + s ss + m dt with r < nr, s < ns and m in
+            // -1..=4: affine, so in bounds if the eight extreme combinations are.
+            let len = x.len() as isize;
+            if nr > 0 && ns > 0 {
+                for (r, s, m) in [(0, 0), (nr - 1, 0), (0, ns - 1), (nr - 1, ns - 1)]
+                    .into_iter()
+                    .flat_map(|(r, s)| [(r, s, -1), (r, s, 4)])
+                {
+                    let at = first + r * sr + s * ss + m * dt;
+                    assert!((0..len).contains(&at), "boundary block outside the box");
+                }
+            }
+            let p = x.as_mut_ptr();
+            for s in 0..ns {
+                let row = first + s * ss;
+                for r in 0..nr {
+                    let ijk = row + r * sr;
+                    // SAFETY: in bounds by the check above; no reference into `x` is live.
+                    unsafe {
+                        let v = |m: isize| *p.offset(ijk + m * dt);
+                        let (x1, x2, x3, x4) = (v(1), v(2), v(3), v(4));
+                        *p.offset(ijk) = near(x1, x2, x3, x4);
+                        *p.offset(ijk - dt) = far(x1, x2, x3, x4);
+                    }
                 }
             }
         } else if EDGES[st] {

@@ -17,4 +17,22 @@ pub enum HpgmgError {
     /// No cubic box count fits the target with a coarse grid of at most 11 cells per side.
     #[error("failed to find an acceptable problem size")]
     NoProblemSize,
+    /// Fewer boxes than ranks: some rank would hold no box of the finest level.
+    #[error("{ranks} ranks cannot hold a layout of {boxes} boxes (at least one box per rank)")]
+    TooManyRanks {
+        /// Ranks asked for.
+        ranks: usize,
+        /// Boxes of the layout.
+        boxes: usize,
+    },
+    /// The problem does not fit in memory.
+    #[error(
+        "the problem needs about {need_mib} MiB, but only {have_mib} MiB of memory are available"
+    )]
+    OutOfMemory {
+        /// Estimated need.
+        need_mib: u64,
+        /// Available.
+        have_mib: u64,
+    },
 }

@@ -4,7 +4,7 @@
 
 use crate::boundary::{apply_bcs_v2, apply_bcs_v4};
 use crate::level::{Level, STENCIL_SHAPE_BOX};
-use crate::restriction::covering_box;
+use crate::restriction::{coarse_regions, covering_box};
 
 /// Walks every 2x2x2 group of fine cells with the coarse array and the index of its parent.
 fn for_each_group(
@@ -16,19 +16,39 @@ fn for_each_group(
     eval: impl Fn(&[f64], usize, isize, isize) -> [f64; 8],
 ) {
     let d = fine.box_dim;
+    let received = coarse_regions(fine, coarse, id_c);
+    let s = (d / 2 + 4) as usize;
     for fb in 0..fine.boxes.len() {
         let (cb, off) = covering_box(coarse, fine, fb);
-        let cbx = &coarse.boxes[cb];
-        let read = &cbx.vectors[id_c];
-        let (dj, dk) = (cbx.js as isize, cbx.ks as isize);
+        // The parent of fine cell (i, j, k) is at o + (i/2, j/2, k/2) in `read`.
+        let (read, o, dj, dk): (&[f64], [usize; 3], usize, usize) = match cb {
+            Some(cb) => {
+                let cbx = &coarse.boxes[cb];
+                let g = cbx.ghosts;
+                (
+                    &cbx.vectors[id_c],
+                    off.map(|x| (x + g) as usize),
+                    cbx.js,
+                    cbx.ks,
+                )
+            }
+            None => (
+                received[fb].as_deref().expect("coarse region received"),
+                [2, 2, 2],
+                s,
+                s * s,
+            ),
+        };
         let fbx = &mut fine.boxes[fb];
         let (wjs, wks) = (fbx.js, fbx.ks);
         let mut write = fbx.take(id_f);
         for k in (0..d).step_by(2) {
             for j in (0..d).step_by(2) {
                 for i in (0..d).step_by(2) {
-                    let r = cbx.idx(off[0] + i / 2, off[1] + j / 2, off[2] + k / 2);
-                    let f = eval(read, r, dj, dk);
+                    let r = (o[0] + i as usize / 2)
+                        + (o[1] + j as usize / 2) * dj
+                        + (o[2] + k as usize / 2) * dk;
+                    let f = eval(read, r, dj as isize, dk as isize);
                     let w = fbx.idx(i, j, k);
                     let targets = [
                         w,

@@ -2,8 +2,11 @@
 //! per-box storage with ghost zones, and the precomputed block lists (reduction tiles,
 //! boundary-condition regions, ghost-zone copies) that the operators walk.
 //!
-//! Ghost exchange is a separate step over a list of box-to-box copies, so a later
-//! distributed version only has to turn remote entries of that list into messages.
+//! Ghost exchange copies between this rank's boxes directly; copies to and from boxes of
+//! other ranks travel as messages of a [`Plan`] (see [`crate::comm`]).
+
+use crate::comm::{Plan, Route, world_ranks};
+use crate::restriction::Transfer;
 
 /// Scratch vector (out-of-place GSRB ping-pong, residuals).
 pub const VECTOR_TEMP: usize = 0;
@@ -122,6 +125,33 @@ pub struct GhostCopy {
     pub dim: [i32; 3],
 }
 
+/// A ghost-zone copy between boxes on different ranks (global box ids).
+#[derive(Debug, Clone, Copy)]
+pub struct RemoteCopy {
+    /// Box read from (global id).
+    pub send_box: usize,
+    /// Box written to (global id).
+    pub recv_box: usize,
+    /// First cell read (sender-local).
+    pub send_lo: [i32; 3],
+    /// First cell written (receiver-local).
+    pub recv_lo: [i32; 3],
+    /// Extent of the copy.
+    pub dim: [i32; 3],
+}
+
+impl RemoteCopy {
+    /// Reals the copy carries.
+    pub fn len(&self) -> usize {
+        (self.dim[0] * self.dim[1] * self.dim[2]) as usize
+    }
+
+    /// True for an empty region.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 /// One level of the multigrid hierarchy, as seen by one rank.
 #[derive(Debug, Clone)]
 pub struct Level {
@@ -149,6 +179,12 @@ pub struct Level {
     pub bc_blocks: [Vec<Block>; STENCIL_MAX_SHAPES],
     /// Ghost-zone copies per stencil shape.
     pub exchange: [Vec<GhostCopy>; STENCIL_MAX_SHAPES],
+    /// Ghost-zone copies to and from other ranks per stencil shape.
+    pub remote: [Plan<RemoteCopy>; STENCIL_MAX_SHAPES],
+    /// Index in `boxes` of each global box id (`usize::MAX` if not on this rank).
+    pub local_of: Vec<usize>,
+    /// Messages to and from the next coarser level (multi-rank runs).
+    pub transfer: Option<Transfer>,
     /// Bottom-solver iterations performed on this level.
     pub krylov_iterations: usize,
     /// V-cycles started from this level.
@@ -279,9 +315,15 @@ impl Level {
             blocks: Vec::new(),
             bc_blocks: Default::default(),
             exchange: Default::default(),
+            remote: [Plan::empty(), Plan::empty(), Plan::empty()],
+            local_of: vec![usize::MAX; total],
+            transfer: None,
             krylov_iterations: 0,
             vcycles_from_this_level: 0,
         };
+        for (n, bx) in level.boxes.iter().enumerate() {
+            level.local_of[bx.global_id] = n;
+        }
         for b in 0..level.boxes.len() {
             append_tiles(
                 &mut level.blocks,
@@ -295,6 +337,11 @@ impl Level {
         for shape in 0..STENCIL_MAX_SHAPES {
             level.exchange[shape] = level.build_exchange(shape);
             level.bc_blocks[shape] = level.build_boundary_conditions(shape);
+        }
+        if world_ranks() > 1 {
+            for shape in 0..STENCIL_MAX_SHAPES {
+                level.remote[shape] = Plan::build(level.build_remote_exchange(shape));
+            }
         }
         level
     }
@@ -432,8 +479,113 @@ impl Level {
         list
     }
 
+    /// The global list of ghost copies between boxes of different ranks for `shape`, in
+    /// (sending box, direction) order: the same on every rank.
+    fn build_remote_exchange(&self, shape: usize) -> Vec<(Route, RemoteCopy)> {
+        let mut list = Vec::new();
+        let g = self.ghosts;
+        let d = self.box_dim;
+        let n = self.boxes_in;
+        for send in 0..self.rank_of_box.len() {
+            let me = [
+                send as i32 % n,
+                (send as i32 / n) % n,
+                send as i32 / (n * n),
+            ];
+            for dk in -1..=1 {
+                for dj in -1..=1 {
+                    for di in -1..=1 {
+                        let dir = (13 + di + 3 * dj + 9 * dk) as usize;
+                        let communicate = match shape {
+                            STENCIL_SHAPE_STAR => FACES[dir],
+                            STENCIL_SHAPE_NO_CORNERS => FACES[dir] || EDGES[dir],
+                            _ => FACES[dir] || EDGES[dir] || CORNERS[dir],
+                        };
+                        if !communicate {
+                            continue;
+                        }
+                        let Some(nid) = self.box_id_at([me[0] + di, me[1] + dj, me[2] + dk]) else {
+                            continue;
+                        };
+                        let (src, dst) = (self.rank_of_box[send], self.rank_of_box[nid]);
+                        if src == dst {
+                            continue;
+                        }
+                        let mut c = RemoteCopy {
+                            send_box: send,
+                            recv_box: nid,
+                            send_lo: [0; 3],
+                            recv_lo: [0; 3],
+                            dim: [0; 3],
+                        };
+                        for (a, dd) in [di, dj, dk].into_iter().enumerate() {
+                            let (s, n, r) = match dd {
+                                -1 => (0, g, d),
+                                0 => (0, d, 0),
+                                _ => (d - g, g, -g),
+                            };
+                            c.send_lo[a] = s;
+                            c.dim[a] = n;
+                            c.recv_lo[a] = r;
+                        }
+                        list.push((
+                            Route {
+                                src,
+                                dst,
+                                len: c.len(),
+                            },
+                            c,
+                        ));
+                    }
+                }
+            }
+        }
+        list
+    }
+
     /// Fills the ghost zones of vector `id` that lie inside the domain from neighbouring boxes.
     pub fn exchange_boundary(&mut self, id: usize, shape: usize) {
+        let plan = &self.remote[shape];
+        let parity = if plan.is_idle() {
+            None
+        } else {
+            let (boxes, local_of) = (&self.boxes, &self.local_of);
+            Some(plan.send(|c: &RemoteCopy, buf: &mut Vec<f64>| {
+                let bx = &boxes[local_of[c.send_box]];
+                let v = &bx.vectors[id];
+                for k in 0..c.dim[2] {
+                    for j in 0..c.dim[1] {
+                        let s = bx.idx(c.send_lo[0], c.send_lo[1] + j, c.send_lo[2] + k);
+                        buf.extend_from_slice(&v[s..s + c.dim[0] as usize]);
+                    }
+                }
+            }))
+        };
+        self.exchange_local(id, shape);
+        if let Some(parity) = parity {
+            let plan = &self.remote[shape];
+            let (boxes, local_of) = (&mut self.boxes, &self.local_of);
+            plan.receive(parity, RemoteCopy::len, |c, data| {
+                let bx = &mut boxes[local_of[c.recv_box]];
+                let (js, ks, g) = (bx.js, bx.ks, bx.ghosts);
+                let v = &mut bx.vectors[id];
+                let w = c.dim[0] as usize;
+                let mut at = 0;
+                for k in 0..c.dim[2] {
+                    for j in 0..c.dim[1] {
+                        let r = (c.recv_lo[0] + g) as usize
+                            + (c.recv_lo[1] + j + g) as usize * js
+                            + (c.recv_lo[2] + k + g) as usize * ks;
+                        v[r..r + w].copy_from_slice(&data[at..at + w]);
+                        at += w;
+                    }
+                }
+            });
+        }
+    }
+
+    /// The ghost copies between boxes of this rank.
+    fn exchange_local(&mut self, id: usize, shape: usize) {
         for n in 0..self.exchange[shape].len() {
             let c = self.exchange[shape][n];
             let src = self.boxes[c.send_box].take(id);

@@ -8,9 +8,12 @@
 pub mod bench;
 pub mod bicgstab;
 pub mod boundary;
+pub mod comm;
+pub mod driver;
 pub mod error;
 pub mod format;
 pub mod interpolation;
+pub mod kernels;
 pub mod level;
 pub mod mg;
 pub mod operator;

@@ -1,12 +1,15 @@
 //! The multigrid hierarchy (coarsening rules of the reference's true distributed V-cycle),
 //! the V-cycle, the FMG F-cycle solve and the Richardson error analysis.
 
+use cd_runtime as cd;
+
 use crate::bicgstab::{BICGSTAB_NUM_VECTORS, bicgstab};
+use crate::comm::world_ranks;
 use crate::format::fmt_e;
 use crate::interpolation::{interpolation_v2, interpolation_v4};
 use crate::level::{Level, VECTOR_R, VECTOR_TEMP};
 use crate::operator::{STENCIL_RADIUS, rebuild_operator, residual, smooth};
-use crate::restriction::{RestrictionType, restriction};
+use crate::restriction::{RestrictionType, build_transfer, restriction};
 use crate::vectors::{add_vectors, norm, scale_vector, zero_vector};
 use std::io::Write;
 use std::time::Instant;
@@ -27,6 +30,39 @@ pub struct MgHierarchy {
     pub solve_seconds: f64,
     /// Seconds spent building the hierarchy.
     pub build_seconds: f64,
+    /// Run every solve, and every level of its F-cycle, as a strict Containment Domain
+    /// (inside `cd_runtime::launch`).
+    pub containment: bool,
+}
+
+/// Name of the per-solve CD (its table in a CD configuration is `[cd.solve]`).
+pub const SOLVE_CD: &str = "solve";
+/// Name of the per-level CD inside a solve (`[cd.level]`).
+pub const LEVEL_CD: &str = "level";
+
+/// Preserves (or, in a re-execution, restores) vector `id` of every box of `level`.
+fn preserve_vector(c: &cd::Cd, level: &mut Level, id: usize, name: &str) {
+    for bx in level.boxes.iter_mut() {
+        c.preserve_slice(&format!("{name}.{}", bx.global_id), &mut bx.vectors[id]);
+    }
+}
+
+/// Preserves the per-level statistics a solve increments (printed in the timing breakdown).
+fn preserve_counters(c: &cd::Cd, levels: &mut [Level]) {
+    let mut counters: Vec<u64> = levels
+        .iter()
+        .flat_map(|l| [l.krylov_iterations as u64, l.vcycles_from_this_level as u64])
+        .collect();
+    c.preserve_slice("counters", &mut counters);
+    for (l, pair) in levels.iter_mut().zip(counters.chunks_exact(2)) {
+        l.krylov_iterations = pair[0] as usize;
+        l.vcycles_from_this_level = pair[1] as usize;
+    }
+}
+
+/// A CD failure that escalated past the solve: the run stops instead of giving a wrong answer.
+fn escalated(e: cd::CdError) -> std::io::Error {
+    std::io::Error::other(format!("containment failed: {e}"))
 }
 
 /// Mutable access to level `l` and level `l + 1`.
@@ -132,11 +168,17 @@ pub fn print_create_level(out: &mut impl Write, level: &Level) -> std::io::Resul
     writeln!(out, "  Decomposing level via Z-mort ordering... done")?;
     writeln!(out, "  Allocating vectors... done")?;
     let total = (level.boxes_in * level.boxes_in * level.boxes_in) as f64;
+    let mut per_rank = vec![0usize; level.num_ranks];
+    for &r in &level.rank_of_box {
+        if r < per_rank.len() {
+            per_rank[r] += 1;
+        }
+    }
     writeln!(
         out,
         "  Calculating boxes per process... target={:.3}, max={}",
         total / level.num_ranks as f64,
-        level.boxes.len()
+        per_rank.iter().max().copied().unwrap_or(0)
     )
 }
 
@@ -178,6 +220,10 @@ impl MgHierarchy {
                 s.ranks,
             );
             level.h = 2.0 * prev.h;
+            if world_ranks() > 1 {
+                let t = build_transfer(prev, &level);
+                levels.last_mut().expect("fine").transfer = Some(t);
+            }
             print_create_level(out, &level)?;
             levels.push(level);
         }
@@ -197,6 +243,7 @@ impl MgHierarchy {
             solves_performed: 0,
             solve_seconds: 0.0,
             build_seconds: start.elapsed().as_secs_f64(),
+            containment: false,
         })
     }
 
@@ -227,29 +274,21 @@ impl MgHierarchy {
     ) -> std::io::Result<(f64, f64)> {
         self.solves_performed += 1;
         let start = Instant::now();
-        let e_id = u_id;
-        let r_id = VECTOR_R;
         write!(out, "FMGSolve... ")?;
+        let cd_on = self.containment;
         let levels = &mut self.levels;
-        let bottom = levels.len() - 1;
-        let norm_of_f = norm(&levels[on_level], f_id);
-        scale_vector(&mut levels[on_level], r_id, 1.0, f_id);
-        for l in on_level..bottom {
-            let (f, c) = pair(levels, l);
-            restriction(c, r_id, f, r_id, RestrictionType::Cell);
-        }
-        if bottom > on_level {
-            zero_vector(&mut levels[bottom], e_id);
-        }
-        bicgstab(&mut levels[bottom], e_id, r_id, b, MG_DEFAULT_BOTTOM_NORM);
-        for l in (on_level..bottom).rev() {
-            let (f, c) = pair(levels, l);
-            interpolation_v4(f, e_id, 0.0, c, e_id);
-            levels[l].vcycles_from_this_level += 1;
-            vcycle(levels, e_id, r_id, b, l);
-        }
-        residual(&mut levels[on_level], VECTOR_TEMP, e_id, f_id, b);
-        let norm_of_residual = norm(&levels[on_level], VECTOR_TEMP);
+        let (norm_of_f, norm_of_residual) = if cd_on {
+            cd::strict(SOLVE_CD, |c| {
+                preserve_vector(c, &mut levels[on_level], u_id, "u");
+                preserve_counters(c, levels);
+                let r = fmg_body(levels, on_level, u_id, f_id, b, true)?;
+                cd::check!(r.1.is_finite());
+                Ok(r)
+            })
+            .map_err(escalated)?
+        } else {
+            fmg_body(levels, on_level, u_id, f_id, b, false).map_err(escalated)?
+        };
         let rel = norm_of_residual / norm_of_f;
         let seconds = start.elapsed().as_secs_f64();
         self.solve_seconds += seconds;
@@ -308,6 +347,54 @@ impl MgHierarchy {
         writeln!(out, "  order={order:.3}")?;
         Ok((e2h, order))
     }
+}
+
+/// The F-cycle of [`MgHierarchy::fmg_solve`]; returns (||F||, ||F - A u||). With `cd_on`, the
+/// work on each level (interpolate from the coarser level, V-cycle) is a strict child CD
+/// preserving what it reads and does not recompute: the coarser level's solution and this
+/// level's right-hand side.
+fn fmg_body(
+    levels: &mut [Level],
+    on_level: usize,
+    u_id: usize,
+    f_id: usize,
+    b: f64,
+    cd_on: bool,
+) -> Result<(f64, f64), cd::CdError> {
+    let e_id = u_id;
+    let r_id = VECTOR_R;
+    let bottom = levels.len() - 1;
+    let norm_of_f = norm(&levels[on_level], f_id);
+    scale_vector(&mut levels[on_level], r_id, 1.0, f_id);
+    for l in on_level..bottom {
+        let (f, c) = pair(levels, l);
+        restriction(c, r_id, f, r_id, RestrictionType::Cell);
+    }
+    if bottom > on_level {
+        zero_vector(&mut levels[bottom], e_id);
+    }
+    bicgstab(&mut levels[bottom], e_id, r_id, b, MG_DEFAULT_BOTTOM_NORM);
+    for l in (on_level..bottom).rev() {
+        let step = |levels: &mut [Level]| {
+            let (f, c) = pair(levels, l);
+            interpolation_v4(f, e_id, 0.0, c, e_id);
+            levels[l].vcycles_from_this_level += 1;
+            vcycle(levels, e_id, r_id, b, l);
+        };
+        if cd_on {
+            cd::strict(LEVEL_CD, |c| {
+                preserve_vector(c, &mut levels[l + 1], e_id, "e");
+                preserve_vector(c, &mut levels[l], r_id, "r");
+                preserve_counters(c, levels);
+                step(levels);
+                Ok(())
+            })?;
+        } else {
+            step(levels);
+        }
+    }
+    residual(&mut levels[on_level], VECTOR_TEMP, e_id, f_id, b);
+    Ok((norm_of_f, norm(&levels[on_level], VECTOR_TEMP)))
 }
 
 /// Recursive V-cycle: smooth, restrict the residual, recurse (BiCGStab at the bottom),

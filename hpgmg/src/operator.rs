@@ -3,6 +3,7 @@
 //! Expression order mirrors the reference exactly (bit-exactness).
 
 use crate::boundary::{apply_bcs, extrapolate_betas};
+use crate::kernels::{Stencil, apply_box, gsrb_box, residual_box};
 use crate::level::{
     GridBox, Level, STENCIL_SHAPE_BOX, STENCIL_SHAPE_NO_CORNERS, VECTOR_BETA_I, VECTOR_BETA_J,
     VECTOR_BETA_K, VECTOR_DINV, VECTOR_TEMP,
@@ -97,26 +98,29 @@ fn check_box(bx: &GridBox) {
     assert!(bx.vectors.iter().all(|v| v.len() == volume || v.is_empty()));
 }
 
+/// The vectorized kernels' view of a box.
+fn stencil(bx: &GridBox, b: f64, h2inv: f64) -> Stencil<'_> {
+    check_box(bx);
+    Stencil {
+        bi: &bx.vectors[VECTOR_BETA_I],
+        bj: &bx.vectors[VECTOR_BETA_J],
+        bk: &bx.vectors[VECTOR_BETA_K],
+        js: bx.js,
+        ks: bx.ks,
+        scale: -b * h2inv,
+        dim: bx.dim as usize,
+        base: bx.idx(0, 0, 0),
+    }
+}
+
 /// `Ax = A x` over the interior (after filling x's ghost zones).
 pub fn apply_op(level: &mut Level, ax_id: usize, x_id: usize, b: f64) {
     level.exchange_boundary(x_id, STENCIL_SHAPE_NO_CORNERS);
     apply_bcs(level, x_id, STENCIL_SHAPE_NO_CORNERS);
-    let d = level.box_dim;
     let h2inv = 1.0 / (level.h * level.h);
     for bx in level.boxes.iter_mut() {
         let mut out = bx.take(ax_id);
-        check_box(bx);
-        assert_eq!(out.len(), bx.vectors[x_id].len());
-        let c = Coefs::new(bx, b, h2inv);
-        let x = &bx.vectors[x_id];
-        for k in 0..d {
-            for j in 0..d {
-                let row = bx.idx(0, j, k);
-                for ijk in row..row + d as usize {
-                    out[ijk] = c.apply(x, ijk);
-                }
-            }
-        }
+        apply_box(&stencil(bx, b, h2inv), &bx.vectors[x_id], &mut out);
         bx.put(ax_id, out);
     }
 }
@@ -125,22 +129,11 @@ pub fn apply_op(level: &mut Level, ax_id: usize, x_id: usize, b: f64) {
 pub fn residual(level: &mut Level, res_id: usize, x_id: usize, rhs_id: usize, b: f64) {
     level.exchange_boundary(x_id, STENCIL_SHAPE_NO_CORNERS);
     apply_bcs(level, x_id, STENCIL_SHAPE_NO_CORNERS);
-    let d = level.box_dim;
     let h2inv = 1.0 / (level.h * level.h);
     for bx in level.boxes.iter_mut() {
         let mut out = bx.take(res_id);
-        check_box(bx);
-        assert_eq!(out.len(), bx.vectors[x_id].len());
-        let c = Coefs::new(bx, b, h2inv);
-        let (x, rhs) = (&bx.vectors[x_id], &bx.vectors[rhs_id]);
-        for k in 0..d {
-            for j in 0..d {
-                let row = bx.idx(0, j, k);
-                for ijk in row..row + d as usize {
-                    out[ijk] = rhs[ijk] - c.apply(x, ijk);
-                }
-            }
-        }
+        let st = stencil(bx, b, h2inv);
+        residual_box(&st, &bx.vectors[x_id], &bx.vectors[rhs_id], &mut out);
         bx.put(res_id, out);
     }
 }
@@ -148,7 +141,6 @@ pub fn residual(level: &mut Level, res_id: usize, x_id: usize, rhs_id: usize, b:
 /// Out-of-place Gauss-Seidel red-black: `NUM_SMOOTHS` red+black sweeps ping-ponging between
 /// x and VECTOR_TEMP (each sweep copies the other colour).
 pub fn smooth(level: &mut Level, x_id: usize, rhs_id: usize, b: f64) {
-    let d = level.box_dim;
     let h2inv = 1.0 / (level.h * level.h);
     for s in 0..2 * NUM_SMOOTHS {
         let (from, to) = if s & 1 == 0 {
@@ -159,29 +151,18 @@ pub fn smooth(level: &mut Level, x_id: usize, rhs_id: usize, b: f64) {
         level.exchange_boundary(from, STENCIL_SHAPE_NO_CORNERS);
         apply_bcs(level, from, STENCIL_SHAPE_NO_CORNERS);
         for bx in level.boxes.iter_mut() {
-            let color000 = (bx.low[0] ^ bx.low[1] ^ bx.low[2] ^ s as i32) & 1;
+            let color000 = ((bx.low[0] ^ bx.low[1] ^ bx.low[2] ^ s as i32) & 1) as usize;
             let mut out = bx.take(to);
-            check_box(bx);
-            assert_eq!(out.len(), bx.vectors[from].len());
-            let c = Coefs::new(bx, b, h2inv);
-            let (x, rhs, dinv) = (
-                &bx.vectors[from],
-                &bx.vectors[rhs_id],
-                &bx.vectors[VECTOR_DINV],
+            let st = stencil(bx, b, h2inv);
+            let v = &bx.vectors;
+            gsrb_box(
+                &st,
+                color000,
+                &v[from],
+                &v[rhs_id],
+                &v[VECTOR_DINV],
+                &mut out,
             );
-            for k in 0..d {
-                for j in 0..d {
-                    let row = bx.idx(0, j, k);
-                    out[row..row + d as usize].copy_from_slice(&x[row..row + d as usize]);
-                    let mut i = (j ^ k ^ color000) & 1;
-                    while i < d {
-                        let ijk = row + i as usize;
-                        let ax = c.apply(x, ijk);
-                        out[ijk] = x[ijk] + dinv[ijk] * (rhs[ijk] - ax);
-                        i += 2;
-                    }
-                }
-            }
             bx.put(to, out);
         }
     }

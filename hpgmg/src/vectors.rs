@@ -1,6 +1,7 @@
 //! Level-wide vector operations (the reference's BLAS1): element-wise updates over the
 //! interior of every box, and reductions summed per tile, then tile by tile in list order.
 
+use crate::comm::world_ranks;
 use crate::level::Level;
 
 /// Applies `out = f(a, b)` element-wise over the interior; any of the ids may coincide.
@@ -49,10 +50,10 @@ pub fn shift_vector(level: &mut Level, c: usize, a: usize, shift: f64) {
     map2(level, c, a, a, |x, _| x + shift);
 }
 
-/// Sum over tiles of `f(a, b)`, each tile summed k, j, i, tiles added in list order.
+/// Sum over tiles of `f(a, b)`, each tile summed k, j, i, tiles added in the order of the
+/// global box ids (then tile order): the same association on any number of ranks.
 fn reduce_sum(level: &Level, a: usize, b: usize, f: impl Fn(f64, f64) -> f64) -> f64 {
-    let mut level_sum = 0.0;
-    for blk in &level.blocks {
+    let tile_sum = |blk: &crate::level::Block| {
         let bx = &level.boxes[blk.box_id];
         let (va, vb) = (&bx.vectors[a], &bx.vectors[b]);
         let mut block_sum = 0.0;
@@ -64,7 +65,30 @@ fn reduce_sum(level: &Level, a: usize, b: usize, f: impl Fn(f64, f64) -> f64) ->
                 }
             }
         }
-        level_sum += block_sum;
+        block_sum
+    };
+    if world_ranks() == 1 {
+        let mut level_sum = 0.0;
+        for blk in &level.blocks {
+            level_sum += tile_sum(blk);
+        }
+        return level_sum;
+    }
+    let mine: Vec<(u32, f64)> = level
+        .blocks
+        .iter()
+        .map(|blk| (level.boxes[blk.box_id].global_id as u32, tile_sum(blk)))
+        .collect();
+    let mut all: Vec<(u32, f64)> = pgas::allgather(&pgas::world(), mine)
+        .wait()
+        .into_iter()
+        .flatten()
+        .collect();
+    // Stable: the tiles of one box come from one rank, in tile order.
+    all.sort_by_key(|&(id, _)| id);
+    let mut level_sum = 0.0;
+    for (_, t) in all {
+        level_sum += t;
     }
     level_sum
 }
@@ -102,6 +126,9 @@ pub fn norm(level: &Level, a: usize) -> f64 {
         if block_norm > max_norm {
             max_norm = block_norm;
         }
+    }
+    if world_ranks() > 1 {
+        max_norm = pgas::reduce_all(&pgas::world(), max_norm, pgas::ops::max).wait();
     }
     max_norm
 }

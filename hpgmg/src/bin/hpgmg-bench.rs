@@ -1,0 +1,204 @@
+//! hpgmg-bench: HPGMG-FV speed, the cost of Containment Domains and the two ghost-exchange
+//! variants (BENCHMARKS.md format; `--json` for JSON lines).
+//!
+//! Every value is the average seconds per FMG solve at the finest level h (the benchmark's
+//! own timed pass, `solves` solves after as many warm-up solves) of one complete run through
+//! the library in this process; the median over `--reps` repetitions after one warm-up is
+//! reported, subject and baseline alternating within each repetition.
+//!
+//! Lines:
+//! - `hpgmg_dofs` / `5_1`, `6_1`: degrees of freedom per second at h on one rank, one
+//!   thread (`hpgmg 5 1`, `hpgmg 6 1`). With `HPGMG_REF` naming the reference C binary
+//!   (built with its default defines, run with `OMP_NUM_THREADS=1`), its DOF/s at h,
+//!   measured alternately, is the baseline `c_reference_5_1` / `c_reference_6_1`.
+//! - `hpgmg_cd_overhead` / `5_8_r8`: seconds per solve of `hpgmg 5 8 --ranks 8` (64 boxes of
+//!   32^3, 8 per rank) with a strict CD per solve and per level (default configuration, no
+//!   faults), baseline `hpgmg_no_cd_5_8_r8` (the same run without CDs); target ratio <= 1.02.
+//! - `hpgmg_exchange` / `agg_5_8_r8`: seconds per solve with ghost zones aggregated per
+//!   neighbour rank (the default), baseline `hpgmg_exchange_box_5_8_r8` (one rput per
+//!   box-to-box region, the naturally-grained puts of the UPC++ port); `agg_5_1_r8` the same
+//!   with one box per rank (every neighbour remote).
+//!
+//! The multi-rank runs time 3 solves per pass (5 for one box per rank).
+//!
+//! `--quick` uses `4 1`/`5 1` and `4 8 --ranks 8` (case names say so) and one solve per pass.
+//! `--ranks` is ignored: the multi-rank cases use 8 ranks on smp, or the mpirun world.
+
+use bench_report::{BenchArgs, Better, Line, median, print};
+use hpgmg::comm::ExchangeMode;
+use hpgmg::driver::{JobOptions, run_job};
+use hpgmg::{Report, configure};
+
+fn config(log2: i64, boxes: i64, ranks: usize, solves: usize) -> hpgmg::Config {
+    let mut cfg = configure(log2, boxes, ranks).unwrap_or_else(|e| panic!("{log2} {boxes}: {e}"));
+    cfg.solves = solves;
+    cfg
+}
+
+fn serial(cfg: hpgmg::Config) -> Report {
+    hpgmg::run(cfg, &mut std::io::sink()).expect("a run to a sink")
+}
+
+/// Seconds per solve at h of a job; `None` in the processes of an mpi job but rank 0's.
+fn job(cfg: hpgmg::Config, mode: ExchangeMode, cd: bool) -> Option<f64> {
+    let opts = JobOptions {
+        ranks: cfg.num_ranks,
+        mode,
+    };
+    let cd = cd.then(cd_runtime::CdConfig::default);
+    run_job(cfg, opts, false, cd)
+        .unwrap_or_else(|e| panic!("hpgmg job: {e}"))
+        .map(|o| o.report.seconds[0])
+}
+
+/// DOF/s at h of the reference binary `bin` (`None` if it cannot run).
+fn reference(bin: &str, log2: i64, boxes: i64) -> Option<f64> {
+    let out = std::process::Command::new(bin)
+        .args([log2.to_string(), boxes.to_string()])
+        .env("OMP_NUM_THREADS", "1")
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().find(|l| l.contains("DOF/s="))?;
+    line.split("DOF/s=")
+        .nth(1)?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+fn main() {
+    let args = BenchArgs::from_env("hpgmg-bench");
+    let solves = if args.quick {
+        1
+    } else {
+        hpgmg::bench::MIN_SOLVES
+    };
+    let ranks = match pgas::mpi_world() {
+        Ok(Some((_, n))) => n,
+        _ => 8,
+    };
+    let under_mpi = matches!(pgas::mpi_world(), Ok(Some(_)));
+    let conduit = if under_mpi { "mpi" } else { "smp" };
+    let mut lines = Vec::new();
+
+    // Single-rank speed (skipped under mpirun: every process would run it).
+    if !under_mpi {
+        let sizes: &[i64] = if args.quick { &[4, 5] } else { &[5, 6] };
+        let c_ref = std::env::var("HPGMG_REF").ok();
+        for &log2 in sizes {
+            let cfg = config(log2, 1, 1, solves);
+            let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+            for rep in 0..=args.reps {
+                let r = serial(cfg);
+                let c = c_ref.as_deref().and_then(|b| reference(b, log2, 1));
+                if rep > 0 {
+                    ours.push(r.dofs[0] / r.seconds[0]);
+                    if let Some(c) = c {
+                        theirs.push(c);
+                    }
+                }
+            }
+            let case = format!("{log2}_1");
+            let mut line = Line::new(
+                "hpgmg_dofs",
+                &case,
+                median(&mut ours),
+                "DOF/s",
+                Better::Higher,
+            );
+            if !theirs.is_empty() {
+                line = line.baseline(&format!("c_reference_{case}"), median(&mut theirs));
+            }
+            lines.push(line.on(conduit, 1));
+        }
+    }
+
+    // Multi-rank: CDs on/off and the two exchange variants, alternating.
+    let (log2, per_rank) = if args.quick { (4, 8) } else { (5, 8) };
+    let case = format!("{log2}_{per_rank}_r{ranks}");
+    // Seconds per solve need fewer solves than the benchmark's own pass.
+    let cfg = config(log2, per_rank, ranks, solves.min(3));
+    let one_box = config(log2, 1, ranks, solves.min(5));
+    let (mut no_cd, mut with_cd, mut agg, mut per_box) = (vec![], vec![], vec![], vec![]);
+    let (mut agg1, mut per_box1) = (vec![], vec![]);
+    for rep in 0..=args.reps {
+        let flip = rep % 2 == 1;
+        let mut samples = Vec::new();
+        for n in 0..4 {
+            let which = if flip { 3 - n } else { n };
+            let t = match which {
+                0 => job(cfg, ExchangeMode::Aggregated, false),
+                1 => job(cfg, ExchangeMode::Aggregated, true),
+                2 => job(cfg, ExchangeMode::Aggregated, false),
+                _ => job(cfg, ExchangeMode::PerBox, false),
+            };
+            samples.push((which, t));
+        }
+        let pair = if flip {
+            let b = job(one_box, ExchangeMode::PerBox, false);
+            (job(one_box, ExchangeMode::Aggregated, false), b)
+        } else {
+            let a = job(one_box, ExchangeMode::Aggregated, false);
+            (a, job(one_box, ExchangeMode::PerBox, false))
+        };
+        if rep == 0 {
+            continue;
+        }
+        if let (Some(a), Some(b)) = pair {
+            agg1.push(a);
+            per_box1.push(b);
+        }
+        for (which, t) in samples {
+            let Some(t) = t else { continue };
+            match which {
+                0 => no_cd.push(t),
+                1 => with_cd.push(t),
+                2 => agg.push(t),
+                _ => per_box.push(t),
+            }
+        }
+    }
+    if no_cd.is_empty() {
+        return; // a process of an mpi job other than rank 0's
+    }
+    lines.push(
+        Line::new(
+            "hpgmg_cd_overhead",
+            &case,
+            median(&mut with_cd),
+            "s",
+            Better::Lower,
+        )
+        .baseline(&format!("hpgmg_no_cd_{case}"), median(&mut no_cd))
+        .on(conduit, ranks),
+    );
+    lines.push(
+        Line::new(
+            "hpgmg_exchange",
+            &format!("agg_{case}"),
+            median(&mut agg),
+            "s",
+            Better::Lower,
+        )
+        .baseline(&format!("hpgmg_exchange_box_{case}"), median(&mut per_box))
+        .on(conduit, ranks),
+    );
+    let case1 = format!("{log2}_1_r{ranks}");
+    lines.push(
+        Line::new(
+            "hpgmg_exchange",
+            &format!("agg_{case1}"),
+            median(&mut agg1),
+            "s",
+            Better::Lower,
+        )
+        .baseline(
+            &format!("hpgmg_exchange_box_{case1}"),
+            median(&mut per_box1),
+        )
+        .on(conduit, ranks),
+    );
+    print(&lines, args.json);
+}

@@ -1,0 +1,311 @@
+//! Communication between ranks over `pgas`: message plans for ghost-zone exchanges and
+//! inter-level transfers, and the rank-count-independent reductions.
+//!
+//! A [`Plan`] is built identically on every rank from the global box layout: a list of
+//! items (box-to-box transfers) in a fixed global order, grouped into messages either one per
+//! item (the naturally-grained puts of the UPC++ port of HPGMG) or one per peer rank
+//! (aggregated). Every rank owns, per plan, an inbox in its shared segment holding each
+//! incoming message at a fixed offset, twice (the parity of the plan's execution count).
+//! A sender packs a message and `rput`s it into the receiver's inbox with a remote
+//! completion (an rpc that counts the arrival); the receiver waits for the plan's count,
+//! then unpacks in the plan's order.
+//!
+//! Two slots per message are enough: a rank sends execution n+2 of a plan only after it has
+//! received what its peers sent in execution n+1, which they sent after consuming
+//! execution n (ghost exchanges are symmetric; inter-level transfers of one plan are
+//! separated by the opposite transfer or by a collective).
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+
+use pgas::{Completions, GlobalPtr, Promise, RpcFn, RpcTable, allgather, new_array, world};
+
+/// How ghost zones travel between ranks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ExchangeMode {
+    /// One rput per box-to-box region (naturally grained).
+    PerBox,
+    /// One rput per neighbour rank, all its regions packed together.
+    #[default]
+    Aggregated,
+}
+
+impl std::str::FromStr for ExchangeMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "box" | "per-box" | "put" => Ok(ExchangeMode::PerBox),
+            "agg" | "aggregated" | "rank" => Ok(ExchangeMode::Aggregated),
+            _ => Err(format!("unknown exchange mode `{s}` (box or agg)")),
+        }
+    }
+}
+
+thread_local! {
+    static ARRIVED: Cell<Option<RpcFn<u32, ()>>> = const { Cell::new(None) };
+    static COUNTS: RefCell<HashMap<u32, usize>> = RefCell::new(HashMap::new());
+    static NEXT_PLAN: Cell<u32> = const { Cell::new(0) };
+    static MODE: Cell<ExchangeMode> = const { Cell::new(ExchangeMode::Aggregated) };
+}
+
+/// The arrival rpc: one more message for `key` (plan id * 2 + parity) is in this rank's inbox.
+fn arrived(key: u32) {
+    COUNTS.with(|c| *c.borrow_mut().entry(key).or_insert(0) += 1);
+}
+
+/// Registers the arrival rpc (every rank's table is built the same way).
+pub fn register_rpcs(table: &mut RpcTable) -> RpcFn<u32, ()> {
+    table.register("hpgmg.arrived", arrived)
+}
+
+/// Prepares this rank (inside `pgas::launch`) to build plans.
+pub fn start_rank(f: RpcFn<u32, ()>, mode: ExchangeMode) {
+    ARRIVED.with(|a| a.set(Some(f)));
+    COUNTS.with(|c| c.borrow_mut().clear());
+    NEXT_PLAN.with(|n| n.set(0));
+    MODE.with(|m| m.set(mode));
+}
+
+/// Ranks of the job this code runs in (1 outside `pgas::launch`).
+pub fn world_ranks() -> usize {
+    if pgas::in_launch() { pgas::rank_n() } else { 1 }
+}
+
+fn wait_arrivals(key: u32, need: usize) {
+    loop {
+        let done = COUNTS.with(|c| {
+            let mut c = c.borrow_mut();
+            let n = c.entry(key).or_insert(0);
+            if *n >= need {
+                *n -= need;
+                true
+            } else {
+                false
+            }
+        });
+        if done {
+            return;
+        }
+        if pgas::progress() == 0 {
+            std::thread::yield_now();
+        }
+    }
+}
+
+/// One message of a plan: a peer, a range of the plan's items, where it lands.
+#[derive(Debug, Clone)]
+struct Msg {
+    peer: usize,
+    items: std::ops::Range<usize>,
+    /// Offset in the receiver's inbox (per parity).
+    offset: usize,
+    len: usize,
+    /// The receiver's inbox (for sends).
+    remote: GlobalPtr<f64>,
+    /// Reals per parity in the receiver's inbox.
+    stride: usize,
+}
+
+/// A transfer item of the global list: who sends, who receives, how many reals.
+#[derive(Debug, Clone, Copy)]
+pub struct Route {
+    /// Sending rank.
+    pub src: usize,
+    /// Receiving rank.
+    pub dst: usize,
+    /// Reals carried.
+    pub len: usize,
+}
+
+/// The messages of one transfer pattern on this rank; `T` describes one item.
+#[derive(Debug, Clone)]
+pub struct Plan<T> {
+    id: u32,
+    /// The items this rank sends, in message order.
+    send_items: Vec<T>,
+    /// The items this rank receives, in message order.
+    recv_items: Vec<T>,
+    sends: Vec<Msg>,
+    recvs: Vec<Msg>,
+    inbox: GlobalPtr<f64>,
+    /// Reals per parity in this rank's inbox.
+    inbox_len: usize,
+    execs: Cell<u64>,
+    scratch: RefCell<Vec<f64>>,
+}
+
+impl<T: Clone> Plan<T> {
+    /// An empty plan (one rank).
+    pub fn empty() -> Plan<T> {
+        Plan {
+            id: u32::MAX,
+            send_items: Vec::new(),
+            recv_items: Vec::new(),
+            sends: Vec::new(),
+            recvs: Vec::new(),
+            inbox: GlobalPtr::null(),
+            inbox_len: 0,
+            execs: Cell::new(0),
+            scratch: RefCell::new(Vec::new()),
+        }
+    }
+
+    /// True when this rank neither sends nor receives.
+    pub fn is_idle(&self) -> bool {
+        self.sends.is_empty() && self.recvs.is_empty()
+    }
+
+    /// Collective over the world (every rank builds the same plans in the same order):
+    /// builds the plan from the global list of remote items (`src != dst`), in order.
+    pub fn build(items: Vec<(Route, T)>) -> Plan<T> {
+        if world_ranks() == 1 {
+            return Plan::empty();
+        }
+        let me = pgas::rank_me();
+        let n = pgas::rank_n();
+        let id = NEXT_PLAN.with(|p| {
+            let id = p.get();
+            p.set(id + 1);
+            id
+        });
+        let mode = MODE.with(|m| m.get());
+        // Group items into messages: per item, or per (src, dst) pair in first-item order.
+        let mut groups: Vec<(Route, Vec<usize>)> = Vec::new();
+        match mode {
+            ExchangeMode::PerBox => {
+                for (i, (r, _)) in items.iter().enumerate() {
+                    groups.push((*r, vec![i]));
+                }
+            }
+            ExchangeMode::Aggregated => {
+                let mut at: HashMap<(usize, usize), usize> = HashMap::new();
+                for (i, (r, _)) in items.iter().enumerate() {
+                    let g = *at.entry((r.src, r.dst)).or_insert_with(|| {
+                        groups.push((
+                            Route {
+                                src: r.src,
+                                dst: r.dst,
+                                len: 0,
+                            },
+                            Vec::new(),
+                        ));
+                        groups.len() - 1
+                    });
+                    groups[g].0.len += r.len;
+                    groups[g].1.push(i);
+                }
+            }
+        }
+        // Inbox offsets: per receiver, messages in group order.
+        let mut fill = vec![0usize; n];
+        let mut offsets = Vec::with_capacity(groups.len());
+        for (r, _) in &groups {
+            offsets.push(fill[r.dst]);
+            fill[r.dst] += r.len;
+        }
+        let inbox_len = fill[me];
+        let inbox = new_array::<f64>((2 * inbox_len).max(1)).unwrap_or_else(|e| {
+            panic!("hpgmg: shared segment too small for the exchange buffers: {e}")
+        });
+        let bases = allgather(&world(), inbox.offset() as u64).wait();
+        let mut plan = Plan {
+            id,
+            send_items: Vec::new(),
+            recv_items: Vec::new(),
+            sends: Vec::new(),
+            recvs: Vec::new(),
+            inbox,
+            inbox_len,
+            execs: Cell::new(0),
+            scratch: RefCell::new(Vec::new()),
+        };
+        for ((r, members), offset) in groups.into_iter().zip(offsets) {
+            if r.src == me {
+                let start = plan.send_items.len();
+                plan.send_items
+                    .extend(members.iter().map(|&i| items[i].1.clone()));
+                plan.sends.push(Msg {
+                    peer: r.dst,
+                    items: start..plan.send_items.len(),
+                    offset,
+                    len: r.len,
+                    remote: GlobalPtr::from_raw(r.dst, bases[r.dst] as usize),
+                    stride: fill[r.dst],
+                });
+            }
+            if r.dst == me {
+                let start = plan.recv_items.len();
+                plan.recv_items
+                    .extend(members.iter().map(|&i| items[i].1.clone()));
+                plan.recvs.push(Msg {
+                    peer: r.src,
+                    items: start..plan.recv_items.len(),
+                    offset,
+                    len: r.len,
+                    remote: GlobalPtr::null(),
+                    stride: inbox_len,
+                });
+            }
+        }
+        plan
+    }
+
+    /// Sends this rank's messages: `pack(item, buf)` appends an item's reals.
+    /// Returns the parity to pass to [`Plan::receive`].
+    pub fn send(&self, mut pack: impl FnMut(&T, &mut Vec<f64>)) -> u64 {
+        let parity = self.execs.get() & 1;
+        self.execs.set(self.execs.get() + 1);
+        if self.sends.is_empty() {
+            return parity;
+        }
+        let arrived = ARRIVED
+            .with(|a| a.get())
+            .expect("hpgmg::comm::start_rank before plans run");
+        let key = self.id * 2 + parity as u32;
+        let mut buf = self.scratch.borrow_mut();
+        for m in &self.sends {
+            let sent = Promise::new();
+            buf.clear();
+            for item in &self.send_items[m.items.clone()] {
+                pack(item, &mut buf);
+            }
+            debug_assert_eq!(buf.len(), m.len, "message to rank {}", m.peer);
+            let dst = m.remote + (m.offset + parity as usize * m.stride);
+            let cx = Completions::new()
+                .source_promise(&sent)
+                .remote_rpc(arrived, key);
+            let _ = pgas::rput_with(&buf, dst, cx);
+            sent.finalize().wait();
+        }
+        parity
+    }
+
+    /// Waits for this rank's messages of execution `parity` and unpacks them:
+    /// `unpack(item, data)` gets each item's reals.
+    pub fn receive(
+        &self,
+        parity: u64,
+        item_len: impl Fn(&T) -> usize,
+        mut unpack: impl FnMut(&T, &[f64]),
+    ) {
+        if self.recvs.is_empty() {
+            return;
+        }
+        let key = self.id * 2 + parity as u32;
+        wait_arrivals(key, self.recvs.len());
+        let mut buf = self.scratch.borrow_mut();
+        buf.resize(self.inbox_len, 0.0);
+        (self.inbox + parity as usize * self.inbox_len)
+            .read_local_slice(&mut buf[..self.inbox_len])
+            .expect("this rank's own inbox is local");
+        for m in &self.recvs {
+            let mut at = m.offset;
+            for item in &self.recv_items[m.items.clone()] {
+                let n = item_len(item);
+                unpack(item, &buf[at..at + n]);
+                at += n;
+            }
+            debug_assert_eq!(at, m.offset + m.len);
+        }
+    }
+}

@@ -1,0 +1,104 @@
+//! The multi-rank driver: one `pgas` job whose ranks each run the benchmark on their boxes
+//! (threads of this process on smp, one process each under `mpirun` with feature `mpi`).
+//! Only rank 0 writes the report.
+
+use std::io::Write;
+
+use cd_runtime as cd;
+
+use crate::bench::{Config, Report, run};
+use crate::comm::{self, ExchangeMode};
+use crate::operator::STENCIL_RADIUS;
+
+/// How a job runs.
+#[derive(Debug, Clone, Copy)]
+pub struct JobOptions {
+    /// Ranks of the job.
+    pub ranks: usize,
+    /// How ghost zones travel between ranks.
+    pub mode: ExchangeMode,
+}
+
+/// Shared-segment bytes one rank needs for its message inboxes (two slots per message).
+pub fn segment_bytes(cfg: &Config) -> usize {
+    let boxes = (cfg.boxes_in_i as usize).pow(3);
+    let per_rank = boxes.div_ceil(cfg.num_ranks.max(1));
+    let g = STENCIL_RADIUS as usize;
+    let mut reals = 0usize;
+    let mut d = 1usize << cfg.log2_box_dim;
+    while d >= 2 {
+        let shell = (d + 2 * g).pow(3) - d.pow(3);
+        reals += per_rank * (6 * shell + 8 * (d / 2 + 1).pow(3) + 2 * (d / 2 + 4).pow(3));
+        d /= 2;
+    }
+    // Agglomerated coarse levels (at most 1/64 of the fine cells, gathered).
+    let cells = boxes << (3 * cfg.log2_box_dim);
+    reals += cells / 64 * 24;
+    (reals * 8 * 5 / 4 + (32 << 20)).next_multiple_of(1 << 16)
+}
+
+/// What a job returns in the process that ran rank 0.
+#[derive(Debug, Clone)]
+pub struct JobOutput {
+    /// Rank 0's report.
+    pub report: Report,
+    /// The CD report (runs with a CD configuration).
+    pub cd_report: Option<cd::Report>,
+}
+
+/// Runs the benchmark on a job of `job.ranks` ranks, rank 0 printing the report to stdout
+/// when `print`; with a CD configuration every solve and every level of its F-cycle is a
+/// strict CD. Returns rank 0's report in the process that ran rank 0 (`None` in the other
+/// processes of an mpi job).
+pub fn run_job(
+    mut cfg: Config,
+    job: JobOptions,
+    print: bool,
+    cd_config: Option<cd::CdConfig>,
+) -> Result<Option<JobOutput>, String> {
+    let mut config = pgas::LaunchConfig::from_env(job.ranks).map_err(|e| e.to_string())?;
+    config.ranks = job.ranks;
+    config.segment_bytes = config.segment_bytes.max(segment_bytes(&cfg));
+    let mut rpcs = pgas::RpcTable::new();
+    let arrived = comm::register_rpcs(&mut rpcs);
+    cfg.containment = cd_config.is_some();
+    let body = || {
+        comm::start_rank(arrived, job.mode);
+        if pgas::rank_me() == 0 {
+            let mut out: Box<dyn Write> = if print {
+                Box::new(std::io::LineWriter::new(std::io::stdout()))
+            } else {
+                Box::new(std::io::sink())
+            };
+            let r = run(cfg, &mut out).map(Some).map_err(|e| e.to_string());
+            let _ = out.flush();
+            r
+        } else {
+            run(cfg, &mut std::io::sink())
+                .map(|_| None)
+                .map_err(|e| e.to_string())
+        }
+    };
+    let (results, cd_report) = match cd_config {
+        None => (
+            pgas::launch(&config, rpcs, body).map_err(|e| e.to_string())?,
+            None,
+        ),
+        Some(mut c) => {
+            c.report = false;
+            let out = cd::launch(&config, c, rpcs, || Ok(body())).map_err(|e| e.to_string())?;
+            (out.results, Some(out.report))
+        }
+    };
+    let Some(here) = pgas::returned_ranks(job.ranks) else {
+        return Ok(None);
+    };
+    let mut report = None;
+    for (rank, r) in here.into_iter().zip(results) {
+        let r = r?;
+        if rank == 0 {
+            report = r;
+        }
+    }
+    Ok(report.map(|report| JobOutput { report, cd_report }))
+}

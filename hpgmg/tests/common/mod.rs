@@ -1,0 +1,85 @@
+//! Helpers shared by the multi-rank tests.
+#![allow(dead_code)]
+
+use std::process::{Command, Output};
+
+/// The hpgmg binary with the job-shaping variables removed.
+pub fn hpgmg() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_hpgmg"));
+    c.env_remove("PGAS_RANKS")
+        .env_remove("PGAS_SEGMENT_MB")
+        .env_remove("PGAS_CONDUIT");
+    c
+}
+
+/// Stdout of a successful run.
+pub fn stdout_of(out: Output, what: &str) -> String {
+    assert!(
+        out.status.success(),
+        "{what} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8")
+}
+
+/// Runs `hpgmg args` and returns stdout, asserting success.
+pub fn run(args: &[&str]) -> String {
+    let out = hpgmg().args(args).output().expect("run hpgmg");
+    stdout_of(out, &format!("hpgmg {args:?}"))
+}
+
+/// The Richardson section's f-cycle norms (h, 2h, 4h), error line and order line.
+pub fn richardson(stdout: &str) -> Vec<String> {
+    let section = stdout
+        .split("===== Richardson error analysis")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no Richardson section in\n{stdout}"));
+    section
+        .lines()
+        .filter_map(|l| {
+            if let Some(rest) = l.strip_prefix("FMGSolve... f-cycle     ") {
+                Some(rest.split("  done").next().unwrap_or(rest).to_string())
+            } else if l.starts_with("  h=") || l.starts_with("  order=") {
+                Some(l.to_string())
+            } else {
+                None
+            }
+        })
+        .collect()
+}
+
+/// Every solve's norm line (warm-up, timed, Richardson), without the timing.
+pub fn all_norms(stdout: &str) -> Vec<String> {
+    stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("FMGSolve... f-cycle     "))
+        .map(|l| l.split("  done").next().unwrap_or(l).to_string())
+        .collect()
+}
+
+/// The reference's `5 8` (8 boxes of 32^3): f-cycle norms at h, 2h, 4h, error, order.
+pub const REF_5_8: [&str; 5] = [
+    "norm=6.934041112727218e-05  rel=7.171390380025997e-05",
+    "norm=8.424292969434477e-04  rel=9.623268051667912e-04",
+    "norm=2.464277273032022e-03  rel=4.100600716814234e-03",
+    "  h=1.562500000000000e-02  ||error||=2.889820931067759e-06",
+    "  order=3.247",
+];
+
+/// The reference's `5 1` (one 32^3 box).
+pub const REF_5_1: [&str; 5] = [
+    "norm=8.412949740638220e-04  rel=9.615951595958925e-04",
+    "norm=2.463322558838356e-03  rel=4.100446295609216e-03",
+    "norm=7.615331127701457e-04  rel=4.130925627080076e-03",
+    "  h=3.125000000000000e-02  ||error||=2.741524561805046e-05",
+    "  order=1.966",
+];
+
+/// Asserts the Richardson lines.
+pub fn assert_richardson(stdout: &str, expected: &[&str; 5], what: &str) {
+    assert_eq!(
+        richardson(stdout),
+        expected.map(String::from).to_vec(),
+        "{what}"
+    );
+}
