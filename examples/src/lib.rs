@@ -134,7 +134,7 @@ pub fn check_memory(what: &str, ranks: usize, per_rank: Option<u64>) -> Result<(
 /// process meets the same error) and exits with status 1. For errors found before the job.
 pub fn fail(program: &str, message: impl Display) -> ! {
     if speaks() {
-        eprintln!("{program}: error: {message}");
+        pgas::stderr_line(format_args!("{program}: error: {message}"));
     }
     std::process::exit(1)
 }
@@ -213,24 +213,24 @@ pub fn finish<R, E: Display>(
     results: Result<Vec<Concluded<R>>, E>,
 ) -> Option<Vec<R>> {
     let results = results.unwrap_or_else(|e| {
-        eprintln!("{program}: error: {e}");
+        pgas::stderr_line(format_args!("{program}: error: {e}"));
         std::process::exit(1)
     });
     let here = pgas::returned_ranks(results.len()).unwrap_or(0..0);
     let (mut failed, mut ranks, mut values) = (0, 0, None);
     for (rank, c) in here.zip(results) {
         if let Some(e) = c.error {
-            eprintln!("{program}: rank {rank}: {e}");
+            pgas::stderr_line(format_args!("{program}: rank {rank}: {e}"));
         }
         (failed, ranks) = (c.failed, c.ranks);
         values = values.or(c.values);
     }
     if failed > 0 {
         if speaks() {
-            eprintln!(
+            pgas::stderr_line(format_args!(
                 "{program}: error: the check failed on {failed} of {ranks} ranks (see the ranks' \
                  messages)"
-            );
+            ));
         }
         std::process::exit(1)
     }

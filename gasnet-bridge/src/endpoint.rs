@@ -529,14 +529,14 @@ impl Endpoint {
             }
             _ => String::new(),
         };
-        eprintln!(
+        crate::stderr_line::stderr_line(format_args!(
             "pgas: hang report: rank {} of {} has waited {:.1} s without progress for {}{from}{detail} \
              (PGAS_HANG_REPORT; still waiting)",
             self.rank,
             self.ranks(),
             waited.as_secs_f64(),
             awaiting.what,
-        );
+        ));
     }
 
     fn assert_may_block(&self) {

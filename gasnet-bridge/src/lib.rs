@@ -34,6 +34,7 @@ pub mod limits;
 pub mod segment;
 pub mod shared_copy;
 pub mod sleep;
+pub mod stderr_line;
 pub mod topology;
 
 pub use active_message::{HandlerId, HandlerTable, MAX_ARGS, MAX_MEDIUM, Payload, Token};

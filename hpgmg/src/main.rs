@@ -43,7 +43,7 @@ fn main() -> ExitCode {
     let speaks = match pgas::mpi_world() {
         Ok(w) => w.is_none_or(|(rank, _)| rank == 0),
         Err(e) => {
-            eprintln!("hpgmg: {e}");
+            pgas::stderr_line(format_args!("hpgmg: {e}"));
             return ExitCode::from(1);
         }
     };
@@ -59,14 +59,16 @@ fn main() -> ExitCode {
             if speaks {
                 let text = e.to_string();
                 let first = text.lines().next().unwrap_or("invalid arguments");
-                eprintln!("{first} (usage: hpgmg <log2_box_dim> <target_boxes_per_rank>)");
+                pgas::stderr_line(format_args!(
+                    "{first} (usage: hpgmg <log2_box_dim> <target_boxes_per_rank>)"
+                ));
             }
             return ExitCode::from(2);
         }
     };
     let fail = |msg: String| {
         if speaks {
-            eprintln!("hpgmg: {msg}");
+            pgas::stderr_line(format_args!("hpgmg: {msg}"));
         }
         ExitCode::from(1)
     };

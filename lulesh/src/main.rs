@@ -21,7 +21,7 @@ fn main() -> ExitCode {
     let mpi = match distributed::mpi_process() {
         Ok(m) => m,
         Err(err) => {
-            eprintln!("{err}");
+            pgas::stderr_line(format_args!("{err}"));
             return ExitCode::from(255);
         }
     };
@@ -43,7 +43,7 @@ fn main() -> ExitCode {
                 if matches!(err, options::OptionsError::Unknown(_)) {
                     eprint!("{}", options::usage(exe));
                 }
-                eprintln!("{err}");
+                pgas::stderr_line(format_args!("{err}"));
             }
             return ExitCode::from(255);
         }
@@ -53,7 +53,7 @@ fn main() -> ExitCode {
         Ok(n) => n,
         Err(err) => {
             if speaks {
-                eprintln!("{err}");
+                pgas::stderr_line(format_args!("{err}"));
             }
             return ExitCode::from(255);
         }
@@ -63,7 +63,7 @@ fn main() -> ExitCode {
     let ranks_here = if mpi.is_some() { 1 } else { ranks as usize };
     if let Err(err) = options::check_fits(&opts, ranks_here) {
         if speaks {
-            eprintln!("{err}");
+            pgas::stderr_line(format_args!("{err}"));
         }
         return ExitCode::from(255);
     }
@@ -76,7 +76,7 @@ fn main() -> ExitCode {
     };
     if let Err(err) = shape {
         if speaks {
-            eprintln!("{err}");
+            pgas::stderr_line(format_args!("{err}"));
         }
         return ExitCode::from(err.exit_code() as u8);
     }
@@ -97,7 +97,7 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(err) => {
             if speaks {
-                eprintln!("{err}");
+                pgas::stderr_line(format_args!("{err}"));
             }
             return ExitCode::from(err.exit_code() as u8);
         }
@@ -110,7 +110,7 @@ fn main() -> ExitCode {
         match Simulation::single_rank(&opts) {
             Ok(s) => Some(s),
             Err(err) => {
-                eprintln!("{err}");
+                pgas::stderr_line(format_args!("{err}"));
                 return ExitCode::from(err.exit_code() as u8);
             }
         }

@@ -81,6 +81,9 @@ pub use gasnet_bridge::limits;
 pub use gasnet_bridge::returned_ranks;
 /// What a waiting rank waits for, for the hang report (`PGAS_HANG_REPORT`).
 pub use gasnet_bridge::sleep::Awaiting;
+/// Writes a formatted line to standard error in one write, so that the lines of different
+/// processes under mpirun never interleave: `pgas::stderr_line(format_args!("..."))`.
+pub use gasnet_bridge::stderr_line::stderr_line;
 
 /// Starting a program under `mpirun` from tests and tools: `MPIRUN` names the launcher
 /// (default `mpirun`), `MPIRUN_FLAGS` its flags (default `--allow-run-as-root --oversubscribe`).

@@ -107,7 +107,7 @@ impl Drop for PingPong {
         // SAFETY: the communicator was created by `new` and is freed once.
         let rc = unsafe { ffi::MPI_Comm_free(&mut self.comm) };
         if let Err(e) = check(rc, "MPI_Comm_free(ping-pong)") {
-            eprintln!("gasnet-bridge (mpi baseline): {e}");
+            crate::stderr_line::stderr_line(format_args!("gasnet-bridge (mpi baseline): {e}"));
         }
     }
 }

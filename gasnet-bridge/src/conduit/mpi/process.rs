@@ -123,7 +123,7 @@ extern "C" fn finalize_at_exit() {
     let rc = unsafe { ffi::MPI_Finalize() };
     if let Err(e) = check(rc, "MPI_Finalize") {
         // The process is exiting: nobody is left to return the error to.
-        eprintln!("gasnet-bridge (mpi conduit): {e}");
+        crate::stderr_line::stderr_line(format_args!("gasnet-bridge (mpi conduit): {e}"));
     }
 }
 

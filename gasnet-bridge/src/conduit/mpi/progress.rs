@@ -205,14 +205,14 @@ impl MpiWorld {
                 self.shared.failure.check();
                 backoff.snooze(&self.shared.sleeper, || !self.shared.failure.is_failed());
                 if let Some(waited) = backoff.hang_due() {
-                    eprintln!(
+                    crate::stderr_line::stderr_line(format_args!(
                         "pgas: hang report: rank {} of {} has waited {:.1} s without progress \
                          for an MPI operation of the conduit (an acknowledgement, a get, a \
                          barrier step) (PGAS_HANG_REPORT; still waiting)",
                         self.rank,
                         self.ranks,
                         waited.as_secs_f64()
-                    );
+                    ));
                 }
             }
         }

@@ -111,10 +111,10 @@ pub(crate) fn verify(bytes: &[u8; HELLO_LEN], secret: &Secret) -> Result<u64, Re
 /// Says on stderr that a connection was refused; the job goes on.
 pub(crate) fn report(me: usize, from: Option<SocketAddr>, why: &Refusal) {
     let from = from.map_or_else(|| "an unknown address".into(), |a| a.to_string());
-    eprintln!(
+    crate::stderr_line::stderr_line(format_args!(
         "gasnet-bridge (mpi conduit): rank {me}: watchdog refused a connection from {from}: \
          {why}; the job goes on"
-    );
+    ));
 }
 
 /// The address a rank on `host` listens on for its children: the loopback address when

@@ -122,10 +122,10 @@ impl Shared {
             self.stopped.store(true, Ordering::Release);
         }
         if first && rank != me && !stopped {
-            eprintln!(
+            crate::stderr_line::stderr_line(format_args!(
                 "gasnet-bridge (mpi conduit): rank {me}: rank {rank} failed: {message}; \
                  this rank gives up"
-            );
+            ));
         }
         self.failure.record(rank, message);
         self.sleeper.wake();
@@ -138,11 +138,11 @@ impl Shared {
                     std::thread::sleep(EXIT_DEADLINE);
                     let (rank, message) = info.unwrap_or((rank, String::new()));
                     if !quiet {
-                        eprintln!(
+                        crate::stderr_line::stderr_line(format_args!(
                             "gasnet-bridge (mpi conduit): rank {me}: ending the process {} s \
                              after rank {rank} failed ({message})",
                             EXIT_DEADLINE.as_secs()
-                        );
+                        ));
                     }
                     // SAFETY: _exit ends the process at once; nothing of ours needs running.
                     unsafe { libc::_exit(1) };
@@ -320,7 +320,9 @@ impl Watchdog {
             None => None,
         };
         if let Some(a) = mine.filter(|_| std::env::var(VERBOSE_ENV).is_ok_and(|v| v == "1")) {
-            eprintln!("gasnet-bridge (mpi conduit): rank {me}: watchdog listening on {a}");
+            crate::stderr_line::stderr_line(format_args!(
+                "gasnet-bridge (mpi conduit): rank {me}: watchdog listening on {a}"
+            ));
         }
         let addrs = exchange_addresses(comm, ranks, mine)?;
         let mut conns = Vec::new();
@@ -628,17 +630,17 @@ impl Watcher {
             // A deliberate stop was reported by the program that stopped.
             Some(_) if self.shared.stopped.load(Ordering::Acquire) => 1,
             Some((rank, message)) => {
-                eprintln!(
+                crate::stderr_line::stderr_line(format_args!(
                     "gasnet-bridge (mpi conduit): rank {me}: terminated by the launcher after \
                      rank {rank} failed: {message}"
-                );
+                ));
                 1
             }
             None => {
-                eprintln!(
+                crate::stderr_line::stderr_line(format_args!(
                     "gasnet-bridge (mpi conduit): rank {me}: terminated by SIGTERM; no rank \
                      failure was reported to this rank"
-                );
+                ));
                 143
             }
         };
