@@ -1,5 +1,7 @@
-//! HPGMG-FV: a serial, single-rank, bit-exact port of the default configuration of the
-//! HPGMG finite-volume benchmark (fv4 operator, GSRB smoother, FMG F-cycle, BiCGStab bottom).
+//! HPGMG-FV: a bit-exact port of the default configuration of the HPGMG finite-volume
+//! benchmark (fv4 operator, GSRB smoother, FMG F-cycle, BiCGStab bottom), on one rank or
+//! many over `pgas` ([`driver`], [`comm`]), with threads per rank ([`kernels`]) and strict
+//! Containment Domains per solve and per level ([`mg`]).
 
 // Stencil kernels index several arrays with one shared index, mirroring the reference's
 // loops (and so its floating-point order); iterator rewrites would obscure that.

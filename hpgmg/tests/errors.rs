@@ -64,3 +64,25 @@ fn library_errors() {
     // 2 boxes fit only one per side.
     assert_eq!(configure(4, 7, 1).expect("4 7").boxes_in_i, 1);
 }
+
+#[test]
+fn more_boxes_than_memory_allows() {
+    // 1000 boxes of 512^3: about 11 TiB of vectors.
+    fails(&["9", "1000"], "MiB of memory are available");
+}
+
+#[test]
+fn more_ranks_than_boxes() {
+    fails(
+        &["4", "1", "--ranks", "2"],
+        "2 ranks cannot hold a layout of 1 boxes",
+    );
+}
+
+#[test]
+fn zero_threads() {
+    fails(
+        &["4", "1", "--threads", "0"],
+        "--threads must be at least 1",
+    );
+}
