@@ -379,3 +379,78 @@ fn an_escalation_prints_one_line_from_one_process_and_fails_every_one() {
     }
     let _ = std::fs::remove_file(&path);
 }
+
+/// A rank stopped with SIGSTOP leaves the others waiting in a barrier: with
+/// `PGAS_HANG_REPORT=1` each of them says so once, in one whole line, and the job finishes
+/// normally once the rank is continued.
+#[test]
+fn a_stopped_rank_gets_a_hang_report_from_the_others() {
+    let Some(_job) = mpi_or_skip("a_stopped_rank_gets_a_hang_report_from_the_others") else {
+        return;
+    };
+    let stderr_path = std::env::temp_dir().join(format!("hang-report-{}.txt", std::process::id()));
+    let stderr_file = std::fs::File::create(&stderr_path).unwrap();
+    let mut job = pgas::mpirun::mpirun_command(3)
+        .arg("--quiet")
+        .arg(STENCIL)
+        .args(["--n", "48", "--iters", "100000"])
+        .env("PGAS_HANG_REPORT", "1")
+        .env_remove("PGAS_RANKS")
+        .env_remove("PGAS_CONDUIT")
+        .stdout(std::process::Stdio::null())
+        .stderr(stderr_file)
+        .spawn()
+        .expect("start mpirun");
+    // The rank processes are mpirun's children.
+    let launcher = job.id().to_string();
+    let stencils = || -> Vec<u32> {
+        let out = Command::new("pgrep")
+            .args(["-P", &launcher])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let mut pids = stencils();
+    while pids.len() < 3 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        pids = stencils();
+    }
+    assert_eq!(pids.len(), 3, "three rank processes: {pids:?}");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let stopped = *pids.iter().max().unwrap();
+    let signal = |sig: &str| {
+        let ok = Command::new("kill")
+            .args([sig, &stopped.to_string()])
+            .status()
+            .unwrap();
+        assert!(ok.success(), "kill {sig} {stopped}");
+    };
+    signal("-STOP");
+    let reports = |text: &str| text.lines().filter(|l| l.contains("hang report")).count();
+    let mut text = String::new();
+    while reports(&text) < 2 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        text = std::fs::read_to_string(&stderr_path).unwrap();
+    }
+    signal("-CONT");
+    // The rest of the run is not needed: end it, ranks first (they would outlive mpirun).
+    for pid in &pids {
+        let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+    }
+    let _ = job.kill();
+    let _ = job.wait();
+    let _ = std::fs::remove_file(&stderr_path);
+    assert!(reports(&text) >= 2, "the two waiting ranks report:\n{text}");
+    for line in text.lines().filter(|l| l.contains("hang report")) {
+        assert!(
+            line.starts_with("pgas: hang report: rank ")
+                && line.ends_with("(PGAS_HANG_REPORT; still waiting)")
+                && line.matches("hang report").count() == 1,
+            "one whole line per report: {line:?}"
+        );
+    }
+}
