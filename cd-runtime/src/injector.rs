@@ -39,6 +39,25 @@ pub(crate) fn take_effect(rt: &CdRuntime, frame: &Frame, injected: Option<Inject
     }
 }
 
+/// The fault (if any) for this execution of `frame`, after noting that the execution was
+/// reached (for the end-of-run report of exact faults that never fired).
+pub(crate) fn for_execution(
+    rt: &CdRuntime,
+    frame: &Frame,
+    name: &str,
+    attempt: u32,
+) -> Option<Injected> {
+    note_reached(rt, frame, name, attempt);
+    decide(
+        &frame.settings.inject,
+        rt.config.seed,
+        rt.rank,
+        name,
+        frame.iteration,
+        attempt,
+    )
+}
+
 /// Records which exact faults of the configuration the execution `attempt` of `frame` reached
 /// (on its first attempt, when exact faults fire), for the end-of-run report of those never
 /// reached ([`crate::CdConfig::unreached`]).

@@ -187,15 +187,7 @@ fn run<R>(
         }
         frame.rx.borrow_mut().clear();
         let start = Instant::now();
-        injector::note_reached(&rt, &frame, name, attempt);
-        let injected = injector::decide(
-            &frame.settings.inject,
-            rt.config.seed,
-            rt.rank,
-            name,
-            frame.iteration,
-            attempt,
-        );
+        let injected = injector::for_execution(&rt, &frame, name, attempt);
         let out = body(&cd);
         let mut kinds = frame.state.borrow().failure.union(kinds_of(&out));
         kinds = kinds.union(injector::take_effect(&rt, &frame, injected));

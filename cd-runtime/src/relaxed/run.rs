@@ -68,15 +68,7 @@ pub fn relaxed<R>(
     loop {
         frame.begin(attempt);
         let start = Instant::now();
-        injector::note_reached(&rt, &frame, name, attempt);
-        let injected = injector::decide(
-            &frame.settings.inject,
-            rt.config.seed,
-            rt.rank,
-            name,
-            frame.iteration,
-            attempt,
-        );
+        let injected = injector::for_execution(&rt, &frame, name, attempt);
         if attempt > 0 {
             if let Err(cause) = replay::begin(&rt, &cd) {
                 rt.relaxed.finish_trace();
