@@ -2,58 +2,13 @@
 //! fv4 + GSRB + FMG + BiCGStab, gcc -O3, one rank, one thread), numbers from
 //! /work/shared/reference/README.md and from runs of the reference binary.
 
-use std::process::Command;
+mod common;
 
-/// Runs the binary and returns stdout, asserting success.
-fn run(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_hpgmg"))
-        .args(args)
-        .output()
-        .expect("run hpgmg");
-    assert!(
-        out.status.success(),
-        "hpgmg {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("utf-8")
-}
-
-/// The Richardson section's f-cycle norms (h, 2h, 4h), error line and order line.
-fn richardson(stdout: &str) -> Vec<String> {
-    let section = stdout
-        .split("===== Richardson error analysis")
-        .nth(1)
-        .expect("Richardson section");
-    section
-        .lines()
-        .filter_map(|l| {
-            if let Some(rest) = l.strip_prefix("FMGSolve... f-cycle     ") {
-                Some(rest.split("  done").next().unwrap_or(rest).to_string())
-            } else if l.starts_with("  h=") || l.starts_with("  order=") {
-                Some(l.to_string())
-            } else {
-                None
-            }
-        })
-        .collect()
-}
-
-/// Every solve's line (warm-up and timed) at every level, without the timing.
-fn all_norms(stdout: &str) -> Vec<String> {
-    stdout
-        .lines()
-        .filter_map(|l| l.strip_prefix("FMGSolve... f-cycle     "))
-        .map(|l| l.split("  done").next().unwrap_or(l).to_string())
-        .collect()
-}
+use common::{all_norms, assert_richardson, run};
 
 fn check(args: &[&str], expected: &[&str; 5]) {
     let stdout = run(args);
-    assert_eq!(
-        richardson(&stdout),
-        expected.map(String::from).to_vec(),
-        "args {args:?}"
-    );
+    assert_richardson(&stdout, expected, &format!("args {args:?}"));
     // 10 warm-up + 10 timed solves at each of h, 2h, 4h, then 3 Richardson solves, all
     // printing the same norm per level.
     let norms = all_norms(&stdout);
@@ -62,13 +17,13 @@ fn check(args: &[&str], expected: &[&str; 5]) {
         let level = if n < 60 { n / 20 } else { n - 60 };
         assert_eq!(line, &expected[level], "solve {n}");
     }
-    for (l, h) in ["h=", "h=", "h="].iter().enumerate() {
-        let perf = stdout
-            .lines()
-            .filter(|x| x.starts_with("  h=") && x.contains("DOF/s="))
-            .nth(l)
-            .expect("performance line");
-        assert!(perf.contains(h) && perf.contains("MPI=1  OMP=1"), "{perf}");
+    let perf: Vec<&str> = stdout
+        .lines()
+        .filter(|x| x.starts_with("  h=") && x.contains("DOF/s="))
+        .collect();
+    assert_eq!(perf.len(), 3, "one performance line per size:\n{stdout}");
+    for line in perf {
+        assert!(line.contains("MPI=1  OMP=1"), "{line}");
     }
 }
 

@@ -1,4 +1,4 @@
-//! Helpers shared by the multi-rank tests.
+//! Helpers shared by the hpgmg tests.
 #![allow(dead_code)]
 
 use std::process::{Command, Output};
