@@ -13,7 +13,7 @@ use serde::de::DeserializeOwned;
 
 use crate::config::Medium;
 use crate::error::FaultKinds;
-use crate::frame::{CdKind, Entry, Frame, Store, find_in_ancestors};
+use crate::frame::{Entry, Frame, Store, find_in_ancestors};
 use crate::relaxed::PreservedRegion;
 use crate::runtime::{self, CdRuntime};
 
@@ -169,7 +169,7 @@ impl Cd {
     /// before replaying the incoming writes (and what combining incoming writes must land in).
     pub fn preserve_global<T: Pod>(&self, name: &str, ptr: GlobalPtr<T>, len: usize) {
         let own = !ptr.is_null() && ptr.rank() == pgas::rank_me();
-        if own && self.frame.kind == CdKind::Relaxed {
+        if own {
             let rx = self.frame.rx.borrow();
             if self.attempt() > 0 && rx.eager_restored.contains(name) {
                 // Restored when the recovery began; incoming writes may have landed since.
@@ -181,7 +181,9 @@ impl Cd {
             let iwc_before = pgas::resilience::incoming_writes();
             ptr.read_local_slice(&mut data)
                 .unwrap_or_else(|e| panic!("CD {:?}: `{name}`: {e}", self.frame.name));
-            if self.frame.kind == CdKind::Relaxed {
+            // Strict CDs note their regions too: a dependency-limited re-execution restores
+            // them before it applies the writes of ranks that do not re-execute.
+            {
                 let mut rx = self.frame.rx.borrow_mut();
                 if !rx.globals.iter().any(|g| g.name == name) {
                     rx.globals.push(PreservedRegion {

@@ -23,6 +23,9 @@
 //! logging = true                # log communication (off: every failure escalates)
 //! log_spill_bytes = 1048576     # past this much log in memory, the oldest entries go to a file
 //! check_classes = true          # check private/privatized declarations (default: debug builds)
+//!
+//! [cd.step]                     # a strict CD around relaxed ones (their LCSA)
+//! dependency_tracking = true    # an escalation re-executes only the ranks it can have touched
 //! ```
 //!
 //! An unknown key, a value of the wrong type or out of range, or a missing file is an error that
@@ -122,6 +125,7 @@ struct SettingsFile {
     logging: Option<bool>,
     log_spill_bytes: Option<Spanned<i64>>,
     check_classes: Option<bool>,
+    dependency_tracking: Option<bool>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -188,6 +192,10 @@ pub struct CdSettings {
     pub log_spill_bytes: Option<u64>,
     /// Check the access classes of relaxed CDs (an internal rpc per remote access).
     pub check_classes: bool,
+    /// For a strict CD around relaxed ones: keep node-level read and write lists, so that an
+    /// escalation from a relaxed child re-executes only the ranks it can have touched
+    /// (`relaxed/dependencies.rs`); off, it re-executes every rank of the CD.
+    pub dependency_tracking: bool,
 }
 
 impl Default for CdSettings {
@@ -202,6 +210,7 @@ impl Default for CdSettings {
             logging: true,
             log_spill_bytes: None,
             check_classes: cfg!(debug_assertions),
+            dependency_tracking: false,
         }
     }
 }
@@ -456,6 +465,9 @@ impl CdConfig {
             }
             if let Some(c) = layer.check_classes {
                 s.check_classes = c;
+            }
+            if let Some(d) = layer.dependency_tracking {
+                s.dependency_tracking = d;
             }
             if let Some(inj) = &layer.inject {
                 if let Some(p) = &inj.soft_error {

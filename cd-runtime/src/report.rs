@@ -56,6 +56,10 @@ pub struct CdStats {
     /// Per failure (instance and execution), the ranks that re-executed for it.
     #[serde(default)]
     pub failures: Vec<FailureRecord>,
+    /// Strict CDs with `dependency_tracking`: why an escalation re-executed the whole group
+    /// instead of the ranks that depend on the failed one (one line per rank and case).
+    #[serde(default)]
+    pub whole_group: Vec<String>,
 }
 
 /// The ranks that re-executed a CD instance for one failure.
@@ -67,6 +71,15 @@ pub struct FailureRecord {
     pub attempt: u32,
     /// The ranks that re-executed, in increasing order.
     pub ranks: Vec<usize>,
+    /// Their nodes, in increasing order.
+    #[serde(default)]
+    pub nodes: Vec<usize>,
+    /// The longest recovery (restore and re-execution) among them, in nanoseconds.
+    #[serde(default)]
+    pub recover_ns: u64,
+    /// Only the ranks that depend on the failed one re-executed (dependency tracking).
+    #[serde(default)]
+    pub limited: bool,
 }
 
 impl CdStats {
@@ -87,6 +100,7 @@ impl CdStats {
         self.log_ns += o.log_ns;
         self.entries_replayed += o.entries_replayed;
         self.writes_squashed += o.writes_squashed;
+        self.whole_group.extend(o.whole_group.iter().cloned());
         for f in &o.failures {
             match self
                 .failures
@@ -97,6 +111,11 @@ impl CdStats {
                     m.ranks.extend(&f.ranks);
                     m.ranks.sort_unstable();
                     m.ranks.dedup();
+                    m.nodes.extend(&f.nodes);
+                    m.nodes.sort_unstable();
+                    m.nodes.dedup();
+                    m.recover_ns = m.recover_ns.max(f.recover_ns);
+                    m.limited |= f.limited;
                 }
                 None => self.failures.push(f.clone()),
             }
@@ -260,13 +279,34 @@ impl Report {
             let list: Vec<String> = c
                 .failures
                 .iter()
-                .map(|f| format!("#{}.{}: {:?}", f.iteration, f.attempt, f.ranks))
+                .map(|f| {
+                    let limited = if f.limited {
+                        format!(" (dependency-limited, nodes {:?})", f.nodes)
+                    } else {
+                        String::new()
+                    };
+                    format!(
+                        "#{}.{}: {:?}{limited} {:.3} ms",
+                        f.iteration,
+                        f.attempt,
+                        f.ranks,
+                        f.recover_ns as f64 / 1e6
+                    )
+                })
                 .collect();
             let _ = writeln!(
                 s,
                 "re-executed ranks per failure of {}: {}",
                 c.name,
                 list.join(", ")
+            );
+        }
+        for c in self.cds.iter().filter(|c| !c.whole_group.is_empty()) {
+            let _ = writeln!(
+                s,
+                "whole-group re-executions of {}: {}",
+                c.name,
+                c.whole_group.join("; ")
             );
         }
         s

@@ -17,6 +17,7 @@ use crate::config::CdKindSetting;
 use crate::error::{CdError, FaultKinds};
 use crate::frame::{Frame, restorable};
 use crate::injector;
+use crate::relaxed::dependencies::{Failure, Record, reexecution_set};
 use crate::runtime::{self, CdRuntime};
 
 /// Runs `body` as a strict child CD of the current CD, spanning the same ranks.
@@ -172,25 +173,71 @@ fn run<R>(
     let cd = Cd {
         frame: frame.clone(),
     };
+    let tracking = frame.settings.dependency_tracking;
+    // D of a dependency-limited attempt (`None`: every rank of the CD executes), whether one
+    // was tried, and the result of the execution a limited attempt keeps on the ranks
+    // outside D.
+    let mut limited: Option<Vec<usize>> = None;
+    let mut limited_tried = false;
+    let mut previous: Option<Result<R, CdError>> = None;
     let mut attempt = 0u32;
     loop {
-        if attempt > 0 {
-            rt.rereplicate();
-        }
-        frame.begin(attempt);
-        // Logs of relaxed children of a failed execution are of no use to the next one; the
-        // frees they deferred are cancelled (the re-execution frees those blocks again).
-        if attempt > 0 {
-            if let Err(e) = frame.rx.borrow_mut().cancel_deferred(&[]) {
-                panic!("CD {name:?}: {e}");
-            }
-        }
-        frame.rx.borrow_mut().clear();
+        let in_d = limited
+            .as_ref()
+            .is_none_or(|d| d.binary_search(&rt.rank).is_ok());
         let start = Instant::now();
-        let injected = injector::for_execution(&rt, &frame, name, attempt);
-        let out = body(&cd);
-        let mut kinds = frame.state.borrow().failure.union(kinds_of(&out));
-        kinds = kinds.union(injector::take_effect(&rt, &frame, injected));
+        let (out, mut kinds, injected) = if in_d {
+            if attempt > 0 {
+                rt.rereplicate();
+            }
+            frame.begin(attempt);
+            // Logs of relaxed children of a failed execution are of no use to the next one; the
+            // frees they deferred are cancelled (the re-execution frees those blocks again).
+            if attempt > 0 {
+                if let Err(e) = frame.rx.borrow_mut().cancel_deferred(&[]) {
+                    panic!("CD {name:?}: {e}");
+                }
+            }
+            {
+                let mut rx = frame.rx.borrow_mut();
+                rx.clear();
+                if limited.is_none() {
+                    // A limited attempt keeps the window of the execution it repeats.
+                    rx.ec_begin = pgas::resilience::epoch();
+                    rx.iwc_begin = pgas::resilience::incoming_writes();
+                    rx.eager_restored.clear();
+                }
+            }
+            if tracking {
+                // The hook sees every operation, also outside relaxed children.
+                rt.relaxed.acquire_hook();
+            }
+            let injected = injector::for_execution(&rt, &frame, name, attempt);
+            if limited.is_some() {
+                crate::relaxed::limited::start(&rt);
+            }
+            let out = body(&cd);
+            let mut kinds = frame.state.borrow().failure.union(kinds_of(&out));
+            if limited.is_some() {
+                let errors = crate::relaxed::limited::end(&rt, name, frame.level);
+                if !errors.is_empty() {
+                    frame.fail(FaultKinds::SOFT, errors.join("; "));
+                    kinds = kinds.union(FaultKinds::SOFT);
+                }
+            }
+            if tracking {
+                rt.relaxed.release_hook();
+            }
+            kinds = kinds.union(injector::take_effect(&rt, &frame, injected));
+            (out, kinds, injected)
+        } else {
+            // Outside D: this rank's execution stands; it waits at the agreement (and serves
+            // the gathers of the ranks in D from progress meanwhile).
+            let out = previous
+                .take()
+                .expect("a limited attempt follows an execution of this rank");
+            (out, FaultKinds::NONE, None)
+        };
         // Every rank says whether it could restore, failed or not: a rank that lost its memory
         // in an earlier, contained failure (a child's rank loss) has lost this CD's local copies
         // too, and must not be asked to re-execute because *another* rank failed now. (Checked
@@ -217,7 +264,7 @@ fn run<R>(
                 },
             ));
         }
-        {
+        if in_d {
             let mut stats = rt.stats.borrow_mut();
             let s = stats.entry(name, frame.level);
             s.executions += 1;
@@ -231,6 +278,9 @@ fn run<R>(
                     iteration: frame.iteration,
                     attempt,
                     ranks: vec![rt.rank],
+                    nodes: vec![pgas::node_of(rt.rank)],
+                    recover_ns: start.elapsed().as_nanos() as u64,
+                    limited: limited.is_some(),
                 });
             }
         }
@@ -278,8 +328,93 @@ fn run<R>(
                 }),
             );
         }
+        limited = None;
+        if tracking && !limited_tried {
+            limited_tried = true;
+            let relaxed_only = frame.rx.borrow().deps.escalated_child
+                && frame.state.borrow().failure.is_empty()
+                && injected.is_none()
+                && !kinds.contains(FaultKinds::RANK_LOSS)
+                && !kinds.contains(FaultKinds::UNRESTORABLE)
+                && !matches!(out, Err(CdError::Detected { .. }));
+            let failure = if kinds.is_empty() {
+                Failure::None
+            } else if relaxed_only {
+                Failure::RelaxedEscalation
+            } else {
+                Failure::Other
+            };
+            if let Some(d) = plan_limited(&rt, &cd, failure) {
+                limited = Some(d);
+                previous = Some(out);
+            }
+        }
         attempt += 1;
     }
+}
+
+/// After an escalation from relaxed children: every rank of the CD gives its dependency
+/// notes (one allgather), all compute the same D, the ranks in D prepare (restore, gather the
+/// incoming writes), and all agree that every preparation succeeded. `None`: the whole group
+/// re-executes (the reason is in the report's trace of why).
+fn plan_limited(rt: &CdRuntime, cd: &Cd, failure: Failure) -> Option<Vec<usize>> {
+    let frame = &cd.frame;
+    let record = {
+        let rx = frame.rx.borrow();
+        Record {
+            rank: rt.rank,
+            failure,
+            reads_from: rx.deps.reads_from.iter().copied().collect(),
+            writes_to: rx.deps.writes_to.iter().copied().collect(),
+            unlogged: rx.deps.unlogged,
+        }
+    };
+    let records: Vec<Record> =
+        pgas::resilience::internal(|| pgas::allgather(&frame.team, record).wait());
+    let d = match reexecution_set(&records, frame.team.members(), pgas::node_of) {
+        Ok(d) => d,
+        Err(why) => {
+            rt.stats
+                .borrow_mut()
+                .entry(&frame.name, frame.level)
+                .whole_group
+                .push(why.to_string());
+            return None;
+        }
+    };
+    let in_d = d.binary_search(&rt.rank).is_ok();
+    let prepared = if in_d {
+        let writers: Vec<usize> = records
+            .iter()
+            .filter(|r| r.writes_to.contains(&rt.rank))
+            .map(|r| r.rank)
+            .collect();
+        crate::relaxed::limited::prepare(rt, cd, d.clone(), &writers)
+    } else {
+        Ok(())
+    };
+    let failed = agree(
+        &frame.team,
+        if prepared.is_err() {
+            FaultKinds::SOFT
+        } else {
+            FaultKinds::NONE
+        },
+    );
+    if !failed.is_empty() {
+        if in_d {
+            crate::relaxed::limited::abandon(rt);
+        }
+        if let Err(e) = prepared {
+            rt.stats
+                .borrow_mut()
+                .entry(&frame.name, frame.level)
+                .whole_group
+                .push(format!("rank {}: {e}", rt.rank));
+        }
+        return None;
+    }
+    Some(d)
 }
 
 fn finish<R>(rt: &CdRuntime, frame: &Frame, out: Result<R, CdError>) -> Result<R, CdError> {

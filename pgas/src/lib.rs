@@ -116,6 +116,19 @@ pub fn __bench_endpoint<R>(f: impl FnOnce(&gasnet_bridge::Endpoint) -> R) -> R {
     runtime::with(|rt| f(rt.ep()))
 }
 
+/// The node (host, or emulated node on smp with `PGAS_RANKS_PER_NODE`) that world rank
+/// `rank` runs on, from the conduit's topology; nodes are numbered from 0.
+///
+/// # Panics
+/// If `rank` is not a world rank.
+pub fn node_of(rank: usize) -> usize {
+    runtime::with(|rt| {
+        let t = rt.ep().topology();
+        assert!(rank < t.ranks(), "node_of({rank}): there are {} ranks", t.ranks());
+        t.node_of(rank)
+    })
+}
+
 /// This rank's Epoch Counter (EC) in the communication core.
 pub fn epoch() -> u64 {
     runtime::with(|rt| rt.ep().epoch())

@@ -22,6 +22,8 @@ use crate::buddy::Bytes;
 use crate::frame::{CdKind, Frame};
 use crate::relaxed::ReplayEvent;
 use crate::relaxed::classes;
+use crate::relaxed::dependencies;
+use crate::relaxed::limited;
 use crate::relaxed::epochs;
 use crate::relaxed::log_store::{EntryKind, LogEntry, LoggedOp, TargetCounters};
 use crate::runtime::{self, CdRuntime};
@@ -43,7 +45,9 @@ pub(crate) fn logging_frame(rt: &CdRuntime) -> Option<Rc<Frame>> {
 /// Appends an entry to the innermost logging relaxed CD's store.
 fn log(rt: &CdRuntime, op: u64, kind: EntryKind) {
     let start = Instant::now();
-    let Some(frame) = logging_frame(rt) else {
+    let frame = logging_frame(rt);
+    dependencies::note(rt, &kind, frame.is_some());
+    let Some(frame) = frame else {
         return;
     };
     let e = LogEntry {
@@ -176,6 +180,9 @@ impl Interceptor for RelaxedHook {
             if rma.rank == rt.rank {
                 return PutAction::Proceed;
             }
+            if let Some(a) = limited::put(rt, rma, bytes) {
+                return a;
+            }
             if replaying(rt) {
                 if let Some(e) = next_entry(rt) {
                     match &e.kind {
@@ -246,6 +253,9 @@ impl Interceptor for RelaxedHook {
             if rma.rank == rt.rank {
                 return GetAction::Proceed;
             }
+            if let Some(a) = limited::get(rt, rma, dst) {
+                return a;
+            }
             if replaying(rt) {
                 if let Some(e) = next_entry(rt) {
                     match &e.kind {
@@ -304,6 +314,9 @@ impl Interceptor for RelaxedHook {
         runtime::with(|rt| {
             if call.rank == rt.rank {
                 return RpcAction::Proceed;
+            }
+            if let Some(a) = limited::rpc(rt, call, args) {
+                return a;
             }
             if replaying(rt) {
                 if let Some(e) = next_entry(rt) {
@@ -380,6 +393,9 @@ impl Interceptor for RelaxedHook {
         runtime::with(|rt| {
             if rank == rt.rank {
                 return AtomicAction::Proceed;
+            }
+            if let Some(a) = limited::atomic(rt, rank, offset, op) {
+                return a;
             }
             let logged_op = LoggedOp::from(op);
             if replaying(rt) {
@@ -462,6 +478,9 @@ impl Interceptor for RelaxedHook {
 
     fn before_fetch(&self, id: OpId, fetch: &Fetch) -> FetchAction {
         runtime::with(|rt| {
+            if let Some(a) = limited::fetch(rt, fetch) {
+                return a;
+            }
             if replaying(rt) {
                 if let Some(e) = next_entry(rt) {
                     match &e.kind {
@@ -507,10 +526,13 @@ impl Interceptor for RelaxedHook {
 
     fn before_collective(&self, id: OpId, collective: &Collective) -> CollectiveAction {
         runtime::with(|rt| {
+            if let Some(a) = limited::collective(rt, collective) {
+                return a;
+            }
             if replaying(rt) {
                 if let Some(e) = next_entry(rt) {
                     match &e.kind {
-                        EntryKind::Collective { result } => {
+                        EntryKind::Collective { result, .. } => {
                             served(rt, e.lsn, "collective");
                             return CollectiveAction::Served(
                                 result.clone().map(|b| b.0).unwrap_or_default(),
@@ -527,7 +549,14 @@ impl Interceptor for RelaxedHook {
                     }
                 }
             }
-            log(rt, id.0, EntryKind::Collective { result: None });
+            log(
+                rt,
+                id.0,
+                EntryKind::Collective {
+                    result: None,
+                    barrier: collective.kind == CollectiveKind::Barrier,
+                },
+            );
             CollectiveAction::Proceed
         })
     }
@@ -535,7 +564,7 @@ impl Interceptor for RelaxedHook {
     fn after_collective(&self, id: OpId, _collective: &Collective, result: &[u8]) {
         runtime::with(|rt| {
             complete(rt, id.0, |k| {
-                if let EntryKind::Collective { result: r } = k {
+                if let EntryKind::Collective { result: r, .. } = k {
                     *r = Some(Bytes(result.to_vec()));
                 }
             });
@@ -638,6 +667,9 @@ pub(crate) fn apply_incoming(rt: &CdRuntime, ec: Option<u64>) {
 
 /// A `cd::rng()` draw inside a logging relaxed CD: logged, or served in a replay.
 pub(crate) fn rng_draw(rt: &CdRuntime, dst: &mut [u8], draw: impl FnOnce(&mut [u8])) {
+    if limited::rng(rt, dst) {
+        return;
+    }
     if replaying(rt) {
         if let Some(e) = next_entry(rt) {
             if let EntryKind::Rng { bytes } = &e.kind {

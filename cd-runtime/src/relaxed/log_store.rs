@@ -171,6 +171,9 @@ pub enum EntryKind {
     Collective {
         /// Postcard bytes of the result, once it completed.
         result: Option<Bytes>,
+        /// A barrier (its result is empty): a dependency-limited re-execution runs it among
+        /// the re-executing ranks instead of serving it.
+        barrier: bool,
     },
     /// A `cd::rng()` draw (the bytes drawn).
     Rng {
@@ -218,7 +221,7 @@ impl LogEntry {
                 args.0.len() + reply.as_ref().map_or(0, |r| r.0.len())
             }
             EntryKind::Fetch { bytes, .. } => bytes.as_ref().map_or(0, |b| b.0.len()),
-            EntryKind::Collective { result } => result.as_ref().map_or(0, |b| b.0.len()),
+            EntryKind::Collective { result, .. } => result.as_ref().map_or(0, |b| b.0.len()),
             EntryKind::Rng { bytes } | EntryKind::Privatized { bytes, .. } => bytes.0.len(),
             EntryKind::Atomic { .. } | EntryKind::Alloc { .. } => 16,
         };
@@ -460,7 +463,7 @@ fn is_complete(e: &LogEntry) -> bool {
         EntryKind::Rpc { reply, .. } => reply.is_some(),
         EntryKind::Atomic { done, .. } => *done,
         EntryKind::Fetch { bytes, .. } => bytes.is_some(),
-        EntryKind::Collective { result } => result.is_some(),
+        EntryKind::Collective { result, .. } => result.is_some(),
         _ => true,
     }
 }

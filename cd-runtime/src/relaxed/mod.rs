@@ -9,8 +9,10 @@
 //! running. Beginning and completing a relaxed CD involve no communication.
 
 pub mod classes;
+pub mod dependencies;
 pub(crate) mod epochs;
 pub(crate) mod interceptor;
+pub(crate) mod limited;
 pub(crate) mod log_store;
 pub(crate) mod replay;
 pub(crate) mod run;
@@ -84,6 +86,9 @@ pub(crate) struct RelaxedFrame {
     pub(crate) deferred: Vec<usize>,
     /// A relaxed CD ran inside this (strict) CD: deferred frees and logs to clean up.
     pub(crate) had_relaxed: bool,
+    /// For a strict CD with `dependency_tracking`: the ranks this rank read from and wrote
+    /// into during the current execution.
+    pub(crate) deps: dependencies::Dependencies,
 }
 
 impl RelaxedFrame {
@@ -95,6 +100,7 @@ impl RelaxedFrame {
         self.privatized.clear();
         self.class_errors.clear();
         self.deferred.clear();
+        self.deps = dependencies::Dependencies::default();
     }
 
     /// Cancels the frees deferred during a failed execution of this CD (the re-execution
@@ -196,6 +202,13 @@ pub(crate) struct RankState {
     /// An allocation's address was just served from the log (its `after_alloc` logs nothing).
     pub(crate) alloc_served: Cell<bool>,
     pub(crate) hook: RefCell<Option<Rc<RelaxedHook>>>,
+    /// Users of the hook: logging relaxed CDs and tracking strict CDs running on the rank
+    /// (installed while > 0).
+    pub(crate) hook_users: Cell<usize>,
+    /// The dependency-limited re-execution this rank takes part in, if any.
+    pub(crate) limited: RefCell<Option<limited::Limited>>,
+    /// Arrivals at limited barriers, by (team id, sequence number).
+    pub(crate) arrivals: RefCell<std::collections::HashMap<(u64, u64), limited::Arrival>>,
     pub(crate) rpcs: RelaxedRpcs,
 }
 
@@ -212,6 +225,9 @@ impl RankState {
             traces: RefCell::new(Vec::new()),
             alloc_served: Cell::new(false),
             hook: RefCell::new(None),
+            hook_users: Cell::new(0),
+            limited: RefCell::new(None),
+            arrivals: RefCell::new(std::collections::HashMap::new()),
             rpcs,
         }
     }
@@ -221,6 +237,30 @@ impl RankState {
         let l = self.lsn.get();
         self.lsn.set(l + 1);
         l
+    }
+
+    /// Installs the relaxed hook for one more user (a logging relaxed CD, a tracking strict
+    /// CD).
+    pub(crate) fn acquire_hook(&self) {
+        let n = self.hook_users.get();
+        self.hook_users.set(n + 1);
+        if n == 0 {
+            let hook = self
+                .hook
+                .borrow_mut()
+                .get_or_insert_with(|| Rc::new(RelaxedHook))
+                .clone();
+            pgas::set_hook(hook);
+        }
+    }
+
+    /// One user less; the hook goes with the last one.
+    pub(crate) fn release_hook(&self) {
+        let n = self.hook_users.get() - 1;
+        self.hook_users.set(n);
+        if n == 0 {
+            pgas::clear_hook();
+        }
     }
 
     /// Adds an event to the current recovery's trace, if one is being written.
@@ -260,6 +300,8 @@ pub(crate) struct RelaxedRpcs {
     /// (asker rank, asker CD, offset, len): the declared private/privatized region of this
     /// rank the access touches, if any, as (this rank's CD, region name).
     pub(crate) check: RpcFn<CheckRequest, CheckReply>,
+    /// (team id, sequence number): the sender reached that limited barrier.
+    pub(crate) arrive: RpcFn<(u64, u64), ()>,
 }
 
 impl RelaxedRpcs {
@@ -281,6 +323,9 @@ impl RelaxedRpcs {
                         .flatten()
                 },
             ),
+            arrive: rpcs.register("cd.relaxed.arrive", |(team, seq): (u64, u64)| {
+                runtime::try_with(|rt| limited::arrive(rt, team, seq));
+            }),
         }
     }
 }

@@ -88,30 +88,9 @@ pub(crate) fn serve_gather(
             if e.pending_write_into(target) {
                 pending += 1;
             }
-            let Some(c) = e.write_into(target) else {
-                return;
-            };
-            if c.iwc <= iwc_begin || c.iwc > iwc_end {
-                return;
+            if let Some(w) = incoming_of(rt.rank, e, target, iwc_begin, iwc_end) {
+                out.push(w);
             }
-            let what = match &e.kind {
-                EntryKind::Write { offset, bytes, .. } => IncomingWhat::Put {
-                    offset: *offset,
-                    bytes: bytes.clone(),
-                },
-                EntryKind::Atomic { offset, op, .. } => IncomingWhat::Atomic {
-                    offset: *offset,
-                    op: *op,
-                },
-                EntryKind::Rpc { name, .. } => IncomingWhat::Rpc { name: name.clone() },
-                _ => return,
-            };
-            out.push(Incoming {
-                from: rt.rank,
-                ec: c.ec,
-                iwc: c.iwc,
-                what,
-            });
         });
         if let Err(e) = read {
             panic!(
@@ -120,7 +99,48 @@ pub(crate) fn serve_gather(
             );
         }
     }
+    // A rank preparing a limited re-execution moved its first execution's log out of its CD.
+    crate::relaxed::limited::with_old(rt, |old| {
+        for e in old {
+            if let Some(w) = incoming_of(rt.rank, e, target, iwc_begin, iwc_end) {
+                out.push(w);
+            }
+        }
+    });
     (out, pending)
+}
+
+/// The write into `target` that entry `e` of rank `from` records, if its IWC is in
+/// `(iwc_begin, iwc_end]`.
+fn incoming_of(
+    from: usize,
+    e: &LogEntry,
+    target: usize,
+    iwc_begin: u64,
+    iwc_end: u64,
+) -> Option<Incoming> {
+    let c = e.write_into(target)?;
+    if c.iwc <= iwc_begin || c.iwc > iwc_end {
+        return None;
+    }
+    let what = match &e.kind {
+        EntryKind::Write { offset, bytes, .. } => IncomingWhat::Put {
+            offset: *offset,
+            bytes: bytes.clone(),
+        },
+        EntryKind::Atomic { offset, op, .. } => IncomingWhat::Atomic {
+            offset: *offset,
+            op: *op,
+        },
+        EntryKind::Rpc { name, .. } => IncomingWhat::Rpc { name: name.clone() },
+        _ => return None,
+    };
+    Some(Incoming {
+        from,
+        ec: c.ec,
+        iwc: c.iwc,
+        what,
+    })
 }
 
 /// The ranks to ask: every other member of the LCSA's team. (Which of them wrote to F is
@@ -142,7 +162,7 @@ fn ranks_to_ask(rt: &CdRuntime) -> Vec<usize> {
 
 /// Asks `ranks` for the writes into this rank with IWC in `(iwc_begin, iwc_end]`, again for
 /// those still waiting for acks, until the sequence is complete or the rounds run out.
-fn gather(
+pub(crate) fn gather(
     rt: &CdRuntime,
     ranks: &[usize],
     iwc_begin: u64,

@@ -12,7 +12,6 @@ use crate::config::CdKindSetting;
 use crate::error::{CdError, FaultKinds};
 use crate::frame::{CdKind, Frame};
 use crate::injector;
-use crate::relaxed::interceptor::RelaxedHook;
 use crate::relaxed::log_store::{EntryKind, LogEntry, TargetCounters};
 use crate::relaxed::replay;
 use crate::report::FailureRecord;
@@ -97,6 +96,9 @@ pub fn relaxed<R>(
                     iteration: frame.iteration,
                     attempt,
                     ranks: vec![rt.rank],
+                    nodes: vec![pgas::node_of(rt.rank)],
+                    recover_ns: start.elapsed().as_nanos() as u64,
+                    limited: false,
                 });
             }
         }
@@ -187,17 +189,8 @@ fn escalate_replay<R>(
 fn enter(rt: &CdRuntime, logging: bool) {
     rt.relaxed.depth.set(rt.relaxed.depth.get() + 1);
     if logging {
-        let d = rt.relaxed.logging_depth.get();
-        rt.relaxed.logging_depth.set(d + 1);
-        if d == 0 {
-            let hook = rt
-                .relaxed
-                .hook
-                .borrow_mut()
-                .get_or_insert_with(|| Rc::new(RelaxedHook))
-                .clone();
-            pgas::set_hook(hook);
-        }
+        rt.relaxed.logging_depth.set(rt.relaxed.logging_depth.get() + 1);
+        rt.relaxed.acquire_hook();
     }
 }
 
@@ -224,11 +217,13 @@ fn finish<R>(
     {
         let mut rx = std::mem::take(&mut *frame.rx.borrow_mut());
         let mut prx = parent.rx.borrow_mut();
+        // Pushed to the parent, not deleted: an escalation may re-execute a completed
+        // sibling (seed 003, Figure 4). The log of a CD that escalates goes up too: its
+        // operations happened, and a limited re-execution of the LCSA serves and squashes
+        // the ones with ranks that do not re-execute.
+        prx.store.append(std::mem::take(&mut rx.store));
+        prx.own_iwcs.append(&mut rx.own_iwcs);
         if completed {
-            // Pushed to the parent, not deleted: an escalation may re-execute a completed
-            // sibling (seed 003, Figure 4).
-            prx.store.append(std::mem::take(&mut rx.store));
-            prx.own_iwcs.append(&mut rx.own_iwcs);
             prx.private.append(&mut rx.private);
         }
         // Completed or not, the frees it deferred are deferred: a re-execution of the parent
@@ -241,25 +236,25 @@ fn finish<R>(
             spill(rt, &parent, limit);
         }
     }
-    if parent.kind == CdKind::Relaxed {
-        // Mark the LCSA too.
-        if let Some(s) = rt
-            .frames
-            .borrow()
-            .iter()
-            .rev()
-            .find(|f| f.kind == CdKind::Strict)
-        {
-            s.rx.borrow_mut().had_relaxed = true;
+    // Mark the LCSA too; an escalation it sees came from a relaxed child (dependency
+    // tracking limits its re-execution to the ranks that depend on this one).
+    if let Some(s) = rt
+        .frames
+        .borrow()
+        .iter()
+        .rev()
+        .find(|f| f.kind == CdKind::Strict)
+    {
+        let mut srx = s.rx.borrow_mut();
+        srx.had_relaxed = true;
+        if !completed {
+            srx.deps.escalated_child = true;
         }
     }
     rt.relaxed.depth.set(rt.relaxed.depth.get() - 1);
     if logging {
-        let d = rt.relaxed.logging_depth.get() - 1;
-        rt.relaxed.logging_depth.set(d);
-        if d == 0 {
-            pgas::clear_hook();
-        }
+        rt.relaxed.logging_depth.set(rt.relaxed.logging_depth.get() - 1);
+        rt.relaxed.release_hook();
     }
     out
 }

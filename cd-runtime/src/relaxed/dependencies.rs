@@ -1,0 +1,307 @@
+//! Node-level dependency lists (seed 003, "Node-level Dependency Tracking"; RELAXED_CDS.md,
+//! "Escalation with node-level dependency tracking"): which ranks an escalation from a
+//! relaxed CD must re-execute.
+//!
+//! While a strict CD with `dependency_tracking = true` runs, each rank notes, from the
+//! operations its hook sees, the ranks it read from and the ranks it wrote into
+//! ([`Dependencies`]). Synchronizations add nothing. When a relaxed child escalates, every
+//! rank of the LCSA gives its notes in one allgather ([`Record`]); grouped by node they are the
+//! read list (nodes a node's CDs read from) and the write list (nodes whose CDs wrote into a
+//! node) of every node, and every rank computes the same set D ([`reexecution_set`]): the
+//! ranks on the failed node F, on the nodes of F's write list, on the nodes of F's read list,
+//! and on the nodes in the write lists of F's read list.
+//!
+//! Reading chosen: the lists are kept per rank at the initiator and grouped by node only at
+//! escalation (one allgather, made only then), so forward execution pays a set insert per
+//! remote operation and no communication.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use crate::frame::{CdKind, Frame};
+use crate::relaxed::log_store::EntryKind;
+use crate::runtime::CdRuntime;
+
+/// What one rank noted during the current execution of a tracking strict CD.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Dependencies {
+    /// Ranks this rank read from (gets, fetched values of atomics, rpc replies, fetches).
+    pub(crate) reads_from: BTreeSet<usize>,
+    /// Ranks this rank wrote into (puts, writing atomics, rpc requests).
+    pub(crate) writes_to: BTreeSet<usize>,
+    /// This rank communicated outside any logging relaxed CD: nothing logged can serve that
+    /// communication to a limited re-execution.
+    pub(crate) unlogged: bool,
+    /// A relaxed child of the strict CD escalated on this rank in this execution.
+    pub(crate) escalated_child: bool,
+}
+
+impl Dependencies {
+    /// Notes the remote operation an entry records (`logged`: a logging relaxed CD logs it).
+    pub(crate) fn note(&mut self, kind: &EntryKind, logged: bool) {
+        match kind {
+            EntryKind::Write { target, .. } => {
+                self.writes_to.insert(*target);
+            }
+            EntryKind::Read { source, .. } => {
+                self.reads_from.insert(*source);
+            }
+            EntryKind::Atomic { target, op, .. } => {
+                self.reads_from.insert(*target);
+                if *op != crate::relaxed::log_store::LoggedOp::Load {
+                    self.writes_to.insert(*target);
+                }
+            }
+            EntryKind::Rpc { target, .. } => {
+                self.writes_to.insert(*target);
+                self.reads_from.insert(*target);
+            }
+            EntryKind::Fetch { rank, .. } => {
+                self.reads_from.insert(*rank);
+            }
+            // A barrier is a synchronization: never a dependency, and a limited
+            // re-execution runs it among the re-executing ranks without a log.
+            EntryKind::Collective { barrier: true, .. } => return,
+            EntryKind::Collective { .. } => {}
+            EntryKind::Rng { .. } | EntryKind::Alloc { .. } | EntryKind::Privatized { .. } => {
+                return;
+            }
+        }
+        if !logged {
+            self.unlogged = true;
+        }
+    }
+}
+
+/// Why a rank's execution of the strict CD failed, as far as dependency tracking cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) enum Failure {
+    /// No failure on this rank.
+    None,
+    /// Only a relaxed child escalated (it could not recover alone): the rank's memory is
+    /// usable, so a limited re-execution can contain it.
+    RelaxedEscalation,
+    /// Anything else (a failure of the strict CD's own code, an injected fault at its level,
+    /// a rank loss): the whole group re-executes.
+    Other,
+}
+
+/// One rank's contribution to the escalation's allgather.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Record {
+    pub(crate) rank: usize,
+    pub(crate) failure: Failure,
+    pub(crate) reads_from: Vec<usize>,
+    pub(crate) writes_to: Vec<usize>,
+    pub(crate) unlogged: bool,
+}
+
+/// Why an escalation re-executes the whole group instead of a limited set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum WholeGroup {
+    /// A rank failed other than by a relaxed child's escalation.
+    OtherFailure(usize),
+    /// A rank communicated outside logging relaxed CDs.
+    Unlogged(usize),
+    /// D is every rank anyway.
+    Everyone,
+}
+
+impl std::fmt::Display for WholeGroup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WholeGroup::OtherFailure(r) => write!(
+                f,
+                "rank {r} failed outside a relaxed child (or lost its memory)"
+            ),
+            WholeGroup::Unlogged(r) => write!(
+                f,
+                "rank {r} communicated outside logging relaxed CDs, which no log can serve"
+            ),
+            WholeGroup::Everyone => write!(f, "every rank depends on the failed ones"),
+        }
+    }
+}
+
+/// The node-level lists of a group: for each node, the nodes its CDs read from and the nodes
+/// whose CDs wrote into it.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct NodeLists {
+    /// Node → nodes its ranks read from.
+    pub read: BTreeMap<usize, BTreeSet<usize>>,
+    /// Node → nodes whose ranks wrote into it.
+    pub write: BTreeMap<usize, BTreeSet<usize>>,
+}
+
+impl NodeLists {
+    /// Groups per-rank notes `(rank, reads_from, writes_to)` by node.
+    pub fn from_ranks<'a>(
+        ranks: impl IntoIterator<Item = (usize, &'a [usize], &'a [usize])>,
+        node_of: impl Fn(usize) -> usize,
+    ) -> NodeLists {
+        let mut lists = NodeLists::default();
+        for (rank, reads, writes) in ranks {
+            let me = node_of(rank);
+            for &r in reads {
+                lists.read.entry(me).or_default().insert(node_of(r));
+            }
+            for &w in writes {
+                lists.write.entry(node_of(w)).or_default().insert(me);
+            }
+        }
+        lists
+    }
+
+    /// The nodes whose CDs re-execute when a CD on `failed` escalates (the four criteria of
+    /// seed 003): `failed`, its write list, its read list, and the write lists of its read
+    /// list.
+    pub fn dependents(&self, failed: usize) -> BTreeSet<usize> {
+        let empty = BTreeSet::new();
+        let reads = self.read.get(&failed).unwrap_or(&empty);
+        let mut d: BTreeSet<usize> = BTreeSet::from([failed]);
+        d.extend(self.write.get(&failed).unwrap_or(&empty));
+        d.extend(reads);
+        for n in reads {
+            d.extend(self.write.get(n).unwrap_or(&empty));
+        }
+        d
+    }
+}
+
+/// The world ranks (of `members`, sorted) that re-execute for the failures in `records`, or
+/// why the whole group must.
+pub(crate) fn reexecution_set(
+    records: &[Record],
+    members: &[usize],
+    node_of: impl Fn(usize) -> usize,
+) -> Result<Vec<usize>, WholeGroup> {
+    if let Some(r) = records.iter().find(|r| r.failure == Failure::Other) {
+        return Err(WholeGroup::OtherFailure(r.rank));
+    }
+    if let Some(r) = records.iter().find(|r| r.unlogged) {
+        return Err(WholeGroup::Unlogged(r.rank));
+    }
+    let lists = NodeLists::from_ranks(
+        records
+            .iter()
+            .map(|r| (r.rank, &r.reads_from[..], &r.writes_to[..])),
+        &node_of,
+    );
+    let mut nodes = BTreeSet::new();
+    for r in records.iter().filter(|r| r.failure != Failure::None) {
+        nodes.extend(lists.dependents(node_of(r.rank)));
+    }
+    let mut d: Vec<usize> = members
+        .iter()
+        .copied()
+        .filter(|&m| nodes.contains(&node_of(m)))
+        .collect();
+    d.sort_unstable();
+    if d.len() == members.len() {
+        return Err(WholeGroup::Everyone);
+    }
+    Ok(d)
+}
+
+/// The innermost strict CD, if it keeps dependency lists.
+pub(crate) fn tracking_frame(rt: &CdRuntime) -> Option<std::rc::Rc<Frame>> {
+    rt.frames
+        .borrow()
+        .iter()
+        .rev()
+        .find(|f| f.kind == CdKind::Strict)
+        .filter(|f| f.settings.dependency_tracking)
+        .cloned()
+}
+
+/// Notes a remote operation in the tracking strict CD's lists (no-op without one).
+pub(crate) fn note(rt: &CdRuntime, kind: &EntryKind, logged: bool) {
+    if let Some(f) = tracking_frame(rt) {
+        f.rx.borrow_mut().deps.note(kind, logged);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(rank: usize, failure: Failure, reads: &[usize], writes: &[usize]) -> Record {
+        Record {
+            rank,
+            failure,
+            reads_from: reads.to_vec(),
+            writes_to: writes.to_vec(),
+            unlogged: false,
+        }
+    }
+
+    /// Seed 003, Figure 5: a chain of CDs, each reading from its neighbours; B fails.
+    #[test]
+    fn figure_5_chain_reexecutes_the_failed_cd_and_its_neighbours() {
+        let n = 6;
+        let records: Vec<Record> = (0..n)
+            .map(|r| {
+                let reads: Vec<usize> = [r.wrapping_sub(1), r + 1]
+                    .into_iter()
+                    .filter(|&x| x < n)
+                    .collect();
+                let f = if r == 2 { Failure::RelaxedEscalation } else { Failure::None };
+                rec(r, f, &reads, &[])
+            })
+            .collect();
+        let members: Vec<usize> = (0..n).collect();
+        assert_eq!(reexecution_set(&records, &members, |r| r), Ok(vec![1, 2, 3]));
+    }
+
+    #[test]
+    fn the_four_criteria_each_add_their_nodes() {
+        // Node = rank. F = 0. 1 wrote into 0 (criterion 2); 0 read from 2 (3); 3 wrote into
+        // 2 (4); 4 only read from 0 and 5 is unrelated.
+        let records = vec![
+            rec(0, Failure::RelaxedEscalation, &[2], &[]),
+            rec(1, Failure::None, &[], &[0]),
+            rec(2, Failure::None, &[], &[]),
+            rec(3, Failure::None, &[], &[2]),
+            rec(4, Failure::None, &[0], &[]),
+            rec(5, Failure::None, &[], &[]),
+        ];
+        let members: Vec<usize> = (0..6).collect();
+        assert_eq!(
+            reexecution_set(&records, &members, |r| r),
+            Ok(vec![0, 1, 2, 3])
+        );
+        // Nodes of two ranks: F's node partner (1) comes by criterion 1 and brings nothing
+        // else; node 1 (ranks 2, 3) is read from, node 2 (ranks 4, 5) reads node 0 only.
+        assert_eq!(
+            reexecution_set(&records, &members, |r| r / 2),
+            Ok(vec![0, 1, 2, 3])
+        );
+    }
+
+    #[test]
+    fn another_failure_or_unlogged_communication_means_the_whole_group() {
+        let members = vec![0, 1, 2];
+        let mut records = vec![
+            rec(0, Failure::RelaxedEscalation, &[], &[]),
+            rec(1, Failure::Other, &[], &[]),
+            rec(2, Failure::None, &[], &[]),
+        ];
+        assert_eq!(
+            reexecution_set(&records, &members, |r| r),
+            Err(WholeGroup::OtherFailure(1))
+        );
+        records[1].failure = Failure::None;
+        records[2].unlogged = true;
+        assert_eq!(
+            reexecution_set(&records, &members, |r| r),
+            Err(WholeGroup::Unlogged(2))
+        );
+        records[2].unlogged = false;
+        records[0].reads_from = vec![1, 2];
+        assert_eq!(
+            reexecution_set(&records, &members, |r| r),
+            Err(WholeGroup::Everyone)
+        );
+    }
+}

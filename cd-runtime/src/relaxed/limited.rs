@@ -1,0 +1,550 @@
+//! The dependency-limited re-execution of a strict CD (the LCSA of relaxed CDs): after an
+//! escalation, only the ranks in D ([`super::dependencies`]) re-execute; the others keep the
+//! result of their first execution and wait at the CD's agreement.
+//!
+//! A rank in D restores the strict CD's preserved state, rewinds its EC to the CD's begin,
+//! gathers the writes made into it during the first execution from their initiators (the
+//! ranks that noted it in their write lists), and re-executes the body:
+//!
+//! - operations with ranks in D (and with itself) run live, unlogged;
+//! - operations with ranks outside D are served from this rank's log of the first execution
+//!   (reads, atomics' results, rpc replies, fetches) or squashed after a comparison with it
+//!   (writes: the target already holds them);
+//! - writes from ranks outside D are applied epoch by epoch, as in a relaxed replay; writes
+//!   from ranks in D are made again, live;
+//! - barriers (of the world team or the CD's team) run among the ranks of D that are in the
+//!   team; other collectives' results come from the log; `cd::rng()` draws come from the log.
+//!
+//! Anything that does not match (a squashed write with other bytes, a log not used up, an
+//! operation the log does not hold) fails the attempt, and the next attempt re-executes the
+//! whole group: a limited re-execution is bit-exact or falls back, never a wrong answer.
+
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use gasnet_bridge::{AtomicOp, AtomicResult, WriteAck};
+use pgas::hook::{
+    AtomicAction, Collective, CollectiveAction, CollectiveKind, Fetch, FetchAction, GetAction,
+    PutAction, Rma, RpcAction, RpcCall,
+};
+use pgas::resilience::{self, internal};
+use pgas::{Promise, Team};
+
+use crate::cd::Cd;
+use crate::frame::Frame;
+use crate::relaxed::epochs::{IncomingQueue, IncomingWhat};
+use crate::relaxed::interceptor::apply_incoming;
+use crate::relaxed::log_store::{EntryKind, LogEntry, LoggedOp};
+use crate::relaxed::{RecoveryTrace, ReplayEvent, replay};
+use crate::runtime::CdRuntime;
+
+/// A limited re-execution in progress on a rank of D.
+pub(crate) struct Limited {
+    /// D: the re-executing world ranks, sorted.
+    pub(crate) members: Vec<usize>,
+    /// The strict CD's team (its barriers run among `members` ∩ team).
+    team: Team,
+    /// This rank's log of the first execution, whole (served to other ranks' gathers).
+    pub(crate) old: Vec<LogEntry>,
+    /// The entries the re-execution consumes: operations with ranks outside D, non-barrier
+    /// collectives and rng draws, in LSN order.
+    served: Vec<LogEntry>,
+    cursor: usize,
+    /// Barriers run so far per team id.
+    barriers: HashMap<u64, u64>,
+    /// The body runs (set after the preparation all ranks agreed on).
+    active: bool,
+    squashed: u64,
+    replayed: u64,
+}
+
+/// Arrivals of other ranks at a limited barrier, and the waiter's promise once it waits.
+#[derive(Default)]
+pub(crate) struct Arrival {
+    count: usize,
+    promise: Option<Promise<()>>,
+}
+
+/// True if the entry is consumed by a limited re-execution whose D is `members`.
+fn served_in_limited(e: &LogEntry, members: &[usize]) -> bool {
+    let outside = |r: &usize| members.binary_search(r).is_err();
+    match &e.kind {
+        EntryKind::Write { target, .. }
+        | EntryKind::Atomic { target, .. }
+        | EntryKind::Rpc { target, .. } => outside(target),
+        EntryKind::Read { source, .. } => outside(source),
+        EntryKind::Fetch { rank, .. } => outside(rank),
+        EntryKind::Collective { barrier, .. } => !barrier,
+        EntryKind::Rng { .. } => true,
+        EntryKind::Alloc { .. } | EntryKind::Privatized { .. } => false,
+    }
+}
+
+/// Prepares this rank (in D) for the limited re-execution of `cd`: takes the first
+/// execution's log, restores the preserved regions of the segment, rewinds the EC and
+/// gathers the incoming writes from `writers`. An error means the limited re-execution
+/// cannot be made correct (the caller agrees with every rank and falls back).
+pub(crate) fn prepare(
+    rt: &CdRuntime,
+    cd: &Cd,
+    members: Vec<usize>,
+    writers: &[usize],
+) -> Result<(), String> {
+    let frame: &Rc<Frame> = &cd.frame;
+    let me = rt.rank;
+    resilience::wait_for_acks();
+    let (store, own, ec_begin, iwc_begin, globals) = {
+        let mut rx = frame.rx.borrow_mut();
+        (
+            std::mem::take(&mut rx.store),
+            std::mem::take(&mut rx.own_iwcs),
+            rx.ec_begin,
+            rx.iwc_begin,
+            rx.globals.clone(),
+        )
+    };
+    let old = store
+        .entries()
+        .map_err(|e| format!("cannot read back the spilled log: {e}"))?;
+    let mut old = old;
+    old.sort_by_key(|e| e.lsn);
+    let served = old
+        .iter()
+        .filter(|e| served_in_limited(e, &members))
+        .cloned()
+        .collect();
+    *rt.relaxed.limited.borrow_mut() = Some(Limited {
+        members: members.clone(),
+        team: frame.team.clone(),
+        old,
+        served,
+        cursor: 0,
+        barriers: HashMap::new(),
+        active: false,
+        squashed: 0,
+        replayed: 0,
+    });
+    cd.restore_globals_now();
+    let iwc_end = resilience::incoming_writes();
+    resilience::set_epoch(ec_begin);
+    let ask: Vec<usize> = writers.iter().copied().filter(|&r| r != me).collect();
+    let writes = replay::gather(rt, &ask, iwc_begin, iwc_end, &own)?;
+    let mut outside = Vec::new();
+    let mut in_copy = Vec::new();
+    for w in writes {
+        let from_d = members.binary_search(&w.from).is_ok();
+        match &w.what {
+            IncomingWhat::Atomic { offset, op } if op.is_combining() => {
+                let Some(g) = globals.iter().find(|g| g.covers_word(*offset)) else {
+                    return Err(format!(
+                        "a combining write ({op:?} from rank {} at offset {offset}, IWC {}) \
+                         landed in a region the CD does not preserve; re-executing would \
+                         apply it twice",
+                        w.from, w.iwc
+                    ));
+                };
+                if w.iwc <= g.iwc_after && (from_d || w.iwc > g.iwc_before) {
+                    // From D it is made again on top of a copy that holds it; from outside,
+                    // the copy may or may not hold it.
+                    return Err(format!(
+                        "a combining write ({op:?} from rank {} at offset {offset}, IWC {}) \
+                         is already in the preserved copy of `{}`",
+                        w.from, w.iwc, g.name
+                    ));
+                }
+                if !from_d && w.iwc <= g.iwc_before {
+                    in_copy.push(w);
+                    continue;
+                }
+            }
+            IncomingWhat::Rpc { name } if !from_d => {
+                return Err(format!(
+                    "rank {} (outside the re-executing ranks) ran the rpc `{name}` here (IWC \
+                     {}); replaying incoming rpc requests is not supported",
+                    w.from, w.iwc
+                ));
+            }
+            _ => {}
+        }
+        if !from_d {
+            outside.push(w);
+        }
+    }
+    *rt.relaxed.trace.borrow_mut() = Some(RecoveryTrace {
+        cd: frame.name.clone(),
+        rank: me,
+        ec_begin,
+        iwc_begin,
+        iwc_end,
+        asked: ask,
+        events: Vec::new(),
+    });
+    for w in in_copy {
+        rt.relaxed.event(ReplayEvent::InCopy {
+            from: w.from,
+            iwc: w.iwc,
+        });
+    }
+    rt.relaxed.replay_errors.borrow_mut().clear();
+    *rt.relaxed.incoming.borrow_mut() = IncomingQueue::new(outside);
+    apply_incoming(rt, Some(ec_begin));
+    Ok(())
+}
+
+/// Gives up a prepared limited re-execution (some rank could not prepare): the whole group
+/// re-executes instead.
+pub(crate) fn abandon(rt: &CdRuntime) {
+    rt.relaxed.limited.borrow_mut().take();
+    *rt.relaxed.incoming.borrow_mut() = IncomingQueue::default();
+    rt.relaxed.trace.borrow_mut().take();
+    rt.relaxed.replay_errors.borrow_mut().clear();
+}
+
+/// The body starts: operations go through the limited mode from now on.
+pub(crate) fn start(rt: &CdRuntime) {
+    if let Some(l) = rt.relaxed.limited.borrow_mut().as_mut() {
+        l.active = true;
+    }
+}
+
+/// The body returned: applies the incoming writes left, checks the log was used up, closes
+/// the trace. Returns the errors found (any error fails the attempt).
+pub(crate) fn end(rt: &CdRuntime, name: &str, level: usize) -> Vec<String> {
+    let Some(l) = rt.relaxed.limited.borrow_mut().take() else {
+        return Vec::new();
+    };
+    let mut errors = Vec::new();
+    if let Some(e) = l.served.get(l.cursor) {
+        errors.push(format!(
+            "the limited re-execution ended after {} of the {} logged operations with ranks \
+             outside it (next: LSN {}): the body is not deterministic",
+            l.cursor,
+            l.served.len(),
+            e.lsn
+        ));
+    }
+    apply_incoming(rt, None);
+    errors.extend(rt.relaxed.replay_errors.borrow_mut().drain(..));
+    rt.relaxed.finish_trace();
+    let mut stats = rt.stats.borrow_mut();
+    let s = stats.entry(name, level);
+    s.entries_replayed += l.replayed;
+    s.writes_squashed += l.squashed;
+    errors
+}
+
+/// Entries of the first execution's log kept while a limited re-execution runs (for other
+/// ranks' gathers).
+pub(crate) fn with_old<R>(rt: &CdRuntime, f: impl FnOnce(&[LogEntry]) -> R) -> Option<R> {
+    let l = rt.relaxed.limited.try_borrow().ok()?;
+    l.as_ref().map(|l| f(&l.old))
+}
+
+/// In a limited re-execution: whether `rank` re-executes too (`None` outside one).
+fn peer_live(rt: &CdRuntime, rank: usize) -> Option<bool> {
+    let l = rt.relaxed.limited.borrow();
+    let l = l.as_ref().filter(|l| l.active)?;
+    Some(rank == rt.rank || l.members.binary_search(&rank).is_ok())
+}
+
+fn active(rt: &CdRuntime) -> bool {
+    rt.relaxed
+        .limited
+        .borrow()
+        .as_ref()
+        .is_some_and(|l| l.active)
+}
+
+/// The next logged entry for an operation with a rank outside D.
+fn next(rt: &CdRuntime) -> Option<LogEntry> {
+    let mut l = rt.relaxed.limited.borrow_mut();
+    let l = l.as_mut()?;
+    let e = l.served.get(l.cursor)?.clone();
+    l.cursor += 1;
+    Some(e)
+}
+
+fn error(rt: &CdRuntime, what: String) {
+    rt.relaxed.replay_errors.borrow_mut().push(what);
+}
+
+fn unexpected(rt: &CdRuntime, doing: String, e: Option<&LogEntry>) {
+    let logged = e.map_or("nothing more".to_string(), |e| format!("LSN {}", e.lsn));
+    error(
+        rt,
+        format!(
+            "the limited re-execution did {doing} where the log has {logged}: the body is \
+             not deterministic"
+        ),
+    );
+}
+
+fn served(rt: &CdRuntime, lsn: u64, what: &'static str) {
+    if let Some(l) = rt.relaxed.limited.borrow_mut().as_mut() {
+        l.replayed += 1;
+    }
+    rt.relaxed.event(ReplayEvent::Served { lsn, what });
+}
+
+/// A put in a limited re-execution.
+pub(crate) fn put(rt: &CdRuntime, rma: &Rma, bytes: &[u8]) -> Option<PutAction> {
+    if peer_live(rt, rma.rank)? {
+        return Some(PutAction::Proceed);
+    }
+    let e = next(rt);
+    match e.as_ref().map(|e| &e.kind) {
+        Some(EntryKind::Write {
+            target,
+            offset,
+            bytes: logged,
+            ..
+        }) if *target == rma.rank && *offset == rma.offset => {
+            let lsn = e.as_ref().map_or(0, |e| e.lsn);
+            if logged.0 != bytes {
+                error(
+                    rt,
+                    format!(
+                        "squashed put to rank {} at offset {} (LSN {lsn}) differs from the \
+                         logged bytes",
+                        rma.rank, rma.offset
+                    ),
+                );
+            }
+            if let Some(l) = rt.relaxed.limited.borrow_mut().as_mut() {
+                l.squashed += 1;
+            }
+            rt.relaxed.event(ReplayEvent::Squashed { lsn });
+        }
+        _ => unexpected(
+            rt,
+            format!("a put to rank {} at offset {}", rma.rank, rma.offset),
+            e.as_ref(),
+        ),
+    }
+    Some(PutAction::Suppress)
+}
+
+/// A get in a limited re-execution.
+pub(crate) fn get(rt: &CdRuntime, rma: &Rma, dst: &mut [u8]) -> Option<GetAction> {
+    if peer_live(rt, rma.rank)? {
+        return Some(GetAction::Proceed);
+    }
+    let e = next(rt);
+    match e.as_ref().map(|e| &e.kind) {
+        Some(EntryKind::Read {
+            source,
+            offset,
+            bytes,
+        }) if *source == rma.rank && *offset == rma.offset && bytes.0.len() == dst.len() => {
+            dst.copy_from_slice(&bytes.0);
+            served(rt, e.as_ref().map_or(0, |e| e.lsn), "read");
+        }
+        _ => {
+            unexpected(
+                rt,
+                format!("a get from rank {} at offset {}", rma.rank, rma.offset),
+                e.as_ref(),
+            );
+            dst.fill(0);
+        }
+    }
+    Some(GetAction::Served)
+}
+
+/// An rpc in a limited re-execution.
+pub(crate) fn rpc(rt: &CdRuntime, call: &RpcCall, args: &[u8]) -> Option<RpcAction> {
+    if peer_live(rt, call.rank)? {
+        return Some(RpcAction::Proceed);
+    }
+    let e = next(rt);
+    match e.as_ref().map(|e| &e.kind) {
+        Some(EntryKind::Rpc {
+            target,
+            name,
+            args: logged,
+            reply,
+            ..
+        }) if *target == call.rank && name == call.name => {
+            if logged.0 != args {
+                error(rt, format!("rpc `{name}` to rank {target} has other arguments than logged"));
+            }
+            served(rt, e.as_ref().map_or(0, |e| e.lsn), "rpc reply");
+            Some(RpcAction::Served(reply.clone().map(|r| r.0).unwrap_or_default()))
+        }
+        _ => {
+            unexpected(
+                rt,
+                format!("an rpc `{}` to rank {}", call.name, call.rank),
+                e.as_ref(),
+            );
+            Some(RpcAction::Served(Vec::new()))
+        }
+    }
+}
+
+/// An atomic in a limited re-execution.
+pub(crate) fn atomic(rt: &CdRuntime, rank: usize, offset: usize, op: AtomicOp) -> Option<AtomicAction> {
+    if peer_live(rt, rank)? {
+        return Some(AtomicAction::Proceed);
+    }
+    let logged_op = LoggedOp::from(op);
+    let e = next(rt);
+    match e.as_ref().map(|e| &e.kind) {
+        Some(EntryKind::Atomic {
+            target,
+            offset: o,
+            op: lop,
+            previous,
+            counters,
+            ..
+        }) if *target == rank && *o == offset && *lop == logged_op => {
+            served(rt, e.as_ref().map_or(0, |e| e.lsn), "atomic");
+            Some(AtomicAction::Served(AtomicResult {
+                previous: previous.unwrap_or(0),
+                ack: counters.map(|c| WriteAck { ec: c.ec, iwc: c.iwc }),
+            }))
+        }
+        _ => {
+            unexpected(rt, format!("an atomic {logged_op:?} on rank {rank}"), e.as_ref());
+            Some(AtomicAction::Served(AtomicResult {
+                previous: 0,
+                ack: None,
+            }))
+        }
+    }
+}
+
+/// A `DistObject::fetch` in a limited re-execution.
+pub(crate) fn fetch(rt: &CdRuntime, f: &Fetch) -> Option<FetchAction> {
+    if peer_live(rt, f.rank)? {
+        return Some(FetchAction::Proceed);
+    }
+    let e = next(rt);
+    match e.as_ref().map(|e| &e.kind) {
+        Some(EntryKind::Fetch {
+            rank,
+            object,
+            bytes,
+        }) if *rank == f.rank && *object == f.object => {
+            served(rt, e.as_ref().map_or(0, |e| e.lsn), "fetch");
+            Some(FetchAction::Served(bytes.clone().map(|b| b.0).unwrap_or_default()))
+        }
+        _ => {
+            unexpected(rt, format!("a fetch from rank {}", f.rank), e.as_ref());
+            Some(FetchAction::Proceed)
+        }
+    }
+}
+
+/// A collective in a limited re-execution: a barrier runs among the re-executing ranks of
+/// its team; any other collective's result comes from the log.
+pub(crate) fn collective(rt: &CdRuntime, c: &Collective) -> Option<CollectiveAction> {
+    if !active(rt) {
+        return None;
+    }
+    if c.kind == CollectiveKind::Barrier {
+        barrier(rt, c.team);
+        return Some(CollectiveAction::Served(Vec::new()));
+    }
+    let e = next(rt);
+    match e.as_ref().map(|e| &e.kind) {
+        Some(EntryKind::Collective {
+            result,
+            barrier: false,
+        }) => {
+            served(rt, e.as_ref().map_or(0, |e| e.lsn), "collective");
+            Some(CollectiveAction::Served(
+                result.clone().map(|b| b.0).unwrap_or_default(),
+            ))
+        }
+        _ => {
+            // Joining it would wait for ranks that are not re-executing: fail the attempt
+            // and hand the result of a zeroed value only if it decodes; otherwise this rank
+            // cannot go on.
+            unexpected(rt, "a collective".into(), e.as_ref());
+            panic!(
+                "rank {}: a limited re-execution met a collective its log does not hold (the \
+                 body is not deterministic); set dependency_tracking = false for this CD",
+                rt.rank
+            );
+        }
+    }
+}
+
+/// A `cd::rng()` draw in a limited re-execution: served from the log. False outside one.
+pub(crate) fn rng(rt: &CdRuntime, dst: &mut [u8]) -> bool {
+    if !active(rt) {
+        return false;
+    }
+    let e = next(rt);
+    match e.as_ref().map(|e| &e.kind) {
+        Some(EntryKind::Rng { bytes }) if bytes.0.len() == dst.len() => {
+            dst.copy_from_slice(&bytes.0);
+            served(rt, e.as_ref().map_or(0, |e| e.lsn), "rng draw");
+        }
+        _ => {
+            unexpected(rt, "an rng draw".into(), e.as_ref());
+            dst.fill(0);
+        }
+    }
+    true
+}
+
+/// A barrier among the re-executing ranks of the team `team_id` (the world's or the CD's).
+fn barrier(rt: &CdRuntime, team_id: u64) {
+    let (peers, seq) = {
+        let mut l = rt.relaxed.limited.borrow_mut();
+        let l = l.as_mut().expect("a limited re-execution");
+        let peers: Vec<usize> = if team_id == pgas::world().id() {
+            l.members.clone()
+        } else if team_id == l.team.id() {
+            l.members
+                .iter()
+                .copied()
+                .filter(|m| l.team.members().contains(m))
+                .collect()
+        } else {
+            error(
+                rt,
+                "a barrier on a team other than the world's or the CD's: its re-executing \
+                 members are not known"
+                    .into(),
+            );
+            return;
+        };
+        let seq = l.barriers.entry(team_id).or_insert(0);
+        *seq += 1;
+        (peers, *seq)
+    };
+    let others: Vec<usize> = peers.into_iter().filter(|&p| p != rt.rank).collect();
+    if others.is_empty() {
+        return;
+    }
+    internal(|| {
+        for &p in &others {
+            pgas::rpc_ff(p, rt.relaxed.rpcs.arrive, (team_id, seq));
+        }
+    });
+    let promise = Promise::new();
+    let already = {
+        let mut a = rt.relaxed.arrivals.borrow_mut();
+        let entry = a.entry((team_id, seq)).or_default();
+        entry.promise = Some(promise.clone());
+        entry.count
+    };
+    if already < others.len() {
+        promise.require_anonymous(others.len() - already);
+    }
+    internal(|| promise.finalize().wait());
+    rt.relaxed.arrivals.borrow_mut().remove(&(team_id, seq));
+}
+
+/// Another rank arrived at limited barrier `(team_id, seq)` (served from progress).
+pub(crate) fn arrive(rt: &CdRuntime, team_id: u64, seq: u64) {
+    let mut a = rt.relaxed.arrivals.borrow_mut();
+    let entry = a.entry((team_id, seq)).or_default();
+    entry.count += 1;
+    if let Some(p) = &entry.promise {
+        p.fulfill_anonymous(1);
+    }
+}
