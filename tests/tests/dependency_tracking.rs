@@ -1,0 +1,311 @@
+//! Node-level dependency tracking (issue 11): an escalation from a relaxed CD re-executes
+//! exactly the set D of seed 003's four criteria, computed here independently from the
+//! known communication pattern, and the answer is bit-identical to the run without CDs.
+//!
+//! The program is a halo exchange on a 1-, 2- or 3-D grid of ranks (no wrap-around, so
+//! corner and interior ranks differ): along some axes a rank *pulls* its neighbours' values
+//! (rget), along others it *pushes* its values into the neighbours' inboxes (rput). A strict
+//! CD `step` per time step (with `dependency_tracking`) holds one relaxed CD `cell` per rank;
+//! the failing rank's `cell` reports a detected error at its end with `retries = 0`, so it
+//! escalates to `step`.
+
+use std::collections::BTreeSet;
+
+use cd_runtime as cd;
+use cd_runtime::{CdConfig, CdError};
+use gasnet_bridge::LaunchConfig;
+use pgas::{GlobalPtr, barrier, rank_me, rget};
+
+/// Values per rank.
+const K: usize = 4;
+const STEPS: usize = 3;
+const M: f64 = 1_000_003.0;
+
+#[derive(Clone, Copy, Debug)]
+struct Shape {
+    dims: [usize; 3],
+    /// Per axis: true = pull (rget), false = push (rput).
+    pull: [bool; 3],
+    ranks_per_node: usize,
+}
+
+impl Shape {
+    fn ranks(&self) -> usize {
+        self.dims.iter().product()
+    }
+    fn coords(&self, r: usize) -> [usize; 3] {
+        [
+            r % self.dims[0],
+            (r / self.dims[0]) % self.dims[1],
+            r / (self.dims[0] * self.dims[1]),
+        ]
+    }
+    fn rank(&self, c: [usize; 3]) -> usize {
+        c[0] + self.dims[0] * (c[1] + self.dims[1] * c[2])
+    }
+    /// Neighbours of `r` along `axis` (one or two: no wrap-around).
+    fn neighbours(&self, r: usize, axis: usize) -> Vec<usize> {
+        let c = self.coords(r);
+        let mut out = Vec::new();
+        if c[axis] > 0 {
+            let mut d = c;
+            d[axis] -= 1;
+            out.push(self.rank(d));
+        }
+        if c[axis] + 1 < self.dims[axis] {
+            let mut d = c;
+            d[axis] += 1;
+            out.push(self.rank(d));
+        }
+        out
+    }
+    fn pulls_from(&self, r: usize) -> Vec<usize> {
+        (0..3)
+            .filter(|&a| self.pull[a])
+            .flat_map(|a| self.neighbours(r, a))
+            .collect()
+    }
+    fn pushes_to(&self, r: usize) -> Vec<usize> {
+        (0..3)
+            .filter(|&a| !self.pull[a])
+            .flat_map(|a| self.neighbours(r, a))
+            .collect()
+    }
+    fn node(&self, r: usize) -> usize {
+        r / self.ranks_per_node
+    }
+
+    /// D for a failure on rank `f`, from the pattern: the ranks on the failed node; on the
+    /// nodes that wrote into it; on the nodes it read from; on the nodes that wrote into
+    /// those.
+    fn expected_d(&self, f: usize) -> Vec<usize> {
+        let n = self.ranks();
+        let node_f = self.node(f);
+        let on = |node: usize| (0..n).filter(move |&r| self.node(r) == node);
+        let writers_into = |node: usize| -> BTreeSet<usize> {
+            (0..n)
+                .filter(|&w| self.pushes_to(w).iter().any(|&t| self.node(t) == node))
+                .map(|w| self.node(w))
+                .collect()
+        };
+        let read_from: BTreeSet<usize> = on(node_f)
+            .flat_map(|r| self.pulls_from(r))
+            .map(|r| self.node(r))
+            .collect();
+        let mut nodes = BTreeSet::from([node_f]);
+        nodes.extend(writers_into(node_f));
+        nodes.extend(read_from.iter().copied());
+        for &m in &read_from {
+            nodes.extend(writers_into(m));
+        }
+        (0..n).filter(|&r| nodes.contains(&self.node(r))).collect()
+    }
+}
+
+/// Shared arrays of one rank: the values neighbours pull, and one inbox of K values per
+/// possible pushing neighbour (6 directions).
+struct Arrays {
+    cur: Vec<GlobalPtr<f64>>,
+    inbox: Vec<GlobalPtr<f64>>,
+}
+
+/// The inbox slot rank `from` writes into at rank `to`.
+fn slot(shape: &Shape, from: usize, to: usize) -> usize {
+    let (a, b) = (shape.coords(from), shape.coords(to));
+    let axis = (0..3).find(|&i| a[i] != b[i]).unwrap();
+    2 * axis + usize::from(a[axis] > b[axis])
+}
+
+fn step_body(shape: &Shape, arr: &Arrays, step: usize) {
+    let me = rank_me();
+    let cur = arr.cur[me];
+    let mut v = vec![0.0; K];
+    cur.read_local_slice(&mut v).unwrap();
+    barrier();
+    for t in shape.pushes_to(me) {
+        pgas::rput_slice(&v, arr.inbox[t] + slot(shape, me, t) * K).wait();
+    }
+    let mut acc = vec![0.0; K];
+    for s in shape.pulls_from(me) {
+        for (i, a) in acc.iter_mut().enumerate() {
+            *a += rget(arr.cur[s] + i).wait() * (1.0 + s as f64);
+        }
+    }
+    barrier();
+    // The inboxes of the ranks that push here, in a fixed order.
+    for (i, a) in acc.iter_mut().enumerate() {
+        for w in 0..shape.ranks() {
+            if shape.pushes_to(w).contains(&me) {
+                let mut x = [0.0];
+                (arr.inbox[me] + slot(shape, w, me) * K + i)
+                    .read_local_slice(&mut x)
+                    .unwrap();
+                *a += x[0] * (2.0 + w as f64);
+            }
+        }
+    }
+    // Consumed: a re-execution must get the pushes again (live from ranks that re-execute,
+    // replayed from the logs of those that do not).
+    arr.inbox[me].write_local_slice(&[0.0; 6 * K]).unwrap();
+    let next: Vec<f64> = (0..K)
+        .map(|i| (3.0 * v[i] + acc[i] + (step * K + i) as f64) % M)
+        .collect();
+    cur.write_local_slice(&next).unwrap();
+}
+
+/// (rank, step) of the relaxed CD that fails (first execution only).
+type Fail = Option<(usize, usize)>;
+
+struct Out {
+    bits: Vec<u64>,
+}
+
+fn program(shape: Shape, cds: bool, fail: Fail) -> Result<Out, CdError> {
+    let me = rank_me();
+    let cur = pgas::new_array::<f64>(K).unwrap();
+    let inbox = pgas::new_array::<f64>(6 * K).unwrap();
+    let init: Vec<f64> = (0..K).map(|i| (me * 10 + i) as f64).collect();
+    cur.write_local_slice(&init).unwrap();
+    let arr = Arrays {
+        cur: pgas::allgather(&pgas::world(), cur).wait(),
+        inbox: pgas::allgather(&pgas::world(), inbox).wait(),
+    };
+    let mut first = true;
+    for step in 0..STEPS {
+        if !cds {
+            step_body(&shape, &arr, step);
+            continue;
+        }
+        cd::strict("step", |s| {
+            s.preserve_global("cur", cur, K);
+            cd::relaxed("cell", |_| {
+                step_body(&shape, &arr, step);
+                if fail == Some((me, step)) && first {
+                    first = false;
+                    return Err(CdError::detected("injected at the end of the cell"));
+                }
+                Ok(())
+            })
+        })?;
+    }
+    let mut v = vec![0.0; K];
+    cur.read_local_slice(&mut v).unwrap();
+    Ok(Out {
+        bits: v.iter().map(|x| x.to_bits()).collect(),
+    })
+}
+
+fn job(shape: &Shape) -> LaunchConfig {
+    LaunchConfig::new(shape.ranks())
+        .segment_bytes(1 << 20)
+        .ranks_per_node(shape.ranks_per_node)
+}
+
+fn reference(shape: Shape) -> Vec<Vec<u64>> {
+    pgas::launch(&job(&shape), pgas::RpcTable::new(), move || {
+        program(shape, false, None).unwrap().bits
+    })
+    .unwrap()
+}
+
+fn config(tracking: bool) -> CdConfig {
+    let text = format!(
+        "[cd.step]\ndependency_tracking = {tracking}\nretries = 2\n[cd.cell]\nretries = 0\n\
+         check_classes = false\n"
+    );
+    CdConfig::parse(&text, "deps.toml").unwrap()
+}
+
+/// Runs `shape` with a failure of rank `f` at step 1 and returns the ranks that re-executed
+/// `step` (checking the bits against `want`).
+fn reexecuted(shape: Shape, f: usize, tracking: bool, want: &[Vec<u64>]) -> Vec<usize> {
+    let out = cd::launch(&job(&shape), config(tracking), pgas::RpcTable::new(), move || {
+        program(shape, true, Some((f, 1)))
+    })
+    .unwrap_or_else(|e| panic!("{shape:?}, failure on {f}: {e}"));
+    for (r, o) in out.results.iter().enumerate() {
+        assert_eq!(
+            o.bits, want[r],
+            "{shape:?}, failure on {f}, tracking {tracking}: rank {r} differs from the run \
+             without CDs"
+        );
+    }
+    let step = out.report.cd("step").unwrap();
+    assert_eq!(step.escalations, 0, "{shape:?}: {:?}", step.whole_group);
+    assert_eq!(step.failures.len(), 1, "{shape:?}: {:?}", step.failures);
+    let record = &step.failures[0];
+    assert_eq!(record.limited, tracking, "{shape:?}: {:?}", step.whole_group);
+    record.ranks.clone()
+}
+
+fn check(shape: Shape, failing: &[usize]) {
+    let want = reference(shape);
+    for &f in failing {
+        let d = reexecuted(shape, f, true, &want);
+        assert_eq!(d, shape.expected_d(f), "{shape:?}: failure on rank {f}");
+        assert!(d.len() < shape.ranks(), "{shape:?}: D is not everyone");
+    }
+}
+
+/// Seed 003, Figure 5: a chain of CDs that read from their neighbours; B fails; exactly A,
+/// B and C re-execute, all others run forward.
+#[test]
+fn figure_5_chain_reexecutes_a_b_and_c_only() {
+    let shape = Shape {
+        dims: [7, 1, 1],
+        pull: [true, true, true],
+        ranks_per_node: 1,
+    };
+    let want = reference(shape);
+    assert_eq!(reexecuted(shape, 3, true, &want), vec![2, 3, 4]);
+    // Without the lists, everyone re-executes, with the same answer.
+    assert_eq!(reexecuted(shape, 3, false, &want), (0..7).collect::<Vec<_>>());
+}
+
+#[test]
+fn pull_2d_16_ranks_nodes_of_1_and_2() {
+    for rpn in [1, 2] {
+        let shape = Shape {
+            dims: [4, 4, 1],
+            pull: [true, true, true],
+            ranks_per_node: rpn,
+        };
+        check(shape, &[0, 5]);
+    }
+}
+
+#[test]
+fn push_2d_16_ranks_nodes_of_1_and_4() {
+    for rpn in [1, 4] {
+        let shape = Shape {
+            dims: [4, 4, 1],
+            pull: [false, false, false],
+            ranks_per_node: rpn,
+        };
+        check(shape, &[0, 10]);
+    }
+}
+
+/// Pull along x, push along y and z: all four criteria add ranks (the failed node, the
+/// nodes pushing into it, the nodes it pulls from, and the nodes pushing into those).
+#[test]
+fn mixed_3d_27_ranks_all_four_criteria() {
+    for rpn in [1, 3] {
+        let shape = Shape {
+            dims: [3, 3, 3],
+            pull: [true, false, false],
+            ranks_per_node: rpn,
+        };
+        check(shape, &[0, 13]);
+    }
+}
+
+#[test]
+fn mixed_3d_64_ranks_nodes_of_2() {
+    let shape = Shape {
+        dims: [4, 4, 4],
+        pull: [true, false, true],
+        ranks_per_node: 2,
+    };
+    check(shape, &[0, 21]);
+}
