@@ -239,7 +239,7 @@ mod tests {
     /// Seed 003, Figure 5: a chain of CDs, each reading from its neighbours; B fails.
     #[test]
     fn figure_5_chain_reexecutes_the_failed_cd_and_its_neighbours() {
-        let n = 6;
+        let n: usize = 6;
         let records: Vec<Record> = (0..n)
             .map(|r| {
                 let reads: Vec<usize> = [r.wrapping_sub(1), r + 1]
