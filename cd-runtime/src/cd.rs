@@ -56,6 +56,14 @@ impl Cd {
         self.attempt() > 0
     }
 
+    /// True while this rank takes part in a dependency-limited re-execution (only the ranks
+    /// that depend on a failed relaxed CD re-execute; `dependency_tracking`): the others keep
+    /// their state, so a program's own re-execution protocol (sequence generations) must not
+    /// change what they expect.
+    pub fn is_limited_reexecution(&self) -> bool {
+        self.attempt() > 0 && runtime::with(|rt| rt.relaxed.limited.borrow().is_some())
+    }
+
     /// Records a detected error; the body goes on and the CD fails at completion. (In a CD
     /// spanning several ranks the body must still take part in the CD's communication, so
     /// detection does not return early.)
@@ -209,6 +217,25 @@ impl Cd {
                 pgas::resilience::internal(|| pgas::rput_slice(&data, ptr).wait());
             }
         }
+    }
+
+    /// Preserves `len` elements of this rank's shared memory that other ranks write into
+    /// during the CD (arrival flags, inboxes), for a dependency-limited re-execution only: it
+    /// restores them before any rank re-executes, so the writes of the first execution no
+    /// longer count and are made again (live, or replayed from logs). In a re-execution of the
+    /// whole group nothing is restored: ranks may write into the region before this rank
+    /// reaches this call, so the program's own protocol (e.g. a generation in its sequence
+    /// numbers) must tell old writes from new ones there.
+    pub fn preserve_incoming<T: Pod>(&self, name: &str, ptr: GlobalPtr<T>, len: usize) {
+        assert!(
+            !ptr.is_null() && ptr.rank() == pgas::rank_me(),
+            "CD {:?}: preserve_incoming(`{name}`) takes this rank's own memory",
+            self.frame.name
+        );
+        if self.attempt() > 0 {
+            return;
+        }
+        self.preserve_global(name, ptr, len);
     }
 
     /// Writes back now every region of this rank's segment the (relaxed) CD preserved with

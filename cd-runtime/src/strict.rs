@@ -374,11 +374,14 @@ fn plan_limited(rt: &CdRuntime, cd: &Cd, failure: Failure) -> Option<Vec<usize>>
     let d = match reexecution_set(&records, frame.team.members(), pgas::node_of) {
         Ok(d) => d,
         Err(why) => {
-            rt.stats
-                .borrow_mut()
-                .entry(&frame.name, frame.level)
-                .whole_group
-                .push(why.to_string());
+            // Every rank computed the same reason: one rank records it.
+            if frame.team.rank_me() == 0 {
+                rt.stats
+                    .borrow_mut()
+                    .entry(&frame.name, frame.level)
+                    .whole_group
+                    .push(format!("#{}: {why}", frame.iteration));
+            }
             return None;
         }
     };
@@ -410,7 +413,7 @@ fn plan_limited(rt: &CdRuntime, cd: &Cd, failure: Failure) -> Option<Vec<usize>>
                 .borrow_mut()
                 .entry(&frame.name, frame.level)
                 .whole_group
-                .push(format!("rank {}: {e}", rt.rank));
+                .push(format!("#{}: rank {}: {e}", frame.iteration, rt.rank));
         }
         return None;
     }

@@ -260,9 +260,19 @@ fn cycle(
 ) -> Result<(), cd::CdError> {
     let c = cd::current();
     preserve_cycle_state(&c, &mut sim.domain, relaxed);
+    if relaxed {
+        // With `dependency_tracking`, an escalation re-executes only the ranks that depend on
+        // the failed one: they start from the flags of the cycle's begin, and the others'
+        // flag puts are replayed into them with the same generation.
+        if let Some((flags, n)) = distributed::arrival_flags() {
+            c.preserve_incoming("arrival_flags", flags, n);
+        }
+    }
     if c.is_reexecution() {
         regenerate_volume_and_sound_speed(&mut sim.domain);
-        distributed::next_halo_generation();
+        if !c.is_limited_reexecution() {
+            distributed::next_halo_generation();
+        }
     }
     if !relaxed {
         return cycle_body(sim, fail);

@@ -59,6 +59,13 @@ struct Arrivals {
 thread_local! {
     static ARRIVALS: RefCell<Arrivals> = RefCell::new(Arrivals::default());
     static SEQUENCE: Cell<HaloSequence> = const { Cell::new(HaloSequence { sent: [0; KINDS], generation: 0 }) };
+    static FLAGS_AT: Cell<Option<GlobalPtr<u64>>> = const { Cell::new(None) };
+}
+
+/// This rank's arrival flags ([`Arrival::Flags`]) and their number, once its [`PgasComm`]
+/// exists: a dependency-limited re-execution restores them (`Cd::preserve_incoming`).
+pub fn arrival_flags() -> Option<(GlobalPtr<u64>, usize)> {
+    FLAGS_AT.with(Cell::get).map(|p| (p, FLAGS))
 }
 
 /// How a receiver learns that a halo message has landed.
@@ -253,6 +260,7 @@ impl PgasComm {
             .map_err(segment_error)?;
         ARRIVALS.with(|a| *a.borrow_mut() = Arrivals::default());
         SEQUENCE.with(|c| c.set(HaloSequence::default()));
+        FLAGS_AT.with(|c| c.set(Some(flags)));
 
         let directory = DistObject::new((recv, flags));
         let fetches: Vec<_> = DIRS
