@@ -199,7 +199,13 @@ impl BenchArgs {
     /// Parses `std::env::args`; prints usage and exits on `--help` (status 0) or a bad
     /// argument (status 2).
     pub fn from_env(program: &str) -> BenchArgs {
-        BenchArgs::parse_from(std::iter::once(program.to_owned()).chain(std::env::args().skip(1)))
+        BenchArgs::from_args(program, std::env::args().skip(1))
+    }
+
+    /// Like [`BenchArgs::from_env`], from `args` (without the program's name): for a bench
+    /// that takes options of its own out first.
+    pub fn from_args(program: &str, args: impl IntoIterator<Item = String>) -> BenchArgs {
+        BenchArgs::parse_from(std::iter::once(program.to_owned()).chain(args))
     }
 
     /// Parses arguments (without the program name); `Ok(None)` means help was asked for.

@@ -124,7 +124,11 @@ pub fn __bench_endpoint<R>(f: impl FnOnce(&gasnet_bridge::Endpoint) -> R) -> R {
 pub fn node_of(rank: usize) -> usize {
     runtime::with(|rt| {
         let t = rt.ep().topology();
-        assert!(rank < t.ranks(), "node_of({rank}): there are {} ranks", t.ranks());
+        assert!(
+            rank < t.ranks(),
+            "node_of({rank}): there are {} ranks",
+            t.ranks()
+        );
         t.node_of(rank)
     })
 }

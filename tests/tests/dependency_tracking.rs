@@ -219,9 +219,12 @@ fn config(tracking: bool) -> CdConfig {
 /// Runs `shape` with a failure of rank `f` at step 1 and returns the ranks that re-executed
 /// `step` (checking the bits against `want`).
 fn reexecuted(shape: Shape, f: usize, tracking: bool, want: &[Vec<u64>]) -> Vec<usize> {
-    let out = cd::launch(&job(&shape), config(tracking), pgas::RpcTable::new(), move || {
-        program(shape, true, Some((f, 1)))
-    })
+    let out = cd::launch(
+        &job(&shape),
+        config(tracking),
+        pgas::RpcTable::new(),
+        move || program(shape, true, Some((f, 1))),
+    )
     .unwrap_or_else(|e| panic!("{shape:?}, failure on {f}: {e}"));
     for (r, o) in out.results.iter().enumerate() {
         assert_eq!(
@@ -234,7 +237,11 @@ fn reexecuted(shape: Shape, f: usize, tracking: bool, want: &[Vec<u64>]) -> Vec<
     assert_eq!(step.escalations, 0, "{shape:?}: {:?}", step.whole_group);
     assert_eq!(step.failures.len(), 1, "{shape:?}: {:?}", step.failures);
     let record = &step.failures[0];
-    assert_eq!(record.limited, tracking, "{shape:?}: {:?}", step.whole_group);
+    assert_eq!(
+        record.limited, tracking,
+        "{shape:?}: {:?}",
+        step.whole_group
+    );
     record.ranks.clone()
 }
 
@@ -259,7 +266,10 @@ fn figure_5_chain_reexecutes_a_b_and_c_only() {
     let want = reference(shape);
     assert_eq!(reexecuted(shape, 3, true, &want), vec![2, 3, 4]);
     // Without the lists, everyone re-executes, with the same answer.
-    assert_eq!(reexecuted(shape, 3, false, &want), (0..7).collect::<Vec<_>>());
+    assert_eq!(
+        reexecuted(shape, 3, false, &want),
+        (0..7).collect::<Vec<_>>()
+    );
 }
 
 #[test]

@@ -246,12 +246,19 @@ mod tests {
                     .into_iter()
                     .filter(|&x| x < n)
                     .collect();
-                let f = if r == 2 { Failure::RelaxedEscalation } else { Failure::None };
+                let f = if r == 2 {
+                    Failure::RelaxedEscalation
+                } else {
+                    Failure::None
+                };
                 rec(r, f, &reads, &[])
             })
             .collect();
         let members: Vec<usize> = (0..n).collect();
-        assert_eq!(reexecution_set(&records, &members, |r| r), Ok(vec![1, 2, 3]));
+        assert_eq!(
+            reexecution_set(&records, &members, |r| r),
+            Ok(vec![1, 2, 3])
+        );
     }
 
     #[test]

@@ -23,8 +23,8 @@ use crate::frame::{CdKind, Frame};
 use crate::relaxed::ReplayEvent;
 use crate::relaxed::classes;
 use crate::relaxed::dependencies;
-use crate::relaxed::limited;
 use crate::relaxed::epochs;
+use crate::relaxed::limited;
 use crate::relaxed::log_store::{EntryKind, LogEntry, LoggedOp, TargetCounters};
 use crate::runtime::{self, CdRuntime};
 

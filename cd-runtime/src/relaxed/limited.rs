@@ -366,10 +366,15 @@ pub(crate) fn rpc(rt: &CdRuntime, call: &RpcCall, args: &[u8]) -> Option<RpcActi
             ..
         }) if *target == call.rank && name == call.name => {
             if logged.0 != args {
-                error(rt, format!("rpc `{name}` to rank {target} has other arguments than logged"));
+                error(
+                    rt,
+                    format!("rpc `{name}` to rank {target} has other arguments than logged"),
+                );
             }
             served(rt, e.as_ref().map_or(0, |e| e.lsn), "rpc reply");
-            Some(RpcAction::Served(reply.clone().map(|r| r.0).unwrap_or_default()))
+            Some(RpcAction::Served(
+                reply.clone().map(|r| r.0).unwrap_or_default(),
+            ))
         }
         _ => {
             unexpected(
@@ -383,7 +388,12 @@ pub(crate) fn rpc(rt: &CdRuntime, call: &RpcCall, args: &[u8]) -> Option<RpcActi
 }
 
 /// An atomic in a limited re-execution.
-pub(crate) fn atomic(rt: &CdRuntime, rank: usize, offset: usize, op: AtomicOp) -> Option<AtomicAction> {
+pub(crate) fn atomic(
+    rt: &CdRuntime,
+    rank: usize,
+    offset: usize,
+    op: AtomicOp,
+) -> Option<AtomicAction> {
     if peer_live(rt, rank)? {
         return Some(AtomicAction::Proceed);
     }
@@ -401,11 +411,18 @@ pub(crate) fn atomic(rt: &CdRuntime, rank: usize, offset: usize, op: AtomicOp) -
             served(rt, e.as_ref().map_or(0, |e| e.lsn), "atomic");
             Some(AtomicAction::Served(AtomicResult {
                 previous: previous.unwrap_or(0),
-                ack: counters.map(|c| WriteAck { ec: c.ec, iwc: c.iwc }),
+                ack: counters.map(|c| WriteAck {
+                    ec: c.ec,
+                    iwc: c.iwc,
+                }),
             }))
         }
         _ => {
-            unexpected(rt, format!("an atomic {logged_op:?} on rank {rank}"), e.as_ref());
+            unexpected(
+                rt,
+                format!("an atomic {logged_op:?} on rank {rank}"),
+                e.as_ref(),
+            );
             Some(AtomicAction::Served(AtomicResult {
                 previous: 0,
                 ack: None,
@@ -427,7 +444,9 @@ pub(crate) fn fetch(rt: &CdRuntime, f: &Fetch) -> Option<FetchAction> {
             bytes,
         }) if *rank == f.rank && *object == f.object => {
             served(rt, e.as_ref().map_or(0, |e| e.lsn), "fetch");
-            Some(FetchAction::Served(bytes.clone().map(|b| b.0).unwrap_or_default()))
+            Some(FetchAction::Served(
+                bytes.clone().map(|b| b.0).unwrap_or_default(),
+            ))
         }
         _ => {
             unexpected(rt, format!("a fetch from rank {}", f.rank), e.as_ref());

@@ -189,7 +189,9 @@ fn escalate_replay<R>(
 fn enter(rt: &CdRuntime, logging: bool) {
     rt.relaxed.depth.set(rt.relaxed.depth.get() + 1);
     if logging {
-        rt.relaxed.logging_depth.set(rt.relaxed.logging_depth.get() + 1);
+        rt.relaxed
+            .logging_depth
+            .set(rt.relaxed.logging_depth.get() + 1);
         rt.relaxed.acquire_hook();
     }
 }
@@ -253,7 +255,9 @@ fn finish<R>(
     }
     rt.relaxed.depth.set(rt.relaxed.depth.get() - 1);
     if logging {
-        rt.relaxed.logging_depth.set(rt.relaxed.logging_depth.get() - 1);
+        rt.relaxed
+            .logging_depth
+            .set(rt.relaxed.logging_depth.get() - 1);
         rt.relaxed.release_hook();
     }
     out

@@ -47,6 +47,20 @@
 //! - `log_bytes` / `lulesh_step`: bytes logged per rank per cycle.
 //!
 //! `LULESH_BENCH=relaxed` runs only the relaxed lines, `LULESH_BENCH=strict` only the others.
+//!
+//! `--escalation-table` prints instead the table of node-level dependency tracking (issue
+//! 11): LULESH `-s 6` (`-s 3` with `--quick`) on 27 and 64 ranks (one rank per emulated node unless
+//! `PGAS_RANKS_PER_NODE` says otherwise), a relaxed CD "rank_step" with `retries = 0` that
+//! fails once on a corner rank (0) or an interior rank (13 of 27, 21 of 64) and escalates to
+//! "step":
+//! - `escalation_ranks` / `lulesh_r64_corner` (and `_interior`, `r27`): the ranks that
+//!   re-executed with `dependency_tracking = true`, against `escalation_ranks_no_deps` (the
+//!   same run with `false`). Targets (64 ranks): at most 8 (corner) and 27 (interior), 64
+//!   without.
+//! - `escalation_recovery` / the same cases: seconds of the recovery (planning, restoring and
+//!   re-executing the step, the slowest re-executing rank), against
+//!   `escalation_recovery_no_deps`. Target: at most 0.3.
+//! Both runs of a case are checked to print the fault-free run's energy, bit for bit.
 
 use std::time::Instant;
 
@@ -117,7 +131,21 @@ fn with_cds(opts: &Options) -> (FinalReport, f64) {
 }
 
 fn main() {
-    let args = BenchArgs::from_env("lulesh-bench");
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    let table = argv.iter().any(|a| a == "--escalation-table");
+    let args = BenchArgs::from_args(
+        "lulesh-bench",
+        argv.into_iter().filter(|a| a != "--escalation-table"),
+    );
+    if table {
+        if std::env::var_os("PGAS_RANKS_PER_NODE").is_none() {
+            // SAFETY: no other thread exists yet (no job has been launched), so nothing reads
+            // the environment concurrently.
+            unsafe { std::env::set_var("PGAS_RANKS_PER_NODE", "1") };
+        }
+        print(&escalation_lines(&args), args.json);
+        return;
+    }
     let only = std::env::var("LULESH_BENCH").unwrap_or_default();
     let mut lines = Vec::new();
     if only != "relaxed" {
@@ -404,4 +432,100 @@ fn strict_lines(args: &BenchArgs) -> Vec<Line> {
     ]
     .map(|l| l.on("smp", 1));
     lines.to_vec()
+}
+
+/// One escalating run: (ranks re-executed, recovery seconds), checked against `clean`.
+fn escalation_run(
+    opts: &Options,
+    ranks: usize,
+    failing: usize,
+    deps: bool,
+    clean: &FinalReport,
+) -> (f64, f64) {
+    let config = CdConfig::parse(
+        &format!(
+            "{RELAXED}retries = 0\ninject = {{ at = [{{ rank = {failing}, iteration = 3, kind = \"soft\" }}] }}\n\
+             [cd.step]\ndependency_tracking = {deps}\n"
+        ),
+        "escalation.toml",
+    )
+    .expect("valid configuration");
+    let out = containment::run(opts, ranks, config, |_| {})
+        .expect("the run completes")
+        .expect("rank 0 runs in this process");
+    same_physics(&out.report, clean);
+    let step = out.cd_report.cd(containment::STEP_CD).expect("step ran");
+    assert_eq!(
+        step.failures.len(),
+        1,
+        "one escalation: {:?}",
+        step.failures
+    );
+    let f = &step.failures[0];
+    // With the lists, D may still be everyone (the interior rank of 3x3x3 touches all).
+    assert!(deps || !f.limited);
+    (f.ranks.len() as f64, f.recover_ns as f64 / 1e9)
+}
+
+fn escalation_lines(args: &BenchArgs) -> Vec<Line> {
+    let opts = Options {
+        nx: if args.quick { 3 } else { 6 },
+        its: 10,
+        quiet: true,
+        ..Options::default()
+    };
+    let reps = args.reps.max(1);
+    let mut lines = Vec::new();
+    for (ranks, cases) in [
+        (27, [("corner", 0), ("interior", 13)]),
+        (64, [("corner", 0), ("interior", 21)]),
+    ] {
+        let clean = containment::run(&opts, ranks, relaxed_config(""), |_| {})
+            .expect("the run completes")
+            .expect("rank 0 runs in this process")
+            .report;
+        for (where_, failing) in cases {
+            let case = format!("lulesh_r{ranks}_{where_}");
+            let (mut with, mut without) = (Vec::new(), Vec::new());
+            let (mut n_with, mut n_without) = (0.0, 0.0);
+            for rep in 0..=reps {
+                // Alternate the order; the first pair warms up.
+                let pair = if rep % 2 == 0 {
+                    [true, false]
+                } else {
+                    [false, true]
+                };
+                for deps in pair {
+                    let (n, t) = escalation_run(&opts, ranks, failing, deps, &clean);
+                    if rep == 0 {
+                        continue;
+                    }
+                    if deps {
+                        n_with = n;
+                        with.push(t);
+                    } else {
+                        n_without = n;
+                        without.push(t);
+                    }
+                }
+            }
+            lines.push(
+                Line::new("escalation_ranks", &case, n_with, "ranks", Better::Lower)
+                    .baseline("escalation_ranks_no_deps", n_without)
+                    .on("smp", ranks),
+            );
+            lines.push(
+                Line::new(
+                    "escalation_recovery",
+                    &case,
+                    median(&mut with),
+                    "s",
+                    Better::Lower,
+                )
+                .baseline("escalation_recovery_no_deps", median(&mut without))
+                .on("smp", ranks),
+            );
+        }
+    }
+    lines
 }
