@@ -180,6 +180,8 @@ fn run<R>(
     let mut limited: Option<Vec<usize>> = None;
     let mut limited_tried = false;
     let mut previous: Option<Result<R, CdError>> = None;
+    // Time spent planning a limited attempt (allgather, preparation): part of its recovery.
+    let mut planning_ns = 0u64;
     let mut attempt = 0u32;
     loop {
         let in_d = limited
@@ -272,14 +274,15 @@ fn run<R>(
                 s.injected += 1;
             }
             if attempt > 0 {
+                let ns = start.elapsed().as_nanos() as u64 + std::mem::take(&mut planning_ns);
                 s.reexecutions += 1;
-                s.recover_ns += start.elapsed().as_nanos() as u64;
+                s.recover_ns += ns;
                 s.failures.push(crate::report::FailureRecord {
                     iteration: frame.iteration,
                     attempt,
                     ranks: vec![rt.rank],
                     nodes: vec![pgas::node_of(rt.rank)],
-                    recover_ns: start.elapsed().as_nanos() as u64,
+                    recover_ns: ns,
                     limited: limited.is_some(),
                 });
             }
@@ -344,7 +347,10 @@ fn run<R>(
             } else {
                 Failure::Other
             };
-            if let Some(d) = plan_limited(&rt, &cd, failure) {
+            let planning = Instant::now();
+            let planned = plan_limited(&rt, &cd, failure);
+            planning_ns = planning.elapsed().as_nanos() as u64;
+            if let Some(d) = planned {
                 limited = Some(d);
                 previous = Some(out);
             }
