@@ -150,6 +150,13 @@ fn run<R>(
         "strict CD {name:?} inside a relaxed CD: a relaxed CD's children must be relaxed \
          (its log would be deleted by the strict child's completion)"
     );
+    if team.rank_n() > 1 {
+        // Its agreements would wait for ranks a limited re-execution of the enclosing
+        // tracking CD leaves out: that CD then re-executes its whole group.
+        if let Some(f) = crate::relaxed::dependencies::tracking_frame(&rt) {
+            f.rx.borrow_mut().deps.unlogged = true;
+        }
+    }
     let frame = {
         let rt = &rt;
         let parent = rt.top();

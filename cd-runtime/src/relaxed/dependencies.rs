@@ -30,8 +30,8 @@ pub(crate) struct Dependencies {
     pub(crate) reads_from: BTreeSet<usize>,
     /// Ranks this rank wrote into (puts, writing atomics, rpc requests).
     pub(crate) writes_to: BTreeSet<usize>,
-    /// This rank communicated outside any logging relaxed CD: nothing logged can serve that
-    /// communication to a limited re-execution.
+    /// This rank communicated outside any logging relaxed CD (or began a strict child CD
+    /// spanning other ranks): nothing logged can serve that to a limited re-execution.
     pub(crate) unlogged: bool,
     /// A relaxed child of the strict CD escalated on this rank in this execution.
     pub(crate) escalated_child: bool,
