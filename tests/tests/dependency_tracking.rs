@@ -153,8 +153,10 @@ fn step_body(shape: &Shape, arr: &Arrays, step: usize) {
     cur.write_local_slice(&next).unwrap();
 }
 
-/// (rank, step) of the relaxed CD that fails (first execution only).
-type Fail = Option<(usize, usize)>;
+/// (rank, step, executions): the relaxed CD of that rank and step fails at the end of its
+/// first `executions` executions (with `retries = 1`, two failures escalate, one recovers
+/// alone).
+type Fail<'a> = &'a [(usize, usize, u32)];
 
 struct Out {
     bits: Vec<u64>,
@@ -170,7 +172,11 @@ fn program(shape: Shape, cds: bool, fail: Fail) -> Result<Out, CdError> {
         cur: pgas::allgather(&pgas::world(), cur).wait(),
         inbox: pgas::allgather(&pgas::world(), inbox).wait(),
     };
-    let mut first = true;
+    let mut left: Vec<(usize, u32)> = fail
+        .iter()
+        .filter(|f| f.0 == me)
+        .map(|f| (f.1, f.2))
+        .collect();
     for step in 0..STEPS {
         if !cds {
             step_body(&shape, &arr, step);
@@ -178,10 +184,11 @@ fn program(shape: Shape, cds: bool, fail: Fail) -> Result<Out, CdError> {
         }
         cd::strict("step", |s| {
             s.preserve_global("cur", cur, K);
-            cd::relaxed("cell", |_| {
+            cd::relaxed("cell", |c| {
+                c.preserve_global("cur", cur, K);
                 step_body(&shape, &arr, step);
-                if fail == Some((me, step)) && first {
-                    first = false;
+                if let Some(l) = left.iter_mut().find(|l| l.0 == step && l.1 > 0) {
+                    l.1 -= 1;
                     return Err(CdError::detected("injected at the end of the cell"));
                 }
                 Ok(())
@@ -203,33 +210,40 @@ fn job(shape: &Shape) -> LaunchConfig {
 
 fn reference(shape: Shape) -> Vec<Vec<u64>> {
     pgas::launch(&job(&shape), pgas::RpcTable::new(), move || {
-        program(shape, false, None).unwrap().bits
+        program(shape, false, &[]).unwrap().bits
     })
     .unwrap()
 }
 
 fn config(tracking: bool) -> CdConfig {
     let text = format!(
-        "[cd.step]\ndependency_tracking = {tracking}\nretries = 2\n[cd.cell]\nretries = 0\n\
+        "[cd.step]\ndependency_tracking = {tracking}\nretries = 2\n[cd.cell]\nretries = 1\n\
          check_classes = false\n"
     );
     CdConfig::parse(&text, "deps.toml").unwrap()
 }
 
-/// Runs `shape` with a failure of rank `f` at step 1 and returns the ranks that re-executed
-/// `step` (checking the bits against `want`).
+/// Runs `shape` with an escalation from rank `f` at step 1 and returns the ranks that
+/// re-executed `step` (checking the bits against `want`).
 fn reexecuted(shape: Shape, f: usize, tracking: bool, want: &[Vec<u64>]) -> Vec<usize> {
+    run(shape, &[(f, 1, 2)], tracking, want).0
+}
+
+/// Runs `shape` with the failures `fail`; returns the ranks that re-executed `step` and the
+/// relaxed re-executions of `cell`.
+fn run(shape: Shape, fail: Fail, tracking: bool, want: &[Vec<u64>]) -> (Vec<usize>, u64) {
+    let f = fail.to_vec();
     let out = cd::launch(
         &job(&shape),
         config(tracking),
         pgas::RpcTable::new(),
-        move || program(shape, true, Some((f, 1))),
+        move || program(shape, true, &f),
     )
-    .unwrap_or_else(|e| panic!("{shape:?}, failure on {f}: {e}"));
+    .unwrap_or_else(|e| panic!("{shape:?}, failures {fail:?}: {e}"));
     for (r, o) in out.results.iter().enumerate() {
         assert_eq!(
             o.bits, want[r],
-            "{shape:?}, failure on {f}, tracking {tracking}: rank {r} differs from the run \
+            "{shape:?}, failures {fail:?}, tracking {tracking}: rank {r} differs from the run \
              without CDs"
         );
     }
@@ -242,7 +256,8 @@ fn reexecuted(shape: Shape, f: usize, tracking: bool, want: &[Vec<u64>]) -> Vec<
         "{shape:?}: {:?}",
         step.whole_group
     );
-    record.ranks.clone()
+    let cell = out.report.cd("cell").unwrap();
+    (record.ranks.clone(), cell.reexecutions)
 }
 
 fn check(shape: Shape, failing: &[usize]) {
@@ -318,4 +333,33 @@ fn mixed_3d_64_ranks_nodes_of_2() {
         ranks_per_node: 2,
     };
     check(shape, &[0, 21]);
+}
+
+/// Two escalations at the same step on nodes far apart: D is the union of their sets.
+#[test]
+fn two_escalations_far_apart() {
+    let shape = Shape {
+        dims: [9, 1, 1],
+        pull: [true, true, true],
+        ranks_per_node: 1,
+    };
+    let want = reference(shape);
+    let (d, _) = run(shape, &[(1, 1, 2), (7, 1, 2)], true, &want);
+    assert_eq!(d, vec![0, 1, 2, 6, 7, 8]);
+}
+
+/// Rank 1 escalates while rank 5 recovers its own relaxed CD alone, in the same step: only
+/// 0, 1 and 2 re-execute the step; rank 5's replayed recovery stands.
+#[test]
+fn an_escalation_while_another_rank_recovers_alone() {
+    let shape = Shape {
+        dims: [7, 1, 1],
+        pull: [false, true, true],
+        ranks_per_node: 1,
+    };
+    let want = reference(shape);
+    let (d, relaxed) = run(shape, &[(1, 1, 2), (5, 1, 1)], true, &want);
+    assert_eq!(d, vec![0, 1, 2]);
+    // Rank 1's replay (which failed again) and rank 5's (which recovered).
+    assert_eq!(relaxed, 2);
 }
