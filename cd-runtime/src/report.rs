@@ -280,18 +280,13 @@ impl Report {
                 .failures
                 .iter()
                 .map(|f| {
+                    // Recovery times are in the JSON report (`recover_ns`).
                     let limited = if f.limited {
                         format!(" (dependency-limited, nodes {:?})", f.nodes)
                     } else {
                         String::new()
                     };
-                    format!(
-                        "#{}.{}: {:?}{limited} {:.3} ms",
-                        f.iteration,
-                        f.attempt,
-                        f.ranks,
-                        f.recover_ns as f64 / 1e6
-                    )
+                    format!("#{}.{}: {:?}{limited}", f.iteration, f.attempt, f.ranks)
                 })
                 .collect();
             let _ = writeln!(
