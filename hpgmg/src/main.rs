@@ -26,8 +26,9 @@ struct Cli {
     /// `agg` (one rput per neighbour rank)
     #[arg(long, default_value = "agg")]
     exchange: ExchangeMode,
-    /// Containment Domains: a strict CD per solve (`[cd.solve]`) and per level of its F-cycle
-    /// (`[cd.level]`), configured (and faults injected) by this TOML file
+    /// Containment Domains: a strict CD per solve (`[cd.solve]`) and per V-cycle
+    /// (`[cd.level]`), and with `kind = "relaxed"` in `[cd.smooth]` a relaxed CD per rank
+    /// around each smoother call, configured (and faults injected) by this TOML file
     #[arg(long, value_name = "FILE.toml")]
     cd_config: Option<std::path::PathBuf>,
     /// Threads per rank for the operator kernels (rayon; the same bits on any count)
