@@ -37,6 +37,10 @@ struct Cli {
     /// Solves per level in each of the warm-up and timed passes
     #[arg(long, default_value_t = hpgmg::bench::MIN_SOLVES)]
     solves: usize,
+    /// After each F-cycle, V-cycles (at most 20) until ||F - A u|| / ||F|| < 1e-10, each
+    /// norm printed (the reference built with -DUNLIMIT_FMG_ITERATIONS)
+    #[arg(long)]
+    unlimit_fmg_iterations: bool,
 }
 
 fn main() -> ExitCode {
@@ -89,6 +93,9 @@ fn main() -> ExitCode {
         return fail("--threads must be at least 1".into());
     }
     cfg.threads = cli.threads;
+    if cli.unlimit_fmg_iterations {
+        cfg.max_vcycles = hpgmg::mg::UNLIMITED_FMG_VCYCLES;
+    }
     let cd_config = match cli
         .cd_config
         .as_deref()

@@ -274,3 +274,22 @@ fn without_logging_a_smoother_fault_escalates_to_the_level_and_stays_exact() {
         "the level re-executed on every rank"
     );
 }
+
+#[test]
+fn vcycles_after_the_fcycle_under_smoother_faults_are_bit_exact() {
+    // `--unlimit-fmg-iterations`: four V-cycles after each F-cycle, each a strict CD "level"
+    // on the finest level with its smoother CDs inside.
+    let clean = hpgmg(&["--unlimit-fmg-iterations"]);
+    let config = TempFile::new("vcycles.toml", RELAXED_FAULTS);
+    let out = hpgmg(&["--unlimit-fmg-iterations", "--cd-config", config.arg()]);
+    assert_eq!(physics(&out), physics(&clean));
+    let histories = common::histories(&out);
+    assert_eq!(histories.len(), 9);
+    assert!(histories.iter().all(|h| h.len() == 5), "{histories:?}");
+    assert_eq!(row(&out, "level")[2], 0, "no strict re-execution");
+    assert_eq!(row(&out, "smooth")[2..], [3, 0, 3]);
+    assert_eq!(
+        failures(&out),
+        expected_records(&[(0, 20), (5, 13), (7, 58)])
+    );
+}

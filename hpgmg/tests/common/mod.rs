@@ -133,6 +133,24 @@ pub fn all_norms(stdout: &str) -> Vec<String> {
         .collect()
 }
 
+/// Every solve's residual norms (`norm=...` of the f-cycle line, then of each `v-cycle=`
+/// line that follows it), in solve order.
+pub fn histories(stdout: &str) -> Vec<Vec<String>> {
+    let mut out: Vec<Vec<String>> = Vec::new();
+    for line in stdout.lines() {
+        let norm = || {
+            let at = line.find("norm=").expect("a norm");
+            line[at..].split_whitespace().next().unwrap().to_string()
+        };
+        if line.starts_with("FMGSolve... f-cycle     norm=") {
+            out.push(vec![norm()]);
+        } else if line.starts_with("            v-cycle=") {
+            out.last_mut().expect("an f-cycle line first").push(norm());
+        }
+    }
+    out
+}
+
 /// The reference's `5 8` (8 boxes of 32^3): f-cycle norms at h, 2h, 4h, error, order.
 pub const REF_5_8: [&str; 5] = [
     "norm=6.934041112727218e-05  rel=7.171390380025997e-05",
