@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{all_norms, assert_richardson, histories, run};
+use common::{REF_6_8, all_norms, assert_richardson, histories, run};
 
 fn check(args: &[&str], expected: &[&str; 5]) {
     let stdout = run(args);
@@ -83,6 +83,13 @@ fn bit_exact_6_1() {
             "  order=3.247",
         ],
     );
+}
+
+/// 8 boxes of 64^3 (128^3) on one rank.
+#[test]
+#[ignore = "128^3, 63 solves: about 15 s optimised; run with --ignored"]
+fn bit_exact_6_8() {
+    check(&["6", "8"], &REF_6_8);
 }
 
 /// The reference built with `-DUNLIMIT_FMG_ITERATIONS` (V-cycles after the F-cycle until
