@@ -1,6 +1,7 @@
 //! The benchmark driver: problem sizing from the command-line arguments, setup, the timed
 //! FMG solves at h, 2h and 4h, the performance summary and the Richardson error analysis.
 
+use crate::containment::Containment;
 use crate::error::HpgmgError;
 use crate::format::fmt_e;
 use crate::level::{Level, VECTOR_F, VECTOR_U, VECTORS_RESERVED};
@@ -29,9 +30,12 @@ pub struct Config {
     pub num_ranks: usize,
     /// Solves per level in each of the warm-up and timed passes.
     pub solves: usize,
-    /// Every solve (and every level of its F-cycle) a strict Containment Domain (the run
-    /// must be inside `cd_runtime::launch`).
-    pub containment: bool,
+    /// The Containment Domains of every solve (with CDs the run must be inside
+    /// `cd_runtime::launch`).
+    pub containment: Containment,
+    /// V-cycles after each F-cycle at most, until converged (0: the reference's default;
+    /// [`crate::mg::UNLIMITED_FMG_VCYCLES`] with `--unlimit-fmg-iterations`).
+    pub max_vcycles: usize,
     /// Threads per rank for the operator kernels (`--threads`).
     pub threads: usize,
 }
@@ -39,7 +43,8 @@ pub struct Config {
 /// What one run measured.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Report {
-    /// F-cycle residual norm at h, 2h, 4h (from the Richardson solves).
+    /// Residual norm at the end of the Richardson solves at h, 2h, 4h (after the F-cycle, or
+    /// after the last V-cycle when V-cycles follow it).
     pub norms: [f64; DYNAMIC_RANGE],
     /// Average seconds per solve at h, 2h, 4h.
     pub seconds: [f64; DYNAMIC_RANGE],
@@ -108,7 +113,8 @@ pub fn configure(
         boxes_in_i: boxes_in_i as i32,
         num_ranks,
         solves: MIN_SOLVES,
-        containment: false,
+        containment: Containment::Off,
+        max_vcycles: 0,
         threads: 1,
     })
 }
@@ -170,6 +176,7 @@ pub fn run(cfg: Config, out: &mut impl Write) -> std::io::Result<Report> {
     print_rebuild(out, &fine)?;
     let mut mg = MgHierarchy::build(fine, b, 1, out)?;
     mg.containment = cfg.containment;
+    mg.max_vcycles = cfg.max_vcycles;
 
     let mut seconds = [0.0; DYNAMIC_RANGE];
     for l in 0..DYNAMIC_RANGE {

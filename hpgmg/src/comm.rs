@@ -5,20 +5,26 @@
 //! items (box-to-box transfers) in a fixed global order, grouped into messages either one per
 //! item (the naturally-grained puts of the UPC++ port of HPGMG) or one per peer rank
 //! (aggregated). Every rank owns, per plan, an inbox in its shared segment holding each
-//! incoming message at a fixed offset, twice (the parity of the plan's execution count).
-//! A sender packs a message and `rput`s it into the receiver's inbox with a remote
-//! completion (an rpc that counts the arrival); the receiver waits for the plan's count,
-//! then unpacks in the plan's order.
+//! incoming message at a fixed offset, in one of several slots (the plan's execution count
+//! modulo the slot count). A sender packs a message and `rput`s it into the receiver's inbox
+//! and signals its arrival ([`Arrival`]); the receiver waits for it, then unpacks in the
+//! plan's order.
 //!
 //! Two slots per message are enough: a rank sends execution n+2 of a plan only after it has
 //! received what its peers sent in execution n+1, which they sent after consuming
 //! execution n (ghost exchanges are symmetric; inter-level transfers of one plan are
-//! separated by the opposite transfer or by a collective).
+//! separated by the opposite transfer or by a collective). Under relaxed CDs a plan has
+//! [`FLAG_SLOTS`] slots, so that within one smoother CD every slot is written once (see
+//! [`Arrival::Flags`]).
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 
+use std::sync::atomic::{Ordering, fence};
+
 use pgas::{Completions, GlobalPtr, Promise, RpcFn, RpcTable, allgather, new_array, world};
+
+use crate::operator::NUM_SMOOTHS;
 
 /// How ghost zones travel between ranks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -41,14 +47,43 @@ impl std::str::FromStr for ExchangeMode {
     }
 }
 
+/// How a receiver learns that a message has landed in its inbox.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Arrival {
+    /// A remote-completion rpc counts the arrival at the receiver (two slots per message).
+    #[default]
+    Rpc,
+    /// After the message the sender puts the plan's execution number into a flag of the
+    /// receiver's segment, one flag per message and slot; the receiver polls it. Used under
+    /// relaxed CDs: a relaxed recovery replays incoming puts but not incoming rpcs, and with
+    /// [`FLAG_SLOTS`] slots every inbox slot and flag is written once per smoother CD, so the
+    /// replayed puts leave each slot and flag as the first execution read them.
+    Flags,
+}
+
+/// Slots per message under [`Arrival::Flags`]: one per exchange of a smoother call (a red
+/// and a black sweep per smooth), the executions of the ghost plan inside one smoother CD.
+pub const FLAG_SLOTS: usize = 2 * NUM_SMOOTHS;
+
+impl Arrival {
+    /// Inbox slots per message.
+    pub fn slots(self) -> usize {
+        match self {
+            Arrival::Rpc => 2,
+            Arrival::Flags => FLAG_SLOTS,
+        }
+    }
+}
+
 thread_local! {
     static ARRIVED: Cell<Option<RpcFn<u32, ()>>> = const { Cell::new(None) };
     static COUNTS: RefCell<HashMap<u32, usize>> = RefCell::new(HashMap::new());
     static NEXT_PLAN: Cell<u32> = const { Cell::new(0) };
     static MODE: Cell<ExchangeMode> = const { Cell::new(ExchangeMode::Aggregated) };
+    static ARRIVAL: Cell<Arrival> = const { Cell::new(Arrival::Rpc) };
 }
 
-/// The arrival rpc: one more message for `key` (plan id * 2 + parity) is in this rank's inbox.
+/// The arrival rpc: one more message for `key` (plan id * 2 + slot) is in this rank's inbox.
 fn arrived(key: u32) {
     COUNTS.with(|c| *c.borrow_mut().entry(key).or_insert(0) += 1);
 }
@@ -59,11 +94,12 @@ pub fn register_rpcs(table: &mut RpcTable) -> RpcFn<u32, ()> {
 }
 
 /// Prepares this rank (inside `pgas::launch`) to build plans.
-pub fn start_rank(f: RpcFn<u32, ()>, mode: ExchangeMode) {
+pub fn start_rank(f: RpcFn<u32, ()>, mode: ExchangeMode, arrival: Arrival) {
     ARRIVED.with(|a| a.set(Some(f)));
     COUNTS.with(|c| c.borrow_mut().clear());
     NEXT_PLAN.with(|n| n.set(0));
     MODE.with(|m| m.set(mode));
+    ARRIVAL.with(|a| a.set(arrival));
 }
 
 /// Ranks of the job this code runs in (1 outside `pgas::launch`).
@@ -92,18 +128,45 @@ fn wait_arrivals(key: u32, need: usize) {
     }
 }
 
+/// Waits, making progress, until `flag` (this rank's own) holds exactly `seq`. No later
+/// number can be there (a sender is at most one execution ahead, and that one goes to
+/// another slot), and an exact match ignores what is not this execution's arrival: the
+/// numbers of an execution a strict CD abandoned, and the poison of an emulated memory loss
+/// (`0xDB..`, larger than any sequence number).
+fn wait_flag(flag: GlobalPtr<u64>, seq: u64) {
+    let mut rounds = 0u32;
+    while flag.read_local().expect("this rank's own flags are local") != seq {
+        // A put into a flag wakes nobody: spin briefly, then give the core away (ranks may
+        // outnumber cores).
+        pgas::progress();
+        rounds += 1;
+        if rounds > 2_000 {
+            std::thread::sleep(std::time::Duration::from_micros(20));
+        } else if rounds > 20 {
+            std::thread::yield_now();
+        }
+    }
+    // The message was complete at this rank before its flag was put.
+    fence(Ordering::Acquire);
+}
+
 /// One message of a plan: a peer, a range of the plan's items, where it lands.
 #[derive(Debug, Clone)]
 struct Msg {
     peer: usize,
     items: std::ops::Range<usize>,
-    /// Offset in the receiver's inbox (per parity).
+    /// Offset in the receiver's inbox (per slot).
     offset: usize,
     len: usize,
     /// The receiver's inbox (for sends).
     remote: GlobalPtr<f64>,
-    /// Reals per parity in the receiver's inbox.
+    /// Reals per slot in the receiver's inbox.
     stride: usize,
+    /// [`Arrival::Flags`]: this message's flag in slot 0 of the receiver's flags (slot s at
+    /// `+ s * flag_stride`); null otherwise.
+    flag: GlobalPtr<u64>,
+    /// Flags per slot at the receiver (its incoming messages).
+    flag_stride: usize,
 }
 
 /// A transfer item of the global list: who sends, who receives, how many reals.
@@ -128,8 +191,12 @@ pub struct Plan<T> {
     sends: Vec<Msg>,
     recvs: Vec<Msg>,
     inbox: GlobalPtr<f64>,
-    /// Reals per parity in this rank's inbox.
+    /// Reals per slot in this rank's inbox.
     inbox_len: usize,
+    /// Inbox slots per message.
+    slots: usize,
+    arrival: Arrival,
+    /// Executions so far (the slot and the flags' sequence number derive from it).
     execs: Cell<u64>,
     scratch: RefCell<Vec<f64>>,
 }
@@ -145,9 +212,22 @@ impl<T: Clone> Plan<T> {
             recvs: Vec::new(),
             inbox: GlobalPtr::null(),
             inbox_len: 0,
+            slots: 2,
+            arrival: Arrival::Rpc,
             execs: Cell::new(0),
             scratch: RefCell::new(Vec::new()),
         }
+    }
+
+    /// Executions of this plan so far on this rank (a relaxed CD preserves it, so that its
+    /// re-execution uses the same slots and sequence numbers as the first execution).
+    pub fn executions(&self) -> u64 {
+        self.execs.get()
+    }
+
+    /// Puts back a count from [`Plan::executions`].
+    pub fn set_executions(&self, n: u64) {
+        self.execs.set(n);
     }
 
     /// True when this rank neither sends nor receives.
@@ -169,6 +249,8 @@ impl<T: Clone> Plan<T> {
             id
         });
         let mode = MODE.with(|m| m.get());
+        let arrival = ARRIVAL.with(|a| a.get());
+        let slots = arrival.slots();
         // Group items into messages: per item, or per (src, dst) pair in first-item order.
         let mut groups: Vec<(Route, Vec<usize>)> = Vec::new();
         match mode {
@@ -196,18 +278,32 @@ impl<T: Clone> Plan<T> {
                 }
             }
         }
-        // Inbox offsets: per receiver, messages in group order.
+        // Inbox offsets and flag indices: per receiver, messages in group order.
         let mut fill = vec![0usize; n];
+        let mut incoming = vec![0usize; n];
         let mut offsets = Vec::with_capacity(groups.len());
         for (r, _) in &groups {
-            offsets.push(fill[r.dst]);
+            offsets.push((fill[r.dst], incoming[r.dst]));
             fill[r.dst] += r.len;
+            incoming[r.dst] += 1;
         }
         let inbox_len = fill[me];
-        let inbox = new_array::<f64>((2 * inbox_len).max(1)).unwrap_or_else(|e| {
+        fn too_small<P>(e: pgas::PgasError) -> P {
             panic!("hpgmg: shared segment too small for the exchange buffers: {e}")
-        });
-        let bases = allgather(&world(), inbox.offset() as u64).wait();
+        }
+        let inbox = new_array::<f64>((slots * inbox_len).max(1)).unwrap_or_else(too_small);
+        let flags = if arrival == Arrival::Flags {
+            let len = (slots * incoming[me]).max(1);
+            let f = new_array::<u64>(len).unwrap_or_else(too_small);
+            // The segment may hold an earlier allocation's bytes; a flag starts below every
+            // sequence number.
+            f.write_local_slice(&vec![0; len])
+                .expect("this rank's own flags are local");
+            f
+        } else {
+            GlobalPtr::null()
+        };
+        let bases = allgather(&world(), (inbox.offset() as u64, flags.offset() as u64)).wait();
         let mut plan = Plan {
             id,
             send_items: Vec::new(),
@@ -216,10 +312,12 @@ impl<T: Clone> Plan<T> {
             recvs: Vec::new(),
             inbox,
             inbox_len,
+            slots,
+            arrival,
             execs: Cell::new(0),
             scratch: RefCell::new(Vec::new()),
         };
-        for ((r, members), offset) in groups.into_iter().zip(offsets) {
+        for ((r, members), (offset, index)) in groups.into_iter().zip(offsets) {
             if r.src == me {
                 let start = plan.send_items.len();
                 plan.send_items
@@ -229,8 +327,14 @@ impl<T: Clone> Plan<T> {
                     items: start..plan.send_items.len(),
                     offset,
                     len: r.len,
-                    remote: GlobalPtr::from_raw(r.dst, bases[r.dst] as usize),
+                    remote: GlobalPtr::from_raw(r.dst, bases[r.dst].0 as usize),
                     stride: fill[r.dst],
+                    flag: if arrival == Arrival::Flags {
+                        GlobalPtr::from_raw(r.dst, bases[r.dst].1 as usize) + index
+                    } else {
+                        GlobalPtr::null()
+                    },
+                    flag_stride: incoming[r.dst],
                 });
             }
             if r.dst == me {
@@ -244,6 +348,12 @@ impl<T: Clone> Plan<T> {
                     len: r.len,
                     remote: GlobalPtr::null(),
                     stride: inbox_len,
+                    flag: if arrival == Arrival::Flags {
+                        flags + index
+                    } else {
+                        GlobalPtr::null()
+                    },
+                    flag_stride: incoming[me],
                 });
             }
         }
@@ -251,51 +361,70 @@ impl<T: Clone> Plan<T> {
     }
 
     /// Sends this rank's messages: `pack(item, buf)` appends an item's reals.
-    /// Returns the parity to pass to [`Plan::receive`].
-    pub fn send(&self, mut pack: impl FnMut(&T, &mut Vec<f64>)) -> u64 {
-        let parity = self.execs.get() & 1;
-        self.execs.set(self.execs.get() + 1);
+    /// Returns the slot to pass to [`Plan::receive`].
+    pub fn send(&self, mut pack: impl FnMut(&T, &mut Vec<f64>)) -> Slot {
+        let execs = self.execs.get() + 1;
+        self.execs.set(execs);
+        let slot = Slot {
+            index: ((execs - 1) % self.slots as u64) as usize,
+            seq: execs,
+        };
         if self.sends.is_empty() {
-            return parity;
+            return slot;
         }
-        let arrived = ARRIVED
-            .with(|a| a.get())
-            .expect("hpgmg::comm::start_rank before plans run");
-        let key = self.id * 2 + parity as u32;
         let mut buf = self.scratch.borrow_mut();
         for m in &self.sends {
-            let sent = Promise::new();
             buf.clear();
             for item in &self.send_items[m.items.clone()] {
                 pack(item, &mut buf);
             }
             debug_assert_eq!(buf.len(), m.len, "message to rank {}", m.peer);
-            let dst = m.remote + (m.offset + parity as usize * m.stride);
-            let cx = Completions::new()
-                .source_promise(&sent)
-                .remote_rpc(arrived, key);
-            let _ = pgas::rput_with(&buf, dst, cx);
-            sent.finalize().wait();
+            let dst = m.remote + (m.offset + slot.index * m.stride);
+            match self.arrival {
+                Arrival::Rpc => {
+                    let arrived = ARRIVED
+                        .with(|a| a.get())
+                        .expect("hpgmg::comm::start_rank before plans run");
+                    let key = self.id * 2 + slot.index as u32;
+                    let sent = Promise::new();
+                    let cx = Completions::new()
+                        .source_promise(&sent)
+                        .remote_rpc(arrived, key);
+                    let _ = pgas::rput_with(&buf, dst, cx);
+                    sent.finalize().wait();
+                }
+                Arrival::Flags => {
+                    // The message is complete at the receiver before its flag is put.
+                    pgas::rput_slice(&buf, dst).wait();
+                    pgas::rput(slot.seq, m.flag + slot.index * m.flag_stride).wait();
+                }
+            }
         }
-        parity
+        slot
     }
 
-    /// Waits for this rank's messages of execution `parity` and unpacks them:
+    /// Waits for this rank's messages of the execution that `slot` names and unpacks them:
     /// `unpack(item, data)` gets each item's reals.
     pub fn receive(
         &self,
-        parity: u64,
+        slot: Slot,
         item_len: impl Fn(&T) -> usize,
         mut unpack: impl FnMut(&T, &[f64]),
     ) {
         if self.recvs.is_empty() {
             return;
         }
-        let key = self.id * 2 + parity as u32;
-        wait_arrivals(key, self.recvs.len());
+        match self.arrival {
+            Arrival::Rpc => wait_arrivals(self.id * 2 + slot.index as u32, self.recvs.len()),
+            Arrival::Flags => {
+                for m in &self.recvs {
+                    wait_flag(m.flag + slot.index * m.flag_stride, slot.seq);
+                }
+            }
+        }
         let mut buf = self.scratch.borrow_mut();
         buf.resize(self.inbox_len, 0.0);
-        (self.inbox + parity as usize * self.inbox_len)
+        (self.inbox + slot.index * self.inbox_len)
             .read_local_slice(&mut buf[..self.inbox_len])
             .expect("this rank's own inbox is local");
         for m in &self.recvs {
@@ -308,4 +437,12 @@ impl<T: Clone> Plan<T> {
             debug_assert_eq!(at, m.offset + m.len);
         }
     }
+}
+
+/// Where one execution of a plan lands: the inbox slot, and the sequence number its flags
+/// carry under [`Arrival::Flags`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Slot {
+    index: usize,
+    seq: u64,
 }

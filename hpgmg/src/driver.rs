@@ -8,6 +8,7 @@ use cd_runtime as cd;
 
 use crate::bench::{Config, Report, run};
 use crate::comm::{self, ExchangeMode};
+use crate::containment::Containment;
 use crate::operator::STENCIL_RADIUS;
 
 /// How a job runs.
@@ -19,8 +20,8 @@ pub struct JobOptions {
     pub mode: ExchangeMode,
 }
 
-/// Shared-segment bytes one rank needs for its message inboxes (two slots per message).
-pub fn segment_bytes(cfg: &Config) -> usize {
+/// Shared-segment bytes one rank needs for its message inboxes (`slots` per message).
+pub fn segment_bytes(cfg: &Config, slots: usize) -> usize {
     let boxes = (cfg.boxes_in_i as usize).pow(3);
     let per_rank = boxes.div_ceil(cfg.num_ranks.max(1));
     let g = STENCIL_RADIUS as usize;
@@ -28,12 +29,12 @@ pub fn segment_bytes(cfg: &Config) -> usize {
     let mut d = 1usize << cfg.log2_box_dim;
     while d >= 2 {
         let shell = (d + 2 * g).pow(3) - d.pow(3);
-        reals += per_rank * (6 * shell + 8 * (d / 2 + 1).pow(3) + 2 * (d / 2 + 4).pow(3));
+        reals += per_rank * slots * (3 * shell + 4 * (d / 2 + 1).pow(3) + (d / 2 + 4).pow(3));
         d /= 2;
     }
     // Agglomerated coarse levels (at most 1/64 of the fine cells, gathered).
     let cells = boxes << (3 * cfg.log2_box_dim);
-    reals += cells / 64 * 24;
+    reals += cells / 64 * 12 * slots;
     (reals * 8 * 5 / 4 + (32 << 20)).next_multiple_of(1 << 16)
 }
 
@@ -47,9 +48,10 @@ pub struct JobOutput {
 }
 
 /// Runs the benchmark on a job of `job.ranks` ranks, rank 0 printing the report to stdout
-/// when `print`; with a CD configuration every solve and every level of its F-cycle is a
-/// strict CD. Returns rank 0's report in the process that ran rank 0 (`None` in the other
-/// processes of an mpi job).
+/// when `print`; with a CD configuration every solve and every V-cycle is a strict CD, and
+/// every smoother call a relaxed one when the configuration asks
+/// ([`Containment::of`]). Returns rank 0's report in the process that ran rank 0 (`None` in
+/// the other processes of an mpi job).
 pub fn run_job(
     mut cfg: Config,
     job: JobOptions,
@@ -58,12 +60,15 @@ pub fn run_job(
 ) -> Result<Option<JobOutput>, String> {
     let mut config = pgas::LaunchConfig::from_env(job.ranks).map_err(|e| e.to_string())?;
     config.ranks = job.ranks;
-    config.segment_bytes = config.segment_bytes.max(segment_bytes(&cfg));
+    cfg.containment = Containment::of(cd_config.as_ref());
+    let arrival = cfg.containment.arrival();
+    config.segment_bytes = config
+        .segment_bytes
+        .max(segment_bytes(&cfg, arrival.slots()));
     let mut rpcs = pgas::RpcTable::new();
     let arrived = comm::register_rpcs(&mut rpcs);
-    cfg.containment = cd_config.is_some();
     let body = || {
-        comm::start_rank(arrived, job.mode);
+        comm::start_rank(arrived, job.mode, arrival);
         if pgas::rank_me() == 0 {
             let mut out: Box<dyn Write> = if print {
                 Box::new(std::io::LineWriter::new(std::io::stdout()))

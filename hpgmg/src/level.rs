@@ -546,7 +546,7 @@ impl Level {
     /// Fills the ghost zones of vector `id` that lie inside the domain from neighbouring boxes.
     pub fn exchange_boundary(&mut self, id: usize, shape: usize) {
         let plan = &self.remote[shape];
-        let parity = if plan.is_idle() {
+        let slot = if plan.is_idle() {
             None
         } else {
             let (boxes, local_of) = (&self.boxes, &self.local_of);
@@ -562,10 +562,10 @@ impl Level {
             }))
         };
         self.exchange_local(id, shape);
-        if let Some(parity) = parity {
+        if let Some(slot) = slot {
             let plan = &self.remote[shape];
             let (boxes, local_of) = (&mut self.boxes, &self.local_of);
-            plan.receive(parity, RemoteCopy::len, |c, data| {
+            plan.receive(slot, RemoteCopy::len, |c, data| {
                 let bx = &mut boxes[local_of[c.recv_box]];
                 let (js, ks, g) = (bx.js, bx.ks, bx.ghosts);
                 let v = &mut bx.vectors[id];

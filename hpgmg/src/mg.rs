@@ -1,14 +1,16 @@
 //! The multigrid hierarchy (coarsening rules of the reference's true distributed V-cycle),
-//! the V-cycle, the FMG F-cycle solve and the Richardson error analysis.
+//! the V-cycle, the FMG F-cycle solve (optionally followed by V-cycles until converged) and
+//! the Richardson error analysis.
 
 use cd_runtime as cd;
 
 use crate::bicgstab::{BICGSTAB_NUM_VECTORS, bicgstab};
 use crate::comm::world_ranks;
+use crate::containment::{Containment, Smoothing};
 use crate::format::fmt_e;
 use crate::interpolation::{interpolation_v2, interpolation_v4};
 use crate::level::{Level, VECTOR_R, VECTOR_TEMP};
-use crate::operator::{STENCIL_RADIUS, rebuild_operator, residual, smooth};
+use crate::operator::{STENCIL_RADIUS, rebuild_operator, residual};
 use crate::restriction::{RestrictionType, build_transfer, restriction};
 use crate::vectors::{add_vectors, norm, scale_vector, zero_vector};
 use std::io::Write;
@@ -18,6 +20,11 @@ use std::time::Instant;
 pub const MG_AGGLOMERATION_START: i32 = 8;
 /// Residual reduction the bottom solver aims for.
 pub const MG_DEFAULT_BOTTOM_NORM: f64 = 1e-3;
+/// A solve has converged when ||F - A u|| / ||F|| is below this (the reference's `rtol`).
+pub const RTOL: f64 = 1e-10;
+/// V-cycles after the F-cycle at most, when they are asked for (the reference's
+/// `maxVCycles` under `-DUNLIMIT_FMG_ITERATIONS`).
+pub const UNLIMITED_FMG_VCYCLES: usize = 20;
 
 /// The levels of the hierarchy, finest first, with solve statistics.
 #[derive(Debug)]
@@ -30,14 +37,18 @@ pub struct MgHierarchy {
     pub solve_seconds: f64,
     /// Seconds spent building the hierarchy.
     pub build_seconds: f64,
-    /// Run every solve, and every level of its F-cycle, as a strict Containment Domain
-    /// (inside `cd_runtime::launch`).
-    pub containment: bool,
+    /// The Containment Domains of every solve (a run with CDs is inside
+    /// `cd_runtime::launch`).
+    pub containment: Containment,
+    /// V-cycles after each solve's F-cycle at most, until ||F - A u|| / ||F|| < [`RTOL`]
+    /// (0: the F-cycle alone, the reference's default).
+    pub max_vcycles: usize,
 }
 
 /// Name of the per-solve CD (its table in a CD configuration is `[cd.solve]`).
 pub const SOLVE_CD: &str = "solve";
-/// Name of the per-level CD inside a solve (`[cd.level]`).
+/// Name of the per-V-cycle CD inside a solve (`[cd.level]`): the F-cycle's step on each
+/// level, and each V-cycle after the F-cycle.
 pub const LEVEL_CD: &str = "level";
 
 /// Preserves (or, in a re-execution, restores) vector `id` of every box of `level`.
@@ -243,7 +254,8 @@ impl MgHierarchy {
             solves_performed: 0,
             solve_seconds: 0.0,
             build_seconds: start.elapsed().as_secs_f64(),
-            containment: false,
+            containment: Containment::Off,
+            max_vcycles: 0,
         })
     }
 
@@ -257,13 +269,9 @@ impl MgHierarchy {
         self.solve_seconds = 0.0;
     }
 
-    /// One V-cycle on `level` for correction `e_id` and right-hand side `r_id`.
-    pub fn vcycle(&mut self, e_id: usize, r_id: usize, b: f64, level: usize) {
-        vcycle(&mut self.levels, e_id, r_id, b, level);
-    }
-
-    /// One FMG F-cycle solving `A u = F` on `on_level`; prints and returns the residual's max
-    /// norm and its ratio to the norm of F.
+    /// One FMG F-cycle solving `A u = F` on `on_level`, then up to `max_vcycles` V-cycles
+    /// until converged; prints the residual's max norm and its ratio to the norm of F after
+    /// each cycle, as the reference does, and returns the last pair.
     pub fn fmg_solve(
         &mut self,
         on_level: usize,
@@ -275,31 +283,43 @@ impl MgHierarchy {
         self.solves_performed += 1;
         let start = Instant::now();
         write!(out, "FMGSolve... ")?;
-        let cd_on = self.containment;
+        let solve = Solve {
+            on_level,
+            u_id,
+            f_id,
+            b,
+            containment: self.containment,
+            max_vcycles: self.max_vcycles,
+        };
         let levels = &mut self.levels;
-        let (norm_of_f, norm_of_residual) = if cd_on {
+        let (norm_of_f, history) = if solve.containment.is_on() {
             cd::strict(SOLVE_CD, |c| {
                 preserve_vector(c, &mut levels[on_level], u_id, "u");
                 preserve_counters(c, levels);
-                let r = fmg_body(levels, on_level, u_id, f_id, b, true)?;
-                cd::check!(r.1.is_finite());
+                let r = fmg_body(levels, &solve)?;
+                cd::check!(r.1.iter().all(|n| n.is_finite()));
                 Ok(r)
             })
             .map_err(escalated)?
         } else {
-            fmg_body(levels, on_level, u_id, f_id, b, false).map_err(escalated)?
+            fmg_body(levels, &solve).map_err(escalated)?
         };
-        let rel = norm_of_residual / norm_of_f;
         let seconds = start.elapsed().as_secs_f64();
         self.solve_seconds += seconds;
-        writeln!(
-            out,
-            "f-cycle     norm={}  rel={}  done ({:.6} seconds)",
-            fmt_e(norm_of_residual, 15),
-            fmt_e(rel, 15),
-            seconds
-        )?;
-        Ok((norm_of_residual, rel))
+        for (v, &norm_of_residual) in history.iter().enumerate() {
+            let (norm, rel) = (
+                fmt_e(norm_of_residual, 15),
+                fmt_e(norm_of_residual / norm_of_f, 15),
+            );
+            if v == 0 {
+                write!(out, "f-cycle     norm={norm}  rel={rel}  ")?;
+            } else {
+                write!(out, "\n            v-cycle={v:2}  norm={norm}  rel={rel}  ")?;
+            }
+        }
+        writeln!(out, "done ({seconds:.6} seconds)")?;
+        let last = *history.last().expect("the F-cycle's norm");
+        Ok((last, last / norm_of_f))
     }
 
     /// Richardson error estimate from solutions on levels h, 2h, 4h (starting at `level_h`):
@@ -349,21 +369,30 @@ impl MgHierarchy {
     }
 }
 
-/// The F-cycle of [`MgHierarchy::fmg_solve`]; returns (||F||, ||F - A u||). With `cd_on`, the
-/// work on each level (interpolate from the coarser level, V-cycle) is a strict child CD
-/// preserving what it reads and does not recompute: the coarser level's solution and this
-/// level's right-hand side.
-fn fmg_body(
-    levels: &mut [Level],
+/// One solve's parameters.
+#[derive(Debug, Clone, Copy)]
+struct Solve {
     on_level: usize,
     u_id: usize,
     f_id: usize,
     b: f64,
-    cd_on: bool,
-) -> Result<(f64, f64), cd::CdError> {
-    let e_id = u_id;
+    containment: Containment,
+    max_vcycles: usize,
+}
+
+/// The F-cycle of [`MgHierarchy::fmg_solve`] and the V-cycles after it; returns ||F|| and
+/// ||F - A u|| after the F-cycle and after each V-cycle. With CDs, each V-cycle (the
+/// F-cycle's on each level, interpolating from the coarser level first, and each one after
+/// the F-cycle) is a strict child CD preserving what it reads and does not recompute: the
+/// coarser level's solution (F-cycle) or this level's (after it), and this level's
+/// right-hand side.
+fn fmg_body(levels: &mut [Level], s: &Solve) -> Result<(f64, Vec<f64>), cd::CdError> {
+    let (on_level, f_id, b) = (s.on_level, s.f_id, s.b);
+    let e_id = s.u_id;
     let r_id = VECTOR_R;
     let bottom = levels.len() - 1;
+    let cd_on = s.containment.is_on();
+    let mut smoothing = Smoothing::new(s.containment == Containment::RelaxedSmoother);
     let norm_of_f = norm(&levels[on_level], f_id);
     scale_vector(&mut levels[on_level], r_id, 1.0, f_id);
     for l in on_level..bottom {
@@ -374,48 +403,71 @@ fn fmg_body(
         zero_vector(&mut levels[bottom], e_id);
     }
     bicgstab(&mut levels[bottom], e_id, r_id, b, MG_DEFAULT_BOTTOM_NORM);
-    for l in (on_level..bottom).rev() {
-        let step = |levels: &mut [Level]| {
-            let (f, c) = pair(levels, l);
-            interpolation_v4(f, e_id, 0.0, c, e_id);
+    // The F-cycle's levels (interpolate, then V-cycle), then V-cycles on `on_level` alone.
+    let fcycle = (on_level..bottom).rev().map(|l| (l, true));
+    let mut history = Vec::new();
+    let mut vcycles_after = 0;
+    for (l, interpolate) in fcycle.chain(std::iter::repeat((on_level, false))) {
+        if !interpolate {
+            // Before each V-cycle after the F-cycle, the residual of the last one.
+            residual(&mut levels[on_level], VECTOR_TEMP, e_id, f_id, b);
+            let n = norm(&levels[on_level], VECTOR_TEMP);
+            history.push(n);
+            if n / norm_of_f < RTOL || vcycles_after == s.max_vcycles {
+                break;
+            }
+            vcycles_after += 1;
+        }
+        let step = |levels: &mut [Level], smoothing: &mut Smoothing| {
+            if interpolate {
+                let (f, c) = pair(levels, l);
+                interpolation_v4(f, e_id, 0.0, c, e_id);
+            }
             levels[l].vcycles_from_this_level += 1;
-            vcycle(levels, e_id, r_id, b, l);
+            vcycle(levels, smoothing, e_id, r_id, b, l);
         };
         if cd_on {
             cd::strict(LEVEL_CD, |c| {
-                preserve_vector(c, &mut levels[l + 1], e_id, "e");
+                let solution = if interpolate { l + 1 } else { l };
+                preserve_vector(c, &mut levels[solution], e_id, "e");
                 preserve_vector(c, &mut levels[l], r_id, "r");
                 preserve_counters(c, levels);
-                step(levels);
-                Ok(())
+                step(levels, &mut smoothing);
+                smoothing.take_escalation()
             })?;
         } else {
-            step(levels);
+            step(levels, &mut smoothing);
         }
     }
-    residual(&mut levels[on_level], VECTOR_TEMP, e_id, f_id, b);
-    Ok((norm_of_f, norm(&levels[on_level], VECTOR_TEMP)))
+    Ok((norm_of_f, history))
 }
 
 /// Recursive V-cycle: smooth, restrict the residual, recurse (BiCGStab at the bottom),
 /// interpolate the correction (quadratic) and smooth again.
-fn vcycle(levels: &mut [Level], e_id: usize, r_id: usize, b: f64, level: usize) {
+fn vcycle(
+    levels: &mut [Level],
+    smoothing: &mut Smoothing,
+    e_id: usize,
+    r_id: usize,
+    b: f64,
+    level: usize,
+) {
     let bottom = levels.len() - 1;
     if level == bottom {
         bicgstab(&mut levels[level], e_id, r_id, b, MG_DEFAULT_BOTTOM_NORM);
         return;
     }
-    smooth(&mut levels[level], e_id, r_id, b);
+    smoothing.smooth(&mut levels[level], e_id, r_id, b);
     residual(&mut levels[level], VECTOR_TEMP, e_id, r_id, b);
     {
         let (f, c) = pair(levels, level);
         restriction(c, r_id, f, VECTOR_TEMP, RestrictionType::Cell);
         zero_vector(c, e_id);
     }
-    vcycle(levels, e_id, r_id, b, level + 1);
+    vcycle(levels, smoothing, e_id, r_id, b, level + 1);
     {
         let (f, c) = pair(levels, level);
         interpolation_v2(f, e_id, 1.0, c, e_id);
     }
-    smooth(&mut levels[level], e_id, r_id, b);
+    smoothing.smooth(&mut levels[level], e_id, r_id, b);
 }

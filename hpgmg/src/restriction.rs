@@ -172,7 +172,7 @@ pub fn restriction(
         .as_ref()
         .map(|t| &t.restrict[kind.index()])
         .filter(|p| !p.is_idle());
-    let parity = plan.map(|p| {
+    let slot = plan.map(|p| {
         p.send(|it, buf| restrict_box(&fine.boxes[fine.local_of[it.fine]], id_f, kind, buf))
     });
     let mut buf = Vec::with_capacity(n);
@@ -186,9 +186,9 @@ pub fn restriction(
         restrict_box(fbx, id_f, kind, &mut buf);
         write_region(&mut coarse.boxes[cb], id_c, off, dim, &buf);
     }
-    if let (Some(p), Some(parity)) = (plan, parity) {
+    if let (Some(p), Some(slot)) = (plan, slot) {
         p.receive(
-            parity,
+            slot,
             |_| n,
             |it, data| {
                 let cb = coarse.local_of[it.coarse];
@@ -212,7 +212,7 @@ pub(crate) fn coarse_regions(fine: &Level, coarse: &Level, id_c: usize) -> Vec<O
         return received;
     };
     let s = fine.box_dim / 2 + 4;
-    let parity = plan.send(|it, buf| {
+    let slot = plan.send(|it, buf| {
         let cbx = &coarse.boxes[coarse.local_of[it.coarse]];
         let v = &cbx.vectors[id_c];
         for k in 0..s {
@@ -224,7 +224,7 @@ pub(crate) fn coarse_regions(fine: &Level, coarse: &Level, id_c: usize) -> Vec<O
     });
     let n = (s * s * s) as usize;
     plan.receive(
-        parity,
+        slot,
         |_| n,
         |it, data| {
             received[fine.local_of[it.fine]] = Some(data.to_vec());

@@ -5,27 +5,7 @@
 
 mod common;
 
-use common::{REF_5_8, assert_richardson, hpgmg, run};
-
-/// A file in the temporary directory, removed on drop.
-struct TempFile(std::path::PathBuf);
-
-impl TempFile {
-    fn new(name: &str, text: &str) -> TempFile {
-        let path = std::env::temp_dir().join(format!("hpgmg-cd-{}-{name}", std::process::id()));
-        std::fs::write(&path, text).expect("write the temporary file");
-        TempFile(path)
-    }
-    fn arg(&self) -> &str {
-        self.0.to_str().expect("utf-8 path")
-    }
-}
-
-impl Drop for TempFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
+use common::{REF_5_8, TempFile, assert_richardson, hpgmg, physics, run};
 
 const FAULTS: &str = r#"
 seed = 7
@@ -42,16 +22,6 @@ inject = { at = [
     { rank = 6, iteration = 30, kind = "rank_loss" },
 ] }
 "#;
-
-/// The report without timings (and without the CD table that follows it).
-fn physics(out: &str) -> Vec<String> {
-    let end = out.find("CD report").unwrap_or(out.len());
-    out[..end]
-        .lines()
-        .filter(|l| !l.contains("seconds") && !l.contains("DOF/s"))
-        .map(String::from)
-        .collect()
-}
 
 #[test]
 fn eight_ranks_with_soft_errors_and_rank_losses_are_bit_exact() {

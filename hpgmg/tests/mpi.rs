@@ -1,7 +1,8 @@
 //! The same `hpgmg` binary under `mpirun` (the mpi conduit, one rank per process):
 //! `mpirun -n 8 hpgmg 5 1` (8 boxes of 32^3, one per process) prints the one-rank `5 8`
-//! numbers bit for bit, once, from rank 0's process, as `--ranks 8` on smp does; a world that
-//! cannot hold the layout is refused on every process.
+//! numbers bit for bit, once, from rank 0's process, as `--ranks 8` on smp does, also with
+//! relaxed smoother CDs recovering injected soft errors; a world that cannot hold the layout
+//! is refused on every process.
 //!
 //! Only with the `mpi` feature (`cargo test -p hpgmg --features mpi --test mpi`). `MPIRUN`
 //! overrides the launcher, `MPIRUN_FLAGS` its flags (default `--allow-run-as-root
@@ -53,6 +54,29 @@ fn aggregated_and_per_box_exchanges_agree_under_mpirun() {
     let smp = common::run(&["4", "64", "--solves", "1"]);
     assert_eq!(common::richardson(&agg), common::richardson(&smp));
     assert_eq!(common::richardson(&per_box), common::richardson(&smp));
+}
+
+/// `hpgmg/configs/relaxed-faults.toml` under mpirun: the fault-free lines of the smp run,
+/// each soft error recovered by its rank alone.
+#[test]
+fn relaxed_smoother_faults_recover_alone_under_mpirun() {
+    let config = concat!(env!("CARGO_MANIFEST_DIR"), "/configs/relaxed-faults.toml");
+    let text = stdout_of(
+        mpirun(8, &["5", "1", "--solves", "1", "--cd-config", config]),
+        "mpirun -n 8 hpgmg 5 1 --cd-config relaxed-faults.toml",
+    );
+    let smp = common::run(&["5", "1", "--ranks", "8", "--solves", "1"]);
+    assert_eq!(common::physics(&text), common::physics(&smp));
+    assert!(
+        text.contains(
+            "re-executed ranks per failure of smooth: #13.1: [5], #20.1: [0], #58.1: [7]"
+        ),
+        "{text}"
+    );
+    assert!(
+        !text.contains("failure of level"),
+        "no strict re-execution:\n{text}"
+    );
 }
 
 #[test]

@@ -47,6 +47,15 @@ fn five_eight_on_eight_ranks_matches_one_rank() {
     assert_eq!(common::richardson(&one), common::richardson(&eight));
 }
 
+/// `6 1` on 8 ranks is the `6 8` layout (8 boxes of 64^3, one per rank): the reference's
+/// `6 8` numbers.
+#[test]
+#[ignore = "128^3 on 8 ranks: several seconds; run with --ignored"]
+fn six_one_on_eight_ranks_matches_six_eight() {
+    let out = run(&["6", "1", "--ranks", "8", "--solves", "1"]);
+    assert_richardson(&out, &common::REF_6_8, "6 1 --ranks 8");
+}
+
 /// Several boxes per rank, local and remote neighbours mixed (64 boxes of 16^3 on 1, 4 and
 /// 8 ranks, both exchange variants).
 #[test]

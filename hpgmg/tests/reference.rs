@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{all_norms, assert_richardson, run};
+use common::{REF_6_8, all_norms, assert_richardson, histories, run};
 
 fn check(args: &[&str], expected: &[&str; 5]) {
     let stdout = run(args);
@@ -83,4 +83,53 @@ fn bit_exact_6_1() {
             "  order=3.247",
         ],
     );
+}
+
+/// 8 boxes of 64^3 (128^3) on one rank.
+#[test]
+#[ignore = "128^3, 63 solves: about 15 s optimised; run with --ignored"]
+fn bit_exact_6_8() {
+    check(&["6", "8"], &REF_6_8);
+}
+
+/// The reference built with `-DUNLIMIT_FMG_ITERATIONS` (V-cycles after the F-cycle until
+/// ||F - A u|| / ||F|| < 1e-10), `5 1`: the residual history of /work/shared/reference, in
+/// the reference's lines (`\n            v-cycle=%2d  norm=%1.15e  rel=%1.15e  `).
+#[test]
+fn vcycles_after_the_fcycle_5_1() {
+    let stdout = run(&["5", "1", "--solves", "1", "--unlimit-fmg-iterations"]);
+    let want = [
+        "norm=8.412949740638220e-04",
+        "norm=4.359041421791998e-06",
+        "norm=4.231981404201335e-08",
+        "norm=5.054858753794633e-10",
+        "norm=8.372691429059387e-12",
+    ];
+    let histories = histories(&stdout);
+    // Warm-up and timed solves at h, 2h, 4h, then the Richardson solves.
+    assert_eq!(histories.len(), 9, "{stdout}");
+    for n in [0, 1, 6] {
+        assert_eq!(histories[n], want, "solve {n} at h");
+    }
+    let richardson = stdout
+        .split("===== Richardson error analysis")
+        .nth(1)
+        .expect("a Richardson section");
+    let lines: Vec<&str> = richardson.lines().skip(1).take(5).collect();
+    assert!(
+        lines[0].starts_with("FMGSolve... f-cycle     norm=8.412949740638220e-04  rel="),
+        "{lines:?}"
+    );
+    for (v, line) in lines.iter().enumerate().skip(1) {
+        let head = format!("            v-cycle= {v}  {}  rel=", want[v]);
+        assert!(line.starts_with(&head), "{line:?} against {head:?}");
+        assert_eq!(line.contains("  done ("), v == 4, "{line:?}");
+    }
+    // One V-cycle from h in the F-cycle, four after it, per solve.
+    let vcycles: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("      number of v-cycles"))
+        .collect();
+    assert_eq!(vcycles.len(), 3);
+    assert!(vcycles[0].ends_with(" 5"), "{vcycles:?}");
 }

@@ -11,9 +11,16 @@
 //!   thread (`hpgmg 5 1`, `hpgmg 6 1`). With `HPGMG_REF` naming the reference C binary
 //!   (built with its default defines, run with `OMP_NUM_THREADS=1`), its DOF/s at h,
 //!   measured alternately, is the baseline `c_reference_5_1` / `c_reference_6_1`.
+//! - `hpgmg_dofs` / `5_8_r8`, `5_1_r8`: degrees of freedom per second at h of the 8-rank runs
+//!   without CDs below (`hpgmg 5 8 --ranks 8`, 128^3; `hpgmg 5 1 --ranks 8`, 64^3), on smp or
+//!   under `mpirun -n 8` (the conduit field says which).
 //! - `hpgmg_cd_overhead` / `5_8_r8`: seconds per solve of `hpgmg 5 8 --ranks 8` (64 boxes of
 //!   32^3, 8 per rank) with a strict CD per solve and per level (default configuration, no
 //!   faults), baseline `hpgmg_no_cd_5_8_r8` (the same run without CDs); target ratio <= 1.02.
+//! - `hpgmg_relaxed_overhead` / `5_8_r8`: the same with `hpgmg/configs/relaxed.toml` (a
+//!   relaxed CD per rank around each smoother call inside the strict ones, ghost puts logged,
+//!   arrivals by flags, a barrier before and after each smoother CD), baseline
+//!   `hpgmg_no_cd_5_8_r8`.
 //! - `hpgmg_exchange` / `agg_5_8_r8`: seconds per solve with ghost zones aggregated per
 //!   neighbour rank (the default), baseline `hpgmg_exchange_box_5_8_r8` (one rput per
 //!   box-to-box region, the naturally-grained puts of the UPC++ port); `agg_5_1_r8` the same
@@ -39,16 +46,37 @@ fn serial(cfg: hpgmg::Config) -> Report {
     hpgmg::run(cfg, &mut std::io::sink()).expect("a run to a sink")
 }
 
-/// Seconds per solve at h of a job; `None` in the processes of an mpi job but rank 0's.
-fn job(cfg: hpgmg::Config, mode: ExchangeMode, cd: bool) -> Option<f64> {
+/// The Containment Domains of a measured job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cds {
+    None,
+    /// The default configuration: strict CDs per solve and per V-cycle.
+    Strict,
+    /// `hpgmg/configs/relaxed.toml`: relaxed smoother CDs inside the strict ones.
+    Relaxed,
+}
+
+/// Seconds per solve at h of a job and its DOF/s at h; `None` in the processes of an mpi job
+/// but rank 0's.
+fn job(cfg: hpgmg::Config, mode: ExchangeMode, cds: Cds) -> Option<(f64, f64)> {
     let opts = JobOptions {
         ranks: cfg.num_ranks,
         mode,
     };
-    let cd = cd.then(cd_runtime::CdConfig::default);
+    let cd = match cds {
+        Cds::None => None,
+        Cds::Strict => Some(cd_runtime::CdConfig::default()),
+        Cds::Relaxed => Some(
+            cd_runtime::CdConfig::parse(
+                include_str!("../../configs/relaxed.toml"),
+                "hpgmg/configs/relaxed.toml",
+            )
+            .expect("the relaxed configuration parses"),
+        ),
+    };
     run_job(cfg, opts, false, cd)
         .unwrap_or_else(|e| panic!("hpgmg job: {e}"))
-        .map(|o| o.report.seconds[0])
+        .map(|o| (o.report.seconds[0], o.report.dofs[0] / o.report.seconds[0]))
 }
 
 /// DOF/s at h of the reference binary `bin` (`None` if it cannot run).
@@ -122,47 +150,61 @@ fn main() {
     let cfg = config(log2, per_rank, ranks, solves.min(3));
     let one_box = config(log2, 1, ranks, solves.min(5));
     let (mut no_cd, mut with_cd, mut agg, mut per_box) = (vec![], vec![], vec![], vec![]);
-    let (mut agg1, mut per_box1) = (vec![], vec![]);
+    let (mut relaxed, mut dofs) = (vec![], vec![]);
+    let (mut agg1, mut per_box1, mut dofs1) = (vec![], vec![], vec![]);
+    const CASES: usize = 5;
     for rep in 0..=args.reps {
         let flip = rep % 2 == 1;
         let mut samples = Vec::new();
-        for n in 0..4 {
-            let which = if flip { 3 - n } else { n };
+        for n in 0..CASES {
+            let which = if flip { CASES - 1 - n } else { n };
             let t = match which {
-                0 => job(cfg, ExchangeMode::Aggregated, false),
-                1 => job(cfg, ExchangeMode::Aggregated, true),
-                2 => job(cfg, ExchangeMode::Aggregated, false),
-                _ => job(cfg, ExchangeMode::PerBox, false),
+                0 => job(cfg, ExchangeMode::Aggregated, Cds::None),
+                1 => job(cfg, ExchangeMode::Aggregated, Cds::Strict),
+                2 => job(cfg, ExchangeMode::Aggregated, Cds::None),
+                3 => job(cfg, ExchangeMode::PerBox, Cds::None),
+                _ => job(cfg, ExchangeMode::Aggregated, Cds::Relaxed),
             };
             samples.push((which, t));
         }
         let pair = if flip {
-            let b = job(one_box, ExchangeMode::PerBox, false);
-            (job(one_box, ExchangeMode::Aggregated, false), b)
+            let b = job(one_box, ExchangeMode::PerBox, Cds::None);
+            (job(one_box, ExchangeMode::Aggregated, Cds::None), b)
         } else {
-            let a = job(one_box, ExchangeMode::Aggregated, false);
-            (a, job(one_box, ExchangeMode::PerBox, false))
+            let a = job(one_box, ExchangeMode::Aggregated, Cds::None);
+            (a, job(one_box, ExchangeMode::PerBox, Cds::None))
         };
         if rep == 0 {
             continue;
         }
-        if let (Some(a), Some(b)) = pair {
+        if let (Some((a, d)), Some((b, _))) = pair {
             agg1.push(a);
+            dofs1.push(d);
             per_box1.push(b);
         }
         for (which, t) in samples {
-            let Some(t) = t else { continue };
+            let Some((t, d)) = t else { continue };
             match which {
-                0 => no_cd.push(t),
+                0 => {
+                    no_cd.push(t);
+                    dofs.push(d);
+                }
                 1 => with_cd.push(t),
                 2 => agg.push(t),
-                _ => per_box.push(t),
+                3 => per_box.push(t),
+                _ => relaxed.push(t),
             }
         }
     }
     if no_cd.is_empty() {
         return; // a process of an mpi job other than rank 0's
     }
+    let case1 = format!("{log2}_1_r{ranks}");
+    for (case, dofs) in [(&case, &mut dofs), (&case1, &mut dofs1)] {
+        let line = Line::new("hpgmg_dofs", case, median(dofs), "DOF/s", Better::Higher);
+        lines.push(line.on(conduit, ranks));
+    }
+    let no_cd = median(&mut no_cd);
     lines.push(
         Line::new(
             "hpgmg_cd_overhead",
@@ -171,7 +213,18 @@ fn main() {
             "s",
             Better::Lower,
         )
-        .baseline(&format!("hpgmg_no_cd_{case}"), median(&mut no_cd))
+        .baseline(&format!("hpgmg_no_cd_{case}"), no_cd)
+        .on(conduit, ranks),
+    );
+    lines.push(
+        Line::new(
+            "hpgmg_relaxed_overhead",
+            &case,
+            median(&mut relaxed),
+            "s",
+            Better::Lower,
+        )
+        .baseline(&format!("hpgmg_no_cd_{case}"), no_cd)
         .on(conduit, ranks),
     );
     lines.push(
@@ -185,7 +238,6 @@ fn main() {
         .baseline(&format!("hpgmg_exchange_box_{case}"), median(&mut per_box))
         .on(conduit, ranks),
     );
-    let case1 = format!("{log2}_1_r{ranks}");
     lines.push(
         Line::new(
             "hpgmg_exchange",
