@@ -411,7 +411,11 @@ impl PgasComm {
             }
             let flag = base + i;
             let mut rounds = 0u32;
-            while flag.read_local().expect("this rank's own flags are local") < want {
+            // Arrived: this exchange's number or a later one *of the same generation*. A flag
+            // of another generation is stale, or the pattern a rank loss leaves in the segment
+            // (which, read as a number, is larger than any sequence number).
+            let arrived = |v: u64| v >= want && v >> 32 == want >> 32;
+            while !arrived(flag.read_local().expect("this rank's own flags are local")) {
                 // Ranks may outnumber cores: spin briefly, then give the core away (a put
                 // into a flag wakes nobody up, so the wait polls).
                 pgas::progress();

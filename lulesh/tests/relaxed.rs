@@ -167,3 +167,20 @@ fn the_binary_runs_relaxed_from_the_config_file_alone() {
         "{with}"
     );
 }
+
+/// A rank loss in the strict "step" around relaxed per-rank CDs: the lost rank's arrival flags
+/// hold the loss's fill pattern, which read as a number exceeds every sequence number. (Fix:
+/// it satisfied the next wait, the rank went on with no data, and the job hung; a flag now
+/// counts only in the waiting exchange's generation.)
+#[test]
+fn a_rank_loss_around_relaxed_cds_is_bit_exact() {
+    let want = clean();
+    let text = format!(
+        "{RELAXED}[cd.step]\nmedium = \"buddy\"\n\
+         inject = {{ at = [{{ rank = 3, iteration = 40, kind = \"rank_loss\" }}] }}\n"
+    );
+    let out = run(&text);
+    assert_eq!(physics(&out.report), physics(&want));
+    let step = out.cd_report.cd(STEP_CD).unwrap();
+    assert_eq!(step.reexecutions, 8, "every rank re-executes the step");
+}
