@@ -93,6 +93,18 @@ impl CdRuntime {
             .expect("the root CD is always on the stack")
     }
 
+    /// The innermost strict CD (the LCSA of the relaxed CDs running inside it; the root at
+    /// the latest).
+    pub(crate) fn lcsa(&self) -> Rc<Frame> {
+        self.frames
+            .borrow()
+            .iter()
+            .rev()
+            .find(|f| f.kind == crate::frame::CdKind::Strict)
+            .cloned()
+            .expect("the root CD is strict")
+    }
+
     /// The instance number of the next CD called `name` on this rank.
     pub(crate) fn next_iteration(&self, name: &str) -> u64 {
         let mut it = self.iterations.borrow_mut();

@@ -220,6 +220,7 @@ fn run<R>(
             if tracking {
                 // The hook sees every operation, also outside relaxed children.
                 rt.relaxed.acquire_hook();
+                rt.relaxed.tracking.set(rt.relaxed.tracking.get() + 1);
             }
             let injected = injector::for_execution(&rt, &frame, name, attempt);
             if limited.is_some() {
@@ -235,6 +236,7 @@ fn run<R>(
                 }
             }
             if tracking {
+                rt.relaxed.tracking.set(rt.relaxed.tracking.get() - 1);
                 rt.relaxed.release_hook();
             }
             kinds = kinds.union(injector::take_effect(&rt, &frame, injected));

@@ -134,18 +134,7 @@ fn wait_arrivals(key: u32, need: usize) {
 /// numbers of an execution a strict CD abandoned, and the poison of an emulated memory loss
 /// (`0xDB..`, larger than any sequence number).
 fn wait_flag(flag: GlobalPtr<u64>, seq: u64) {
-    let mut rounds = 0u32;
-    while flag.read_local().expect("this rank's own flags are local") != seq {
-        // A put into a flag wakes nobody: spin briefly, then give the core away (ranks may
-        // outnumber cores).
-        pgas::progress();
-        rounds += 1;
-        if rounds > 2_000 {
-            std::thread::sleep(std::time::Duration::from_micros(20));
-        } else if rounds > 20 {
-            std::thread::yield_now();
-        }
-    }
+    pgas::poll_until(|| flag.read_local().expect("this rank's own flags are local") == seq);
     // The message was complete at this rank before its flag was put.
     fence(Ordering::Acquire);
 }

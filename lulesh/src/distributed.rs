@@ -410,22 +410,13 @@ impl PgasComm {
                 continue;
             }
             let flag = base + i;
-            let mut rounds = 0u32;
             // Arrived: this exchange's number or a later one *of the same generation*. A flag
             // of another generation is stale, or the pattern a rank loss leaves in the segment
             // (which, read as a number, is larger than any sequence number).
             let arrived = |v: u64| v >= want && v >> 32 == want >> 32;
-            while !arrived(flag.read_local().expect("this rank's own flags are local")) {
-                // Ranks may outnumber cores: spin briefly, then give the core away (a put
-                // into a flag wakes nobody up, so the wait polls).
-                pgas::progress();
-                rounds += 1;
-                if rounds > 2_000 {
-                    std::thread::sleep(std::time::Duration::from_micros(20));
-                } else if rounds > 20 {
-                    std::thread::yield_now();
-                }
-            }
+            pgas::poll_until(|| {
+                arrived(flag.read_local().expect("this rank's own flags are local"))
+            });
         }
         // The messages were complete before their flags were set.
         fence(Ordering::Acquire);

@@ -52,7 +52,7 @@ pub use rma::{
     Completions, CxFutures, rget, rget_into, rget_slice, rget_with, rput, rput_slice, rput_with,
 };
 pub use rpc::{RpcFn, RpcTable, rpc, rpc_ff};
-pub use runtime::{in_launch, launch, launch_from_env, progress, rank_me, rank_n};
+pub use runtime::{in_launch, launch, launch_from_env, poll_until, progress, rank_me, rank_n};
 pub use strided::{rget_strided, rput_strided};
 pub use team::{Team, local_team, solo_team, world};
 

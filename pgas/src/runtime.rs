@@ -369,6 +369,22 @@ pub fn progress() -> usize {
     with(|rt| rt.ep().poll())
 }
 
+/// Makes progress until `done()` holds, for a condition that no message announces, such as a
+/// flag in this rank's segment that another rank's put sets (a put wakes nobody): spins
+/// briefly, then yields, then sleeps 20 us between polls (ranks may outnumber cores).
+pub fn poll_until(mut done: impl FnMut() -> bool) {
+    let mut rounds = 0u32;
+    while !done() {
+        progress();
+        rounds += 1;
+        if rounds > 2_000 {
+            std::thread::sleep(std::time::Duration::from_micros(20));
+        } else if rounds > 20 {
+            std::thread::yield_now();
+        }
+    }
+}
+
 /// Makes progress until `done()` holds (spinning, then yielding, then parking).
 pub(crate) fn progress_until(done: impl FnMut() -> bool) {
     with(|rt| rt.ep().wait_until(done))

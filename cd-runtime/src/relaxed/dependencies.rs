@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::frame::{CdKind, Frame};
+use crate::frame::Frame;
 use crate::relaxed::log_store::EntryKind;
 use crate::runtime::CdRuntime;
 
@@ -206,13 +206,11 @@ pub(crate) fn reexecution_set(
 
 /// The innermost strict CD, if it keeps dependency lists.
 pub(crate) fn tracking_frame(rt: &CdRuntime) -> Option<std::rc::Rc<Frame>> {
-    rt.frames
-        .borrow()
-        .iter()
-        .rev()
-        .find(|f| f.kind == CdKind::Strict)
-        .filter(|f| f.settings.dependency_tracking)
-        .cloned()
+    if rt.relaxed.tracking.get() == 0 {
+        // No tracking CD runs: spare the logging path the search.
+        return None;
+    }
+    Some(rt.lcsa()).filter(|f| f.settings.dependency_tracking)
 }
 
 /// Notes a remote operation in the tracking strict CD's lists (no-op without one).

@@ -616,15 +616,7 @@ impl Interceptor for RelaxedHook {
             {
                 f.rx.borrow_mut().deferred.push(offset);
             }
-            if let Some(f) = rt
-                .frames
-                .borrow()
-                .iter()
-                .rev()
-                .find(|f| f.kind == CdKind::Strict)
-            {
-                f.rx.borrow_mut().had_relaxed = true;
-            }
+            rt.lcsa().rx.borrow_mut().had_relaxed = true;
         });
         FreeAction::Defer
     }

@@ -103,10 +103,9 @@ pub(crate) fn prepare(
             rx.globals.clone(),
         )
     };
-    let old = store
+    let mut old = store
         .entries()
         .map_err(|e| format!("cannot read back the spilled log: {e}"))?;
-    let mut old = old;
     old.sort_by_key(|e| e.lsn);
     let served = old
         .iter()
@@ -477,9 +476,9 @@ pub(crate) fn collective(rt: &CdRuntime, c: &Collective) -> Option<CollectiveAct
             ))
         }
         _ => {
-            // Joining it would wait for ranks that are not re-executing: fail the attempt
-            // and hand the result of a zeroed value only if it decodes; otherwise this rank
-            // cannot go on.
+            // Joining it would wait for ranks that are not re-executing, and no result can be
+            // made up. Unreachable for a deterministic body: every non-barrier collective of
+            // a tracking CD's body is logged (or the rank is `unlogged` and D is everyone).
             unexpected(rt, "a collective".into(), e.as_ref());
             panic!(
                 "rank {}: a limited re-execution met a collective its log does not hold (the \

@@ -205,6 +205,9 @@ pub(crate) struct RankState {
     /// Users of the hook: logging relaxed CDs and tracking strict CDs running on the rank
     /// (installed while > 0).
     pub(crate) hook_users: Cell<usize>,
+    /// Strict CDs with `dependency_tracking` running on this rank (their bodies' operations
+    /// are noted while > 0).
+    pub(crate) tracking: Cell<usize>,
     /// The dependency-limited re-execution this rank takes part in, if any.
     pub(crate) limited: RefCell<Option<limited::Limited>>,
     /// Arrivals at limited barriers, by (team id, sequence number).
@@ -226,6 +229,7 @@ impl RankState {
             alloc_served: Cell::new(false),
             hook: RefCell::new(None),
             hook_users: Cell::new(0),
+            tracking: Cell::new(0),
             limited: RefCell::new(None),
             arrivals: RefCell::new(std::collections::HashMap::new()),
             rpcs,

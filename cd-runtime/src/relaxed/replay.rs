@@ -8,7 +8,7 @@ use pgas::GlobalPtr;
 use pgas::resilience::{self, internal};
 
 use crate::cd::Cd;
-use crate::frame::{CdKind, Frame};
+use crate::frame::Frame;
 use crate::relaxed::epochs::{self, Incoming, IncomingQueue, IncomingWhat};
 use crate::relaxed::interceptor::apply_incoming;
 use crate::relaxed::log_store::{EntryKind, LogEntry};
@@ -146,13 +146,8 @@ fn incoming_of(
 /// The ranks to ask: every other member of the LCSA's team. (Which of them wrote to F is
 /// not known at F without communication: the IWC counts writes, not writers.)
 fn ranks_to_ask(rt: &CdRuntime) -> Vec<usize> {
-    let frames = rt.frames.borrow();
-    let lcsa = frames
-        .iter()
-        .rev()
-        .find(|f| f.kind == CdKind::Strict)
-        .expect("the root CD is strict");
-    lcsa.team
+    rt.lcsa()
+        .team
         .members()
         .iter()
         .copied()

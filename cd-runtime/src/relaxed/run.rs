@@ -240,14 +240,9 @@ fn finish<R>(
     }
     // Mark the LCSA too; an escalation it sees came from a relaxed child (dependency
     // tracking limits its re-execution to the ranks that depend on this one).
-    if let Some(s) = rt
-        .frames
-        .borrow()
-        .iter()
-        .rev()
-        .find(|f| f.kind == CdKind::Strict)
     {
-        let mut srx = s.rx.borrow_mut();
+        let lcsa = rt.lcsa();
+        let mut srx = lcsa.rx.borrow_mut();
         srx.had_relaxed = true;
         if !completed {
             srx.deps.escalated_child = true;
