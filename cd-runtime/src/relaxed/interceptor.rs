@@ -185,14 +185,9 @@ impl Interceptor for RelaxedHook {
             }
             if replaying(rt) {
                 if let Some(e) = next_entry(rt) {
-                    match &e.kind {
-                        EntryKind::Write {
-                            target,
-                            offset,
-                            bytes: logged,
-                            ..
-                        } if *target == rma.rank && *offset == rma.offset => {
-                            if logged.0 != bytes {
+                    match e.put_to(rma.rank, rma.offset) {
+                        Some(logged) => {
+                            if logged != bytes {
                                 mismatch(
                                     rt,
                                     format!(
@@ -208,7 +203,7 @@ impl Interceptor for RelaxedHook {
                             }
                             rt.relaxed.event(ReplayEvent::Squashed { lsn: e.lsn });
                         }
-                        _ => diverged(
+                        None => diverged(
                             rt,
                             format!("a put to rank {} at offset {}", rma.rank, rma.offset),
                             &e,
@@ -258,29 +253,21 @@ impl Interceptor for RelaxedHook {
             }
             if replaying(rt) {
                 if let Some(e) = next_entry(rt) {
-                    match &e.kind {
-                        EntryKind::Read {
-                            source,
-                            offset,
-                            bytes,
-                        } if *source == rma.rank
-                            && *offset == rma.offset
-                            && bytes.0.len() == dst.len() =>
-                        {
-                            dst.copy_from_slice(&bytes.0);
+                    match e.read_from(rma.rank, rma.offset, dst.len()) {
+                        Some(bytes) => {
+                            dst.copy_from_slice(bytes);
                             served(rt, e.lsn, "read");
-                            return GetAction::Served;
                         }
-                        _ => {
+                        None => {
                             diverged(
                                 rt,
                                 format!("a get from rank {} at offset {}", rma.rank, rma.offset),
                                 &e,
                             );
                             dst.fill(0);
-                            return GetAction::Served;
                         }
                     }
+                    return GetAction::Served;
                 }
             }
             classes::check_access(rt, rma.rank, rma.offset, rma.len);
@@ -320,38 +307,26 @@ impl Interceptor for RelaxedHook {
             }
             if replaying(rt) {
                 if let Some(e) = next_entry(rt) {
-                    match &e.kind {
-                        EntryKind::Rpc {
-                            target,
-                            name,
-                            args: logged,
-                            reply,
-                            ..
-                        } if *target == call.rank && name == call.name => {
-                            if logged.0 != args {
-                                mismatch(
-                                    rt,
-                                    format!(
-                                        "rpc `{name}` to rank {target} (LSN {}) has other \
-                                         arguments than logged: the body is not deterministic",
-                                        e.lsn
-                                    ),
-                                );
-                            }
-                            served(rt, e.lsn, "rpc reply");
-                            return RpcAction::Served(
-                                reply.clone().map(|r| r.0).unwrap_or_default(),
-                            );
-                        }
-                        _ => {
-                            diverged(
-                                rt,
-                                format!("an rpc `{}` to rank {}", call.name, call.rank),
-                                &e,
-                            );
-                            return RpcAction::Served(Vec::new());
-                        }
+                    let Some((logged, reply)) = e.rpc_to(call.rank, call.name) else {
+                        diverged(
+                            rt,
+                            format!("an rpc `{}` to rank {}", call.name, call.rank),
+                            &e,
+                        );
+                        return RpcAction::Served(Vec::new());
+                    };
+                    if logged != args {
+                        mismatch(
+                            rt,
+                            format!(
+                                "rpc `{}` to rank {} (LSN {}) has other arguments than logged: \
+                                 the body is not deterministic",
+                                call.name, call.rank, e.lsn
+                            ),
+                        );
                     }
+                    served(rt, e.lsn, "rpc reply");
+                    return RpcAction::Served(reply);
                 }
             }
             log(
@@ -400,32 +375,21 @@ impl Interceptor for RelaxedHook {
             let logged_op = LoggedOp::from(op);
             if replaying(rt) {
                 if let Some(e) = next_entry(rt) {
-                    match &e.kind {
-                        EntryKind::Atomic {
-                            target,
-                            offset: o,
-                            op: lop,
-                            previous,
-                            counters,
-                            ..
-                        } if *target == rank && *o == offset && *lop == logged_op => {
-                            served(rt, e.lsn, "atomic");
-                            return AtomicAction::Served(AtomicResult {
-                                previous: previous.unwrap_or(0),
-                                ack: counters.map(|c| WriteAck {
-                                    ec: c.ec,
-                                    iwc: c.iwc,
-                                }),
-                            });
-                        }
-                        _ => {
-                            diverged(rt, format!("an atomic {logged_op:?} on rank {rank}"), &e);
-                            return AtomicAction::Served(AtomicResult {
-                                previous: 0,
-                                ack: None,
-                            });
-                        }
-                    }
+                    let Some((previous, counters)) = e.atomic_on(rank, offset, logged_op) else {
+                        diverged(rt, format!("an atomic {logged_op:?} on rank {rank}"), &e);
+                        return AtomicAction::Served(AtomicResult {
+                            previous: 0,
+                            ack: None,
+                        });
+                    };
+                    served(rt, e.lsn, "atomic");
+                    return AtomicAction::Served(AtomicResult {
+                        previous,
+                        ack: counters.map(|c| WriteAck {
+                            ec: c.ec,
+                            iwc: c.iwc,
+                        }),
+                    });
                 }
             }
             classes::check_access(rt, rank, offset, 8);
@@ -483,22 +447,12 @@ impl Interceptor for RelaxedHook {
             }
             if replaying(rt) {
                 if let Some(e) = next_entry(rt) {
-                    match &e.kind {
-                        EntryKind::Fetch {
-                            rank,
-                            object,
-                            bytes,
-                        } if *rank == fetch.rank && *object == fetch.object => {
-                            served(rt, e.lsn, "fetch");
-                            return FetchAction::Served(
-                                bytes.clone().map(|b| b.0).unwrap_or_default(),
-                            );
-                        }
-                        _ => {
-                            diverged(rt, format!("a fetch from rank {}", fetch.rank), &e);
-                            return FetchAction::Proceed;
-                        }
-                    }
+                    let Some(bytes) = e.fetch_of(fetch.rank, fetch.object) else {
+                        diverged(rt, format!("a fetch from rank {}", fetch.rank), &e);
+                        return FetchAction::Proceed;
+                    };
+                    served(rt, e.lsn, "fetch");
+                    return FetchAction::Served(bytes);
                 }
             }
             log(
@@ -531,22 +485,16 @@ impl Interceptor for RelaxedHook {
             }
             if replaying(rt) {
                 if let Some(e) = next_entry(rt) {
-                    match &e.kind {
-                        EntryKind::Collective { result, .. } => {
-                            served(rt, e.lsn, "collective");
-                            return CollectiveAction::Served(
-                                result.clone().map(|b| b.0).unwrap_or_default(),
-                            );
+                    let Some(result) = e.collective_result() else {
+                        diverged(rt, "a collective".into(), &e);
+                        // A barrier can be skipped safely; others would hang if joined.
+                        if collective.kind == CollectiveKind::Barrier {
+                            return CollectiveAction::Served(Vec::new());
                         }
-                        _ => {
-                            diverged(rt, "a collective".into(), &e);
-                            // A barrier can be skipped safely; others would hang if joined.
-                            if collective.kind == CollectiveKind::Barrier {
-                                return CollectiveAction::Served(Vec::new());
-                            }
-                            return CollectiveAction::Proceed;
-                        }
-                    }
+                        return CollectiveAction::Proceed;
+                    };
+                    served(rt, e.lsn, "collective");
+                    return CollectiveAction::Served(result);
                 }
             }
             log(
@@ -664,12 +612,10 @@ pub(crate) fn rng_draw(rt: &CdRuntime, dst: &mut [u8], draw: impl FnOnce(&mut [u
     }
     if replaying(rt) {
         if let Some(e) = next_entry(rt) {
-            if let EntryKind::Rng { bytes } = &e.kind {
-                if bytes.0.len() == dst.len() {
-                    dst.copy_from_slice(&bytes.0);
-                    served(rt, e.lsn, "rng draw");
-                    return;
-                }
+            if let Some(bytes) = e.rng_of(dst.len()) {
+                dst.copy_from_slice(bytes);
+                served(rt, e.lsn, "rng draw");
+                return;
             }
             diverged(rt, "an rng draw".into(), &e);
             draw(dst);

@@ -285,36 +285,39 @@ fn served(rt: &CdRuntime, lsn: u64, what: &'static str) {
     rt.relaxed.event(ReplayEvent::Served { lsn, what });
 }
 
+/// The LSN of `e`, for events (0 when the log ran out).
+fn lsn(e: Option<&LogEntry>) -> u64 {
+    e.map_or(0, |e| e.lsn)
+}
+
 /// A put in a limited re-execution.
 pub(crate) fn put(rt: &CdRuntime, rma: &Rma, bytes: &[u8]) -> Option<PutAction> {
     if peer_live(rt, rma.rank)? {
         return Some(PutAction::Proceed);
     }
     let e = next(rt);
-    match e.as_ref().map(|e| &e.kind) {
-        Some(EntryKind::Write {
-            target,
-            offset,
-            bytes: logged,
-            ..
-        }) if *target == rma.rank && *offset == rma.offset => {
-            let lsn = e.as_ref().map_or(0, |e| e.lsn);
-            if logged.0 != bytes {
+    match e.as_ref().and_then(|e| e.put_to(rma.rank, rma.offset)) {
+        Some(logged) => {
+            if logged != bytes {
                 error(
                     rt,
                     format!(
-                        "squashed put to rank {} at offset {} (LSN {lsn}) differs from the \
+                        "squashed put to rank {} at offset {} (LSN {}) differs from the \
                          logged bytes",
-                        rma.rank, rma.offset
+                        rma.rank,
+                        rma.offset,
+                        lsn(e.as_ref())
                     ),
                 );
             }
             if let Some(l) = rt.relaxed.limited.borrow_mut().as_mut() {
                 l.squashed += 1;
             }
-            rt.relaxed.event(ReplayEvent::Squashed { lsn });
+            rt.relaxed.event(ReplayEvent::Squashed {
+                lsn: lsn(e.as_ref()),
+            });
         }
-        _ => unexpected(
+        None => unexpected(
             rt,
             format!("a put to rank {} at offset {}", rma.rank, rma.offset),
             e.as_ref(),
@@ -329,16 +332,15 @@ pub(crate) fn get(rt: &CdRuntime, rma: &Rma, dst: &mut [u8]) -> Option<GetAction
         return Some(GetAction::Proceed);
     }
     let e = next(rt);
-    match e.as_ref().map(|e| &e.kind) {
-        Some(EntryKind::Read {
-            source,
-            offset,
-            bytes,
-        }) if *source == rma.rank && *offset == rma.offset && bytes.0.len() == dst.len() => {
-            dst.copy_from_slice(&bytes.0);
-            served(rt, e.as_ref().map_or(0, |e| e.lsn), "read");
+    match e
+        .as_ref()
+        .and_then(|e| e.read_from(rma.rank, rma.offset, dst.len()))
+    {
+        Some(bytes) => {
+            dst.copy_from_slice(bytes);
+            served(rt, lsn(e.as_ref()), "read");
         }
-        _ => {
+        None => {
             unexpected(
                 rt,
                 format!("a get from rank {} at offset {}", rma.rank, rma.offset),
@@ -356,34 +358,25 @@ pub(crate) fn rpc(rt: &CdRuntime, call: &RpcCall, args: &[u8]) -> Option<RpcActi
         return Some(RpcAction::Proceed);
     }
     let e = next(rt);
-    match e.as_ref().map(|e| &e.kind) {
-        Some(EntryKind::Rpc {
-            target,
-            name,
-            args: logged,
-            reply,
-            ..
-        }) if *target == call.rank && name == call.name => {
-            if logged.0 != args {
-                error(
-                    rt,
-                    format!("rpc `{name}` to rank {target} has other arguments than logged"),
-                );
-            }
-            served(rt, e.as_ref().map_or(0, |e| e.lsn), "rpc reply");
-            Some(RpcAction::Served(
-                reply.clone().map(|r| r.0).unwrap_or_default(),
-            ))
-        }
-        _ => {
-            unexpected(
-                rt,
-                format!("an rpc `{}` to rank {}", call.name, call.rank),
-                e.as_ref(),
-            );
-            Some(RpcAction::Served(Vec::new()))
-        }
+    let Some((logged, reply)) = e.as_ref().and_then(|e| e.rpc_to(call.rank, call.name)) else {
+        unexpected(
+            rt,
+            format!("an rpc `{}` to rank {}", call.name, call.rank),
+            e.as_ref(),
+        );
+        return Some(RpcAction::Served(Vec::new()));
+    };
+    if logged != args {
+        error(
+            rt,
+            format!(
+                "rpc `{}` to rank {} has other arguments than logged",
+                call.name, call.rank
+            ),
+        );
     }
+    served(rt, lsn(e.as_ref()), "rpc reply");
+    Some(RpcAction::Served(reply))
 }
 
 /// An atomic in a limited re-execution.
@@ -398,36 +391,28 @@ pub(crate) fn atomic(
     }
     let logged_op = LoggedOp::from(op);
     let e = next(rt);
-    match e.as_ref().map(|e| &e.kind) {
-        Some(EntryKind::Atomic {
-            target,
-            offset: o,
-            op: lop,
-            previous,
-            counters,
-            ..
-        }) if *target == rank && *o == offset && *lop == logged_op => {
-            served(rt, e.as_ref().map_or(0, |e| e.lsn), "atomic");
-            Some(AtomicAction::Served(AtomicResult {
-                previous: previous.unwrap_or(0),
-                ack: counters.map(|c| WriteAck {
-                    ec: c.ec,
-                    iwc: c.iwc,
-                }),
-            }))
-        }
-        _ => {
-            unexpected(
-                rt,
-                format!("an atomic {logged_op:?} on rank {rank}"),
-                e.as_ref(),
-            );
-            Some(AtomicAction::Served(AtomicResult {
-                previous: 0,
-                ack: None,
-            }))
-        }
-    }
+    let Some((previous, counters)) = e
+        .as_ref()
+        .and_then(|e| e.atomic_on(rank, offset, logged_op))
+    else {
+        unexpected(
+            rt,
+            format!("an atomic {logged_op:?} on rank {rank}"),
+            e.as_ref(),
+        );
+        return Some(AtomicAction::Served(AtomicResult {
+            previous: 0,
+            ack: None,
+        }));
+    };
+    served(rt, lsn(e.as_ref()), "atomic");
+    Some(AtomicAction::Served(AtomicResult {
+        previous,
+        ack: counters.map(|c| WriteAck {
+            ec: c.ec,
+            iwc: c.iwc,
+        }),
+    }))
 }
 
 /// A `DistObject::fetch` in a limited re-execution.
@@ -436,22 +421,12 @@ pub(crate) fn fetch(rt: &CdRuntime, f: &Fetch) -> Option<FetchAction> {
         return Some(FetchAction::Proceed);
     }
     let e = next(rt);
-    match e.as_ref().map(|e| &e.kind) {
-        Some(EntryKind::Fetch {
-            rank,
-            object,
-            bytes,
-        }) if *rank == f.rank && *object == f.object => {
-            served(rt, e.as_ref().map_or(0, |e| e.lsn), "fetch");
-            Some(FetchAction::Served(
-                bytes.clone().map(|b| b.0).unwrap_or_default(),
-            ))
-        }
-        _ => {
-            unexpected(rt, format!("a fetch from rank {}", f.rank), e.as_ref());
-            Some(FetchAction::Proceed)
-        }
-    }
+    let Some(bytes) = e.as_ref().and_then(|e| e.fetch_of(f.rank, f.object)) else {
+        unexpected(rt, format!("a fetch from rank {}", f.rank), e.as_ref());
+        return Some(FetchAction::Proceed);
+    };
+    served(rt, lsn(e.as_ref()), "fetch");
+    Some(FetchAction::Served(bytes))
 }
 
 /// A collective in a limited re-execution: a barrier runs among the re-executing ranks of
@@ -465,28 +440,20 @@ pub(crate) fn collective(rt: &CdRuntime, c: &Collective) -> Option<CollectiveAct
         return Some(CollectiveAction::Served(Vec::new()));
     }
     let e = next(rt);
-    match e.as_ref().map(|e| &e.kind) {
-        Some(EntryKind::Collective {
-            result,
-            barrier: false,
-        }) => {
-            served(rt, e.as_ref().map_or(0, |e| e.lsn), "collective");
-            Some(CollectiveAction::Served(
-                result.clone().map(|b| b.0).unwrap_or_default(),
-            ))
-        }
-        _ => {
-            // Joining it would wait for ranks that are not re-executing, and no result can be
-            // made up. Unreachable for a deterministic body: every non-barrier collective of
-            // a tracking CD's body is logged (or the rank is `unlogged` and D is everyone).
-            unexpected(rt, "a collective".into(), e.as_ref());
-            panic!(
-                "rank {}: a limited re-execution met a collective its log does not hold (the \
-                 body is not deterministic); set dependency_tracking = false for this CD",
-                rt.rank
-            );
-        }
-    }
+    // Barrier entries are not in `served`, so any collective entry is this one.
+    let Some(result) = e.as_ref().and_then(LogEntry::collective_result) else {
+        // Joining it would wait for ranks that are not re-executing, and no result can be
+        // made up. Unreachable for a deterministic body: every non-barrier collective of a
+        // tracking CD's body is logged (or the rank is `unlogged` and D is everyone).
+        unexpected(rt, "a collective".into(), e.as_ref());
+        panic!(
+            "rank {}: a limited re-execution met a collective its log does not hold (the \
+             body is not deterministic); set dependency_tracking = false for this CD",
+            rt.rank
+        );
+    };
+    served(rt, lsn(e.as_ref()), "collective");
+    Some(CollectiveAction::Served(result))
 }
 
 /// A `cd::rng()` draw in a limited re-execution: served from the log. False outside one.
@@ -495,12 +462,12 @@ pub(crate) fn rng(rt: &CdRuntime, dst: &mut [u8]) -> bool {
         return false;
     }
     let e = next(rt);
-    match e.as_ref().map(|e| &e.kind) {
-        Some(EntryKind::Rng { bytes }) if bytes.0.len() == dst.len() => {
-            dst.copy_from_slice(&bytes.0);
-            served(rt, e.as_ref().map_or(0, |e| e.lsn), "rng draw");
+    match e.as_ref().and_then(|e| e.rng_of(dst.len())) {
+        Some(bytes) => {
+            dst.copy_from_slice(bytes);
+            served(rt, lsn(e.as_ref()), "rng draw");
         }
-        _ => {
+        None => {
             unexpected(rt, "an rng draw".into(), e.as_ref());
             dst.fill(0);
         }

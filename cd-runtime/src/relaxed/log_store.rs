@@ -212,7 +212,103 @@ pub struct LogEntry {
     pub kind: EntryKind,
 }
 
+// What a replay serves for an operation when the log's next entry records that same
+// operation (`None`: it records something else, the re-execution diverged). Shared by the
+// recovery of a relaxed CD and by a dependency-limited re-execution.
 impl LogEntry {
+    /// A put to `rank` at `offset`: the logged bytes.
+    pub fn put_to(&self, rank: usize, offset: usize) -> Option<&[u8]> {
+        match &self.kind {
+            EntryKind::Write {
+                target,
+                offset: o,
+                bytes,
+                ..
+            } if *target == rank && *o == offset => Some(&bytes.0),
+            _ => None,
+        }
+    }
+
+    /// A get of `len` bytes from `rank` at `offset`: the bytes that came back.
+    pub fn read_from(&self, rank: usize, offset: usize, len: usize) -> Option<&[u8]> {
+        match &self.kind {
+            EntryKind::Read {
+                source,
+                offset: o,
+                bytes,
+            } if *source == rank && *o == offset && bytes.0.len() == len => Some(&bytes.0),
+            _ => None,
+        }
+    }
+
+    /// An rpc `name` to `rank`: the logged arguments and the reply (empty for `rpc_ff`).
+    pub fn rpc_to(&self, rank: usize, name: &str) -> Option<(&[u8], Vec<u8>)> {
+        match &self.kind {
+            EntryKind::Rpc {
+                target,
+                name: n,
+                args,
+                reply,
+                ..
+            } if *target == rank && n == name => {
+                Some((&args.0, reply.clone().map(|r| r.0).unwrap_or_default()))
+            }
+            _ => None,
+        }
+    }
+
+    /// An atomic `op` on `rank` at `offset`: the previous value and the target's counters.
+    pub fn atomic_on(
+        &self,
+        rank: usize,
+        offset: usize,
+        op: LoggedOp,
+    ) -> Option<(u64, Option<TargetCounters>)> {
+        match &self.kind {
+            EntryKind::Atomic {
+                target,
+                offset: o,
+                op: lop,
+                previous,
+                counters,
+                ..
+            } if *target == rank && *o == offset && *lop == op => {
+                Some((previous.unwrap_or(0), *counters))
+            }
+            _ => None,
+        }
+    }
+
+    /// A fetch of `object` from `rank`: the fetched bytes.
+    pub fn fetch_of(&self, rank: usize, object: u64) -> Option<Vec<u8>> {
+        match &self.kind {
+            EntryKind::Fetch {
+                rank: r,
+                object: o,
+                bytes,
+            } if *r == rank && *o == object => Some(bytes.clone().map(|b| b.0).unwrap_or_default()),
+            _ => None,
+        }
+    }
+
+    /// A collective: its result.
+    pub fn collective_result(&self) -> Option<Vec<u8>> {
+        match &self.kind {
+            EntryKind::Collective { result, .. } => {
+                Some(result.clone().map(|b| b.0).unwrap_or_default())
+            }
+            _ => None,
+        }
+    }
+
+    /// An rng draw of `len` bytes: the bytes drawn.
+    pub fn rng_of(&self, len: usize) -> Option<&[u8]> {
+        match &self.kind {
+            EntryKind::Rng { bytes } if bytes.0.len() == len => Some(&bytes.0),
+            _ => None,
+        }
+    }
+
     /// Bytes this entry holds, for the spill threshold and the report.
     pub fn size(&self) -> usize {
         let payload = match &self.kind {
