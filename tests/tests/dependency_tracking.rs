@@ -125,7 +125,7 @@ fn step_body(shape: &Shape, arr: &Arrays, step: usize) {
     for t in shape.pushes_to(me) {
         pgas::rput_slice(&v, arr.inbox[t] + slot(shape, me, t) * K).wait();
     }
-    let mut acc = vec![0.0; K];
+    let mut acc = [0.0; K];
     for s in shape.pulls_from(me) {
         for (i, a) in acc.iter_mut().enumerate() {
             *a += rget(arr.cur[s] + i).wait() * (1.0 + s as f64);

@@ -60,6 +60,7 @@
 //! - `escalation_recovery` / the same cases: seconds of the recovery (planning, restoring and
 //!   re-executing the step, the slowest re-executing rank), against
 //!   `escalation_recovery_no_deps`. Target: at most 0.3.
+//!
 //! Both runs of a case are checked to print the fault-free run's energy, bit for bit.
 
 use std::time::Instant;
