@@ -10,10 +10,23 @@
 //! order), so it prints the same bits for 1, 2, 4 or 8 ranks; a position-sensitive fingerprint
 //! of the values' bits is reduced alongside. For small grids rank 0 repeats the run serially
 //! ([`serial_run`]) and both numbers must match exactly ([`Block::report`]).
+//!
+//! The run under Containment Domains of `cd_stencil` is here too ([`cd_launch`], and
+//! [`cd_run`] for programs that run it as one part of their work, as `lulesh-bench`'s
+//! escalation table does).
 
-use pgas::{GlobalPtr, barrier, broadcast, new_array, rank_me, rank_n, reduce_all, world};
+use std::time::Instant;
 
-use crate::{exchange, mix64, parse_count, parse_positive, segment_for};
+use cd_runtime as cd;
+use pgas::{
+    GlobalPtr, LaunchConfig, RpcTable, barrier, broadcast, new_array, rank_me, rank_n, reduce_all,
+    world,
+};
+
+use crate::{
+    Concluded, conclude, exchange, gathered, job_config, mix64, parse_count, parse_positive, secs,
+    segment_for,
+};
 
 /// Largest `--n`: keeps `n^3` values of at most 1 within the fixed-point checksum's range.
 pub const MAX_N: usize = 1024;
@@ -526,6 +539,81 @@ impl Summary {
             self.checksum.print
         )
     }
+}
+
+/// The strict CD of one iteration of the CD stencil ([`cd_launch`]), spanning all ranks.
+pub const ITERATION_CD: &str = "iteration";
+/// The per-rank CD inside [`ITERATION_CD`], present when the configuration makes it relaxed
+/// ([`relaxed_rank_cd`]).
+pub const RANK_CD: &str = "rank_step";
+
+/// Whether `config` says `kind = "relaxed"` for [`RANK_CD`] (level 2): then each iteration's
+/// body runs in one relaxed CD per rank inside [`ITERATION_CD`], else there is no inner CD.
+pub fn relaxed_rank_cd(config: &cd::CdConfig) -> bool {
+    config.settings(RANK_CD, 2).kind == Some(cd::CdKindSetting::Relaxed)
+}
+
+/// The stencil under Containment Domains (`cd_stencil`'s run): on the job `job`, `iters`
+/// iterations of `grid`, each a strict CD [`ITERATION_CD`] that preserves the rank's block and,
+/// if [`relaxed_rank_cd`], runs the iteration in a relaxed CD [`RANK_CD`] per rank (entered
+/// with `cd::relaxed`, so this does not depend on `kind` turning a `cd::strict` call into a
+/// relaxed CD), which preserves the block by reference to the iteration's copy. Every rank
+/// ends with [`conclude`] of its [`Block::report`] (`serial_check` as there); the outcome holds
+/// them and the CD report.
+pub fn cd_launch(
+    job: &LaunchConfig,
+    config: cd::CdConfig,
+    grid: &Grid,
+    iters: usize,
+    serial_check: bool,
+) -> Result<cd::CdOutcome<Concluded<RankReport>>, cd::CdLaunchError> {
+    let relaxed = relaxed_rank_cd(&config);
+    cd::launch(job, config, RpcTable::new(), || {
+        let mut block = Block::new(grid).unwrap_or_else(|e| panic!("rank {}: {e}", rank_me()));
+        barrier();
+        let start = Instant::now();
+        for t in 0..iters {
+            cd::strict(ITERATION_CD, |c| {
+                // First execution: saves the block; a re-execution: restores it. After a
+                // completed execution the current values are in the other buffer, but both
+                // have the same shape and the restored values are the iteration's input
+                // either way.
+                c.preserve_slice("grid", block.values_mut());
+                if !relaxed {
+                    block.step(t);
+                    return Ok(());
+                }
+                cd::relaxed(RANK_CD, |r| {
+                    // Equal to "iteration"'s copy: preserved by reference, not copied again.
+                    r.preserve_slice("grid", block.values_mut());
+                    block.step(t);
+                    Ok(())
+                })
+            })?;
+        }
+        let seconds = secs(start.elapsed());
+        Ok(conclude(block.report(iters, seconds, serial_check)))
+    })
+}
+
+/// [`cd_launch`] for a program that runs the CD stencil as one part of its work (the
+/// escalation table of `lulesh-bench`): an `n`^3 grid on `ranks` ranks for `iters` iterations
+/// under `config`, checked as `cd_stencil` checks it (every rank's reduced checksum equals rank
+/// 0's, and with `serial_check` the serial run's). Returns the checksum and the CD report in
+/// the process that ran rank 0 (`None` in the others, under mpirun), or any error (the
+/// problem's, the job's, a failed check) as text; prints only what the CD runtime prints.
+pub fn cd_run(
+    n: usize,
+    iters: usize,
+    ranks: usize,
+    serial_check: bool,
+    config: cd::CdConfig,
+) -> Result<Option<(Checksum, cd::Report)>, String> {
+    let grid = Grid::new(n, ranks)?;
+    let job = job_config(ranks, grid.segment_bytes()?)?;
+    let outcome = cd_launch(&job, config, &grid, iters, serial_check).map_err(|e| e.to_string())?;
+    let reports = gathered(outcome.results)?;
+    Ok(reports.map(|r| (summarize(&r).checksum, outcome.report)))
 }
 
 #[cfg(test)]

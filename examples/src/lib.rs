@@ -204,6 +204,33 @@ where
     }
 }
 
+/// What the ranks of this process concluded: their errors (by rank), how many ranks failed in
+/// the whole job, the job's rank count, and the values gathered on rank 0.
+struct Gathered<R> {
+    errors: Vec<(usize, String)>,
+    failed: u64,
+    ranks: usize,
+    values: Option<Vec<R>>,
+}
+
+fn gather<R>(results: Vec<Concluded<R>>) -> Gathered<R> {
+    let here = pgas::returned_ranks(results.len()).unwrap_or(0..0);
+    let mut g = Gathered {
+        errors: Vec::new(),
+        failed: 0,
+        ranks: 0,
+        values: None,
+    };
+    for (rank, c) in here.zip(results) {
+        if let Some(e) = c.error {
+            g.errors.push((rank, e));
+        }
+        (g.failed, g.ranks) = (c.failed, c.ranks);
+        g.values = g.values.or(c.values);
+    }
+    g
+}
+
 /// The values gathered by [`conclude`] out of a job's `results`: exits with the launch error
 /// (printed by every process, as each may have seen a different first failure), or after
 /// printing the errors of the ranks this process ran and, from rank 0's process, how many ranks
@@ -216,14 +243,14 @@ pub fn finish<R, E: Display>(
         pgas::stderr_line(format_args!("{program}: error: {e}"));
         std::process::exit(1)
     });
-    let here = pgas::returned_ranks(results.len()).unwrap_or(0..0);
-    let (mut failed, mut ranks, mut values) = (0, 0, None);
-    for (rank, c) in here.zip(results) {
-        if let Some(e) = c.error {
-            pgas::stderr_line(format_args!("{program}: rank {rank}: {e}"));
-        }
-        (failed, ranks) = (c.failed, c.ranks);
-        values = values.or(c.values);
+    let Gathered {
+        errors,
+        failed,
+        ranks,
+        values,
+    } = gather(results);
+    for (rank, e) in errors {
+        pgas::stderr_line(format_args!("{program}: rank {rank}: {e}"));
     }
     if failed > 0 {
         if speaks() {
@@ -235,6 +262,28 @@ pub fn finish<R, E: Display>(
         std::process::exit(1)
     }
     values
+}
+
+/// [`finish`] for a program that runs a job as one part of its work (a benchmark): the values
+/// gathered by [`conclude`] (`None` in a process that did not run rank 0), or, if some rank's
+/// check failed, an error naming how many and the messages of the ranks this process ran;
+/// nothing printed, no exit.
+pub fn gathered<R>(results: Vec<Concluded<R>>) -> Result<Option<Vec<R>>, String> {
+    let g = gather(results);
+    if g.failed > 0 {
+        let messages: Vec<String> = g
+            .errors
+            .iter()
+            .map(|(rank, e)| format!("rank {rank}: {e}"))
+            .collect();
+        return Err(format!(
+            "the check failed on {} of {} ranks ({})",
+            g.failed,
+            g.ranks,
+            messages.join("; ")
+        ));
+    }
+    Ok(g.values)
 }
 
 /// Gives every rank's `value` to every rank, in rank order (collective).

@@ -30,16 +30,13 @@
 //! prints.
 
 use std::path::PathBuf;
-use std::time::Instant;
 
 use cd_runtime as cd;
 use clap::Parser;
-use pgas::{RpcTable, barrier, rank_me};
-use pgas_examples::jacobi::{Block, Grid, JacobiArgs, check_edge, summarize};
-use pgas_examples::{CommonArgs, conclude, fail, finish, job_config, parse_args, secs, speaks};
-
-/// The per-rank CD inside "iteration" (relaxed when the configuration says so).
-const RANK_CD: &str = "rank_step";
+use pgas_examples::jacobi::{
+    Grid, ITERATION_CD, JacobiArgs, RANK_CD, cd_launch, check_edge, relaxed_rank_cd, summarize,
+};
+use pgas_examples::{CommonArgs, fail, finish, job_config, parse_args, speaks};
 
 /// Command line of `cd_stencil`.
 #[derive(Debug, Parser)]
@@ -66,50 +63,25 @@ fn main() {
     let config = cd::CdConfig::for_program(args.cd_config.as_deref())
         .unwrap_or_else(|e| fail(NAME, e))
         .unwrap_or_default();
-    let relaxed = config.settings(RANK_CD, 2).kind == Some(cd::CdKindSetting::Relaxed);
+    let relaxed = relaxed_rank_cd(&config);
     let grid = Grid::new(n, ranks).unwrap_or_else(|e| fail(NAME, e));
     let serial_check = args.jacobi.serial_check();
     let segment = grid.segment_bytes().unwrap_or_else(|e| fail(NAME, e));
     let job = job_config(ranks, segment).unwrap_or_else(|e| fail(NAME, e));
 
     let mut report = cd::Report::default();
-    let launched = cd::launch(&job, config, RpcTable::new(), || {
-        let mut block = Block::new(&grid).unwrap_or_else(|e| panic!("rank {}: {e}", rank_me()));
-        barrier();
-        let start = Instant::now();
-        for t in 0..iters {
-            cd::strict("iteration", |c| {
-                // First execution: saves the block; a re-execution: restores it. After a
-                // completed execution the current values are in the other buffer, but both
-                // have the same shape and the restored values are the iteration's input
-                // either way.
-                c.preserve_slice("grid", block.values_mut());
-                if !relaxed {
-                    block.step(t);
-                    return Ok(());
-                }
-                cd::relaxed(RANK_CD, |r| {
-                    // Equal to "iteration"'s copy: preserved by reference, not copied again.
-                    r.preserve_slice("grid", block.values_mut());
-                    block.step(t);
-                    Ok(())
-                })
-            })?;
-        }
-        let seconds = secs(start.elapsed());
-        Ok(conclude(block.report(iters, seconds, serial_check)))
-    })
-    .map(|outcome| {
-        report = outcome.report;
-        outcome.results
-    })
-    .map_err(|e| stop(NAME, e));
+    let launched = cd_launch(&job, config, &grid, iters, serial_check)
+        .map(|outcome| {
+            report = outcome.report;
+            outcome.results
+        })
+        .map_err(|e| stop(NAME, e));
     let Some(reports) = finish(NAME, launched) else {
         return;
     };
 
     let summary = summarize(&reports);
-    let stats = report.cd("iteration").cloned().unwrap_or_default();
+    let stats = report.cd(ITERATION_CD).cloned().unwrap_or_default();
     println!("{}", summary.headline(NAME, &grid, iters));
     println!(
         "cd: {} faults injected, {} re-executions, {} escalations",
