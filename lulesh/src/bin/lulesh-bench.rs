@@ -49,20 +49,30 @@
 //! `LULESH_BENCH=relaxed` runs only the relaxed lines, `LULESH_BENCH=strict` only the others.
 //!
 //! `--escalation-table` prints instead the table of node-level dependency tracking (issue
-//! 11): LULESH `-s 6` (`-s 3` with `--quick`) on 27 and 64 ranks (one rank per emulated node unless
-//! `PGAS_RANKS_PER_NODE` says otherwise), a relaxed CD "rank_step" with `retries = 0` that
+//! 11), on 27 and 64 ranks (one rank per emulated node unless `PGAS_RANKS_PER_NODE` says
+//! otherwise), for two programs whose relaxed CD "rank_step" (one per rank, `retries = 0`)
 //! fails once on a corner rank (0) or an interior rank (13 of 27, 21 of 64) and escalates to
-//! "step":
-//! - `escalation_ranks` / `lulesh_r64_corner` (and `_interior`, `r27`): the ranks that
-//!   re-executed with `dependency_tracking = true`, against `escalation_ranks_no_deps` (the
-//!   same run with `false`). Targets (64 ranks): at most 8 (corner) and 27 (interior), 64
-//!   without.
-//! - `escalation_recovery` / the same cases: seconds of the recovery (planning, restoring and
-//!   re-executing the step, the slowest re-executing rank), against
-//!   `escalation_recovery_no_deps`. Target: at most 0.3.
+//! the strict CD around it, run with `dependency_tracking = true` and `false` on that CD:
+//! LULESH `-s 6` (`-s 3` with `--quick`), 10 cycles, "rank_step" inside "step"; and the CD
+//! stencil of the examples (`cd_stencil`, run by `pgas_examples::jacobi::cd_run`), 32^3 points
+//! per rank for 10 iterations (4^3 for 6 with `--quick`), "rank_step" inside "iteration".
+//! Cases `lulesh_r64_corner`, `lulesh_r64_interior`, `stencil_r27_corner`, and so on:
 //!
-//! Both runs of a case are checked to print the fault-free run's energy, bit for bit.
+//! - `escalation_ranks`: the ranks that re-executed with the lists, against
+//!   `escalation_ranks_no_deps` (the same run without; every rank). Targets (64 ranks): at
+//!   most 8 (corner) and 27 (interior).
+//! - `escalation_recovery`: seconds of the recovery (planning, restoring and re-executing the
+//!   strict CD, the slowest re-executing rank), against `escalation_recovery_no_deps`. Target:
+//!   at most 0.3.
+//!
+//! Both runs of a case are checked to print the fault-free run's energy (LULESH) or checksum
+//! (stencil) bit for bit. The stencil's tracked runs are also checked to re-execute exactly the
+//! ranks its halo pattern implies, computed here from the process grid: the failed rank's node
+//! and the nodes that put faces into it (its face neighbours'; it reads only its own memory).
+//! One repetition is a pair of runs, with and without the lists, alternating in order, after
+//! one warm-up pair (`--reps`, median).
 
+use std::collections::BTreeSet;
 use std::time::Instant;
 
 use bench_report::{BenchArgs, Better, Line, median, print};
@@ -70,6 +80,7 @@ use cd_runtime::CdConfig;
 use lulesh::distributed::{self, Arrival};
 use lulesh::verify::fmt_e;
 use lulesh::{FinalReport, Options, Simulation, containment};
+use pgas_examples::jacobi::{Checksum, ITERATION_CD, RANK_CD, cd_run, process_grid};
 
 /// CPU seconds (user + sys) this process has used, all threads included.
 fn cpu_seconds() -> f64 {
@@ -468,6 +479,60 @@ fn escalation_run(
     (f.ranks.len() as f64, f.recover_ns as f64 / 1e9)
 }
 
+/// The two lines of one escalation case: `run(deps)` is one escalating run with
+/// `dependency_tracking = deps`, giving (ranks re-executed, recovery seconds). The runs with
+/// and without alternate in order; the first pair warms up; the median of `reps` is reported.
+fn escalation_case(
+    case: &str,
+    ranks: usize,
+    reps: usize,
+    run: impl Fn(bool) -> (f64, f64),
+) -> [Line; 2] {
+    let (mut with, mut without) = (Vec::new(), Vec::new());
+    let (mut n_with, mut n_without) = (0.0, 0.0);
+    for rep in 0..=reps {
+        let pair = if rep % 2 == 0 {
+            [true, false]
+        } else {
+            [false, true]
+        };
+        for deps in pair {
+            let (n, t) = run(deps);
+            if rep == 0 {
+                continue;
+            }
+            if deps {
+                n_with = n;
+                with.push(t);
+            } else {
+                n_without = n;
+                without.push(t);
+            }
+        }
+    }
+    [
+        Line::new("escalation_ranks", case, n_with, "ranks", Better::Lower)
+            .baseline("escalation_ranks_no_deps", n_without)
+            .on("smp", ranks),
+        Line::new(
+            "escalation_recovery",
+            case,
+            median(&mut with),
+            "s",
+            Better::Lower,
+        )
+        .baseline("escalation_recovery_no_deps", median(&mut without))
+        .on("smp", ranks),
+    ]
+}
+
+/// The failing ranks of the escalation table: a corner and the first interior rank (of the
+/// 3x3x3 and 4x4x4 process grids of both programs).
+const ESCALATION_CASES: [(usize, [(&str, usize); 2]); 2] = [
+    (27, [("corner", 0), ("interior", 13)]),
+    (64, [("corner", 0), ("interior", 21)]),
+];
+
 fn escalation_lines(args: &BenchArgs) -> Vec<Line> {
     let opts = Options {
         nx: if args.quick { 3 } else { 6 },
@@ -477,55 +542,144 @@ fn escalation_lines(args: &BenchArgs) -> Vec<Line> {
     };
     let reps = args.reps.max(1);
     let mut lines = Vec::new();
-    for (ranks, cases) in [
-        (27, [("corner", 0), ("interior", 13)]),
-        (64, [("corner", 0), ("interior", 21)]),
-    ] {
+    for (ranks, cases) in ESCALATION_CASES {
         let clean = containment::run(&opts, ranks, relaxed_config(""), |_| {})
             .expect("the run completes")
             .expect("rank 0 runs in this process")
             .report;
         for (where_, failing) in cases {
-            let case = format!("lulesh_r{ranks}_{where_}");
-            let (mut with, mut without) = (Vec::new(), Vec::new());
-            let (mut n_with, mut n_without) = (0.0, 0.0);
-            for rep in 0..=reps {
-                // Alternate the order; the first pair warms up.
-                let pair = if rep % 2 == 0 {
-                    [true, false]
-                } else {
-                    [false, true]
-                };
-                for deps in pair {
-                    let (n, t) = escalation_run(&opts, ranks, failing, deps, &clean);
-                    if rep == 0 {
-                        continue;
-                    }
-                    if deps {
-                        n_with = n;
-                        with.push(t);
-                    } else {
-                        n_without = n;
-                        without.push(t);
-                    }
-                }
+            lines.extend(escalation_case(
+                &format!("lulesh_r{ranks}_{where_}"),
+                ranks,
+                reps,
+                |deps| escalation_run(&opts, ranks, failing, deps, &clean),
+            ));
+        }
+    }
+    lines.extend(stencil_escalation_lines(args.quick, reps));
+    lines
+}
+
+/// The CD stencil's configuration (`examples/src/bin/cd_stencil.rs`): a relaxed "rank_step" per
+/// rank inside the strict "iteration", and with `escalation = Some((failing, deps))` no
+/// retries, a soft error in `failing`'s fourth "rank_step", and `dependency_tracking = deps`
+/// on "iteration".
+fn stencil_config(escalation: Option<(usize, bool)>) -> CdConfig {
+    let mut text = format!("[cd.{RANK_CD}]\nkind = \"relaxed\"\nlogging = true\n");
+    if let Some((failing, deps)) = escalation {
+        text.push_str(&format!(
+            "retries = 0\ninject = {{ at = [{{ rank = {failing}, iteration = 3, kind = \"soft\" }}] }}\n\
+             [cd.{ITERATION_CD}]\ndependency_tracking = {deps}\n"
+        ));
+    }
+    CdConfig::parse(&text, "stencil-escalation.toml").expect("valid configuration")
+}
+
+/// The node of a rank as the launch places it on smp: `PGAS_RANKS_PER_NODE` consecutive ranks
+/// per node, or all on node 0 without it.
+fn smp_node_of(rank: usize) -> usize {
+    let per_node = std::env::var("PGAS_RANKS_PER_NODE")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|&k| k > 0);
+    per_node.map_or(0, |k| rank / k)
+}
+
+/// The ranks the CD stencil on `ranks` ranks must re-execute when `failing`'s relaxed CD
+/// escalates with the lists, derived from its communication alone. In an iteration each rank
+/// puts its six faces into its face neighbours' receive buffers in the x-fastest process grid
+/// ([`process_grid`]), synchronizes by a barrier (which adds nothing), and reads its halos from
+/// its own buffers (no remote read). So the write list of the failed node F is the nodes of the
+/// face neighbours of F's ranks, F's read list is empty, and so is the fourth criterion (the
+/// write lists of the read list): D is the ranks on F and on the nodes of F's write list.
+fn stencil_expected(ranks: usize, failing: usize, node_of: impl Fn(usize) -> usize) -> Vec<usize> {
+    let dims = process_grid(ranks);
+    let coords = |r: usize| [r % dims[0], r / dims[0] % dims[1], r / (dims[0] * dims[1])];
+    let rank_at = |c: [usize; 3]| c[0] + dims[0] * (c[1] + dims[1] * c[2]);
+    let failed_node = node_of(failing);
+    let mut nodes = BTreeSet::from([failed_node]);
+    for r in (0..ranks).filter(|&r| node_of(r) == failed_node) {
+        for axis in 0..3 {
+            let c = coords(r);
+            if c[axis] > 0 {
+                let mut n = c;
+                n[axis] -= 1;
+                nodes.insert(node_of(rank_at(n)));
             }
-            lines.push(
-                Line::new("escalation_ranks", &case, n_with, "ranks", Better::Lower)
-                    .baseline("escalation_ranks_no_deps", n_without)
-                    .on("smp", ranks),
-            );
-            lines.push(
-                Line::new(
-                    "escalation_recovery",
-                    &case,
-                    median(&mut with),
-                    "s",
-                    Better::Lower,
-                )
-                .baseline("escalation_recovery_no_deps", median(&mut without))
-                .on("smp", ranks),
-            );
+            if c[axis] + 1 < dims[axis] {
+                let mut n = c;
+                n[axis] += 1;
+                nodes.insert(node_of(rank_at(n)));
+            }
+        }
+    }
+    (0..ranks)
+        .filter(|&r| nodes.contains(&node_of(r)))
+        .collect()
+}
+
+/// One escalating run of the CD stencil: (ranks re-executed, recovery seconds), checked: the
+/// fault-free checksum bit for bit, one escalation into "iteration", and the ranks that
+/// re-executed exactly [`stencil_expected`] with the lists (limited unless that is everyone),
+/// everyone without.
+fn stencil_escalation_run(
+    (n, iters, ranks): (usize, usize, usize),
+    failing: usize,
+    deps: bool,
+    clean: &Checksum,
+) -> (f64, f64) {
+    let (checksum, report) = cd_run(
+        n,
+        iters,
+        ranks,
+        false,
+        stencil_config(Some((failing, deps))),
+    )
+    .unwrap_or_else(|e| panic!("cd stencil, rank {failing} escalating: {e}"))
+    .expect("rank 0 runs in this process");
+    assert_eq!(
+        checksum, *clean,
+        "the escalating run (rank {failing}, tracking {deps}) changed the checksum"
+    );
+    let iteration = report.cd(ITERATION_CD).expect("iteration ran");
+    assert_eq!(
+        iteration.failures.len(),
+        1,
+        "one escalation: {:?}",
+        iteration.failures
+    );
+    let f = &iteration.failures[0];
+    let everyone: Vec<usize> = (0..ranks).collect();
+    let expected = if deps {
+        stencil_expected(ranks, failing, smp_node_of)
+    } else {
+        everyone.clone()
+    };
+    assert_eq!(
+        f.ranks, expected,
+        "re-executed ranks, {ranks} ranks, rank {failing} escalating, tracking {deps}"
+    );
+    assert_eq!(f.limited, expected != everyone, "{f:?}");
+    (f.ranks.len() as f64, f.recover_ns as f64 / 1e9)
+}
+
+/// The stencil rows: the CD stencil on the same rank counts, 32^3 points per rank for 10
+/// iterations (4^3 for 6 with `quick`), "rank_step" escalating from the same ranks.
+fn stencil_escalation_lines(quick: bool, reps: usize) -> Vec<Line> {
+    let (edge, iters) = if quick { (4, 6) } else { (32, 10) };
+    let mut lines = Vec::new();
+    for (ranks, cases) in ESCALATION_CASES {
+        let n = edge * process_grid(ranks)[0];
+        let (clean, _) = cd_run(n, iters, ranks, true, stencil_config(None))
+            .unwrap_or_else(|e| panic!("cd stencil, fault-free: {e}"))
+            .expect("rank 0 runs in this process");
+        for (where_, failing) in cases {
+            lines.extend(escalation_case(
+                &format!("stencil_r{ranks}_{where_}"),
+                ranks,
+                reps,
+                |deps| stencil_escalation_run((n, iters, ranks), failing, deps, &clean),
+            ));
         }
     }
     lines
