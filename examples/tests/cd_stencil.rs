@@ -4,7 +4,10 @@
 
 mod common;
 
-use common::{run, run_ok};
+use common::{
+    ESCALATING_RANK, ESCALATION_CONFIG, dependents_in_2x2x2, escalation_line, run, run_ok,
+    stdout_of_success,
+};
 
 const CD_STENCIL: &str = env!("CARGO_BIN_EXE_cd_stencil");
 const STENCIL: &str = env!("CARGO_BIN_EXE_stencil");
@@ -193,4 +196,44 @@ fn relaxed_cds_reexecute_one_rank_per_fault() {
     let out = run_ok(CD_STENCIL, &with);
     assert_eq!(line(&out, "checksum "), line(&plain, "checksum "), "{out}");
     assert!(out.contains("relaxed cd: 2 faults injected, 2 re-executions, 0 escalations"));
+}
+
+/// Dependency tracking from the configuration alone (the shipped
+/// `configs/cd_stencil_escalation.toml`): rank 6's relaxed CD escalates to "iteration", which
+/// keeps dependency lists. With one rank per emulated node exactly rank 6 and the ranks that
+/// put faces into it re-execute; with all 8 on one node, all of them (D is everyone); the
+/// checksum is the fault-free one both times. tests/mpi.rs runs the same under mpirun.
+#[test]
+fn an_escalation_with_dependency_lists_reexecutes_the_failed_rank_and_its_writers() {
+    let args = ["--ranks", "8", "--n", "16", "--iters", "6"];
+    let clean = run_ok(CD_STENCIL, &args);
+    let mut with = args.to_vec();
+    with.extend(["--cd-config", ESCALATION_CONFIG]);
+    let everyone: Vec<usize> = (0..8).collect();
+    for (per_node, expected) in [("1", dependents_in_2x2x2(ESCALATING_RANK)), ("8", everyone)] {
+        let what = format!("PGAS_RANKS_PER_NODE={per_node} cd_stencil {with:?}");
+        let out = stdout_of_success(
+            &what,
+            run(CD_STENCIL, &with, &[("PGAS_RANKS_PER_NODE", per_node)]),
+        );
+        assert_eq!(
+            line(&out, "checksum "),
+            line(&clean, "checksum "),
+            "{what}:\n{out}"
+        );
+        assert_eq!(
+            line(&out, "re-executed ranks per failure of iteration: "),
+            escalation_line(&expected),
+            "{what}:\n{out}"
+        );
+        assert_eq!(
+            iteration_row(&out),
+            [48 + expected.len() as u64, expected.len() as u64, 0, 0],
+            "{what}:\n{out}"
+        );
+        assert_eq!(
+            row(&out, "rank_step "),
+            [48 + expected.len() as u64, 0, 1, 1]
+        );
+    }
 }

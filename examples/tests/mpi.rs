@@ -2,7 +2,9 @@
 //! on as many ranks as processes, prints its report once, from rank 0's process, and that report
 //! equals the smp run's on as many ranks but for the timings (the stencils' checksums, the CD
 //! counts, the verification lines); a check that fails on some ranks makes every process exit
-//! non-zero; a `--ranks` that differs from the number of processes is refused.
+//! non-zero; a `--ranks` that differs from the number of processes is refused; an escalation
+//! into a CD with dependency lists re-executes the dependent processes when each process is a
+//! node (`PGAS_MPI_PSHM=0`), and all of them when they share a host's node.
 //!
 //! Only with the `mpi` feature (`cargo test -p pgas-examples --features mpi --test mpi`), and
 //! skipped with a message when there is no mpirun, except under `CI=true`, where that fails. `MPIRUN` overrides the launcher (default
@@ -15,7 +17,10 @@ mod common;
 use std::process::{Command, Output};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
-use common::stdout_of_success;
+use common::{
+    ESCALATING_ITERATION, ESCALATING_RANK, ESCALATION_CONFIG, dependents_in_2x2x2, escalation_line,
+    stdout_of_success,
+};
 
 const HELLO: &str = env!("CARGO_BIN_EXE_hello");
 const GUPS: &str = env!("CARGO_BIN_EXE_gups");
@@ -42,21 +47,30 @@ fn mpi_or_skip(test: &str) -> Option<MutexGuard<'static, ()>> {
     Some(ONE_JOB.lock().unwrap_or_else(|e| e.into_inner()))
 }
 
-/// `bin args` as `n` processes under mpirun, with the environment that would choose the smp
-/// conduit or a rank count removed.
-fn mpirun(n: usize, bin: &str, args: &[&str]) -> Output {
-    pgas::mpirun::mpirun_command(n)
-        .arg(bin)
+/// The command `bin args` as `n` processes under mpirun, with the environment that would
+/// choose the smp conduit or a rank count removed.
+fn mpirun_command(n: usize, bin: &str, args: &[&str]) -> Command {
+    let mut c = pgas::mpirun::mpirun_command(n);
+    c.arg(bin)
         .args(args)
         .env_remove("PGAS_RANKS")
         .env_remove("PGAS_SEGMENT_MB")
         .env_remove("PGAS_CONDUIT")
-        .env_remove("CD_CONFIG")
-        .output()
-        .unwrap_or_else(|e| {
-            let launcher = pgas::mpirun::mpirun_program();
-            panic!("cannot start {launcher}: {e}")
-        })
+        .env_remove("CD_CONFIG");
+    c
+}
+
+/// Runs `command` (an mpirun command): its output.
+fn output_of(mut command: Command) -> Output {
+    command.output().unwrap_or_else(|e| {
+        let launcher = pgas::mpirun::mpirun_program();
+        panic!("cannot start {launcher}: {e}")
+    })
+}
+
+/// `bin args` as `n` processes under mpirun ([`mpirun_command`]).
+fn mpirun(n: usize, bin: &str, args: &[&str]) -> Output {
+    output_of(mpirun_command(n, bin, args))
 }
 
 /// `bin --ranks n args` on the smp conduit.
@@ -247,6 +261,70 @@ fn cd_stencil_checksum_and_cd_report_match_smp_with_and_without_faults() {
             the_line(&with_faults, prefix),
             the_line(&smp_with_faults, prefix),
             "\nmpi:\n{with_faults}\nsmp:\n{smp_with_faults}"
+        );
+    }
+}
+
+/// Dependency tracking under mpirun, with the shipped `configs/cd_stencil_escalation.toml`:
+/// on 8 processes (a 2x2x2 process grid) rank 6's relaxed CD escalates once to "iteration",
+/// which keeps dependency lists. With `PGAS_MPI_PSHM=0` every process is a node of its own, and
+/// exactly rank 6 and the ranks that put faces into it re-execute ([`dependents_in_2x2x2`]),
+/// on nodes numbered as the ranks; with shared memory this host is one node holding all 8,
+/// which all re-execute. The checksum is the fault-free run's both times.
+#[test]
+fn an_escalation_reexecutes_the_dependent_processes_when_each_is_a_node() {
+    let Some(_job) = mpi_or_skip("cd_stencil dependency tracking") else {
+        return;
+    };
+    let args = ["--n", "16", "--iters", "6"];
+    let clean = mpi_ok(8, CD_STENCIL, &args);
+    let mut escalating = args.to_vec();
+    escalating.extend(["--cd-config", ESCALATION_CONFIG]);
+    let everyone: Vec<usize> = (0..8).collect();
+    for (pshm, expected) in [
+        (false, dependents_in_2x2x2(ESCALATING_RANK)),
+        (true, everyone),
+    ] {
+        let mut command = mpirun_command(8, CD_STENCIL, &escalating);
+        if pshm {
+            command.env_remove("PGAS_MPI_PSHM");
+        } else {
+            command.env("PGAS_MPI_PSHM", "0");
+        }
+        let env = if pshm { "" } else { "PGAS_MPI_PSHM=0 " };
+        let what = format!("{env}mpirun -n 8 cd_stencil {escalating:?}");
+        let out = stdout_of_success(&what, output_of(command));
+        assert_eq!(
+            the_line(&out, "checksum "),
+            the_line(&clean, "checksum "),
+            "{what}:\n{out}\nclean:\n{clean}"
+        );
+        assert_eq!(
+            the_line(&out, "re-executed ranks per failure of iteration: "),
+            escalation_line(&expected),
+            "{what}:\n{out}"
+        );
+        assert_eq!(
+            the_line(&out, "cd: "),
+            format!(
+                "cd: 0 faults injected, {} re-executions, 0 escalations",
+                expected.len()
+            ),
+            "{what}:\n{out}"
+        );
+        assert!(
+            out.contains("relaxed cd: 1 faults injected, 0 re-executions, 1 escalations"),
+            "{what}:\n{out}"
+        );
+        // One node holding every rank: the report says why the whole group re-executed.
+        let everyone_depends = format!(
+            "whole-group re-executions of iteration: #{ESCALATING_ITERATION}: every rank \
+             depends on the failed ones"
+        );
+        assert_eq!(
+            out.lines().any(|l| l == everyone_depends),
+            pshm,
+            "{what}:\n{out}"
         );
     }
 }
