@@ -486,7 +486,7 @@ impl Endpoint {
             Conduit::Mpi(world) => return world.wait_until(self, awaiting, done),
         };
         let inbox = &world.inboxes[self.rank];
-        let mut backoff = Backoff::new();
+        let mut backoff = Backoff::for_wait(&awaiting);
         loop {
             if done() {
                 return;
@@ -616,18 +616,20 @@ impl Endpoint {
             #[cfg(feature = "mpi")]
             Conduit::Mpi(world) => {
                 let mut failed = None;
-                self.wait_for(Awaiting::new(BARRIER), || match world.barrier_test() {
-                    Ok(done) => done,
-                    Err(e) => {
-                        failed = Some(e);
-                        true
+                self.wait_for(Awaiting::new(BARRIER).woken(), || {
+                    match world.barrier_test() {
+                        Ok(done) => done,
+                        Err(e) => {
+                            failed = Some(e);
+                            true
+                        }
                     }
                 });
                 self.phase.set(Phase::Idle);
                 return failed.map_or(Ok(()), Err);
             }
         };
-        self.wait_for(Awaiting::new(BARRIER), || {
+        self.wait_for(Awaiting::new(BARRIER).woken(), || {
             if world.barrier.is_complete(generation) {
                 return true;
             }
@@ -668,7 +670,7 @@ impl Endpoint {
         // Every message must run, including replies and requests that handlers send while
         // other ranks are already done: wait for global quiescence (see `SmpWorld::quiet`),
         // not just for this rank's inbox to drain.
-        self.wait_for(Awaiting::new(FINISH), || {
+        self.wait_for(Awaiting::new(FINISH).woken(), || {
             world.finished() == ranks && world.quiet()
         });
     }

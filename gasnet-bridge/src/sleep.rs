@@ -10,7 +10,9 @@
 //! 2. **Yield** ([`YIELD_ROUNDS`] rounds): poll, check, `thread::yield_now`. When other ranks
 //!    share the core they run now; the rank that everybody waits for gets the CPU.
 //! 3. **Sleep**: announce `SLEEPING` in the rank's [`Sleeper`], check once more, then park for
-//!    at most [`PARK_TIMEOUT`].
+//!    at most [`PARK_TIMEOUT`]; in a wait for an event that wakes the rank
+//!    ([`Awaiting::woken`]) on a conduit that wakes for all such events ([`Sleeper::waking`],
+//!    smp), each further park of the same wait doubles that bound, up to [`LONGEST_PARK`].
 //!
 //! Events that end a wait (a message pushed to the rank's inbox, a barrier released, a rank
 //! failing) call [`Sleeper::wake`] after publishing the event. The sleeper stores `SLEEPING`
@@ -19,6 +21,18 @@
 //! wake-up is never lost. Events that send no wake-up (a put into a flag the rank polls) are
 //! seen within one park timeout at worst.
 //!
+//! **Growing parks.** On a machine with many more ranks than cores, ranks that wait long
+//! (outside a dependency-limited re-execution, at a barrier for the slowest rank) would wake
+//! every 200 us each and take the cores from the ranks they wait for: 56 ranks parked in an
+//! agreement cost the 8 ranks of a limited re-execution about a third of their speed. A wait
+//! whose event wakes the rank (a future, an rpc reply, a barrier) needs no timeout for its
+//! own event, so its parks grow; the bound stays for what the rank serves meanwhile without
+//! a wake (nothing on smp, where every message wakes) and is kept short enough that a missed
+//! case costs little. A wait for a condition of the program ([`Endpoint::wait_until`], a flag
+//! a put sets) keeps [`PARK_TIMEOUT`]: puts do not wake (a wake per put into a sleeping
+//! target costs a system call, which halved small-put bandwidth when tried).
+//!
+//! [`Endpoint::wait_until`]: crate::Endpoint::wait_until
 //! **Hang report** (opt-in, `PGAS_HANG_REPORT=SECONDS`): a wait that has been in the sleep
 //! phase that long without progress is *due* ([`Backoff::hang_due`]) once; the waiting call
 //! (which knows what it waits for, an [`Awaiting`]) then prints one report and keeps waiting.
@@ -38,8 +52,11 @@ pub const SPIN_ROUNDS: u32 = 2_000;
 pub const OVERSUBSCRIBED_SPIN_ROUNDS: u32 = 20;
 /// Rounds with `yield_now` before parking.
 pub const YIELD_ROUNDS: u32 = 200;
-/// Longest single park; bounds the delay of events that send no wake-up.
+/// Longest park of a wait for a condition; bounds the delay of events that send no wake-up.
 pub const PARK_TIMEOUT: Duration = Duration::from_micros(200);
+/// Longest park of a long wait for an event that wakes ([`Awaiting::woken`]) on a waking
+/// conduit ([`Sleeper::waking`]): [`PARK_TIMEOUT`] doubled three times.
+pub const LONGEST_PARK: Duration = Duration::from_micros(1600);
 
 /// The rank is running (or spinning, or yielding).
 const AWAKE: u8 = 0;
@@ -52,6 +69,8 @@ pub struct Sleeper {
     state: AtomicU8,
     thread: OnceLock<Thread>,
     spin_rounds: u32,
+    /// The longest park: [`PARK_TIMEOUT`], or [`LONGEST_PARK`] for a waking conduit.
+    longest_park: Duration,
 }
 
 impl Default for Sleeper {
@@ -67,7 +86,15 @@ impl Sleeper {
             state: AtomicU8::new(AWAKE),
             thread: OnceLock::new(),
             spin_rounds,
+            longest_park: PARK_TIMEOUT,
         }
+    }
+
+    /// This sleeper with parks that grow to [`LONGEST_PARK`] in a long wait for an event that
+    /// wakes ([`Awaiting::woken`]): for a conduit on which every message to the rank wakes it.
+    pub fn waking(mut self) -> Self {
+        self.longest_park = LONGEST_PARK;
+        self
     }
 
     /// The spin rounds for a job of `ranks` ranks on this machine.
@@ -96,12 +123,12 @@ impl Sleeper {
         }
     }
 
-    /// Parks unless `idle()` turns false once the sleep is announced.
-    fn sleep(&self, idle: impl FnOnce() -> bool) {
+    /// Parks for at most `timeout` unless `idle()` turns false once the sleep is announced.
+    fn sleep(&self, idle: impl FnOnce() -> bool, timeout: Duration) {
         self.state.store(SLEEPING, Ordering::Relaxed);
         fence(Ordering::SeqCst);
         if idle() {
-            thread::park_timeout(PARK_TIMEOUT);
+            thread::park_timeout(timeout);
         }
         self.state.store(AWAKE, Ordering::Relaxed);
     }
@@ -115,12 +142,19 @@ pub struct Awaiting {
     pub what: &'static str,
     /// The rank it must come from, if one.
     pub rank: Option<usize>,
+    /// The awaited event wakes the rank (a message handled by its progress, a barrier
+    /// released), so the wait's parks may grow (see the module doc).
+    pub woken: bool,
 }
 
 impl Awaiting {
     /// A wait for `what`, from no particular rank.
     pub const fn new(what: &'static str) -> Self {
-        Awaiting { what, rank: None }
+        Awaiting {
+            what,
+            rank: None,
+            woken: false,
+        }
     }
 
     /// A wait for `what` from `rank`.
@@ -128,7 +162,15 @@ impl Awaiting {
         Awaiting {
             what,
             rank: Some(rank),
+            woken: false,
         }
+    }
+
+    /// This wait, for an event that wakes the rank: a message its progress handles, or a
+    /// barrier's release; not a write into its memory.
+    pub const fn woken(mut self) -> Self {
+        self.woken = true;
+        self
     }
 }
 
@@ -171,6 +213,10 @@ pub fn parse_hang_report(value: Option<&str>) -> Result<Option<Duration>, Config
 #[derive(Debug, Default)]
 pub struct Backoff {
     rounds: u32,
+    /// Parks of this wait since it last found work.
+    parks: u32,
+    /// The wait's event wakes the rank: its parks may grow ([`Awaiting::woken`]).
+    growing: bool,
     /// When this wait entered the sleep phase (only measured with a hang report on).
     asleep_since: Option<Instant>,
     /// The hang report is due and not yet taken.
@@ -185,10 +231,19 @@ impl Backoff {
         Backoff::default()
     }
 
+    /// A fresh wait for `awaiting`: its parks grow if its event wakes the rank.
+    pub fn for_wait(awaiting: &Awaiting) -> Self {
+        Backoff {
+            growing: awaiting.woken,
+            ..Backoff::default()
+        }
+    }
+
     /// Starts over from spinning, after the rank found work to do.
     #[inline]
     pub fn reset(&mut self) {
         self.rounds = 0;
+        self.parks = 0;
         self.asleep_since = None;
     }
 
@@ -218,6 +273,15 @@ impl Backoff {
         }
     }
 
+    /// How long the next park of this wait may last: [`PARK_TIMEOUT`], and in a growing wait
+    /// doubled for each park since the wait last found work, up to the sleeper's longest.
+    fn next_park(&self, sleeper: &Sleeper) -> Duration {
+        if !self.growing {
+            return PARK_TIMEOUT;
+        }
+        (PARK_TIMEOUT * (1u32 << self.parks.min(8))).min(sleeper.longest_park)
+    }
+
     /// Ends one unsuccessful round; `idle` reports whether the rank still has nothing to do
     /// (no message queued, condition false) and is asked again just before parking.
     #[inline]
@@ -228,7 +292,8 @@ impl Backoff {
         } else if self.rounds < spin + YIELD_ROUNDS {
             thread::yield_now();
         } else {
-            sleeper.sleep(idle);
+            sleeper.sleep(idle, self.next_park(sleeper));
+            self.parks = self.parks.saturating_add(1);
             self.watch_for_hang();
             return;
         }
@@ -243,39 +308,56 @@ mod tests {
     use std::sync::atomic::AtomicBool;
     use std::time::Instant;
 
-    #[test]
-    fn a_wake_reaches_a_parked_waiter_quickly() {
-        // Many rounds of: waiter sleeps until flag; waker sets flag then wakes. With a lost
-        // wake-up every round would cost a full park timeout; we allow far less than that.
-        let sleeper = Arc::new(Sleeper::default());
-        let rounds = 200;
-        let start = Instant::now();
+    /// The mean time from setting a flag and waking until a waiter that sleeps on it, deep
+    /// into a growing wait (parks of [`LONGEST_PARK`]), answers; over 50 rounds, each started
+    /// only once the waiter sleeps.
+    fn mean_wake_reaction() -> Duration {
+        let rounds = 50;
+        let sleeper = Arc::new(Sleeper::with_spin(0).waking());
+        let flags: Arc<Vec<AtomicBool>> =
+            Arc::new((0..rounds).map(|_| AtomicBool::new(false)).collect());
+        let answers: Arc<Vec<AtomicBool>> =
+            Arc::new((0..rounds).map(|_| AtomicBool::new(false)).collect());
+        let mut waited = Duration::ZERO;
         thread::scope(|s| {
-            let flags: Arc<Vec<AtomicBool>> =
-                Arc::new((0..rounds).map(|_| AtomicBool::new(false)).collect());
-            let (sl, fl) = (sleeper.clone(), flags.clone());
+            let (sl, fl, an) = (sleeper.clone(), flags.clone(), answers.clone());
             s.spawn(move || {
                 sl.register_current();
-                for f in fl.iter() {
+                for (f, a) in fl.iter().zip(an.iter()) {
                     let mut b = Backoff {
-                        rounds: SPIN_ROUNDS + YIELD_ROUNDS,
+                        rounds: YIELD_ROUNDS,
+                        parks: 8,
+                        growing: true,
                         ..Backoff::default()
                     };
                     while !f.load(Ordering::Acquire) {
                         b.snooze(&sl, || !f.load(Ordering::Acquire));
                     }
+                    a.store(true, Ordering::Release);
                 }
             });
-            for f in flags.iter() {
+            for (f, a) in flags.iter().zip(answers.iter()) {
+                while sleeper.state.load(Ordering::Relaxed) != SLEEPING {
+                    thread::yield_now();
+                }
                 thread::sleep(Duration::from_micros(20));
+                let t = Instant::now();
                 f.store(true, Ordering::Release);
                 sleeper.wake();
+                while !a.load(Ordering::Acquire) {
+                    thread::yield_now();
+                }
+                waited += t.elapsed();
             }
         });
-        // Each round would take >= 200 us if wake-ups were lost and only timeouts ended parks;
-        // with wake-ups it is ~20 us of sleep plus a context switch.
-        let per_round = start.elapsed() / rounds as u32;
-        assert!(per_round < PARK_TIMEOUT * 3, "per round {per_round:?}");
+        waited / rounds as u32
+    }
+
+    #[test]
+    fn a_wake_reaches_a_parked_waiter_quickly() {
+        // A lost wake-up would cost the whole park each round (LONGEST_PARK, deep in a wait).
+        let mean = mean_wake_reaction();
+        assert!(mean < LONGEST_PARK / 4, "mean {mean:?}");
     }
 
     #[test]
@@ -314,6 +396,49 @@ mod tests {
             let e = parse_hang_report(Some(bad)).unwrap_err().to_string();
             assert!(e.contains("PGAS_HANG_REPORT") && e.contains(bad), "{e}");
         }
+    }
+
+    #[test]
+    fn parks_grow_only_in_a_woken_wait_on_a_waking_sleeper_and_restart_after_work() {
+        let fixed = Sleeper::with_spin(0);
+        let waking = Sleeper::with_spin(0).waking();
+        let woken = Awaiting::new("a test event").woken();
+        let condition = Awaiting::new("a test condition");
+        let us = Duration::from_micros;
+        let parks = |b: &mut Backoff, s: &Sleeper| -> Vec<Duration> {
+            (0..6)
+                .map(|p| {
+                    b.parks = p;
+                    b.next_park(s)
+                })
+                .collect()
+        };
+        let grown = [us(200), us(400), us(800), us(1600), us(1600), us(1600)];
+        assert_eq!(parks(&mut Backoff::for_wait(&woken), &waking), grown);
+        assert_eq!(
+            parks(&mut Backoff::for_wait(&woken), &fixed),
+            [PARK_TIMEOUT; 6]
+        );
+        assert_eq!(
+            parks(&mut Backoff::for_wait(&condition), &waking),
+            [PARK_TIMEOUT; 6]
+        );
+        assert_eq!(parks(&mut Backoff::new(), &waking), [PARK_TIMEOUT; 6]);
+        let mut b = Backoff::for_wait(&woken);
+        b.parks = u32::MAX;
+        assert_eq!(b.next_park(&waking), LONGEST_PARK, "no overflow");
+        b.reset();
+        assert_eq!(b.next_park(&waking), PARK_TIMEOUT);
+        // Each park of a wait counts.
+        waking.register_current();
+        let mut b = Backoff {
+            rounds: SPIN_ROUNDS + YIELD_ROUNDS,
+            ..Backoff::for_wait(&woken)
+        };
+        for _ in 0..3 {
+            b.snooze(&waking, || false);
+        }
+        assert_eq!(b.next_park(&waking), us(1600));
     }
 
     #[test]

@@ -70,7 +70,7 @@ impl<T: 'static> Future<T> {
 
     /// A pending future and the fulfiller that will complete it.
     pub(crate) fn pending() -> (Future<T>, Fulfiller<T>) {
-        Future::pending_for(Awaiting::new("an asynchronous operation (a future)"))
+        Future::pending_for(Awaiting::new("an asynchronous operation (a future)").woken())
     }
 
     /// [`Future::pending`], telling what waiting on it waits for.

@@ -244,7 +244,7 @@ where
             rt.acks_pending.set(rt.acks_pending.get() + 1);
         }
         let (future, fulfiller) =
-            Future::pending_for(Awaiting::from_rank("the reply of an rpc", rank));
+            Future::pending_for(Awaiting::from_rank("the reply of an rpc", rank).woken());
         let slot = rt.replies.insert(Box::new(move |ack, reply| {
             let value = decode_reply(rank, call.name, reply);
             if let Some((h, id)) = hook {

@@ -57,7 +57,7 @@ impl SmpWorld {
             counters: (0..n).map(|_| CachePadded::default()).collect(),
             inboxes: (0..n).map(|_| CachePadded::default()).collect(),
             sleepers: (0..n)
-                .map(|_| CachePadded::new(Sleeper::with_spin(Sleeper::spin_rounds_for(n))))
+                .map(|_| CachePadded::new(Sleeper::with_spin(Sleeper::spin_rounds_for(n)).waking()))
                 .collect(),
             barrier: CentralBarrier::new(n),
             finished: CachePadded::default(),

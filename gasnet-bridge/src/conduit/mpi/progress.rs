@@ -237,7 +237,7 @@ impl MpiWorld {
         awaiting: crate::sleep::Awaiting,
         mut done: impl FnMut() -> bool,
     ) {
-        let mut backoff = Backoff::new();
+        let mut backoff = Backoff::for_wait(&awaiting);
         loop {
             if done() {
                 return;
