@@ -185,6 +185,9 @@ fn run<R>(
     // was tried, and the result of the execution a limited attempt keeps on the ranks
     // outside D.
     let mut limited: Option<Vec<usize>> = None;
+    // On a rank of D: why D could not prepare (then nobody in D runs the body, and the
+    // attempt fails, so that the next one is the whole group's).
+    let mut unprepared: Option<String> = None;
     let mut limited_tried = false;
     let mut previous: Option<Result<R, CdError>> = None;
     // Time spent planning a limited attempt (allgather, preparation): part of its recovery.
@@ -195,7 +198,15 @@ fn run<R>(
             .as_ref()
             .is_none_or(|d| d.binary_search(&rt.rank).is_ok());
         let start = Instant::now();
-        let (out, mut kinds, injected) = if in_d {
+        let ran = in_d && unprepared.is_none();
+        let (out, mut kinds, injected) = if let Some(why) = unprepared.take() {
+            frame.begin(attempt);
+            frame.fail(FaultKinds::SOFT, why);
+            let out = previous
+                .take()
+                .expect("a limited attempt follows an execution of this rank");
+            (out, FaultKinds::SOFT, None)
+        } else if in_d {
             if attempt > 0 {
                 rt.rereplicate();
             }
@@ -275,7 +286,7 @@ fn run<R>(
                 },
             ));
         }
-        if in_d {
+        if ran {
             let mut stats = rt.stats.borrow_mut();
             let s = stats.entry(name, frame.level);
             s.executions += 1;
@@ -359,8 +370,9 @@ fn run<R>(
             let planning = Instant::now();
             let planned = plan_limited(&rt, &cd, failure);
             planning_ns = planning.elapsed().as_nanos() as u64;
-            if let Some(d) = planned {
+            if let Some((d, prepared)) = planned {
                 limited = Some(d);
+                unprepared = prepared.err();
                 previous = Some(out);
             }
         }
@@ -369,10 +381,21 @@ fn run<R>(
 }
 
 /// After an escalation from relaxed children: every rank of the CD gives its dependency
-/// notes (one allgather), all compute the same D, the ranks in D prepare (restore, gather the
-/// incoming writes), and all agree that every preparation succeeded. `None`: the whole group
-/// re-executes (the reason is in the report's trace of why).
-fn plan_limited(rt: &CdRuntime, cd: &Cd, failure: Failure) -> Option<Vec<usize>> {
+/// notes (one allgather), all compute the same D, and the ranks in D prepare (restore, gather
+/// the incoming writes) and agree among themselves that every preparation succeeded. `None`:
+/// the whole group re-executes (every rank computed the same reason, in the report's trace of
+/// why). Else D, and on a rank of D whether D prepared (`Err`: why not; no rank of D then runs
+/// the body, and the attempt's failure makes the next one the whole group's).
+///
+/// The ranks outside D do not wait for D's preparation: they go on to the attempt's
+/// agreement, which they would join anyway, and serve the gathers from there. (An agreement
+/// of all ranks after the preparation cost as much as the allgather: one round over every
+/// rank of the CD, for news that only D needs before the body.)
+fn plan_limited(
+    rt: &CdRuntime,
+    cd: &Cd,
+    failure: Failure,
+) -> Option<(Vec<usize>, Result<(), String>)> {
     let frame = &cd.frame;
     let record = {
         let rx = frame.rx.borrow();
@@ -389,7 +412,6 @@ fn plan_limited(rt: &CdRuntime, cd: &Cd, failure: Failure) -> Option<Vec<usize>>
     let d = match reexecution_set(&records, frame.team.members(), pgas::node_of) {
         Ok(d) => d,
         Err(why) => {
-            // Every rank computed the same reason: one rank records it.
             if frame.team.rank_me() == 0 {
                 rt.stats
                     .borrow_mut()
@@ -400,39 +422,39 @@ fn plan_limited(rt: &CdRuntime, cd: &Cd, failure: Failure) -> Option<Vec<usize>>
             return None;
         }
     };
-    let in_d = d.binary_search(&rt.rank).is_ok();
-    let prepared = if in_d {
-        let writers: Vec<usize> = records
-            .iter()
-            .filter(|r| r.writes_to.contains(&rt.rank))
-            .map(|r| r.rank)
-            .collect();
-        crate::relaxed::limited::prepare(rt, cd, d.clone(), &writers)
-    } else {
-        Ok(())
-    };
-    let failed = agree(
-        &frame.team,
-        if prepared.is_err() {
-            FaultKinds::SOFT
-        } else {
-            FaultKinds::NONE
-        },
-    );
-    if !failed.is_empty() {
-        if in_d {
-            crate::relaxed::limited::abandon(rt);
-        }
-        if let Err(e) = prepared {
+    if d.binary_search(&rt.rank).is_err() {
+        return Some((d, Ok(())));
+    }
+    let writers: Vec<usize> = records
+        .iter()
+        .filter(|r| r.writes_to.contains(&rt.rank))
+        .map(|r| r.rank)
+        .collect();
+    let prepared = crate::relaxed::limited::prepare(rt, cd, d.clone(), &writers);
+    let all = crate::relaxed::limited::agree_prepared(rt, &d, prepared.is_ok());
+    if all {
+        return Some((d, Ok(())));
+    }
+    crate::relaxed::limited::abandon(rt);
+    let why = match prepared {
+        Err(e) => {
+            let why = format!("rank {}: {e}", rt.rank);
             rt.stats
                 .borrow_mut()
                 .entry(&frame.name, frame.level)
                 .whole_group
-                .push(format!("#{}: rank {}: {e}", frame.iteration, rt.rank));
+                .push(format!("#{}: {why}", frame.iteration));
+            why
         }
-        return None;
-    }
-    Some(d)
+        Ok(()) => "another rank of the limited re-execution could not prepare".to_string(),
+    };
+    Some((
+        d,
+        Err(format!(
+            "the dependency-limited re-execution could not be prepared ({why}); the whole \
+             group re-executes"
+        )),
+    ))
 }
 
 fn finish<R>(rt: &CdRuntime, frame: &Frame, out: Result<R, CdError>) -> Result<R, CdError> {

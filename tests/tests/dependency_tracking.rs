@@ -27,6 +27,10 @@ struct Shape {
     /// Per axis: true = pull (rget), false = push (rput).
     pull: [bool; 3],
     ranks_per_node: usize,
+    /// Each rank adds 1 by an atomic to the tally of the next rank (a combining write into a
+    /// word no CD preserves; its owner zeroes it at the start of the step), which enters the
+    /// answer: a limited re-execution cannot be prepared then.
+    tally: bool,
 }
 
 impl Shape {
@@ -107,6 +111,7 @@ impl Shape {
 struct Arrays {
     cur: Vec<GlobalPtr<f64>>,
     inbox: Vec<GlobalPtr<f64>>,
+    tally: Vec<GlobalPtr<u64>>,
 }
 
 /// The inbox slot rank `from` writes into at rank `to`.
@@ -121,7 +126,15 @@ fn step_body(shape: &Shape, arr: &Arrays, step: usize) {
     let cur = arr.cur[me];
     let mut v = vec![0.0; K];
     cur.read_local_slice(&mut v).unwrap();
+    if shape.tally {
+        arr.tally[me].write_local_slice(&[0]).unwrap();
+    }
     barrier();
+    if shape.tally && me + 1 < shape.ranks() {
+        pgas::AtomicDomain::<u64>::new()
+            .fetch_add(arr.tally[me + 1], 1)
+            .wait();
+    }
     for t in shape.pushes_to(me) {
         pgas::rput_slice(&v, arr.inbox[t] + slot(shape, me, t) * K).wait();
     }
@@ -143,6 +156,11 @@ fn step_body(shape: &Shape, arr: &Arrays, step: usize) {
                 *a += x[0] * (2.0 + w as f64);
             }
         }
+    }
+    if shape.tally {
+        let mut t = [0u64];
+        arr.tally[me].read_local_slice(&mut t).unwrap();
+        acc[0] += t[0] as f64;
     }
     // Consumed: a re-execution must get the pushes again (live from ranks that re-execute,
     // replayed from the logs of those that do not).
@@ -171,6 +189,7 @@ fn program(shape: Shape, cds: bool, fail: Fail) -> Result<Out, CdError> {
     let arr = Arrays {
         cur: pgas::allgather(&pgas::world(), cur).wait(),
         inbox: pgas::allgather(&pgas::world(), inbox).wait(),
+        tally: pgas::allgather(&pgas::world(), pgas::new_array::<u64>(1).unwrap()).wait(),
     };
     let mut left: Vec<(usize, u32)> = fail
         .iter()
@@ -277,6 +296,7 @@ fn figure_5_chain_reexecutes_a_b_and_c_only() {
         dims: [7, 1, 1],
         pull: [true, true, true],
         ranks_per_node: 1,
+        tally: false,
     };
     let want = reference(shape);
     assert_eq!(reexecuted(shape, 3, true, &want), vec![2, 3, 4]);
@@ -294,6 +314,7 @@ fn pull_2d_16_ranks_nodes_of_1_and_2() {
             dims: [4, 4, 1],
             pull: [true, true, true],
             ranks_per_node: rpn,
+            tally: false,
         };
         check(shape, &[0, 5]);
     }
@@ -306,6 +327,7 @@ fn push_2d_16_ranks_nodes_of_1_and_4() {
             dims: [4, 4, 1],
             pull: [false, false, false],
             ranks_per_node: rpn,
+            tally: false,
         };
         check(shape, &[0, 10]);
     }
@@ -320,6 +342,7 @@ fn mixed_3d_27_ranks_all_four_criteria() {
             dims: [3, 3, 3],
             pull: [true, false, false],
             ranks_per_node: rpn,
+            tally: false,
         };
         check(shape, &[0, 13]);
     }
@@ -331,6 +354,7 @@ fn mixed_3d_64_ranks_nodes_of_2() {
         dims: [4, 4, 4],
         pull: [true, false, true],
         ranks_per_node: 2,
+        tally: false,
     };
     check(shape, &[0, 21]);
 }
@@ -342,6 +366,7 @@ fn two_escalations_far_apart() {
         dims: [9, 1, 1],
         pull: [true, true, true],
         ranks_per_node: 1,
+        tally: false,
     };
     let want = reference(shape);
     let (d, _) = run(shape, &[(1, 1, 2), (7, 1, 2)], true, &want);
@@ -356,10 +381,50 @@ fn an_escalation_while_another_rank_recovers_alone() {
         dims: [7, 1, 1],
         pull: [false, true, true],
         ranks_per_node: 1,
+        tally: false,
     };
     let want = reference(shape);
     let (d, relaxed) = run(shape, &[(1, 1, 2), (5, 1, 1)], true, &want);
     assert_eq!(d, vec![0, 1, 2]);
     // Rank 1's replay (which failed again) and rank 5's (which recovered).
     assert_eq!(relaxed, 2);
+}
+
+/// A preparation that fails is agreed on among D alone; nobody runs the limited body, and the
+/// next attempt re-executes the whole group, bit-exact. Rank 3's cell fails once; its replay
+/// finds the combining write from rank 2 in a word no CD preserves (replaying it would apply
+/// it twice), so it escalates, and so does the preparation of the limited re-execution.
+#[test]
+fn a_failed_preparation_falls_back_to_the_whole_group() {
+    let shape = Shape {
+        dims: [7, 1, 1],
+        pull: [true, true, true],
+        ranks_per_node: 1,
+        tally: true,
+    };
+    let want = reference(shape);
+    let out = cd::launch(
+        &job(&shape),
+        config(true),
+        pgas::RpcTable::new(),
+        move || program(shape, true, &[(3, 1, 1)]),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    for (r, o) in out.results.iter().enumerate() {
+        assert_eq!(o.bits, want[r], "rank {r} differs from the run without CDs");
+    }
+    let step = out.report.cd("step").unwrap();
+    assert_eq!(step.escalations, 0);
+    assert!(
+        step.whole_group
+            .iter()
+            .any(|w| w.contains("rank 3") && w.contains("combining write")),
+        "{:?}",
+        step.whole_group
+    );
+    // The limited attempt ran no body: the one re-execution is the whole group's.
+    assert_eq!(step.failures.len(), 1, "{:?}", step.failures);
+    assert!(!step.failures[0].limited);
+    assert_eq!(step.failures[0].ranks, (0..7).collect::<Vec<_>>());
+    assert_eq!(step.failures[0].attempt, 2, "{:?}", step.failures);
 }

@@ -52,18 +52,25 @@ pub(crate) struct Limited {
     cursor: usize,
     /// Barriers run so far per team id.
     barriers: HashMap<u64, u64>,
-    /// The body runs (set after the preparation all ranks agreed on).
+    /// The body runs (set after the preparation D agreed on).
     active: bool,
     squashed: u64,
     replayed: u64,
 }
 
-/// Arrivals of other ranks at a limited barrier, and the waiter's promise once it waits.
+/// Arrivals of other ranks at a limited barrier, whether one of them failed (at the
+/// preparation's agreement), and the waiter's promise once it waits.
 #[derive(Default)]
 pub(crate) struct Arrival {
     count: usize,
+    failed: bool,
     promise: Option<Promise<()>>,
 }
+
+/// The arrival key of the agreement of D on its preparation (no team has this id). One key
+/// serves every limited re-execution: a rank of D removes the entry when its wait ends, before
+/// the attempt's agreement of all ranks, which every later preparation follows.
+const PREPARED: (u64, u64) = (u64::MAX, 0);
 
 /// True if the entry is consumed by a limited re-execution whose D is `members`.
 fn served_in_limited(e: &LogEntry, members: &[usize]) -> bool {
@@ -83,7 +90,8 @@ fn served_in_limited(e: &LogEntry, members: &[usize]) -> bool {
 /// Prepares this rank (in D) for the limited re-execution of `cd`: takes the first
 /// execution's log, restores the preserved regions of the segment, rewinds the EC and
 /// gathers the incoming writes from `writers`. An error means the limited re-execution
-/// cannot be made correct (the caller agrees with every rank and falls back).
+/// cannot be made correct (the caller agrees with the other ranks of D, and the next
+/// attempt is the whole group's).
 pub(crate) fn prepare(
     rt: &CdRuntime,
     cd: &Cd,
@@ -501,19 +509,32 @@ fn barrier(rt: &CdRuntime, team_id: u64) {
         *seq += 1;
         (peers, *seq)
     };
-    let others: Vec<usize> = peers.into_iter().filter(|&p| p != rt.rank).collect();
+    debug_assert!(team_id != PREPARED.0, "a team with the reserved id");
+    arrive_all(rt, (team_id, seq), &peers, false);
+}
+
+/// The ranks of D (`members`, this rank among them) agree that each prepared (`ok`): true if
+/// all did. Over the same arrival rpc as the barriers, among D only.
+pub(crate) fn agree_prepared(rt: &CdRuntime, members: &[usize], ok: bool) -> bool {
+    !arrive_all(rt, PREPARED, members, !ok) && ok
+}
+
+/// Tells the other ranks of `peers` that this rank arrived at `key` (and whether it
+/// `failed`), waits until each of them arrived; true if one of them failed.
+fn arrive_all(rt: &CdRuntime, key: (u64, u64), peers: &[usize], failed: bool) -> bool {
+    let others: Vec<usize> = peers.iter().copied().filter(|&p| p != rt.rank).collect();
     if others.is_empty() {
-        return;
+        return false;
     }
     internal(|| {
         for &p in &others {
-            pgas::rpc_ff(p, rt.relaxed.rpcs.arrive, (team_id, seq));
+            pgas::rpc_ff(p, rt.relaxed.rpcs.arrive, (key.0, key.1, failed));
         }
     });
     let promise = Promise::new();
     let already = {
         let mut a = rt.relaxed.arrivals.borrow_mut();
-        let entry = a.entry((team_id, seq)).or_default();
+        let entry = a.entry(key).or_default();
         entry.promise = Some(promise.clone());
         entry.count
     };
@@ -521,14 +542,20 @@ fn barrier(rt: &CdRuntime, team_id: u64) {
         promise.require_anonymous(others.len() - already);
     }
     internal(|| promise.finalize().wait());
-    rt.relaxed.arrivals.borrow_mut().remove(&(team_id, seq));
+    rt.relaxed
+        .arrivals
+        .borrow_mut()
+        .remove(&key)
+        .is_some_and(|a| a.failed)
 }
 
-/// Another rank arrived at limited barrier `(team_id, seq)` (served from progress).
-pub(crate) fn arrive(rt: &CdRuntime, team_id: u64, seq: u64) {
+/// Another rank arrived at limited barrier `(team_id, seq)`, or at D's agreement on its
+/// preparation, having `failed` it (served from progress).
+pub(crate) fn arrive(rt: &CdRuntime, team_id: u64, seq: u64, failed: bool) {
     let mut a = rt.relaxed.arrivals.borrow_mut();
     let entry = a.entry((team_id, seq)).or_default();
     entry.count += 1;
+    entry.failed |= failed;
     if let Some(p) = &entry.promise {
         p.fulfill_anonymous(1);
     }

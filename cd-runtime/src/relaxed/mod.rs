@@ -305,7 +305,7 @@ pub(crate) struct RelaxedRpcs {
     /// rank the access touches, if any, as (this rank's CD, region name).
     pub(crate) check: RpcFn<CheckRequest, CheckReply>,
     /// (team id, sequence number): the sender reached that limited barrier.
-    pub(crate) arrive: RpcFn<(u64, u64), ()>,
+    pub(crate) arrive: RpcFn<(u64, u64, bool), ()>,
 }
 
 impl RelaxedRpcs {
@@ -327,9 +327,12 @@ impl RelaxedRpcs {
                         .flatten()
                 },
             ),
-            arrive: rpcs.register("cd.relaxed.arrive", |(team, seq): (u64, u64)| {
-                runtime::try_with(|rt| limited::arrive(rt, team, seq));
-            }),
+            arrive: rpcs.register(
+                "cd.relaxed.arrive",
+                |(team, seq, failed): (u64, u64, bool)| {
+                    runtime::try_with(|rt| limited::arrive(rt, team, seq, failed));
+                },
+            ),
         }
     }
 }
