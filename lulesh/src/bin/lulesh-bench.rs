@@ -53,10 +53,15 @@
 //! otherwise), for two programs whose relaxed CD "rank_step" (one per rank, `retries = 0`)
 //! fails once on a corner rank (0) or an interior rank (13 of 27, 21 of 64) and escalates to
 //! the strict CD around it, run with `dependency_tracking = true` and `false` on that CD:
-//! LULESH `-s 6` (`-s 3` with `--quick`), 10 cycles, "rank_step" inside "step"; and the CD
-//! stencil of the examples (`cd_stencil`, run by `pgas_examples::jacobi::cd_run`), 32^3 points
+//! LULESH `-s 14` (`-s 3` with `--quick`), 10 cycles, "rank_step" inside "step"; and the CD
+//! stencil of the examples (`cd_stencil`, run by `pgas_examples::jacobi::cd_run`), 64^3 points
 //! per rank for 10 iterations (4^3 for 6 with `--quick`), "rank_step" inside "iteration".
-//! Cases `lulesh_r64_corner`, `lulesh_r64_interior`, `stencil_r27_corner`, and so on:
+//! Cases `lulesh_r64_corner`, `lulesh_r64_interior`, `stencil_r27_corner`, and so on.
+//!
+//! The sizes make a rank's step cost milliseconds, as a real run's would at the least: the
+//! planning of a limited re-execution has a fixed cost (an allgather over the 64 thread-ranks
+//! on this machine's 2 cores, 1-2 ms), which at `-s 6` or 32^3 per rank is as large as the
+//! step itself and measures the machine's thread switching rather than the protocol.
 //!
 //! - `escalation_ranks`: the ranks that re-executed with the lists, against
 //!   `escalation_ranks_no_deps` (the same run without; every rank). Targets (64 ranks): at
@@ -535,7 +540,7 @@ const ESCALATION_CASES: [(usize, [(&str, usize); 2]); 2] = [
 
 fn escalation_lines(args: &BenchArgs) -> Vec<Line> {
     let opts = Options {
-        nx: if args.quick { 3 } else { 6 },
+        nx: if args.quick { 3 } else { 14 },
         its: 10,
         quiet: true,
         ..Options::default()
@@ -663,10 +668,10 @@ fn stencil_escalation_run(
     (f.ranks.len() as f64, f.recover_ns as f64 / 1e9)
 }
 
-/// The stencil rows: the CD stencil on the same rank counts, 32^3 points per rank for 10
+/// The stencil rows: the CD stencil on the same rank counts, 64^3 points per rank for 10
 /// iterations (4^3 for 6 with `quick`), "rank_step" escalating from the same ranks.
 fn stencil_escalation_lines(quick: bool, reps: usize) -> Vec<Line> {
-    let (edge, iters) = if quick { (4, 6) } else { (32, 10) };
+    let (edge, iters) = if quick { (4, 6) } else { (64, 10) };
     let mut lines = Vec::new();
     for (ranks, cases) in ESCALATION_CASES {
         let n = edge * process_grid(ranks)[0];
