@@ -13,6 +13,7 @@ use ::mpi::ffi;
 use crate::active_message::HandlerTable;
 use crate::config::LaunchConfig;
 use crate::error::BridgeError;
+use crate::sleep::Sleeper;
 use crate::topology::Topology;
 
 use super::MpiWorld;
@@ -204,7 +205,12 @@ impl MpiWorld {
         let pshm = std::env::var("PGAS_MPI_PSHM").map_or(true, |v| v.trim() != "0");
         let host = map_host(node_comm, &node_ranks, rank, ranks, segment_len, pshm)?;
 
-        let shared = Arc::new(Shared::default());
+        // The processes of this host share its cores: with more of them than cores, a wait
+        // spins 20 rounds, not 2000 (a spinning process holds the core the one it waits for
+        // needs).
+        let shared = Arc::new(Shared::with_sleeper(Sleeper::with_spin(
+            Sleeper::spin_rounds_for(node_ranks.len()),
+        )));
         shared.sleeper.register_current();
         let dog = Watchdog::start(comm, rank, &hosts.by_job_rank(), shared.clone())?;
 

@@ -114,6 +114,14 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// The state of a rank whose thread waits with `sleeper`.
+    pub(crate) fn with_sleeper(sleeper: Sleeper) -> Self {
+        Shared {
+            sleeper,
+            ..Shared::default()
+        }
+    }
+
     /// Records a failure (the first one wins), says so on stderr (unless it is a deliberate
     /// stop, `stopped`) and arms the exit deadline.
     pub(crate) fn fail(&self, me: usize, rank: usize, message: String, stopped: bool) {
