@@ -22,6 +22,7 @@
 //! kind = "relaxed"              # run as relaxed (or "strict") whatever the program calls
 //! logging = true                # log communication (off: every failure escalates)
 //! log_spill_bytes = 1048576     # past this much log in memory, the oldest entries go to a file
+//! log_medium = "buddy"          # replicate the log at the buddy rank: recover alone from a rank loss
 //! check_classes = true          # check private/privatized declarations (default: debug builds)
 //!
 //! [cd.step]                     # a strict CD around relaxed ones (their LCSA)
@@ -30,6 +31,29 @@
 //!
 //! An unknown key, a value of the wrong type or out of range, or a missing file is an error that
 //! names the file, the line and the key.
+//!
+//! ## `log_medium`: where a relaxed CD's log survives a rank loss
+//!
+//! A relaxed CD's log (its write, read and other entries, RELAXED_CDS.md) lives in its rank's
+//! memory. `log_medium` says where a copy of it is kept, as `medium` does for preserved state
+//! (hence the name, and the values, which mean what they mean for `medium`):
+//!
+//! - `"local"` (the default): the log is in this rank's memory only. A rank loss inside the CD
+//!   takes it, so the CD cannot replay and escalates to its parent (for a strict LCSA: every
+//!   rank of it re-executes; with `dependency_tracking` too, since the lost rank's notes went
+//!   with its memory).
+//! - `"buddy"`: when the CD's body ends (its acks in, before the end-of-body detection, which
+//!   is where a rank loss is detected), the entries logged since the last replication, of this
+//!   CD and of every CD around it, go to the buddy rank in one internal rpc. After a loss the
+//!   rank restores its preserved state, fetches the replicas back and replays: it recovers
+//!   alone while the others run on. It applies to a CD that contains rank losses (`contain`
+//!   includes `"rank_loss"`, as by default).
+//!
+//! A CD recovering alone from a loss must also find its *preserved state* after the loss:
+//! `medium = "buddy"` or `"file"`. `log_medium = "buddy"` with `medium = "local"` in the same
+//! table, or with a `contain` that leaves out `"rank_loss"`, is a configuration error; when the
+//! two come from different tables, a loss that took the CD's copies escalates, and the line
+//! that ends the run says which key to change.
 //!
 //! ## `kind`: the configuration decides strict or relaxed
 //!
@@ -69,6 +93,16 @@ pub enum Medium {
     Buddy,
     /// A file on this machine.
     File,
+}
+
+/// Where a relaxed CD's log is kept (`log_medium`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LogMedium {
+    /// This rank's memory only (a rank loss takes it: the CD escalates).
+    Local,
+    /// Also replicated at the buddy rank when the body ends (the rank recovers alone).
+    Buddy,
 }
 
 /// The kind a CD runs as, when the configuration overrides the program's call.
@@ -124,6 +158,7 @@ struct SettingsFile {
     kind: Option<CdKindSetting>,
     logging: Option<bool>,
     log_spill_bytes: Option<Spanned<i64>>,
+    log_medium: Option<Spanned<LogMedium>>,
     check_classes: Option<bool>,
     dependency_tracking: Option<bool>,
 }
@@ -190,6 +225,9 @@ pub struct CdSettings {
     pub logging: bool,
     /// Past this many bytes of log in memory, the oldest entries go to a file.
     pub log_spill_bytes: Option<u64>,
+    /// Where a relaxed CD's log survives a rank loss: `Buddy` replicates it at the buddy rank
+    /// when the body ends, so the rank can recover alone (see the module doc).
+    pub log_medium: LogMedium,
     /// Check the access classes of relaxed CDs (an internal rpc per remote access).
     pub check_classes: bool,
     /// For a strict CD around relaxed ones: keep node-level read and write lists, so that an
@@ -209,6 +247,7 @@ impl Default for CdSettings {
             kind: None,
             logging: true,
             log_spill_bytes: None,
+            log_medium: LogMedium::Local,
             check_classes: cfg!(debug_assertions),
             dependency_tracking: false,
         }
@@ -358,6 +397,37 @@ impl CdConfig {
                     ));
                 }
             }
+            if let Some(m) = &s.log_medium {
+                if *m.get_ref() == LogMedium::Buddy {
+                    let why = if s.medium == Some(Medium::Local) {
+                        Some(
+                            "log_medium = \"buddy\" lets the CD recover alone from a rank loss, \
+                             but medium = \"local\" (in the same table) keeps its preserved \
+                             state in the memory the loss takes: set medium = \"buddy\" (or \
+                             \"file\")",
+                        )
+                    } else if s
+                        .contain
+                        .as_ref()
+                        .is_some_and(|c| !c.contains(&FaultKind::RankLoss))
+                    {
+                        Some(
+                            "log_medium = \"buddy\" replicates the log for rank losses, but \
+                             `contain` (in the same table) leaves out \"rank_loss\": add it, or \
+                             drop log_medium",
+                        )
+                    } else {
+                        None
+                    };
+                    if let Some(why) = why {
+                        return Err(err(
+                            Some(m.span()),
+                            Some(format!("{at}log_medium")),
+                            why.to_string(),
+                        ));
+                    }
+                }
+            }
             if let Some(inj) = &s.inject {
                 for (name, p) in [
                     ("soft_error", &inj.soft_error),
@@ -462,6 +532,9 @@ impl CdConfig {
             }
             if let Some(b) = &layer.log_spill_bytes {
                 s.log_spill_bytes = Some(*b.get_ref() as u64);
+            }
+            if let Some(m) = &layer.log_medium {
+                s.log_medium = *m.get_ref();
             }
             if let Some(c) = layer.check_classes {
                 s.check_classes = c;
@@ -805,6 +878,41 @@ mod tests {
         assert_eq!(e.line, Some(2));
         let e = parse("[cd.x]\ncheck_class = true\n").unwrap_err();
         assert_eq!(e.key.as_deref(), Some("check_class"));
+    }
+
+    #[test]
+    fn log_medium_parses_merges_and_refuses_contradictions() {
+        let c = parse(
+            "[defaults]\nmedium = \"buddy\"\n[level.2]\nlog_medium = \"buddy\"\n\
+             [cd.halo]\nlog_medium = \"local\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.settings("x", 2).log_medium, LogMedium::Buddy);
+        assert_eq!(c.settings("halo", 2).log_medium, LogMedium::Local);
+        assert_eq!(c.settings("x", 1).log_medium, LogMedium::Local, "default");
+        // Only local and buddy: a file medium for logs would be spilling, which is local.
+        let e = parse("[cd.x]\nlog_medium = \"file\"\n").unwrap_err();
+        assert_eq!(
+            (e.line, e.key.as_deref()),
+            (Some(2), Some("log_medium")),
+            "{e}"
+        );
+        assert!(e.to_string().contains("file"), "{e}");
+        // Recovering alone from a loss needs the preserved state to survive it.
+        let e = parse("[cd.x]\nmedium = \"local\"\nlog_medium = \"buddy\"\n").unwrap_err();
+        assert_eq!(
+            (e.line, e.key.as_deref()),
+            (Some(3), Some("cd.x.log_medium")),
+            "{e}"
+        );
+        assert!(e.to_string().contains("medium = \"buddy\""), "{e}");
+        let e = parse("[level.1]\ncontain = [\"soft\"]\nlog_medium = \"buddy\"\n").unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("level.1.log_medium"), "{e}");
+        assert!(e.to_string().contains("rank_loss"), "{e}");
+        // Misspelt, the key is named and the known keys listed.
+        let e = parse("[cd.x]\nlog_medum = \"buddy\"\n").unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("log_medum"), "{e}");
+        assert!(e.to_string().contains("log_medium"), "{e}");
     }
 
     #[test]

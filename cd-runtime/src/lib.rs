@@ -121,7 +121,9 @@ pub use cd_macros::relaxed;
 /// assert_eq!(out.report.cd("step").unwrap().reexecutions, 2);
 /// ```
 pub use cd_macros::strict;
-pub use config::{CdConfig, CdKindSetting, CdSettings, ExactFault, FaultKind, Injection, Medium};
+pub use config::{
+    CdConfig, CdKindSetting, CdSettings, ExactFault, FaultKind, Injection, LogMedium, Medium,
+};
 pub use error::{CdError, CdLaunchError, ConfigError, FaultKinds};
 pub use relaxed::{ClassificationError, relaxed};
 pub use report::{CdStats, FailureRecord, Report};

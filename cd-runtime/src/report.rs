@@ -53,6 +53,11 @@ pub struct CdStats {
     /// Relaxed CDs: outgoing writes squashed in replays.
     #[serde(default)]
     pub writes_squashed: u64,
+    /// Relaxed CDs with `log_medium = "buddy"`: bytes of log replicas shipped to the buddy
+    /// rank when their bodies ended (postcard bytes, this CD's entries and those of the CDs
+    /// around it not replicated before).
+    #[serde(default)]
+    pub bytes_replicated: u64,
     /// Per failure (instance and execution), the ranks that re-executed for it.
     #[serde(default)]
     pub failures: Vec<FailureRecord>,
@@ -100,6 +105,7 @@ impl CdStats {
         self.log_ns += o.log_ns;
         self.entries_replayed += o.entries_replayed;
         self.writes_squashed += o.writes_squashed;
+        self.bytes_replicated += o.bytes_replicated;
         self.whole_group.extend(o.whole_group.iter().cloned());
         for f in &o.failures {
             match self
@@ -253,8 +259,16 @@ impl Report {
         {
             let _ = writeln!(
                 s,
-                "relaxed CDs\n{:<16} {:>5} {:>12} {:>10} {:>10} {:>10} {:>10} {:>10}",
-                "cd", "level", "logged B", "entries", "spilled", "log ms", "replayed", "squashed"
+                "relaxed CDs\n{:<16} {:>5} {:>12} {:>10} {:>10} {:>10} {:>10} {:>10} {:>12}",
+                "cd",
+                "level",
+                "logged B",
+                "entries",
+                "spilled",
+                "log ms",
+                "replayed",
+                "squashed",
+                "replic B"
             );
             for c in self
                 .cds
@@ -263,7 +277,7 @@ impl Report {
             {
                 let _ = writeln!(
                     s,
-                    "{:<16} {:>5} {:>12} {:>10} {:>10} {:>10.3} {:>10} {:>10}",
+                    "{:<16} {:>5} {:>12} {:>10} {:>10} {:>10.3} {:>10} {:>10} {:>12}",
                     c.name,
                     c.level,
                     c.bytes_logged,
@@ -271,7 +285,8 @@ impl Report {
                     c.entries_spilled,
                     c.log_ns as f64 / 1e6,
                     c.entries_replayed,
-                    c.writes_squashed
+                    c.writes_squashed,
+                    c.bytes_replicated
                 );
             }
         }

@@ -138,17 +138,25 @@ impl CdRuntime {
     }
 
     /// Emulates the loss of this rank's memory: its segment, the locally preserved state of
-    /// every CD it is in, and the copies it held for its buddies.
+    /// every CD it is in, the relaxed logs of every CD (entries, own IWCs, dependency notes),
+    /// and the copies and log replicas it held for its buddies; then fetches back the log
+    /// replicas this rank's buddy holds (`relaxed/replica.rs`), as a restarted rank would.
     pub(crate) fn lose_memory(&self) {
+        // Until the replicas are back, other ranks' gathers are told to ask again (telling
+        // the owners below waits for rpcs, so this rank serves requests meanwhile).
+        self.relaxed.restoring.set(true);
         pgas::fault::emulate_memory_loss();
-        for f in self.frames.borrow().iter() {
+        let frames: Vec<Rc<Frame>> = self.frames.borrow().clone();
+        for f in &frames {
             f.lose_local();
+            crate::relaxed::replica::wipe(f);
         }
         self.pool.clear();
         for (owner, keys) in self.buddy.wipe() {
             self.rpcs.notify_lost(owner, keys);
         }
         self.losses.set(self.losses.get() + 1);
+        crate::relaxed::replica::restore_logs(self);
     }
 }
 
@@ -222,7 +230,20 @@ fn hint(config: &CdConfig, e: &CdError) -> String {
             )
         }
     } else if reason.starts_with("a relaxed CD cannot recover alone") {
-        format!("to contain rank losses, run it as strict (kind = \"strict\" in {table})")
+        if s.log_medium == crate::config::LogMedium::Local {
+            format!(
+                "to let it recover alone from rank losses, set log_medium = \"buddy\" (with \
+                 medium = \"buddy\" or \"file\") in {table}, or contain the loss in an \
+                 enclosing strict CD (its `contain` and `medium`)"
+            )
+        } else {
+            format!(
+                "its log could not be made whole from the buddy's replicas (see the cause; \
+                 e.g. the buddy lost its memory too): contain such losses in an enclosing \
+                 strict CD (contain = [\"soft\", \"rank_loss\"], medium = \"file\"), as \
+                 {table} cannot alone"
+            )
+        }
     } else if !s.contain.contains(failures) {
         let missing: Vec<&str> = [
             (FaultKinds::SOFT, "\"soft\""),
@@ -362,7 +383,7 @@ where
             ));
         }
         rt.top().release_entries(&rt);
-        crate::strict::end_relaxed_group(&rt.top());
+        crate::strict::end_relaxed_group(&rt, &rt.top());
         let mine = (
             rt.stats.borrow().report(ranks),
             rt.reached.borrow().iter().copied().collect::<Vec<usize>>(),

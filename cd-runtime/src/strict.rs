@@ -218,9 +218,9 @@ fn run<R>(
                     panic!("CD {name:?}: {e}");
                 }
             }
+            crate::relaxed::replica::clear(&rt, &frame);
             {
                 let mut rx = frame.rx.borrow_mut();
-                rx.clear();
                 if limited.is_none() {
                     // A limited attempt keeps the window of the execution it repeats.
                     rx.ec_begin = pgas::resilience::epoch();
@@ -405,6 +405,7 @@ fn plan_limited(
             reads_from: rx.deps.reads_from.iter().copied().collect(),
             writes_to: rx.deps.writes_to.iter().copied().collect(),
             unlogged: rx.deps.unlogged,
+            notes_lost: rx.deps.notes_lost,
         }
     };
     let records: Vec<Record> =
@@ -459,22 +460,21 @@ fn plan_limited(
 
 fn finish<R>(rt: &CdRuntime, frame: &Frame, out: Result<R, CdError>) -> Result<R, CdError> {
     frame.release_entries(rt);
-    end_relaxed_group(frame);
+    end_relaxed_group(rt, frame);
     let popped = rt.frames.borrow_mut().pop();
     debug_assert!(popped.is_some_and(|f| std::ptr::eq(&*f, frame)));
     out
 }
 
 /// A strict CD completes (or gives up): every communication of the relaxed CDs inside it is
-/// contained, so their logs go, and the frees they deferred take effect.
-pub(crate) fn end_relaxed_group(frame: &Frame) {
-    let mut rx = frame.rx.borrow_mut();
-    if !rx.had_relaxed {
+/// contained, so their logs go (with their replicas at the buddy), and the frees they
+/// deferred take effect.
+pub(crate) fn end_relaxed_group(rt: &CdRuntime, frame: &Frame) {
+    if !frame.rx.borrow().had_relaxed {
         return;
     }
-    rx.clear();
-    rx.had_relaxed = false;
-    drop(rx);
+    crate::relaxed::replica::clear(rt, frame);
+    frame.rx.borrow_mut().had_relaxed = false;
     for offset in pgas::resilience::deferred_frees() {
         pgas::resilience::free_deferred(offset)
             .unwrap_or_else(|e| panic!("CD {:?}: a deferred free failed: {e}", frame.name));

@@ -167,3 +167,78 @@ fn exact_faults_the_run_never_reached_are_reported_at_the_end() {
         out.unused
     );
 }
+
+/// A relaxed CD directly under the root (which cannot re-execute), with a rank loss at the
+/// end of its instance 1 on rank 1: each rank puts its value into its right neighbour's
+/// inbox, and the CD preserves the rank's own values. `Ok`: the run's values.
+fn relaxed_under_root(cfg: cd::CdConfig) -> Result<Vec<Vec<u64>>, CdLaunchError> {
+    run(4, cfg, || {
+        let (me, n) = (pgas::rank_me(), pgas::rank_n());
+        let v = pgas::new_array::<f64>(2).unwrap();
+        v.write_local_slice(&[me as f64, 0.0]).unwrap();
+        let all = pgas::allgather(&pgas::world(), v).wait();
+        for t in 0..3u64 {
+            cd::relaxed("cell", |c| {
+                c.preserve_global("v", v, 2);
+                pgas::barrier();
+                let mut x = [0.0; 2];
+                v.read_local_slice(&mut x).unwrap();
+                pgas::rput(x[0], all[(me + 1) % n] + 1).wait();
+                pgas::barrier();
+                v.read_local_slice(&mut x).unwrap();
+                v.write_local_slice(&[(x[0] * 3.0 + x[1] + t as f64) % common::M, 0.0])
+                    .unwrap();
+                Ok(())
+            })?;
+            // Nothing lands in a rank's segment while another rank recovers.
+            pgas::barrier();
+        }
+        let mut x = [0.0; 2];
+        v.read_local_slice(&mut x).unwrap();
+        Ok(x.iter().map(|x| x.to_bits()).collect())
+    })
+    .map(|o| o.results)
+}
+
+const LOSS: &str = "inject = { at = [{ rank = 1, iteration = 1, kind = \"rank_loss\" }] }\n";
+
+#[test]
+fn a_relaxed_loss_with_a_local_log_names_log_medium() {
+    let clean = relaxed_under_root(config("[cd.cell]\ncheck_classes = false\n")).unwrap();
+    // Log and preserved copies replicated at the buddy: rank 1 recovers alone.
+    let cfg = config(&format!(
+        "[cd.cell]\ncheck_classes = false\nmedium = \"buddy\"\nlog_medium = \"buddy\"\n{LOSS}"
+    ));
+    assert_eq!(relaxed_under_root(cfg).unwrap(), clean);
+    // The log local (the default): the loss escalates past the root, and the line says why
+    // and what to set.
+    let cfg = config(&format!(
+        "[cd.cell]\ncheck_classes = false\nmedium = \"buddy\"\n{LOSS}"
+    ));
+    let err = relaxed_under_root(cfg).unwrap_err().to_string();
+    assert!(
+        err.contains(
+            "cannot recover alone from the loss of its rank's memory: its log was kept in \
+             that memory only (log_medium = \"local\")"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.contains(
+            "set log_medium = \"buddy\" (with medium = \"buddy\" or \"file\") in [cd.cell]"
+        ),
+        "{err}"
+    );
+    // The log at the buddy but the preserved state local (from another table): the loss took
+    // the state, and the line says to move the copies.
+    let cfg = config(&format!(
+        "[defaults]\nmedium = \"local\"\n[cd.cell]\ncheck_classes = false\n\
+         log_medium = \"buddy\"\n{LOSS}"
+    ));
+    let err = relaxed_under_root(cfg).unwrap_err().to_string();
+    assert!(err.contains("the loss took its preserved state"), "{err}");
+    assert!(
+        err.contains("medium = \"buddy\" (or \"file\") in [cd.cell]"),
+        "{err}"
+    );
+}

@@ -126,6 +126,34 @@ fn one_soft_error_anywhere_reexecutes_one_rank_and_is_bit_exact() {
     check(&run(&inject(&faults)), &want, &faults, "four soft errors");
 }
 
+/// A rank loss at the end of "rank_step" with the relaxed CD's log and copies at the buddy
+/// (`log_medium = "buddy"`, `medium = "buddy"`): the lost rank fetches its log back from
+/// its buddy and recovers alone, bit for bit, while "step" is not re-executed. (The halo
+/// buffers and flags the loss poisons are rewritten by the replayed puts: every put into a
+/// rank's cycle lands after its "rank_step" began, the time-step reduction ordering them.)
+#[test]
+fn a_rank_loss_in_rank_step_with_buddy_logs_is_recovered_alone() {
+    let want = clean();
+    for (rank, cycle) in [(3, 40), (6, 229)] {
+        let text = format!(
+            "[cd.step]\nmedium = \"buddy\"\n{RELAXED}medium = \"buddy\"\n\
+             log_medium = \"buddy\"\n\
+             inject = {{ at = [{{ rank = {rank}, iteration = {cycle}, kind = \"rank_loss\" }}] }}\n"
+        );
+        let out = run(&text);
+        let what = format!("loss of rank {rank} in cycle {cycle}");
+        check(&out, &want, &[(rank, cycle)], &what);
+        // Each entry replicated once: about 8.5 kB per rank and cycle at -s 5.
+        let inner = out.cd_report.cd(RANK_CD).unwrap();
+        assert!(
+            inner.bytes_replicated > 0 && inner.bytes_replicated < inner.bytes_logged,
+            "{what}: {} B replicated, {} B logged",
+            inner.bytes_replicated,
+            inner.bytes_logged
+        );
+    }
+}
+
 #[test]
 fn the_binary_runs_relaxed_from_the_config_file_alone() {
     let faults = TempFile::new(

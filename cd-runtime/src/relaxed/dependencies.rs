@@ -24,7 +24,12 @@ use crate::relaxed::log_store::EntryKind;
 use crate::runtime::CdRuntime;
 
 /// What one rank noted during the current execution of a tracking strict CD.
-#[derive(Debug, Clone, Default)]
+///
+/// The notes live in the rank's memory: a rank loss takes them. A relaxed CD with
+/// `log_medium = "buddy"` replicates them with its log (`replica.rs`), so a rank that recovers
+/// alone gets them back; otherwise they stay lost (`notes_lost`) and an escalation at this CD
+/// re-executes the whole group.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Dependencies {
     /// Ranks this rank read from (gets, fetched values of atomics, rpc replies, fetches).
     pub(crate) reads_from: BTreeSet<usize>,
@@ -35,6 +40,8 @@ pub(crate) struct Dependencies {
     pub(crate) unlogged: bool,
     /// A relaxed child of the strict CD escalated on this rank in this execution.
     pub(crate) escalated_child: bool,
+    /// A rank loss took these notes and no replica brought them back.
+    pub(crate) notes_lost: bool,
 }
 
 impl Dependencies {
@@ -95,6 +102,7 @@ pub(crate) struct Record {
     pub(crate) reads_from: Vec<usize>,
     pub(crate) writes_to: Vec<usize>,
     pub(crate) unlogged: bool,
+    pub(crate) notes_lost: bool,
 }
 
 /// Why an escalation re-executes the whole group instead of a limited set.
@@ -104,6 +112,8 @@ pub(crate) enum WholeGroup {
     OtherFailure(usize),
     /// A rank communicated outside logging relaxed CDs.
     Unlogged(usize),
+    /// A rank lost its notes with its memory.
+    NotesLost(usize),
     /// D is every rank anyway.
     Everyone,
 }
@@ -118,6 +128,11 @@ impl std::fmt::Display for WholeGroup {
             WholeGroup::Unlogged(r) => write!(
                 f,
                 "rank {r} communicated outside logging relaxed CDs, which no log can serve"
+            ),
+            WholeGroup::NotesLost(r) => write!(
+                f,
+                "rank {r} lost its dependency notes with its memory (no replica: log_medium = \
+                 \"local\")"
             ),
             WholeGroup::Everyone => write!(f, "every rank depends on the failed ones"),
         }
@@ -182,6 +197,9 @@ pub(crate) fn reexecution_set(
     if let Some(r) = records.iter().find(|r| r.unlogged) {
         return Err(WholeGroup::Unlogged(r.rank));
     }
+    if let Some(r) = records.iter().find(|r| r.notes_lost) {
+        return Err(WholeGroup::NotesLost(r.rank));
+    }
     let lists = NodeLists::from_ranks(
         records
             .iter()
@@ -231,6 +249,7 @@ mod tests {
             reads_from: reads.to_vec(),
             writes_to: writes.to_vec(),
             unlogged: false,
+            notes_lost: false,
         }
     }
 
@@ -303,6 +322,12 @@ mod tests {
             Err(WholeGroup::Unlogged(2))
         );
         records[2].unlogged = false;
+        records[1].notes_lost = true;
+        assert_eq!(
+            reexecution_set(&records, &members, |r| r),
+            Err(WholeGroup::NotesLost(1))
+        );
+        records[1].notes_lost = false;
         records[0].reads_from = vec![1, 2];
         assert_eq!(
             reexecution_set(&records, &members, |r| r),

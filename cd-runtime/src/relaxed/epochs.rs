@@ -126,7 +126,8 @@ pub fn check_sequence(
         if i != expect {
             return Err(format!(
                 "incoming write IWC {expect} was not found in any initiator's log (written \
-                 by a rank outside a logging relaxed CD, or by the runtime's own traffic)"
+                 by a rank outside a logging relaxed CD, by the runtime's own traffic, or by a \
+                 rank whose log went with its memory)"
             ));
         }
         expect += 1;
@@ -134,7 +135,8 @@ pub fn check_sequence(
     if expect != iwc_end + 1 {
         return Err(format!(
             "incoming write IWC {expect} was not found in any initiator's log (written by a \
-             rank outside a logging relaxed CD, or by the runtime's own traffic)"
+             rank outside a logging relaxed CD, by the runtime's own traffic, or by a rank \
+             whose log went with its memory)"
         ));
     }
     Ok(())

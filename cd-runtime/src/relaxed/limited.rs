@@ -103,6 +103,11 @@ pub(crate) fn prepare(
     resilience::wait_for_acks();
     let (store, own, ec_begin, iwc_begin, globals) = {
         let mut rx = frame.rx.borrow_mut();
+        if let Some(why) = &rx.log_lost {
+            return Err(format!(
+                "this rank's log of the first execution is incomplete: {why}"
+            ));
+        }
         (
             std::mem::take(&mut rx.store),
             std::mem::take(&mut rx.own_iwcs),

@@ -15,6 +15,7 @@ pub(crate) mod interceptor;
 pub(crate) mod limited;
 pub(crate) mod log_store;
 pub(crate) mod replay;
+pub(crate) mod replica;
 pub(crate) mod run;
 
 use std::cell::{Cell, RefCell};
@@ -89,11 +90,19 @@ pub(crate) struct RelaxedFrame {
     /// For a strict CD with `dependency_tracking`: the ranks this rank read from and wrote
     /// into during the current execution.
     pub(crate) deps: dependencies::Dependencies,
+    /// What of `store`, `own_iwcs` and `deps` the buddy holds (`log_medium = "buddy"`).
+    pub(crate) replica: replica::Replicated,
+    /// Why this CD's log is incomplete: a rank loss took entries (or dependency notes) that
+    /// no replica held. Cleared with the log (`clear`).
+    pub(crate) log_lost: Option<String>,
 }
 
 impl RelaxedFrame {
-    /// Forgets everything logged inside (a strict CD completes or re-executes).
-    pub(crate) fn clear(&mut self) {
+    /// Forgets everything logged inside (a strict CD completes or re-executes); returns the
+    /// keys of the log's replicas at the buddy, which the caller forgets there
+    /// ([`replica::forget`]).
+    #[must_use = "the buddy still holds the replicas: pass the keys to replica::forget"]
+    pub(crate) fn clear(&mut self) -> Vec<u64> {
         self.store.clear();
         self.own_iwcs.clear();
         self.private.clear();
@@ -101,6 +110,8 @@ impl RelaxedFrame {
         self.class_errors.clear();
         self.deferred.clear();
         self.deps = dependencies::Dependencies::default();
+        self.log_lost = None;
+        std::mem::take(&mut self.replica).keys
     }
 
     /// Cancels the frees deferred during a failed execution of this CD (the re-execution
@@ -210,6 +221,11 @@ pub(crate) struct RankState {
     pub(crate) tracking: Cell<usize>,
     /// The dependency-limited re-execution this rank takes part in, if any.
     pub(crate) limited: RefCell<Option<limited::Limited>>,
+    /// The rank lost its memory and has not fetched its log replicas back yet: gathers are
+    /// answered "ask again" meanwhile.
+    pub(crate) restoring: Cell<bool>,
+    /// Next key of a log replica at the buddy.
+    pub(crate) log_key: Cell<u64>,
     /// Arrivals at limited barriers, by (team id, sequence number).
     pub(crate) arrivals: RefCell<std::collections::HashMap<(u64, u64), limited::Arrival>>,
     pub(crate) rpcs: RelaxedRpcs,
@@ -231,6 +247,8 @@ impl RankState {
             hook_users: Cell::new(0),
             tracking: Cell::new(0),
             limited: RefCell::new(None),
+            restoring: Cell::new(false),
+            log_key: Cell::new(0),
             arrivals: RefCell::new(std::collections::HashMap::new()),
             rpcs,
         }

@@ -18,6 +18,11 @@ use crate::runtime::CdRuntime;
 /// How often F asks again for writes whose ack had not reached their initiator yet.
 const GATHER_ROUNDS: usize = 1000;
 
+/// The `pending` a server answers while it fetches its log replicas back after losing its
+/// memory: F asks again, and such rounds do not count against [`GATHER_ROUNDS`] (the server's
+/// fetch waits only on rpcs that other ranks serve from their progress, so it ends).
+const RESTORING: u64 = u64::MAX;
+
 /// The replay of the recovering CD's log.
 #[derive(Debug)]
 pub(crate) struct Replay {
@@ -76,6 +81,10 @@ pub(crate) fn serve_gather(
     iwc_end: u64,
 ) -> (Vec<Incoming>, u64) {
     let mut out = Vec::new();
+    if rt.relaxed.restoring.get() {
+        // This rank lost its memory and is fetching its log replicas back: ask again.
+        return (out, RESTORING);
+    }
     let mut pending = 0;
     let frames: Vec<Rc<Frame>> = rt.frames.borrow().clone();
     for f in frames {
@@ -167,7 +176,8 @@ pub(crate) fn gather(
     let mut got: Vec<Incoming> = Vec::new();
     let mut ask: Vec<usize> = ranks.to_vec();
     let mut last_err = String::new();
-    for _ in 0..GATHER_ROUNDS {
+    let mut rounds = 0;
+    while rounds < GATHER_ROUNDS {
         // All requests in flight at once, then the answers.
         let futures: Vec<_> = internal(|| {
             ask.iter()
@@ -180,13 +190,22 @@ pub(crate) fn gather(
                 .collect()
         });
         let mut again = Vec::new();
+        let mut restoring = false;
         for (r, fut) in futures {
             let (writes, pending) = internal(|| fut.wait());
+            if pending == RESTORING {
+                restoring = true;
+                again.push(r);
+                continue;
+            }
             got.retain(|w| w.from != r);
             got.extend(writes);
             if pending > 0 {
                 again.push(r);
             }
+        }
+        if !restoring {
+            rounds += 1;
         }
         match epochs::check_sequence(iwc_begin, iwc_end, &got, own) {
             Ok(()) => return Ok(got),

@@ -11,15 +11,22 @@ use crate::cd::Cd;
 use crate::config::CdKindSetting;
 use crate::error::{CdError, FaultKinds};
 use crate::frame::{CdKind, Frame};
-use crate::injector;
+use crate::injector::{self, Injected};
 use crate::relaxed::log_store::{EntryKind, LogEntry, TargetCounters};
-use crate::relaxed::replay;
+use crate::relaxed::{replay, replica};
 use crate::report::FailureRecord;
 use crate::runtime::{self, CdRuntime};
 
 /// Runs `body` as a relaxed child CD of the current CD (a strict CD, its LCSA, or another
 /// relaxed CD). Begin and completion involve no communication; a failure is recovered on this
 /// rank alone by replaying the CD's log, or escalated to the parent as an error.
+///
+/// A rank loss is detected at the CD's end, so with `log_medium = "buddy"` the log is
+/// replicated when the body ends (acks in, before detection): the logs of this CD and of the
+/// CDs around it go to the buddy rank in one internal rpc. After a loss the rank fetches them
+/// back, restores the preserved state and replays as for a soft error, alone. With
+/// `log_medium = "local"`, a replica lost with the buddy, or preserved state kept in the lost
+/// memory, the CD escalates.
 ///
 /// With `kind = "strict"` in the CD's configuration it runs as a strict CD spanning the
 /// parent's ranks instead (the rule is in [`crate::config`]). The attribute of the same name,
@@ -80,8 +87,13 @@ pub fn relaxed<R>(
         } else {
             Vec::new()
         };
+        // A loss is detected at the CD's end, so the log is replicated when the body ends.
+        if replica::replicates(&frame) {
+            replica::replicate(&rt, &frame);
+        }
         let mut kinds = frame.state.borrow().failure.union(kinds_of(&out));
         kinds = kinds.union(injector::take_effect(&rt, &frame, injected));
+        let own_loss = injected == Some(Injected::RankLoss);
         {
             let mut stats = rt.stats.borrow_mut();
             let s = stats.entry(name, level);
@@ -126,10 +138,27 @@ pub fn relaxed<R>(
         if kinds.is_empty() {
             return finish(&rt, &frame, out, logging, true);
         }
-        let why = if kinds.contains(FaultKinds::RANK_LOSS) {
-            Some("a relaxed CD cannot recover alone from the loss of its rank's memory".to_string())
-        } else if !frame.settings.contain.contains(kinds) {
+        // Its memory lost, the rank has its logs back from the buddy (`lose_memory`) if this
+        // CD replicated them; its preserved state restores in the replay.
+        let loss = if own_loss {
+            replica::cannot_recover_alone(&rt, &frame)
+        } else {
+            None
+        };
+        let why = if !frame.settings.contain.contains(kinds) {
             Some(format!("this CD is not configured to contain {kinds}"))
+        } else if kinds.contains(FaultKinds::RANK_LOSS) && !own_loss {
+            Some(
+                "a relaxed CD cannot recover alone from a rank loss that a CD inside it escalated"
+                    .to_string(),
+            )
+        } else if let Some((cause, state_lost)) = loss {
+            if state_lost {
+                kinds = kinds.union(FaultKinds::UNRESTORABLE);
+            }
+            Some(format!(
+                "a relaxed CD cannot recover alone from the loss of its rank's memory: {cause}"
+            ))
         } else if !logging {
             Some("logging is off for this CD, so it cannot replay".to_string())
         } else if attempt >= frame.settings.retries {
@@ -222,9 +251,17 @@ fn finish<R>(
         // Pushed to the parent, not deleted: an escalation may re-execute a completed
         // sibling (seed 003, Figure 4). The log of a CD that escalates goes up too: its
         // operations happened, and a limited re-execution of the LCSA serves and squashes
-        // the ones with ranks that do not re-execute.
+        // the ones with ranks that do not re-execute. Its replicas at the buddy go with it
+        // (the lost rank's later recovery fetches its completed siblings' logs back).
+        let before = (prx.store.len(), prx.own_iwcs.len());
         prx.store.append(std::mem::take(&mut rx.store));
         prx.own_iwcs.append(&mut rx.own_iwcs);
+        let unused = replica::adopt(
+            &mut prx,
+            before,
+            std::mem::take(&mut rx.replica),
+            rx.log_lost.take(),
+        );
         if completed {
             prx.private.append(&mut rx.private);
         }
@@ -234,6 +271,7 @@ fn finish<R>(
         // The strict ancestor frees the deferred frees and deletes the logs.
         prx.had_relaxed = true;
         drop(prx);
+        replica::forget(rt, unused);
         if let Some(limit) = frame.settings.log_spill_bytes {
             spill(rt, &parent, limit);
         }
