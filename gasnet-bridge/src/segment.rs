@@ -7,7 +7,7 @@
 //! the job keeps every segment alive until all rank threads have been joined. The bytes are
 //! shared by all ranks at once, so no Rust reference to them (`&[u8]`, `&mut [u8]`) is ever
 //! created, and every access is race-free by construction: bytes move only through
-//! [`shared_copy`](crate::shared_copy) (inline-assembly copies outside the Rust abstract
+//! [`shared_copy`] (inline-assembly copies outside the Rust abstract
 //! machine, see its model) after a bounds check, and 64-bit words are touched as
 //! `AtomicU64`.
 //!
@@ -92,7 +92,7 @@ impl Segment {
     }
 
     /// Base address, for conduits and the owner's local views. Dereferencing it is subject to
-    /// the module's invariant: [`shared_copy`](crate::shared_copy) or atomics only, never a
+    /// the module's invariant: [`shared_copy`] or atomics only, never a
     /// Rust reference or a plain copy.
     pub fn base(&self) -> *mut u8 {
         self.base.as_ptr()

@@ -4,9 +4,10 @@
 //! wait cannot spin forever. A wait goes through three phases, counted by [`Backoff`]:
 //!
 //! 1. **Spin** ([`SPIN_ROUNDS`] rounds, or [`OVERSUBSCRIBED_SPIN_ROUNDS`] when the job has
-//!    more ranks than the machine has cores): poll, check the condition, `spin_loop` hint. This
-//!    keeps a two-rank round trip well under a microsecond when each rank has a core, and
-//!    gives the core away almost at once when the rank being waited for needs it.
+//!    more ranks, or on mpi the host more processes, than the machine has cores): poll, check
+//!    the condition, `spin_loop` hint. This keeps a two-rank round trip well under a
+//!    microsecond when each rank has a core, and gives the core away almost at once when the
+//!    rank being waited for needs it.
 //! 2. **Yield** ([`YIELD_ROUNDS`] rounds): poll, check, `thread::yield_now`. When other ranks
 //!    share the core they run now; the rank that everybody waits for gets the CPU.
 //! 3. **Sleep**: announce `SLEEPING` in the rank's [`Sleeper`], check once more, then park for
@@ -32,11 +33,12 @@
 //! a put sets) keeps [`PARK_TIMEOUT`]: puts do not wake (a wake per put into a sleeping
 //! target costs a system call, which halved small-put bandwidth when tried).
 //!
-//! [`Endpoint::wait_until`]: crate::Endpoint::wait_until
 //! **Hang report** (opt-in, `PGAS_HANG_REPORT=SECONDS`): a wait that has been in the sleep
 //! phase that long without progress is *due* ([`Backoff::hang_due`]) once; the waiting call
 //! (which knows what it waits for, an [`Awaiting`]) then prints one report and keeps waiting.
 //! The clock is read only in the sleep phase, so the spin and yield phases cost nothing more.
+//!
+//! [`Endpoint::wait_until`]: crate::Endpoint::wait_until
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU8, Ordering, fence};
