@@ -1,8 +1,10 @@
 //! The buddy medium: preserved bytes kept in another rank's memory, so that they survive the
 //! loss of this rank.
 //!
-//! Rank r's buddy is the first rank of the next node (with emulated nodes) or r + 1 (with one
-//! node), so a rank's copies survive the loss of its node whenever there is another node.
+//! **Placement.** With `buddy_domain = "node"` (the default) a rank's buddy is on another node
+//! whenever there is another node, from the conduit's topology (hosts under mpirun, which may
+//! hold different numbers of ranks; emulated nodes on smp), so a rank's copies survive the loss
+//! of its whole node; with `"rank"` it is the next rank ([`buddy_map`]).
 //!
 //! **Copies go straight into the buddy's segment.** Each rank keeps, in its shared segment, a
 //! *buddy region* for the copies of the ranks whose buddy it is (`buddy_segment_bytes` in the
@@ -47,6 +49,7 @@ use pgas::resilience::internal;
 use pgas::{GlobalPtr, RpcFn, RpcTable};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use crate::config::BuddyDomain;
 use crate::runtime::{self, CdRuntime};
 
 /// A byte vector that serializes as one block (serde's `Vec<u8>` goes byte by byte).
@@ -539,30 +542,178 @@ impl BuddyRpcs {
     }
 }
 
-/// The buddy of `rank`: on the next node if nodes are emulated, else the next rank.
-pub(crate) fn buddy_of(rank: usize, ranks: usize, ranks_per_node: usize) -> usize {
-    if ranks == 1 {
-        return 0;
+/// The buddy of every rank: `nodes[r]` is the node of rank `r` (the conduit's topology: hosts
+/// under mpirun, which may hold different numbers of ranks; emulated nodes on smp).
+///
+/// With [`BuddyDomain::Node`], a rank's buddy is on another node whenever there is another
+/// node. Ranks are ordered by (node, rank), so each node's ranks are consecutive; let `n` be
+/// the rank count and `m` the size of the largest node.
+///
+/// - `2m <= n`: the rank at position `i` has the rank at position `(i + m) mod n`. A node's
+///   block `[a, a + s)` with `s <= m` maps to `[a + m, a + s + m)` mod `n`, which wraps back at
+///   most to `a + s + m - n <= a + s - m <= a`: never into the block. It is a permutation, so
+///   every rank is exactly one rank's buddy (with nodes of equal size: the rank of the same
+///   place on the next node).
+/// - `2m > n`: one node holds more than half of the ranks, so some rank must be the buddy of
+///   several. Its ranks take the other ranks in turn, and the other ranks take its ranks (at
+///   most one each); every rank is a buddy at most `ceil(m / (n - m))` times.
+/// - One node (or [`BuddyDomain::Rank`]): rank `r` has `r + 1 mod n` (a rank alone is its own
+///   buddy).
+///
+/// Deterministic: every rank computes the same map from the same topology.
+pub(crate) fn buddy_map(nodes: &[usize], domain: BuddyDomain) -> Vec<usize> {
+    let n = nodes.len();
+    let next = |r: usize| (r + 1) % n;
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by_key(|&r| (nodes[r], r));
+    // Node sizes, in order.
+    let mut sizes: Vec<(usize, usize)> = Vec::new();
+    for &r in &order {
+        match sizes.last_mut() {
+            Some((node, size)) if *node == nodes[r] => *size += 1,
+            _ => sizes.push((nodes[r], 1)),
+        }
     }
-    let step = if ranks_per_node < ranks {
-        ranks_per_node
+    if domain == BuddyDomain::Rank || sizes.len() < 2 {
+        return (0..n).map(next).collect();
+    }
+    let (big_node, m) = sizes
+        .iter()
+        .copied()
+        .max_by_key(|&(node, size)| (size, std::cmp::Reverse(node)))
+        .expect("two nodes or more");
+    let mut buddy = vec![0; n];
+    if 2 * m <= n {
+        for (i, &r) in order.iter().enumerate() {
+            buddy[r] = order[(i + m) % n];
+        }
     } else {
-        1
-    };
-    (rank + step) % ranks
+        let (big, others): (Vec<usize>, Vec<usize>) =
+            order.iter().partition(|&&r| nodes[r] == big_node);
+        for (j, &r) in big.iter().enumerate() {
+            buddy[r] = others[j % others.len()];
+        }
+        for (j, &r) in others.iter().enumerate() {
+            buddy[r] = big[j];
+        }
+    }
+    buddy
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// The node of every rank, for nodes of these sizes in rank order.
+    fn contiguous(sizes: &[usize]) -> Vec<usize> {
+        sizes
+            .iter()
+            .enumerate()
+            .flat_map(|(node, &s)| std::iter::repeat_n(node, s))
+            .collect()
+    }
+
+    /// Checks the properties `buddy_map` promises for `nodes`.
+    fn check(nodes: &[usize]) {
+        let n = nodes.len();
+        let buddy = buddy_map(nodes, BuddyDomain::Node);
+        assert_eq!(buddy, buddy_map(nodes, BuddyDomain::Node), "deterministic");
+        assert_eq!(buddy.len(), n);
+        let mut node_sizes: BTreeMap<usize, usize> = BTreeMap::new();
+        for &node in nodes {
+            *node_sizes.entry(node).or_default() += 1;
+        }
+        let m = node_sizes.values().copied().max().unwrap_or(0);
+        let mut times = vec![0usize; n];
+        for (r, &b) in buddy.iter().enumerate() {
+            assert!(b < n, "{nodes:?}: rank {r} -> {b}");
+            if n > 1 {
+                assert_ne!(b, r, "{nodes:?}: rank {r} is its own buddy");
+            }
+            if node_sizes.len() > 1 {
+                assert_ne!(
+                    nodes[b], nodes[r],
+                    "{nodes:?}: rank {r} and its buddy {b} share node {}",
+                    nodes[r]
+                );
+            }
+            times[b] += 1;
+        }
+        let most = times.iter().copied().max().unwrap_or(0);
+        if node_sizes.len() > 1 && 2 * m <= n {
+            assert!(
+                times.iter().all(|&t| t == 1),
+                "{nodes:?}: {buddy:?} is no permutation"
+            );
+        } else if node_sizes.len() > 1 {
+            let bound = m.div_ceil(n - m);
+            assert!(
+                most <= bound,
+                "{nodes:?}: a rank is buddy {most} times, bound {bound}"
+            );
+        } else {
+            assert!(most <= 1, "{nodes:?}: one node, a ring");
+        }
+    }
+
     #[test]
-    fn buddies_are_elsewhere() {
-        assert_eq!(buddy_of(0, 4, 4), 1);
-        assert_eq!(buddy_of(3, 4, 4), 0);
-        assert_eq!(buddy_of(1, 8, 2), 3, "next node");
-        assert_eq!(buddy_of(7, 8, 2), 1);
-        assert_eq!(buddy_of(0, 1, 1), 0);
+    fn buddies_are_on_another_node_for_every_split_into_nodes() {
+        // Every split of up to 10 ranks into consecutive nodes (all 2^(n-1) compositions).
+        for n in 1..=10usize {
+            for cuts in 0..(1u32 << (n - 1)) {
+                let mut sizes = vec![1];
+                for i in 0..n - 1 {
+                    if cuts & (1 << i) != 0 {
+                        sizes.push(1);
+                    } else {
+                        *sizes.last_mut().unwrap() += 1;
+                    }
+                }
+                check(&contiguous(&sizes));
+            }
+        }
+        // Larger uneven hosts, as under mpirun, and nodes not numbered in rank order.
+        for sizes in [
+            vec![1, 3],
+            vec![2, 3, 1],
+            vec![8, 8, 8, 3],
+            vec![16, 1],
+            vec![5, 7, 9, 11, 13],
+            vec![1, 1, 1, 40],
+            vec![32, 31, 1],
+        ] {
+            check(&contiguous(&sizes));
+        }
+        let mut x = 12345u64;
+        for _ in 0..200 {
+            x = pgas::mix64(x);
+            let n = 2 + (x % 63) as usize;
+            let k = 1 + (x >> 8) as usize % n.min(9);
+            let nodes: Vec<usize> = (0..n)
+                .map(|r| pgas::mix64(x ^ r as u64) as usize % k)
+                .collect();
+            check(&nodes);
+        }
+    }
+
+    #[test]
+    fn buddies_by_node_and_by_rank() {
+        let node = |sizes: &[usize]| buddy_map(&contiguous(sizes), BuddyDomain::Node);
+        assert_eq!(
+            node(&[2, 2, 2, 2]),
+            [2, 3, 4, 5, 6, 7, 0, 1],
+            "next node, same place"
+        );
+        assert_eq!(node(&[4]), [1, 2, 3, 0], "one node: the next rank");
+        assert_eq!(node(&[1]), [0]);
+        assert_eq!(node(&[2, 3, 1]), [3, 4, 5, 0, 1, 2]);
+        // Node 0 holds 4 of 6: its ranks share the two others, which take two of its ranks.
+        assert_eq!(node(&[4, 2]), [4, 5, 4, 5, 0, 1]);
+        assert_eq!(
+            buddy_map(&contiguous(&[2, 2]), BuddyDomain::Rank),
+            [1, 2, 3, 0],
+            "rank domain: the next rank, same node or not"
+        );
     }
 
     #[test]

@@ -8,6 +8,7 @@
 //! report_file = "cd-report.json"
 //! file_dir = "/tmp/cd-files"    # where the file medium writes
 //! buddy_segment_bytes = 16777216 # segment room per rank for copies of the buddy medium
+//! buddy_domain = "node"         # buddies on other nodes ("node") or just other ranks ("rank")
 //!
 //! [defaults]                    # every CD
 //! retries = 2
@@ -42,6 +43,22 @@
 //! copies of every rank whose buddy it is. A copy that finds no room goes by rpc into the
 //! buddy's private memory instead (slower, correct; the report's `bytes_buddy_rpc` counts
 //! them). `0` sends every buddy copy by rpc and adds nothing to the segment.
+//!
+//! ## `buddy_domain`: which failure the buddy medium survives
+//!
+//! The level of the failure-domain hierarchy (seed 000's topology-aware placement) at which a
+//! rank and its buddy are apart, for the whole job (preserved copies and log replicas alike):
+//!
+//! - `"node"` (the default): the buddy is on another node whenever there is another node, as
+//!   the conduit's topology says (hosts under mpirun, also when they hold different numbers of
+//!   ranks; `PGAS_RANKS_PER_NODE` on smp), so the copies survive the loss of a whole node. Each
+//!   rank is then the buddy of exactly one rank, unless one node holds more than half of the
+//!   ranks (then its ranks share the others' memory: at most `ceil(m / (n - m))` each).
+//! - `"rank"`: the buddy is the next rank, on the same node or not: the copies survive the loss
+//!   of one process, not of its node (a copy within a host is cheaper where a put between hosts
+//!   is the cost).
+//!
+//! With one node both mean the next rank.
 //!
 //! ## `log_medium`: where a relaxed CD's log survives a rank loss
 //!
@@ -116,6 +133,17 @@ pub enum LogMedium {
     Buddy,
 }
 
+/// Where a rank's buddy is, relative to it (`buddy_domain`, see the module doc).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BuddyDomain {
+    /// On another node whenever there is one (survives the loss of a node).
+    #[default]
+    Node,
+    /// The next rank (survives the loss of a rank).
+    Rank,
+}
+
 /// The kind a CD runs as, when the configuration overrides the program's call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -182,6 +210,7 @@ struct ConfigFile {
     report_file: Option<Spanned<String>>,
     file_dir: Option<Spanned<String>>,
     buddy_segment_bytes: Option<Spanned<i64>>,
+    buddy_domain: Option<BuddyDomain>,
     defaults: Option<SettingsFile>,
     level: Option<BTreeMap<String, Spanned<SettingsFile>>>,
     cd: Option<BTreeMap<String, Spanned<SettingsFile>>>,
@@ -287,6 +316,8 @@ pub struct CdConfig {
     /// Bytes [`crate::launch`] adds to each rank's segment for the copies of the buddy medium
     /// it keeps for other ranks (a multiple of 64; 0: every buddy copy goes by rpc).
     pub buddy_segment_bytes: usize,
+    /// Where a rank's buddy is: on another node, or the next rank.
+    pub buddy_domain: BuddyDomain,
     defaults: SettingsFile,
     levels: BTreeMap<usize, SettingsFile>,
     names: BTreeMap<String, SettingsFile>,
@@ -306,6 +337,7 @@ impl Default for CdConfig {
             report_file: None,
             file_dir: None,
             buddy_segment_bytes: DEFAULT_BUDDY_SEGMENT_BYTES,
+            buddy_domain: BuddyDomain::Node,
             defaults: SettingsFile::default(),
             levels: BTreeMap::new(),
             names: BTreeMap::new(),
@@ -545,6 +577,7 @@ impl CdConfig {
             report_file: raw.report_file.map(|v| PathBuf::from(v.into_inner())),
             file_dir: raw.file_dir.map(|v| PathBuf::from(v.into_inner())),
             buddy_segment_bytes,
+            buddy_domain: raw.buddy_domain.unwrap_or_default(),
             defaults,
             levels,
             names,
@@ -916,6 +949,26 @@ mod tests {
             Some("buddy_segment_bytes"),
             "top level only"
         );
+    }
+
+    #[test]
+    fn buddy_domain_parses_and_names_itself() {
+        assert_eq!(CdConfig::default().buddy_domain, BuddyDomain::Node);
+        assert_eq!(
+            parse("buddy_domain = \"rank\"\n").unwrap().buddy_domain,
+            BuddyDomain::Rank
+        );
+        assert_eq!(
+            parse("buddy_domain = \"node\"\n").unwrap().buddy_domain,
+            BuddyDomain::Node
+        );
+        let e = parse("seed = 1\nbuddy_domain = \"rack\"\n").unwrap_err();
+        assert_eq!(
+            (e.line, e.key.as_deref()),
+            (Some(2), Some("buddy_domain")),
+            "{e}"
+        );
+        assert!(e.to_string().contains("rack"), "{e}");
     }
 
     #[test]

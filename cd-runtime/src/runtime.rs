@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use gasnet_bridge::LaunchConfig;
 use pgas::RpcTable;
 
-use crate::buddy::{BuddyRpcs, BuddyStore, buddy_of};
+use crate::buddy::{BuddyRpcs, BuddyStore, buddy_map};
 use crate::buffer_pool::BufferPool;
 use crate::config::CdConfig;
 use crate::error::{CdError, CdLaunchError};
@@ -227,7 +227,10 @@ fn hint(config: &CdConfig, e: &CdError) -> String {
         } else {
             format!(
                 "a rank lost state an enclosing CD kept in its own memory: set medium = \
-                 \"buddy\" (or \"file\") for the CDs around {cd:?} too ([defaults] or [level.N])"
+                 \"buddy\" (or \"file\") for the CDs around {cd:?} too ([defaults] or [level.N]); \
+                 or a rank and its buddy both lost their memory: keep buddies on other nodes \
+                 (buddy_domain = \"node\") or contain such losses in an enclosing CD with \
+                 medium = \"file\""
             )
         }
     } else if reason.starts_with("a relaxed CD cannot recover alone") {
@@ -357,11 +360,12 @@ where
     let results = pgas::launch(job, rpcs, || {
         let rank = pgas::rank_me();
         let ranks = pgas::rank_n();
-        let rpn = pgas::local_team().rank_n();
+        // Every rank computes the same map from the conduit's topology.
+        let nodes: Vec<usize> = (0..ranks).map(pgas::node_of).collect();
         let rt = Rc::new(CdRuntime {
             config: config.clone(),
             rank,
-            buddy_rank: buddy_of(rank, ranks, rpn),
+            buddy_rank: buddy_map(&nodes, config.buddy_domain)[rank],
             frames: RefCell::new(vec![Rc::new(Frame::root(&config, rank))]),
             stats: RefCell::new(Collector::default()),
             pool: BufferPool::default(),

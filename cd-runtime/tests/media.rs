@@ -122,6 +122,55 @@ fn buddy_copies_into_the_segment_or_by_rpc_recover_the_same() {
     }
 }
 
+/// `steps` with the segment array on 6 ranks on two emulated nodes of 4 and 2 ranks.
+fn steps_on_two_nodes(cfg: CdConfig) -> Result<cd::CdOutcome<Vec<f64>>, cd::CdLaunchError> {
+    let job = common::job(6).ranks_per_node(4);
+    cd::launch(&job, cfg, pgas::RpcTable::new(), || {
+        let ring = Ring::new(N);
+        let g = new_global();
+        let mut x: Vec<f64> = (0..N).map(|i| i as f64).collect();
+        for it in 0..3 {
+            cd::strict("step", |c| {
+                c.preserve("x", &mut x);
+                c.preserve_global("g", g, N);
+                step(&mut x, it as u64);
+                update_global(g, &x);
+                ring.exchange(&pgas::world(), &mut x);
+                Ok(())
+            })?;
+        }
+        let mut out = x;
+        out.extend(pgas::rget_slice(g, N).wait());
+        Ok(out)
+    })
+}
+
+/// All four ranks of node 0 (of two uneven nodes, 4 and 2 ranks) lose their memory in the
+/// same execution: with buddies on the other node (`buddy_domain = "node"`, the default) every
+/// copy survives on one side and the node's loss is contained; with `"rank"` (the next rank)
+/// ranks 0 to 2 kept their copies on node 0 itself, and the run stops.
+#[test]
+fn a_node_loss_is_contained_when_buddies_are_on_other_nodes() {
+    let clean = steps_on_two_nodes(CdConfig::default()).unwrap();
+    let losses = "[cd.step]\nmedium = \"buddy\"\ninject = { at = [\
+                  { rank = 0, iteration = 1, kind = \"rank_loss\" }, \
+                  { rank = 1, iteration = 1, kind = \"rank_loss\" }, \
+                  { rank = 2, iteration = 1, kind = \"rank_loss\" }, \
+                  { rank = 3, iteration = 1, kind = \"rank_loss\" }] }\n";
+    let faulty = steps_on_two_nodes(config(losses)).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(faulty.results, clean.results);
+    let s = faulty.report.cd("step").unwrap();
+    assert_eq!(
+        (s.injected, s.reexecutions, s.escalations),
+        (4, 6, 0),
+        "{s:?}"
+    );
+    let e = steps_on_two_nodes(config(&format!("buddy_domain = \"rank\"\n{losses}")))
+        .map(|o| o.results)
+        .unwrap_err();
+    assert!(e.to_string().contains("preserved state lost"), "{e}");
+}
+
 #[test]
 fn the_rank_loss_is_real_segment_data_not_preserved_is_lost() {
     // The control of the test above: without preserve_global the lost segment shows in the
