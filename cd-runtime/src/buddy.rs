@@ -1,26 +1,56 @@
-//! The buddy medium: preserved bytes kept in another rank's memory, reached by pgas rpc.
+//! The buddy medium: preserved bytes kept in another rank's memory, so that they survive the
+//! loss of this rank.
 //!
-//! Rank r's buddy is the first rank of the next node (with emulated nodes) or r + 1 (with one
-//! node), so a rank's copies survive the loss of its node whenever there is another node.
-//! Each rank keeps the copies it holds for others in a map keyed by (owner rank, entry key).
+//! **Placement.** With `buddy_domain = "node"` (the default) a rank's buddy is on another node
+//! whenever there is another node, from the conduit's topology (hosts under mpirun, which may
+//! hold different numbers of ranks; emulated nodes on smp), so a rank's copies survive the loss
+//! of its whole node; with `"rank"` it is the next rank ([`buddy_map`]).
+//!
+//! **Copies go straight into the buddy's segment.** Each rank keeps, in its shared segment, a
+//! *buddy region* for the copies of the ranks whose buddy it is (`buddy_segment_bytes` in the
+//! configuration; [`crate::launch`] adds it to the job's segment, so the program's own
+//! allocations keep the room they asked for). The region is allocated on the first request,
+//! and handed out in *slots*: an owner asks its buddy once, by rpc, for a slot of a size
+//! ([`BuddyRpcs::reserve`]), and writes its bytes there with one uncounted rput
+//! (`pgas::resilience::rput_uncounted`); a restore after the owner's loss reads them back with
+//! one rget. A completed CD's slots go back to the owner's list of free slots, not to the
+//! buddy, so the next preservation of a similar size (the same CD in the next iteration) takes
+//! one back: in steady state a buddy copy is a single rput, with no message and no work on the
+//! buddy. (Entry keys are no cache key: they follow the CD tree, so every iteration of a loop
+//! has new ones.) The owner gives its free slots back only when the region has no room left.
+//!
+//! When the buddy's region has no room for a copy (or `buddy_segment_bytes = 0`), the copy goes
+//! as before, in a serialized rpc into the buddy's private memory (a map keyed by owner and
+//! entry key), slower; the report counts those bytes (`bytes_buddy_rpc`).
+//!
+//! **Not the program's communication.** Every message goes through `pgas::resilience::internal`
+//! and the copies through `rput_uncounted`: the program's interception hook never sees them, no
+//! synchronization of them is an epoch, and the buddy's Incoming Write Counter does not count
+//! them. (A put inside `internal` would be counted: the buddy's relaxed CDs check that the IWC
+//! values of their incoming writes leave no gap, and a copy landing during one of them would be
+//! a write no log explains, so its recovery would escalate.)
+//!
+//! **Losses.** A rank that loses its memory loses its segment, hence its region, and the copies
+//! it held by rpc; it tells each owner which slots and keys were its ([`BuddyRpcs::notify_lost`],
+//! emulating the failure detector of a real system), and the owner marks them lost: an entry
+//! whose own copy is gone too can no longer be restored, and the CD escalates
+//! ([`crate::frame::restorable`]). The slots stay allocated (as the pgas heap's blocks do), so
+//! the owner re-replicates into the same slot from its own copy before a re-execution.
 //!
 //! Relaxed CDs with `log_medium = "buddy"` keep replicas of their logs here too
-//! (`relaxed/replica.rs`), in a second map: the two key spaces are separate maps, so a log key
-//! can never name a preserved copy (preserved keys are hashes of CD ids and names, log keys a
-//! per-owner counter). A loss wipes both, and the owner hears of both.
-//!
-//! This is the CD runtime's own traffic, not the program's: every rpc goes through
-//! `pgas::resilience::internal`, so the program's hook never logs or replays it and the
-//! buddy does not count it as an incoming write.
+//! (`relaxed/replica.rs`), by rpc, in a map of their own: a log key can never name a preserved
+//! copy (preserved keys are hashes of CD ids and names, log keys a per-owner counter). A loss
+//! wipes them too, and the owner hears of them with the rest.
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use pgas::resilience::internal;
-use pgas::{RpcFn, RpcTable};
+use pgas::{GlobalPtr, RpcFn, RpcTable};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::runtime;
+use crate::config::BuddyDomain;
+use crate::runtime::{self, CdRuntime};
 
 /// A byte vector that serializes as one block (serde's `Vec<u8>` goes byte by byte).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -51,31 +81,193 @@ impl<'de> Deserialize<'de> for Bytes {
     }
 }
 
-/// Copies this rank holds for other ranks.
+/// Copies this rank holds for other ranks, and what it knows of its own copies at its buddy.
 #[derive(Default)]
 pub(crate) struct BuddyStore {
+    // ---- as a buddy: what this rank holds for others ------------------------------------------
+    /// Bytes of the region (0: no region, every copy goes by rpc).
+    region_bytes: usize,
+    /// The region in this rank's segment, once a first slot was asked for.
+    region: RefCell<Region>,
+    /// Slots of the region handed out: offset in the segment -> (owner, capacity).
+    given: RefCell<BTreeMap<usize, (usize, usize)>>,
+    /// Copies sent by rpc (the region had no room), by (owner rank, entry key).
     held: RefCell<HashMap<(usize, u64), Vec<u8>>>,
     /// Replicas of other ranks' relaxed logs, by (owner rank, log key): a key space of its own.
     logs: RefCell<HashMap<(usize, u64), Vec<u8>>>,
-    /// Keys of this rank's own copies that its buddy lost with its memory.
+    // ---- as an owner: this rank's copies at its buddy ---------------------------------------
+    /// Slots at the buddy holding no live entry, for the next preservations.
+    free_slots: RefCell<Vec<Slot>>,
+    /// Slots whose contents the buddy lost with its memory (until written again).
+    lost_slots: RefCell<HashSet<usize>>,
+    /// Keys of this rank's rpc copies that its buddy lost with its memory.
     lost: RefCell<HashSet<u64>>,
     /// Keys of this rank's log replicas that its buddy lost with its memory.
     lost_logs: RefCell<HashSet<u64>>,
+    /// Slots this rank asked its buddy for (rpcs sent), for tests of the steady state.
+    reserves: std::cell::Cell<u64>,
 }
 
-/// What a rank that lost its memory held for one owner: preserved copies' keys and log
-/// replicas' keys.
-pub(crate) type HeldKeys = (Vec<u64>, Vec<u64>);
+/// Alignment of a buddy region in its segment (the segment's own is at least this).
+pub(crate) const REGION_ALIGN: usize = 4096;
+
+/// The buddy region of one rank.
+#[derive(Debug, Default)]
+enum Region {
+    /// Not allocated yet.
+    #[default]
+    NotYet,
+    /// Its allocation failed, or its size is 0: copies go by rpc.
+    Unavailable,
+    /// At `base` in the segment; `free` holds the offsets (from `base`) not handed out.
+    At { base: usize, free: Extents },
+}
+
+/// A block of the buddy's segment that holds one of this rank's copies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Slot {
+    /// Offset in the buddy's segment.
+    pub(crate) offset: usize,
+    /// Bytes it can hold.
+    pub(crate) cap: usize,
+}
+
+/// Where the buddy holds one of this rank's copies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Held {
+    /// In a slot of the buddy's region (rput, rget).
+    Slot(Slot),
+    /// In the buddy's private memory under the entry's key (rpc; the region had no room).
+    Rpc,
+}
+
+/// What a rank that lost its memory held for one owner: the slots of its region the owner
+/// had, the keys of the owner's rpc copies, the keys of its log replicas.
+#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct LostCopies {
+    pub(crate) slots: Vec<usize>,
+    pub(crate) keys: Vec<u64>,
+    pub(crate) logs: Vec<u64>,
+}
+
+/// The capacity of a slot for `len` bytes: a sixteenth more, in 64-byte units, so that a copy
+/// a little larger than last time (a serialized value) still fits the same slot.
+pub(crate) fn slot_capacity(len: usize) -> usize {
+    len.saturating_add(len / 16).max(1).next_multiple_of(64)
+}
+
+/// Free ranges of a region (offset -> length), first fit, neighbours merged on release.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct Extents {
+    free: BTreeMap<usize, usize>,
+}
+
+impl Extents {
+    /// `0 .. len` free.
+    pub(crate) fn new(len: usize) -> Extents {
+        let mut free = BTreeMap::new();
+        if len > 0 {
+            free.insert(0, len);
+        }
+        Extents { free }
+    }
+
+    /// Takes `len` bytes (at least 1) from the first range that holds them.
+    pub(crate) fn take(&mut self, len: usize) -> Option<usize> {
+        let len = len.max(1);
+        let (&start, &have) = self.free.iter().find(|(_, have)| **have >= len)?;
+        self.free.remove(&start);
+        if have > len {
+            self.free.insert(start + len, have - len);
+        }
+        Some(start)
+    }
+
+    /// Gives back `start .. start + len` (taken before), merging it with free neighbours.
+    pub(crate) fn give(&mut self, start: usize, len: usize) {
+        let len = len.max(1);
+        let (mut start, mut len) = (start, len);
+        if let Some((&before, &blen)) = self.free.range(..start).next_back() {
+            debug_assert!(before + blen <= start, "a range given back twice");
+            if before + blen == start {
+                self.free.remove(&before);
+                start = before;
+                len += blen;
+            }
+        }
+        if let Some(after) = self.free.remove(&(start + len)) {
+            len += after;
+        }
+        self.free.insert(start, len);
+    }
+
+    /// Bytes free in all.
+    #[cfg(test)]
+    fn free_bytes(&self) -> usize {
+        self.free.values().sum()
+    }
+}
 
 impl BuddyStore {
-    /// Forgets everything (this rank's memory was lost); returns the keys it held, by owner.
-    pub(crate) fn wipe(&self) -> BTreeMap<usize, HeldKeys> {
-        let mut by_owner: BTreeMap<usize, HeldKeys> = BTreeMap::new();
+    /// A store whose region (allocated on the first request) is `region_bytes` long.
+    pub(crate) fn new(region_bytes: usize) -> BuddyStore {
+        BuddyStore {
+            region_bytes,
+            ..BuddyStore::default()
+        }
+    }
+
+    /// As a buddy: takes back the slots `give_back` of `owner` (its free slots, when the region
+    /// had no room), then hands `owner` a slot for `len` bytes, allocating the region first if
+    /// this is the first request. `None` if the region has no room (or cannot be allocated).
+    fn reserve(&self, owner: usize, len: usize, give_back: &[usize]) -> Option<Slot> {
+        let mut region = self.region.borrow_mut();
+        if matches!(*region, Region::NotYet) {
+            // An internal allocation (the rpc is internal): the program's hook does not see it.
+            // Page-aligned (segments are), with slots at multiples of 64 bytes from there: a
+            // copy into a block aligned only to 8 bytes ran at half the speed in some runs.
+            *region = match pgas::new_array::<u8>(self.region_bytes + REGION_ALIGN) {
+                Ok(p) if self.region_bytes > 0 => Region::At {
+                    base: p.offset().next_multiple_of(REGION_ALIGN),
+                    free: Extents::new(self.region_bytes),
+                },
+                _ => Region::Unavailable,
+            };
+        }
+        let Region::At { base, free } = &mut *region else {
+            return None;
+        };
+        let mut given = self.given.borrow_mut();
+        for offset in give_back {
+            if let Some(&(o, cap)) = given.get(offset) {
+                if o == owner {
+                    given.remove(offset);
+                    free.give(offset - *base, cap);
+                }
+            }
+        }
+        let cap = slot_capacity(len);
+        let at = free.take(cap)?;
+        let slot = Slot {
+            offset: *base + at,
+            cap,
+        };
+        given.insert(slot.offset, (owner, cap));
+        Some(slot)
+    }
+
+    /// Forgets everything held for others (this rank's memory was lost); returns, by owner,
+    /// what each lost. The region's slots stay allocated to their owners.
+    pub(crate) fn wipe(&self) -> BTreeMap<usize, LostCopies> {
+        let mut by_owner: BTreeMap<usize, LostCopies> = BTreeMap::new();
+        for (&offset, &(owner, _)) in self.given.borrow().iter() {
+            by_owner.entry(owner).or_default().slots.push(offset);
+        }
         for ((owner, key), _) in self.held.borrow_mut().drain() {
-            by_owner.entry(owner).or_default().0.push(key);
+            by_owner.entry(owner).or_default().keys.push(key);
         }
         for ((owner, key), _) in self.logs.borrow_mut().drain() {
-            by_owner.entry(owner).or_default().1.push(key);
+            by_owner.entry(owner).or_default().logs.push(key);
         }
         by_owner
     }
@@ -85,24 +277,27 @@ impl BuddyStore {
         self.lost_logs.borrow().contains(&key)
     }
 
-    /// True if the buddy lost this rank's copy under `key`.
-    pub(crate) fn is_lost(&self, key: u64) -> bool {
-        self.lost.borrow().contains(&key)
+    /// True if the buddy lost this rank's copy (`key`, held as `held`).
+    pub(crate) fn is_lost(&self, key: u64, held: Held) -> bool {
+        match held {
+            Held::Slot(s) => self.lost_slots.borrow().contains(&s.offset),
+            Held::Rpc => self.lost.borrow().contains(&key),
+        }
     }
 
-    /// Notes that the buddy holds a fresh copy under `key`.
-    pub(crate) fn mark_stored(&self, key: u64) {
-        self.lost.borrow_mut().remove(&key);
+    /// Notes that the buddy holds a fresh copy (`key`, held as `held`).
+    fn mark_stored(&self, key: u64, held: Held) {
+        match held {
+            Held::Slot(s) => self.lost_slots.borrow_mut().remove(&s.offset),
+            Held::Rpc => self.lost.borrow_mut().remove(&key),
+        };
     }
 
-    /// Notes that the buddy lost this rank's copies under `keys`.
-    pub(crate) fn mark_lost(&self, keys: impl IntoIterator<Item = u64>) {
-        self.lost.borrow_mut().extend(keys);
-    }
-
-    /// Notes that the buddy lost this rank's log replicas under `keys`.
-    pub(crate) fn mark_logs_lost(&self, keys: impl IntoIterator<Item = u64>) {
-        self.lost_logs.borrow_mut().extend(keys);
+    /// Notes what the buddy lost of this rank's copies and log replicas.
+    fn mark_lost(&self, lost: LostCopies) {
+        self.lost_slots.borrow_mut().extend(lost.slots);
+        self.lost.borrow_mut().extend(lost.keys);
+        self.lost_logs.borrow_mut().extend(lost.logs);
     }
 
     /// Forgets that log replicas under `keys` were lost (they are deleted at the owner).
@@ -114,15 +309,29 @@ impl BuddyStore {
             }
         }
     }
+
+    /// A free slot at the buddy for `len` bytes: the smallest that holds them without wasting
+    /// more than half of it (as the buffer pool does).
+    fn take_free_slot(&self, len: usize) -> Option<Slot> {
+        let mut free = self.free_slots.borrow_mut();
+        let i = free
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.cap >= len && s.cap / 2 <= len.max(64))
+            .min_by_key(|(_, s)| s.cap)
+            .map(|(i, _)| i)?;
+        Some(free.swap_remove(i))
+    }
 }
 
 /// The rpc functions of the buddy medium.
 #[derive(Clone, Copy)]
 pub(crate) struct BuddyRpcs {
+    reserve: RpcFn<(usize, usize, Vec<usize>), Option<Slot>>,
     store: RpcFn<(usize, u64, Bytes), ()>,
     fetch: RpcFn<(usize, u64), Option<Bytes>>,
     forget: RpcFn<(usize, u64), ()>,
-    lost: RpcFn<HeldKeys, ()>,
+    lost: RpcFn<LostCopies, ()>,
     store_logs: RpcFn<(usize, Vec<(u64, Bytes)>), ()>,
     fetch_logs: RpcFn<(usize, Vec<u64>), Vec<Option<Bytes>>>,
     forget_logs: RpcFn<(usize, Vec<u64>), ()>,
@@ -132,6 +341,12 @@ impl BuddyRpcs {
     /// Registers the functions in `rpcs` (before launch, on every rank alike).
     pub(crate) fn register(rpcs: &mut RpcTable) -> BuddyRpcs {
         BuddyRpcs {
+            reserve: rpcs.register(
+                "cd.buddy.reserve",
+                |(owner, len, give_back): (usize, usize, Vec<usize>)| {
+                    runtime::try_with(|rt| rt.buddy.reserve(owner, len, &give_back)).flatten()
+                },
+            ),
             store: rpcs.register(
                 "cd.buddy.store",
                 |(owner, key, bytes): (usize, u64, Bytes)| {
@@ -154,11 +369,8 @@ impl BuddyRpcs {
             forget: rpcs.register("cd.buddy.forget", |(owner, key): (usize, u64)| {
                 runtime::try_with(|rt| rt.buddy.held.borrow_mut().remove(&(owner, key)));
             }),
-            lost: rpcs.register("cd.buddy.lost", |(keys, logs): HeldKeys| {
-                runtime::try_with(|rt| {
-                    rt.buddy.mark_lost(keys);
-                    rt.buddy.mark_logs_lost(logs);
-                });
+            lost: rpcs.register("cd.buddy.lost", |lost: LostCopies| {
+                runtime::try_with(|rt| rt.buddy.mark_lost(lost));
             }),
             store_logs: rpcs.register(
                 "cd.buddy.store_logs",
@@ -194,38 +406,108 @@ impl BuddyRpcs {
         }
     }
 
-    /// Tells `owner` that the copies it kept here under `keys` are gone (this rank lost its
-    /// memory), and waits until it knows: the owner's next agreement then reports such an
-    /// entry unrestorable once its own copy is gone too, and the CD escalates instead of
-    /// failing to fetch it in a re-execution. (Emulates the failure detector of a real
-    /// system, which tells the survivors whose copies died with a node.)
-    pub(crate) fn notify_lost(&self, owner: usize, keys: HeldKeys) {
+    /// Tells `owner` what it kept here that is gone (this rank lost its memory), and waits
+    /// until it knows: the owner's next agreement then reports such an entry unrestorable once
+    /// its own copy is gone too, and the CD escalates instead of failing to fetch it in a
+    /// re-execution. (Emulates the failure detector of a real system, which tells the
+    /// survivors whose copies died with a node.)
+    pub(crate) fn notify_lost(&self, owner: usize, lost: LostCopies) {
         if owner == pgas::rank_me() {
-            runtime::with(|rt| {
-                rt.buddy.mark_lost(keys.0);
-                rt.buddy.mark_logs_lost(keys.1);
-            });
+            runtime::with(|rt| rt.buddy.mark_lost(lost));
         } else {
-            internal(|| pgas::rpc(owner, self.lost, keys).wait());
+            internal(|| pgas::rpc(owner, self.lost, lost).wait());
         }
     }
 
-    /// Stores `bytes` at the buddy and waits until it holds them.
-    pub(crate) fn store(&self, buddy: usize, key: u64, bytes: Vec<u8>) {
-        let me = pgas::rank_me();
-        internal(|| pgas::rpc(buddy, self.store, (me, key, Bytes(bytes))).wait());
+    /// Keeps a copy of `bytes` (entry `key`) at the buddy and returns where: in a slot of its
+    /// region (a free slot of this rank's if one fits: one uncounted rput; else a new one,
+    /// asked for by rpc), or by rpc when the region has no room.
+    pub(crate) fn store(&self, rt: &CdRuntime, key: u64, bytes: &[u8]) -> Held {
+        let buddy = rt.buddy_rank;
+        let slot = rt.buddy.take_free_slot(bytes.len()).or_else(|| {
+            let me = rt.rank;
+            let ask = |give_back: Vec<usize>| {
+                rt.buddy.reserves.set(rt.buddy.reserves.get() + 1);
+                internal(|| pgas::rpc(buddy, self.reserve, (me, bytes.len(), give_back)).wait())
+            };
+            ask(Vec::new()).or_else(|| {
+                // No room: give back this rank's free slots (the region merges them) and ask
+                // once more.
+                let free: Vec<usize> = std::mem::take(&mut *rt.buddy.free_slots.borrow_mut())
+                    .into_iter()
+                    .map(|s| s.offset)
+                    .collect();
+                if free.is_empty() { None } else { ask(free) }
+            })
+        });
+        let held = match slot {
+            Some(slot) => {
+                pgas::resilience::rput_uncounted(
+                    bytes,
+                    GlobalPtr::<u8>::from_raw(buddy, slot.offset),
+                );
+                Held::Slot(slot)
+            }
+            None => {
+                let me = rt.rank;
+                let copy = Bytes(bytes.to_vec());
+                internal(|| pgas::rpc(buddy, self.store, (me, key, copy)).wait());
+                Held::Rpc
+            }
+        };
+        // A CD re-run under a re-executed parent has the same keys: a fresh copy is held.
+        rt.buddy.mark_stored(key, held);
+        held
     }
 
-    /// Fetches the bytes the buddy holds under `key` for this rank.
-    pub(crate) fn fetch(&self, buddy: usize, key: u64) -> Option<Vec<u8>> {
-        let me = pgas::rank_me();
-        internal(|| pgas::rpc(buddy, self.fetch, (me, key)).wait()).map(|b| b.0)
+    /// Writes `bytes` again where the buddy held them before it lost them (`held`).
+    pub(crate) fn store_again(&self, rt: &CdRuntime, key: u64, held: Held, bytes: &[u8]) {
+        match held {
+            Held::Slot(slot) => pgas::resilience::rput_uncounted(
+                bytes,
+                GlobalPtr::<u8>::from_raw(rt.buddy_rank, slot.offset),
+            ),
+            Held::Rpc => {
+                let copy = Bytes(bytes.to_vec());
+                internal(|| pgas::rpc(rt.buddy_rank, self.store, (rt.rank, key, copy)).wait());
+            }
+        }
+        rt.buddy.mark_stored(key, held);
     }
 
-    /// Tells the buddy it may drop `key` (no need to wait).
-    pub(crate) fn forget(&self, buddy: usize, key: u64) {
-        let me = pgas::rank_me();
-        internal(|| pgas::rpc_ff(buddy, self.forget, (me, key)));
+    /// The `len` bytes the buddy holds for this rank (entry `key`, held as `held`); `None` if
+    /// the buddy lost them.
+    pub(crate) fn fetch(
+        &self,
+        rt: &CdRuntime,
+        key: u64,
+        held: Held,
+        len: usize,
+    ) -> Option<Vec<u8>> {
+        if rt.buddy.is_lost(key, held) {
+            return None;
+        }
+        let buddy = rt.buddy_rank;
+        match held {
+            Held::Slot(slot) => Some(internal(|| {
+                pgas::rget_slice(GlobalPtr::<u8>::from_raw(buddy, slot.offset), len).wait()
+            })),
+            Held::Rpc => {
+                internal(|| pgas::rpc(buddy, self.fetch, (rt.rank, key)).wait()).map(|b| b.0)
+            }
+        }
+    }
+
+    /// The entry is gone: its slot goes back to this rank's free slots (no message); an rpc
+    /// copy is dropped at the buddy (no need to wait).
+    pub(crate) fn release(&self, rt: &CdRuntime, key: u64, held: Held) {
+        match held {
+            Held::Slot(slot) => rt.buddy.free_slots.borrow_mut().push(slot),
+            Held::Rpc => {
+                let me = rt.rank;
+                internal(|| pgas::rpc_ff(rt.buddy_rank, self.forget, (me, key)));
+            }
+        }
     }
 
     /// Stores log replicas (key, bytes) at the buddy, all in one rpc, and waits until it
@@ -260,30 +542,326 @@ impl BuddyRpcs {
     }
 }
 
-/// The buddy of `rank`: on the next node if nodes are emulated, else the next rank.
-pub(crate) fn buddy_of(rank: usize, ranks: usize, ranks_per_node: usize) -> usize {
-    if ranks == 1 {
-        return 0;
+/// The buddy of every rank: `nodes[r]` is the node of rank `r` (the conduit's topology: hosts
+/// under mpirun, which may hold different numbers of ranks; emulated nodes on smp).
+///
+/// With [`BuddyDomain::Node`], a rank's buddy is on another node whenever there is another
+/// node. Ranks are ordered by (node, rank), so each node's ranks are consecutive; let `n` be
+/// the rank count and `m` the size of the largest node.
+///
+/// - `2m <= n`: the rank at position `i` has the rank at position `(i + m) mod n`. A node's
+///   block `[a, a + s)` with `s <= m` maps to `[a + m, a + s + m)` mod `n`, which wraps back at
+///   most to `a + s + m - n <= a + s - m <= a`: never into the block. It is a permutation, so
+///   every rank is exactly one rank's buddy (with nodes of equal size: the rank of the same
+///   place on the next node).
+/// - `2m > n`: one node holds more than half of the ranks, so some rank must be the buddy of
+///   several. Its ranks take the other ranks in turn, and the other ranks take its ranks (at
+///   most one each); every rank is a buddy at most `ceil(m / (n - m))` times.
+/// - One node (or [`BuddyDomain::Rank`]): rank `r` has `r + 1 mod n` (a rank alone is its own
+///   buddy).
+///
+/// Deterministic: every rank computes the same map from the same topology.
+pub(crate) fn buddy_map(nodes: &[usize], domain: BuddyDomain) -> Vec<usize> {
+    let n = nodes.len();
+    let next = |r: usize| (r + 1) % n;
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by_key(|&r| (nodes[r], r));
+    // Node sizes, in order.
+    let mut sizes: Vec<(usize, usize)> = Vec::new();
+    for &r in &order {
+        match sizes.last_mut() {
+            Some((node, size)) if *node == nodes[r] => *size += 1,
+            _ => sizes.push((nodes[r], 1)),
+        }
     }
-    let step = if ranks_per_node < ranks {
-        ranks_per_node
+    if domain == BuddyDomain::Rank || sizes.len() < 2 {
+        return (0..n).map(next).collect();
+    }
+    let (big_node, m) = sizes
+        .iter()
+        .copied()
+        .max_by_key(|&(node, size)| (size, std::cmp::Reverse(node)))
+        .expect("two nodes or more");
+    let mut buddy = vec![0; n];
+    if 2 * m <= n {
+        for (i, &r) in order.iter().enumerate() {
+            buddy[r] = order[(i + m) % n];
+        }
     } else {
-        1
-    };
-    (rank + step) % ranks
+        let (big, others): (Vec<usize>, Vec<usize>) =
+            order.iter().partition(|&&r| nodes[r] == big_node);
+        for (j, &r) in big.iter().enumerate() {
+            buddy[r] = others[j % others.len()];
+        }
+        for (j, &r) in others.iter().enumerate() {
+            buddy[r] = big[j];
+        }
+    }
+    buddy
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// The node of every rank, for nodes of these sizes in rank order.
+    fn contiguous(sizes: &[usize]) -> Vec<usize> {
+        sizes
+            .iter()
+            .enumerate()
+            .flat_map(|(node, &s)| std::iter::repeat_n(node, s))
+            .collect()
+    }
+
+    /// Checks the properties `buddy_map` promises for `nodes`.
+    fn check(nodes: &[usize]) {
+        let n = nodes.len();
+        let buddy = buddy_map(nodes, BuddyDomain::Node);
+        assert_eq!(buddy, buddy_map(nodes, BuddyDomain::Node), "deterministic");
+        assert_eq!(buddy.len(), n);
+        let mut node_sizes: BTreeMap<usize, usize> = BTreeMap::new();
+        for &node in nodes {
+            *node_sizes.entry(node).or_default() += 1;
+        }
+        let m = node_sizes.values().copied().max().unwrap_or(0);
+        let mut times = vec![0usize; n];
+        for (r, &b) in buddy.iter().enumerate() {
+            assert!(b < n, "{nodes:?}: rank {r} -> {b}");
+            if n > 1 {
+                assert_ne!(b, r, "{nodes:?}: rank {r} is its own buddy");
+            }
+            if node_sizes.len() > 1 {
+                assert_ne!(
+                    nodes[b], nodes[r],
+                    "{nodes:?}: rank {r} and its buddy {b} share node {}",
+                    nodes[r]
+                );
+            }
+            times[b] += 1;
+        }
+        let most = times.iter().copied().max().unwrap_or(0);
+        if node_sizes.len() > 1 && 2 * m <= n {
+            assert!(
+                times.iter().all(|&t| t == 1),
+                "{nodes:?}: {buddy:?} is no permutation"
+            );
+        } else if node_sizes.len() > 1 {
+            let bound = m.div_ceil(n - m);
+            assert!(
+                most <= bound,
+                "{nodes:?}: a rank is buddy {most} times, bound {bound}"
+            );
+        } else {
+            assert!(most <= 1, "{nodes:?}: one node, a ring");
+        }
+    }
+
     #[test]
-    fn buddies_are_elsewhere() {
-        assert_eq!(buddy_of(0, 4, 4), 1);
-        assert_eq!(buddy_of(3, 4, 4), 0);
-        assert_eq!(buddy_of(1, 8, 2), 3, "next node");
-        assert_eq!(buddy_of(7, 8, 2), 1);
-        assert_eq!(buddy_of(0, 1, 1), 0);
+    fn buddies_are_on_another_node_for_every_split_into_nodes() {
+        // Every split of up to 10 ranks into consecutive nodes (all 2^(n-1) compositions).
+        for n in 1..=10usize {
+            for cuts in 0..(1u32 << (n - 1)) {
+                let mut sizes = vec![1];
+                for i in 0..n - 1 {
+                    if cuts & (1 << i) != 0 {
+                        sizes.push(1);
+                    } else {
+                        *sizes.last_mut().unwrap() += 1;
+                    }
+                }
+                check(&contiguous(&sizes));
+            }
+        }
+        // Larger uneven hosts, as under mpirun, and nodes not numbered in rank order.
+        for sizes in [
+            vec![1, 3],
+            vec![2, 3, 1],
+            vec![8, 8, 8, 3],
+            vec![16, 1],
+            vec![5, 7, 9, 11, 13],
+            vec![1, 1, 1, 40],
+            vec![32, 31, 1],
+        ] {
+            check(&contiguous(&sizes));
+        }
+        let mut x = 12345u64;
+        for _ in 0..200 {
+            x = pgas::mix64(x);
+            let n = 2 + (x % 63) as usize;
+            let k = 1 + (x >> 8) as usize % n.min(9);
+            let nodes: Vec<usize> = (0..n)
+                .map(|r| pgas::mix64(x ^ r as u64) as usize % k)
+                .collect();
+            check(&nodes);
+        }
+    }
+
+    #[test]
+    fn buddies_by_node_and_by_rank() {
+        let node = |sizes: &[usize]| buddy_map(&contiguous(sizes), BuddyDomain::Node);
+        assert_eq!(
+            node(&[2, 2, 2, 2]),
+            [2, 3, 4, 5, 6, 7, 0, 1],
+            "next node, same place"
+        );
+        assert_eq!(node(&[4]), [1, 2, 3, 0], "one node: the next rank");
+        assert_eq!(node(&[1]), [0]);
+        assert_eq!(node(&[2, 3, 1]), [3, 4, 5, 0, 1, 2]);
+        // Node 0 holds 4 of 6: its ranks share the two others, which take two of its ranks.
+        assert_eq!(node(&[4, 2]), [4, 5, 4, 5, 0, 1]);
+        assert_eq!(
+            buddy_map(&contiguous(&[2, 2]), BuddyDomain::Rank),
+            [1, 2, 3, 0],
+            "rank domain: the next rank, same node or not"
+        );
+    }
+
+    #[test]
+    fn region_extents_take_first_fit_and_merge_on_release() {
+        let mut e = Extents::new(1000);
+        let a = e.take(100).unwrap();
+        let b = e.take(300).unwrap();
+        let c = e.take(500).unwrap();
+        assert_eq!((a, b, c), (0, 100, 400));
+        assert_eq!(e.take(101), None, "100 bytes left");
+        e.give(b, 300);
+        assert_eq!(e.take(250), Some(100), "first fit, in the hole");
+        e.give(100, 250);
+        e.give(a, 100);
+        e.give(c, 500);
+        assert_eq!(e, Extents::new(1000), "all merged back into one range");
+        assert_eq!(e.free_bytes(), 1000);
+        assert_eq!(e.take(1000), Some(0));
+        assert_eq!(e.take(1), None);
+        assert_eq!(Extents::new(0).take(1), None);
+    }
+
+    #[test]
+    fn slots_hold_a_little_more_and_are_reused_by_size() {
+        assert_eq!(slot_capacity(0), 64);
+        assert_eq!(slot_capacity(64), 128);
+        assert_eq!(slot_capacity(1 << 20), (1 << 20) + (1 << 16));
+        for len in [1, 63, 100, 4095, 1 << 20, 3_000_001] {
+            let cap = slot_capacity(len);
+            assert!(
+                cap >= len + len / 16 && cap.is_multiple_of(64),
+                "{len}: {cap}"
+            );
+        }
+        let store = BuddyStore::new(0);
+        let big = Slot {
+            offset: 0,
+            cap: slot_capacity(1 << 20),
+        };
+        let small = Slot {
+            offset: 1 << 21,
+            cap: 128,
+        };
+        store.free_slots.borrow_mut().extend([big, small]);
+        assert_eq!(store.take_free_slot(100), Some(small));
+        assert_eq!(
+            store.take_free_slot(100),
+            None,
+            "1 MiB is not spent on 100 bytes"
+        );
+        assert_eq!(
+            store.take_free_slot((1 << 20) + 5),
+            Some(big),
+            "a bit larger still fits"
+        );
+        assert_eq!(store.take_free_slot(10), None);
+    }
+
+    #[test]
+    fn a_region_hands_out_slots_takes_them_back_and_tells_what_a_loss_took() {
+        // The region itself lives in a segment: exercise the bookkeeping with a placed region.
+        let store = BuddyStore::new(4096);
+        *store.region.borrow_mut() = Region::At {
+            base: 1000,
+            free: Extents::new(4096),
+        };
+        let a = store.reserve(7, 1000, &[]).unwrap();
+        let b = store.reserve(8, 2000, &[]).unwrap();
+        assert_eq!((a.offset, a.cap, b.offset), (1000, 1088, 2088));
+        assert_eq!(store.reserve(7, 1000, &[]), None, "full");
+        // Rank 8's slot is not rank 7's to give back.
+        assert_eq!(store.reserve(7, 1000, &[b.offset]), None);
+        let again = store.reserve(7, 1000, &[a.offset]).unwrap();
+        assert_eq!(again.offset, a.offset, "given back, then handed out again");
+        store.held.borrow_mut().insert((8, 42), vec![1]);
+        store.logs.borrow_mut().insert((7, 5), vec![2]);
+        let lost = store.wipe();
+        assert_eq!(
+            lost.get(&7),
+            Some(&LostCopies {
+                slots: vec![1000],
+                keys: vec![],
+                logs: vec![5]
+            })
+        );
+        assert_eq!(
+            lost.get(&8),
+            Some(&LostCopies {
+                slots: vec![2088],
+                keys: vec![42],
+                logs: vec![]
+            })
+        );
+        assert!(store.held.borrow().is_empty() && store.logs.borrow().is_empty());
+        // The owner's side: a lost slot until written again.
+        let owner = BuddyStore::new(0);
+        owner.mark_lost(lost[&7].clone());
+        assert!(owner.is_lost(0, Held::Slot(again)));
+        assert!(!owner.is_lost(0, Held::Rpc));
+        owner.mark_stored(0, Held::Slot(again));
+        assert!(!owner.is_lost(0, Held::Slot(again)));
+        assert!(owner.is_log_lost(5));
+    }
+
+    /// A loop of CDs preserving an array and a growing value on the buddy medium: one slot
+    /// request per entry in the whole run (then every copy is one rput into a slot reused
+    /// from the previous iteration), nothing by rpc, and a soft error's re-execution restores
+    /// from the rank's own copy.
+    #[test]
+    fn steady_state_buddy_copies_reuse_their_slots() {
+        let job = gasnet_bridge::LaunchConfig::new(3).segment_bytes(1 << 20);
+        let config = crate::CdConfig::default()
+            .with_cd(
+                "step",
+                "medium = \"buddy\"\ninject = { at = [{ rank = 1, iteration = 7, kind = \"soft\" }] }",
+            )
+            .unwrap();
+        let out = crate::launch(&job, config, RpcTable::new(), || {
+            let me = pgas::rank_me() as f64;
+            let mut a = vec![me; 1000];
+            let mut x: Vec<u64> = vec![1, 2, 3];
+            for it in 0..20u64 {
+                crate::strict("step", |c| {
+                    c.preserve_slice("a", &mut a);
+                    c.preserve("x", &mut x);
+                    x.push(it);
+                    for v in a.iter_mut() {
+                        *v = *v * 2.0 + 1.0;
+                    }
+                    Ok(())
+                })?;
+            }
+            let reserves = runtime::with(|rt| rt.buddy.reserves.get());
+            Ok((reserves, a[999], x.len()))
+        })
+        .unwrap();
+        for (rank, (reserves, last, xs)) in out.results.into_iter().enumerate() {
+            assert_eq!(reserves, 2, "rank {rank}: one slot per entry");
+            let mut want = rank as f64;
+            for _ in 0..20 {
+                want = want * 2.0 + 1.0;
+            }
+            assert_eq!((last, xs), (want, 23), "rank {rank}");
+        }
+        let s = out.report.cd("step").unwrap();
+        assert_eq!(s.reexecutions, 3);
+        assert_eq!(s.bytes_buddy_rpc, 0);
+        assert!(s.bytes_buddy >= 3 * 20 * 8000, "{s:?}");
     }
 
     #[test]

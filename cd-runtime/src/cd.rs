@@ -11,6 +11,7 @@ use rand::rngs::SmallRng;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use crate::buddy::Held;
 use crate::config::Medium;
 use crate::error::FaultKinds;
 use crate::frame::{Entry, Frame, Store, find_in_ancestors};
@@ -374,11 +375,17 @@ fn save_bytes(rt: &CdRuntime, frame: &Frame, name: &str, medium: Medium, bytes: 
     let key = frame.key(name);
     match medium {
         Medium::Buddy => {
-            rt.rpcs.store(rt.buddy_rank, key, bytes.clone());
-            // A CD re-run under a re-executed parent has the same keys: a fresh copy is held.
-            rt.buddy.mark_stored(key);
+            let held = rt.rpcs.store(rt, key, &bytes);
+            if held == Held::Rpc {
+                rt.stats
+                    .borrow_mut()
+                    .entry(&frame.name, frame.level)
+                    .bytes_buddy_rpc += bytes.len() as u64;
+            }
             Store::Buddy {
                 key,
+                held,
+                len: bytes.len(),
                 local: Some(bytes),
             }
         }
@@ -407,15 +414,18 @@ fn load_bytes(rt: &CdRuntime, frame: &Frame, index: usize) -> Vec<u8> {
         let got = match &e.store {
             Store::LocalBytes(b) => Some(b.clone()),
             Store::Buddy { local: Some(b), .. } => Some(b.clone()),
-            Store::Buddy { key, local: None } => {
-                Some(rt.rpcs.fetch(rt.buddy_rank, *key).unwrap_or_else(|| {
-                    panic!(
-                        "CD {:?}: buddy rank {} no longer holds `{}`, and this rank lost its \
+            Store::Buddy {
+                key,
+                held,
+                len,
+                local: None,
+            } => Some(rt.rpcs.fetch(rt, *key, *held, *len).unwrap_or_else(|| {
+                panic!(
+                    "CD {:?}: buddy rank {} no longer holds `{}`, and this rank lost its \
                          own copy: a second rank loss during the recovery from the first",
-                        frame.name, rt.buddy_rank, e.name
-                    )
-                }))
-            }
+                    frame.name, rt.buddy_rank, e.name
+                )
+            })),
             Store::File(path) => Some(std::fs::read(path).unwrap_or_else(|err| {
                 panic!(
                     "CD {:?}: cannot restore `{}` from {}: {err}",

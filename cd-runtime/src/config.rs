@@ -7,6 +7,8 @@
 //! report = true                 # print the table at the end
 //! report_file = "cd-report.json"
 //! file_dir = "/tmp/cd-files"    # where the file medium writes
+//! buddy_segment_bytes = 16777216 # segment room per rank for copies of the buddy medium
+//! buddy_domain = "node"         # buddies on other nodes ("node") or just other ranks ("rank")
 //!
 //! [defaults]                    # every CD
 //! retries = 2
@@ -31,6 +33,32 @@
 //!
 //! An unknown key, a value of the wrong type or out of range, or a missing file is an error that
 //! names the file, the line and the key.
+//!
+//! ## `buddy_segment_bytes`: room for the buddy medium's copies
+//!
+//! With `medium = "buddy"` a rank's preserved bytes go straight into its buddy's shared
+//! segment, with one rput (`buddy.rs`). [`crate::launch`] adds `buddy_segment_bytes` (default
+//! 16 MiB; a whole number of bytes, rounded up to 64) to every rank's segment for them, so the
+//! program's own allocations keep the room the program asked for; a rank keeps there the
+//! copies of every rank whose buddy it is. A copy that finds no room goes by rpc into the
+//! buddy's private memory instead (slower, correct; the report's `bytes_buddy_rpc` counts
+//! them). `0` sends every buddy copy by rpc and adds nothing to the segment.
+//!
+//! ## `buddy_domain`: which failure the buddy medium survives
+//!
+//! The level of the failure-domain hierarchy (seed 000's topology-aware placement) at which a
+//! rank and its buddy are apart, for the whole job (preserved copies and log replicas alike):
+//!
+//! - `"node"` (the default): the buddy is on another node whenever there is another node, as
+//!   the conduit's topology says (hosts under mpirun, also when they hold different numbers of
+//!   ranks; `PGAS_RANKS_PER_NODE` on smp), so the copies survive the loss of a whole node. Each
+//!   rank is then the buddy of exactly one rank, unless one node holds more than half of the
+//!   ranks (then its ranks share the others' memory: at most `ceil(m / (n - m))` each).
+//! - `"rank"`: the buddy is the next rank, on the same node or not: the copies survive the loss
+//!   of one process, not of its node (a copy within a host is cheaper where a put between hosts
+//!   is the cost).
+//!
+//! With one node both mean the next rank.
 //!
 //! ## `log_medium`: where a relaxed CD's log survives a rank loss
 //!
@@ -105,6 +133,17 @@ pub enum LogMedium {
     Buddy,
 }
 
+/// Where a rank's buddy is, relative to it (`buddy_domain`, see the module doc).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BuddyDomain {
+    /// On another node whenever there is one (survives the loss of a node).
+    #[default]
+    Node,
+    /// The next rank (survives the loss of a rank).
+    Rank,
+}
+
 /// The kind a CD runs as, when the configuration overrides the program's call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -170,6 +209,8 @@ struct ConfigFile {
     report: Option<bool>,
     report_file: Option<Spanned<String>>,
     file_dir: Option<Spanned<String>>,
+    buddy_segment_bytes: Option<Spanned<i64>>,
+    buddy_domain: Option<BuddyDomain>,
     defaults: Option<SettingsFile>,
     level: Option<BTreeMap<String, Spanned<SettingsFile>>>,
     cd: Option<BTreeMap<String, Spanned<SettingsFile>>>,
@@ -254,8 +295,15 @@ impl Default for CdSettings {
     }
 }
 
+/// Default of [`CdConfig::buddy_segment_bytes`]: 16 MiB.
+pub const DEFAULT_BUDDY_SEGMENT_BYTES: usize = 16 << 20;
+
+/// Largest `buddy_segment_bytes` accepted (1 TiB), so that adding it to a segment size cannot
+/// overflow.
+const MAX_BUDDY_SEGMENT_BYTES: i64 = 1 << 40;
+
 /// The whole configuration.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct CdConfig {
     /// Seed of the injector and of `cd::rng()`.
     pub seed: u64,
@@ -265,6 +313,11 @@ pub struct CdConfig {
     pub report_file: Option<PathBuf>,
     /// Directory of the file medium.
     pub file_dir: Option<PathBuf>,
+    /// Bytes [`crate::launch`] adds to each rank's segment for the copies of the buddy medium
+    /// it keeps for other ranks (a multiple of 64; 0: every buddy copy goes by rpc).
+    pub buddy_segment_bytes: usize,
+    /// Where a rank's buddy is: on another node, or the next rank.
+    pub buddy_domain: BuddyDomain,
     defaults: SettingsFile,
     levels: BTreeMap<usize, SettingsFile>,
     names: BTreeMap<String, SettingsFile>,
@@ -274,6 +327,25 @@ pub struct CdConfig {
     faults: Vec<FaultSite>,
     /// The file read (`None` for the default configuration and inline text).
     source: Option<PathBuf>,
+}
+
+impl Default for CdConfig {
+    fn default() -> Self {
+        CdConfig {
+            seed: 0,
+            report: false,
+            report_file: None,
+            file_dir: None,
+            buddy_segment_bytes: DEFAULT_BUDDY_SEGMENT_BYTES,
+            buddy_domain: BuddyDomain::Node,
+            defaults: SettingsFile::default(),
+            levels: BTreeMap::new(),
+            names: BTreeMap::new(),
+            places: BTreeMap::new(),
+            faults: Vec::new(),
+            source: None,
+        }
+    }
 }
 
 fn line_of(text: &str, span: Range<usize>) -> usize {
@@ -449,6 +521,22 @@ impl CdConfig {
             }
             Ok(())
         };
+        let buddy_segment_bytes = match &raw.buddy_segment_bytes {
+            None => DEFAULT_BUDDY_SEGMENT_BYTES,
+            Some(b) if (0..=MAX_BUDDY_SEGMENT_BYTES).contains(b.get_ref()) => {
+                (*b.get_ref() as usize).next_multiple_of(64)
+            }
+            Some(b) => {
+                return Err(err(
+                    Some(b.span()),
+                    Some("buddy_segment_bytes".into()),
+                    format!(
+                        "must be a number of bytes between 0 and {MAX_BUDDY_SEGMENT_BYTES}, got {}",
+                        b.get_ref()
+                    ),
+                ));
+            }
+        };
         let defaults = raw.defaults.unwrap_or_default();
         check(&defaults, "defaults.")?;
         sites(&defaults, "defaults");
@@ -488,6 +576,8 @@ impl CdConfig {
             report: raw.report.unwrap_or(false),
             report_file: raw.report_file.map(|v| PathBuf::from(v.into_inner())),
             file_dir: raw.file_dir.map(|v| PathBuf::from(v.into_inner())),
+            buddy_segment_bytes,
+            buddy_domain: raw.buddy_domain.unwrap_or_default(),
             defaults,
             levels,
             names,
@@ -823,6 +913,62 @@ mod tests {
         let other = c.settings("other", 2);
         assert_eq!((other.medium, other.retries), (Medium::Local, 5));
         assert!(other.contain.contains(FaultKinds::RANK_LOSS));
+    }
+
+    #[test]
+    fn buddy_segment_bytes_defaults_rounds_and_names_itself() {
+        assert_eq!(
+            CdConfig::default().buddy_segment_bytes,
+            DEFAULT_BUDDY_SEGMENT_BYTES
+        );
+        assert_eq!(
+            parse("seed = 1\n").unwrap().buddy_segment_bytes,
+            DEFAULT_BUDDY_SEGMENT_BYTES
+        );
+        assert_eq!(
+            parse("buddy_segment_bytes = 0\n")
+                .unwrap()
+                .buddy_segment_bytes,
+            0
+        );
+        assert_eq!(
+            parse("buddy_segment_bytes = 100\n")
+                .unwrap()
+                .buddy_segment_bytes,
+            128
+        );
+        let e = parse("seed = 1\nbuddy_segment_bytes = -5\n").unwrap_err();
+        assert_eq!(
+            (e.line, e.key.as_deref()),
+            (Some(2), Some("buddy_segment_bytes"))
+        );
+        assert!(e.to_string().contains("-5"), "{e}");
+        let e = parse("[defaults]\nbuddy_segment_bytes = 5\n").unwrap_err();
+        assert_eq!(
+            e.key.as_deref(),
+            Some("buddy_segment_bytes"),
+            "top level only"
+        );
+    }
+
+    #[test]
+    fn buddy_domain_parses_and_names_itself() {
+        assert_eq!(CdConfig::default().buddy_domain, BuddyDomain::Node);
+        assert_eq!(
+            parse("buddy_domain = \"rank\"\n").unwrap().buddy_domain,
+            BuddyDomain::Rank
+        );
+        assert_eq!(
+            parse("buddy_domain = \"node\"\n").unwrap().buddy_domain,
+            BuddyDomain::Node
+        );
+        let e = parse("seed = 1\nbuddy_domain = \"rack\"\n").unwrap_err();
+        assert_eq!(
+            (e.line, e.key.as_deref()),
+            (Some(2), Some("buddy_domain")),
+            "{e}"
+        );
+        assert!(e.to_string().contains("rack"), "{e}");
     }
 
     #[test]

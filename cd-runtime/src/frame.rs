@@ -14,7 +14,7 @@ use pgas::Team;
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 
-use crate::buddy::BuddyStore;
+use crate::buddy::{BuddyStore, Held};
 use crate::config::{CdConfig, CdSettings, Medium};
 use crate::error::FaultKinds;
 use crate::injector::{mix, name_hash};
@@ -34,13 +34,19 @@ pub(crate) enum Store {
     LocalValue(Box<dyn Any>),
     /// Bytes in this rank's memory.
     LocalBytes(Vec<u8>),
-    /// Bytes at the buddy rank under `key`, and the same bytes in this rank's memory.
+    /// `len` bytes at the buddy rank (`held`: a slot of its segment, or by rpc under `key`),
+    /// and the same bytes in this rank's memory.
     ///
     /// The local copy is needed because the buddy copy does not survive the loss of the
     /// *buddy*: a rank's loss wipes the copies it holds for others, and the owner (which did
     /// not fail) must still restore when the CD re-executes together. A rank restores from
     /// its own copy while it has it, and from the buddy after losing its memory.
-    Buddy { key: u64, local: Option<Vec<u8>> },
+    Buddy {
+        key: u64,
+        held: Held,
+        len: usize,
+        local: Option<Vec<u8>>,
+    },
     /// Bytes in this file.
     File(PathBuf),
     /// The same data as the nearest ancestor's entry of the same name.
@@ -185,8 +191,10 @@ impl Frame {
         let entries = std::mem::take(&mut self.state.borrow_mut().entries);
         for e in entries {
             match e.store {
-                Store::Buddy { key, local } => {
-                    rt.rpcs.forget(rt.buddy_rank, key);
+                Store::Buddy {
+                    key, held, local, ..
+                } => {
+                    rt.rpcs.release(rt, key, held);
                     if let Some(buf) = local {
                         rt.pool.give_back(buf);
                     }
@@ -223,7 +231,12 @@ pub(crate) fn restorable(frames: &[Rc<Frame>], index: usize, buddy: &BuddyStore)
     let ok = |store: &Store| match store {
         Store::Lost => false,
         // Both copies gone: this rank's with its memory, the buddy's with the buddy's.
-        Store::Buddy { key, local: None } => !buddy.is_lost(*key),
+        Store::Buddy {
+            key,
+            held,
+            local: None,
+            ..
+        } => !buddy.is_lost(*key, *held),
         _ => true,
     };
     let st = frames[index].state.borrow();

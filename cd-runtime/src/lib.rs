@@ -122,7 +122,8 @@ pub use cd_macros::relaxed;
 /// ```
 pub use cd_macros::strict;
 pub use config::{
-    CdConfig, CdKindSetting, CdSettings, ExactFault, FaultKind, Injection, LogMedium, Medium,
+    BuddyDomain, CdConfig, CdKindSetting, CdSettings, ExactFault, FaultKind, Injection, LogMedium,
+    Medium,
 };
 pub use error::{CdError, CdLaunchError, ConfigError, FaultKinds};
 pub use relaxed::{ClassificationError, relaxed};

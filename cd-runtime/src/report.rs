@@ -27,6 +27,11 @@ pub struct CdStats {
     pub bytes_local: u64,
     /// Bytes copied to a buddy rank.
     pub bytes_buddy: u64,
+    /// Of `bytes_buddy`, the bytes sent by rpc into the buddy's private memory because the
+    /// buddy region in its segment had no room (`buddy_segment_bytes`); the others went
+    /// straight into its segment.
+    #[serde(default)]
+    pub bytes_buddy_rpc: u64,
     /// Bytes written to files.
     pub bytes_file: u64,
     /// Bytes not copied because the parent held the same data (preserved by reference).
@@ -95,6 +100,7 @@ impl CdStats {
         self.injected += o.injected;
         self.bytes_local += o.bytes_local;
         self.bytes_buddy += o.bytes_buddy;
+        self.bytes_buddy_rpc += o.bytes_buddy_rpc;
         self.bytes_file += o.bytes_file;
         self.bytes_by_reference += o.bytes_by_reference;
         self.preserve_ns += o.preserve_ns;

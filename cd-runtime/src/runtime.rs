@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use gasnet_bridge::LaunchConfig;
 use pgas::RpcTable;
 
-use crate::buddy::{BuddyRpcs, BuddyStore, buddy_of};
+use crate::buddy::{BuddyRpcs, BuddyStore, buddy_map};
 use crate::buffer_pool::BufferPool;
 use crate::config::CdConfig;
 use crate::error::{CdError, CdLaunchError};
@@ -125,12 +125,13 @@ impl CdRuntime {
             for e in f.state.borrow().entries.iter() {
                 if let crate::frame::Store::Buddy {
                     key,
+                    held,
                     local: Some(bytes),
+                    ..
                 } = &e.store
                 {
-                    if self.buddy.is_lost(*key) {
-                        self.rpcs.store(self.buddy_rank, *key, bytes.clone());
-                        self.buddy.mark_stored(*key);
+                    if self.buddy.is_lost(*key, *held) {
+                        self.rpcs.store_again(self, *key, *held, bytes);
                     }
                 }
             }
@@ -152,8 +153,8 @@ impl CdRuntime {
             crate::relaxed::replica::wipe(f);
         }
         self.pool.clear();
-        for (owner, keys) in self.buddy.wipe() {
-            self.rpcs.notify_lost(owner, keys);
+        for (owner, lost) in self.buddy.wipe() {
+            self.rpcs.notify_lost(owner, lost);
         }
         self.losses.set(self.losses.get() + 1);
         crate::relaxed::replica::restore_logs(self);
@@ -226,7 +227,10 @@ fn hint(config: &CdConfig, e: &CdError) -> String {
         } else {
             format!(
                 "a rank lost state an enclosing CD kept in its own memory: set medium = \
-                 \"buddy\" (or \"file\") for the CDs around {cd:?} too ([defaults] or [level.N])"
+                 \"buddy\" (or \"file\") for the CDs around {cd:?} too ([defaults] or [level.N]); \
+                 or a rank and its buddy both lost their memory: keep buddies on other nodes \
+                 (buddy_domain = \"node\") or contain such losses in an enclosing CD with \
+                 medium = \"file\""
             )
         }
     } else if reason.starts_with("a relaxed CD cannot recover alone") {
@@ -299,6 +303,9 @@ impl Drop for RankGuard {
 
 /// Runs `body` on every rank under a root CD spanning all ranks, configured by `config`.
 ///
+/// Every rank's segment is `job`'s plus the configuration's `buddy_segment_bytes`, the room
+/// for the copies of the buddy medium it keeps for other ranks ([`crate::config`]).
+///
 /// `rpcs` is the program's rpc table; the runtime adds its own functions to it. A failure that
 /// escalates past the root ends the job, so it returns an error instead of a wrong answer:
 /// [`CdLaunchError::Escalated`], one line naming the CD, the rank, the cause and what to change
@@ -337,6 +344,15 @@ where
         std::env::temp_dir().join(format!("cd-files-{}-{n}", std::process::id()))
     });
     let ranks = job.ranks;
+    // Room for the buddy medium's copies (`buddy.rs`), so that the program's own allocations
+    // keep what it asked for (and a page more, to align the region's block).
+    let mut job = job.clone();
+    if config.buddy_segment_bytes > 0 {
+        job.segment_bytes = job
+            .segment_bytes
+            .saturating_add(config.buddy_segment_bytes + crate::buddy::REGION_ALIGN);
+    }
+    let job = &job;
     let config = Arc::new(config);
     let report_out: Mutex<Option<Report>> = Mutex::new(None);
     let unused_out: Mutex<Vec<String>> = Mutex::new(Vec::new());
@@ -344,15 +360,16 @@ where
     let results = pgas::launch(job, rpcs, || {
         let rank = pgas::rank_me();
         let ranks = pgas::rank_n();
-        let rpn = pgas::local_team().rank_n();
+        // Every rank computes the same map from the conduit's topology.
+        let nodes: Vec<usize> = (0..ranks).map(pgas::node_of).collect();
         let rt = Rc::new(CdRuntime {
             config: config.clone(),
             rank,
-            buddy_rank: buddy_of(rank, ranks, rpn),
+            buddy_rank: buddy_map(&nodes, config.buddy_domain)[rank],
             frames: RefCell::new(vec![Rc::new(Frame::root(&config, rank))]),
             stats: RefCell::new(Collector::default()),
             pool: BufferPool::default(),
-            buddy: BuddyStore::default(),
+            buddy: BuddyStore::new(config.buddy_segment_bytes),
             rpcs: buddy_rpcs,
             iterations: RefCell::new(HashMap::new()),
             reached: RefCell::new(std::collections::BTreeSet::new()),

@@ -84,6 +84,93 @@ fn buddy_medium_recovers_private_and_segment_state_after_a_rank_loss() {
     assert_eq!(s.bytes_local, 0);
 }
 
+/// The buddy copies go into the buddy's segment (default region), by rpc when it has no room
+/// (`buddy_segment_bytes = 0`), or both (a region too small for all of them); a rank loss is
+/// contained the same way in all three, and the report says which bytes went by rpc.
+#[test]
+fn buddy_copies_into_the_segment_or_by_rpc_recover_the_same() {
+    let clean = steps(4, CdConfig::default(), 4, true);
+    for (region, rpc) in [
+        ("", "none"),
+        ("buddy_segment_bytes = 0\n", "all"),
+        ("buddy_segment_bytes = 200\n", "some"),
+    ] {
+        let faulty = steps(
+            4,
+            config(&format!(
+                "{region}[cd.step]\nmedium = \"buddy\"\n\
+                 inject = {{ at = [{{ rank = 1, iteration = 2, kind = \"rank_loss\" }}] }}\n"
+            )),
+            4,
+            true,
+        );
+        assert_eq!(faulty.results, clean.results, "{region}");
+        let s = faulty.report.cd("step").unwrap();
+        assert_eq!(
+            (s.injected, s.reexecutions, s.escalations),
+            (1, 4, 0),
+            "{region}"
+        );
+        match rpc {
+            "none" => assert_eq!(s.bytes_buddy_rpc, 0, "{s:?}"),
+            "all" => assert_eq!(s.bytes_buddy_rpc, s.bytes_buddy, "{s:?}"),
+            _ => assert!(
+                s.bytes_buddy_rpc > 0 && s.bytes_buddy_rpc < s.bytes_buddy,
+                "{s:?}"
+            ),
+        }
+    }
+}
+
+/// `steps` with the segment array on 6 ranks on two emulated nodes of 4 and 2 ranks.
+fn steps_on_two_nodes(cfg: CdConfig) -> Result<cd::CdOutcome<Vec<f64>>, cd::CdLaunchError> {
+    let job = common::job(6).ranks_per_node(4);
+    cd::launch(&job, cfg, pgas::RpcTable::new(), || {
+        let ring = Ring::new(N);
+        let g = new_global();
+        let mut x: Vec<f64> = (0..N).map(|i| i as f64).collect();
+        for it in 0..3 {
+            cd::strict("step", |c| {
+                c.preserve("x", &mut x);
+                c.preserve_global("g", g, N);
+                step(&mut x, it as u64);
+                update_global(g, &x);
+                ring.exchange(&pgas::world(), &mut x);
+                Ok(())
+            })?;
+        }
+        let mut out = x;
+        out.extend(pgas::rget_slice(g, N).wait());
+        Ok(out)
+    })
+}
+
+/// All four ranks of node 0 (of two uneven nodes, 4 and 2 ranks) lose their memory in the
+/// same execution: with buddies on the other node (`buddy_domain = "node"`, the default) every
+/// copy survives on one side and the node's loss is contained; with `"rank"` (the next rank)
+/// ranks 0 to 2 kept their copies on node 0 itself, and the run stops.
+#[test]
+fn a_node_loss_is_contained_when_buddies_are_on_other_nodes() {
+    let clean = steps_on_two_nodes(CdConfig::default()).unwrap();
+    let losses = "[cd.step]\nmedium = \"buddy\"\ninject = { at = [\
+                  { rank = 0, iteration = 1, kind = \"rank_loss\" }, \
+                  { rank = 1, iteration = 1, kind = \"rank_loss\" }, \
+                  { rank = 2, iteration = 1, kind = \"rank_loss\" }, \
+                  { rank = 3, iteration = 1, kind = \"rank_loss\" }] }\n";
+    let faulty = steps_on_two_nodes(config(losses)).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(faulty.results, clean.results);
+    let s = faulty.report.cd("step").unwrap();
+    assert_eq!(
+        (s.injected, s.reexecutions, s.escalations),
+        (4, 6, 0),
+        "{s:?}"
+    );
+    let e = steps_on_two_nodes(config(&format!("buddy_domain = \"rank\"\n{losses}")))
+        .map(|o| o.results)
+        .unwrap_err();
+    assert!(e.to_string().contains("preserved state lost"), "{e}");
+}
+
 #[test]
 fn the_rank_loss_is_real_segment_data_not_preserved_is_lost() {
     // The control of the test above: without preserve_global the lost segment shows in the
@@ -426,6 +513,44 @@ fn losing_both_copies_of_a_buddy_entry_escalates() {
     let r = &faulty.report;
     assert_eq!(r.cd("mid").unwrap().escalations, 2);
     assert_eq!(r.cd("top").unwrap().reexecutions, 2);
+}
+
+/// Three ranks, buddies 0 -> 1 -> 2 -> 0. Rank 0 loses its memory (and rank 2's copies in its
+/// segment); before the re-execution rank 2 stores them again from its own copies. Then rank 2
+/// loses its memory: its copy of mid at rank 0 is the stored-again one, so a later failure of
+/// mid is contained (without storing again, mid escalated: rank 2 had no copy left).
+#[test]
+fn copies_a_buddy_lost_are_stored_again_before_the_owner_is_lost() {
+    let program = |cfg: CdConfig| {
+        run(3, cfg, || {
+            let mut x: Vec<f64> = (0..N).map(|i| i as f64).collect();
+            cd::strict("mid", |c| {
+                c.preserve("x", &mut x);
+                step(&mut x, 2);
+                for name in ["lose0", "lose2"] {
+                    cd::strict(name, |c| {
+                        c.preserve("x", &mut x);
+                        step(&mut x, 3);
+                        Ok(())
+                    })?;
+                }
+                Ok(())
+            })?;
+            Ok(x)
+        })
+    };
+    let clean = program(CdConfig::default()).unwrap();
+    let faulty = program(config(
+        "[defaults]\nmedium = \"buddy\"\n\
+         [cd.mid]\ninject = { at = [{ rank = 1, iteration = 0, kind = \"soft\" }] }\n\
+         [cd.lose0]\ninject = { at = [{ rank = 0, iteration = 0, kind = \"rank_loss\" }] }\n\
+         [cd.lose2]\ninject = { at = [{ rank = 2, iteration = 0, kind = \"rank_loss\" }] }\n",
+    ))
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(faulty.results, clean.results);
+    let mid = faulty.report.cd("mid").unwrap();
+    assert_eq!((mid.reexecutions, mid.escalations), (3, 0), "{mid:?}");
+    assert_eq!(mid.bytes_buddy_rpc, 0);
 }
 
 #[test]

@@ -188,6 +188,23 @@ impl Endpoint {
         }
     }
 
+    /// Writes `src` into `rank`'s segment at `offset` like [`Endpoint::put`], but the target's
+    /// Incoming Write Counter does not count it; returns once the bytes are there.
+    ///
+    /// For memory a resilience runtime keeps for itself at the target (copies of another
+    /// rank's state it preserves there), which the program never reads and which a replay of
+    /// the program's incoming writes must not have to account for: the IWC counts the
+    /// program's writes, and an uncounted write would otherwise show as a gap in its sequence.
+    /// A NIC does this for a memory region registered without a counting event.
+    #[inline]
+    pub fn put_uncounted(&self, rank: usize, offset: usize, src: &[u8]) -> Result<(), BridgeError> {
+        match &self.conduit {
+            Conduit::Smp(world) => world.segment(rank)?.write(offset, src),
+            #[cfg(feature = "mpi")]
+            Conduit::Mpi(world) => world.put_uncounted(self, rank, offset, src),
+        }
+    }
+
     /// Starts a put; `src` is reusable on return, the handle yields the ack on completion.
     #[inline]
     pub fn put_nb(

@@ -52,8 +52,9 @@ fn word(ep: &Endpoint, rank: usize, offset: usize) -> u64 {
 
 type Check = (&'static str, fn(usize));
 
-const CHECKS: [Check; 8] = [
+const CHECKS: [Check; 9] = [
     ("puts carry the target's EC and IWC", puts_and_counters),
+    ("uncounted puts land without counting", uncounted_puts),
     ("large puts and gets", large_transfers),
     ("atomics from every rank", atomics),
     ("AM round trips, all categories", am_round_trips),
@@ -93,6 +94,37 @@ fn puts_and_counters(n: usize) {
         assert_eq!(t.ranks(), n);
         assert!(t.ranks_on(ep.node()).contains(&me));
         assert!(ep.segment_base(me).is_ok());
+    })
+    .unwrap();
+}
+
+/// `put_uncounted` of an inline and of a separate payload (larger than a message) land like
+/// puts, and the target's IWC does not move; a counted put after them is the next write.
+fn uncounted_puts(n: usize) {
+    launch(&config(n), HandlerTable::new(), |ep| {
+        let (me, n) = (ep.rank(), ep.ranks());
+        let right = (me + 1) % n;
+        ep.put(right, 0, &[1u8; 8]).unwrap();
+        ep.barrier().unwrap();
+        assert_eq!(ep.incoming_writes(), 1);
+        let small = pattern(me as u64, 100);
+        let large = pattern(me as u64 + 50, 300_000);
+        ep.put_uncounted(right, 64, &small).unwrap();
+        ep.put_uncounted(right, 4096, &large).unwrap();
+        ep.barrier().unwrap();
+        assert_eq!(ep.incoming_writes(), 1, "uncounted puts moved the IWC");
+        let left = (me + n - 1) % n;
+        let mut got = vec![0u8; small.len()];
+        ep.get(me, 64, &mut got).unwrap();
+        assert_eq!(got, pattern(left as u64, 100));
+        let mut got = vec![0u8; large.len()];
+        ep.get(me, 4096, &mut got).unwrap();
+        assert_eq!(got, pattern(left as u64 + 50, 300_000));
+        ep.barrier().unwrap();
+        assert_eq!(ep.put(right, 8, &[2u8; 8]).unwrap().iwc, 2);
+        let bad = ep.put_uncounted(right, SEG - 4, &[0u8; 8]);
+        assert!(bad.is_err(), "out of the segment: {bad:?}");
+        ep.barrier().unwrap();
     })
     .unwrap();
 }

@@ -8,6 +8,9 @@
 //! - a path for its own traffic that the hook does not see ([`internal`]): preserving state at
 //!   a buddy rank, gathering logs, agreeing on a CD's outcome are not the program's
 //!   communication and must not be logged or replayed as such;
+//! - a put into memory it keeps for itself at another rank that the target's IWC does not
+//!   count ([`rput_uncounted`]): a copy preserved at a buddy is no incoming write of the
+//!   buddy's program, so its replay must not have to account for it;
 //! - the acks still to come ([`pending_acks`], [`wait_for_acks`]): a write's log entry is
 //!   completed when its ack arrives, which may be after the call returned; recovery first
 //!   waits for them;
@@ -20,7 +23,10 @@
 //! [`FreeAction::Defer`]: crate::hook::FreeAction::Defer
 //! [`AllocAction::At`]: crate::hook::AllocAction::At
 
+use bytemuck::Pod;
+
 use crate::error::PgasError;
+use crate::global_ptr::GlobalPtr;
 use crate::runtime;
 
 /// This rank's Incoming Write Counter: the writes (puts, counted rpc requests, writing
@@ -54,6 +60,32 @@ pub fn set_epoch(ec: u64) {
 /// still reach it).
 pub fn internal<R>(f: impl FnOnce() -> R) -> R {
     runtime::with(|rt| rt.in_mode(true, f))
+}
+
+/// Writes `src` at `dst` as the resilience runtime's own traffic that the target does not count
+/// as an incoming write; returns once the bytes are there.
+///
+/// As inside [`internal`], no hook sees it. Unlike a put inside [`internal`] (which the target's
+/// conduit counts, as a NIC counts every write into counted memory), the target's Incoming
+/// Write Counter does not move, and the ack carries nothing back: for memory the runtime
+/// reserved at the target for its own copies (a buddy's buffer of another rank's preserved
+/// state), which the target's program never reads. A replay of the target's incoming writes
+/// checks that their IWC values leave no gap; a counted copy landing there while the target
+/// ran a relaxed Containment Domain would be a gap no log explains. A NIC does this for a
+/// memory region registered without a counting event.
+///
+/// # Panics
+/// If `dst` is null or `dst .. dst + src.len()` is not inside the target's segment.
+pub fn rput_uncounted<T: Pod>(src: &[T], dst: GlobalPtr<T>) {
+    assert!(
+        !dst.is_null(),
+        "rput_uncounted through a null global pointer"
+    );
+    runtime::with(|rt| {
+        rt.ep()
+            .put_uncounted(dst.rank(), dst.offset(), bytemuck::cast_slice(src))
+            .unwrap_or_else(|e| panic!("rput_uncounted: {e}"))
+    })
 }
 
 /// True inside [`internal`] (or in an rpc function run for another rank's internal traffic).

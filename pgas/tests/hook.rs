@@ -844,6 +844,50 @@ fn internal_traffic_is_not_seen_counted_or_an_epoch() {
     }
 }
 
+/// A resilience runtime's copy at another rank: no hook call, no IWC step at the target (an
+/// `internal` put is counted there), the bytes in place; the program's put after it is the
+/// target's next write.
+#[test]
+fn uncounted_puts_are_not_seen_or_counted() {
+    for n in ranks() {
+        run(n, 4, RpcTable::new(), move || {
+            let me = rank_me();
+            let right = (me + 1) % n;
+            let left = (me + n - 1) % n;
+            let buf = new_array::<u64>(40_000).unwrap();
+            let bufs = allgather(buf);
+            let tape = Rc::new(Tape::default());
+            set_hook(tape.clone());
+            barrier();
+            tape.take();
+            let iwc = resilience::incoming_writes();
+            barrier();
+            tape.take();
+            let small: Vec<u64> = (0..4).map(|i| 100 * me as u64 + i).collect();
+            let large: Vec<u64> = (0..40_000).map(|i| 7 * me as u64 + i).collect();
+            resilience::rput_uncounted(&large, bufs[right]);
+            resilience::rput_uncounted(&small, bufs[right]);
+            assert_eq!(tape.take(), [], "rank {me}: the hook saw an uncounted put");
+            resilience::internal(barrier);
+            assert_eq!(resilience::incoming_writes(), iwc, "rank {me}");
+            let mut got = rget_slice(buf, 40_000).wait();
+            let want_small: Vec<u64> = (0..4).map(|i| 100 * left as u64 + i).collect();
+            assert_eq!(&got[..4], &want_small[..], "rank {me}");
+            got.drain(..4);
+            let want_large: Vec<u64> = (4..40_000).map(|i| 7 * left as u64 + i).collect();
+            assert_eq!(got, want_large, "rank {me}");
+            resilience::internal(barrier);
+            // For comparison: a put inside `internal` is counted by the target.
+            resilience::internal(|| rput(1u64, bufs[right]).wait());
+            resilience::internal(barrier);
+            assert_eq!(resilience::incoming_writes(), iwc + 1, "rank {me}");
+            clear_hook();
+            barrier();
+            delete_(buf).unwrap();
+        });
+    }
+}
+
 /// Logs each put's ack, keyed by the id its start had.
 #[derive(Default)]
 struct Acks {

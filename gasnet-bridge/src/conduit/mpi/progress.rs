@@ -6,6 +6,7 @@ use std::ffi::c_int;
 use ::mpi::ffi;
 
 use crate::active_message::Body;
+use crate::counters::WriteAck;
 use crate::endpoint::Endpoint;
 use crate::error::BridgeError;
 use crate::sleep::Backoff;
@@ -72,8 +73,17 @@ impl MpiWorld {
                     Ok(true) => {
                         work += 1;
                         match st.inflight.swap_remove(i) {
-                            Inflight::Put { origin, id, .. } => {
-                                let ack = self.own().counters().count_write();
+                            Inflight::Put {
+                                origin,
+                                id,
+                                counted,
+                                ..
+                            } => {
+                                let ack = if counted {
+                                    self.own().counters().count_write()
+                                } else {
+                                    WriteAck::default()
+                                };
                                 must(self.send_ack(st, origin, id, ack));
                                 st.handled += 1;
                             }

@@ -14,8 +14,9 @@ use super::MpiWorld;
 use super::calls::{check, mpi_len, must, null_request, uint8};
 use super::state::{Deferred, Inflight, Op, State};
 use super::wire::{
-    B_LONG, B_MEDIUM, B_SHORT, CREDITS, F_CREDIT, F_PLACED, F_REPLY, F_SEPARATE, Header, K_ACK,
-    K_AM, K_ATOMIC, K_ATOMIC_REPLY, K_CREDIT, K_GET, K_PUT, TAG_GET, TAG_PAYLOAD, decode_op,
+    B_LONG, B_MEDIUM, B_SHORT, CREDITS, F_CREDIT, F_PLACED, F_REPLY, F_SEPARATE, F_UNCOUNTED,
+    Header, K_ACK, K_AM, K_ATOMIC, K_ATOMIC_REPLY, K_CREDIT, K_GET, K_PUT, TAG_GET, TAG_PAYLOAD,
+    decode_op,
 };
 
 impl MpiWorld {
@@ -155,15 +156,22 @@ impl MpiWorld {
             }
             K_PUT => {
                 let dst = in_segment();
+                let counted = h.flags & F_UNCOUNTED == 0;
                 if separate {
                     let req = self.post_payload(dst, len, source);
                     st.inflight.push(Inflight::Put {
                         req: req.unwrap_or_else(|e| panic!("{e}")),
                         origin: source,
                         id: h.id,
+                        counted,
                     });
                 } else {
-                    let ack = must(own.write_counted(offset, &inline[..len]));
+                    let ack = if counted {
+                        must(own.write_counted(offset, &inline[..len]))
+                    } else {
+                        must(own.segment.write(offset, &inline[..len]));
+                        WriteAck::default()
+                    };
                     must(self.send_ack(st, source, h.id, ack));
                     st.handled += 1;
                 }

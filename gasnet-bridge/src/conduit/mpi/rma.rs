@@ -15,7 +15,7 @@ use crate::error::BridgeError;
 use super::MpiWorld;
 use super::calls::{check, mpi_len, null_request, uint8};
 use super::state::Op;
-use super::wire::{Header, K_ATOMIC, K_GET, K_PUT, TAG_GET, encode_op};
+use super::wire::{F_UNCOUNTED, Header, K_ATOMIC, K_GET, K_PUT, TAG_GET, encode_op};
 
 impl MpiWorld {
     // ---- RMA ------------------------------------------------------------------------------
@@ -33,6 +33,22 @@ impl MpiWorld {
         }
         let id = self.start_put(ep, rank, offset, src)?;
         Ok(self.wait_ack(id))
+    }
+
+    /// A put the target does not count in its IWC ([`Endpoint::put_uncounted`]).
+    pub(crate) fn put_uncounted(
+        &self,
+        ep: &Endpoint,
+        rank: usize,
+        offset: usize,
+        src: &[u8],
+    ) -> Result<(), BridgeError> {
+        if let Some(m) = self.mapped(rank)? {
+            return m.segment.write(offset, src);
+        }
+        let id = self.start_put_flagged(ep, rank, offset, src, F_UNCOUNTED)?;
+        self.wait_ack(id);
+        Ok(())
     }
 
     pub(crate) fn put_nb(
@@ -56,6 +72,18 @@ impl MpiWorld {
         offset: usize,
         src: &[u8],
     ) -> Result<u64, BridgeError> {
+        self.start_put_flagged(ep, rank, offset, src, 0)
+    }
+
+    /// Sends a put with header `flags` (0, or [`F_UNCOUNTED`]); returns the id its ack answers.
+    fn start_put_flagged(
+        &self,
+        ep: &Endpoint,
+        rank: usize,
+        offset: usize,
+        src: &[u8],
+        flags: u8,
+    ) -> Result<u64, BridgeError> {
         self.check_range(rank, offset, src.len())?;
         mpi_len(src.len())?;
         let spend = self.take_credit(ep, rank);
@@ -63,6 +91,7 @@ impl MpiWorld {
         let h = Header {
             kind: K_PUT,
             id,
+            flags,
             a: offset as u64,
             b: src.len() as u64,
             ..Header::default()

@@ -17,11 +17,13 @@ pub(super) struct Slot {
 
 /// A payload still arriving, and what to do when it has.
 pub(super) enum Inflight {
-    /// A put's bytes into this segment: count, then ack `id` to `origin`.
+    /// A put's bytes into this segment: count (unless `counted` is false), then ack `id` to
+    /// `origin`.
     Put {
         req: ffi::MPI_Request,
         origin: usize,
         id: u64,
+        counted: bool,
     },
     /// A long AM's bytes into this segment: count, ack, then its handler may run.
     Long {

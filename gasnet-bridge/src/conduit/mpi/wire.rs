@@ -41,6 +41,9 @@ pub(super) const F_REPLY: u8 = 4;
 /// A long AM whose payload the sender wrote into the target's segment through shared memory;
 /// `c` and `d` carry the write's EC and IWC.
 pub(super) const F_PLACED: u8 = 8;
+/// A put the target does not count in its IWC (`Endpoint::put_uncounted`); its ack carries
+/// no EC and IWC.
+pub(super) const F_UNCOUNTED: u8 = 16;
 
 pub(super) const B_SHORT: u8 = 0;
 pub(super) const B_MEDIUM: u8 = 1;
