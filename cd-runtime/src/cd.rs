@@ -34,6 +34,9 @@ enum Step {
     Save,
     /// Restore from entry `index`.
     Restore(usize),
+    /// Nothing: this execution already preserved (or restored) the name, and keeps that copy
+    /// (an execution of several steps, `interval.rs`).
+    Skip,
 }
 
 impl Cd {
@@ -79,6 +82,9 @@ impl Cd {
 
     fn step(&self, name: &str) -> Step {
         let mut st = self.frame.state.borrow_mut();
+        if self.frame.keep_first.get() && st.restored.contains(name) {
+            return Step::Skip;
+        }
         if st.attempt > 0 && !st.restored.contains(name) {
             if let Some(i) = st.entries.iter().position(|e| e.name == name) {
                 st.restored.insert(name.to_string());
@@ -97,6 +103,7 @@ impl Cd {
     /// [`Cd::preserve`] on a chosen medium.
     pub fn preserve_on<T: Preservable>(&self, name: &str, value: &mut T, medium: Medium) {
         match self.step(name) {
+            Step::Skip => {}
             Step::Restore(i) => runtime::with(|rt| restore_value(rt, &self.frame, i, value)),
             Step::Save => runtime::with(|rt| {
                 let start = Instant::now();
@@ -133,6 +140,7 @@ impl Cd {
     /// [`Cd::preserve_slice`] on a chosen medium.
     pub fn preserve_slice_on<T: Pod>(&self, name: &str, data: &mut [T], medium: Medium) {
         match self.step(name) {
+            Step::Skip => {}
             Step::Restore(i) => runtime::with(|rt| {
                 let bytes = load_bytes(rt, &self.frame, i);
                 let dst: &mut [u8] = bytemuck::cast_slice_mut(data);
@@ -177,6 +185,9 @@ impl Cd {
     /// In a relaxed CD, the regions of this rank preserved so are what its recovery restores
     /// before replaying the incoming writes (and what combining incoming writes must land in).
     pub fn preserve_global<T: Pod>(&self, name: &str, ptr: GlobalPtr<T>, len: usize) {
+        if matches!(self.step_peek(name), Step::Skip) {
+            return;
+        }
         let own = !ptr.is_null() && ptr.rank() == pgas::rank_me();
         if own {
             let rx = self.frame.rx.borrow();
@@ -274,6 +285,9 @@ impl Cd {
 
     fn step_peek(&self, name: &str) -> Step {
         let st = self.frame.state.borrow();
+        if self.frame.keep_first.get() && st.restored.contains(name) {
+            return Step::Skip;
+        }
         if st.attempt > 0 && !st.restored.contains(name) {
             if let Some(i) = st.entries.iter().position(|e| e.name == name) {
                 return Step::Restore(i);
@@ -291,6 +305,7 @@ impl Cd {
         regenerate: impl Fn() -> T + 'static,
     ) {
         match self.step(name) {
+            Step::Skip => {}
             Step::Restore(i) => runtime::with(|rt| restore_value_any(rt, &self.frame, i, value)),
             Step::Save => runtime::with(|rt| {
                 let store =
@@ -307,6 +322,7 @@ impl Cd {
     /// If no ancestor preserved `name`.
     pub fn preserve_reference<T: Preservable>(&self, name: &str, value: &mut T) {
         match self.step(name) {
+            Step::Skip => {}
             Step::Restore(i) => runtime::with(|rt| restore_value(rt, &self.frame, i, value)),
             Step::Save => runtime::with(|rt| {
                 assert!(

@@ -20,6 +20,10 @@
 //! contain = ["soft", "rank_loss"]
 //! inject = { soft_error = 0.05, rank_loss = 0.01, at = [{ rank = 1, iteration = 3, kind = "rank_loss" }] }
 //!
+//! [cd.cycle]                    # run with cd::strict_steps: how often it preserves
+//! interval = "daly"             # "every" (default), a number of steps, or "daly"
+//! mtbf_seconds = 3600.0         # mean time between the failures it contains (for "daly")
+//!
 //! [cd.halo]                     # relaxed CDs (RELAXED_CDS.md)
 //! kind = "relaxed"              # run as relaxed (or "strict") whatever the program calls
 //! logging = true                # log communication (off: every failure escalates)
@@ -59,6 +63,16 @@
 //!   is the cost).
 //!
 //! With one node both mean the next rank.
+//!
+//! ## `interval` and `mtbf_seconds`: preserving every n-th step
+//!
+//! For a CD run with [`crate::strict_steps`] (a loop the runtime drives): `interval = "every"`
+//! (the default, or `1`) preserves at every step; `interval = n` runs n steps as one execution
+//! of the CD, preserving at the first, so a failure re-executes the steps since the last
+//! preservation; `interval = "daly"` chooses n from Daly's formula with the preservation time
+//! measured in the first step and `mtbf_seconds` (which must be set in the same table or in
+//! `[defaults]`). The reading and the formula are in [`crate::interval`]. A CD entered with
+//! `strict` from the program's own loop preserves at every execution whatever `interval` says.
 //!
 //! ## `log_medium`: where a relaxed CD's log survives a rank loss
 //!
@@ -200,6 +214,46 @@ struct SettingsFile {
     log_medium: Option<Spanned<LogMedium>>,
     check_classes: Option<bool>,
     dependency_tracking: Option<bool>,
+    interval: Option<Spanned<IntervalFile>>,
+    mtbf_seconds: Option<Spanned<f64>>,
+}
+
+/// `interval` as written: a name (`"every"`, `"daly"`) or a number of steps.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+enum IntervalFile {
+    Steps(i64),
+    Name(String),
+}
+
+impl IntervalFile {
+    /// The interval it names, or why not.
+    fn resolve(&self) -> Result<Interval, String> {
+        match self {
+            IntervalFile::Steps(1) => Ok(Interval::Every),
+            IntervalFile::Steps(n) if *n > 1 => Ok(Interval::Steps(*n as u64)),
+            IntervalFile::Name(s) if s == "every" => Ok(Interval::Every),
+            IntervalFile::Name(s) if s == "daly" => Ok(Interval::Daly),
+            IntervalFile::Steps(n) => Err(format!("a number of steps must be 1 or more, got {n}")),
+            IntervalFile::Name(s) => Err(format!(
+                "must be \"every\", \"daly\" or a number of steps, got {s:?}"
+            )),
+        }
+    }
+}
+
+/// How often a CD run with [`crate::strict_steps`] preserves (`interval`; the reading is in
+/// [`crate::interval`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Interval {
+    /// At every step (the default): one CD execution per step.
+    #[default]
+    Every,
+    /// At every n-th step: one CD execution per n steps.
+    Steps(u64),
+    /// At every n-th step, n from Daly's formula with the preservation time measured in the
+    /// first step and `mtbf_seconds`.
+    Daly,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -275,6 +329,10 @@ pub struct CdSettings {
     /// escalation from a relaxed child re-executes only the ranks it can have touched
     /// (`relaxed/dependencies.rs`); off, it re-executes every rank of the CD.
     pub dependency_tracking: bool,
+    /// How often the CD preserves when run with [`crate::strict_steps`].
+    pub interval: Interval,
+    /// The mean time between failures this CD contains, in seconds (for `interval = "daly"`).
+    pub mtbf_seconds: Option<f64>,
 }
 
 impl Default for CdSettings {
@@ -291,6 +349,8 @@ impl Default for CdSettings {
             log_medium: LogMedium::Local,
             check_classes: cfg!(debug_assertions),
             dependency_tracking: false,
+            interval: Interval::Every,
+            mtbf_seconds: None,
         }
     }
 }
@@ -450,7 +510,35 @@ impl CdConfig {
                 });
             }
         };
+        let defaults_mtbf = raw
+            .defaults
+            .as_ref()
+            .is_some_and(|d| d.mtbf_seconds.is_some());
         let check = |s: &SettingsFile, at: &str| -> Result<(), ConfigError> {
+            if let Some(m) = &s.mtbf_seconds {
+                if !(m.get_ref().is_finite() && *m.get_ref() > 0.0) {
+                    return Err(err(
+                        Some(m.span()),
+                        Some(format!("{at}mtbf_seconds")),
+                        format!("must be a number of seconds above 0, got {}", m.get_ref()),
+                    ));
+                }
+            }
+            if let Some(i) = &s.interval {
+                let interval = i
+                    .get_ref()
+                    .resolve()
+                    .map_err(|why| err(Some(i.span()), Some(format!("{at}interval")), why))?;
+                if interval == Interval::Daly && s.mtbf_seconds.is_none() && !defaults_mtbf {
+                    return Err(err(
+                        Some(i.span()),
+                        Some(format!("{at}interval")),
+                        "interval = \"daly\" needs the mean time between failures: set \
+                         mtbf_seconds in the same table or in [defaults]"
+                            .into(),
+                    ));
+                }
+            }
             if let Some(r) = &s.retries {
                 if !(0..=1_000_000).contains(r.get_ref()) {
                     return Err(err(
@@ -631,6 +719,13 @@ impl CdConfig {
             }
             if let Some(d) = layer.dependency_tracking {
                 s.dependency_tracking = d;
+            }
+            if let Some(i) = &layer.interval {
+                // Checked when parsed.
+                s.interval = i.get_ref().resolve().unwrap_or_default();
+            }
+            if let Some(m) = &layer.mtbf_seconds {
+                s.mtbf_seconds = Some(*m.get_ref());
             }
             if let Some(inj) = &layer.inject {
                 if let Some(p) = &inj.soft_error {
@@ -949,6 +1044,44 @@ mod tests {
             Some("buddy_segment_bytes"),
             "top level only"
         );
+    }
+
+    #[test]
+    fn interval_and_mtbf_parse_merge_and_name_themselves() {
+        let c = parse(
+            "[defaults]\nmtbf_seconds = 3600.5\n[level.1]\ninterval = 4\n\
+             [cd.a]\ninterval = \"daly\"\n[cd.b]\ninterval = \"every\"\n[cd.c]\ninterval = 1\n",
+        )
+        .unwrap();
+        assert_eq!(c.settings("x", 1).interval, Interval::Steps(4));
+        assert_eq!(c.settings("a", 1).interval, Interval::Daly);
+        assert_eq!(c.settings("a", 1).mtbf_seconds, Some(3600.5));
+        assert_eq!(c.settings("b", 1).interval, Interval::Every);
+        assert_eq!(c.settings("c", 1).interval, Interval::Every);
+        assert_eq!(c.settings("x", 2).interval, Interval::Every, "default");
+        assert_eq!(CdConfig::default().settings("x", 1).mtbf_seconds, None);
+        let e = parse("[cd.x]\ninterval = \"daly\"\n").unwrap_err();
+        assert_eq!(
+            (e.line, e.key.as_deref()),
+            (Some(2), Some("cd.x.interval")),
+            "{e}"
+        );
+        assert!(e.to_string().contains("mtbf_seconds"), "{e}");
+        parse("[cd.x]\ninterval = \"daly\"\nmtbf_seconds = 60\n").unwrap();
+        for (bad, key, words) in [
+            ("interval = 0", "cd.x.interval", "1 or more"),
+            ("interval = \"weekly\"", "cd.x.interval", "weekly"),
+            ("mtbf_seconds = -1.0", "cd.x.mtbf_seconds", "above 0"),
+            ("mtbf_seconds = 0", "cd.x.mtbf_seconds", "above 0"),
+        ] {
+            let e = parse(&format!("[cd.x]\n{bad}\n")).unwrap_err();
+            assert_eq!(
+                (e.line, e.key.as_deref()),
+                (Some(2), Some(key)),
+                "{bad}: {e}"
+            );
+            assert!(e.to_string().contains(words), "{bad}: {e}");
+        }
     }
 
     #[test]

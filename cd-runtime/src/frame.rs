@@ -5,7 +5,7 @@
 //! saves the value; the same call in a re-execution restores it. Entries are found by name.
 
 use std::any::Any;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::rc::Rc;
@@ -93,6 +93,9 @@ pub(crate) struct Frame {
     /// The log store and the other relaxed-CD state (a strict CD's store receives its
     /// relaxed children's logs).
     pub(crate) rx: RefCell<RelaxedFrame>,
+    /// A second `preserve` of a name in one execution keeps the first copy (an execution of
+    /// several steps, `interval.rs`) instead of saving again.
+    pub(crate) keep_first: Cell<bool>,
 }
 
 impl Frame {
@@ -141,6 +144,7 @@ impl Frame {
             }),
             kind: CdKind::Strict,
             rx: RefCell::new(RelaxedFrame::default()),
+            keep_first: Cell::new(false),
         }
     }
 

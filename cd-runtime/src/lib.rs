@@ -35,6 +35,7 @@ pub mod config;
 pub mod error;
 mod frame;
 pub mod injector;
+pub mod interval;
 mod macro_support;
 pub mod relaxed;
 pub mod report;
@@ -122,10 +123,11 @@ pub use cd_macros::relaxed;
 /// ```
 pub use cd_macros::strict;
 pub use config::{
-    BuddyDomain, CdConfig, CdKindSetting, CdSettings, ExactFault, FaultKind, Injection, LogMedium,
-    Medium,
+    BuddyDomain, CdConfig, CdKindSetting, CdSettings, ExactFault, FaultKind, Injection, Interval,
+    LogMedium, Medium,
 };
 pub use error::{CdError, CdLaunchError, ConfigError, FaultKinds};
+pub use interval::strict_steps;
 pub use relaxed::{ClassificationError, relaxed};
 pub use report::{CdStats, FailureRecord, Report};
 pub use rng::{CdRng, rng};

@@ -70,6 +70,10 @@ pub struct CdStats {
     /// instead of the ranks that depend on the failed one (one line per rank and case).
     #[serde(default)]
     pub whole_group: Vec<String>,
+    /// CDs run with `strict_steps` and an `interval`: the steps per preservation chosen (by
+    /// Daly's formula, with its inputs and the expected overhead, or as configured).
+    #[serde(default)]
+    pub interval: Option<crate::interval::IntervalChoice>,
 }
 
 /// The ranks that re-executed a CD instance for one failure.
@@ -113,6 +117,10 @@ impl CdStats {
         self.writes_squashed += o.writes_squashed;
         self.bytes_replicated += o.bytes_replicated;
         self.whole_group.extend(o.whole_group.iter().cloned());
+        // Every rank of the CD chose the same interval.
+        if self.interval.is_none() {
+            self.interval = o.interval.clone();
+        }
         for f in &o.failures {
             match self
                 .failures
@@ -316,6 +324,30 @@ impl Report {
                 c.name,
                 list.join(", ")
             );
+        }
+        for c in &self.cds {
+            let Some(i) = &c.interval else { continue };
+            let _ = if i.daly {
+                writeln!(
+                    s,
+                    "interval of {}: preserves every {} steps (Daly: preservation {:.3} ms, \
+                     step {:.3} ms, MTBF {} s, optimum {:.3} ms of steps; expected \
+                     overhead {:.2} %)",
+                    c.name,
+                    i.steps,
+                    i.preserve_ns as f64 / 1e6,
+                    i.step_ns as f64 / 1e6,
+                    i.mtbf_ns as f64 / 1e9,
+                    i.daly_ns as f64 / 1e6,
+                    i.overhead_ppm as f64 / 1e4
+                )
+            } else {
+                writeln!(
+                    s,
+                    "interval of {}: preserves every {} steps (configured)",
+                    c.name, i.steps
+                )
+            };
         }
         for c in self.cds.iter().filter(|c| !c.whole_group.is_empty()) {
             let _ = writeln!(

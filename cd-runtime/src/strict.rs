@@ -139,7 +139,7 @@ fn agree_reason(team: &Team, mine: Option<(usize, String)>) -> (Option<usize>, S
     }
 }
 
-fn run<R>(
+pub(crate) fn run<R>(
     name: &str,
     team: Team,
     mut body: impl FnMut(&Cd) -> Result<R, CdError>,
