@@ -473,9 +473,10 @@ fn a_rank_that_lost_its_copies_earlier_makes_the_cd_escalate() {
     assert_eq!(r.cd("top").unwrap().reexecutions, 2);
 }
 
-/// Rank 0 loses its memory (and the copies it held for rank 1), then rank 1 loses its own:
-/// rank 1's copy of mid is gone on both sides, so mid escalates to top (file) at the next
-/// failure instead of failing to fetch from the buddy.
+/// Rank 0 loses its memory (and the copies it held for rank 1, which rank 1 stores again
+/// before lose0 re-executes), then rank 1 loses its own: rank 0's copy of mid is gone on both
+/// sides (its own with rank 0's loss, the buddy's with rank 1's), so mid escalates to top
+/// (file) at the next failure instead of failing to fetch from the buddy.
 #[test]
 fn losing_both_copies_of_a_buddy_entry_escalates() {
     let program = |cfg: CdConfig| {
