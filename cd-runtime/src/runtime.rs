@@ -347,6 +347,9 @@ where
     // Room for the buddy medium's copies (`buddy.rs`), so that the program's own allocations
     // keep what it asked for (and a page more, to align the region's block).
     let mut job = job.clone();
+    // Relaxed CDs read the IWC and the acks' target counters (replay order, gap checks); the
+    // mode is the job's, fixed before any rank starts, so no write escapes the count.
+    job.write_counting = gasnet_bridge::WriteCounting::On;
     if config.buddy_segment_bytes > 0 {
         job.segment_bytes = job
             .segment_bytes

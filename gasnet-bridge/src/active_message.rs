@@ -211,9 +211,10 @@ impl<'a> Token<'a> {
     }
 
     /// Counts this request as an incoming write to this rank (the NIC's view of a message that
-    /// modifies memory, such as an rpc) and returns the counters for the reply to carry back.
+    /// modifies memory, such as an rpc) and returns the counters for the reply to carry back
+    /// ([`WriteAck::UNCOUNTED`] in a job that does not count writes).
     pub fn count_as_write(&self) -> WriteAck {
-        self.endpoint.counters().count_write()
+        self.endpoint.count_own_write()
     }
 
     /// Replies with a short message.

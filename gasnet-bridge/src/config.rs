@@ -1,5 +1,6 @@
 //! How a job is shaped: rank count, segment size and emulated node size, from API or environment.
 
+use crate::counters::WriteCounting;
 use crate::error::ConfigError;
 use crate::limits;
 
@@ -15,6 +16,9 @@ pub struct LaunchConfig {
     pub segment_bytes: usize,
     /// Ranks per emulated node; `None` puts every rank on node 0.
     pub ranks_per_node: Option<usize>,
+    /// Whether writes are counted at their targets (the IWC); off unless a resilience
+    /// runtime that reads the counters asks for it (see [`crate::counters`]).
+    pub write_counting: WriteCounting,
 }
 
 impl LaunchConfig {
@@ -24,6 +28,7 @@ impl LaunchConfig {
             ranks,
             segment_bytes: DEFAULT_SEGMENT_BYTES,
             ranks_per_node: None,
+            write_counting: WriteCounting::Off,
         }
     }
 
@@ -36,6 +41,12 @@ impl LaunchConfig {
     /// Sets the emulated node size.
     pub fn ranks_per_node(mut self, ranks_per_node: usize) -> Self {
         self.ranks_per_node = Some(ranks_per_node);
+        self
+    }
+
+    /// Sets whether the job counts incoming writes (its IWCs and the acks of its writes).
+    pub fn write_counting(mut self, counting: WriteCounting) -> Self {
+        self.write_counting = counting;
         self
     }
 

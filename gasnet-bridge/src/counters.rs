@@ -12,6 +12,16 @@
 //! `iwc() == n` with `Acquire` sees the bytes of every one of those `n` writes: the IWC counts
 //! writes that have fully landed, never one still in flight.
 //!
+//! # Counting is a job-wide mode
+//!
+//! The IWC increment is a read-modify-write on the target's counter line, which every writer
+//! of that target contends for: it was 43% of an 8-byte put on smp (`bridge-bench`,
+//! `put_latency` / `8B_counted_vs_uncounted`). Only a resilience runtime reads the counters,
+//! so a job counts writes only when its [`crate::LaunchConfig`] says [`WriteCounting::On`]
+//! (cd-runtime's launch does). The mode is fixed before any rank starts and the same on every
+//! rank and process, so no write can slip uncounted past a rank that relies on its IWC. In a
+//! job that does not count, acks are [`WriteAck::UNCOUNTED`] and the IWC stays 0.
+//!
 //! The EC reported in an ack is read just after the write was counted. If the target moves to
 //! a new epoch at the same instant, the write may be attributed to either epoch; that is a race
 //! between an unsynchronized write and a synchronization, which the replay protocol tolerates
@@ -27,6 +37,32 @@ pub struct WriteAck {
     pub ec: u64,
     /// The target's Incoming Write Counter after counting this write (1 for the first write).
     pub iwc: u64,
+}
+
+impl WriteAck {
+    /// The ack of a write in a job that does not count writes ([`WriteCounting::Off`]).
+    pub const UNCOUNTED: WriteAck = WriteAck { ec: 0, iwc: 0 };
+}
+
+/// Whether a job counts the writes into its ranks' segments (see the module doc).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum WriteCounting {
+    /// No IWC increments; acks are [`WriteAck::UNCOUNTED`]. The default: a put costs a copy.
+    #[default]
+    Off,
+    /// Every write is counted at its target and its ack carries the target's EC and IWC.
+    On,
+}
+
+impl WriteCounting {
+    /// Counts one write into `counters` if this job counts writes; the ack describes it.
+    #[inline]
+    pub fn count(self, counters: &WriteCounters) -> WriteAck {
+        match self {
+            WriteCounting::On => counters.count_write(),
+            WriteCounting::Off => WriteAck::UNCOUNTED,
+        }
+    }
 }
 
 /// A rank's EC and IWC; the IWC is bumped by any rank that writes here, the EC only by its owner.
@@ -82,6 +118,16 @@ mod tests {
         assert_eq!(c.count_write(), WriteAck { ec: 9, iwc: 2 });
         assert_eq!(c.iwc(), 2);
         assert_eq!(c.ec(), 9);
+    }
+
+    #[test]
+    fn a_job_that_does_not_count_leaves_the_counters_alone() {
+        let c = WriteCounters::default();
+        c.set_ec(3);
+        assert_eq!(WriteCounting::Off.count(&c), WriteAck::UNCOUNTED);
+        assert_eq!(c.iwc(), 0);
+        assert_eq!(WriteCounting::On.count(&c), WriteAck { ec: 3, iwc: 1 });
+        assert_eq!(WriteCounting::default(), WriteCounting::Off);
     }
 
     #[test]

@@ -16,7 +16,7 @@ use crate::barrier::Phase;
 use crate::completion::{AccessRegion, GetHandle, WriteHandle};
 use crate::conduit::Conduit;
 use crate::conduit::smp::SmpWorld;
-use crate::counters::{WriteAck, WriteCounters};
+use crate::counters::{WriteAck, WriteCounters, WriteCounting};
 use crate::error::BridgeError;
 use crate::sleep::{Awaiting, Backoff};
 use crate::topology::Topology;
@@ -167,9 +167,25 @@ impl Endpoint {
         ec
     }
 
-    /// Number of writes that have landed in this rank's segment.
+    /// Number of writes that have landed in this rank's segment (0 in a job that does not
+    /// count writes, [`crate::WriteCounting::Off`]).
     pub fn incoming_writes(&self) -> u64 {
         self.counters().iwc()
+    }
+
+    /// Whether this job counts incoming writes (fixed at launch, the same on every rank).
+    pub fn write_counting(&self) -> WriteCounting {
+        match &self.conduit {
+            Conduit::Smp(world) => world.write_counting,
+            #[cfg(feature = "mpi")]
+            Conduit::Mpi(world) => world.write_counting(),
+        }
+    }
+
+    /// Counts a write into this rank's own segment (a message that modifies its memory), if
+    /// the job counts writes.
+    pub(crate) fn count_own_write(&self) -> WriteAck {
+        self.write_counting().count(self.counters())
     }
 
     // ---- RMA ------------------------------------------------------------------------------
@@ -181,7 +197,7 @@ impl Endpoint {
         match &self.conduit {
             Conduit::Smp(world) => {
                 world.segment(rank)?.write(offset, src)?;
-                Ok(world.counters[rank].count_write())
+                Ok(world.count_write(rank))
             }
             #[cfg(feature = "mpi")]
             Conduit::Mpi(world) => world.put(self, rank, offset, src),
@@ -260,7 +276,7 @@ impl Endpoint {
             Conduit::Smp(world) => {
                 let word = world.segment(rank)?.atomic_u64(offset)?;
                 let (previous, wrote) = op.apply(word);
-                let ack = wrote.then(|| world.counters[rank].count_write());
+                let ack = wrote.then(|| world.count_write(rank));
                 Ok(AtomicResult { previous, ack })
             }
             #[cfg(feature = "mpi")]
@@ -381,7 +397,7 @@ impl Endpoint {
         match &self.conduit {
             Conduit::Smp(world) => {
                 world.segments[target].write(offset, payload)?;
-                let ack = world.counters[target].count_write();
+                let ack = world.count_write(target);
                 message.body = Body::Long {
                     offset,
                     len: payload.len(),

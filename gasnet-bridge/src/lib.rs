@@ -5,8 +5,10 @@
 //! library. A job starts with [`launch()`]; each rank gets an [`Endpoint`]:
 //!
 //! ```
-//! use gasnet_bridge::{launch, HandlerTable, LaunchConfig};
-//! let sums = launch(&LaunchConfig::new(4).segment_bytes(1 << 16), HandlerTable::new(), |ep| {
+//! use gasnet_bridge::{launch, HandlerTable, LaunchConfig, WriteCounting};
+//! // A resilience runtime asks for the incoming-write counters; by default writes are not counted.
+//! let job = LaunchConfig::new(4).segment_bytes(1 << 16).write_counting(WriteCounting::On);
+//! let sums = launch(&job, HandlerTable::new(), |ep| {
 //!     let right = (ep.rank() + 1) % ep.ranks();
 //!     let ack = ep.put(right, 0, &(ep.rank() as u64).to_ne_bytes()).unwrap();
 //!     assert_eq!(ack.iwc, 1); // the first write into `right`'s segment
@@ -42,7 +44,7 @@ pub use atomic::{AtomicOp, AtomicResult};
 pub use completion::{AccessRegion, GetHandle, WriteHandle};
 pub use conduit::ConduitKind;
 pub use config::{DEFAULT_SEGMENT_BYTES, LaunchConfig};
-pub use counters::WriteAck;
+pub use counters::{WriteAck, WriteCounting};
 pub use endpoint::Endpoint;
 pub use error::{BridgeError, ConfigError, LaunchError};
 pub use launch::{job_ranks, launch, launch_from_env, returned_ranks};

@@ -26,13 +26,16 @@ use std::time::{Duration, Instant};
 
 use gasnet_bridge::{
     AtomicOp, BridgeError, ConduitKind, Endpoint, HandlerTable, LaunchConfig, MAX_MEDIUM, Payload,
-    launch,
+    WriteAck, WriteCounting, launch,
 };
 
 const SEG: usize = 4 << 20;
 
+/// The suite's job: it checks the counters, so it counts writes (the default does not).
 fn config(ranks: usize) -> LaunchConfig {
-    LaunchConfig::new(ranks).segment_bytes(SEG)
+    LaunchConfig::new(ranks)
+        .segment_bytes(SEG)
+        .write_counting(WriteCounting::On)
 }
 
 fn pattern(key: u64, len: usize) -> Vec<u8> {
@@ -52,8 +55,9 @@ fn word(ep: &Endpoint, rank: usize, offset: usize) -> u64 {
 
 type Check = (&'static str, fn(usize));
 
-const CHECKS: [Check; 9] = [
+const CHECKS: [Check; 10] = [
     ("puts carry the target's EC and IWC", puts_and_counters),
+    ("a job that does not count writes", uncounting_job),
     ("uncounted puts land without counting", uncounted_puts),
     ("large puts and gets", large_transfers),
     ("atomics from every rank", atomics),
@@ -94,6 +98,58 @@ fn puts_and_counters(n: usize) {
         assert_eq!(t.ranks(), n);
         assert!(t.ranks_on(ep.node()).contains(&me));
         assert!(ep.segment_base(me).is_ok());
+    })
+    .unwrap();
+}
+
+/// The default job does not count: puts, non-blocking puts, atomics and long AMs land with
+/// [`WriteAck::UNCOUNTED`] and every IWC stays 0.
+fn uncounting_job(n: usize) {
+    let longs = per_rank();
+    let mut t = HandlerTable::new();
+    let l = longs.clone();
+    let long = t.register("long", move |tok| {
+        let Payload::Long { ack, .. } = tok.payload() else {
+            panic!("expected a long payload");
+        };
+        assert_eq!(ack, WriteAck::UNCOUNTED, "a long AM's ack");
+        assert_eq!(
+            tok.count_as_write(),
+            WriteAck::UNCOUNTED,
+            "an rpc-style count"
+        );
+        l[tok.endpoint().rank()].fetch_add(1, Ordering::Relaxed);
+    });
+    let job = LaunchConfig::new(n).segment_bytes(SEG);
+    assert_eq!(job.write_counting, WriteCounting::Off, "the default");
+    launch(&job, t, |ep| {
+        let (me, n) = (ep.rank(), ep.ranks());
+        assert_eq!(ep.write_counting(), WriteCounting::Off);
+        let right = (me + 1) % n;
+        ep.set_epoch(5);
+        ep.barrier().unwrap();
+        let small = pattern(me as u64, 8);
+        let large = pattern(me as u64 + 9, 300_000);
+        assert_eq!(ep.put(right, 0, &small).unwrap(), WriteAck::UNCOUNTED);
+        let h = ep.put_nb(right, 4096, &large).unwrap();
+        assert_eq!(h.wait(ep), WriteAck::UNCOUNTED);
+        let r = ep.atomic(right, 64, AtomicOp::FetchAdd(1)).unwrap();
+        assert_eq!(r.ack, Some(WriteAck::UNCOUNTED));
+        let h = ep.am_request_long(right, long, &[0], &small, 128).unwrap();
+        assert_eq!(h.wait(ep), WriteAck::UNCOUNTED);
+        ep.wait_until(|| longs[me].load(Ordering::Relaxed) == 1);
+        ep.barrier().unwrap();
+        assert_eq!(
+            ep.incoming_writes(),
+            0,
+            "the IWC of a job that does not count"
+        );
+        let left = (me + n - 1) % n;
+        let mut got = vec![0u8; large.len()];
+        ep.get(me, 4096, &mut got).unwrap();
+        assert_eq!(got, pattern(left as u64 + 9, 300_000), "the put landed");
+        assert_eq!(word(ep, me, 64), 1, "the atomic landed");
+        ep.barrier().unwrap();
     })
     .unwrap();
 }

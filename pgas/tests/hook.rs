@@ -10,7 +10,8 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use common::{allgather, held_ranks, ranks, run};
+// Every test here checks acks or IWCs, so its jobs count incoming writes.
+use common::{allgather, held_ranks, ranks, run_counting as run};
 use pgas::hook::{
     AllocAction, AtomicAction, Collective, CollectiveAction, CollectiveKind, Fetch, FetchAction,
     FreeAction, GetAction, OpId, PutAction, ReplyAction, Rma, RpcAction, RpcCall, RpcReply,

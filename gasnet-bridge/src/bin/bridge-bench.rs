@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use bench_report::{BenchArgs, Better, Line, median_of, ns_per_op, print, size_name};
-use gasnet_bridge::{AtomicOp, Endpoint, HandlerTable, LaunchConfig, launch};
+use gasnet_bridge::{AtomicOp, Endpoint, HandlerTable, LaunchConfig, WriteCounting, launch};
 
 const FLOOD_SIZES: [usize; 8] = [8, 64, 512, 4 << 10, 32 << 10, 256 << 10, 1 << 20, 4 << 20];
 
@@ -169,11 +169,56 @@ fn main() {
         print(&lines, args.json);
         return;
     }
+    // What counting incoming writes costs a put: the same put in a job that counts (what
+    // cd-runtime launches), against this job's default, which does not.
+    if let Some(default_put) = lines
+        .iter()
+        .find(|l| l.bench == "put_latency" && l.case == "8B")
+        .map(|l| l.value)
+    {
+        let counting = counting_put_ns(reps, ops);
+        lines.push(
+            Line::new(
+                "put_latency",
+                "8B_counting_job",
+                counting,
+                "ns",
+                Better::Lower,
+            )
+            .baseline("put_8B_default_job", default_put)
+            .on(conduit.name(), 2),
+        );
+    }
     let std_barrier = std_barrier_ns(args.ranks, reps, ops / 20);
     if let Some(l) = lines.iter_mut().find(|l| l.bench == "barrier") {
         l.baseline = Some(("std_barrier".into(), std_barrier));
     }
     print(&lines, args.json);
+}
+
+/// Rank 0's 8-byte blocking put into rank 1 in a two-rank smp job that counts incoming
+/// writes (`WriteCounting::On`).
+fn counting_put_ns(reps: usize, ops: u64) -> f64 {
+    let job = LaunchConfig::new(2)
+        .segment_bytes(1 << 16)
+        .write_counting(WriteCounting::On);
+    let per_rank = launch(&job, HandlerTable::new(), |ep| {
+        let src = 42u64.to_ne_bytes();
+        let ns = (ep.rank() == 0).then(|| {
+            median_of(reps, || {
+                ns_per_op(ops, || {
+                    black_box(ep.put(1, 0, black_box(&src)).unwrap());
+                })
+            })
+        });
+        ep.barrier().unwrap();
+        ns
+    })
+    .unwrap_or_else(|e| {
+        eprintln!("bridge-bench: {e}");
+        std::process::exit(1)
+    });
+    per_rank[0].expect("rank 0 measured")
 }
 
 /// Raw MPI between the same two processes, in place of the smp baselines (collective: every

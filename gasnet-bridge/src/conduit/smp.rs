@@ -13,7 +13,7 @@ use crossbeam_utils::CachePadded;
 use crate::active_message::{HandlerTable, Message};
 use crate::barrier::CentralBarrier;
 use crate::config::LaunchConfig;
-use crate::counters::WriteCounters;
+use crate::counters::{WriteAck, WriteCounters, WriteCounting};
 use crate::error::BridgeError;
 use crate::failure::Failure;
 use crate::segment::Segment;
@@ -33,6 +33,8 @@ pub struct SmpWorld {
     pub(crate) topology: Topology,
     pub(crate) segments: Box<[Segment]>,
     pub(crate) counters: Box<[CachePadded<WriteCounters>]>,
+    /// Whether writes bump the counters (the job's mode, the same for every rank).
+    pub(crate) write_counting: WriteCounting,
     pub(crate) inboxes: Box<[CachePadded<SegQueue<Message>>]>,
     pub(crate) sleepers: Box<[CachePadded<Sleeper>]>,
     pub(crate) barrier: CentralBarrier,
@@ -55,6 +57,7 @@ impl SmpWorld {
                 .map(|r| Segment::new(r, config.segment_bytes))
                 .collect(),
             counters: (0..n).map(|_| CachePadded::default()).collect(),
+            write_counting: config.write_counting,
             inboxes: (0..n).map(|_| CachePadded::default()).collect(),
             sleepers: (0..n)
                 .map(|_| CachePadded::new(Sleeper::with_spin(Sleeper::spin_rounds_for(n)).waking()))
@@ -65,6 +68,12 @@ impl SmpWorld {
             failure: Failure::default(),
             handlers,
         }
+    }
+
+    /// Counts a write that landed in `rank`'s segment, if the job counts writes.
+    #[inline]
+    pub(crate) fn count_write(&self, rank: usize) -> WriteAck {
+        self.write_counting.count(&self.counters[rank])
     }
 
     /// Number of ranks.

@@ -5,9 +5,12 @@ use std::time::{Duration, Instant};
 
 use gasnet_bridge::{LaunchConfig, LaunchError};
 
-/// A small-segment job shape, so that even 16 ranks cost little memory.
+/// A small-segment job shape, so that even 16 ranks cost little memory; it counts writes,
+/// as these tests check the counters (`conduit_suite` checks the default, which does not).
 pub fn config(ranks: usize, segment_bytes: usize) -> LaunchConfig {
-    LaunchConfig::new(ranks).segment_bytes(segment_bytes)
+    LaunchConfig::new(ranks)
+        .segment_bytes(segment_bytes)
+        .write_counting(gasnet_bridge::WriteCounting::On)
 }
 
 /// Runs `f`, asserting it finishes within `limit` (a hang guard, not a performance claim).

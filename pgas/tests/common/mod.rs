@@ -184,6 +184,17 @@ where
         .unwrap_or_else(|e| panic!("launch of {n} ranks failed: {e}"))
 }
 
+/// [`run`] in a job that counts incoming writes (what a resilience runtime asks for), for the
+/// tests of the hook's acks and the IWC; other tests run the default, which does not count.
+pub fn run_counting<R, F>(n: usize, segment_mib: usize, rpcs: RpcTable, body: F) -> Vec<R>
+where
+    R: Send + 'static,
+    F: Fn() -> R + Sync + Send + 'static,
+{
+    let job = config(n, segment_mib).write_counting(gasnet_bridge::WriteCounting::On);
+    try_launch(job, rpcs, body).unwrap_or_else(|e| panic!("launch of {n} ranks failed: {e}"))
+}
+
 /// SplitMix64 finalizer: a good, cheap, deterministic hash of a word.
 pub fn mix(x: u64) -> u64 {
     pgas::mix64(x.wrapping_add(0x9E37_79B9_7F4A_7C15))

@@ -105,6 +105,11 @@ impl MpiWorld {
             .counters()
     }
 
+    /// Whether this job counts incoming writes (the mode every mapping was made with).
+    pub(crate) fn write_counting(&self) -> crate::counters::WriteCounting {
+        self.own().counting()
+    }
+
     fn own(&self) -> &Mapped {
         self.mapped[self.rank].as_ref().expect("own segment")
     }

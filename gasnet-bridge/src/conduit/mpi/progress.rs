@@ -80,7 +80,7 @@ impl MpiWorld {
                                 ..
                             } => {
                                 let ack = if counted {
-                                    self.own().counters().count_write()
+                                    self.own().count_write()
                                 } else {
                                     WriteAck::default()
                                 };
@@ -90,7 +90,7 @@ impl MpiWorld {
                             Inflight::Long {
                                 origin, id, key, ..
                             } => {
-                                let ack = self.own().counters().count_write();
+                                let ack = self.own().count_write();
                                 must(self.send_ack(st, origin, id, ack));
                                 st.ready.insert(key, Ready::Long(ack));
                             }

@@ -205,7 +205,7 @@ impl MpiWorld {
                     .unwrap_or_else(|| panic!("malformed atomic from rank {source}: op {}", h.b));
                 let (previous, wrote) = op.apply(word);
                 let ack = if wrote {
-                    own.counters().count_write()
+                    own.count_write()
                 } else {
                     WriteAck::default()
                 };

@@ -156,7 +156,7 @@ impl MpiWorld {
         if let Some(m) = self.mapped(rank)? {
             let word = m.segment.atomic_u64(offset)?;
             let (previous, wrote) = op.apply(word);
-            let ack = wrote.then(|| m.counters().count_write());
+            let ack = wrote.then(|| m.count_write());
             return Ok(AtomicResult { previous, ack });
         }
         self.check_range(rank, offset, 8)?;

@@ -203,7 +203,15 @@ impl MpiWorld {
         let (node_comm, node_ranks) = host_comm(comm, rank)?;
         let segment_len = config.segment_bytes;
         let pshm = std::env::var("PGAS_MPI_PSHM").map_or(true, |v| v.trim() != "0");
-        let host = map_host(node_comm, &node_ranks, rank, ranks, segment_len, pshm)?;
+        let host = map_host(
+            node_comm,
+            &node_ranks,
+            rank,
+            ranks,
+            segment_len,
+            pshm,
+            config.write_counting,
+        )?;
 
         // The processes of this host share its cores: with more of them than cores, a wait
         // spins 20 rounds, not 2000 (a spinning process holds the core the one it waits for

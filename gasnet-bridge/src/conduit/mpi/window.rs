@@ -11,7 +11,7 @@ use std::ptr::NonNull;
 
 use ::mpi::ffi;
 
-use crate::counters::{WriteAck, WriteCounters};
+use crate::counters::{WriteAck, WriteCounters, WriteCounting};
 use crate::error::BridgeError;
 use crate::segment::Segment;
 
@@ -26,6 +26,8 @@ pub(super) struct Mapped {
     pub(super) segment: Segment,
     /// Points into the same window, the page before the segment; valid while the window is.
     counters: NonNull<WriteCounters>,
+    /// The job's mode: whether writes into this segment bump its counters.
+    counting: WriteCounting,
 }
 
 impl Mapped {
@@ -37,11 +39,23 @@ impl Mapped {
         unsafe { self.counters.as_ref() }
     }
 
-    /// Writes `src` at `offset` and counts the write: a put into mapped memory, as on smp.
+    /// The job's write-counting mode.
+    pub(super) fn counting(&self) -> WriteCounting {
+        self.counting
+    }
+
+    /// Counts a write that landed in this segment, if the job counts writes.
+    #[inline]
+    pub(super) fn count_write(&self) -> WriteAck {
+        self.counting.count(self.counters())
+    }
+
+    /// Writes `src` at `offset` and counts the write (if the job counts): a put into mapped
+    /// memory, as on smp.
     #[inline]
     pub(super) fn write_counted(&self, offset: usize, src: &[u8]) -> Result<WriteAck, BridgeError> {
         self.segment.write(offset, src)?;
-        Ok(self.counters().count_write())
+        Ok(self.count_write())
     }
 }
 
@@ -74,6 +88,7 @@ pub(super) fn map_host(
     ranks: usize,
     segment_len: usize,
     pshm: bool,
+    counting: WriteCounting,
 ) -> Result<HostMapping, BridgeError> {
     let (piece, segment_pages) = piece_len(segment_len, node_ranks.len(), pshm);
     let (win, base) = allocate(node_comm, piece)?;
@@ -108,6 +123,7 @@ pub(super) fn map_host(
         mapped[job_rank] = Some(Mapped {
             segment,
             counters: NonNull::new(counters.cast()).expect("inside a mapped window"),
+            counting,
         });
         if !pshm {
             continue;
