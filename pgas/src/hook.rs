@@ -5,7 +5,9 @@
 //! observe an operation and its completion (with the target's EC/IWC), answer a get, a fetch,
 //! an rpc or a collective from a log instead of the network, suppress a put or an rpc reply,
 //! replay logged allocation addresses and defer frees. With no hook installed the only cost
-//! is one predictable branch per operation.
+//! is one predictable branch per operation. The acks carry the target's counters only in a
+//! job that counts writes (`gasnet_bridge::WriteCounting::On`); otherwise they are
+//! `WriteAck::UNCOUNTED`.
 //!
 //! # What the hook sees
 //!

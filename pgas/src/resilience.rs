@@ -4,7 +4,10 @@
 //! the [`hook`](crate::hook) itself:
 //!
 //! - the rank's counters: read the Incoming Write Counter ([`incoming_writes`]) and the Epoch
-//!   Counter ([`epoch`]); rewind the EC to a saved value ([`set_epoch`]);
+//!   Counter ([`epoch`]); rewind the EC to a saved value ([`set_epoch`]). Writes are counted,
+//!   and acks carry the target's EC and IWC, only in a job launched with
+//!   `LaunchConfig::write_counting(WriteCounting::On)` (cd-runtime's launch does this; the
+//!   default job does not count, which makes a small put cheaper);
 //! - a path for its own traffic that the hook does not see ([`internal`]): preserving state at
 //!   a buddy rank, gathering logs, agreeing on a CD's outcome are not the program's
 //!   communication and must not be logged or replayed as such;
@@ -30,7 +33,7 @@ use crate::global_ptr::GlobalPtr;
 use crate::runtime;
 
 /// This rank's Incoming Write Counter: the writes (puts, counted rpc requests, writing
-/// atomics) that have landed in its segment so far.
+/// atomics) that have landed in its segment so far (0 in a job that does not count writes).
 pub fn incoming_writes() -> u64 {
     runtime::with(|rt| rt.ep().incoming_writes())
 }
