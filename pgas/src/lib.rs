@@ -1,7 +1,7 @@
 //! UPC++-style PGAS programming in Rust over the `gasnet-bridge` communication core.
 //!
 //! Every rank owns a slice of a global address space and reaches the others' through
-//! [`GlobalPtr`] with one-sided [`rput`] / [`rget`]; [`rpc`] ships work to a rank; results are
+//! [`GlobalPtr`] with one-sided [`rput`] / [`rget`]; [`rpc()`] ships work to a rank; results are
 //! [`Future`]s. A program is a closure run on every rank by [`launch`]:
 //!
 //! ```
