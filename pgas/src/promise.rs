@@ -61,6 +61,16 @@ impl<T: 'static> Promise<T> {
         self.inner.count.set(self.inner.count.get() + n);
     }
 
+    /// Panics, naming `what` would have depended on it, if the promise is fulfilled already
+    /// (for an operation that completes at once: a dependency added and met at once).
+    #[inline]
+    pub(crate) fn check_open(&self, what: &str) {
+        assert!(
+            self.inner.count.get() > 0,
+            "{what} counted on a promise that is already fulfilled"
+        );
+    }
+
     /// Removes `n` dependencies; at zero the future completes.
     ///
     /// # Panics

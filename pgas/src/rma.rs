@@ -124,18 +124,24 @@ pub fn rget_into<T: Pod>(src: GlobalPtr<T>, dst: &mut [T]) {
 }
 
 /// How one completion event is reported.
-#[derive(Clone)]
-enum Notify {
+#[derive(Clone, Copy)]
+enum Notify<'p> {
     Future,
-    Promise(Promise<()>),
+    Promise(&'p Promise<()>),
 }
 
 /// The completion events a transfer reports, and how (UPC++ `source_cx`, `operation_cx`,
-/// `remote_cx`).
+/// `remote_cx`); `'p` is the borrow of the promises that count events.
+///
+/// Every transfer is complete when its call returns on the conduits of today, so a promise's
+/// dependency would be registered and removed within the call: only the check that the
+/// promise is not fulfilled yet remains, and the promise is borrowed, not cloned (an
+/// 8-byte `rput_with` counted on a promise took 22 ns against 4 ns for `rput_slice`). A
+/// transfer left pending will register its dependency and keep a clone of the promise.
 #[derive(Default)]
-pub struct Completions {
-    source: Option<Notify>,
-    operation: Option<Notify>,
+pub struct Completions<'p> {
+    source: Option<Notify<'p>>,
+    operation: Option<Notify<'p>>,
     remote: Option<Box<dyn FnOnce(usize)>>,
 }
 
@@ -148,29 +154,34 @@ pub struct CxFutures {
     pub operation: Option<Future<()>>,
 }
 
-impl Completions {
+impl<'p> Completions<'p> {
     /// No events (the transfer is still performed).
+    #[inline]
     pub fn new() -> Self {
         Completions::default()
     }
     /// Report source completion as a future.
+    #[inline]
     pub fn source_future(mut self) -> Self {
         self.source = Some(Notify::Future);
         self
     }
     /// Count source completion on `promise`.
-    pub fn source_promise(mut self, promise: &Promise<()>) -> Self {
-        self.source = Some(Notify::Promise(promise.clone()));
+    #[inline]
+    pub fn source_promise(mut self, promise: &'p Promise<()>) -> Self {
+        self.source = Some(Notify::Promise(promise));
         self
     }
     /// Report operation completion as a future.
+    #[inline]
     pub fn operation_future(mut self) -> Self {
         self.operation = Some(Notify::Future);
         self
     }
     /// Count operation completion on `promise`.
-    pub fn operation_promise(mut self, promise: &Promise<()>) -> Self {
-        self.operation = Some(Notify::Promise(promise.clone()));
+    #[inline]
+    pub fn operation_promise(mut self, promise: &'p Promise<()>) -> Self {
+        self.operation = Some(Notify::Promise(promise));
         self
     }
     /// Run `f(args)` at the target once the data has landed there.
@@ -183,24 +194,24 @@ impl Completions {
         self
     }
 
-    /// Registers the promises before the transfer starts.
+    /// Checks, before the transfer starts, that no promise is fulfilled already (UPC++: a
+    /// dependency may not be added to a ready promise).
+    #[inline]
     fn start(&self) {
-        for n in [&self.source, &self.operation].into_iter().flatten() {
+        for n in [self.source, self.operation].into_iter().flatten() {
             if let Notify::Promise(p) = n {
-                p.require_anonymous(1);
+                p.check_open("a completion of an rput or rget");
             }
         }
     }
 
-    /// Reports every event; on this conduit the transfer is complete when it returns.
+    /// Reports every event; the transfer is complete when this runs (see the type's doc), so
+    /// a promise's dependency is already met.
+    #[inline]
     fn complete(self, target: usize) -> CxFutures {
         let report = |n: Option<Notify>| match n {
             Some(Notify::Future) => Some(Future::ready(())),
-            Some(Notify::Promise(p)) => {
-                p.fulfill_anonymous(1);
-                None
-            }
-            None => None,
+            Some(Notify::Promise(_)) | None => None,
         };
         let out = CxFutures {
             source: report(self.source),
@@ -215,7 +226,8 @@ impl Completions {
 }
 
 /// `rput` of a slice with explicit completions.
-pub fn rput_with<T: Pod>(src: &[T], dst: GlobalPtr<T>, cx: Completions) -> CxFutures {
+#[inline]
+pub fn rput_with<T: Pod>(src: &[T], dst: GlobalPtr<T>, cx: Completions<'_>) -> CxFutures {
     not_null(dst, "rput");
     cx.start();
     runtime::with(|rt| put_bytes(rt, dst.rank(), dst.offset(), bytemuck::cast_slice(src)));
@@ -224,7 +236,8 @@ pub fn rput_with<T: Pod>(src: &[T], dst: GlobalPtr<T>, cx: Completions) -> CxFut
 
 /// `rget` into `dst` with explicit completions (source completion does not apply to a get and
 /// is reported together with operation completion).
-pub fn rget_with<T: Pod>(src: GlobalPtr<T>, dst: &mut [T], cx: Completions) -> CxFutures {
+#[inline]
+pub fn rget_with<T: Pod>(src: GlobalPtr<T>, dst: &mut [T], cx: Completions<'_>) -> CxFutures {
     not_null(src, "rget");
     cx.start();
     runtime::with(|rt| get_bytes(rt, src.rank(), src.offset(), bytemuck::cast_slice_mut(dst)));

@@ -8,8 +8,8 @@ mod common;
 
 use common::{MIB, config, try_launch};
 use pgas::{
-    AtomicDomain, GlobalPtr, LaunchError, RpcTable, barrier, new_array, rank_me, rank_n, rget,
-    rget_slice, rpc, rput, rput_slice,
+    AtomicDomain, Completions, GlobalPtr, LaunchError, Promise, RpcTable, barrier, new_array,
+    rank_me, rank_n, rget, rget_slice, rpc, rput, rput_slice, rput_with,
 };
 
 /// Runs `fault` on the last rank after a barrier while the others wait in a second barrier,
@@ -70,6 +70,15 @@ fn null_and_out_of_segment_accesses_name_rank_and_cause() {
             ad.fetch_add(GlobalPtr::from_raw(0, 4100), 1).wait();
         });
         assert_names(&e, n - 1, "aligned");
+        // A transfer may not count on a promise whose future is ready (UPC++'s rule); the
+        // check survives the promise being borrowed rather than counted on the fast path.
+        let e = fails(n, RpcTable::new(), || {
+            let p = Promise::new();
+            p.finalize().wait();
+            let dst = new_array::<u64>(1).unwrap();
+            let _ = rput_with(&[1u64], dst, Completions::new().operation_promise(&p));
+        });
+        assert_names(&e, n - 1, "counted on a promise that is already fulfilled");
     }
 }
 
