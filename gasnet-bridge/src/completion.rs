@@ -41,6 +41,27 @@ impl WriteHandle {
         }
     }
 
+    /// Whether the write completed when it was started (always on smp and into memory this
+    /// process maps): then the handle holds its ack and no progress is needed.
+    #[inline]
+    pub fn completed_at_once(&self) -> Option<WriteAck> {
+        match &self.state {
+            WriteState::Done(ack) => Some(*ack),
+            #[cfg(feature = "mpi")]
+            WriteState::Pending(..) => None,
+        }
+    }
+
+    /// The ack if it has arrived, making no progress (for a caller that polls many handles
+    /// after one round of progress, [`Endpoint::poll`]).
+    pub fn arrived(&self) -> Option<WriteAck> {
+        match &self.state {
+            WriteState::Done(ack) => Some(*ack),
+            #[cfg(feature = "mpi")]
+            WriteState::Pending(world, id) => world.peek_ack(*id),
+        }
+    }
+
     /// The ack if the write has completed at the target, without waiting (on mpi this makes
     /// one round of progress on the conduit's own messages first).
     pub fn test(&self) -> Option<WriteAck> {

@@ -27,6 +27,7 @@ pub mod future;
 pub mod global_ptr;
 mod heap;
 pub mod hook;
+mod pending;
 pub mod promise;
 pub mod resilience;
 pub mod rma;

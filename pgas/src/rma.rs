@@ -4,13 +4,21 @@
 //! (source buffer reusable, operation complete, an rpc run at the target once the data has
 //! landed) and how (a future, or a promise that counts it). Invalid pointers (null, another
 //! rank's segment overrun) panic with the bridge's error, which names rank, offset and length.
+//!
+//! A put into memory this process maps is complete when the call returns (its futures are
+//! ready); a put to another host returns once its source is copied, and its operation
+//! completes when the target's ack arrives, through progress. Barriers, collectives and the
+//! resilience runtime's scopes complete the rank's puts first (see `pending.rs`). Gets and
+//! atomics still wait for their reply inside the call.
 
 use bytemuck::Pod;
+use gasnet_bridge::sleep::Awaiting;
 use serde::Serialize;
 
 use crate::future::Future;
 use crate::global_ptr::GlobalPtr;
 use crate::hook::{GetAction, PutAction, Rma};
+use crate::pending::PendingPut;
 use crate::promise::Promise;
 use crate::rpc::{RpcFn, rpc_ff};
 use crate::runtime::{self, Runtime};
@@ -41,6 +49,56 @@ pub(crate) fn put_bytes(rt: &Runtime, rank: usize, offset: usize, bytes: &[u8]) 
         .unwrap_or_else(|e| panic!("rput: {e}"));
     rt.acks_pending.set(rt.acks_pending.get() - 1);
     hook.after_put(id, &rma, ack);
+}
+
+/// Starts a put of `bytes` at (`rank`, `offset`) through the hook, if any: `None` when it is
+/// complete already (memory this process maps) or the hook suppressed it, else what its ack
+/// must still complete (see `pending.rs`). The hook sees the ack when it arrives.
+#[inline]
+fn start_put(rt: &Runtime, rank: usize, offset: usize, bytes: &[u8]) -> Option<PendingPut> {
+    let Some((hook, id)) = rt.hook_op() else {
+        let handle = rt
+            .ep()
+            .put_nb(rank, offset, bytes)
+            .unwrap_or_else(|e| panic!("rput: {e}"));
+        return match handle.completed_at_once() {
+            Some(_) => None,
+            None => Some(PendingPut::new(handle, None)),
+        };
+    };
+    let rma = Rma {
+        rank,
+        offset,
+        len: bytes.len(),
+    };
+    if hook.before_put(id, &rma, bytes) == PutAction::Suppress {
+        return None;
+    }
+    rt.acks_pending.set(rt.acks_pending.get() + 1);
+    let handle = rt
+        .ep()
+        .put_nb(rank, offset, bytes)
+        .unwrap_or_else(|e| panic!("rput: {e}"));
+    match handle.completed_at_once() {
+        Some(ack) => {
+            rt.acks_pending.set(rt.acks_pending.get() - 1);
+            hook.after_put(id, &rma, ack);
+            None
+        }
+        None => Some(PendingPut::new(handle, Some((hook, id, rma)))),
+    }
+}
+
+/// The future of a put started by [`start_put`]: ready, or completed by its ack.
+#[inline]
+fn put_future(rt: &Runtime, pending: Option<PendingPut>) -> Future<()> {
+    let Some(mut p) = pending else {
+        return Future::ready(());
+    };
+    let (future, fulfiller) = Future::pending_for(Awaiting::new("the ack of an rput"));
+    p.operation = Some(fulfiller);
+    rt.pending_puts.borrow_mut().push(p);
+    future
 }
 
 /// Reads into `dst` from (`rank`, `offset`) through the hook, if any.
@@ -75,15 +133,19 @@ fn not_null<T>(p: GlobalPtr<T>, op: &str) {
 #[inline]
 pub fn rput<T: Pod>(value: T, dst: GlobalPtr<T>) -> Future<()> {
     not_null(dst, "rput");
-    runtime::with(|rt| put_bytes(rt, dst.rank(), dst.offset(), bytemuck::bytes_of(&value)));
-    Future::ready(())
+    runtime::with(|rt| {
+        let p = start_put(rt, dst.rank(), dst.offset(), bytemuck::bytes_of(&value));
+        put_future(rt, p)
+    })
 }
 
 /// Writes `src` to `dst ..`; the future completes when the write is done at the target.
 pub fn rput_slice<T: Pod>(src: &[T], dst: GlobalPtr<T>) -> Future<()> {
     not_null(dst, "rput");
-    runtime::with(|rt| put_bytes(rt, dst.rank(), dst.offset(), bytemuck::cast_slice(src)));
-    Future::ready(())
+    runtime::with(|rt| {
+        let p = start_put(rt, dst.rank(), dst.offset(), bytemuck::cast_slice(src));
+        put_future(rt, p)
+    })
 }
 
 /// Reads the `T` at `src`.
@@ -133,11 +195,12 @@ enum Notify<'p> {
 /// The completion events a transfer reports, and how (UPC++ `source_cx`, `operation_cx`,
 /// `remote_cx`); `'p` is the borrow of the promises that count events.
 ///
-/// Every transfer is complete when its call returns on the conduits of today, so a promise's
-/// dependency would be registered and removed within the call: only the check that the
-/// promise is not fulfilled yet remains, and the promise is borrowed, not cloned (an
-/// 8-byte `rput_with` counted on a promise took 22 ns against 4 ns for `rput_slice`). A
-/// transfer left pending will register its dependency and keep a clone of the promise.
+/// A transfer into memory this process maps (smp, the ranks of the host) is complete when its
+/// call returns, so a promise's dependency would be registered and removed within the call:
+/// only the check that the promise is not fulfilled yet remains, and the promise is borrowed,
+/// not cloned (an 8-byte `rput_with` counted on a promise took 22 ns against 4 ns for
+/// `rput_slice`). A put to another host returns before its ack: it registers its dependency
+/// and keeps a clone of the promise until the ack comes (see `pending.rs`).
 #[derive(Default)]
 pub struct Completions<'p> {
     source: Option<Notify<'p>>,
@@ -205,6 +268,31 @@ impl<'p> Completions<'p> {
         }
     }
 
+    /// Reports every event of a put whose ack is still to come: the source is free (the
+    /// conduit copied it), the operation completes, and the rpc leaves, when the ack arrives.
+    fn complete_later(self, rt: &Runtime, mut pending: PendingPut, target: usize) -> CxFutures {
+        let source = match self.source {
+            Some(Notify::Future) => Some(Future::ready(())),
+            Some(Notify::Promise(_)) | None => None,
+        };
+        let operation = match self.operation {
+            Some(Notify::Future) => {
+                let (future, fulfiller) = Future::pending_for(Awaiting::new("the ack of an rput"));
+                pending.operation = Some(fulfiller);
+                Some(future)
+            }
+            Some(Notify::Promise(p)) => {
+                p.require_anonymous(1);
+                pending.promise = Some(p.clone());
+                None
+            }
+            None => None,
+        };
+        pending.remote = self.remote.map(|send| (target, send));
+        rt.pending_puts.borrow_mut().push(pending);
+        CxFutures { source, operation }
+    }
+
     /// Reports every event; the transfer is complete when this runs (see the type's doc), so
     /// a promise's dependency is already met.
     #[inline]
@@ -230,8 +318,12 @@ impl<'p> Completions<'p> {
 pub fn rput_with<T: Pod>(src: &[T], dst: GlobalPtr<T>, cx: Completions<'_>) -> CxFutures {
     not_null(dst, "rput");
     cx.start();
-    runtime::with(|rt| put_bytes(rt, dst.rank(), dst.offset(), bytemuck::cast_slice(src)));
-    cx.complete(dst.rank())
+    runtime::with(
+        |rt| match start_put(rt, dst.rank(), dst.offset(), bytemuck::cast_slice(src)) {
+            None => cx.complete(dst.rank()),
+            Some(p) => cx.complete_later(rt, p, dst.rank()),
+        },
+    )
 }
 
 /// `rget` into `dst` with explicit completions (source completion does not apply to a get and

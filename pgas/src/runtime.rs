@@ -58,6 +58,8 @@ pub(crate) struct Runtime {
     pub(crate) acks_pending: Cell<usize>,
     /// Offsets of blocks whose `delete_` the hook deferred.
     pub(crate) deferred_frees: RefCell<BTreeSet<usize>>,
+    /// Puts still waiting for their acks (another host's memory; see `pending.rs`).
+    pub(crate) pending_puts: RefCell<Vec<crate::pending::PendingPut>>,
     /// True while a pgas message (an rpc, a reply, a collective step) is being handled.
     pub(crate) in_handler: Cell<bool>,
     next_message: Cell<u64>,
@@ -118,6 +120,7 @@ impl Runtime {
             next_op: Cell::new(0),
             acks_pending: Cell::new(0),
             deferred_frees: RefCell::new(BTreeSet::new()),
+            pending_puts: RefCell::new(Vec::new()),
             in_handler: Cell::new(false),
             next_message: Cell::new(0),
             sent: Cell::new(0),
@@ -235,6 +238,11 @@ impl Runtime {
             }
         }
         let previous = self.internal.get();
+        if internal && previous == 0 {
+            // The resilience runtime's work (preserve, agree, restore) starts after the
+            // program's writes have landed (see `pending.rs`).
+            self.quiet();
+        }
         let _restore = Restore(self, previous);
         self.internal.set(if internal {
             previous.saturating_add(1)
@@ -263,16 +271,34 @@ impl Runtime {
     /// Advances the EC for a synchronization and tells `hook` (the one an operation captured
     /// when it started: its completion may come in another mode).
     pub(crate) fn step(&self, hook: Option<&Rc<dyn Interceptor>>, kind: SyncEvent) {
+        self.quiet();
         let ec = self.ep().advance_epoch(1);
         if let Some(h) = hook {
             h.on_sync(kind, ec);
         }
     }
 
+    /// Makes progress until this rank has no put in flight (see `pending.rs`); free when it has
+    /// none.
+    #[inline]
+    pub(crate) fn quiet(&self) {
+        if self.pending_puts.borrow().is_empty() {
+            return;
+        }
+        self.ep().wait_for(
+            gasnet_bridge::sleep::Awaiting::new("the acks of this rank's puts"),
+            || {
+                crate::pending::complete_arrived(self);
+                self.pending_puts.borrow().is_empty()
+            },
+        );
+    }
+
     /// Completes everything in flight before the rank leaves: waves of (sent, handled)
     /// totals, summed at rank 0 between barriers, until two consecutive waves agree and every
     /// sent message was handled (the four-counter method of termination detection).
     fn finalize(&self) {
+        self.quiet();
         let ep = self.ep();
         let mut previous = None;
         for wave in 0..MAX_WAVES {
@@ -366,7 +392,11 @@ pub fn rank_n() -> usize {
 
 /// Runs pending incoming work (rpcs, replies, completions); returns how much ran.
 pub fn progress() -> usize {
-    with(|rt| rt.ep().poll())
+    with(|rt| {
+        let n = rt.ep().poll();
+        crate::pending::complete_arrived(rt);
+        n
+    })
 }
 
 /// Makes progress until `done()` holds, for a condition that no message announces, such as a
@@ -386,8 +416,13 @@ pub fn poll_until(mut done: impl FnMut() -> bool) {
 }
 
 /// Makes progress until `done()` holds (spinning, then yielding, then parking).
-pub(crate) fn progress_until(done: impl FnMut() -> bool) {
-    with(|rt| rt.ep().wait_until(done))
+pub(crate) fn progress_until(mut done: impl FnMut() -> bool) {
+    with(|rt| {
+        rt.ep().wait_until(|| {
+            crate::pending::complete_arrived(rt);
+            done()
+        })
+    })
 }
 
 /// [`progress_until`], telling what is awaited (the hang report, `PGAS_HANG_REPORT`).
@@ -395,7 +430,13 @@ pub(crate) fn progress_until_for(
     awaiting: gasnet_bridge::sleep::Awaiting,
     done: impl FnMut() -> bool,
 ) {
-    with(|rt| rt.ep().wait_for(awaiting, done))
+    let mut done = done;
+    with(|rt| {
+        rt.ep().wait_for(awaiting, || {
+            crate::pending::complete_arrived(rt);
+            done()
+        })
+    })
 }
 
 /// True when called on a rank inside [`launch`].

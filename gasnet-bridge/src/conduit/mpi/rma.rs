@@ -204,6 +204,14 @@ impl MpiWorld {
         }
     }
 
+    /// The ack of `id` if it has arrived, with no progress.
+    pub(crate) fn peek_ack(&self, id: u64) -> Option<WriteAck> {
+        match self.st.try_borrow().ok()?.ops.get(&id) {
+            Some(Op::Ack(a)) => Some(*a),
+            _ => None,
+        }
+    }
+
     /// Waits (internal progress only) for the ack of `id`.
     pub(crate) fn wait_ack(&self, id: u64) -> WriteAck {
         let mut ack = None;
