@@ -165,11 +165,14 @@ fn main() {
     }
     let only = std::env::var("LULESH_BENCH").unwrap_or_default();
     let mut lines = Vec::new();
-    if only != "relaxed" {
+    if only.is_empty() || only == "strict" {
         lines.extend(strict_lines(&args));
     }
-    if only != "strict" {
+    if only.is_empty() || only == "relaxed" {
         lines.extend(relaxed_lines(&args));
+    }
+    if only.is_empty() || only == "media" {
+        lines.extend(media_lines(&args));
     }
     print(&lines, args.json);
 }
@@ -357,6 +360,70 @@ fn relaxed_lines(args: &BenchArgs) -> Vec<Line> {
     .into_iter()
     .map(|l| l.on("smp", RANKS))
     .collect()
+}
+
+/// The preservation media compared by [`media_lines`]: name and the `[cd.step]` settings.
+const MEDIA: &[(&str, &str)] = &[
+    ("local", "medium = \"local\""),
+    ("buddy", "medium = \"buddy\""),
+    ("file", "medium = \"file\""),
+];
+
+/// Failure-free cost of each preservation medium: LULESH `-s 15 --ranks 8` (`-s 5` with
+/// `--quick`) with a strict CD per cycle preserving on that medium, against the same run
+/// without CDs, in rotating order within each repetition.
+fn media_lines(args: &BenchArgs) -> Vec<Line> {
+    let size = if args.quick { 5 } else { 15 };
+    let opts = Options {
+        nx: size,
+        quiet: true,
+        ..Options::default()
+    };
+    let reps = args.reps.max(1);
+    let configs: Vec<CdConfig> = MEDIA
+        .iter()
+        .map(|(name, settings)| {
+            CdConfig::parse(&format!("[cd.step]\n{settings}\n"), &format!("{name}.toml"))
+                .expect("valid configuration")
+        })
+        .collect();
+    let mut plain = Vec::new();
+    let mut with: Vec<Vec<f64>> = vec![Vec::new(); MEDIA.len()];
+    let reference = no_cd_r8(&opts, Arrival::Rpc);
+    for rep in 0..=reps {
+        let runs = MEDIA.len() + 1;
+        for k in 0..runs {
+            let which = (k + rep) % runs;
+            if which == MEDIA.len() {
+                let t = no_cd_r8(&opts, Arrival::Rpc).elapsed;
+                if rep > 0 {
+                    plain.push(t);
+                }
+            } else {
+                let out = cd_r8(&opts, configs[which].clone());
+                same_physics(&out.report, &reference);
+                if rep > 0 {
+                    with[which].push(out.report.elapsed);
+                }
+            }
+        }
+    }
+    let base = median(&mut plain);
+    MEDIA
+        .iter()
+        .zip(with.iter_mut())
+        .map(|((name, _), times)| {
+            Line::new(
+                "lulesh_medium_overhead",
+                &format!("{name}_s{size}_r{RANKS}"),
+                median(times),
+                "s",
+                Better::Lower,
+            )
+            .baseline(&format!("lulesh_no_cd_s{size}_r{RANKS}"), base)
+            .on("smp", RANKS)
+        })
+        .collect()
 }
 
 fn strict_lines(args: &BenchArgs) -> Vec<Line> {
