@@ -383,7 +383,7 @@ fn media_lines(args: &BenchArgs) -> Vec<Line> {
     let configs: Vec<CdConfig> = MEDIA
         .iter()
         .map(|(name, settings)| {
-            CdConfig::parse(&format!("[cd.step]\n{settings}\n"), &format!("{name}.toml"))
+            CdConfig::parse(&format!("[cd.step]\n{settings}\n"), format!("{name}.toml"))
                 .expect("valid configuration")
         })
         .collect();
