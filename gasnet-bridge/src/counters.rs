@@ -49,6 +49,16 @@ impl WriteCounters {
         WriteAck { ec, iwc }
     }
 
+    /// Counts `n >= 1` writes whose bytes are already in place, with consecutive IWC values
+    /// (no other write is counted between them); the ack describes the last one.
+    #[inline]
+    pub fn count_writes(&self, n: u64) -> WriteAck {
+        debug_assert!(n >= 1, "count_writes(0)");
+        let iwc = self.iwc.fetch_add(n, Ordering::Release) + n;
+        let ec = self.ec.load(Ordering::Acquire);
+        WriteAck { ec, iwc }
+    }
+
     /// Number of writes that have landed so far (see the module note on ordering).
     #[inline]
     pub fn iwc(&self) -> u64 {
@@ -82,6 +92,15 @@ mod tests {
         assert_eq!(c.count_write(), WriteAck { ec: 9, iwc: 2 });
         assert_eq!(c.iwc(), 2);
         assert_eq!(c.ec(), 9);
+    }
+
+    #[test]
+    fn count_writes_reserves_consecutive_values() {
+        let c = WriteCounters::default();
+        c.set_ec(2);
+        c.count_write();
+        assert_eq!(c.count_writes(3), WriteAck { ec: 2, iwc: 4 });
+        assert_eq!(c.count_write().iwc, 5);
     }
 
     #[test]
