@@ -8,11 +8,13 @@
 //!
 //! # One message per target
 //!
-//! One call reaches one rank. The local pieces are packed into one buffer and the remote ones
-//! go as one list to the communication core's vector put / get (`Endpoint::put_vector`), which
-//! copies each piece directly where the target's memory is mapped (smp, same host) and sends
-//! one request (with one ack or one data reply) across hosts. A single contiguous piece goes as
-//! a plain put / get.
+//! One call reaches one rank. Where the target's memory is copied directly (smp, a rank of
+//! the same host on mpi), a strided block goes run by run: each run is a plain copy, and
+//! packing would only copy every byte twice. Otherwise, and for irregular and regular vectors
+//! everywhere, the local pieces are packed into one buffer and the remote ones go as one list
+//! to the communication core's vector put / get (`Endpoint::put_vector`), which copies each
+//! piece directly into mapped memory and sends one request (with one ack or one data reply)
+//! across hosts. A single contiguous piece goes as a plain put / get.
 //!
 //! # What the hook sees
 //!
@@ -225,6 +227,26 @@ fn for_each_run<const N: usize>(
     }
 }
 
+/// Checks the remote block (first element at `remote`, last `last` elements on) lies in its
+/// rank's segment; true if that memory is copied directly from this process (smp, or a rank
+/// of this host on mpi), where sending the runs one by one is fastest: each is a plain copy,
+/// and packing would copy every byte twice (measured by pgas-bench's `rput_strided` lines).
+/// With a hook installed the vector path is taken everywhere, so that the pieces of one call
+/// always get consecutive IWC values at the target.
+fn direct<T: 'static>(rt: &Runtime, op: &str, remote: GlobalPtr<T>, last: usize) -> bool {
+    let end = remote + last;
+    check_pieces(
+        rt,
+        op,
+        remote.rank(),
+        &[(
+            remote.offset(),
+            end.offset() - remote.offset() + size_of::<T>(),
+        )],
+    );
+    !rt.hooked() && rt.ep().segment_base(remote.rank()).is_ok()
+}
+
 /// The runs of a strided block as (local element, remote byte offset, elements).
 fn strided_runs<T: 'static, const N: usize>(
     local_strides: &[usize; N],
@@ -274,12 +296,26 @@ pub fn rput_strided<T: Pod, const N: usize>(
             src.len()
         );
     }
-    let (local, pieces) = strided_runs(&src_strides, dst, &dst_strides, &extents);
-    if pieces.is_empty() {
+    let Some(last) = span(&dst_strides, &extents) else {
         return Future::ready(());
-    }
-    let bytes = pack(src, &local);
-    runtime::with(|rt| put_pieces(rt, "rput_strided", dst.rank(), &pieces, &bytes));
+    };
+    runtime::with(|rt| {
+        if direct(rt, "rput_strided", dst, last) {
+            for_each_run(&src_strides, &dst_strides, &extents, |s, t, run| {
+                let d = dst + t;
+                put_bytes(
+                    rt,
+                    d.rank(),
+                    d.offset(),
+                    bytemuck::cast_slice(&src[s..s + run]),
+                );
+            });
+        } else {
+            let (local, pieces) = strided_runs(&src_strides, dst, &dst_strides, &extents);
+            let bytes = pack(src, &local);
+            put_pieces(rt, "rput_strided", dst.rank(), &pieces, &bytes);
+        }
+    });
     Future::ready(())
 }
 
@@ -302,8 +338,25 @@ pub fn rget_strided<T: Pod, const N: usize>(
             dst.len()
         );
     }
-    let (local, pieces) = strided_runs(&dst_strides, src, &src_strides, &extents);
-    get_into_runs(src.rank(), "rget_strided", &pieces, dst, &local);
+    let Some(last) = span(&src_strides, &extents) else {
+        return Future::ready(());
+    };
+    if runtime::with(|rt| direct(rt, "rget_strided", src, last)) {
+        runtime::with(|rt| {
+            for_each_run(&src_strides, &dst_strides, &extents, |s, t, run| {
+                let p = src + s;
+                get_bytes(
+                    rt,
+                    p.rank(),
+                    p.offset(),
+                    bytemuck::cast_slice_mut(&mut dst[t..t + run]),
+                );
+            })
+        });
+    } else {
+        let (local, pieces) = strided_runs(&dst_strides, src, &src_strides, &extents);
+        get_into_runs(src.rank(), "rget_strided", &pieces, dst, &local);
+    }
     Future::ready(())
 }
 

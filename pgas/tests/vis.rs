@@ -140,9 +140,23 @@ fn strided_case<T: Pod + Debug, const N: usize>(
     });
 }
 
-/// Runs strided cases of 1, 2 and 3 dimensions for `T` into the right neighbour and into self.
+/// A hook that lets everything through: with one installed, strided transfers take the
+/// packed path even where the target's memory is mapped (on smp, the only way to test it).
+struct Pass;
+impl Interceptor for Pass {}
+
+/// Runs strided cases of 1, 2 and 3 dimensions for `T` into the right neighbour and into self,
+/// with and without a hook.
 fn strided_cases<T: Pod + Debug>(n: usize, salt: u64) {
+    strided_cases_hooked::<T>(n, salt, false);
+    strided_cases_hooked::<T>(n, salt, true);
+}
+
+fn strided_cases_hooked<T: Pod + Debug>(n: usize, salt: u64, hooked: bool) {
     run(n, 4, RpcTable::new(), move || {
+        if hooked {
+            set_hook(Rc::new(Pass));
+        }
         let me = rank_me();
         let nb = new_array::<T>(LEN).unwrap();
         let own = new_array::<T>(LEN).unwrap();
