@@ -4,16 +4,13 @@
 //!
 //! Between ranks that share memory each piece is copied directly; across hosts the whole list
 //! travels as one request (piece list and packed bytes) that the target scatters, or gathers
-//! into one reply. A vector put counts one incoming write per piece, with consecutive IWC
+//! into one reply. On the wire, pieces of one length at a constant step are one group. A vector put counts one incoming write per piece, with consecutive IWC
 //! values, so that a layer that reports each piece as its own write (pgas's hook) sees the
 //! same counts as if the pieces had been put one by one.
 
 use crate::counters::{WriteAck, WriteCounters};
 use crate::error::BridgeError;
 use crate::segment::Segment;
-
-/// Bytes one piece takes in a vector message: offset and length, little-endian `u64`s.
-pub(crate) const PIECE_BYTES: usize = 16;
 
 /// The IWC value that piece `i` of a vector put acknowledged by `ack` (for `pieces` pieces)
 /// produced: the pieces are counted in order, the last one gets `ack.iwc`.
@@ -86,34 +83,72 @@ pub(crate) fn gather(
     Ok(())
 }
 
-/// Appends the piece list to `out` in the wire encoding.
+/// Bytes one group of pieces takes in a vector message: first offset, length, step between
+/// offsets (two's complement) and count, little-endian `u64`s.
+pub(crate) const GROUP_BYTES: usize = 32;
+
+/// Appends the piece list to `out` in the wire encoding and returns the number of groups: runs
+/// of pieces of one length whose offsets advance by one step are sent as one group, so that a
+/// strided block costs one group per row, not one entry per piece.
 #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
-pub(crate) fn encode_pieces(pieces: &[(usize, usize)], out: &mut Vec<u8>) {
-    out.reserve(pieces.len() * PIECE_BYTES);
-    for &(offset, len) in pieces {
-        out.extend_from_slice(&(offset as u64).to_le_bytes());
-        out.extend_from_slice(&(len as u64).to_le_bytes());
+pub(crate) fn encode_pieces(pieces: &[(usize, usize)], out: &mut Vec<u8>) -> usize {
+    let mut groups = 0;
+    let mut i = 0;
+    while i < pieces.len() {
+        let (offset, len) = pieces[i];
+        let mut step = 0u64;
+        let mut count = 1;
+        if let Some(&(next, next_len)) = pieces.get(i + 1) {
+            if next_len == len {
+                step = (next as u64).wrapping_sub(offset as u64);
+                count = 2;
+                while let Some(&(o, l)) = pieces.get(i + count) {
+                    let prev = pieces[i + count - 1].0 as u64;
+                    if l != len || (o as u64).wrapping_sub(prev) != step {
+                        break;
+                    }
+                    count += 1;
+                }
+            }
+        }
+        for w in [offset as u64, len as u64, step, count as u64] {
+            out.extend_from_slice(&w.to_le_bytes());
+        }
+        groups += 1;
+        i += count;
     }
+    groups
 }
 
-/// Decodes `n` pieces from the front of `bytes`; returns them and the bytes after the list,
-/// or None if `bytes` is too short or a value does not fit a `usize`.
+/// Decodes `groups` groups holding `pieces` pieces in all from the front of `bytes`; returns
+/// the pieces and the bytes after the list, or None if the list is malformed (too short, a
+/// different piece count, a value that does not fit a `usize`).
 #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
-pub(crate) fn decode_pieces(bytes: &[u8], n: usize) -> Option<(Vec<(usize, usize)>, &[u8])> {
-    let list = n.checked_mul(PIECE_BYTES)?;
-    if bytes.len() < list {
+pub(crate) fn decode_pieces(
+    bytes: &[u8],
+    groups: usize,
+    pieces: usize,
+) -> Option<(Vec<(usize, usize)>, &[u8])> {
+    let list = groups.checked_mul(GROUP_BYTES)?;
+    if bytes.len() < list || groups > pieces {
         return None;
     }
-    let word = |at: usize| {
-        usize::try_from(u64::from_le_bytes(
-            bytes[at..at + 8].try_into().expect("8 bytes"),
-        ))
-        .ok()
-    };
-    let pieces = (0..n)
-        .map(|i| Some((word(i * PIECE_BYTES)?, word(i * PIECE_BYTES + 8)?)))
-        .collect::<Option<Vec<_>>>()?;
-    Some((pieces, &bytes[list..]))
+    let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
+    // The header's piece count bounds what a (malformed) group may make the loop allocate.
+    let mut out = Vec::with_capacity(pieces.min(1 << 16));
+    for g in 0..groups {
+        let at = g * GROUP_BYTES;
+        let (first, len, step, count) = (word(at), word(at + 8), word(at + 16), word(at + 24));
+        if count == 0 || count > (pieces - out.len()) as u64 {
+            return None;
+        }
+        let len = usize::try_from(len).ok()?;
+        for k in 0..count {
+            let offset = first.wrapping_add(step.wrapping_mul(k));
+            out.push((usize::try_from(offset).ok()?, len));
+        }
+    }
+    (out.len() == pieces).then_some((out, &bytes[list..]))
 }
 
 #[cfg(test)]
@@ -164,15 +199,35 @@ mod tests {
     }
 
     #[test]
-    fn piece_lists_round_trip_and_short_input_is_refused() {
-        let pieces = vec![(7, 1), (usize::MAX >> 1, 0), (0, 12)];
+    fn piece_lists_round_trip_and_malformed_ones_are_refused() {
+        // Two strided rows (one going backwards), then irregular pieces.
+        let mut pieces: Vec<(usize, usize)> = (0..5).map(|k| (100 + 16 * k, 8)).collect();
+        pieces.extend((0..4).map(|k| (900 - 24 * k, 8)));
+        pieces.extend([(7, 1), (usize::MAX >> 1, 0), (0, 12), (3, 12)]);
         let mut bytes = Vec::new();
-        encode_pieces(&pieces, &mut bytes);
+        let groups = encode_pieces(&pieces, &mut bytes);
+        assert_eq!(
+            groups, 5,
+            "a group per row, then (7,1), (MAX,0), and the pair of 12s"
+        );
+        assert_eq!(bytes.len(), groups * GROUP_BYTES);
         bytes.extend_from_slice(b"tail");
-        let (back, rest) = decode_pieces(&bytes, 3).unwrap();
+        let n = pieces.len();
+        let (back, rest) = decode_pieces(&bytes, groups, n).unwrap();
         assert_eq!(back, pieces);
         assert_eq!(rest, b"tail");
-        assert!(decode_pieces(&bytes[..47], 3).is_none());
-        assert!(decode_pieces(&bytes, usize::MAX).is_none());
+        assert!(decode_pieces(&bytes[..GROUP_BYTES * groups - 1], groups, n).is_none());
+        assert!(
+            decode_pieces(&bytes, groups, n - 1).is_none(),
+            "more pieces than announced"
+        );
+        assert!(
+            decode_pieces(&bytes, groups, n + 1).is_none(),
+            "fewer pieces than announced"
+        );
+        assert!(decode_pieces(&bytes, usize::MAX, n).is_none());
+        let mut empty = Vec::new();
+        assert_eq!(encode_pieces(&[], &mut empty), 0);
+        assert_eq!(decode_pieces(&empty, 0, 0).unwrap().0, vec![]);
     }
 }

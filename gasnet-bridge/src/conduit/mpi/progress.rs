@@ -103,9 +103,10 @@ impl MpiWorld {
                                 origin,
                                 id,
                                 pieces,
+                                groups,
                                 put,
                                 ..
-                            } => self.serve_vector(st, origin, id, pieces, put, &buf),
+                            } => self.serve_vector(st, origin, id, (pieces, groups), put, &buf),
                         }
                     }
                 }

@@ -44,11 +44,11 @@ impl MpiWorld {
         st: &mut State,
         origin: usize,
         id: u64,
-        pieces: usize,
+        (pieces, groups): (usize, usize),
         put: bool,
         body: &[u8],
     ) {
-        let Some((list, data)) = crate::vector::decode_pieces(body, pieces) else {
+        let Some((list, data)) = crate::vector::decode_pieces(body, groups, pieces) else {
             panic!(
                 "malformed vector request from rank {origin}: {pieces} pieces in {} bytes",
                 body.len()
@@ -230,7 +230,7 @@ impl MpiWorld {
                 }
             }
             K_PUTV | K_GETV => {
-                let (pieces, put) = (h.a as usize, h.kind == K_PUTV);
+                let (pieces, groups, put) = (h.a as usize, h.c as usize, h.kind == K_PUTV);
                 if separate {
                     let mut buf = vec![0u8; len];
                     let req = self.post_payload(buf.as_mut_ptr(), len, source);
@@ -240,10 +240,12 @@ impl MpiWorld {
                         origin: source,
                         id: h.id,
                         pieces,
+                        groups,
                         put,
                     });
                 } else {
-                    self.serve_vector(st, source, h.id, pieces, put, &inline[..len]);
+                    let body = &inline[..len];
+                    self.serve_vector(st, source, h.id, (pieces, groups), put, body);
                 }
             }
             K_GET => {

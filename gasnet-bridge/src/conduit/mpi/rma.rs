@@ -167,8 +167,8 @@ impl MpiWorld {
         if pieces.is_empty() {
             return Ok(WriteAck::default());
         }
-        let mut body = Vec::with_capacity(pieces.len() * crate::vector::PIECE_BYTES + src.len());
-        crate::vector::encode_pieces(pieces, &mut body);
+        let mut body = Vec::with_capacity(crate::vector::GROUP_BYTES + src.len());
+        let groups = crate::vector::encode_pieces(pieces, &mut body);
         body.extend_from_slice(src);
         mpi_len(body.len())?;
         let spend = self.take_credit(ep, rank);
@@ -178,6 +178,7 @@ impl MpiWorld {
             id,
             a: pieces.len() as u64,
             b: body.len() as u64,
+            c: groups as u64,
             ..Header::default()
         };
         if let Err(e) = self.send_with_payload(rank, h, &[], &body, spend) {
@@ -207,8 +208,8 @@ impl MpiWorld {
             return Ok(());
         }
         let len = mpi_len(dst.len())?;
-        let mut list = Vec::with_capacity(pieces.len() * crate::vector::PIECE_BYTES);
-        crate::vector::encode_pieces(pieces, &mut list);
+        let mut list = Vec::new();
+        let groups = crate::vector::encode_pieces(pieces, &mut list);
         mpi_len(list.len())?;
         let spend = self.take_credit(ep, rank);
         let mut req = null_request();
@@ -231,6 +232,7 @@ impl MpiWorld {
             kind: K_GETV,
             a: pieces.len() as u64,
             b: list.len() as u64,
+            c: groups as u64,
             ..Header::default()
         };
         self.send_with_payload(rank, h, &[], &list, spend)?;

@@ -40,6 +40,7 @@ pub(super) enum Inflight {
         origin: usize,
         id: u64,
         pieces: usize,
+        groups: usize,
         put: bool,
     },
     /// A medium AM's bytes into `buf`.
