@@ -83,6 +83,9 @@ pub(crate) fn gather(
     Ok(())
 }
 
+/// A list of pieces, `(offset, len)` each.
+pub(crate) type Pieces = Vec<(usize, usize)>;
+
 /// Bytes one group of pieces takes in a vector message: first offset, length, step between
 /// offsets (two's complement) and count, little-endian `u64`s.
 pub(crate) const GROUP_BYTES: usize = 32;
@@ -124,11 +127,7 @@ pub(crate) fn encode_pieces(pieces: &[(usize, usize)], out: &mut Vec<u8>) -> usi
 /// the pieces and the bytes after the list, or None if the list is malformed (too short, a
 /// different piece count, a value that does not fit a `usize`).
 #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
-pub(crate) fn decode_pieces(
-    bytes: &[u8],
-    groups: usize,
-    pieces: usize,
-) -> Option<(Vec<(usize, usize)>, &[u8])> {
+pub(crate) fn decode_pieces(bytes: &[u8], groups: usize, pieces: usize) -> Option<(Pieces, &[u8])> {
     let list = groups.checked_mul(GROUP_BYTES)?;
     if bytes.len() < list || groups > pieces {
         return None;

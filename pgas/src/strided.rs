@@ -247,13 +247,16 @@ fn direct<T: 'static>(rt: &Runtime, op: &str, remote: GlobalPtr<T>, last: usize)
     !rt.hooked() && rt.ep().segment_base(remote.rank()).is_ok()
 }
 
+/// Pairs of (start, length): local runs in elements, remote pieces in bytes.
+type Runs = Vec<(usize, usize)>;
+
 /// The runs of a strided block as (local element, remote byte offset, elements).
 fn strided_runs<T: 'static, const N: usize>(
     local_strides: &[usize; N],
     remote: GlobalPtr<T>,
     remote_strides: &[usize; N],
     extents: &[usize; N],
-) -> (Vec<(usize, usize)>, Vec<(usize, usize)>) {
+) -> (Runs, Runs) {
     let size = size_of::<T>();
     let (mut local, mut pieces) = (Vec::new(), Vec::new());
     for_each_run(local_strides, remote_strides, extents, |l, r, run| {
