@@ -22,7 +22,8 @@
 //! sent alone, so a resilience layer logs the same entries as before. The core counts one
 //! incoming write per piece with consecutive IWC values; piece `i`'s `after_put` gets the
 //! value that piece produced. Pieces the hook suppresses (put) or serves (get) are left out of
-//! the message.
+//! the message. With a hook installed a strided block takes the packed path even into mapped
+//! memory, so the pieces of one call always get consecutive IWC values.
 
 use std::borrow::Cow;
 
