@@ -309,6 +309,7 @@ fn pgas_lines(s: &Sizes, am_rtt: f64) -> Vec<Line> {
             }
             lines.push(gups(s, word));
             lines.extend(strided_lines(s, target.cast::<f64>()));
+            lines.push(irregular_line(s, target.cast::<f64>()));
         }
         barrier();
         if let Some(line) = rpc_roundtrip(s, noop, stop, &stops, am_rtt) {
@@ -418,6 +419,26 @@ fn strided_lines(s: &Sizes, dst: GlobalPtr<f64>) -> Vec<Line> {
         );
     }
     lines
+}
+
+/// 4096 single-f64 pieces (every other element on rank 1) written by one `rput_irregular`,
+/// against the same pieces written by 4096 `rput_slice` calls; nanoseconds per 4096 pieces,
+/// blocks per repetition as in [`strided_lines`].
+fn irregular_line(s: &Sizes, dst: GlobalPtr<f64>) -> Line {
+    let blocks: u64 = if s.ops < 1_000_000 { 10 } else { 50 };
+    let src: Vec<f64> = (0..4096).map(|k| k as f64).collect();
+    let pieces: Vec<(GlobalPtr<f64>, usize)> = (0..4096).map(|k| (dst + 2 * k, 1)).collect();
+    let one_by_one = || {
+        ns_per_op(blocks, || {
+            for (k, &(p, _)) in pieces.iter().enumerate() {
+                rput_slice(&src[k..=k], p).wait();
+            }
+        })
+    };
+    let one = || ns_per_op(blocks, || pgas::rput_irregular(&[&src[..]], &pieces).wait());
+    let (base, value) = paired(s.reps, one_by_one, one);
+    Line::new("rput_irregular", "4096x8B", value, "ns", Better::Lower)
+        .baseline("rput_slice_one_by_one_4096x8B", base)
 }
 
 /// Random xor updates into a 1 Mi-word table on rank 1 through the atomic domain, against the
