@@ -63,6 +63,16 @@ impl WriteCounting {
             WriteCounting::Off => WriteAck::UNCOUNTED,
         }
     }
+
+    /// Counts `n >= 1` writes with consecutive IWC values if this job counts writes; the ack
+    /// describes the last one.
+    #[inline]
+    pub fn count_n(self, counters: &WriteCounters, n: u64) -> WriteAck {
+        match self {
+            WriteCounting::On => counters.count_writes(n),
+            WriteCounting::Off => WriteAck::UNCOUNTED,
+        }
+    }
 }
 
 /// A rank's EC and IWC; the IWC is bumped by any rank that writes here, the EC only by its owner.
@@ -81,6 +91,16 @@ impl WriteCounters {
     #[inline]
     pub fn count_write(&self) -> WriteAck {
         let iwc = self.iwc.fetch_add(1, Ordering::Release) + 1;
+        let ec = self.ec.load(Ordering::Acquire);
+        WriteAck { ec, iwc }
+    }
+
+    /// Counts `n >= 1` writes whose bytes are already in place, with consecutive IWC values
+    /// (no other write is counted between them); the ack describes the last one.
+    #[inline]
+    pub fn count_writes(&self, n: u64) -> WriteAck {
+        debug_assert!(n >= 1, "count_writes(0)");
+        let iwc = self.iwc.fetch_add(n, Ordering::Release) + n;
         let ec = self.ec.load(Ordering::Acquire);
         WriteAck { ec, iwc }
     }
@@ -128,6 +148,15 @@ mod tests {
         assert_eq!(c.iwc(), 0);
         assert_eq!(WriteCounting::On.count(&c), WriteAck { ec: 3, iwc: 1 });
         assert_eq!(WriteCounting::default(), WriteCounting::Off);
+    }
+
+    #[test]
+    fn count_writes_reserves_consecutive_values() {
+        let c = WriteCounters::default();
+        c.set_ec(2);
+        c.count_write();
+        assert_eq!(c.count_writes(3), WriteAck { ec: 2, iwc: 4 });
+        assert_eq!(c.count_write().iwc, 5);
     }
 
     #[test]

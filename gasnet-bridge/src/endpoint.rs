@@ -246,6 +246,57 @@ impl Endpoint {
         }
     }
 
+    /// Writes a vector of pieces into `rank`'s segment: piece `i` is `(offset, len)` there, and
+    /// `src` holds the bytes of all pieces back to back. Across hosts it travels as one
+    /// request; between ranks that share memory each piece is copied directly. Counts one
+    /// incoming write per piece, consecutively; the ack describes the last piece (see
+    /// [`crate::vector::piece_iwc`]). An empty list writes nothing and returns a default ack.
+    /// Nothing is written if any piece lies outside the segment or the sizes differ.
+    pub fn put_vector(
+        &self,
+        rank: usize,
+        pieces: &[(usize, usize)],
+        src: &[u8],
+    ) -> Result<WriteAck, BridgeError> {
+        match &self.conduit {
+            Conduit::Smp(world) => crate::vector::scatter_counted(
+                world.segment(rank)?,
+                world.write_counting,
+                &world.counters[rank],
+                pieces,
+                src,
+            ),
+            #[cfg(feature = "mpi")]
+            Conduit::Mpi(world) => world.put_vector(self, rank, pieces, src),
+        }
+    }
+
+    /// Reads a vector of pieces of `rank`'s segment into `dst`, back to back: the get
+    /// counterpart of [`Endpoint::put_vector`] (one request and one reply across hosts).
+    pub fn get_vector(
+        &self,
+        rank: usize,
+        pieces: &[(usize, usize)],
+        dst: &mut [u8],
+    ) -> Result<(), BridgeError> {
+        match &self.conduit {
+            Conduit::Smp(world) => crate::vector::gather(world.segment(rank)?, pieces, dst),
+            #[cfg(feature = "mpi")]
+            Conduit::Mpi(world) => world.get_vector(self, rank, pieces, dst),
+        }
+    }
+
+    /// Messages this rank has sent through the conduit so far: active messages, and on mpi
+    /// also the requests, acks and credits of RMA across hosts (not payloads that follow their
+    /// header, nor direct shared-memory copies). For tests and benchmarks that count messages.
+    pub fn messages_sent(&self) -> u64 {
+        match &self.conduit {
+            Conduit::Smp(world) => world.traffic[self.rank].sent.load(Ordering::SeqCst),
+            #[cfg(feature = "mpi")]
+            Conduit::Mpi(world) => world.messages_sent(),
+        }
+    }
+
     /// Starts a get into `dst`, which stays borrowed until the handle completes. (On mpi a
     /// get from another host completes before this returns: a handle that could be leaked
     /// with `mem::forget` must not leave a transfer writing into `dst` after the borrow ends.)

@@ -62,6 +62,17 @@ pub enum BridgeError {
     /// The transport under the conduit reported an error.
     #[error("conduit error: {0}")]
     Conduit(String),
+
+    /// A vector put or get whose pieces do not add up to its local buffer.
+    #[error(
+        "vector transfer of {pieces} pieces totalling {total} bytes with a local buffer of \
+         {buffer} bytes: the two sizes must be equal"
+    )]
+    VectorLength {
+        pieces: usize,
+        total: usize,
+        buffer: usize,
+    },
 }
 
 /// A configuration value that cannot be used, naming where it came from.

@@ -38,6 +38,7 @@ pub mod shared_copy;
 pub mod sleep;
 pub mod stderr_line;
 pub mod topology;
+pub mod vector;
 
 pub use active_message::{HandlerId, HandlerTable, MAX_ARGS, MAX_MEDIUM, Payload, Token};
 pub use atomic::{AtomicOp, AtomicResult};

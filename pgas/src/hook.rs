@@ -13,8 +13,8 @@
 //!
 //! | operation | methods |
 //! |---|---|
-//! | `rput*` (scalar, slice, `rput_with`, each contiguous run of `rput_strided`) | `before_put`, `after_put` |
-//! | `rget*` (scalar, slice, `rget_into`, `rget_with`, each run of `rget_strided`) | `before_get`, `after_get` |
+//! | `rput*` (scalar, slice, `rput_with`; each contiguous run of `rput_strided`, each destination piece of `rput_irregular` / `rput_regular`, though they travel as one message) | `before_put`, `after_put` |
+//! | `rget*` (scalar, slice, `rget_into`, `rget_with`; each run of `rget_strided`, each source piece of `rget_irregular` / `rget_regular`) | `before_get`, `after_get` |
 //! | `rpc`, `rpc_ff` (and `Completions::remote_rpc`) | `before_rpc`, `after_rpc` |
 //! | the reply an rpc function (or a dist_object fetch) sends back from this rank | `before_reply` |
 //! | `AtomicDomain` operations (each remote atomic of an `f64` update loop) | `before_atomic`, `after_atomic` |

@@ -54,7 +54,9 @@ pub use rma::{
 };
 pub use rpc::{RpcFn, RpcTable, rpc, rpc_ff};
 pub use runtime::{in_launch, launch, launch_from_env, poll_until, progress, rank_me, rank_n};
-pub use strided::{rget_strided, rput_strided};
+pub use strided::{
+    rget_irregular, rget_regular, rget_strided, rput_irregular, rput_regular, rput_strided,
+};
 pub use team::{Team, local_team, solo_team, world};
 
 /// Re-exported so users can derive `Pod` for their own types.

@@ -1,13 +1,188 @@
-//! N-dimensional strided transfers: a block of `extents` elements described by per-dimension
-//! strides (in elements) on both sides; dimension 0 varies fastest. Runs that are contiguous on
-//! both sides go as one transfer each.
+//! Non-contiguous transfers, after UPC++'s VIS: N-dimensional strided blocks, and irregular
+//! and regular vectors of pieces.
+//!
+//! A strided block is `extents` elements described by per-dimension strides (in elements) on
+//! both sides; dimension 0 varies fastest. Runs contiguous on both sides are its pieces. An
+//! irregular transfer is a list of pieces on each side with equal total size (the boundaries
+//! may differ); a regular one is a list of equal-size pieces on each side.
+//!
+//! # One message per target
+//!
+//! One call reaches one rank. Where the target's memory is copied directly (smp, a rank of
+//! the same host on mpi), a strided block goes run by run: each run is a plain copy, and
+//! packing would only copy every byte twice. Otherwise, and for irregular and regular vectors
+//! everywhere, the local pieces are packed into one buffer and the remote ones go as one list
+//! to the communication core's vector put / get (`Endpoint::put_vector`), which copies each
+//! piece directly into mapped memory and sends one request (with one ack or one data reply)
+//! across hosts. A single contiguous piece goes as a plain put / get.
+//!
+//! # What the hook sees
+//!
+//! Each remote piece is reported as its own put or get (its own `OpId`, `Rma`, bytes), as if
+//! sent alone, so a resilience layer logs the same entries as before. The core counts one
+//! incoming write per piece with consecutive IWC values; piece `i`'s `after_put` gets the
+//! value that piece produced. Pieces the hook suppresses (put) or serves (get) are left out of
+//! the message. With a hook installed a strided block takes the packed path even into mapped
+//! memory, so the pieces of one call always get consecutive IWC values.
+
+use std::borrow::Cow;
 
 use bytemuck::Pod;
+use gasnet_bridge::vector::piece_iwc;
+use gasnet_bridge::{BridgeError, WriteAck};
 
 use crate::future::Future;
 use crate::global_ptr::GlobalPtr;
+use crate::hook::{GetAction, PutAction, Rma};
 use crate::rma::{get_bytes, put_bytes};
-use crate::runtime;
+use crate::runtime::{self, Runtime};
+
+/// Checks that every remote piece `(offset, len)` lies in `rank`'s segment, before anything
+/// is sent or reported to the hook.
+fn check_pieces(rt: &Runtime, op: &str, rank: usize, pieces: &[(usize, usize)]) {
+    let ep = rt.ep();
+    let ranks = ep.ranks();
+    if rank >= ranks {
+        panic!("{op}: {}", BridgeError::NoSuchRank { rank, ranks });
+    }
+    let segment_len = ep.segment_len();
+    for &(offset, len) in pieces {
+        if offset.checked_add(len).is_none_or(|end| end > segment_len) {
+            panic!(
+                "{op}: {}",
+                BridgeError::OutOfSegment {
+                    rank,
+                    offset,
+                    len,
+                    segment_len
+                }
+            );
+        }
+    }
+}
+
+/// Writes the pieces `(offset, len)` of `rank`'s segment from `src` (their bytes back to
+/// back): one plain put for one piece, else one vector put; each piece through the hook.
+pub(crate) fn put_pieces(
+    rt: &Runtime,
+    op: &str,
+    rank: usize,
+    pieces: &[(usize, usize)],
+    src: &[u8],
+) {
+    check_pieces(rt, op, rank, pieces);
+    if let [(offset, _)] = pieces {
+        return put_bytes(rt, rank, *offset, src);
+    }
+    if pieces.is_empty() {
+        return;
+    }
+    if !rt.hooked() {
+        rt.ep()
+            .put_vector(rank, pieces, src)
+            .unwrap_or_else(|e| panic!("{op}: {e}"));
+        return;
+    }
+    // Ask the hook piece by piece; send what it lets through as one vector.
+    let mut sent = Vec::with_capacity(pieces.len());
+    let mut kept_pieces = Vec::with_capacity(pieces.len());
+    let mut kept_bytes = Vec::with_capacity(src.len());
+    let mut at = 0;
+    for &(offset, len) in pieces {
+        let bytes = &src[at..at + len];
+        at += len;
+        let rma = Rma { rank, offset, len };
+        // None if a hook removed itself meanwhile: the piece is sent unreported.
+        let seen = rt.hook_op();
+        if let Some((hook, id)) = &seen {
+            if hook.before_put(*id, &rma, bytes) == PutAction::Suppress {
+                continue;
+            }
+        }
+        sent.push(seen.map(|(hook, id)| (hook, id, rma)));
+        kept_pieces.push((offset, len));
+        kept_bytes.extend_from_slice(bytes);
+    }
+    if sent.is_empty() {
+        return;
+    }
+    // The writes' acks are pending until `after_put` (see `put_bytes`).
+    rt.acks_pending.set(rt.acks_pending.get() + sent.len());
+    let ack = rt
+        .ep()
+        .put_vector(rank, &kept_pieces, &kept_bytes)
+        .unwrap_or_else(|e| panic!("{op}: {e}"));
+    rt.acks_pending.set(rt.acks_pending.get() - sent.len());
+    let n = sent.len();
+    for (i, (hook, id, rma)) in sent
+        .into_iter()
+        .enumerate()
+        .filter_map(|(i, s)| Some((i, s?)))
+    {
+        let piece_ack = WriteAck {
+            ec: ack.ec,
+            iwc: piece_iwc(ack, n, i),
+        };
+        hook.after_put(id, &rma, piece_ack);
+    }
+}
+
+/// Reads the pieces `(offset, len)` of `rank`'s segment into `dst` (back to back): one plain
+/// get for one piece, else one vector get; each piece through the hook.
+pub(crate) fn get_pieces(
+    rt: &Runtime,
+    op: &str,
+    rank: usize,
+    pieces: &[(usize, usize)],
+    dst: &mut [u8],
+) {
+    check_pieces(rt, op, rank, pieces);
+    if let [(offset, _)] = pieces {
+        return get_bytes(rt, rank, *offset, dst);
+    }
+    if pieces.is_empty() {
+        return;
+    }
+    if !rt.hooked() {
+        rt.ep()
+            .get_vector(rank, pieces, dst)
+            .unwrap_or_else(|e| panic!("{op}: {e}"));
+        return;
+    }
+    // Pieces the hook serves are filled in place; the others travel as one vector.
+    let mut asked = Vec::with_capacity(pieces.len());
+    let mut kept_pieces = Vec::with_capacity(pieces.len());
+    let mut at = 0;
+    for &(offset, len) in pieces {
+        let rma = Rma { rank, offset, len };
+        let seen = rt.hook_op();
+        let served = seen.as_ref().is_some_and(|(hook, id)| {
+            hook.before_get(*id, &rma, &mut dst[at..at + len]) == GetAction::Served
+        });
+        if !served {
+            asked.push((seen, rma, at));
+            kept_pieces.push((offset, len));
+        }
+        at += len;
+    }
+    if asked.is_empty() {
+        return;
+    }
+    let total = kept_pieces.iter().map(|p| p.1).sum();
+    let mut packed = vec![0u8; total];
+    rt.ep()
+        .get_vector(rank, &kept_pieces, &mut packed)
+        .unwrap_or_else(|e| panic!("{op}: {e}"));
+    let mut from = 0;
+    for (seen, rma, at) in asked {
+        let piece = &mut dst[at..at + rma.len];
+        piece.copy_from_slice(&packed[from..from + rma.len]);
+        from += rma.len;
+        if let Some((hook, id)) = seen {
+            hook.after_get(id, &rma, piece);
+        }
+    }
+}
 
 /// Element offset of the last element of the block, or None for an empty block.
 fn span<const N: usize>(strides: &[usize; N], extents: &[usize; N]) -> Option<usize> {
@@ -53,7 +228,61 @@ fn for_each_run<const N: usize>(
     }
 }
 
-/// Writes the strided block of `src` to the strided block at `dst`.
+/// Checks the remote block (first element at `remote`, last `last` elements on) lies in its
+/// rank's segment; true if that memory is copied directly from this process (smp, or a rank
+/// of this host on mpi), where sending the runs one by one is fastest: each is a plain copy,
+/// and packing would copy every byte twice (measured by pgas-bench's `rput_strided` lines).
+/// With a hook installed the vector path is taken everywhere, so that the pieces of one call
+/// always get consecutive IWC values at the target.
+fn direct<T: 'static>(rt: &Runtime, op: &str, remote: GlobalPtr<T>, last: usize) -> bool {
+    let end = remote + last;
+    check_pieces(
+        rt,
+        op,
+        remote.rank(),
+        &[(
+            remote.offset(),
+            end.offset() - remote.offset() + size_of::<T>(),
+        )],
+    );
+    !rt.hooked() && rt.ep().segment_base(remote.rank()).is_ok()
+}
+
+/// Pairs of (start, length): local runs in elements, remote pieces in bytes.
+type Runs = Vec<(usize, usize)>;
+
+/// The runs of a strided block as (local element, remote byte offset, elements).
+fn strided_runs<T: 'static, const N: usize>(
+    local_strides: &[usize; N],
+    remote: GlobalPtr<T>,
+    remote_strides: &[usize; N],
+    extents: &[usize; N],
+) -> (Runs, Runs) {
+    let size = size_of::<T>();
+    let (mut local, mut pieces) = (Vec::new(), Vec::new());
+    for_each_run(local_strides, remote_strides, extents, |l, r, run| {
+        local.push((l, run));
+        pieces.push(((remote + r).offset(), run * size));
+    });
+    (local, pieces)
+}
+
+/// The bytes of the local runs `(first element, elements)` of `src`, back to back (borrowed
+/// when there is one run).
+fn pack<'a, T: Pod>(src: &'a [T], runs: &[(usize, usize)]) -> Cow<'a, [u8]> {
+    if let [(at, len)] = runs {
+        return Cow::Borrowed(bytemuck::cast_slice(&src[*at..at + len]));
+    }
+    let total: usize = runs.iter().map(|r| r.1).sum();
+    let mut out = Vec::with_capacity(total * size_of::<T>());
+    for &(at, len) in runs {
+        out.extend_from_slice(bytemuck::cast_slice(&src[at..at + len]));
+    }
+    Cow::Owned(out)
+}
+
+/// Writes the strided block of `src` to the strided block at `dst`, as one message to
+/// `dst`'s rank (see the module doc); the future completes when the write is done there.
 ///
 /// # Panics
 /// If the block overruns `src`, or the target range is invalid.
@@ -71,21 +300,31 @@ pub fn rput_strided<T: Pod, const N: usize>(
             src.len()
         );
     }
+    let Some(last) = span(&dst_strides, &extents) else {
+        return Future::ready(());
+    };
     runtime::with(|rt| {
-        for_each_run(&src_strides, &dst_strides, &extents, |s, t, run| {
-            let d = dst + t;
-            put_bytes(
-                rt,
-                d.rank(),
-                d.offset(),
-                bytemuck::cast_slice(&src[s..s + run]),
-            );
-        })
+        if direct(rt, "rput_strided", dst, last) {
+            for_each_run(&src_strides, &dst_strides, &extents, |s, t, run| {
+                let d = dst + t;
+                put_bytes(
+                    rt,
+                    d.rank(),
+                    d.offset(),
+                    bytemuck::cast_slice(&src[s..s + run]),
+                );
+            });
+        } else {
+            let (local, pieces) = strided_runs(&src_strides, dst, &dst_strides, &extents);
+            let bytes = pack(src, &local);
+            put_pieces(rt, "rput_strided", dst.rank(), &pieces, &bytes);
+        }
     });
     Future::ready(())
 }
 
-/// Reads the strided block at `src` into the strided block of `dst`.
+/// Reads the strided block at `src` into the strided block of `dst`, as one message to (and
+/// one reply from) `src`'s rank; the future completes when the data is in `dst`.
 ///
 /// # Panics
 /// If the block overruns `dst`, or the source range is invalid.
@@ -103,6 +342,248 @@ pub fn rget_strided<T: Pod, const N: usize>(
             dst.len()
         );
     }
+    let Some(last) = span(&src_strides, &extents) else {
+        return Future::ready(());
+    };
+    if runtime::with(|rt| direct(rt, "rget_strided", src, last)) {
+        runtime::with(|rt| {
+            for_each_run(&src_strides, &dst_strides, &extents, |s, t, run| {
+                let p = src + s;
+                get_bytes(
+                    rt,
+                    p.rank(),
+                    p.offset(),
+                    bytemuck::cast_slice_mut(&mut dst[t..t + run]),
+                );
+            })
+        });
+    } else {
+        let (local, pieces) = strided_runs(&dst_strides, src, &src_strides, &extents);
+        get_into_runs(src.rank(), "rget_strided", &pieces, dst, &local);
+    }
+    Future::ready(())
+}
+
+/// Gets the remote `pieces` of `rank` into the local runs `(first element, elements)` of
+/// `dst`, directly when there is one run, else through one packed buffer.
+fn get_into_runs<T: Pod>(
+    rank: usize,
+    op: &str,
+    pieces: &[(usize, usize)],
+    dst: &mut [T],
+    runs: &[(usize, usize)],
+) {
+    match runs {
+        [] => {}
+        [(at, len)] => runtime::with(|rt| {
+            get_pieces(
+                rt,
+                op,
+                rank,
+                pieces,
+                bytemuck::cast_slice_mut(&mut dst[*at..at + len]),
+            )
+        }),
+        _ => {
+            let total: usize = runs.iter().map(|r| r.1).sum();
+            let mut packed = vec![T::zeroed(); total];
+            runtime::with(|rt| {
+                get_pieces(rt, op, rank, pieces, bytemuck::cast_slice_mut(&mut packed))
+            });
+            let mut from = 0;
+            for &(at, len) in runs {
+                dst[at..at + len].copy_from_slice(&packed[from..from + len]);
+                from += len;
+            }
+        }
+    }
+}
+
+/// The remote side of an irregular transfer: its rank (None if every piece is empty), its
+/// non-empty pieces as (byte offset, bytes), and its total number of elements.
+fn remote_pieces<T: 'static>(
+    op: &str,
+    side: &str,
+    pieces: impl Iterator<Item = (GlobalPtr<T>, usize)>,
+) -> (Option<usize>, Vec<(usize, usize)>, usize) {
+    let (mut rank, mut out, mut total) = (None, Vec::new(), 0usize);
+    for (p, len) in pieces {
+        if len == 0 {
+            continue;
+        }
+        assert!(!p.is_null(), "{op} through a null global pointer");
+        match rank {
+            None => rank = Some(p.rank()),
+            Some(r) => assert!(
+                r == p.rank(),
+                "{op}: {side} pieces on ranks {r} and {}: one call reaches one rank",
+                p.rank()
+            ),
+        }
+        let bytes = len
+            .checked_mul(size_of::<T>())
+            .unwrap_or_else(|| panic!("{op}: a piece of {len} elements overflows"));
+        out.push((p.offset(), bytes));
+        total += len;
+    }
+    (rank, out, total)
+}
+
+/// Panics unless both sides of `op` hold the same number of elements.
+fn same_total(op: &str, src: usize, dst: usize) {
+    assert!(
+        src == dst,
+        "{op}: the source pieces hold {src} elements and the destination pieces {dst}: \
+         the totals must be equal"
+    );
+}
+
+/// Panics unless every local piece of a regular transfer has `len` elements.
+fn regular_lengths(op: &str, lens: impl Iterator<Item = usize>) {
+    let mut first = None;
+    for (i, len) in lens.enumerate() {
+        match first {
+            None => first = Some(len),
+            Some(l0) => assert!(
+                len == l0,
+                "{op}: local piece {i} has {len} elements and piece 0 has {l0}: the pieces \
+                 of a regular transfer are all one size"
+            ),
+        }
+    }
+}
+
+/// Writes the pieces `src` (back to back) into the pieces `dst` (pointer, elements), all on
+/// one rank, as one message there; piece boundaries may differ between the sides.
+///
+/// # Panics
+/// If the totals differ, the destination pieces are on different ranks or null, or a piece
+/// lies outside the target's segment.
+pub fn rput_irregular<T: Pod>(src: &[&[T]], dst: &[(GlobalPtr<T>, usize)]) -> Future<()> {
+    put_irregular("rput_irregular", src, dst.iter().copied())
+}
+
+fn put_irregular<T: Pod>(
+    op: &str,
+    src: &[&[T]],
+    dst: impl Iterator<Item = (GlobalPtr<T>, usize)>,
+) -> Future<()> {
+    let (rank, pieces, total) = remote_pieces(op, "destination", dst);
+    let local: usize = src.iter().map(|s| s.len()).sum();
+    same_total(op, local, total);
+    let Some(rank) = rank else {
+        return Future::ready(());
+    };
+    let mut non_empty = src.iter().filter(|s| !s.is_empty());
+    let bytes: Cow<[u8]> = match (non_empty.next(), non_empty.next()) {
+        (Some(one), None) => Cow::Borrowed(bytemuck::cast_slice(one)),
+        _ => Cow::Owned(
+            src.iter()
+                .flat_map(|s| bytemuck::cast_slice(s))
+                .copied()
+                .collect(),
+        ),
+    };
+    runtime::with(|rt| put_pieces(rt, op, rank, &pieces, &bytes));
+    Future::ready(())
+}
+
+/// Reads the pieces `src` (pointer, elements), all on one rank, into the pieces `dst` (back
+/// to back), as one message there and one reply; piece boundaries may differ between sides.
+///
+/// # Panics
+/// As [`rput_irregular`].
+pub fn rget_irregular<T: Pod>(src: &[(GlobalPtr<T>, usize)], dst: &mut [&mut [T]]) -> Future<()> {
+    get_irregular("rget_irregular", src.iter().copied(), dst)
+}
+
+fn get_irregular<T: Pod>(
+    op: &str,
+    src: impl Iterator<Item = (GlobalPtr<T>, usize)>,
+    dst: &mut [&mut [T]],
+) -> Future<()> {
+    let (rank, pieces, total) = remote_pieces(op, "source", src);
+    let local: usize = dst.iter().map(|d| d.len()).sum();
+    same_total(op, total, local);
+    let Some(rank) = rank else {
+        return Future::ready(());
+    };
+    let non_empty = dst.iter().filter(|d| !d.is_empty()).count();
+    if non_empty == 1 {
+        let one = dst.iter_mut().find(|d| !d.is_empty()).expect("one piece");
+        runtime::with(|rt| get_pieces(rt, op, rank, &pieces, bytemuck::cast_slice_mut(one)));
+        return Future::ready(());
+    }
+    let mut packed = vec![T::zeroed(); total];
+    runtime::with(|rt| get_pieces(rt, op, rank, &pieces, bytemuck::cast_slice_mut(&mut packed)));
+    let mut from = 0;
+    for d in dst.iter_mut() {
+        let len = d.len();
+        d.copy_from_slice(&packed[from..from + len]);
+        from += len;
+    }
+    Future::ready(())
+}
+
+/// Writes the equal-size pieces `src` into the pieces of `dst_len` elements at `dst`, all on
+/// one rank, as one message there (UPC++ `rput_regular`).
+///
+/// # Panics
+/// If the `src` pieces differ in size, the totals differ, or as [`rput_irregular`].
+pub fn rput_regular<T: Pod>(src: &[&[T]], dst: &[GlobalPtr<T>], dst_len: usize) -> Future<()> {
+    let op = "rput_regular";
+    regular_lengths(op, src.iter().map(|s| s.len()));
+    put_irregular(op, src, dst.iter().map(|&p| (p, dst_len)))
+}
+
+/// Reads the pieces of `src_len` elements at `src`, all on one rank, into the equal-size
+/// pieces `dst`, as one message there and one reply (UPC++ `rget_regular`).
+///
+/// # Panics
+/// If the `dst` pieces differ in size, the totals differ, or as [`rput_irregular`].
+pub fn rget_regular<T: Pod>(
+    src: &[GlobalPtr<T>],
+    src_len: usize,
+    dst: &mut [&mut [T]],
+) -> Future<()> {
+    let op = "rget_regular";
+    regular_lengths(op, dst.iter().map(|d| d.len()));
+    get_irregular(op, src.iter().map(|&p| (p, src_len)), dst)
+}
+
+/// The old way of sending a strided block, one plain put per contiguous run, kept for the
+/// benchmark that measures the one-message path against it.
+#[doc(hidden)]
+pub fn __rput_strided_run_by_run<T: Pod, const N: usize>(
+    src: &[T],
+    src_strides: [usize; N],
+    dst: GlobalPtr<T>,
+    dst_strides: [usize; N],
+    extents: [usize; N],
+) {
+    runtime::with(|rt| {
+        for_each_run(&src_strides, &dst_strides, &extents, |s, t, run| {
+            let d = dst + t;
+            put_bytes(
+                rt,
+                d.rank(),
+                d.offset(),
+                bytemuck::cast_slice(&src[s..s + run]),
+            );
+        })
+    });
+}
+
+/// The old way of reading a strided block, one plain get per contiguous run (benchmark
+/// baseline, like [`__rput_strided_run_by_run`]).
+#[doc(hidden)]
+pub fn __rget_strided_run_by_run<T: Pod, const N: usize>(
+    src: GlobalPtr<T>,
+    src_strides: [usize; N],
+    dst: &mut [T],
+    dst_strides: [usize; N],
+    extents: [usize; N],
+) {
     runtime::with(|rt| {
         for_each_run(&src_strides, &dst_strides, &extents, |s, t, run| {
             let p = src + s;
@@ -114,9 +595,7 @@ pub fn rget_strided<T: Pod, const N: usize>(
             );
         })
     });
-    Future::ready(())
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -19,9 +19,9 @@ use pgas::hook::{
 };
 use pgas::{
     AtomicDomain, Completions, DistObject, GlobalPtr, Interceptor, RpcTable, barrier, broadcast,
-    clear_hook, delete_, epoch, fence, new_array, rank_me, resilience, rget, rget_into, rget_slice,
-    rget_strided, rget_with, rpc, rpc_ff, rput, rput_slice, rput_strided, rput_with, set_hook,
-    world,
+    clear_hook, delete_, epoch, fence, new_array, rank_me, resilience, rget, rget_into,
+    rget_irregular, rget_regular, rget_slice, rget_strided, rget_with, rpc, rpc_ff, rput,
+    rput_irregular, rput_regular, rput_slice, rput_strided, rput_with, set_hook, world,
 };
 
 use gasnet_bridge::{AtomicOp, AtomicResult, WriteAck};
@@ -569,6 +569,59 @@ fn every_public_operation_shows_up_with_kind_rank_and_bytes() {
                 })
                 .collect();
             assert_eq!(gets, [words(&[10, 11]), words(&[12, 13]), words(&[14, 15])]);
+
+            // Irregular and regular: one message each, but every destination (put) or source
+            // (get) piece is seen as its own operation, with its own bytes and ack.
+            let pieces = [(dst + 18, 1), (dst + 20, 2)];
+            rput_irregular(&[&[20u64, 21][..], &[22]], &pieces).wait();
+            let t = tape.take();
+            let Ev::Put(id, ..) = t[0] else {
+                panic!("{t:?}")
+            };
+            let next = OpId(id.0 + 1);
+            assert_eq!(
+                t,
+                [
+                    Ev::Put(id, rma(dst + 18, 1), words(&[20])),
+                    Ev::Put(next, rma(dst + 20, 2), words(&[21, 22])),
+                    Ev::PutAck(id, rma(dst + 18, 1)),
+                    Ev::PutAck(next, rma(dst + 20, 2)),
+                ]
+            );
+            let mut three = [0u64; 3];
+            rget_irregular(&pieces, &mut [&mut three[..]]).wait();
+            assert_eq!(three, [20, 21, 22]);
+            let t = tape.take();
+            let Ev::Get(id, ..) = t[0] else {
+                panic!("{t:?}")
+            };
+            let next = OpId(id.0 + 1);
+            assert_eq!(
+                t,
+                [
+                    Ev::Get(id, rma(dst + 18, 1)),
+                    Ev::Get(next, rma(dst + 20, 2)),
+                    Ev::GetDone(id, words(&[20])),
+                    Ev::GetDone(next, words(&[21, 22])),
+                ]
+            );
+            rput_regular(&[&[30u64][..], &[31]], &[dst + 22, dst + 23], 1).wait();
+            let t = tape.take();
+            let puts: Vec<Ev> = t
+                .iter()
+                .filter(|e| matches!(e, Ev::Put(..)))
+                .cloned()
+                .collect();
+            assert_eq!(puts.len(), 2, "{t:?}");
+            assert!(
+                matches!(&puts[1], Ev::Put(_, r, b) if *r == rma(dst + 23, 1) && *b == words(&[31]))
+            );
+            let mut two = [0u64; 2];
+            rget_regular(&[dst + 22, dst + 23], 1, &mut [&mut two[..]]).wait();
+            assert_eq!(two, [30, 31]);
+            let t = tape.take();
+            assert_eq!(t.len(), 4, "two gets, two completions: {t:?}");
+            assert_eq!(t[3], Ev::GetDone(OpId(id.0 + 5), words(&[31])));
 
             // rpc, rpc_ff, and the replies this rank sends for its left neighbour's calls
             // (on whichever call it was polling in).

@@ -308,6 +308,8 @@ fn pgas_lines(s: &Sizes, am_rtt: f64) -> Vec<Line> {
                 );
             }
             lines.push(gups(s, word));
+            lines.extend(strided_lines(s, target.cast::<f64>()));
+            lines.push(irregular_line(s, target.cast::<f64>()));
         }
         barrier();
         if let Some(line) = rpc_roundtrip(s, noop, stop, &stops, am_rtt) {
@@ -364,6 +366,79 @@ fn pgas_lines(s: &Sizes, am_rtt: f64) -> Vec<Line> {
         std::process::exit(1)
     });
     per_rank.into_iter().next().expect("rank 0")
+}
+
+/// A 64 x 64 block of f64 written into (read from) every other element of 128-element rows
+/// on rank 1 (innermost stride 2: 4096 runs of one element), and the same block with unit
+/// innermost stride (64 runs of 512 B), each against the same block sent run by run (the
+/// path before one-message transfers) measured in the same run; nanoseconds per block, 50
+/// blocks per repetition (10 with `--quick`).
+fn strided_lines(s: &Sizes, dst: GlobalPtr<f64>) -> Vec<Line> {
+    use pgas::strided::{__rget_strided_run_by_run, __rput_strided_run_by_run};
+    use pgas::{rget_strided, rput_strided};
+    let blocks: u64 = if s.ops < 1_000_000 { 10 } else { 50 };
+    let src: Vec<f64> = (0..64 * 64).map(|k| k as f64).collect();
+    let mut lines = Vec::new();
+    for (case, dst_strides) in [
+        ("64x64_f64_stride2", [2, 128]),
+        ("64x64_f64_rows", [1, 128]),
+    ] {
+        let by_runs = || {
+            ns_per_op(blocks, || {
+                __rput_strided_run_by_run(&src, [1, 64], dst, dst_strides, [64, 64])
+            })
+        };
+        let one = || {
+            ns_per_op(blocks, || {
+                rput_strided(&src, [1, 64], dst, dst_strides, [64, 64]).wait()
+            })
+        };
+        let (base, value) = paired(s.reps, by_runs, one);
+        lines.push(
+            Line::new("rput_strided", case, value, "ns", Better::Lower)
+                .baseline(&format!("rput_strided_run_by_run_{case}"), base),
+        );
+        let mut back = vec![0.0f64; 64 * 64];
+        let mut by_runs = || {
+            ns_per_op(blocks, || {
+                __rget_strided_run_by_run(dst, dst_strides, &mut back, [1, 64], [64, 64])
+            })
+        };
+        let mut back2 = vec![0.0f64; 64 * 64];
+        let mut one = || {
+            ns_per_op(blocks, || {
+                rget_strided(dst, dst_strides, &mut back2, [1, 64], [64, 64]).wait()
+            })
+        };
+        let (base, value) = paired(s.reps, &mut by_runs, &mut one);
+        assert_eq!(back, src, "the block read run by run");
+        assert_eq!(back2, src, "the block read as one message");
+        lines.push(
+            Line::new("rget_strided", case, value, "ns", Better::Lower)
+                .baseline(&format!("rget_strided_run_by_run_{case}"), base),
+        );
+    }
+    lines
+}
+
+/// 4096 single-f64 pieces (every other element on rank 1) written by one `rput_irregular`,
+/// against the same pieces written by 4096 `rput_slice` calls; nanoseconds per 4096 pieces,
+/// blocks per repetition as in [`strided_lines`].
+fn irregular_line(s: &Sizes, dst: GlobalPtr<f64>) -> Line {
+    let blocks: u64 = if s.ops < 1_000_000 { 10 } else { 50 };
+    let src: Vec<f64> = (0..4096).map(|k| k as f64).collect();
+    let pieces: Vec<(GlobalPtr<f64>, usize)> = (0..4096).map(|k| (dst + 2 * k, 1)).collect();
+    let one_by_one = || {
+        ns_per_op(blocks, || {
+            for (k, &(p, _)) in pieces.iter().enumerate() {
+                rput_slice(&src[k..=k], p).wait();
+            }
+        })
+    };
+    let one = || ns_per_op(blocks, || pgas::rput_irregular(&[&src[..]], &pieces).wait());
+    let (base, value) = paired(s.reps, one_by_one, one);
+    Line::new("rput_irregular", "4096x8B", value, "ns", Better::Lower)
+        .baseline("rput_slice_one_by_one_4096x8B", base)
 }
 
 /// Random xor updates into a 1 Mi-word table on rank 1 through the atomic domain, against the

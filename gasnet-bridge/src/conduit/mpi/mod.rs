@@ -110,6 +110,11 @@ impl MpiWorld {
         self.own().counting()
     }
 
+    /// Messages sent on `TAG_MSG`, through the rings and to itself ([`Endpoint::messages_sent`]).
+    pub(crate) fn messages_sent(&self) -> u64 {
+        self.st.borrow().sent
+    }
+
     fn own(&self) -> &Mapped {
         self.mapped[self.rank].as_ref().expect("own segment")
     }

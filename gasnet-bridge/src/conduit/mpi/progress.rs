@@ -64,6 +64,7 @@ impl MpiWorld {
                 let req = match &mut st.inflight[i] {
                     Inflight::Put { req, .. }
                     | Inflight::Long { req, .. }
+                    | Inflight::Vector { req, .. }
                     | Inflight::Medium { req, .. } => req,
                 };
                 let done = test(req, "MPI_Test(payload)");
@@ -97,6 +98,15 @@ impl MpiWorld {
                             Inflight::Medium { buf, key, .. } => {
                                 st.ready.insert(key, Ready::Medium(buf));
                             }
+                            Inflight::Vector {
+                                buf,
+                                origin,
+                                id,
+                                pieces,
+                                groups,
+                                put,
+                                ..
+                            } => self.serve_vector(st, origin, id, (pieces, groups), put, &buf),
                         }
                     }
                 }

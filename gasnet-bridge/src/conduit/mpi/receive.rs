@@ -15,8 +15,8 @@ use super::calls::{check, mpi_len, must, null_request, uint8};
 use super::state::{Deferred, Inflight, Op, State};
 use super::wire::{
     B_LONG, B_MEDIUM, B_SHORT, CREDITS, F_CREDIT, F_PLACED, F_REPLY, F_SEPARATE, F_UNCOUNTED,
-    Header, K_ACK, K_AM, K_ATOMIC, K_ATOMIC_REPLY, K_CREDIT, K_GET, K_PUT, TAG_GET, TAG_PAYLOAD,
-    decode_op,
+    Header, K_ACK, K_AM, K_ATOMIC, K_ATOMIC_REPLY, K_CREDIT, K_GET, K_GETV, K_PUT, K_PUTV, TAG_GET,
+    TAG_PAYLOAD, decode_op,
 };
 
 impl MpiWorld {
@@ -35,6 +35,65 @@ impl MpiWorld {
             ..Header::default()
         };
         self.send_msg(st, origin, h, &[], &[], false)
+    }
+
+    /// Serves a vector request from `origin` whose piece list (and packed bytes, for a put)
+    /// is `body`: scatters, counts and acks `id`; or gathers and sends the data on `TAG_GET`.
+    pub(super) fn serve_vector(
+        &self,
+        st: &mut State,
+        origin: usize,
+        id: u64,
+        (pieces, groups): (usize, usize),
+        put: bool,
+        body: &[u8],
+    ) {
+        let Some((list, data)) = crate::vector::decode_pieces(body, groups, pieces) else {
+            panic!(
+                "malformed vector request from rank {origin}: {pieces} pieces in {} bytes",
+                body.len()
+            );
+        };
+        let own = self.own();
+        let malformed =
+            |e: BridgeError| -> ! { panic!("malformed vector request from rank {origin}: {e}") };
+        if put {
+            let ack = crate::vector::scatter_counted(
+                &own.segment,
+                own.counting(),
+                own.counters(),
+                &list,
+                data,
+            )
+            .unwrap_or_else(|e| malformed(e));
+            must(self.send_ack(st, origin, id, ack));
+        } else {
+            let total = list
+                .iter()
+                .try_fold(0usize, |acc, &(_, len)| acc.checked_add(len))
+                .unwrap_or_else(|| {
+                    panic!("malformed vector get from rank {origin}: size overflows")
+                });
+            let mut out = vec![0u8; total];
+            crate::vector::gather(&own.segment, &list, &mut out).unwrap_or_else(|e| malformed(e));
+            let mut req = null_request();
+            // SAFETY: `out` is moved into `st.sends` below without reallocation, so the bytes
+            // MPI reads stay in place until the request completes and the pair is dropped.
+            let rc = unsafe {
+                ffi::MPI_Isend(
+                    out.as_ptr().cast(),
+                    must(mpi_len(out.len())),
+                    uint8(),
+                    origin as c_int,
+                    TAG_GET,
+                    self.comm,
+                    &mut req,
+                )
+            };
+            must(check(rc, "MPI_Isend(vector get data)"));
+            st.sends.push((req, out));
+        }
+        st.handled += 1;
     }
 
     /// Posts a receive of `len` payload bytes from `source` into `dst`.
@@ -174,6 +233,25 @@ impl MpiWorld {
                     };
                     must(self.send_ack(st, source, h.id, ack));
                     st.handled += 1;
+                }
+            }
+            K_PUTV | K_GETV => {
+                let (pieces, groups, put) = (h.a as usize, h.c as usize, h.kind == K_PUTV);
+                if separate {
+                    let mut buf = vec![0u8; len];
+                    let req = self.post_payload(buf.as_mut_ptr(), len, source);
+                    st.inflight.push(Inflight::Vector {
+                        req: req.unwrap_or_else(|e| panic!("{e}")),
+                        buf,
+                        origin: source,
+                        id: h.id,
+                        pieces,
+                        groups,
+                        put,
+                    });
+                } else {
+                    let body = &inline[..len];
+                    self.serve_vector(st, source, h.id, (pieces, groups), put, body);
                 }
             }
             K_GET => {

@@ -15,7 +15,9 @@ use crate::error::BridgeError;
 use super::MpiWorld;
 use super::calls::{check, mpi_len, null_request, uint8};
 use super::state::Op;
-use super::wire::{F_UNCOUNTED, Header, K_ATOMIC, K_GET, K_PUT, TAG_GET, encode_op};
+use super::wire::{
+    F_UNCOUNTED, Header, K_ATOMIC, K_GET, K_GETV, K_PUT, K_PUTV, TAG_GET, encode_op,
+};
 
 impl MpiWorld {
     // ---- RMA ------------------------------------------------------------------------------
@@ -143,6 +145,103 @@ impl MpiWorld {
             let mut st = self.st.borrow_mut();
             self.send_msg(&mut st, rank, h, &[], &[], spend)?;
         }
+        self.wait_request(&mut req)
+    }
+
+    /// A vector put ([`Endpoint::put_vector`]): direct copies into mapped memory, else one
+    /// request carrying the piece list and the packed bytes, answered by one ack.
+    pub(crate) fn put_vector(
+        &self,
+        ep: &Endpoint,
+        rank: usize,
+        pieces: &[(usize, usize)],
+        src: &[u8],
+    ) -> Result<WriteAck, BridgeError> {
+        if let Some(m) = self.mapped(rank)? {
+            return crate::vector::scatter_counted(
+                &m.segment,
+                m.counting(),
+                m.counters(),
+                pieces,
+                src,
+            );
+        }
+        crate::vector::total_len(pieces, src.len())?;
+        for &(offset, len) in pieces {
+            self.check_range(rank, offset, len)?;
+        }
+        if pieces.is_empty() {
+            return Ok(WriteAck::default());
+        }
+        let mut body = Vec::with_capacity(crate::vector::GROUP_BYTES + src.len());
+        let groups = crate::vector::encode_pieces(pieces, &mut body);
+        body.extend_from_slice(src);
+        mpi_len(body.len())?;
+        let spend = self.take_credit(ep, rank);
+        let id = self.new_op();
+        let h = Header {
+            kind: K_PUTV,
+            id,
+            a: pieces.len() as u64,
+            b: body.len() as u64,
+            c: groups as u64,
+            ..Header::default()
+        };
+        if let Err(e) = self.send_with_payload(rank, h, &[], &body, spend) {
+            self.forget_ack(id);
+            return Err(e);
+        }
+        Ok(self.wait_ack(id))
+    }
+
+    /// A vector get ([`Endpoint::get_vector`]): direct copies from mapped memory, else one
+    /// request carrying the piece list, answered by one message with the gathered bytes.
+    pub(crate) fn get_vector(
+        &self,
+        ep: &Endpoint,
+        rank: usize,
+        pieces: &[(usize, usize)],
+        dst: &mut [u8],
+    ) -> Result<(), BridgeError> {
+        if let Some(m) = self.mapped(rank)? {
+            return crate::vector::gather(&m.segment, pieces, dst);
+        }
+        crate::vector::total_len(pieces, dst.len())?;
+        for &(offset, len) in pieces {
+            self.check_range(rank, offset, len)?;
+        }
+        if pieces.is_empty() {
+            return Ok(());
+        }
+        let len = mpi_len(dst.len())?;
+        let mut list = Vec::new();
+        let groups = crate::vector::encode_pieces(pieces, &mut list);
+        mpi_len(list.len())?;
+        let spend = self.take_credit(ep, rank);
+        let mut req = null_request();
+        // SAFETY: as in `get`: `dst` is exclusively borrowed until `wait_request` below
+        // returns, and only one get (plain or vector) is outstanding per process, so the
+        // (source, TAG_GET) pair matches this receive's reply only.
+        let rc = unsafe {
+            ffi::MPI_Irecv(
+                dst.as_mut_ptr().cast(),
+                len,
+                uint8(),
+                rank as c_int,
+                TAG_GET,
+                self.comm,
+                &mut req,
+            )
+        };
+        check(rc, "MPI_Irecv(vector get)")?;
+        let h = Header {
+            kind: K_GETV,
+            a: pieces.len() as u64,
+            b: list.len() as u64,
+            c: groups as u64,
+            ..Header::default()
+        };
+        self.send_with_payload(rank, h, &[], &list, spend)?;
         self.wait_request(&mut req)
     }
 

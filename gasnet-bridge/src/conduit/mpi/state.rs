@@ -32,6 +32,17 @@ pub(super) enum Inflight {
         id: u64,
         key: u64,
     },
+    /// The piece list (and, for a put, the packed bytes) of a vector put or get from
+    /// `origin` into `buf`: then scatter, count and ack `id`, or gather and send the data.
+    Vector {
+        req: ffi::MPI_Request,
+        buf: Vec<u8>,
+        origin: usize,
+        id: u64,
+        pieces: usize,
+        groups: usize,
+        put: bool,
+    },
     /// A medium AM's bytes into `buf`.
     Medium {
         req: ffi::MPI_Request,

@@ -31,6 +31,12 @@ pub(super) const K_ATOMIC: u8 = 4;
 pub(super) const K_ACK: u8 = 5;
 pub(super) const K_ATOMIC_REPLY: u8 = 6;
 pub(super) const K_CREDIT: u8 = 7;
+/// A vector put: `a` pieces in `c` groups, `b` bytes of piece list and packed data (see
+/// `crate::vector`).
+pub(super) const K_PUTV: u8 = 8;
+/// A vector get: `a` pieces in `c` groups, `b` bytes of piece list; the data returns on
+/// `TAG_GET`.
+pub(super) const K_GETV: u8 = 9;
 
 /// The message spent a credit of its sender.
 pub(super) const F_CREDIT: u8 = 1;
