@@ -406,16 +406,10 @@ fn save_bytes(rt: &CdRuntime, frame: &Frame, name: &str, medium: Medium, bytes: 
             }
         }
         Medium::File => {
+            // Written by the rank's file writer while the body runs (file_medium.rs).
             let path = rt.file_dir.join(format!("{key:016x}.bin"));
-            std::fs::create_dir_all(&rt.file_dir)
-                .and_then(|()| std::fs::write(&path, &bytes))
-                .unwrap_or_else(|e| {
-                    panic!(
-                        "CD {:?}: cannot preserve `{name}` to {}: {e}",
-                        frame.name,
-                        path.display()
-                    )
-                });
+            let what = format!("CD {:?}: entry `{name}`", frame.name);
+            rt.files.write(path.clone(), bytes, what);
             Store::File(path)
         }
         Medium::Local => Store::LocalBytes(bytes),
@@ -442,14 +436,20 @@ fn load_bytes(rt: &CdRuntime, frame: &Frame, index: usize) -> Vec<u8> {
                     frame.name, rt.buddy_rank, e.name
                 )
             })),
-            Store::File(path) => Some(std::fs::read(path).unwrap_or_else(|err| {
-                panic!(
-                    "CD {:?}: cannot restore `{}` from {}: {err}",
-                    frame.name,
-                    e.name,
-                    path.display()
-                )
-            })),
+            Store::File(path) => Some(
+                {
+                    rt.files.wait();
+                    std::fs::read(path)
+                }
+                .unwrap_or_else(|err| {
+                    panic!(
+                        "CD {:?}: cannot restore `{}` from {}: {err}",
+                        frame.name,
+                        e.name,
+                        path.display()
+                    )
+                }),
+            ),
             Store::Reference => None,
             Store::Lost => panic!(
                 "CD {:?}: `{}` was lost with this rank's memory",

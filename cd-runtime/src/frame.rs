@@ -193,6 +193,11 @@ impl Frame {
     /// Drops the entries and frees what they hold elsewhere (buddy copies, files).
     pub(crate) fn release_entries(&self, rt: &CdRuntime) {
         let entries = std::mem::take(&mut self.state.borrow_mut().entries);
+        if entries.iter().any(|e| matches!(e.store, Store::File(_))) {
+            // A CD completes with its copies on disk (file_medium.rs); the removals queue
+            // behind the writes.
+            rt.files.wait();
+        }
         for e in entries {
             match e.store {
                 Store::Buddy {
@@ -203,9 +208,7 @@ impl Frame {
                         rt.pool.give_back(buf);
                     }
                 }
-                Store::File(path) => {
-                    let _ = std::fs::remove_file(path);
-                }
+                Store::File(path) => rt.files.remove(path),
                 Store::LocalBytes(buf) => rt.pool.give_back(buf),
                 _ => {}
             }

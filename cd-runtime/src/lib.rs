@@ -33,6 +33,7 @@ mod buffer_pool;
 pub mod cd;
 pub mod config;
 pub mod error;
+mod file_medium;
 mod frame;
 pub mod injector;
 pub mod interval;

@@ -32,6 +32,8 @@ pub(crate) struct CdRuntime {
     /// The exact faults of the configuration this rank reached ([`CdConfig::exact_sites`]).
     pub(crate) reached: RefCell<std::collections::BTreeSet<usize>>,
     pub(crate) file_dir: PathBuf,
+    /// Writes (and removes) the file medium's copies off the critical path.
+    pub(crate) files: crate::file_medium::FileWriter,
     /// Memory losses this rank suffered (emulated).
     pub(crate) losses: Cell<u64>,
     /// Relaxed CDs: logging, replay, the hook.
@@ -291,6 +293,8 @@ struct RankGuard(Rc<CdRuntime>);
 impl Drop for RankGuard {
     fn drop(&mut self) {
         if std::thread::panicking() {
+            // Queued writes first, or one could recreate a file removed here.
+            self.0.files.drain();
             if let Ok(frames) = self.0.frames.try_borrow() {
                 for f in frames.iter() {
                     f.remove_files();
@@ -377,6 +381,7 @@ where
             iterations: RefCell::new(HashMap::new()),
             reached: RefCell::new(std::collections::BTreeSet::new()),
             file_dir: file_dir.join(format!("rank{rank}")),
+            files: Default::default(),
             losses: Cell::new(0),
             relaxed: crate::relaxed::RankState::new(relaxed_rpcs),
         });
