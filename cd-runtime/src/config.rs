@@ -135,6 +135,9 @@ pub enum Medium {
     Buddy,
     /// A file on this machine.
     File,
+    /// This rank's memory plus an XOR parity spread over a checksum group of `xor_group`
+    /// ranks on different nodes (survives the loss of one member per group; `xor.rs`).
+    Xor,
 }
 
 /// Where a relaxed CD's log is kept (`log_medium`).
@@ -216,6 +219,7 @@ struct SettingsFile {
     dependency_tracking: Option<bool>,
     interval: Option<Spanned<IntervalFile>>,
     mtbf_seconds: Option<Spanned<f64>>,
+    xor_group: Option<Spanned<i64>>,
 }
 
 /// `interval` as written: a name (`"every"`, `"daly"`) or a number of steps.
@@ -265,6 +269,8 @@ struct ConfigFile {
     file_dir: Option<Spanned<String>>,
     buddy_segment_bytes: Option<Spanned<i64>>,
     buddy_domain: Option<BuddyDomain>,
+    node_mtbf_seconds: Option<Spanned<f64>>,
+    recovery_seconds: Option<Spanned<f64>>,
     defaults: Option<SettingsFile>,
     level: Option<BTreeMap<String, Spanned<SettingsFile>>>,
     cd: Option<BTreeMap<String, Spanned<SettingsFile>>>,
@@ -333,6 +339,8 @@ pub struct CdSettings {
     pub interval: Interval,
     /// The mean time between failures this CD contains, in seconds (for `interval = "daly"`).
     pub mtbf_seconds: Option<f64>,
+    /// Members of a checksum group of the xor medium (`xor_group`; at least 2).
+    pub xor_group: Option<usize>,
 }
 
 impl Default for CdSettings {
@@ -351,12 +359,17 @@ impl Default for CdSettings {
             dependency_tracking: false,
             interval: Interval::Every,
             mtbf_seconds: None,
+            xor_group: None,
         }
     }
 }
 
 /// Default of [`CdConfig::buddy_segment_bytes`]: 16 MiB.
 pub const DEFAULT_BUDDY_SEGMENT_BYTES: usize = 16 << 20;
+
+/// Default of [`CdConfig::recovery_seconds`]: a minute to detect a node's loss, restart its
+/// ranks and rebuild their copies.
+pub const DEFAULT_RECOVERY_SECONDS: f64 = 60.0;
 
 /// Largest `buddy_segment_bytes` accepted (1 TiB), so that adding it to a segment size cannot
 /// overflow.
@@ -378,6 +391,13 @@ pub struct CdConfig {
     pub buddy_segment_bytes: usize,
     /// Where a rank's buddy is: on another node, or the next rank.
     pub buddy_domain: BuddyDomain,
+    /// Mean time between failures of one node, in seconds: with it the report states the
+    /// probability of a catastrophic failure (P_cf) of the buddy and xor media
+    /// ([`crate::xor::p_cf`]).
+    pub node_mtbf_seconds: Option<f64>,
+    /// Seconds a group stays without redundancy after a node failure (until its lost member's
+    /// copies are rebuilt), for P_cf; default [`DEFAULT_RECOVERY_SECONDS`].
+    pub recovery_seconds: f64,
     defaults: SettingsFile,
     levels: BTreeMap<usize, SettingsFile>,
     names: BTreeMap<String, SettingsFile>,
@@ -398,6 +418,8 @@ impl Default for CdConfig {
             file_dir: None,
             buddy_segment_bytes: DEFAULT_BUDDY_SEGMENT_BYTES,
             buddy_domain: BuddyDomain::Node,
+            node_mtbf_seconds: None,
+            recovery_seconds: DEFAULT_RECOVERY_SECONDS,
             defaults: SettingsFile::default(),
             levels: BTreeMap::new(),
             names: BTreeMap::new(),
@@ -514,7 +536,11 @@ impl CdConfig {
             .defaults
             .as_ref()
             .is_some_and(|d| d.mtbf_seconds.is_some());
-        let check = |s: &SettingsFile, at: &str| -> Result<(), ConfigError> {
+        let defaults_xor_group = raw.defaults.as_ref().is_some_and(|d| d.xor_group.is_some());
+        let check = |s: &SettingsFile,
+                     at: &str,
+                     table: Option<Range<usize>>|
+         -> Result<(), ConfigError> {
             if let Some(m) = &s.mtbf_seconds {
                 if !(m.get_ref().is_finite() && *m.get_ref() > 0.0) {
                     return Err(err(
@@ -538,6 +564,38 @@ impl CdConfig {
                             .into(),
                     ));
                 }
+            }
+            if let Some(k) = &s.xor_group {
+                if *k.get_ref() < 2 {
+                    return Err(err(
+                        Some(k.span()),
+                        Some(format!("{at}xor_group")),
+                        format!(
+                            "a checksum group needs at least 2 members (the parity of one \
+                             member is a copy of it), got {}",
+                            k.get_ref()
+                        ),
+                    ));
+                }
+            }
+            if s.medium == Some(Medium::Xor) && s.xor_group.is_none() && !defaults_xor_group {
+                return Err(err(
+                    table.clone(),
+                    Some(format!("{at}medium")),
+                    "medium = \"xor\" needs the size of its checksum groups: set xor_group \
+                     (2 or more) in the same table or in [defaults]"
+                        .into(),
+                ));
+            }
+            if s.medium == Some(Medium::Xor) && s.kind == Some(CdKindSetting::Relaxed) {
+                return Err(err(
+                    table.clone(),
+                    Some(format!("{at}medium")),
+                    "medium = \"xor\" preserves and rebuilds together with the checksum \
+                     group, which a relaxed CD (kind = \"relaxed\", recovering alone) cannot: \
+                     use medium = \"buddy\" there"
+                        .into(),
+                ));
             }
             if let Some(r) = &s.retries {
                 if !(0..=1_000_000).contains(r.get_ref()) {
@@ -625,8 +683,22 @@ impl CdConfig {
                 ));
             }
         };
+        let seconds = |v: &Option<Spanned<f64>>, key: &str| -> Result<Option<f64>, ConfigError> {
+            match v {
+                Some(x) if !(x.get_ref().is_finite() && *x.get_ref() > 0.0) => Err(err(
+                    Some(x.span()),
+                    Some(key.to_string()),
+                    format!("must be a number of seconds above 0, got {}", x.get_ref()),
+                )),
+                Some(x) => Ok(Some(*x.get_ref())),
+                None => Ok(None),
+            }
+        };
+        let node_mtbf_seconds = seconds(&raw.node_mtbf_seconds, "node_mtbf_seconds")?;
+        let recovery_seconds =
+            seconds(&raw.recovery_seconds, "recovery_seconds")?.unwrap_or(DEFAULT_RECOVERY_SECONDS);
         let defaults = raw.defaults.unwrap_or_default();
-        check(&defaults, "defaults.")?;
+        check(&defaults, "defaults.", None)?;
         sites(&defaults, "defaults");
         let mut levels = BTreeMap::new();
         for (k, v) in raw.level.unwrap_or_default() {
@@ -638,16 +710,18 @@ impl CdConfig {
                 )
             })?;
             places.insert(format!("level.{level}"), place(v.span()));
+            let span = v.span();
             let v = v.into_inner();
-            check(&v, &format!("level.{k}."))?;
+            check(&v, &format!("level.{k}."), Some(span))?;
             sites(&v, &format!("level.{level}"));
             levels.insert(level, v);
         }
         let mut names = BTreeMap::new();
         for (k, v) in raw.cd.unwrap_or_default() {
             places.insert(format!("cd.{k}"), place(v.span()));
+            let span = v.span();
             let v = v.into_inner();
-            check(&v, &format!("cd.{k}."))?;
+            check(&v, &format!("cd.{k}."), Some(span))?;
             sites(&v, &format!("cd.{k}"));
             names.insert(k, v);
         }
@@ -666,6 +740,8 @@ impl CdConfig {
             file_dir: raw.file_dir.map(|v| PathBuf::from(v.into_inner())),
             buddy_segment_bytes,
             buddy_domain: raw.buddy_domain.unwrap_or_default(),
+            node_mtbf_seconds,
+            recovery_seconds,
             defaults,
             levels,
             names,
@@ -727,6 +803,10 @@ impl CdConfig {
             if let Some(m) = &layer.mtbf_seconds {
                 s.mtbf_seconds = Some(*m.get_ref());
             }
+            if let Some(k) = &layer.xor_group {
+                // Checked when parsed: 2 or more.
+                s.xor_group = Some(*k.get_ref() as usize);
+            }
             if let Some(inj) = &layer.inject {
                 if let Some(p) = &inj.soft_error {
                     s.inject.soft_error = *p.get_ref();
@@ -777,6 +857,15 @@ impl CdConfig {
     /// faults name existing ranks, `file_dir` is a directory this process can write in (it is
     /// created if missing), `report_file` can be written.
     pub fn check_job(&self, ranks: usize) -> Result<(), ConfigError> {
+        if let Some(k) = self.xor_group_sizes().into_iter().find(|&k| k > ranks) {
+            return Err(self.config_error(
+                "xor_group",
+                format!(
+                    "xor_group = {k} needs {k} ranks for one checksum group, but the job has \
+                     {ranks}: set xor_group to at most {ranks}"
+                ),
+            ));
+        }
         if let Some(f) = self.faults.iter().find(|f| f.rank >= ranks) {
             return Err(ConfigError {
                 file: f.place.file.clone(),
@@ -830,6 +919,20 @@ impl CdConfig {
             }
         }
         Ok(())
+    }
+
+    /// The checksum group sizes (`xor_group`) written anywhere in the configuration, in
+    /// increasing order: [`crate::launch`] forms the groups of each size at start-up (a
+    /// collective over every rank, so not when a CD first asks).
+    pub fn xor_group_sizes(&self) -> Vec<usize> {
+        let mut sizes: Vec<usize> = std::iter::once(&self.defaults)
+            .chain(self.levels.values())
+            .chain(self.names.values())
+            .filter_map(|s| s.xor_group.as_ref().map(|k| *k.get_ref() as usize))
+            .collect();
+        sizes.sort_unstable();
+        sizes.dedup();
+        sizes
     }
 
     /// What the configuration names but the run described by `report` never used: tables of

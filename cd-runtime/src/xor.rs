@@ -1,0 +1,653 @@
+//! The xor medium: preserved bytes kept in this rank's memory, plus an XOR parity spread over
+//! a *checksum group* of ranks on different nodes, so that the group survives the loss of any
+//! one member (ftRMA's diskless checksum groups, seed 000/002, with m = 1: RAID-5's parity).
+//!
+//! **Groups.** `xor_group = k` (per CD level, [`crate::config`]) groups the ranks by k
+//! ([`xor_groups`]): ranks ordered by (node, rank), as the buddy placement orders them
+//! ([`crate::buddy::node_order`]), and the rank at position `i` in group `i mod G`, with
+//! `G = floor(n / k)` groups. A node's ranks are consecutive in that order, so two of them
+//! share a group only if the node holds more than `G` ranks; such a topology is refused (a
+//! clear error naming the node and the largest `k` it allows) rather than placing two members
+//! of a group on one node. With one node (or `buddy_domain = "rank"`) the domains are the ranks.
+//! **The remainder:** when k does not divide n, the `n mod k` ranks left over join the first
+//! groups, which then have k + 1 members (never a group below k: a group of one would have no
+//! parity). Every group is a pgas team made once at launch (`Team::split`), and every
+//! collective of the medium runs on it, never on the world.
+//!
+//! **Layout (RAID-5, rotated parity).** A preservation is collective over the group: every
+//! member preserves the same entries in the same order (as the ranks of a strict CD do). The
+//! members agree on the sizes (one allgather) and pad every copy with zeros to the largest,
+//! cut into `g - 1` chunks of `c` bytes (`g` the group's size). Member `m`'s chunks fill the
+//! columns `0..g` except column `m`; member `j` holds the parity of column `j`, the XOR of
+//! the other members' chunks there: `c = L / (g - 1)` bytes, 1/(g-1) of a buddy copy. Each
+//! member writes each of its chunks with one uncounted rput (`pgas::resilience::rput_uncounted`,
+//! as the buddy medium does: the program's hook and the target's Incoming Write Counter never
+//! see them) into a slot of the column owner's *staging* block (`(g - 1) c` bytes of its
+//! segment, from the room `buddy_segment_bytes` adds, reused by every preservation); after one
+//! barrier of the group each member XORs its slots into its parity. The next collective of the
+//! group (the next preservation's allgather) is what keeps a slot from being overwritten before
+//! it was read.
+//!
+//! **Losses.** A member that loses its memory loses its copies and its parity, and tells the
+//! other members (emulating a failure detector, as the buddy medium does); an entry preserved
+//! before that notice knows the member is gone. Before a re-execution
+//! ([`CdRuntime::rereplicate`]) the group rebuilds every entry that lost exactly one member:
+//! column by column, each survivor writes into the lost member's staging block its chunk of
+//! that column, or its parity when the column is its own; the XOR of the `g - 1` pieces is the
+//! lost chunk, and for the lost member's own column its parity. An entry two members of the
+//! group lost cannot be rebuilt: the CD reports it unrestorable, naming the group and both
+//! ranks ([`XorError::TwoLosses`]), and escalates.
+
+use std::borrow::Cow;
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, BTreeSet};
+
+use pgas::resilience::internal;
+use pgas::{GlobalPtr, RpcFn, RpcTable, Team};
+use thiserror::Error;
+
+use crate::config::BuddyDomain;
+use crate::frame::{CdKind, Frame, Store};
+use crate::runtime::{self, CdRuntime};
+
+/// Why the xor medium cannot form its groups or restore an entry.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum XorError {
+    /// The job has fewer ranks than one group needs.
+    #[error(
+        "xor_group = {k} needs {k} ranks for one checksum group, but the job has {ranks}: set \
+         xor_group to at most {ranks}"
+    )]
+    GroupLargerThanJob {
+        /// The configured group size.
+        k: usize,
+        /// Ranks in the job.
+        ranks: usize,
+    },
+    /// A node holds more ranks than there are groups, so two members of a group would share
+    /// it (and one node's loss would take both).
+    #[error(
+        "xor_group = {k} makes {groups} checksum group(s) of the {ranks} ranks, but node {node} \
+         holds {on_node} of them, so two members of one group would share node {node}: set \
+         xor_group to at most {largest} for this topology, or buddy_domain = \"rank\" to place \
+         groups over ranks instead of nodes"
+    )]
+    NodeHoldsTooMany {
+        /// The configured group size.
+        k: usize,
+        /// Groups of that size.
+        groups: usize,
+        /// Ranks in the job.
+        ranks: usize,
+        /// The largest node.
+        node: usize,
+        /// Ranks on it.
+        on_node: usize,
+        /// The largest group size this topology allows with members on different nodes.
+        largest: usize,
+    },
+    /// Two members of one group lost their copies of an entry before it was rebuilt.
+    #[error(
+        "xor checksum group {group} of xor_group = {k} (ranks {members:?}) lost two members, \
+         ranks {first} and {second}, before its parity rebuilt the first: one parity restores \
+         one member"
+    )]
+    TwoLosses {
+        /// The configured group size.
+        k: usize,
+        /// The group's number.
+        group: usize,
+        /// Its members (world ranks, in group order).
+        members: Vec<usize>,
+        /// The lost members, lowest first.
+        first: usize,
+        /// The other lost member (the highest, when more were lost).
+        second: usize,
+    },
+}
+
+/// The checksum groups of `k` members for ranks on `nodes` (`nodes[r]` the node of rank `r`),
+/// each group's members in group order (see the module doc: position `i` of the (node, rank)
+/// order goes to group `i mod floor(n / k)`; the remainder makes the first groups k + 1 long).
+/// Deterministic: every rank computes the same groups.
+pub(crate) fn xor_groups(
+    nodes: &[usize],
+    k: usize,
+    domain: BuddyDomain,
+) -> Result<Vec<Vec<usize>>, XorError> {
+    let n = nodes.len();
+    if k < 2 || k > n {
+        return Err(XorError::GroupLargerThanJob { k, ranks: n });
+    }
+    let (node_order, sizes) = crate::buddy::node_order(nodes);
+    let groups = n / k;
+    let order: Vec<usize> = if domain == BuddyDomain::Rank || sizes.len() < 2 {
+        (0..n).collect()
+    } else {
+        let &(node, on_node) = sizes
+            .iter()
+            .max_by_key(|&&(node, size)| (size, std::cmp::Reverse(node)))
+            .expect("two nodes or more");
+        if on_node > groups {
+            return Err(XorError::NodeHoldsTooMany {
+                k,
+                groups,
+                ranks: n,
+                node,
+                on_node,
+                largest: n / on_node,
+            });
+        }
+        node_order
+    };
+    let mut out = vec![Vec::with_capacity(k + 1); groups];
+    for (i, &r) in order.iter().enumerate() {
+        out[i % groups].push(r);
+    }
+    Ok(out)
+}
+
+/// The probability of a catastrophic failure (ftRMA's P_cf, seed 000 §5.2) for ranks on
+/// `nodes` protected by `groups` (checksum groups of the xor medium, or the pairs {rank, its
+/// buddy} of the buddy medium), given one node failure.
+///
+/// The reading: nodes fail independently, each at the constant rate λ = 1 / `node_mtbf_seconds`
+/// (exponential lifetimes). A node F fails; its ranks' copies are rebuilt within
+/// `recovery_seconds` (T). The failure is catastrophic if F itself holds more members of one
+/// group than the group survives (two members; one for a group of one rank, which has no copy
+/// elsewhere), or if any *partner* node fails within T: a node other than F that holds a member
+/// of a group that has a member on F. With p(F) partners, the probability that none of them
+/// fails within T is exp(−λ·T·p(F)), so
+///
+/// ```text
+/// P_cf = (1 / N) · Σ_F  [ 1                      if F holds two members of one group
+///                         1 − exp(−T·p(F) / M)   otherwise ]
+/// ```
+///
+/// over the N nodes that hold ranks (the failing node is any of them, equally likely), with
+/// M = `node_mtbf_seconds`. (ftRMA sums over the numbers of concurrent failures at each level
+/// of the hierarchy with measured distributions; this is its node level with failures as a
+/// Poisson process: the chance that the window after one failure holds a second that matters.)
+pub fn p_cf(
+    nodes: &[usize],
+    groups: &[Vec<usize>],
+    node_mtbf_seconds: f64,
+    recovery_seconds: f64,
+) -> f64 {
+    let all: BTreeSet<usize> = nodes.iter().copied().collect();
+    if all.is_empty() {
+        return 0.0;
+    }
+    let mut total = 0.0;
+    for &f in &all {
+        let mut partners = BTreeSet::new();
+        let mut lost_outright = false;
+        for g in groups {
+            let on_f = g.iter().filter(|&&r| nodes[r] == f).count();
+            if on_f == 0 {
+                continue;
+            }
+            let survives = usize::from(g.len() >= 2);
+            if on_f > survives {
+                lost_outright = true;
+            }
+            partners.extend(g.iter().map(|&r| nodes[r]).filter(|&n| n != f));
+        }
+        total += if lost_outright {
+            1.0
+        } else {
+            -(-recovery_seconds * partners.len() as f64 / node_mtbf_seconds).exp_m1()
+        };
+    }
+    total / all.len() as f64
+}
+
+/// The P_cf entry of the report for a CD with settings `s` (buddy or xor medium; `None`
+/// otherwise), for ranks on `nodes` and a node MTBF of `mtbf` seconds.
+pub(crate) fn pcf_of(
+    s: &crate::config::CdSettings,
+    nodes: &[usize],
+    config: &crate::config::CdConfig,
+    mtbf: f64,
+) -> Option<crate::report::Pcf> {
+    let (medium, size, groups) = match s.medium {
+        crate::config::Medium::Buddy => {
+            let buddy = crate::buddy::buddy_map(nodes, config.buddy_domain);
+            let pairs: Vec<Vec<usize>> = buddy
+                .iter()
+                .enumerate()
+                .map(|(r, &b)| if r == b { vec![r] } else { vec![r, b] })
+                .collect();
+            ("buddy", 2, pairs)
+        }
+        crate::config::Medium::Xor => {
+            let k = s.xor_group?;
+            ("xor", k, xor_groups(nodes, k, config.buddy_domain).ok()?)
+        }
+        _ => return None,
+    };
+    let p = p_cf(nodes, &groups, mtbf, config.recovery_seconds);
+    let node_count = nodes.iter().collect::<BTreeSet<_>>().len();
+    Some(crate::report::Pcf {
+        medium: medium.into(),
+        group_size: size,
+        groups: groups.len(),
+        nodes: node_count,
+        node_mtbf_seconds: mtbf,
+        recovery_seconds: config.recovery_seconds,
+        p_cf: p,
+        per_hour: node_count as f64 * 3600.0 / mtbf * p,
+    })
+}
+
+/// One group this rank is a member of.
+pub(crate) struct XorGroup {
+    /// The group's number among the groups of its size.
+    pub(crate) index: usize,
+    /// The members, in group order (this rank included).
+    pub(crate) team: Team,
+}
+
+/// This rank's xor state: its groups, the losses it heard of, its staging block.
+#[derive(Default)]
+pub(crate) struct XorStore {
+    /// By configured group size `k`.
+    groups: BTreeMap<usize, XorGroup>,
+    /// By `k`: the members of this rank's group that lost their memory, in the order this rank
+    /// heard of them. An entry notes how many it had heard of when preserved (`seen`); the
+    /// ones after are the losses it suffered.
+    losses: RefCell<BTreeMap<usize, Vec<usize>>>,
+    /// (offset, bytes) of the staging block in this rank's segment, once allocated.
+    staging: Cell<Option<(usize, usize)>>,
+    /// The allocation holding the staging block (freed when a larger one replaces it).
+    staging_block: Cell<Option<GlobalPtr<u8>>>,
+}
+
+impl XorStore {
+    /// Forms this rank's groups for every size `sizes` (a collective over the world: every
+    /// rank calls it at launch with the same sizes); `nodes[r]` is the node of rank `r`.
+    pub(crate) fn new(
+        sizes: &[usize],
+        nodes: &[usize],
+        domain: BuddyDomain,
+    ) -> Result<XorStore, XorError> {
+        let me = pgas::rank_me();
+        let world = pgas::world();
+        let mut groups = BTreeMap::new();
+        for &k in sizes {
+            let all = xor_groups(nodes, k, domain)?;
+            let (index, position) = all
+                .iter()
+                .enumerate()
+                .find_map(|(g, m)| m.iter().position(|&r| r == me).map(|p| (g, p)))
+                .expect("every rank is in a group");
+            let team = internal(|| world.split(index as u64, position as u64));
+            groups.insert(k, XorGroup { index, team });
+        }
+        Ok(XorStore {
+            groups,
+            ..XorStore::default()
+        })
+    }
+
+    /// The members of `k`'s group that lost their memory after an entry that had heard of
+    /// `seen` losses was preserved (this rank excluded: its own loss shows in the entry).
+    fn lost_since(&self, k: usize, seen: usize) -> BTreeSet<usize> {
+        self.losses
+            .borrow()
+            .get(&k)
+            .map(|l| l.iter().skip(seen).copied().collect())
+            .unwrap_or_default()
+    }
+
+    /// How many losses of `k`'s group this rank has heard of.
+    fn heard(&self, k: usize) -> usize {
+        self.losses.borrow().get(&k).map_or(0, Vec::len)
+    }
+
+    /// True when this rank can restore an xor entry of group size `k` that had heard of `seen`
+    /// losses: its own copy is there (`own`), or it is the only member that lost it.
+    pub(crate) fn restorable(&self, k: usize, seen: usize, own: bool) -> bool {
+        own || self.lost_since(k, seen).is_empty()
+    }
+
+    /// Why an entry of group size `k` (heard of `seen` losses) cannot be rebuilt on `rank`,
+    /// which lost its copy: the group and the lost members.
+    fn two_losses(&self, k: usize, seen: usize, rank: usize) -> Option<XorError> {
+        let mut lost = self.lost_since(k, seen);
+        if lost.is_empty() {
+            return None;
+        }
+        lost.insert(rank);
+        let group = self.groups.get(&k)?;
+        Some(XorError::TwoLosses {
+            k,
+            group: group.index,
+            members: group.team.members().to_vec(),
+            first: *lost.first()?,
+            second: *lost.last()?,
+        })
+    }
+
+    /// A staging block of at least `bytes` in this rank's segment; its offset.
+    fn ensure_staging(&self, bytes: usize) -> usize {
+        if let Some((offset, cap)) = self.staging.get() {
+            if cap >= bytes {
+                return offset;
+            }
+        }
+        if let Some(old) = self.staging_block.take() {
+            let _ = internal(|| pgas::delete_(old));
+        }
+        // A little more than asked, so that a copy slightly larger next time fits (as the
+        // buddy medium's slots do); 64-byte aligned, so chunk copies are.
+        let cap = crate::buddy::slot_capacity(bytes);
+        let block = internal(|| pgas::new_array::<u8>(cap + 64)).unwrap_or_else(|e| {
+            panic!(
+                "xor medium: no room for {cap} bytes of parity staging in rank {}'s segment \
+                 ({e}); raise buddy_segment_bytes (the room the CD runtime adds to every \
+                 segment) or use smaller copies",
+                pgas::rank_me()
+            )
+        });
+        let offset = block.offset().next_multiple_of(64);
+        self.staging_block.set(Some(block));
+        self.staging.set(Some((offset, cap)));
+        offset
+    }
+}
+
+/// The rpc functions of the xor medium.
+#[derive(Clone, Copy)]
+pub(crate) struct XorRpcs {
+    lost: RpcFn<(usize, usize), ()>,
+}
+
+impl XorRpcs {
+    /// Registers the functions in `rpcs` (before launch, on every rank alike).
+    pub(crate) fn register(rpcs: &mut RpcTable) -> XorRpcs {
+        XorRpcs {
+            lost: rpcs.register("cd.xor.lost", |(k, member): (usize, usize)| {
+                runtime::try_with(|rt| {
+                    rt.xor
+                        .losses
+                        .borrow_mut()
+                        .entry(k)
+                        .or_default()
+                        .push(member)
+                });
+            }),
+        }
+    }
+}
+
+/// This rank lost its memory: tells the other members of each of its groups, and waits until
+/// they know (before the agreement that follows, so that every member's restorability check
+/// sees every loss of this execution).
+pub(crate) fn notify_loss(rt: &CdRuntime) {
+    for (&k, group) in &rt.xor.groups {
+        for &m in group.team.members() {
+            if m != rt.rank {
+                internal(|| pgas::rpc(m, rt.xor_rpcs.lost, (k, rt.rank)).wait());
+            }
+        }
+    }
+}
+
+/// Member `owner`'s chunk in column `col` (`owner != col`) of a copy of `data` cut into
+/// chunks of `c` bytes, zero-padded.
+fn chunk_of(data: &[u8], owner: usize, col: usize, c: usize) -> Cow<'_, [u8]> {
+    debug_assert_ne!(owner, col, "a member has no chunk in its own column");
+    let i = if col < owner { col } else { col - 1 };
+    let start = (i * c).min(data.len());
+    let end = ((i + 1) * c).min(data.len());
+    if end - start == c {
+        Cow::Borrowed(&data[start..end])
+    } else {
+        let mut v = vec![0u8; c];
+        v[..end - start].copy_from_slice(&data[start..end]);
+        Cow::Owned(v)
+    }
+}
+
+/// `acc ^= src`, byte by byte (the compiler vectorizes it).
+fn xor_into(acc: &mut [u8], src: &[u8]) {
+    for (a, b) in acc.iter_mut().zip(src) {
+        *a ^= *b;
+    }
+}
+
+/// The XOR of the `slots` chunks of `c` bytes in this rank's staging block at `offset`.
+fn xor_of_slots(offset: usize, slots: usize, c: usize) -> Vec<u8> {
+    let me = pgas::rank_me();
+    let mut acc = vec![0u8; c];
+    let mut buf = vec![0u8; c];
+    for s in 0..slots {
+        let from = GlobalPtr::<u8>::from_raw(me, offset + s * c);
+        let dst = if s == 0 { &mut acc } else { &mut buf };
+        from.read_local_slice(dst)
+            .unwrap_or_else(|e| panic!("xor medium: reading the staging block: {e}"));
+        if s > 0 {
+            xor_into(&mut acc, &buf);
+        }
+    }
+    acc
+}
+
+/// The group of size `k` of this rank, checked usable by `frame`.
+fn group_for<'a>(rt: &'a CdRuntime, frame: &Frame) -> (usize, &'a XorGroup) {
+    let k = frame.settings.xor_group.unwrap_or_else(|| {
+        panic!(
+            "CD {:?}: medium xor without xor_group: set xor_group in {}",
+            frame.name,
+            rt.config.table_of(&frame.name)
+        )
+    });
+    let group = rt.xor.groups.get(&k).unwrap_or_else(|| {
+        panic!(
+            "CD {:?}: no checksum groups of {k} were formed at launch (xor_group = {k} is not in \
+             the configuration the job started with)",
+            frame.name
+        )
+    });
+    assert!(
+        frame.kind == CdKind::Strict
+            && group
+                .team
+                .members()
+                .iter()
+                .all(|m| frame.team.members().contains(m)),
+        "CD {:?}: medium xor preserves together with checksum group {} (ranks {:?}), so the CD \
+         must be strict and span all of them (it spans {:?}); use medium = \"buddy\" here",
+        frame.name,
+        group.index,
+        group.team.members(),
+        frame.team.members()
+    );
+    (k, group)
+}
+
+/// Preserves `bytes` of entry `name` of `frame` on the xor medium (collective over this rank's
+/// checksum group): the parity of the group's copies is computed and this rank keeps its
+/// column's share. Returns the store of the entry and the parity bytes this rank holds.
+pub(crate) fn preserve(rt: &CdRuntime, frame: &Frame, bytes: Vec<u8>) -> (Store, usize) {
+    let (k, group) = group_for(rt, frame);
+    let team = &group.team;
+    let g = team.rank_n();
+    let me = team.rank_me();
+    let (off, cap) = rt.xor.staging.get().unwrap_or((0, 0));
+    let infos: Vec<(usize, usize, usize)> =
+        internal(|| pgas::allgather(team, (bytes.len(), off, cap)).wait());
+    let largest = infos.iter().map(|i| i.0).max().unwrap_or(0);
+    let c = largest.div_ceil(g - 1);
+    let need = (g - 1) * c;
+    let offsets: Vec<usize> = if infos.iter().any(|i| i.2 < need) {
+        // Every member sees the same sizes, so all take this branch together.
+        let mine = rt.xor.ensure_staging(need);
+        internal(|| pgas::allgather(team, mine).wait())
+    } else {
+        infos.iter().map(|i| i.1).collect()
+    };
+    let parity = if c == 0 {
+        Vec::new()
+    } else {
+        for (col, &at) in offsets.iter().enumerate() {
+            if col == me {
+                continue;
+            }
+            let slot = if me < col { me } else { me - 1 };
+            let piece = chunk_of(&bytes, me, col, c);
+            pgas::resilience::rput_uncounted(
+                &piece,
+                GlobalPtr::<u8>::from_raw(team.to_world(col), at + slot * c),
+            );
+        }
+        internal(|| pgas::barrier_on(team));
+        xor_of_slots(offsets[me], g - 1, c)
+    };
+    let held = parity.len();
+    let store = Store::Xor {
+        k,
+        len: bytes.len(),
+        chunk: c,
+        local: Some(bytes),
+        parity: Some(parity),
+        seen: rt.xor.heard(k),
+    };
+    (store, held)
+}
+
+/// Why this rank cannot restore entry `name` of `frame` (an xor entry it lost, which another
+/// member of its group lost too), as a sentence for the escalation.
+pub(crate) fn loss_reason(rt: &CdRuntime, frame: &Frame) -> Option<String> {
+    let st = frame.state.borrow();
+    st.entries.iter().find_map(|e| match &e.store {
+        Store::Xor {
+            k,
+            seen,
+            local: None,
+            ..
+        } => rt
+            .xor
+            .two_losses(*k, *seen, rt.rank)
+            .map(|why| format!("`{}`: {why}", e.name)),
+        _ => None,
+    })
+}
+
+/// Before a re-execution: rebuilds, with the other members of its group, every xor entry on
+/// the stack that exactly one member lost (the members agree on which from the losses they
+/// heard of, so all of them enter the same collectives). Entries two members lost are left:
+/// the CD that holds them reports them unrestorable.
+pub(crate) fn rebuild(rt: &CdRuntime) {
+    if rt.xor.groups.is_empty() {
+        return;
+    }
+    let frames: Vec<_> = rt.frames.borrow().clone();
+    for f in &frames {
+        let n = f.state.borrow().entries.len();
+        for i in 0..n {
+            let plan = match &f.state.borrow().entries[i].store {
+                Store::Xor { k, seen, local, .. } => {
+                    let others = rt.xor.lost_since(*k, *seen).len();
+                    let lost = others + usize::from(local.is_none());
+                    Some((*k, lost))
+                }
+                _ => None,
+            };
+            if let Some((k, 1)) = plan {
+                rebuild_entry(rt, f, i, k);
+            }
+        }
+    }
+}
+
+/// Rebuilds entry `i` of `frame` (group size `k`), which one member of the group lost.
+fn rebuild_entry(rt: &CdRuntime, frame: &Frame, i: usize, k: usize) {
+    let group = &rt.xor.groups[&k];
+    let team = &group.team;
+    let g = team.rank_n();
+    let me = team.rank_me();
+    let (c, len, lost_here) = match &frame.state.borrow().entries[i].store {
+        Store::Xor {
+            chunk, len, local, ..
+        } => (*chunk, *len, local.is_none()),
+        _ => unreachable!("planned on an xor entry"),
+    };
+    let off = if lost_here {
+        rt.xor.ensure_staging((g - 1) * c)
+    } else {
+        rt.xor.staging.get().map_or(0, |s| s.0)
+    };
+    let infos: Vec<(bool, usize)> = internal(|| pgas::allgather(team, (lost_here, off)).wait());
+    let lost: Vec<usize> = (0..g).filter(|&m| infos[m].0).collect();
+    assert_eq!(
+        lost.len(),
+        1,
+        "CD {:?}: xor checksum group {} (ranks {:?}) disagrees on which member lost its copy",
+        frame.name,
+        group.index,
+        team.members()
+    );
+    let x = lost[0];
+    let x_off = infos[x].1;
+    let mut data = vec![0u8; if me == x { (g - 1) * c } else { 0 }];
+    let mut parity = Vec::new();
+    if c > 0 {
+        for col in 0..g {
+            if me != x {
+                // Copied out: no borrow of the CD's state is held while the put runs.
+                let piece: Vec<u8> = {
+                    let st = frame.state.borrow();
+                    let Store::Xor {
+                        local: Some(mine),
+                        parity: Some(my_parity),
+                        ..
+                    } = &st.entries[i].store
+                    else {
+                        unreachable!("a survivor holds its copy and its parity");
+                    };
+                    if col == me {
+                        my_parity.clone()
+                    } else {
+                        chunk_of(mine, me, col, c).into_owned()
+                    }
+                };
+                let slot = if me < x { me } else { me - 1 };
+                pgas::resilience::rput_uncounted(
+                    &piece,
+                    GlobalPtr::<u8>::from_raw(team.to_world(x), x_off + slot * c),
+                );
+            }
+            internal(|| pgas::barrier_on(team));
+            if me == x {
+                let acc = xor_of_slots(x_off, g - 1, c);
+                if col == x {
+                    parity = acc;
+                } else {
+                    let j = if col < x { col } else { col - 1 };
+                    data[j * c..(j + 1) * c].copy_from_slice(&acc);
+                }
+            }
+            if col + 1 < g {
+                // The lost member has read its slots before they are written again.
+                internal(|| pgas::barrier_on(team));
+            }
+        }
+    }
+    let heard = rt.xor.heard(k);
+    if let Store::Xor {
+        local,
+        parity: p,
+        seen,
+        ..
+    } = &mut frame.state.borrow_mut().entries[i].store
+    {
+        if me == x {
+            data.truncate(len);
+            *local = Some(data);
+            *p = Some(parity);
+        }
+        *seen = heard;
+    }
+}
