@@ -93,8 +93,8 @@ pub struct CdStats {
 pub struct Pcf {
     /// `"buddy"` or `"xor"`.
     pub medium: String,
-    /// Members per group: 2 for buddy pairs, `xor_group` for xor (the remainder groups have
-    /// one more).
+    /// Members per group: 2 for buddy pairs, `xor_group` for xor (groups that took the
+    /// remainder ranks have more).
     pub group_size: usize,
     /// Groups (buddy: one pair per rank).
     pub groups: usize,

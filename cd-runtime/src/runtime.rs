@@ -238,7 +238,14 @@ fn hint(config: &CdConfig, e: &CdError) -> String {
     let table = config.table_of(cd);
     let failures = FaultKinds(kinds.0 & !FaultKinds::UNRESTORABLE.0);
     if kinds.contains(FaultKinds::UNRESTORABLE) {
-        if s.medium == crate::config::Medium::Local {
+        if s.medium == crate::config::Medium::Xor {
+            format!(
+                "an xor checksum group survives the loss of one member until it is rebuilt: \
+                 place groups on different nodes (buddy_domain = \"node\"), use smaller \
+                 groups (xor_group) so fewer share one parity, or contain such losses in an \
+                 enclosing CD with medium = \"file\" (in {table})"
+            )
+        } else if s.medium == crate::config::Medium::Local {
             format!(
                 "to contain it, keep the CD's copies where a rank loss cannot take them: \
                  medium = \"buddy\" (or \"file\") in {table}"

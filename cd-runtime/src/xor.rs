@@ -9,9 +9,10 @@
 //! share a group only if the node holds more than `G` ranks; such a topology is refused (a
 //! clear error naming the node and the largest `k` it allows) rather than placing two members
 //! of a group on one node. With one node (or `buddy_domain = "rank"`) the domains are the ranks.
-//! **The remainder:** when k does not divide n, the `n mod k` ranks left over join the first
-//! groups, which then have k + 1 members (never a group below k: a group of one would have no
-//! parity). Every group is a pgas team made once at launch (`Team::split`), and every
+//! **The remainder:** when k does not divide n, the `n mod k` ranks left over join the groups
+//! in turn, one rank each from the first (the deal of positions goes on): groups have
+//! `floor(n / G)` or `ceil(n / G)` members, the larger first; never fewer than k (a group of
+//! one would have no parity). With `k <= n < 2k` that is one group of all n ranks. Every group is a pgas team made once at launch (`Team::split`), and every
 //! collective of the medium runs on it, never on the world.
 //!
 //! **Layout (RAID-5, rotated parity).** A preservation is collective over the group: every
@@ -108,7 +109,7 @@ pub enum XorError {
 
 /// The checksum groups of `k` members for ranks on `nodes` (`nodes[r]` the node of rank `r`),
 /// each group's members in group order (see the module doc: position `i` of the (node, rank)
-/// order goes to group `i mod floor(n / k)`; the remainder makes the first groups k + 1 long).
+/// order goes to group `i mod floor(n / k)`; the remainder makes the first groups one longer).
 /// Deterministic: every rank computes the same groups.
 pub(crate) fn xor_groups(
     nodes: &[usize],
@@ -649,5 +650,183 @@ fn rebuild_entry(rt: &CdRuntime, frame: &Frame, i: usize, k: usize) {
             *p = Some(parity);
         }
         *seen = heard;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The node of every rank, for nodes of these sizes in rank order.
+    fn contiguous(sizes: &[usize]) -> Vec<usize> {
+        sizes
+            .iter()
+            .enumerate()
+            .flat_map(|(node, &s)| std::iter::repeat_n(node, s))
+            .collect()
+    }
+
+    /// Checks what `xor_groups` promises for `nodes` and `k`: every rank in exactly one group,
+    /// floor(n / k) groups of k or more (sizes differ by one at most), members on different nodes whenever there are two
+    /// nodes or more; refused exactly when a node holds more ranks than there are groups.
+    fn check(nodes: &[usize], k: usize) {
+        let n = nodes.len();
+        let mut on: BTreeMap<usize, usize> = BTreeMap::new();
+        for &node in nodes {
+            *on.entry(node).or_default() += 1;
+        }
+        let most = on.values().copied().max().unwrap_or(0);
+        let got = xor_groups(nodes, k, BuddyDomain::Node);
+        if k < 2 || k > n {
+            assert_eq!(got, Err(XorError::GroupLargerThanJob { k, ranks: n }));
+            return;
+        }
+        if on.len() > 1 && most > n / k {
+            let e = got.expect_err("two members would share a node");
+            let XorError::NodeHoldsTooMany { largest, .. } = e else {
+                panic!("{nodes:?}, k = {k}: {e}");
+            };
+            assert!(largest < k, "{nodes:?}: {e}");
+            // The largest size it names works.
+            if largest >= 2 {
+                check(nodes, largest);
+                assert!(xor_groups(nodes, largest, BuddyDomain::Node).is_ok());
+            }
+            return;
+        }
+        let groups = got.unwrap_or_else(|e| panic!("{nodes:?}, k = {k}: {e}"));
+        assert_eq!(groups, xor_groups(nodes, k, BuddyDomain::Node).unwrap());
+        assert_eq!(groups.len(), n / k, "{nodes:?}, k = {k}");
+        let mut seen = vec![0; n];
+        let (small, large) = (n / groups.len(), n.div_ceil(groups.len()));
+        for g in &groups {
+            assert!(
+                g.len() >= k && (g.len() == small || g.len() == large),
+                "{nodes:?}, k = {k}: {g:?}"
+            );
+            for &r in g {
+                seen[r] += 1;
+            }
+            if on.len() > 1 {
+                let distinct: BTreeSet<usize> = g.iter().map(|&r| nodes[r]).collect();
+                assert_eq!(
+                    distinct.len(),
+                    g.len(),
+                    "{nodes:?}, k = {k}: group {g:?} has two members on one node"
+                );
+            }
+        }
+        assert!(seen.iter().all(|&s| s == 1), "{nodes:?}, k = {k}: {seen:?}");
+        // The remainder joins the first groups, one rank each in turn.
+        let long = groups.iter().take_while(|g| g.len() > small).count();
+        assert_eq!(long, n % groups.len(), "{nodes:?}, k = {k}");
+    }
+
+    #[test]
+    fn groups_never_put_two_members_on_one_node() {
+        // Every split of up to 10 ranks into consecutive nodes, every k.
+        for n in 1..=10usize {
+            for cuts in 0..(1u32 << (n - 1)) {
+                let mut sizes = vec![1];
+                for i in 0..n - 1 {
+                    if cuts & (1 << i) != 0 {
+                        sizes.push(1);
+                    } else {
+                        *sizes.last_mut().unwrap() += 1;
+                    }
+                }
+                for k in 1..=n + 1 {
+                    check(&contiguous(&sizes), k);
+                }
+            }
+        }
+        // Uneven hosts as under mpirun, and nodes not numbered in rank order.
+        for sizes in [vec![8, 8, 8, 3], vec![5, 7, 9, 11, 13], vec![32, 31, 1]] {
+            for k in 2..6 {
+                check(&contiguous(&sizes), k);
+            }
+        }
+        let mut x = 99u64;
+        for _ in 0..200 {
+            x = pgas::mix64(x);
+            let n = 2 + (x % 63) as usize;
+            let nodes_n = 1 + (x >> 8) as usize % n.min(12);
+            let nodes: Vec<usize> = (0..n)
+                .map(|r| pgas::mix64(x ^ r as u64) as usize % nodes_n)
+                .collect();
+            check(&nodes, 2 + (x >> 20) as usize % 5);
+        }
+    }
+
+    #[test]
+    fn groups_interleave_nodes_and_name_the_node_that_is_too_large() {
+        let g = |sizes: &[usize], k| xor_groups(&contiguous(sizes), k, BuddyDomain::Node);
+        assert_eq!(
+            g(&[2, 2, 2, 2], 4),
+            Ok(vec![vec![0, 2, 4, 6], vec![1, 3, 5, 7]])
+        );
+        assert_eq!(
+            g(&[3, 3, 1], 2),
+            Ok(vec![vec![0, 3, 6], vec![1, 4], vec![2, 5]])
+        );
+        // One node: the domains are the ranks.
+        assert_eq!(g(&[5], 2), Ok(vec![vec![0, 2, 4], vec![1, 3]]));
+        let e = g(&[3, 3, 1], 3).unwrap_err();
+        assert_eq!(
+            e,
+            XorError::NodeHoldsTooMany {
+                k: 3,
+                groups: 2,
+                ranks: 7,
+                node: 0,
+                on_node: 3,
+                largest: 2
+            }
+        );
+        assert!(e.to_string().contains("at most 2"), "{e}");
+        assert_eq!(
+            xor_groups(&contiguous(&[3, 3, 1]), 3, BuddyDomain::Rank),
+            Ok(vec![vec![0, 2, 4, 6], vec![1, 3, 5]])
+        );
+    }
+
+    /// P_cf for given inputs, against the formula worked by hand.
+    #[test]
+    fn p_cf_follows_the_formula() {
+        let (m, t): (f64, f64) = (3600.0 * 1000.0, 60.0);
+        // 4 nodes of 2 ranks, groups of 4 across all nodes: every node has 3 partners.
+        let nodes = contiguous(&[2, 2, 2, 2]);
+        let groups = vec![vec![0, 2, 4, 6], vec![1, 3, 5, 7]];
+        let want = 1.0 - (-3.0 * t / m).exp();
+        assert!((p_cf(&nodes, &groups, m, t) - want).abs() < 1e-15);
+        // Groups of 2 within pairs of nodes: one partner each, a third of the risk (nearly).
+        let pairs = vec![vec![0, 2], vec![1, 3], vec![4, 6], vec![5, 7]];
+        let want = 1.0 - (-t / m).exp();
+        assert!((p_cf(&nodes, &pairs, m, t) - want).abs() < 1e-15);
+        assert!(p_cf(&nodes, &pairs, m, t) < p_cf(&nodes, &groups, m, t));
+        // Two members of a group on node 0 (ranks 0, 1) and on node 3 (ranks 6, 7): their
+        // failures are catastrophic (1 each); node 1 (ranks 2, 3) has partners 0 and 2, node 2
+        // (ranks 4, 5) has 1 and 3.
+        let bad = vec![vec![0, 1, 2], vec![3, 4], vec![5, 6, 7]];
+        let want = (1.0 + (1.0 - (-2.0 * t / m).exp()) * 2.0 + 1.0) / 4.0;
+        assert!((p_cf(&nodes, &bad, m, t) - want).abs() < 1e-15);
+        // A rank alone (its own buddy): its node's loss is catastrophic.
+        assert_eq!(p_cf(&[0], &[vec![0]], m, t), 1.0);
+        // Longer recovery, shorter MTBF: more risk; the probability stays below 1.
+        assert!(p_cf(&nodes, &groups, m / 10.0, t) > p_cf(&nodes, &groups, m, t));
+        assert!(p_cf(&nodes, &groups, 1.0, 1e9) <= 1.0);
+    }
+
+    #[test]
+    fn chunks_are_padded_with_zeros_and_skip_the_owners_column() {
+        let data: Vec<u8> = (1..=10).collect();
+        // Owner 1 of 4 members, chunks of 4: columns 0, 2, 3 hold chunks 0, 1, 2.
+        assert_eq!(&*chunk_of(&data, 1, 0, 4), &[1, 2, 3, 4]);
+        assert_eq!(&*chunk_of(&data, 1, 2, 4), &[5, 6, 7, 8]);
+        assert_eq!(&*chunk_of(&data, 1, 3, 4), &[9, 10, 0, 0]);
+        assert_eq!(&*chunk_of(&[], 0, 1, 3), &[0, 0, 0]);
+        let mut acc = vec![0b1010u8, 1];
+        xor_into(&mut acc, &[0b0110, 1]);
+        assert_eq!(acc, [0b1100, 0]);
     }
 }
