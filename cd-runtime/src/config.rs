@@ -9,6 +9,8 @@
 //! file_dir = "/tmp/cd-files"    # where the file medium writes
 //! buddy_segment_bytes = 16777216 # segment room per rank for copies of the buddy medium
 //! buddy_domain = "node"         # buddies on other nodes ("node") or just other ranks ("rank")
+//! node_mtbf_seconds = 2.6e6     # MTBF of one node: the report states P_cf of buddy and xor
+//! recovery_seconds = 60.0       # window without redundancy after a node failure (for P_cf)
 //!
 //! [defaults]                    # every CD
 //! retries = 2
@@ -19,6 +21,10 @@
 //! [cd.step]                     # CDs named "step" (most specific wins: cd > level > defaults)
 //! contain = ["soft", "rank_loss"]
 //! inject = { soft_error = 0.05, rank_loss = 0.01, at = [{ rank = 1, iteration = 3, kind = "rank_loss" }] }
+//!
+//! [cd.solve]                    # own copy + XOR parity over a checksum group of 4 ranks
+//! medium = "xor"                # on 4 different nodes; survives one member's loss per group
+//! xor_group = 4
 //!
 //! [cd.cycle]                    # run with cd::strict_steps: how often it preserves
 //! interval = "daly"             # "every" (default), a number of steps, or "daly"
@@ -63,6 +69,27 @@
 //!   is the cost).
 //!
 //! With one node both mean the next rank.
+//!
+//! ## `medium = "xor"` and `xor_group`: checksum groups
+//!
+//! Each rank keeps its own copy, and the ranks form checksum groups of `xor_group` members
+//! (2 or more; required in the table that sets `medium = "xor"` or in `[defaults]`) on
+//! different nodes (`buddy_domain` applies: `"rank"` groups over ranks), each holding a share
+//! of the XOR parity of the group's copies: about 1/(k-1) of a buddy copy per rank. A group
+//! survives the loss of one member, whose copies it rebuilds before the re-execution; two
+//! losses in one group escalate. Preservation is collective over the group, so an xor CD must
+//! be strict and span whole groups (a relaxed CD cannot: `kind = "relaxed"` with
+//! `medium = "xor"` in one table is an error). A group larger than the job, or a topology
+//! where a node holds more ranks than there are groups, is an error at launch naming
+//! `xor_group`. The placement, the remainder ranks and the layout are in [`crate::xor`].
+//!
+//! ## `node_mtbf_seconds` and `recovery_seconds`: P_cf in the report
+//!
+//! With `node_mtbf_seconds` (the mean time between failures of one node) the report states,
+//! for every CD on the buddy or xor medium, the probability that a node failure is not
+//! survivable for its pairs or groups: a second failure of a node that shares a group with the
+//! failed one within `recovery_seconds` (default 60), or a group with two members on the failed
+//! node. The formula and its reading are at [`crate::xor::p_cf`].
 //!
 //! ## `interval` and `mtbf_seconds`: preserving every n-th step
 //!
@@ -1184,6 +1211,72 @@ mod tests {
                 "{bad}: {e}"
             );
             assert!(e.to_string().contains(words), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn xor_group_parses_merges_and_is_checked() {
+        let c = parse(
+            "[defaults]\nxor_group = 4\n[level.1]\nmedium = \"xor\"\n\
+             [cd.small]\nmedium = \"xor\"\nxor_group = 2\n",
+        )
+        .unwrap();
+        let s = c.settings("x", 1);
+        assert_eq!((s.medium, s.xor_group), (Medium::Xor, Some(4)));
+        assert_eq!(c.settings("small", 3).xor_group, Some(2));
+        assert_eq!(c.xor_group_sizes(), vec![2, 4]);
+        assert_eq!(CdConfig::default().xor_group_sizes(), Vec::<usize>::new());
+        c.check_job(4).unwrap();
+        let e = c.check_job(3).unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("xor_group"), "{e}");
+        assert!(e.to_string().contains("xor_group = 4") && e.to_string().contains("3"));
+        for (bad, key, line, words) in [
+            ("[cd.x]\nxor_group = 1\n", "cd.x.xor_group", 2, "at least 2"),
+            ("[cd.x]\nxor_group = -3\n", "cd.x.xor_group", 2, "-3"),
+            (
+                "[cd.x]\nretries = 1\nmedium = \"xor\"\n",
+                "cd.x.medium",
+                1,
+                "xor_group",
+            ),
+            (
+                "[level.2]\nmedium = \"xor\"\nxor_group = 2\nkind = \"relaxed\"\n",
+                "level.2.medium",
+                1,
+                "relaxed",
+            ),
+        ] {
+            let e = parse(bad).unwrap_err();
+            assert_eq!(
+                (e.line, e.key.as_deref()),
+                (Some(line), Some(key)),
+                "{bad}: {e}"
+            );
+            assert!(e.to_string().contains(words), "{bad}: {e}");
+        }
+        // The group size from [defaults] serves every table.
+        parse("[defaults]\nxor_group = 3\n[cd.x]\nmedium = \"xor\"\n").unwrap();
+    }
+
+    #[test]
+    fn node_mtbf_and_recovery_seconds_parse_and_name_themselves() {
+        let c = CdConfig::default();
+        assert_eq!(
+            (c.node_mtbf_seconds, c.recovery_seconds),
+            (None, DEFAULT_RECOVERY_SECONDS)
+        );
+        let c = parse("node_mtbf_seconds = 86400\nrecovery_seconds = 12.5\n").unwrap();
+        assert_eq!(
+            (c.node_mtbf_seconds, c.recovery_seconds),
+            (Some(86400.0), 12.5)
+        );
+        for (bad, key) in [
+            ("node_mtbf_seconds = 0\n", "node_mtbf_seconds"),
+            ("recovery_seconds = -1.0\n", "recovery_seconds"),
+        ] {
+            let e = parse(&format!("seed = 1\n{bad}")).unwrap_err();
+            assert_eq!((e.line, e.key.as_deref()), (Some(2), Some(key)), "{e}");
+            assert!(e.to_string().contains("above 0"), "{e}");
         }
     }
 

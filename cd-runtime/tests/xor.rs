@@ -273,3 +273,78 @@ fn the_report_states_p_cf_for_buddy_and_xor() {
     assert_eq!((p.medium.as_str(), p.groups), ("buddy", 8));
     assert!((p.p_cf - want).abs() < 1e-12, "{p:?}");
 }
+
+/// Names what the program's hook saw: rpcs, replies, collectives, puts.
+#[derive(Default)]
+struct Seen(std::cell::RefCell<Vec<String>>);
+
+impl pgas::Interceptor for Seen {
+    fn before_rpc(
+        &self,
+        _: pgas::hook::OpId,
+        call: &pgas::hook::RpcCall,
+        _: &[u8],
+    ) -> pgas::hook::RpcAction {
+        self.0.borrow_mut().push(format!("rpc {}", call.name));
+        pgas::hook::RpcAction::Proceed
+    }
+    fn before_reply(&self, reply: &pgas::hook::RpcReply, _: &[u8]) -> pgas::hook::ReplyAction {
+        self.0.borrow_mut().push(format!("reply {}", reply.name));
+        pgas::hook::ReplyAction::Proceed
+    }
+    fn before_collective(
+        &self,
+        _: pgas::hook::OpId,
+        c: &pgas::hook::Collective,
+    ) -> pgas::hook::CollectiveAction {
+        self.0.borrow_mut().push(format!("{:?}", c.kind));
+        pgas::hook::CollectiveAction::Proceed
+    }
+}
+
+/// The parity traffic (allgathers and barriers of the group, uncounted puts into the staging
+/// blocks), the loss notices and the rebuild are the CD runtime's own: the program's hook sees
+/// none of them, and neither the Epoch Counter nor the Incoming Write Counter moves.
+#[test]
+fn xor_parity_traffic_and_rebuild_are_not_the_programs_communication() {
+    let out = common::run(
+        4,
+        config(
+            "[cd.step]\nmedium = \"xor\"\nxor_group = 4\n\
+             inject = { at = [{ rank = 3, iteration = 1, kind = \"rank_loss\" }] }\n",
+        ),
+        || {
+            let seen = std::rc::Rc::new(Seen::default());
+            pgas::set_hook(seen.clone());
+            let (ec, iwc) = (pgas::epoch(), pgas::resilience::incoming_writes());
+            let mut x: Vec<f64> = (0..N * (1 + pgas::rank_me())).map(|i| i as f64).collect();
+            for it in 0..3 {
+                cd::strict("step", |c| {
+                    c.preserve_slice("x", &mut x);
+                    step(&mut x, it);
+                    Ok(())
+                })?;
+            }
+            let counters = (
+                pgas::epoch() - ec,
+                pgas::resilience::incoming_writes() - iwc,
+            );
+            pgas::clear_hook();
+            Ok((seen.0.take(), counters))
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.report.cd("step").unwrap().reexecutions, 4);
+    for (seen, counters) in out.results {
+        assert_eq!(
+            seen,
+            Vec::<String>::new(),
+            "the hook saw the CD runtime's traffic"
+        );
+        assert_eq!(
+            counters,
+            (0, 0),
+            "(EC, IWC) moved by the CD runtime's traffic"
+        );
+    }
+}
