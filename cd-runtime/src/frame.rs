@@ -224,9 +224,11 @@ impl Frame {
                     let _ = std::fs::remove_file(path);
                 }
                 Store::LocalBytes(buf) => rt.pool.give_back(buf),
-                Store::Xor {
-                    local: Some(buf), ..
-                } => rt.pool.give_back(buf),
+                Store::Xor { local, parity, .. } => {
+                    for buf in [local, parity].into_iter().flatten() {
+                        rt.pool.give_back(buf);
+                    }
+                }
                 _ => {}
             }
         }

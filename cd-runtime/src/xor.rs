@@ -418,18 +418,32 @@ fn xor_into(acc: &mut [u8], src: &[u8]) {
     }
 }
 
-/// The XOR of the `slots` chunks of `c` bytes in this rank's staging block at `offset`.
-fn xor_of_slots(offset: usize, slots: usize, c: usize) -> Vec<u8> {
+/// The bytes of member `owner`'s chunk in column `col` that hold data (the rest of the `c`
+/// bytes are padding, zeros) for a copy of `len` bytes.
+fn chunk_len(len: usize, owner: usize, col: usize, c: usize) -> usize {
+    let i = if col < owner { col } else { col - 1 };
+    len.saturating_sub(i * c).min(c)
+}
+
+/// Bytes of the staging block read at a time: small enough to stay in cache while it is
+/// XORed in.
+const PIECE: usize = 16 << 10;
+
+/// The XOR of the staging slots of `c` bytes at `offset` in this rank's segment, of which
+/// slot `s` holds `valid[s]` bytes (the rest counts as zeros), in a buffer of `rt`'s pool.
+fn xor_of_slots(rt: &CdRuntime, offset: usize, valid: &[usize], c: usize) -> Vec<u8> {
     let me = pgas::rank_me();
-    let mut acc = vec![0u8; c];
-    let mut buf = vec![0u8; c];
-    for s in 0..slots {
-        let from = GlobalPtr::<u8>::from_raw(me, offset + s * c);
-        let dst = if s == 0 { &mut acc } else { &mut buf };
-        from.read_local_slice(dst)
-            .unwrap_or_else(|e| panic!("xor medium: reading the staging block: {e}"));
-        if s > 0 {
-            xor_into(&mut acc, &buf);
+    let mut acc = rt.pool.zeroed(c);
+    let mut piece = vec![0u8; PIECE.min(c)];
+    for (s, &n) in valid.iter().enumerate() {
+        let mut at = 0;
+        while at < n {
+            let len = PIECE.min(n - at);
+            GlobalPtr::<u8>::from_raw(me, offset + s * c + at)
+                .read_local_slice(&mut piece[..len])
+                .unwrap_or_else(|e| panic!("xor medium: reading the staging block: {e}"));
+            xor_into(&mut acc[at..at + len], &piece[..len]);
+            at += len;
         }
     }
     acc
@@ -493,18 +507,29 @@ pub(crate) fn preserve(rt: &CdRuntime, frame: &Frame, bytes: Vec<u8>) -> (Store,
         Vec::new()
     } else {
         for (col, &at) in offsets.iter().enumerate() {
-            if col == me {
+            let n = if col == me {
+                0
+            } else {
+                chunk_len(bytes.len(), me, col, c)
+            };
+            if n == 0 {
                 continue;
             }
+            // Only the bytes that hold data: the receiver counts the rest as zeros.
+            let i = if col < me { col } else { col - 1 };
             let slot = if me < col { me } else { me - 1 };
-            let piece = chunk_of(&bytes, me, col, c);
             pgas::resilience::rput_uncounted(
-                &piece,
+                &bytes[i * c..i * c + n],
                 GlobalPtr::<u8>::from_raw(team.to_world(col), at + slot * c),
             );
         }
         internal(|| pgas::barrier_on(team));
-        xor_of_slots(offsets[me], g - 1, c)
+        // Slot s holds the chunk of member s (s < me) or s + 1 (s >= me).
+        let valid: Vec<usize> = (0..g)
+            .filter(|&m| m != me)
+            .map(|m| chunk_len(infos[m].0, m, me, c))
+            .collect();
+        xor_of_slots(rt, offsets[me], &valid, c)
     };
     let held = parity.len();
     let store = Store::Xor {
@@ -540,11 +565,24 @@ pub(crate) fn loss_reason(rt: &CdRuntime, frame: &Frame) -> Option<String> {
 /// the stack that exactly one member lost (the members agree on which from the losses they
 /// heard of, so all of them enter the same collectives). Entries two members lost are left:
 /// the CD that holds them reports them unrestorable.
+///
+/// Only groups whose members all re-execute now (the re-executing CD, on top of the stack,
+/// spans them) rebuild: a CD over a smaller team leaves its ancestors' xor entries as they
+/// are, and the ancestor that holds them rebuilds them when it re-executes itself (the entries
+/// still count the loss, so a second loss in the group before then is still caught).
 pub(crate) fn rebuild(rt: &CdRuntime) {
     if rt.xor.groups.is_empty() {
         return;
     }
     let frames: Vec<_> = rt.frames.borrow().clone();
+    let Some(top) = frames.last() else { return };
+    let spanned = |k: usize| {
+        rt.xor.groups[&k]
+            .team
+            .members()
+            .iter()
+            .all(|m| top.team.members().contains(m))
+    };
     for f in &frames {
         let n = f.state.borrow().entries.len();
         for i in 0..n {
@@ -557,7 +595,9 @@ pub(crate) fn rebuild(rt: &CdRuntime) {
                 _ => None,
             };
             if let Some((k, 1)) = plan {
-                rebuild_entry(rt, f, i, k);
+                if spanned(k) {
+                    rebuild_entry(rt, f, i, k);
+                }
             }
         }
     }
@@ -622,12 +662,14 @@ fn rebuild_entry(rt: &CdRuntime, frame: &Frame, i: usize, k: usize) {
             }
             internal(|| pgas::barrier_on(team));
             if me == x {
-                let acc = xor_of_slots(x_off, g - 1, c);
+                // The survivors wrote whole chunks (padded) and parities.
+                let acc = xor_of_slots(rt, x_off, &vec![c; g - 1], c);
                 if col == x {
                     parity = acc;
                 } else {
                     let j = if col < x { col } else { col - 1 };
                     data[j * c..(j + 1) * c].copy_from_slice(&acc);
+                    rt.pool.give_back(acc);
                 }
             }
             if col + 1 < g {
