@@ -31,7 +31,7 @@ fn sweep(slabs: &[GlobalPtr<f64>], salt: u64) {
     let me = pgas::rank_me();
     let n = pgas::rank_n();
     pgas::barrier();
-    let left = pgas::rget(slabs[(me + n - 1) % n].add(CELLS - 1)).wait();
+    let left = pgas::rget(slabs[(me + n - 1) % n] + (CELLS - 1)).wait();
     let right = pgas::rget(slabs[(me + 1) % n]).wait();
     let mut u = pgas::rget_slice(slabs[me], CELLS).wait();
     pgas::barrier();
