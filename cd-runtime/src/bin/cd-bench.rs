@@ -18,6 +18,9 @@
 //!   its copy, puts three chunks of a third of it into the other members' staging blocks with
 //!   uncounted rputs, waits at one barrier of the group and XORs three chunks into its parity.
 //!   Its line says the ranks of that job.
+//! - `preserve_buddy` / `1MiB_all_ranks`: in the same job, the buddy medium's preservation of
+//!   1 MiB with every rank preserving at once (as they do on the xor medium), against the same
+//!   `rput_1MiB`: the buddy medium under the xor line's load.
 //! - `recovery_rank_loss` / `xor_k4_1MiB`: in the same job, the time of one world CD
 //!   preserving 1 MiB per rank on the xor medium in which rank 1 loses its memory (segment and
 //!   copies) and the group rebuilds its copy before the re-execution, against
@@ -227,10 +230,34 @@ fn xor_lines(args: &BenchArgs, copies: usize, steps: usize) -> Vec<Line> {
             gbps(ns / copies as f64)
         };
         let (rput, xor) = bench_report::paired(reps, rput, xor);
+        // The buddy medium under the same load: every rank preserving at once.
+        let buddy = median_of(reps, || {
+            let mut ns = 0.0;
+            for _ in 0..copies {
+                cd::strict("preserve_buddy_all", |c| {
+                    let start = Instant::now();
+                    c.preserve_slice_on("data", &mut preserved, Medium::Buddy);
+                    ns += start.elapsed().as_nanos() as f64;
+                    Ok(())
+                })
+                .unwrap();
+            }
+            gbps(ns / copies as f64)
+        });
         if measuring {
             lines.push(line(
                 Line::new("preserve_xor", "1MiB_k4", xor, "GB/s", Better::Higher)
                     .baseline("rput_1MiB", rput),
+            ));
+            lines.push(line(
+                Line::new(
+                    "preserve_buddy",
+                    "1MiB_all_ranks",
+                    buddy,
+                    "GB/s",
+                    Better::Higher,
+                )
+                .baseline("rput_1MiB", rput),
             ));
         }
         // Last: the losses poison rank 1's segment (the rput target among it).
