@@ -3,8 +3,8 @@
 //! one member (ftRMA's diskless checksum groups, seed 000/002, with m = 1: RAID-5's parity).
 //!
 //! **Groups.** `xor_group = k` (per CD level, [`crate::config`]) groups the ranks by k
-//! ([`xor_groups`]): ranks ordered by (node, rank), as the buddy placement orders them
-//! ([`crate::buddy::node_order`]), and the rank at position `i` in group `i mod G`, with
+//! (`xor_groups`): ranks ordered by (node, rank), as the buddy placement orders them
+//! (`buddy::node_order`), and the rank at position `i` in group `i mod G`, with
 //! `G = floor(n / k)` groups. A node's ranks are consecutive in that order, so two of them
 //! share a group only if the node holds more than `G` ranks; such a topology is refused (a
 //! clear error naming the node and the largest `k` it allows) rather than placing two members
@@ -12,8 +12,9 @@
 //! **The remainder:** when k does not divide n, the `n mod k` ranks left over join the groups
 //! in turn, one rank each from the first (the deal of positions goes on): groups have
 //! `floor(n / G)` or `ceil(n / G)` members, the larger first; never fewer than k (a group of
-//! one would have no parity). With `k <= n < 2k` that is one group of all n ranks. Every group is a pgas team made once at launch (`Team::split`), and every
-//! collective of the medium runs on it, never on the world.
+//! one would have no parity). With `k <= n < 2k` that is one group of all n ranks. Every
+//! group is a pgas team made once at launch (`Team::split`), and every collective of the
+//! medium runs on it, never on the world.
 //!
 //! **Layout (RAID-5, rotated parity).** A preservation is collective over the group: every
 //! member preserves the same entries in the same order (as the ranks of a strict CD do). The
@@ -21,18 +22,29 @@
 //! cut into `g - 1` chunks of `c` bytes (`g` the group's size). Member `m`'s chunks fill the
 //! columns `0..g` except column `m`; member `j` holds the parity of column `j`, the XOR of
 //! the other members' chunks there: `c = L / (g - 1)` bytes, 1/(g-1) of a buddy copy. Each
-//! member writes each of its chunks with one uncounted rput (`pgas::resilience::rput_uncounted`,
-//! as the buddy medium does: the program's hook and the target's Incoming Write Counter never
-//! see them) into a slot of the column owner's *staging* block (`(g - 1) c` bytes of its
-//! segment, from the room `buddy_segment_bytes` adds, reused by every preservation); after one
-//! barrier of the group each member XORs its slots into its parity. The next collective of the
-//! group (the next preservation's allgather) is what keeps a slot from being overwritten before
-//! it was read.
+//! member writes each of its chunks (only the bytes that hold data: the receiver knows every
+//! member's size and counts the padding as zeros) with one uncounted rput
+//! (`pgas::resilience::rput_uncounted`, as the buddy medium does: the program's hook and the
+//! target's Incoming Write Counter never see them) into a slot of the column owner's *staging*
+//! block; after one barrier of the group each member XORs its slots into its parity. The
+//! next collective of the group (the next preservation's allgather) is what keeps a slot from
+//! being overwritten before it was read.
+//!
+//! **Memory.** Per rank: its own copy (as on the buddy medium), its parity, `c` bytes, kept
+//! in its private memory, and the staging block, `(g - 1) c` (about one copy) in its segment
+//! from the room `buddy_segment_bytes` adds: a working buffer, allocated once at the largest
+//! size met and reused by every preservation and rebuild, not a copy kept per entry. (A buddy
+//! copy costs a rank `L` of its buddy's segment per entry.)
+//!
+//! **Cost.** Two collectives of the group per preservation (the size agreement and the
+//! barrier) and about 1.5 copies of memory traffic per rank, where the buddy medium has none
+//! and one put: on one machine the xor medium is the slower of the two, and its gain is
+//! memory, and surviving the loss of a node in every group at once.
 //!
 //! **Losses.** A member that loses its memory loses its copies and its parity, and tells the
 //! other members (emulating a failure detector, as the buddy medium does); an entry preserved
 //! before that notice knows the member is gone. Before a re-execution
-//! ([`CdRuntime::rereplicate`]) the group rebuilds every entry that lost exactly one member:
+//! (`CdRuntime::rereplicate`) the group rebuilds every entry that lost exactly one member:
 //! column by column, each survivor writes into the lost member's staging block its chunk of
 //! that column, or its parity when the column is its own; the XOR of the `g - 1` pieces is the
 //! lost chunk, and for the lost member's own column its parity. An entry two members of the
