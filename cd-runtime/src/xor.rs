@@ -499,6 +499,12 @@ fn group_for<'a>(rt: &'a CdRuntime, frame: &Frame) -> (usize, &'a XorGroup) {
 /// column's share. Returns the store of the entry and the parity bytes this rank holds.
 pub(crate) fn preserve(rt: &CdRuntime, frame: &Frame, bytes: Vec<u8>) -> (Store, usize) {
     let (k, group) = group_for(rt, frame);
+    // Counted before the first collective: a member that finishes this preservation, runs on
+    // and loses its memory can tell this rank while it still waits in the barrier below; that
+    // loss took the member's copy of this entry, so it must count as after the entry. (Taken
+    // at the end, it did not, the lost member's copy was never rebuilt, and the group hung,
+    // the survivors in the rebuild and this rank past it.)
+    let seen = rt.xor.heard(k);
     let team = &group.team;
     let g = team.rank_n();
     let me = team.rank_me();
@@ -550,7 +556,7 @@ pub(crate) fn preserve(rt: &CdRuntime, frame: &Frame, bytes: Vec<u8>) -> (Store,
         chunk: c,
         local: Some(bytes),
         parity: Some(parity),
-        seen: rt.xor.heard(k),
+        seen,
     };
     (store, held)
 }
@@ -618,6 +624,9 @@ pub(crate) fn rebuild(rt: &CdRuntime) {
 /// Rebuilds entry `i` of `frame` (group size `k`), which one member of the group lost.
 fn rebuild_entry(rt: &CdRuntime, frame: &Frame, i: usize, k: usize) {
     let group = &rt.xor.groups[&k];
+    // Before the first collective, as in `preserve`: a loss heard during the rebuild happened
+    // after it.
+    let heard = rt.xor.heard(k);
     let team = &group.team;
     let g = team.rank_n();
     let me = team.rank_me();
@@ -690,7 +699,6 @@ fn rebuild_entry(rt: &CdRuntime, frame: &Frame, i: usize, k: usize) {
             }
         }
     }
-    let heard = rt.xor.heard(k);
     if let Store::Xor {
         local,
         parity: p,
