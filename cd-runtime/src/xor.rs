@@ -580,9 +580,10 @@ pub(crate) fn loss_reason(rt: &CdRuntime, frame: &Frame) -> Option<String> {
 }
 
 /// Before a re-execution: rebuilds, with the other members of its group, every xor entry on
-/// the stack that exactly one member lost (the members agree on which from the losses they
-/// heard of, so all of them enter the same collectives). Entries two members lost are left:
-/// the CD that holds them reports them unrestorable.
+/// the stack that exactly one member lost. The members first agree on which (one allgather
+/// per group, of which entries each lost, in stack order: every member holds the same entries
+/// in the same order), so they enter the same collectives whatever losses they heard of and
+/// when. Entries two members lost are left: the CD that holds them reports them unrestorable.
 ///
 /// Only groups whose members all re-execute now (the re-executing CD, on top of the stack,
 /// spans them) rebuild: a CD over a smaller team leaves its ancestors' xor entries as they
@@ -594,28 +595,42 @@ pub(crate) fn rebuild(rt: &CdRuntime) {
     }
     let frames: Vec<_> = rt.frames.borrow().clone();
     let Some(top) = frames.last() else { return };
-    let spanned = |k: usize| {
-        rt.xor.groups[&k]
+    for (&k, group) in &rt.xor.groups {
+        let spanned = group
             .team
             .members()
             .iter()
-            .all(|m| top.team.members().contains(m))
-    };
-    for f in &frames {
-        let n = f.state.borrow().entries.len();
-        for i in 0..n {
-            let plan = match &f.state.borrow().entries[i].store {
-                Store::Xor { k, seen, local, .. } => {
-                    let others = rt.xor.lost_since(*k, *seen).len();
-                    let lost = others + usize::from(local.is_none());
-                    Some((*k, lost))
+            .all(|m| top.team.members().contains(m));
+        if !spanned {
+            continue;
+        }
+        // (frame, entry, lost here) of every xor entry of this group size, in stack order.
+        let mut entries = Vec::new();
+        for (fi, f) in frames.iter().enumerate() {
+            for (i, e) in f.state.borrow().entries.iter().enumerate() {
+                if let Store::Xor { k: ek, local, .. } = &e.store {
+                    if *ek == k {
+                        entries.push((fi, i, local.is_none()));
+                    }
                 }
-                _ => None,
-            };
-            if let Some((k, 1)) = plan {
-                if spanned(k) {
-                    rebuild_entry(rt, f, i, k);
-                }
+            }
+        }
+        if entries.is_empty() {
+            continue;
+        }
+        let mine: Vec<bool> = entries.iter().map(|e| e.2).collect();
+        let all: Vec<Vec<bool>> = internal(|| pgas::allgather(&group.team, mine).wait());
+        assert!(
+            all.iter().all(|v| v.len() == entries.len()),
+            "xor checksum group {} (ranks {:?}): its members hold different numbers of xor \
+             entries ({:?}); every member must preserve the same names in the same CDs",
+            group.index,
+            group.team.members(),
+            all.iter().map(Vec::len).collect::<Vec<_>>()
+        );
+        for (j, &(fi, i, _)) in entries.iter().enumerate() {
+            if all.iter().filter(|v| v[j]).count() == 1 {
+                rebuild_entry(rt, &frames[fi], i, k);
             }
         }
     }
