@@ -542,6 +542,22 @@ impl BuddyRpcs {
     }
 }
 
+/// The ranks ordered by (node, rank), so that each node's ranks are consecutive, and the
+/// (node, size) of every node in that order: the placement of the buddy medium
+/// ([`buddy_map`]) and of the xor medium's checksum groups (`xor::xor_groups`) start from it.
+pub(crate) fn node_order(nodes: &[usize]) -> (Vec<usize>, Vec<(usize, usize)>) {
+    let mut order: Vec<usize> = (0..nodes.len()).collect();
+    order.sort_by_key(|&r| (nodes[r], r));
+    let mut sizes: Vec<(usize, usize)> = Vec::new();
+    for &r in &order {
+        match sizes.last_mut() {
+            Some((node, size)) if *node == nodes[r] => *size += 1,
+            _ => sizes.push((nodes[r], 1)),
+        }
+    }
+    (order, sizes)
+}
+
 /// The buddy of every rank: `nodes[r]` is the node of rank `r` (the conduit's topology: hosts
 /// under mpirun, which may hold different numbers of ranks; emulated nodes on smp).
 ///
@@ -564,16 +580,7 @@ impl BuddyRpcs {
 pub(crate) fn buddy_map(nodes: &[usize], domain: BuddyDomain) -> Vec<usize> {
     let n = nodes.len();
     let next = |r: usize| (r + 1) % n;
-    let mut order: Vec<usize> = (0..n).collect();
-    order.sort_by_key(|&r| (nodes[r], r));
-    // Node sizes, in order.
-    let mut sizes: Vec<(usize, usize)> = Vec::new();
-    for &r in &order {
-        match sizes.last_mut() {
-            Some((node, size)) if *node == nodes[r] => *size += 1,
-            _ => sizes.push((nodes[r], 1)),
-        }
-    }
+    let (order, sizes) = node_order(nodes);
     if domain == BuddyDomain::Rank || sizes.len() < 2 {
         return (0..n).map(next).collect();
     }

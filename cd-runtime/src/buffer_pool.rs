@@ -21,7 +21,14 @@ impl BufferPool {
     /// A buffer holding a copy of `bytes`, reusing the smallest free buffer that fits without
     /// wasting more than half of it.
     pub(crate) fn copy_of(&self, bytes: &[u8]) -> Vec<u8> {
-        let len = bytes.len();
+        let mut buf = self.take(bytes.len());
+        buf.extend_from_slice(bytes);
+        buf
+    }
+
+    /// An empty buffer with room for `len` bytes: the smallest free one that fits without
+    /// wasting more than half of it, or a new one.
+    fn take(&self, len: usize) -> Vec<u8> {
         let reused = {
             let mut free = self.free.borrow_mut();
             free.iter()
@@ -33,7 +40,14 @@ impl BufferPool {
         };
         let mut buf = reused.unwrap_or_else(|| Vec::with_capacity(len));
         buf.clear();
-        buf.extend_from_slice(bytes);
+        buf
+    }
+
+    /// A buffer of `len` zero bytes, reused like [`BufferPool::copy_of`]'s (a fresh large
+    /// block is faulted in page by page; a reused one is not).
+    pub(crate) fn zeroed(&self, len: usize) -> Vec<u8> {
+        let mut buf = self.take(len);
+        buf.resize(len, 0);
         buf
     }
 

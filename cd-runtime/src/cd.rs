@@ -412,6 +412,14 @@ fn save_bytes(rt: &CdRuntime, frame: &Frame, name: &str, medium: Medium, bytes: 
             rt.files.write(path.clone(), bytes, what);
             Store::File(path)
         }
+        Medium::Xor => {
+            let (store, parity) = crate::xor::preserve(rt, frame, bytes);
+            rt.stats
+                .borrow_mut()
+                .entry(&frame.name, frame.level)
+                .bytes_parity += parity as u64;
+            store
+        }
         Medium::Local => Store::LocalBytes(bytes),
     }
 }
@@ -436,6 +444,17 @@ fn load_bytes(rt: &CdRuntime, frame: &Frame, index: usize) -> Vec<u8> {
                     frame.name, rt.buddy_rank, e.name
                 )
             })),
+            Store::Xor { local: Some(b), .. } => Some(b.clone()),
+            // Rebuilt before the re-execution unless another member of the group lost it too
+            // (then the CD escalated instead of re-executing).
+            Store::Xor { local: None, .. } => panic!(
+                "CD {:?}: `{}` was lost with this rank's memory and its xor checksum group \
+                 could not rebuild it: {}",
+                frame.name,
+                e.name,
+                crate::xor::loss_reason(rt, frame)
+                    .unwrap_or_else(|| "the group did not rebuild it".into())
+            ),
             Store::File(path) => Some(
                 {
                     rt.files.wait();

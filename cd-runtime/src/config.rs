@@ -9,6 +9,8 @@
 //! file_dir = "/tmp/cd-files"    # where the file medium writes
 //! buddy_segment_bytes = 16777216 # segment room per rank for copies of the buddy medium
 //! buddy_domain = "node"         # buddies on other nodes ("node") or just other ranks ("rank")
+//! node_mtbf_seconds = 2.6e6     # MTBF of one node: the report states P_cf of buddy and xor
+//! recovery_seconds = 60.0       # window without redundancy after a node failure (for P_cf)
 //!
 //! [defaults]                    # every CD
 //! retries = 2
@@ -19,6 +21,10 @@
 //! [cd.step]                     # CDs named "step" (most specific wins: cd > level > defaults)
 //! contain = ["soft", "rank_loss"]
 //! inject = { soft_error = 0.05, rank_loss = 0.01, at = [{ rank = 1, iteration = 3, kind = "rank_loss" }] }
+//!
+//! [cd.solve]                    # own copy + XOR parity over a checksum group of 4 ranks
+//! medium = "xor"                # on 4 different nodes; survives one member's loss per group
+//! xor_group = 4
 //!
 //! [cd.cycle]                    # run with cd::strict_steps: how often it preserves
 //! interval = "daly"             # "every" (default), a number of steps, or "daly"
@@ -63,6 +69,27 @@
 //!   is the cost).
 //!
 //! With one node both mean the next rank.
+//!
+//! ## `medium = "xor"` and `xor_group`: checksum groups
+//!
+//! Each rank keeps its own copy, and the ranks form checksum groups of `xor_group` members
+//! (2 or more; required in the table that sets `medium = "xor"` or in `[defaults]`) on
+//! different nodes (`buddy_domain` applies: `"rank"` groups over ranks), each holding a share
+//! of the XOR parity of the group's copies: about 1/(k-1) of a buddy copy per rank. A group
+//! survives the loss of one member, whose copies it rebuilds before the re-execution; two
+//! losses in one group escalate. Preservation is collective over the group, so an xor CD must
+//! be strict and span whole groups (a relaxed CD cannot: `kind = "relaxed"` with
+//! `medium = "xor"` in one table is an error). A group larger than the job, or a topology
+//! where a node holds more ranks than there are groups, is an error at launch naming
+//! `xor_group`. The placement, the remainder ranks and the layout are in [`crate::xor`].
+//!
+//! ## `node_mtbf_seconds` and `recovery_seconds`: P_cf in the report
+//!
+//! With `node_mtbf_seconds` (the mean time between failures of one node) the report states,
+//! for every CD on the buddy or xor medium, the probability that a node failure is not
+//! survivable for its pairs or groups: a second failure of a node that shares a group with the
+//! failed one within `recovery_seconds` (default 60), or a group with two members on the failed
+//! node. The formula and its reading are at [`crate::xor::p_cf`].
 //!
 //! ## `interval` and `mtbf_seconds`: preserving every n-th step
 //!
@@ -135,6 +162,9 @@ pub enum Medium {
     Buddy,
     /// A file on this machine.
     File,
+    /// This rank's memory plus an XOR parity spread over a checksum group of `xor_group`
+    /// ranks on different nodes (survives the loss of one member per group; `xor.rs`).
+    Xor,
 }
 
 /// Where a relaxed CD's log is kept (`log_medium`).
@@ -216,6 +246,7 @@ struct SettingsFile {
     dependency_tracking: Option<bool>,
     interval: Option<Spanned<IntervalFile>>,
     mtbf_seconds: Option<Spanned<f64>>,
+    xor_group: Option<Spanned<i64>>,
 }
 
 /// `interval` as written: a name (`"every"`, `"daly"`) or a number of steps.
@@ -265,6 +296,8 @@ struct ConfigFile {
     file_dir: Option<Spanned<String>>,
     buddy_segment_bytes: Option<Spanned<i64>>,
     buddy_domain: Option<BuddyDomain>,
+    node_mtbf_seconds: Option<Spanned<f64>>,
+    recovery_seconds: Option<Spanned<f64>>,
     defaults: Option<SettingsFile>,
     level: Option<BTreeMap<String, Spanned<SettingsFile>>>,
     cd: Option<BTreeMap<String, Spanned<SettingsFile>>>,
@@ -333,6 +366,8 @@ pub struct CdSettings {
     pub interval: Interval,
     /// The mean time between failures this CD contains, in seconds (for `interval = "daly"`).
     pub mtbf_seconds: Option<f64>,
+    /// Members of a checksum group of the xor medium (`xor_group`; at least 2).
+    pub xor_group: Option<usize>,
 }
 
 impl Default for CdSettings {
@@ -351,12 +386,17 @@ impl Default for CdSettings {
             dependency_tracking: false,
             interval: Interval::Every,
             mtbf_seconds: None,
+            xor_group: None,
         }
     }
 }
 
 /// Default of [`CdConfig::buddy_segment_bytes`]: 16 MiB.
 pub const DEFAULT_BUDDY_SEGMENT_BYTES: usize = 16 << 20;
+
+/// Default of [`CdConfig::recovery_seconds`]: a minute to detect a node's loss, restart its
+/// ranks and rebuild their copies.
+pub const DEFAULT_RECOVERY_SECONDS: f64 = 60.0;
 
 /// Largest `buddy_segment_bytes` accepted (1 TiB), so that adding it to a segment size cannot
 /// overflow.
@@ -378,6 +418,13 @@ pub struct CdConfig {
     pub buddy_segment_bytes: usize,
     /// Where a rank's buddy is: on another node, or the next rank.
     pub buddy_domain: BuddyDomain,
+    /// Mean time between failures of one node, in seconds: with it the report states the
+    /// probability of a catastrophic failure (P_cf) of the buddy and xor media
+    /// ([`crate::xor::p_cf`]).
+    pub node_mtbf_seconds: Option<f64>,
+    /// Seconds a group stays without redundancy after a node failure (until its lost member's
+    /// copies are rebuilt), for P_cf; default [`DEFAULT_RECOVERY_SECONDS`].
+    pub recovery_seconds: f64,
     defaults: SettingsFile,
     levels: BTreeMap<usize, SettingsFile>,
     names: BTreeMap<String, SettingsFile>,
@@ -398,6 +445,8 @@ impl Default for CdConfig {
             file_dir: None,
             buddy_segment_bytes: DEFAULT_BUDDY_SEGMENT_BYTES,
             buddy_domain: BuddyDomain::Node,
+            node_mtbf_seconds: None,
+            recovery_seconds: DEFAULT_RECOVERY_SECONDS,
             defaults: SettingsFile::default(),
             levels: BTreeMap::new(),
             names: BTreeMap::new(),
@@ -514,7 +563,11 @@ impl CdConfig {
             .defaults
             .as_ref()
             .is_some_and(|d| d.mtbf_seconds.is_some());
-        let check = |s: &SettingsFile, at: &str| -> Result<(), ConfigError> {
+        let defaults_xor_group = raw.defaults.as_ref().is_some_and(|d| d.xor_group.is_some());
+        let check = |s: &SettingsFile,
+                     at: &str,
+                     table: Option<Range<usize>>|
+         -> Result<(), ConfigError> {
             if let Some(m) = &s.mtbf_seconds {
                 if !(m.get_ref().is_finite() && *m.get_ref() > 0.0) {
                     return Err(err(
@@ -538,6 +591,38 @@ impl CdConfig {
                             .into(),
                     ));
                 }
+            }
+            if let Some(k) = &s.xor_group {
+                if *k.get_ref() < 2 {
+                    return Err(err(
+                        Some(k.span()),
+                        Some(format!("{at}xor_group")),
+                        format!(
+                            "a checksum group needs at least 2 members (the parity of one \
+                             member is a copy of it), got {}",
+                            k.get_ref()
+                        ),
+                    ));
+                }
+            }
+            if s.medium == Some(Medium::Xor) && s.xor_group.is_none() && !defaults_xor_group {
+                return Err(err(
+                    table.clone(),
+                    Some(format!("{at}medium")),
+                    "medium = \"xor\" needs the size of its checksum groups: set xor_group \
+                     (2 or more) in the same table or in [defaults]"
+                        .into(),
+                ));
+            }
+            if s.medium == Some(Medium::Xor) && s.kind == Some(CdKindSetting::Relaxed) {
+                return Err(err(
+                    table.clone(),
+                    Some(format!("{at}medium")),
+                    "medium = \"xor\" preserves and rebuilds together with the checksum \
+                     group, which a relaxed CD (kind = \"relaxed\", recovering alone) cannot: \
+                     use medium = \"buddy\" there"
+                        .into(),
+                ));
             }
             if let Some(r) = &s.retries {
                 if !(0..=1_000_000).contains(r.get_ref()) {
@@ -625,8 +710,22 @@ impl CdConfig {
                 ));
             }
         };
+        let seconds = |v: &Option<Spanned<f64>>, key: &str| -> Result<Option<f64>, ConfigError> {
+            match v {
+                Some(x) if !(x.get_ref().is_finite() && *x.get_ref() > 0.0) => Err(err(
+                    Some(x.span()),
+                    Some(key.to_string()),
+                    format!("must be a number of seconds above 0, got {}", x.get_ref()),
+                )),
+                Some(x) => Ok(Some(*x.get_ref())),
+                None => Ok(None),
+            }
+        };
+        let node_mtbf_seconds = seconds(&raw.node_mtbf_seconds, "node_mtbf_seconds")?;
+        let recovery_seconds =
+            seconds(&raw.recovery_seconds, "recovery_seconds")?.unwrap_or(DEFAULT_RECOVERY_SECONDS);
         let defaults = raw.defaults.unwrap_or_default();
-        check(&defaults, "defaults.")?;
+        check(&defaults, "defaults.", None)?;
         sites(&defaults, "defaults");
         let mut levels = BTreeMap::new();
         for (k, v) in raw.level.unwrap_or_default() {
@@ -638,16 +737,18 @@ impl CdConfig {
                 )
             })?;
             places.insert(format!("level.{level}"), place(v.span()));
+            let span = v.span();
             let v = v.into_inner();
-            check(&v, &format!("level.{k}."))?;
+            check(&v, &format!("level.{k}."), Some(span))?;
             sites(&v, &format!("level.{level}"));
             levels.insert(level, v);
         }
         let mut names = BTreeMap::new();
         for (k, v) in raw.cd.unwrap_or_default() {
             places.insert(format!("cd.{k}"), place(v.span()));
+            let span = v.span();
             let v = v.into_inner();
-            check(&v, &format!("cd.{k}."))?;
+            check(&v, &format!("cd.{k}."), Some(span))?;
             sites(&v, &format!("cd.{k}"));
             names.insert(k, v);
         }
@@ -666,6 +767,8 @@ impl CdConfig {
             file_dir: raw.file_dir.map(|v| PathBuf::from(v.into_inner())),
             buddy_segment_bytes,
             buddy_domain: raw.buddy_domain.unwrap_or_default(),
+            node_mtbf_seconds,
+            recovery_seconds,
             defaults,
             levels,
             names,
@@ -727,6 +830,10 @@ impl CdConfig {
             if let Some(m) = &layer.mtbf_seconds {
                 s.mtbf_seconds = Some(*m.get_ref());
             }
+            if let Some(k) = &layer.xor_group {
+                // Checked when parsed: 2 or more.
+                s.xor_group = Some(*k.get_ref() as usize);
+            }
             if let Some(inj) = &layer.inject {
                 if let Some(p) = &inj.soft_error {
                     s.inject.soft_error = *p.get_ref();
@@ -777,6 +884,15 @@ impl CdConfig {
     /// faults name existing ranks, `file_dir` is a directory this process can write in (it is
     /// created if missing), `report_file` can be written.
     pub fn check_job(&self, ranks: usize) -> Result<(), ConfigError> {
+        if let Some(k) = self.xor_group_sizes().into_iter().find(|&k| k > ranks) {
+            return Err(self.config_error(
+                "xor_group",
+                format!(
+                    "xor_group = {k} needs {k} ranks for one checksum group, but the job has \
+                     {ranks}: set xor_group to at most {ranks}"
+                ),
+            ));
+        }
         if let Some(f) = self.faults.iter().find(|f| f.rank >= ranks) {
             return Err(ConfigError {
                 file: f.place.file.clone(),
@@ -830,6 +946,20 @@ impl CdConfig {
             }
         }
         Ok(())
+    }
+
+    /// The checksum group sizes (`xor_group`) written anywhere in the configuration, in
+    /// increasing order: [`crate::launch`] forms the groups of each size at start-up (a
+    /// collective over every rank, so not when a CD first asks).
+    pub fn xor_group_sizes(&self) -> Vec<usize> {
+        let mut sizes: Vec<usize> = std::iter::once(&self.defaults)
+            .chain(self.levels.values())
+            .chain(self.names.values())
+            .filter_map(|s| s.xor_group.as_ref().map(|k| *k.get_ref() as usize))
+            .collect();
+        sizes.sort_unstable();
+        sizes.dedup();
+        sizes
     }
 
     /// What the configuration names but the run described by `report` never used: tables of
@@ -1081,6 +1211,72 @@ mod tests {
                 "{bad}: {e}"
             );
             assert!(e.to_string().contains(words), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn xor_group_parses_merges_and_is_checked() {
+        let c = parse(
+            "[defaults]\nxor_group = 4\n[level.1]\nmedium = \"xor\"\n\
+             [cd.small]\nmedium = \"xor\"\nxor_group = 2\n",
+        )
+        .unwrap();
+        let s = c.settings("x", 1);
+        assert_eq!((s.medium, s.xor_group), (Medium::Xor, Some(4)));
+        assert_eq!(c.settings("small", 3).xor_group, Some(2));
+        assert_eq!(c.xor_group_sizes(), vec![2, 4]);
+        assert_eq!(CdConfig::default().xor_group_sizes(), Vec::<usize>::new());
+        c.check_job(4).unwrap();
+        let e = c.check_job(3).unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("xor_group"), "{e}");
+        assert!(e.to_string().contains("xor_group = 4") && e.to_string().contains("3"));
+        for (bad, key, line, words) in [
+            ("[cd.x]\nxor_group = 1\n", "cd.x.xor_group", 2, "at least 2"),
+            ("[cd.x]\nxor_group = -3\n", "cd.x.xor_group", 2, "-3"),
+            (
+                "[cd.x]\nretries = 1\nmedium = \"xor\"\n",
+                "cd.x.medium",
+                1,
+                "xor_group",
+            ),
+            (
+                "[level.2]\nmedium = \"xor\"\nxor_group = 2\nkind = \"relaxed\"\n",
+                "level.2.medium",
+                1,
+                "relaxed",
+            ),
+        ] {
+            let e = parse(bad).unwrap_err();
+            assert_eq!(
+                (e.line, e.key.as_deref()),
+                (Some(line), Some(key)),
+                "{bad}: {e}"
+            );
+            assert!(e.to_string().contains(words), "{bad}: {e}");
+        }
+        // The group size from [defaults] serves every table.
+        parse("[defaults]\nxor_group = 3\n[cd.x]\nmedium = \"xor\"\n").unwrap();
+    }
+
+    #[test]
+    fn node_mtbf_and_recovery_seconds_parse_and_name_themselves() {
+        let c = CdConfig::default();
+        assert_eq!(
+            (c.node_mtbf_seconds, c.recovery_seconds),
+            (None, DEFAULT_RECOVERY_SECONDS)
+        );
+        let c = parse("node_mtbf_seconds = 86400\nrecovery_seconds = 12.5\n").unwrap();
+        assert_eq!(
+            (c.node_mtbf_seconds, c.recovery_seconds),
+            (Some(86400.0), 12.5)
+        );
+        for (bad, key) in [
+            ("node_mtbf_seconds = 0\n", "node_mtbf_seconds"),
+            ("recovery_seconds = -1.0\n", "recovery_seconds"),
+        ] {
+            let e = parse(&format!("seed = 1\n{bad}")).unwrap_err();
+            assert_eq!((e.line, e.key.as_deref()), (Some(2), Some(key)), "{e}");
+            assert!(e.to_string().contains("above 0"), "{e}");
         }
     }
 

@@ -20,6 +20,7 @@ use crate::error::FaultKinds;
 use crate::injector::{mix, name_hash};
 use crate::relaxed::RelaxedFrame;
 use crate::runtime::CdRuntime;
+use crate::xor::XorStore;
 
 /// Whether a CD recovers with all the ranks it spans (strict) or alone, by replay (relaxed).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,6 +47,18 @@ pub(crate) enum Store {
         held: Held,
         len: usize,
         local: Option<Vec<u8>>,
+    },
+    /// `len` bytes in this rank's memory (`local`), and this rank's share of its checksum
+    /// group's parity (`parity`, `chunk` bytes) for groups of `k` (`xor.rs`); `seen`: the
+    /// group's losses this rank had heard of when the entry was made or last rebuilt (later
+    /// ones took the lost members' copies of it).
+    Xor {
+        k: usize,
+        len: usize,
+        chunk: usize,
+        local: Option<Vec<u8>>,
+        parity: Option<Vec<u8>>,
+        seen: usize,
     },
     /// Bytes in this file.
     File(PathBuf),
@@ -185,6 +198,10 @@ impl Frame {
             match &mut e.store {
                 Store::LocalValue(_) | Store::LocalBytes(_) => e.store = Store::Lost,
                 Store::Buddy { local, .. } => *local = None,
+                Store::Xor { local, parity, .. } => {
+                    *local = None;
+                    *parity = None;
+                }
                 _ => {}
             }
         }
@@ -210,6 +227,11 @@ impl Frame {
                 }
                 Store::File(path) => rt.files.remove(path),
                 Store::LocalBytes(buf) => rt.pool.give_back(buf),
+                Store::Xor { local, parity, .. } => {
+                    for buf in [local, parity].into_iter().flatten() {
+                        rt.pool.give_back(buf);
+                    }
+                }
                 _ => {}
             }
         }
@@ -234,8 +256,15 @@ impl Frame {
 }
 
 /// True if every entry of `frame` can be restored on this rank, given its ancestors.
-pub(crate) fn restorable(frames: &[Rc<Frame>], index: usize, buddy: &BuddyStore) -> bool {
+pub(crate) fn restorable(
+    frames: &[Rc<Frame>],
+    index: usize,
+    buddy: &BuddyStore,
+    xor: &XorStore,
+) -> bool {
     let ok = |store: &Store| match store {
+        // This rank's copy gone: the group rebuilds it unless another member lost it too.
+        Store::Xor { k, seen, local, .. } => xor.restorable(*k, *seen, local.is_some()),
         Store::Lost => false,
         // Both copies gone: this rank's with its memory, the buddy's with the buddy's.
         Store::Buddy {

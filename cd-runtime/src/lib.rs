@@ -43,6 +43,7 @@ pub mod report;
 pub mod rng;
 mod runtime;
 pub mod strict;
+pub mod xor;
 
 pub use cd::{Cd, Preservable};
 /// Runs a function's body as a relaxed child CD (recovering on this rank alone, by replaying

@@ -34,6 +34,13 @@ pub struct CdStats {
     pub bytes_buddy_rpc: u64,
     /// Bytes written to files.
     pub bytes_file: u64,
+    /// Bytes preserved on the xor medium (each rank's own copies; `xor.rs`).
+    #[serde(default)]
+    pub bytes_xor: u64,
+    /// Of the xor medium: bytes of parity the ranks hold for their checksum groups (about
+    /// `bytes_xor / (k - 1)` for groups of k).
+    #[serde(default)]
+    pub bytes_parity: u64,
     /// Bytes not copied because the parent held the same data (preserved by reference).
     pub bytes_by_reference: u64,
     /// Nanoseconds spent preserving (first executions).
@@ -74,7 +81,52 @@ pub struct CdStats {
     /// Daly's formula, with its inputs and the expected overhead, or as configured).
     #[serde(default)]
     pub interval: Option<crate::interval::IntervalChoice>,
+    /// CDs on the buddy or xor medium, with `node_mtbf_seconds` configured: the probability
+    /// that a node failure is not survivable for their pairs or groups ([`crate::xor::p_cf`]).
+    #[serde(default)]
+    pub pcf: Option<Pcf>,
 }
+
+/// The probability of a catastrophic failure of one CD's medium (ftRMA's P_cf; the formula
+/// and its reading are at [`crate::xor::p_cf`]).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Pcf {
+    /// `"buddy"` or `"xor"`.
+    pub medium: String,
+    /// Members per group: 2 for buddy pairs, `xor_group` for xor (groups that took the
+    /// remainder ranks have more).
+    pub group_size: usize,
+    /// Groups (buddy: one pair per rank).
+    pub groups: usize,
+    /// Nodes that hold ranks.
+    pub nodes: usize,
+    /// The configured mean time between failures of one node, in seconds.
+    pub node_mtbf_seconds: f64,
+    /// The configured window without redundancy after a failure, in seconds.
+    pub recovery_seconds: f64,
+    /// The probability that a node failure is catastrophic.
+    pub p_cf: f64,
+    /// Expected catastrophic failures per hour: node failures per hour times `p_cf`.
+    pub per_hour: f64,
+}
+
+/// Compared bit for bit (reports compare equal when they were made from the same numbers).
+impl PartialEq for Pcf {
+    fn eq(&self, o: &Self) -> bool {
+        self.medium == o.medium
+            && (self.group_size, self.groups, self.nodes) == (o.group_size, o.groups, o.nodes)
+            && [
+                self.node_mtbf_seconds,
+                self.recovery_seconds,
+                self.p_cf,
+                self.per_hour,
+            ]
+            .map(f64::to_bits)
+                == [o.node_mtbf_seconds, o.recovery_seconds, o.p_cf, o.per_hour].map(f64::to_bits)
+    }
+}
+
+impl Eq for Pcf {}
 
 /// The ranks that re-executed a CD instance for one failure.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -106,6 +158,8 @@ impl CdStats {
         self.bytes_buddy += o.bytes_buddy;
         self.bytes_buddy_rpc += o.bytes_buddy_rpc;
         self.bytes_file += o.bytes_file;
+        self.bytes_xor += o.bytes_xor;
+        self.bytes_parity += o.bytes_parity;
         self.bytes_by_reference += o.bytes_by_reference;
         self.preserve_ns += o.preserve_ns;
         self.recover_ns += o.recover_ns;
@@ -120,6 +174,9 @@ impl CdStats {
         // Every rank of the CD chose the same interval.
         if self.interval.is_none() {
             self.interval = o.interval.clone();
+        }
+        if self.pcf.is_none() {
+            self.pcf = o.pcf.clone();
         }
         for f in &o.failures {
             match self
@@ -150,6 +207,7 @@ impl CdStats {
             Medium::Local => self.bytes_local += b,
             Medium::Buddy => self.bytes_buddy += b,
             Medium::File => self.bytes_file += b,
+            Medium::Xor => self.bytes_xor += b,
         }
     }
 }
@@ -348,6 +406,30 @@ impl Report {
                     c.name, i.steps
                 )
             };
+        }
+        for c in self.cds.iter().filter(|c| c.bytes_xor > 0) {
+            let _ = writeln!(
+                s,
+                "xor medium of {}: {} B preserved, {} B of parity held",
+                c.name, c.bytes_xor, c.bytes_parity
+            );
+        }
+        for c in &self.cds {
+            let Some(p) = &c.pcf else { continue };
+            let _ = writeln!(
+                s,
+                "P_cf of {} ({}, {} groups of {} on {} nodes; node MTBF {} s, recovery {} s): \
+                 {:.3e} per node failure, {:.3e} catastrophic failures per hour",
+                c.name,
+                p.medium,
+                p.groups,
+                p.group_size,
+                p.nodes,
+                p.node_mtbf_seconds,
+                p.recovery_seconds,
+                p.p_cf,
+                p.per_hour
+            );
         }
         for c in self.cds.iter().filter(|c| !c.whole_group.is_empty()) {
             let _ = writeln!(

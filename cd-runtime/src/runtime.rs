@@ -16,6 +16,7 @@ use crate::config::CdConfig;
 use crate::error::{CdError, CdLaunchError};
 use crate::frame::Frame;
 use crate::report::{Collector, Report};
+use crate::xor::{XorRpcs, XorStore};
 
 /// One rank's CD state.
 pub(crate) struct CdRuntime {
@@ -38,6 +39,9 @@ pub(crate) struct CdRuntime {
     pub(crate) losses: Cell<u64>,
     /// Relaxed CDs: logging, replay, the hook.
     pub(crate) relaxed: crate::relaxed::RankState,
+    /// The xor medium: this rank's checksum groups and what it heard of their losses.
+    pub(crate) xor: XorStore,
+    pub(crate) xor_rpcs: XorRpcs,
 }
 
 thread_local! {
@@ -122,7 +126,9 @@ impl CdRuntime {
     /// Stores again at the buddy the copies the buddy lost (it lost its memory), from this
     /// rank's own copies: called before a re-execution, so redundancy is back before the next
     /// failure (without it, a second loss, of this rank, in the same CD escalated).
+    /// The xor medium's entries that one member of their group lost are rebuilt here too.
     pub(crate) fn rereplicate(&self) {
+        crate::xor::rebuild(self);
         for f in self.frames.borrow().iter() {
             for e in f.state.borrow().entries.iter() {
                 if let crate::frame::Store::Buddy {
@@ -158,6 +164,7 @@ impl CdRuntime {
         for (owner, lost) in self.buddy.wipe() {
             self.rpcs.notify_lost(owner, lost);
         }
+        crate::xor::notify_loss(self);
         self.losses.set(self.losses.get() + 1);
         crate::relaxed::replica::restore_logs(self);
     }
@@ -186,6 +193,18 @@ const ESCALATION: &str = "cd-runtime: stop: ";
 fn stop(line: String) -> ! {
     std::panic::resume_unwind(Box::new(gasnet_bridge::failure::Stopped(format!(
         "{ESCALATION}{line}"
+    ))))
+}
+
+/// The prefix of the panic payload with which every rank unwinds when the configuration cannot
+/// be used with the job's topology (found inside the job, where the topology is known).
+const CONFIG: &str = "cd-runtime: config: ";
+
+/// Ends this rank quietly on a configuration error found inside the job (every rank finds the
+/// same): the job returns [`CdLaunchError::Config`] with `message`.
+fn stop_config(message: String) -> ! {
+    std::panic::resume_unwind(Box::new(gasnet_bridge::failure::Stopped(format!(
+        "{CONFIG}{message}"
     ))))
 }
 
@@ -221,7 +240,14 @@ fn hint(config: &CdConfig, e: &CdError) -> String {
     let table = config.table_of(cd);
     let failures = FaultKinds(kinds.0 & !FaultKinds::UNRESTORABLE.0);
     if kinds.contains(FaultKinds::UNRESTORABLE) {
-        if s.medium == crate::config::Medium::Local {
+        if s.medium == crate::config::Medium::Xor {
+            format!(
+                "an xor checksum group survives the loss of one member until it is rebuilt: \
+                 place groups on different nodes (buddy_domain = \"node\"), use smaller \
+                 groups (xor_group) so fewer share one parity, or contain such losses in an \
+                 enclosing CD with medium = \"file\" (in {table})"
+            )
+        } else if s.medium == crate::config::Medium::Local {
             format!(
                 "to contain it, keep the CD's copies where a rank loss cannot take them: \
                  medium = \"buddy\" (or \"file\") in {table}"
@@ -338,6 +364,8 @@ where
     config.check_job(job.ranks)?;
     let buddy_rpcs = BuddyRpcs::register(&mut rpcs);
     let relaxed_rpcs = crate::relaxed::RelaxedRpcs::register(&mut rpcs);
+    let xor_rpcs = XorRpcs::register(&mut rpcs);
+    let xor_sizes = config.xor_group_sizes();
     // The default directory is unique to this launch: named by the process alone, two jobs
     // running at once in one process (tests) wrote the same file names (keys follow the CD
     // tree) and the first to end deleted the other's files.
@@ -360,6 +388,7 @@ where
             .saturating_add(config.buddy_segment_bytes + crate::buddy::REGION_ALIGN);
     }
     let job = &job;
+    let config_source = config.source().map(PathBuf::from);
     let config = Arc::new(config);
     let report_out: Mutex<Option<Report>> = Mutex::new(None);
     let unused_out: Mutex<Vec<String>> = Mutex::new(Vec::new());
@@ -369,6 +398,9 @@ where
         let ranks = pgas::rank_n();
         // Every rank computes the same map from the conduit's topology.
         let nodes: Vec<usize> = (0..ranks).map(pgas::node_of).collect();
+        // Every rank forms the same groups, or finds the same reason why not.
+        let xor = XorStore::new(&xor_sizes, &nodes, config.buddy_domain)
+            .unwrap_or_else(|e| stop_config(e.to_string()));
         let rt = Rc::new(CdRuntime {
             config: config.clone(),
             rank,
@@ -384,6 +416,8 @@ where
             files: Default::default(),
             losses: Cell::new(0),
             relaxed: crate::relaxed::RankState::new(relaxed_rpcs),
+            xor,
+            xor_rpcs,
         });
         CURRENT.with(|c| *c.borrow_mut() = Some(rt.clone()));
         let _guard = RankGuard(rt.clone());
@@ -426,6 +460,12 @@ where
                 eprint_line(&format!("cd: warning: {line}"));
             }
             *unused_out.lock().unwrap_or_else(|e| e.into_inner()) = unused;
+            if let Some(mtbf) = config.node_mtbf_seconds {
+                for c in report.cds.iter_mut() {
+                    let s = config.settings(&c.name, c.level);
+                    c.pcf = crate::xor::pcf_of(&s, &nodes, &config, mtbf);
+                }
+            }
             // `report = false` in a CD's settings leaves it out of the report (it was ignored).
             report
                 .cds
@@ -464,6 +504,16 @@ where
                 rank,
                 message: message[ESCALATION.len()..].to_string(),
             }
+        }
+        gasnet_bridge::LaunchError::RankPanicked { message, .. } if message.starts_with(CONFIG) => {
+            CdLaunchError::Config(crate::error::ConfigError {
+                file: config_source
+                    .clone()
+                    .unwrap_or_else(|| PathBuf::from("<config>")),
+                line: None,
+                key: Some("xor_group".into()),
+                message: message[CONFIG.len()..].to_string(),
+            })
         }
         e => CdLaunchError::Job(e),
     })?;

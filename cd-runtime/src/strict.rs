@@ -264,7 +264,12 @@ pub(crate) fn run<R>(
         // in an earlier, contained failure (a child's rank loss) has lost this CD's local copies
         // too, and must not be asked to re-execute because *another* rank failed now. (Checked
         // only on failing ranks, such a rank panicked on restoring a lost entry.)
-        if !restorable(&rt.frames.borrow(), rt.frames.borrow().len() - 1, &rt.buddy) {
+        if !restorable(
+            &rt.frames.borrow(),
+            rt.frames.borrow().len() - 1,
+            &rt.buddy,
+            &rt.xor,
+        ) {
             kinds = kinds.union(FaultKinds::UNRESTORABLE);
         }
         let mut agreed = agree(&frame.team, kinds);
@@ -273,7 +278,12 @@ pub(crate) fn run<R>(
             // which may have lost its own copies in this same execution. Each losing rank told
             // the owners before joining the agreement, so now every owner knows: ask again
             // (only after a rank loss), or that owner re-executes and cannot fetch its state.
-            let lost = !restorable(&rt.frames.borrow(), rt.frames.borrow().len() - 1, &rt.buddy);
+            let lost = !restorable(
+                &rt.frames.borrow(),
+                rt.frames.borrow().len() - 1,
+                &rt.buddy,
+                &rt.xor,
+            );
             if lost {
                 kinds = kinds.union(FaultKinds::UNRESTORABLE);
             }
@@ -285,6 +295,13 @@ pub(crate) fn run<R>(
                     FaultKinds::NONE
                 },
             ));
+        }
+        if kinds.contains(FaultKinds::UNRESTORABLE) {
+            // An xor entry two members of its group lost: the line that ends the run names the
+            // group and both ranks.
+            if let Some(why) = crate::xor::loss_reason(&rt, &frame) {
+                frame.state.borrow_mut().reasons.push(why);
+            }
         }
         if ran {
             let mut stats = rt.stats.borrow_mut();

@@ -11,6 +11,20 @@
 //!   uncounted rput into a slot of the buddy's segment (the slot reused from the previous
 //!   repetition's CD). On smp both are memory copies on the measuring rank's thread, so the
 //!   ratio cannot pass about 0.5.
+//! - `preserve_xor` / `1MiB_k4`: `preserve_slice` of 1 MiB on the xor medium with checksum
+//!   groups of 4, against `rput_1MiB` measured again in the same job (alternating with it).
+//!   It runs in a job of its own of `max(--ranks, 4)` ranks (a group of 4 needs 4 ranks), all
+//!   of which preserve together (the parity is collective over the group): every rank keeps
+//!   its copy, puts three chunks of a third of it into the other members' staging blocks with
+//!   uncounted rputs, waits at one barrier of the group and XORs three chunks into its parity.
+//!   Its line says the ranks of that job.
+//! - `preserve_buddy` / `1MiB_all_ranks`: in the same job, the buddy medium's preservation of
+//!   1 MiB with every rank preserving at once (as they do on the xor medium), against the same
+//!   `rput_1MiB`: the buddy medium under the xor line's load.
+//! - `recovery_rank_loss` / `xor_k4_1MiB`: in the same job, the time of one world CD
+//!   preserving 1 MiB per rank on the xor medium in which rank 1 loses its memory (segment and
+//!   copies) and the group rebuilds its copy before the re-execution, against
+//!   `forward_xor_k4_1MiB`, the same CD without a loss.
 //! - `strict_agreement` / `world`: ns per completion of an empty world-spanning CD, whose
 //!   cost is its agreement (a reduction over the world), against `barrier_world`
 //!   (`pgas::barrier()`).
@@ -160,8 +174,124 @@ fn main() {
         eprintln!("cd-bench: {e}");
         std::process::exit(1)
     });
-    let lines = outcome.results.into_iter().next().unwrap_or_default();
+    let mut lines = outcome.results.into_iter().next().unwrap_or_default();
+    lines.extend(xor_lines(&args, copies, steps));
     print(&lines, args.json);
+}
+
+/// The lines of the xor medium (groups of 4), from a job of `max(--ranks, 4)` ranks.
+fn xor_lines(args: &BenchArgs, copies: usize, steps: usize) -> Vec<Line> {
+    let ranks = args.ranks.max(4);
+    let reps = args.reps;
+    // Rank 1 loses its memory in the first execution of every recovery CD (the warm-up
+    // repetition's too).
+    let losses: Vec<String> = (0..(reps + 1) * steps)
+        .map(|i| format!("{{ rank = 1, iteration = {i}, kind = \"rank_loss\" }}"))
+        .collect();
+    let config = CdConfig::parse(
+        &format!(
+            "[defaults]\nxor_group = 4\nmedium = \"xor\"\n\
+             [cd.xor_recovery]\ninject = {{ at = [{}] }}\n",
+            losses.join(", ")
+        ),
+        "<cd-bench>",
+    )
+    .expect("the bench's configuration parses");
+    let job = LaunchConfig::new(ranks).segment_bytes(4 * MIB);
+    let outcome = cd::launch(&job, config, pgas::RpcTable::new(), || {
+        let measuring = pgas::rank_me() == 0;
+        let line = |l: Line| l.on("smp", ranks);
+        let mut lines = Vec::new();
+        let world = pgas::world();
+        let buffer = pgas::new_array::<f64>(MIB / 8).expect("1 MiB of segment");
+        let target = pgas::broadcast(&world, buffer, 1).wait();
+        let mut data: Vec<f64> = (0..MIB / 8).map(|i| (i + pgas::rank_me()) as f64).collect();
+        let gbps = |ns: f64| MIB as f64 / ns;
+        let rput = || {
+            if !measuring {
+                return 0.0;
+            }
+            gbps(ns_per_op(copies as u64, || {
+                pgas::rput_slice(black_box(&data), target).wait();
+            }))
+        };
+        let mut preserved = data.clone();
+        let xor = || {
+            let mut ns = 0.0;
+            for _ in 0..copies {
+                cd::strict("preserve_xor", |c| {
+                    let start = Instant::now();
+                    c.preserve_slice_on("data", &mut preserved, Medium::Xor);
+                    ns += start.elapsed().as_nanos() as f64;
+                    Ok(())
+                })
+                .unwrap();
+            }
+            gbps(ns / copies as f64)
+        };
+        let (rput, xor) = bench_report::paired(reps, rput, xor);
+        // The buddy medium under the same load: every rank preserving at once.
+        let buddy = median_of(reps, || {
+            let mut ns = 0.0;
+            for _ in 0..copies {
+                cd::strict("preserve_buddy_all", |c| {
+                    let start = Instant::now();
+                    c.preserve_slice_on("data", &mut preserved, Medium::Buddy);
+                    ns += start.elapsed().as_nanos() as f64;
+                    Ok(())
+                })
+                .unwrap();
+            }
+            gbps(ns / copies as f64)
+        });
+        if measuring {
+            lines.push(line(
+                Line::new("preserve_xor", "1MiB_k4", xor, "GB/s", Better::Higher)
+                    .baseline("rput_1MiB", rput),
+            ));
+            lines.push(line(
+                Line::new(
+                    "preserve_buddy",
+                    "1MiB_all_ranks",
+                    buddy,
+                    "GB/s",
+                    Better::Higher,
+                )
+                .baseline("rput_1MiB", rput),
+            ));
+        }
+        // Last: the losses poison rank 1's segment (the rput target among it).
+        let mut run_step = |name: &str| {
+            cd::strict(name, |c| {
+                c.preserve_slice("state", &mut data);
+                for v in data.iter_mut() {
+                    *v = (*v * 3.0 + 1.0) % 1009.0;
+                }
+                Ok(())
+            })
+            .unwrap();
+        };
+        let forward = time_all(reps, steps as u64, || run_step("xor_forward"));
+        let recovery = time_all(reps, steps as u64, || run_step("xor_recovery"));
+        if measuring {
+            lines.push(line(
+                Line::new(
+                    "recovery_rank_loss",
+                    "xor_k4_1MiB",
+                    recovery,
+                    "ns",
+                    Better::Lower,
+                )
+                .baseline("forward_xor_k4_1MiB", forward),
+            ));
+        }
+        Ok(lines)
+    })
+    .unwrap_or_else(|e| {
+        eprintln!("cd-bench: the xor medium's job: {e}");
+        std::process::exit(1)
+    });
+    outcome.results.into_iter().next().unwrap_or_default()
 }
 
 /// Median ns per call of `op`, run on every rank in step (a barrier before each repetition).

@@ -318,7 +318,7 @@ pub(crate) fn cannot_recover_alone(rt: &CdRuntime, frame: &Frame) -> Option<(Str
         .iter()
         .position(|f| std::ptr::eq(&**f, frame))
         .expect("a running CD is on the stack");
-    if !crate::frame::restorable(&frames, index, &rt.buddy) {
+    if !crate::frame::restorable(&frames, index, &rt.buddy, &rt.xor) {
         return Some((
             "the loss took its preserved state (kept in this rank's memory: medium = \"local\", \
              or the buddy lost its copy too)"
