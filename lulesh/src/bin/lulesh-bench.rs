@@ -367,9 +367,11 @@ const MEDIA: &[(&str, &str)] = &[
     ("local", "medium = \"local\""),
     ("buddy", "medium = \"buddy\""),
     ("file", "medium = \"file\""),
+    ("xor_k4", "medium = \"xor\"\nxor_group = 4"),
 ];
 
-/// Failure-free cost of each preservation medium: LULESH `-s 15 --ranks 8` (`-s 5` with
+/// Failure-free cost of each preservation medium (the file medium writes on a thread of its
+/// own, the xor medium keeps groups of 4): LULESH `-s 15 --ranks 8` (`-s 5` with
 /// `--quick`) with a strict CD per cycle preserving on that medium, against the same run
 /// without CDs, in rotating order within each repetition.
 fn media_lines(args: &BenchArgs) -> Vec<Line> {
