@@ -365,6 +365,12 @@ impl Cd {
             s.preserve_ns += start.elapsed().as_nanos() as u64;
         }
         let mut st = self.frame.state.borrow_mut();
+        // An entry preserved again gives its file slot back (its level can then start over).
+        for e in st.entries.iter().filter(|e| e.name == name) {
+            if let Store::File(slot) = &e.store {
+                rt.files.release(slot);
+            }
+        }
         st.entries.retain(|e| e.name != name);
         st.entries.push(Entry {
             name: name.to_string(),
@@ -407,10 +413,8 @@ fn save_bytes(rt: &CdRuntime, frame: &Frame, name: &str, medium: Medium, bytes: 
         }
         Medium::File => {
             // Written by the rank's file writer while the body runs (file_medium.rs).
-            let path = rt.file_dir.join(format!("{key:016x}.bin"));
             let what = format!("CD {:?}: entry `{name}`", frame.name);
-            rt.files.write(path.clone(), bytes, what);
-            Store::File(path)
+            Store::File(rt.files.write(frame.level, bytes, what))
         }
         Medium::Xor => {
             let (store, parity) = crate::xor::preserve(rt, frame, bytes);
@@ -455,20 +459,14 @@ fn load_bytes(rt: &CdRuntime, frame: &Frame, index: usize) -> Vec<u8> {
                 crate::xor::loss_reason(rt, frame)
                     .unwrap_or_else(|| "the group did not rebuild it".into())
             ),
-            Store::File(path) => Some(
-                {
-                    rt.files.wait();
-                    std::fs::read(path)
-                }
-                .unwrap_or_else(|err| {
-                    panic!(
-                        "CD {:?}: cannot restore `{}` from {}: {err}",
-                        frame.name,
-                        e.name,
-                        path.display()
-                    )
-                }),
-            ),
+            Store::File(slot) => Some(rt.files.read(slot).unwrap_or_else(|err| {
+                panic!(
+                    "CD {:?}: cannot restore `{}` from {}: {err}",
+                    frame.name,
+                    e.name,
+                    slot.path.display()
+                )
+            })),
             Store::Reference => None,
             Store::Lost => panic!(
                 "CD {:?}: `{}` was lost with this rank's memory",

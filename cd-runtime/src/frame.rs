@@ -7,7 +7,6 @@
 use std::any::Any;
 use std::cell::{Cell, RefCell};
 use std::collections::HashSet;
-use std::path::PathBuf;
 use std::rc::Rc;
 
 use pgas::Team;
@@ -60,8 +59,8 @@ pub(crate) enum Store {
         parity: Option<Vec<u8>>,
         seen: usize,
     },
-    /// Bytes in this file.
-    File(PathBuf),
+    /// Bytes in a slice of the rank's arena file for this CD's level (`file_medium.rs`).
+    File(crate::file_medium::FileSlot),
     /// The same data as the nearest ancestor's entry of the same name.
     Reference,
     /// Recomputed by this closure.
@@ -211,8 +210,7 @@ impl Frame {
     pub(crate) fn release_entries(&self, rt: &CdRuntime) {
         let entries = std::mem::take(&mut self.state.borrow_mut().entries);
         if entries.iter().any(|e| matches!(e.store, Store::File(_))) {
-            // A CD completes with its copies on disk (file_medium.rs); the removals queue
-            // behind the writes.
+            // A CD completes with its copies on disk (file_medium.rs).
             rt.files.wait();
         }
         for e in entries {
@@ -225,7 +223,7 @@ impl Frame {
                         rt.pool.give_back(buf);
                     }
                 }
-                Store::File(path) => rt.files.remove(path),
+                Store::File(slot) => rt.files.release(&slot),
                 Store::LocalBytes(buf) => rt.pool.give_back(buf),
                 Store::Xor { local, parity, .. } => {
                     for buf in [local, parity].into_iter().flatten() {
@@ -233,18 +231,6 @@ impl Frame {
                     }
                 }
                 _ => {}
-            }
-        }
-    }
-
-    /// Removes the files of the file medium this CD holds (a rank that unwinds).
-    pub(crate) fn remove_files(&self) {
-        if let Ok(mut st) = self.state.try_borrow_mut() {
-            for e in &mut st.entries {
-                if let Store::File(path) = &e.store {
-                    let _ = std::fs::remove_file(path);
-                    e.store = Store::Lost;
-                }
             }
         }
     }

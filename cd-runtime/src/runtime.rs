@@ -318,15 +318,9 @@ struct RankGuard(Rc<CdRuntime>);
 
 impl Drop for RankGuard {
     fn drop(&mut self) {
-        if std::thread::panicking() {
-            // Queued writes first, or one could recreate a file removed here.
-            self.0.files.drain();
-            if let Ok(frames) = self.0.frames.try_borrow() {
-                for f in frames.iter() {
-                    f.remove_files();
-                }
-            }
-        }
+        // Also on a rank that unwinds (an escalation, a peer's failure), whose CDs never
+        // complete: the queued writes end, then the arena files go.
+        self.0.files.finish();
         let _ = CURRENT.try_with(|c| c.try_borrow_mut().map(|mut c| *c = None));
     }
 }
@@ -413,7 +407,7 @@ where
             iterations: RefCell::new(HashMap::new()),
             reached: RefCell::new(std::collections::BTreeSet::new()),
             file_dir: file_dir.join(format!("rank{rank}")),
-            files: Default::default(),
+            files: crate::file_medium::FileWriter::new(file_dir.join(format!("rank{rank}"))),
             losses: Cell::new(0),
             relaxed: crate::relaxed::RankState::new(relaxed_rpcs),
             xor,
