@@ -17,7 +17,7 @@ cd "$(dirname "$0")/../.."
 [ $# -gt 0 ] || set -- 2 3 4
 
 # The targets, named explicitly; a test file added to pgas/tests must be added here.
-TESTS="atomics basics dist_object errors futures handles hook rma rpc teams uts"
+TESTS="atomics basics collectives dist_object errors futures handles hook rma rpc teams uts"
 for f in pgas/tests/*.rs; do
     t=$(basename "$f" .rs)
     case " $TESTS compile_fail " in
