@@ -6,6 +6,12 @@
 //! and rank 1 is the target, polling in a barrier. One repetition holds `OPS` operations for
 //! latencies (a tenth of that for round trips, fewer with `--quick`) and about 32 MiB of
 //! traffic per flood size; the median of `--reps` repetitions after one warm-up is reported.
+//!
+//! A third job measures the tree collectives on the world team against the linear algorithms
+//! they replaced (kept in `pgas::collectives::linear_baseline`), paired in every repetition:
+//! on smp with [`COLLECTIVE_RANKS`] ranks (or `--ranks` if more), where a tree differs from a
+//! line; on mpi with the job's ranks. One repetition holds `OPS / 100` reductions or
+//! broadcasts of a `u64`, `OPS / 1000` broadcasts of 64 KiB.
 
 use std::hint::black_box;
 use std::rc::Rc;
@@ -17,11 +23,13 @@ use bench_report::{BenchArgs, Better, Line, median_of, ns_per_op, paired, print,
 use gasnet_bridge::{AtomicOp, HandlerTable};
 use pgas::{
     AtomicDomain, Completions, GlobalPtr, Interceptor, LaunchConfig, Promise, RpcFn, RpcTable,
-    barrier, rget, rpc, rpc_ff, rput, rput_slice, rput_with,
+    barrier, barrier_async, rget, rpc, rpc_ff, rput, rput_slice, rput_with,
 };
 
 const FLOOD_SIZES: [usize; 6] = [8, 512, 4 << 10, 64 << 10, 1 << 20, 4 << 20];
 const SEGMENT: usize = 16 << 20;
+/// Ranks of the collectives job on smp: the widest rank count the conformance suite runs.
+const COLLECTIVE_RANKS: usize = 16;
 
 /// A hook that does nothing: what remains is the cost of having one installed.
 struct NoopHook;
@@ -51,6 +59,16 @@ fn main() {
     for l in &mut lines {
         *l = l.clone().on(conduit.name(), sizes.ranks);
     }
+    let wide = if conduit == gasnet_bridge::ConduitKind::Mpi {
+        sizes.ranks
+    } else {
+        sizes.ranks.max(COLLECTIVE_RANKS)
+    };
+    lines.extend(
+        collective_lines(&sizes, wide)
+            .into_iter()
+            .map(|l| l.on(conduit.name(), wide)),
+    );
     if conduit == gasnet_bridge::ConduitKind::Mpi {
         // On the mpi conduit the baselines are raw MPI between the same two processes
         // (BENCHMARKS.md); every process takes part, rank 0 prints.
@@ -363,6 +381,90 @@ fn pgas_lines(s: &Sizes, am_rtt: f64) -> Vec<Line> {
         eprintln!("pgas-bench: pgas job failed: {e}");
         std::process::exit(1)
     });
+    per_rank.into_iter().next().expect("rank 0")
+}
+
+/// The tree collectives on the world team of `ranks` ranks against the linear algorithms
+/// (rank 0's lines). Broadcasts rotate their root, so that every rank's receiving and
+/// forwarding is in rank 0's time, as it would be in a program's sequence of them.
+fn collective_lines(s: &Sizes, ranks: usize) -> Vec<Line> {
+    use pgas::collectives::linear_baseline as linear;
+    let config = LaunchConfig::new(ranks).segment_bytes(SEGMENT);
+    let per_rank = pgas::launch(&config, RpcTable::new(), || {
+        let world = pgas::world();
+        let n = world.rank_n();
+        let mut lines = Vec::new();
+        let or = |a: u64, b: u64| a | b;
+        let reductions = s.ops / 100;
+        let tree = || {
+            barrier();
+            ns_per_op(reductions, || {
+                black_box(pgas::reduce_all(&world, 1u64, or).wait()).into_unit()
+            })
+        };
+        let line = || {
+            barrier();
+            ns_per_op(reductions, || {
+                black_box(linear::reduce_all(&world, 1u64, or).wait()).into_unit()
+            })
+        };
+        let (lin, tr) = paired(s.reps, line, tree);
+        lines.push(
+            Line::new("reduce_all_tree", "world_u64", tr, "ns", Better::Lower)
+                .baseline("reduce_all_linear", lin),
+        );
+        for (case, bytes, ops) in [
+            ("world_u64", 8, reductions),
+            ("world_64KiB", 64 << 10, s.ops / 1000),
+        ] {
+            let payload = vec![7u8; bytes];
+            let run = |linear_algorithm: bool| {
+                let (payload, world) = (payload.clone(), world.clone());
+                move || {
+                    barrier();
+                    let mut k = 0;
+                    ns_per_op(ops, || {
+                        let root = k % n;
+                        k += 1;
+                        let v = payload.clone();
+                        let got = if linear_algorithm {
+                            linear::broadcast(&world, v, root).wait()
+                        } else {
+                            pgas::broadcast(&world, v, root).wait()
+                        };
+                        black_box(got);
+                    })
+                }
+            };
+            let (lin, tr) = paired(s.reps, run(true), run(false));
+            lines.push(
+                Line::new("broadcast_tree", case, tr, "ns", Better::Lower)
+                    .baseline("broadcast_linear", lin),
+            );
+        }
+        let core = || {
+            barrier();
+            ns_per_op(reductions, barrier)
+        };
+        let dissemination = || {
+            barrier();
+            ns_per_op(reductions, || barrier_async(&world).wait())
+        };
+        let (core, diss) = paired(s.reps, core, dissemination);
+        lines.push(
+            Line::new("barrier_async", "world", diss, "ns", Better::Lower)
+                .baseline("barrier_world", core),
+        );
+        barrier();
+        lines
+    })
+    .unwrap_or_else(|e| {
+        eprintln!("pgas-bench: collectives job failed: {e}");
+        std::process::exit(1)
+    });
+    if pgas::returned_ranks(ranks).is_none_or(|r| r.start != 0) {
+        return Vec::new();
+    }
     per_rank.into_iter().next().expect("rank 0")
 }
 
