@@ -8,7 +8,7 @@
 //!
 //! # Algorithms: O(log P) rounds, O(log P) messages per rank
 //!
-//! * **Reductions** go up a binomial tree rooted at team rank 0 (module [`tree`]): rank `r`
+//! * **Reductions** go up a binomial tree rooted at team rank 0 (module `tree`): rank `r`
 //!   combines the partials of its children `r + 1, r + 2, r + 4, ...` (below `r`'s lowest set
 //!   bit, and below the team size) into its own, then sends the result to its parent, `r` with
 //!   its lowest set bit cleared. A rank receives at most ⌈log2 P⌉ messages and sends one;
