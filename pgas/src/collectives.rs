@@ -41,7 +41,7 @@
 //! and `BarrierExit`), as seed 003 asks of synchronizations, and is seen by the hook as one
 //! operation with its result (see [`crate::hook`]); the messages it is made of are not.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
 
@@ -68,6 +68,7 @@ pub(crate) struct CollectiveState {
     seq: RefCell<HashMap<u64, u64>>,
     mailbox: RefCell<HashMap<Key, Arrivals>>,
     waiters: RefCell<HashMap<Key, Waiter>>,
+    pub(crate) algorithm: Cell<Algorithm>,
 }
 
 impl CollectiveState {
@@ -179,33 +180,35 @@ pub(crate) mod tree {
             .collect()
     }
 
-    /// `op` folded over `value(0), .., value(n - 1)` with the parenthesisation of the tree
-    /// (what [`super::reduce_all`] computes), without messages or allocation: a binary
-    /// counter whose entry of level `k` holds the partial of `2^k` consecutive ranks; two of
-    /// one level merge as the tree merges a child into its parent, and what is left merges
-    /// from the right, as rank 0's last children (the smaller subtrees) do.
-    pub(crate) fn fold_u64(
-        n: usize,
-        mut value: impl FnMut(usize) -> u64,
-        op: impl Fn(u64, u64) -> u64,
-    ) -> u64 {
-        assert!(n > 0, "a fold over no rank");
-        let mut stack = [(0u32, 0u64); usize::BITS as usize + 1];
+    /// `op` folded over `values` (one per rank, in rank order) with the parenthesisation of
+    /// the tree, without messages or allocation: what the messages of [`super::reduce_all`]
+    /// compute, for a rank that holds every value (the flat transport's root, the word path
+    /// of `reduce_all_u64`). A binary counter whose entry of level `k` holds the partial of
+    /// `2^k` consecutive ranks: two of one level merge as the tree merges a child into its
+    /// parent, and what is left merges from the right, as rank 0's last (smaller) children
+    /// do. `None` for no value.
+    pub(crate) fn fold<T>(
+        values: impl IntoIterator<Item = T>,
+        op: impl Fn(T, T) -> T,
+    ) -> Option<T> {
+        let mut stack: [Option<(u32, T)>; usize::BITS as usize + 1] = [const { None }; _];
         let mut len = 0;
-        for r in 0..n {
-            let mut top = (0, value(r));
-            while len > 0 && stack[len - 1].0 == top.0 {
+        for v in values {
+            let mut top = (0, v);
+            while len > 0 && stack[len - 1].as_ref().is_some_and(|e| e.0 == top.0) {
                 len -= 1;
-                top = (top.0 + 1, op(stack[len].1, top.1));
+                let (level, lower) = stack[len].take().expect("an entry below len");
+                top = (level + 1, op(lower, top.1));
             }
-            stack[len] = top;
+            stack[len] = Some(top);
             len += 1;
         }
-        let mut acc = stack[len - 1].1;
-        for &(_, partial) in stack[..len - 1].iter().rev() {
-            acc = op(partial, acc);
+        let (_, mut acc) = stack[..len].iter_mut().next_back()?.take()?;
+        for entry in stack[..len - 1].iter_mut().rev() {
+            let (_, lower) = entry.take().expect("an entry below len");
+            acc = op(lower, acc);
         }
-        acc
+        Some(acc)
     }
 
     /// Rounds of a dissemination barrier of `n` ranks: ⌈log2 n⌉.
@@ -220,6 +223,128 @@ const UP: u64 = 0;
 const DOWN: u64 = 1;
 /// Phase of `reduce_one`'s result sent from team rank 0 to a root elsewhere.
 const TO_ROOT: u64 = 2;
+
+/// How the collectives of a rank move their messages; every algorithm combines values in the
+/// same order and parenthesisation (see the module doc), so the choice changes speed only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Algorithm {
+    /// Reductions, allgathers and barriers flat on a team whose members share memory (the
+    /// smp conduit; the processes of one host on mpi), trees on any other team; broadcasts
+    /// down the tree on every team. Measured, a tree's extra rounds cost more than the root's
+    /// P − 1 messages where a message is a store into shared memory and ranks outnumber
+    /// cores (module doc). The default.
+    #[default]
+    Auto,
+    /// Trees on every team: binomial reductions and broadcasts, dissemination barriers, and
+    /// the message tree for `reduce_all_u64` on the world.
+    Tree,
+    /// Through one rank on every team: team rank 0 (or the root) receives P − 1 messages and
+    /// sends P − 1.
+    Flat,
+}
+
+/// Chooses how this rank's collectives move their messages from now on (a tuning and testing
+/// knob; [`Algorithm::Auto`] unless set). Every member of a team must have chosen the same
+/// when it starts a collective on it: set it on every rank at the same point of the program,
+/// between collectives.
+pub fn set_algorithm(algorithm: Algorithm) {
+    runtime::with(|rt| rt.collectives.algorithm.set(algorithm));
+}
+
+/// How this rank's collectives move their messages (see [`set_algorithm`]).
+pub fn algorithm() -> Algorithm {
+    runtime::with(|rt| rt.collectives.algorithm.get())
+}
+
+/// True when a collective starting now on `team` goes through one rank rather than a tree
+/// (the same answer on every member: see [`Algorithm`] and `Team::shares_memory`).
+fn flat(team: &Team) -> bool {
+    match algorithm() {
+        Algorithm::Auto => team.shares_memory(),
+        Algorithm::Tree => false,
+        Algorithm::Flat => true,
+    }
+}
+
+/// Folds every member's `value` in team-rank order, as the team's collective number `seq`:
+/// `Some(result)` at team rank `root`, `None` elsewhere; flat or up the tree.
+fn reduce_to<T, F>(
+    team: &Team,
+    seq: u64,
+    value: T,
+    op: F,
+    root: usize,
+    flat: bool,
+) -> Future<Option<T>>
+where
+    T: Serialize + DeserializeOwned + 'static,
+    F: Fn(T, T) -> T + 'static,
+{
+    if flat {
+        return gather_fold(team, seq, value, op, root);
+    }
+    let reduced = reduce_to_zero(team, seq, value, op);
+    let me = team.rank_me();
+    if root == 0 || (me != 0 && me != root) {
+        return reduced;
+    }
+    // The tree's root is team rank 0, which forwards the result: rooting the tree elsewhere
+    // would combine the ranks out of order.
+    let team2 = team.clone();
+    if me == 0 {
+        return reduced.then(move |r| {
+            let r = r.expect("team rank 0 holds the reduction");
+            runtime::with(|rt| send(rt, &team2, root, seq, TO_ROOT, &encode(&r)));
+            None
+        });
+    }
+    let source = team.to_world(0);
+    reduced.and_then(move |_| {
+        expect_one(&team2, seq, TO_ROOT, 0).then(move |bytes| Some(decode(source, &bytes)))
+    })
+}
+
+/// The flat reduction: every member sends its value to `root`, which folds them in the
+/// tree's parenthesisation ([`tree::fold`]), so the result has the bits of the tree's.
+fn gather_fold<T, F>(team: &Team, seq: u64, value: T, op: F, root: usize) -> Future<Option<T>>
+where
+    T: Serialize + DeserializeOwned + 'static,
+    F: Fn(T, T) -> T + 'static,
+{
+    let n = team.rank_n();
+    if team.rank_me() != root {
+        runtime::with(|rt| send(rt, team, root, seq, UP, &encode(&value)));
+        return Future::ready(None);
+    }
+    let (future, fulfiller) = Future::pending();
+    let team2 = team.clone();
+    runtime::with(|rt| {
+        rt.collectives
+            .expect((team.id(), seq, UP), n - 1, move |mut arrivals| {
+                arrivals.sort_unstable_by_key(|(r, _)| *r);
+                let mut others = arrivals.into_iter();
+                let mut mine = Some(value);
+                let values = (0..n).map(|r| {
+                    if r == root {
+                        return mine.take().expect("own value");
+                    }
+                    let (from, bytes) = others.next().expect("one value per member");
+                    let source = team2.to_world(r);
+                    if from != r {
+                        wire::malformed(
+                            source,
+                            &format!(
+                                "a reduction value from team rank {from} where team rank                                  {r}'s was expected"
+                            ),
+                        );
+                    }
+                    decode(source, &bytes)
+                });
+                fulfiller.fulfill(tree::fold(values, op));
+            })
+    });
+    future
+}
 
 /// Folds every member's `value` up the binomial tree in team-rank order, as the team's
 /// collective number `seq`: `Some(result)` at team rank 0, `None` elsewhere.
@@ -300,9 +425,10 @@ fn expect_one(team: &Team, seq: u64, phase: u64, from: usize) -> Future<Vec<u8>>
     future
 }
 
-/// Broadcast down the binomial tree as the team's collective number `seq` (no EC steps, no
-/// hook): the root gives `value`, every other member forwards the bytes it receives.
-fn broadcast_seq<T>(team: &Team, root: usize, value: Option<T>, seq: u64) -> Future<T>
+/// Broadcast as the team's collective number `seq` (no EC steps, no hook): the root gives
+/// `value`; flat, it sends it to every member, else down the binomial tree, where every
+/// member forwards the bytes it receives.
+fn broadcast_seq<T>(team: &Team, root: usize, value: Option<T>, seq: u64, flat: bool) -> Future<T>
 where
     T: Serialize + DeserializeOwned + 'static,
 {
@@ -311,44 +437,64 @@ where
     if me == root {
         let value = value.expect("the root of a broadcast supplies the value");
         if n > 1 {
-            runtime::with(|rt| forward(rt, team, seq, root, &encode(&value)));
+            let bytes = encode(&value);
+            runtime::with(|rt| {
+                if flat {
+                    for to in (0..n).filter(|&r| r != root) {
+                        send(rt, team, to, seq, DOWN, &bytes);
+                    }
+                } else {
+                    forward(rt, team, seq, root, &bytes);
+                }
+            });
         }
         return Future::ready(value);
     }
-    let relative = (me + n - root) % n;
-    let parent = (tree::parent(relative).expect("not the root") + root) % n;
+    let parent = if flat {
+        root
+    } else {
+        let relative = (me + n - root) % n;
+        (tree::parent(relative).expect("not the root") + root) % n
+    };
     let team2 = team.clone();
     let source = team.to_world(parent);
     expect_one(team, seq, DOWN, parent).then(move |bytes| {
-        runtime::with(|rt| forward(rt, &team2, seq, root, &bytes));
+        if !flat {
+            runtime::with(|rt| forward(rt, &team2, seq, root, &bytes));
+        }
         decode(source, &bytes)
     })
 }
 
-/// `reduce_all` as messages (no EC steps, no hook): up the tree to team rank 0, then down.
+/// `reduce_all` as messages (no EC steps, no hook): a reduction to team rank 0, then a
+/// broadcast from it.
 fn reduce_all_messages<T, F>(team: &Team, value: T, op: F) -> Future<T>
 where
     T: Serialize + DeserializeOwned + 'static,
     F: Fn(T, T) -> T + 'static,
 {
-    // The one sequence number is taken now, before any continuation runs: a member that
-    // started another collective before waiting must number both as the others do.
+    // The one sequence number (and the transport) is taken now, before any continuation
+    // runs: a member that started another collective before waiting must number both as the
+    // others do.
     let seq = runtime::with(|rt| rt.collectives.next_seq(team.id()));
+    let flat = flat(team);
     let team2 = team.clone();
-    reduce_to_zero(team, seq, value, op).and_then(move |r| broadcast_seq(&team2, 0, r, seq))
+    reduce_to(team, seq, value, op, 0, flat)
+        .and_then(move |r| broadcast_seq(&team2, 0, r, seq, flat))
 }
 
-/// Every member's value in team-rank order, given to all (the tree reduction of one-element
-/// lists by concatenation, then a broadcast); also returns the operation's sequence number
+/// Every member's value in team-rank order, given to all (the reduction of one-element lists
+/// by concatenation, then a broadcast); also returns the operation's sequence number
 /// (for ids derived from it).
 pub(crate) fn allgather_seq<T>(team: &Team, value: T) -> Future<(u64, Vec<T>)>
 where
     T: Serialize + DeserializeOwned + 'static,
 {
     let seq = runtime::with(|rt| rt.collectives.next_seq(team.id()));
+    let flat = flat(team);
     let team2 = team.clone();
-    reduce_to_zero(team, seq, vec![value], concat)
-        .and_then(move |r| broadcast_seq(&team2, 0, r, seq))
+    reduce_to(team, seq, vec![value], concat, 0, flat)
+        .and_then(move |r| broadcast_seq(&team2, 0, r, seq, flat))
         .then(move |all| (seq, all))
 }
 
@@ -463,8 +609,13 @@ pub(crate) fn split_exchange(team: &Team, color: u64, key: u64) -> (u64, Vec<(u6
 /// Completes when every member of `team` has entered it; does not block (UPC++
 /// `barrier_async`).
 pub fn barrier_async(team: &Team) -> Future<()> {
+    let team2 = team.clone();
     collective(team, CollectiveKind::Barrier, BARRIER, || {
         let seq = runtime::with(|rt| rt.collectives.next_seq(team.id()));
+        if flat(team) {
+            return reduce_to(team, seq, (), |(), ()| (), 0, true)
+                .and_then(move |r| broadcast_seq(&team2, 0, r, seq, true));
+        }
         let (future, fulfiller) = Future::pending();
         dissemination(team.clone(), seq, 0, fulfiller);
         future
@@ -524,7 +675,10 @@ where
     collective(team, CollectiveKind::Broadcast { root }, COLLECTIVE, || {
         let seq = runtime::with(|rt| rt.collectives.next_seq(team.id()));
         let value = (team.rank_me() == root).then_some(value);
-        broadcast_seq(team, root, value, seq)
+        // A tree even where the members share memory: measured, it is not slower there (its
+        // root sends ⌈log2 P⌉ messages, and no step waits for all members), unlike the
+        // reductions (module doc).
+        broadcast_seq(team, root, value, seq, algorithm() == Algorithm::Flat)
     })
 }
 
@@ -541,31 +695,14 @@ where
     })
 }
 
-/// `reduce_one` as messages (no EC steps, no hook): up the tree to team rank 0, which
-/// forwards the result to `root` if that is another rank (so the order stays team-rank order).
+/// `reduce_one` as messages (no EC steps, no hook).
 fn reduce_one_messages<T, F>(team: &Team, value: T, op: F, root: usize) -> Future<Option<T>>
 where
     T: Serialize + DeserializeOwned + 'static,
     F: Fn(T, T) -> T + 'static,
 {
     let seq = runtime::with(|rt| rt.collectives.next_seq(team.id()));
-    let reduced = reduce_to_zero(team, seq, value, op);
-    let me = team.rank_me();
-    if root == 0 || (me != 0 && me != root) {
-        return reduced;
-    }
-    let team2 = team.clone();
-    if me == 0 {
-        return reduced.then(move |r| {
-            let r = r.expect("team rank 0 holds the reduction");
-            runtime::with(|rt| send(rt, &team2, root, seq, TO_ROOT, &encode(&r)));
-            None
-        });
-    }
-    let source = team.to_world(0);
-    reduced.and_then(move |_| {
-        expect_one(&team2, seq, TO_ROOT, 0).then(move |bytes| Some(decode(source, &bytes)))
-    })
+    reduce_to(team, seq, value, op, root, flat(team))
 }
 
 /// Folds every member's `value` with `op` in team-rank order and gives the result to all.
@@ -600,7 +737,7 @@ pub fn reduce_all_u64(team: &Team, value: u64, op: impl Fn(u64, u64) -> u64 + 's
     if team.id() != world().id() {
         return reduce_all(team, value, op).wait();
     }
-    let words = runtime::with(|rt| rt.world_addressable);
+    let words = algorithm() != Algorithm::Tree && team.shares_memory();
     let run = move || {
         if words {
             Future::ready(fast_reduce_u64(value, op))
@@ -635,92 +772,13 @@ fn fast_reduce_u64(value: u64, op: impl Fn(u64, u64) -> u64) -> u64 {
         // segment (8-byte aligned); other ranks read it only after the barrier below.
         unsafe { gasnet_bridge::shared_copy::store(base.add(at).cast::<u64>(), value) };
         ep.barrier().expect("world barrier");
-        let mut word = [0u8; 8];
-        tree::fold_u64(
-            ep.ranks(),
-            |r| {
-                ep.get(r, at, &mut word).expect("reduction word");
-                u64::from_ne_bytes(word)
-            },
-            op,
-        )
-    })
-}
-
-/// The linear algorithms these collectives replaced (everything through team rank 0, which
-/// receives and sends P − 1 messages), kept as the baseline `pgas-bench` measures the trees
-/// against in the same run. Not for programs.
-#[doc(hidden)]
-pub mod linear_baseline {
-    use super::*;
-
-    /// `reduce_all` through team rank 0: P − 1 values in, P − 1 results out.
-    pub fn reduce_all<T, F>(team: &Team, value: T, op: F) -> Future<T>
-    where
-        T: Serialize + DeserializeOwned + 'static,
-        F: Fn(T, T) -> T + 'static,
-    {
-        collective(team, CollectiveKind::ReduceAll, COLLECTIVE, || {
-            let seq = runtime::with(|rt| rt.collectives.next_seq(team.id()));
-            let team2 = team.clone();
-            gather_to_zero(team, seq, value, op).and_then(move |r| bcast(&team2, 0, r, seq))
-        })
-    }
-
-    /// `broadcast` from `root` straight to every other member.
-    pub fn broadcast<T>(team: &Team, value: T, root: usize) -> Future<T>
-    where
-        T: Serialize + DeserializeOwned + 'static,
-    {
-        collective(team, CollectiveKind::Broadcast { root }, COLLECTIVE, || {
-            let seq = runtime::with(|rt| rt.collectives.next_seq(team.id()));
-            bcast(team, root, (team.rank_me() == root).then_some(value), seq)
-        })
-    }
-
-    fn gather_to_zero<T, F>(team: &Team, seq: u64, value: T, op: F) -> Future<Option<T>>
-    where
-        T: Serialize + DeserializeOwned + 'static,
-        F: Fn(T, T) -> T + 'static,
-    {
-        if team.rank_me() != 0 {
-            runtime::with(|rt| send(rt, team, 0, seq, UP, &encode(&value)));
-            return Future::ready(None);
-        }
-        let (future, fulfiller) = Future::pending();
-        let team2 = team.clone();
-        runtime::with(|rt| {
-            rt.collectives.expect(
-                (team.id(), seq, UP),
-                team.rank_n() - 1,
-                move |mut arrivals| {
-                    arrivals.sort_unstable_by_key(|(r, _)| *r);
-                    let acc = arrivals.into_iter().fold(value, |acc, (r, bytes)| {
-                        op(acc, decode(team2.to_world(r), &bytes))
-                    });
-                    fulfiller.fulfill(Some(acc));
-                },
-            )
+        let words = (0..ep.ranks()).map(|r| {
+            let mut word = [0u8; 8];
+            ep.get(r, at, &mut word).expect("reduction word");
+            u64::from_ne_bytes(word)
         });
-        future
-    }
-
-    fn bcast<T>(team: &Team, root: usize, value: Option<T>, seq: u64) -> Future<T>
-    where
-        T: Serialize + DeserializeOwned + 'static,
-    {
-        if let Some(value) = value {
-            let bytes = encode(&value);
-            runtime::with(|rt| {
-                for to in (0..team.rank_n()).filter(|&r| r != root) {
-                    send(rt, team, to, seq, DOWN, &bytes);
-                }
-            });
-            return Future::ready(value);
-        }
-        let source = team.to_world(root);
-        expect_one(team, seq, DOWN, root).then(move |bytes| decode(source, &bytes))
-    }
+        tree::fold(words, op).expect("at least one rank")
+    })
 }
 
 /// Built-in reduction operations, usable as the `op` of `reduce_one` / `reduce_all`.
@@ -806,11 +864,12 @@ mod tests {
         // Neither associative nor commutative: any other parenthesisation or order differs.
         let op = |a: u64, b: u64| a.wrapping_mul(31).wrapping_add(b) ^ (b >> 3);
         for n in 1..=300 {
-            let words = tree::fold_u64(n, |r| 1000 + r as u64, op);
+            let words = tree::fold((0..n).map(|r| 1000 + r as u64), op).unwrap();
             assert_eq!(words, by_messages(0, n, &op), "n = {n}");
         }
         let left = (1..5u64).fold(1000, |a, r| op(a, 1000 + r));
-        assert_ne!(tree::fold_u64(5, |r| 1000 + r as u64, op), left);
+        assert_ne!(tree::fold((0..5).map(|r| 1000 + r as u64), op), Some(left));
+        assert_eq!(tree::fold(Vec::<u64>::new(), op), None);
     }
 
     #[test]

@@ -71,9 +71,6 @@ pub(crate) struct Runtime {
     pub(crate) teams: TeamRegistry,
     /// Fast world reductions done so far (their parity picks the word to use).
     pub(crate) fast_reductions: Cell<u64>,
-    /// This rank can address every rank's segment directly (the same answer on every rank):
-    /// `reduce_all_u64` on the world then reads the others' words instead of sending messages.
-    pub(crate) world_addressable: bool,
 }
 
 /// Resets the thread-local pointer when the rank leaves `launch` (also on unwind).
@@ -131,7 +128,6 @@ impl Runtime {
             collectives: CollectiveState::default(),
             teams: TeamRegistry::new(ep),
             fast_reductions: Cell::new(0),
-            world_addressable: (0..ep.ranks()).all(|r| ep.segment_base(r).is_ok()),
         }
     }
 

@@ -1,15 +1,20 @@
 //! The tree collectives under stress: results in team-rank order for every team size and
 //! root with an operation that is not commutative, floating-point sums whose bits depend on
 //! the team size only (never on which message came first), many collectives of mixed kinds
-//! back to back and in flight together on the world, on split teams and on one-member teams.
+//! back to back and in flight together on the world, on split teams and on one-member teams;
+//! each under every [`Algorithm`], which must agree to the bit.
 
 mod common;
 
 use common::{concat, mix, ranks_in, ranks_wide, run};
+use pgas::collectives::{Algorithm, set_algorithm};
 use pgas::{
     RpcTable, Team, allgather, barrier, barrier_async, barrier_on, broadcast, ops, rank_me, rank_n,
     reduce_all, reduce_all_u64, reduce_one, solo_team, world,
 };
+
+/// Every way the collectives can move their messages.
+const ALGORITHMS: [Algorithm; 3] = [Algorithm::Auto, Algorithm::Tree, Algorithm::Flat];
 
 /// Makes this rank late by a pseudo-random amount that differs by rank and by `salt`, while
 /// serving messages, so that partials reach their parents in varying orders.
@@ -55,8 +60,12 @@ fn in_order_on(team: &Team, expect: &[usize], salt: u64) {
 
 #[test]
 fn non_commutative_results_in_team_order_for_every_size_and_root() {
-    for n in ranks_in(&(1..=13).collect::<Vec<_>>()) {
+    for (n, algorithm) in ranks_in(&(1..=13).collect::<Vec<_>>())
+        .into_iter()
+        .flat_map(|n| ALGORITHMS.map(|a| (n, a)))
+    {
         run(n, 2, RpcTable::new(), move || {
+            set_algorithm(algorithm);
             let me = rank_me();
             in_order_on(&world(), &(0..n).collect::<Vec<_>>(), 1);
             // A team in reverse world order, and the thirds of the world (sizes differ).
@@ -73,9 +82,10 @@ fn non_commutative_results_in_team_order_for_every_size_and_root() {
     }
 }
 
-/// The sum a tree of `n` ranks computes: `values` combined with `op(lower, higher)` in the
-/// binomial tree rooted at rank 0 (the parenthesisation the module doc promises).
-fn tree_sum(values: &[f64], r: usize) -> f64 {
+/// What a tree of `values.len()` ranks computes from rank `r` down: `values` combined with
+/// `op(lower, higher)` in the binomial tree rooted at rank 0 (the parenthesisation the module
+/// doc promises).
+fn tree_fold<T: Copy>(values: &[T], r: usize, op: &impl Fn(T, T) -> T) -> T {
     let n = values.len();
     let lowest = if r == 0 {
         n.next_power_of_two()
@@ -85,10 +95,14 @@ fn tree_sum(values: &[f64], r: usize) -> f64 {
     let mut acc = values[r];
     let mut d = 1;
     while d < lowest && r + d < n {
-        acc += tree_sum(values, r + d);
+        acc = op(acc, tree_fold(values, r + d, op));
         d *= 2;
     }
     acc
+}
+
+fn tree_sum(values: &[f64], r: usize) -> f64 {
+    tree_fold(values, r, &|a, b| a + b)
 }
 
 /// A value of rank `r` whose sums round differently in different orders: ±1e16 (where the
@@ -107,8 +121,9 @@ fn float_sums_depend_on_the_team_size_not_on_timing() {
         let values: Vec<f64> = (0..n).map(float_of).collect();
         let want = tree_sum(&values, 0).to_bits();
         let left = values[1..].iter().fold(values[0], |a, b| a + b).to_bits();
-        let sums = |salt: u64| {
+        let sums = |salt: u64, algorithm: Algorithm| {
             run(n, 2, RpcTable::new(), move || {
+                set_algorithm(algorithm);
                 (0..40u64)
                     .map(|k| {
                         stagger(salt + k);
@@ -122,20 +137,17 @@ fn float_sums_depend_on_the_team_size_not_on_timing() {
                     .collect::<Vec<_>>()
             })
         };
-        for run_no in 0..2u64 {
-            let out = sums(run_no * 7919);
+        for (run_no, algorithm) in [0u64, 1]
+            .into_iter()
+            .flat_map(|r| ALGORITHMS.map(|a| (r, a)))
+        {
+            let out = sums(run_no * 7919, algorithm);
             for (r, results) in common::by_rank(n, &out) {
                 for (k, &(all, one)) in results.iter().enumerate() {
-                    assert_eq!(
-                        all, want,
-                        "{n} ranks, rank {r}, reduction {k}, run {run_no}"
-                    );
+                    let what = format!("{n} ranks, rank {r}, reduction {k}, {algorithm:?}");
+                    assert_eq!(all, want, "{what}, run {run_no}");
                     let root = k % n;
-                    assert_eq!(
-                        one,
-                        (r == root).then_some(want),
-                        "{n} ranks, reduce_one {k}"
-                    );
+                    assert_eq!(one, (r == root).then_some(want), "{what}, reduce_one");
                 }
             }
         }
@@ -148,8 +160,12 @@ fn float_sums_depend_on_the_team_size_not_on_timing() {
 
 #[test]
 fn mixed_collectives_back_to_back_and_in_flight() {
-    for n in ranks_wide() {
+    for (n, algorithm) in ranks_wide()
+        .into_iter()
+        .flat_map(|n| ALGORITHMS.map(|a| (n, a)))
+    {
         let out = run(n, 4, RpcTable::new(), move || {
+            set_algorithm(algorithm);
             let me = rank_me();
             let world = world();
             let halves = world.split((me % 2) as u64, (n - me) as u64);
@@ -196,7 +212,41 @@ fn mixed_collectives_back_to_back_and_in_flight() {
             (checks, rank_n())
         });
         for (r, &(checks, ranks)) in common::by_rank(n, &out) {
-            assert_eq!((checks, ranks), (60, n), "rank {r} of {n}");
+            assert_eq!((checks, ranks), (60, n), "rank {r} of {n}, {algorithm:?}");
+        }
+    }
+}
+
+#[test]
+fn word_reduction_has_the_bits_of_the_message_reduction_under_every_algorithm() {
+    // Neither associative nor commutative: any other order or parenthesisation differs.
+    fn op(a: u64, b: u64) -> u64 {
+        a.wrapping_mul(31).wrapping_add(b) ^ (b >> 3)
+    }
+    for (n, algorithm) in ranks_wide()
+        .into_iter()
+        .flat_map(|n| ALGORITHMS.map(|a| (n, a)))
+    {
+        let value = |r: usize, k: u64| mix(r as u64 * 1000 + k);
+        let out = run(n, 2, RpcTable::new(), move || {
+            set_algorithm(algorithm);
+            (0..50u64)
+                .map(|k| {
+                    stagger(k);
+                    let words = reduce_all_u64(&world(), value(rank_me(), k), op);
+                    let messages = reduce_all(&world(), value(rank_me(), k), op).wait();
+                    (words, messages)
+                })
+                .collect::<Vec<_>>()
+        });
+        for (r, results) in common::by_rank(n, &out) {
+            for (k, &(words, messages)) in results.iter().enumerate() {
+                let values: Vec<u64> = (0..n).map(|w| value(w, k as u64)).collect();
+                let want = tree_fold(&values, 0, &op);
+                let what = format!("{n} ranks, rank {r}, reduction {k}, {algorithm:?}");
+                assert_eq!(words, want, "{what}: reduce_all_u64");
+                assert_eq!(messages, want, "{what}: reduce_all");
+            }
         }
     }
 }

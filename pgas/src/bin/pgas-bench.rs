@@ -7,11 +7,11 @@
 //! latencies (a tenth of that for round trips, fewer with `--quick`) and about 32 MiB of
 //! traffic per flood size; the median of `--reps` repetitions after one warm-up is reported.
 //!
-//! A third job measures the tree collectives on the world team against the linear algorithms
-//! they replaced (kept in `pgas::collectives::linear_baseline`), paired in every repetition:
-//! on smp with [`COLLECTIVE_RANKS`] ranks (or `--ranks` if more), where a tree differs from a
-//! line; on mpi with the job's ranks. One repetition holds `OPS / 100` reductions or
-//! broadcasts of a `u64`, `OPS / 1000` broadcasts of 64 KiB.
+//! A third job measures the tree collectives on the world team against the flat ones (through
+//! one rank, the algorithms the trees replaced; `pgas::collectives::Algorithm`), paired in
+//! every repetition: on smp with [`COLLECTIVE_RANKS`] ranks, where a tree differs from a line
+//! (or `--ranks` if that is above 2); on mpi with the job's ranks. One repetition holds
+//! `OPS / 100` collectives.
 
 use std::hint::black_box;
 use std::rc::Rc;
@@ -62,7 +62,12 @@ fn main() {
     let wide = if conduit == gasnet_bridge::ConduitKind::Mpi {
         sizes.ranks
     } else {
-        sizes.ranks.max(COLLECTIVE_RANKS)
+        // Two ranks (the default) show no tree; a count asked for on the command line is kept.
+        if sizes.ranks > 2 {
+            sizes.ranks
+        } else {
+            COLLECTIVE_RANKS
+        }
     };
     lines.extend(
         collective_lines(&sizes, wide)
@@ -384,76 +389,76 @@ fn pgas_lines(s: &Sizes, am_rtt: f64) -> Vec<Line> {
     per_rank.into_iter().next().expect("rank 0")
 }
 
-/// The tree collectives on the world team of `ranks` ranks against the linear algorithms
-/// (rank 0's lines). Broadcasts rotate their root, so that every rank's receiving and
-/// forwarding is in rank 0's time, as it would be in a program's sequence of them.
+/// The tree collectives on the world team of `ranks` ranks against the flat ones (through one
+/// rank: the algorithms they replaced), each repetition of each run under the algorithm it
+/// measures (rank 0's lines). Broadcasts rotate their root, so that every rank's receiving and
+/// forwarding is in rank 0's time, as it is in a program's sequence of them.
 fn collective_lines(s: &Sizes, ranks: usize) -> Vec<Line> {
-    use pgas::collectives::linear_baseline as linear;
+    use pgas::collectives::{Algorithm, set_algorithm};
     let config = LaunchConfig::new(ranks).segment_bytes(SEGMENT);
     let per_rank = pgas::launch(&config, RpcTable::new(), || {
         let world = pgas::world();
         let n = world.rank_n();
         let mut lines = Vec::new();
         let or = |a: u64, b: u64| a | b;
-        let reductions = s.ops / 100;
-        let tree = || {
-            barrier();
-            ns_per_op(reductions, || {
-                black_box(pgas::reduce_all(&world, 1u64, or).wait()).into_unit()
-            })
-        };
-        let line = || {
-            barrier();
-            ns_per_op(reductions, || {
-                black_box(linear::reduce_all(&world, 1u64, or).wait()).into_unit()
-            })
-        };
-        let (lin, tr) = paired(s.reps, line, tree);
-        lines.push(
-            Line::new("reduce_all_tree", "world_u64", tr, "ns", Better::Lower)
-                .baseline("reduce_all_linear", lin),
+        let ops = s.ops / 100;
+        // Every rank switches at the same point, between collectives.
+        fn under(algorithm: Algorithm, ops: u64, f: &dyn Fn()) -> impl FnMut() -> f64 + '_ {
+            move || {
+                set_algorithm(algorithm);
+                barrier();
+                let ns = ns_per_op(ops, f);
+                set_algorithm(Algorithm::Auto);
+                ns
+            }
+        }
+        let reduce = || black_box(pgas::reduce_all(&world, 1u64, or).wait()).into_unit();
+        let (flat, tree) = paired(
+            s.reps,
+            under(Algorithm::Flat, ops, &reduce),
+            under(Algorithm::Tree, ops, &reduce),
         );
-        for (case, bytes, ops) in [
-            ("world_u64", 8, reductions),
-            ("world_64KiB", 64 << 10, s.ops / 1000),
-        ] {
+        lines.push(
+            Line::new("reduce_all_tree", "world_u64", tree, "ns", Better::Lower)
+                .baseline("reduce_all_flat", flat),
+        );
+        let words = || black_box(pgas::reduce_all_u64(&world, 1, or)).into_unit();
+        let (words, tree) = paired(
+            s.reps,
+            under(Algorithm::Auto, ops, &words),
+            under(Algorithm::Tree, ops, &words),
+        );
+        lines.push(
+            Line::new("reduce_all_u64_tree", "world", tree, "ns", Better::Lower)
+                .baseline("reduce_all_u64_auto", words),
+        );
+        for (case, bytes) in [("world_u64", 8), ("world_64KiB", 64 << 10)] {
             let payload = vec![7u8; bytes];
-            let run = |linear_algorithm: bool| {
-                let (payload, world) = (payload.clone(), world.clone());
-                move || {
-                    barrier();
-                    let mut k = 0;
-                    ns_per_op(ops, || {
-                        let root = k % n;
-                        k += 1;
-                        let v = payload.clone();
-                        let got = if linear_algorithm {
-                            linear::broadcast(&world, v, root).wait()
-                        } else {
-                            pgas::broadcast(&world, v, root).wait()
-                        };
-                        black_box(got);
-                    })
-                }
+            let k = std::cell::Cell::new(0);
+            let bcast = || {
+                let root = k.get() % n;
+                k.set(k.get() + 1);
+                black_box(pgas::broadcast(&world, payload.clone(), root).wait());
             };
-            let (lin, tr) = paired(s.reps, run(true), run(false));
+            let (flat, tree) = paired(
+                s.reps,
+                under(Algorithm::Flat, ops, &bcast),
+                under(Algorithm::Tree, ops, &bcast),
+            );
             lines.push(
-                Line::new("broadcast_tree", case, tr, "ns", Better::Lower)
-                    .baseline("broadcast_linear", lin),
+                Line::new("broadcast_tree", case, tree, "ns", Better::Lower)
+                    .baseline("broadcast_flat", flat),
             );
         }
-        let core = || {
-            barrier();
-            ns_per_op(reductions, barrier)
-        };
-        let dissemination = || {
-            barrier();
-            ns_per_op(reductions, || barrier_async(&world).wait())
-        };
-        let (core, diss) = paired(s.reps, core, dissemination);
+        let bar = || barrier_async(&world).wait();
+        let (flat, tree) = paired(
+            s.reps,
+            under(Algorithm::Flat, ops, &bar),
+            under(Algorithm::Tree, ops, &bar),
+        );
         lines.push(
-            Line::new("barrier_async", "world", diss, "ns", Better::Lower)
-                .baseline("barrier_world", core),
+            Line::new("barrier_async_tree", "world", tree, "ns", Better::Lower)
+                .baseline("barrier_async_flat", flat),
         );
         barrier();
         lines
