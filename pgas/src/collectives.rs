@@ -196,34 +196,36 @@ pub(crate) mod tree {
     }
 
     /// `op` folded over `values` (one per rank, in rank order) with the parenthesisation of
-    /// the tree, without messages or allocation: what the messages of [`super::reduce_all`]
-    /// compute, for a rank that holds every value (the flat transport's root, the word path
-    /// of `reduce_all_u64`). A binary counter whose entry of level `k` holds the partial of
-    /// `2^k` consecutive ranks: two of one level merge as the tree merges a child into its
-    /// parent, and what is left merges from the right, as rank 0's last (smaller) children
-    /// do. `None` for no value.
+    /// the tree: what the messages of [`super::reduce_all`] compute, for a rank that holds
+    /// every value (the flat algorithms' root, the word path of `reduce_all_u64`). It walks
+    /// the tree depth first, children in increasing order, which takes the values in rank
+    /// order; no allocation. `None` for no value.
     pub(crate) fn fold<T>(
-        values: impl IntoIterator<Item = T>,
+        values: impl ExactSizeIterator<Item = T>,
         op: impl Fn(T, T) -> T,
     ) -> Option<T> {
-        let mut stack: [Option<(u32, T)>; usize::BITS as usize + 1] = [const { None }; _];
-        let mut len = 0;
-        for v in values {
-            let mut top = (0, v);
-            while len > 0 && stack[len - 1].as_ref().is_some_and(|e| e.0 == top.0) {
-                len -= 1;
-                let (level, lower) = stack[len].take().expect("an entry below len");
-                top = (level + 1, op(lower, top.1));
+        fn subtree<T>(
+            r: usize,
+            n: usize,
+            values: &mut impl Iterator<Item = T>,
+            op: &impl Fn(T, T) -> T,
+        ) -> T {
+            let mut acc = values.next().expect("one value per rank");
+            let below = if r == 0 {
+                n.next_power_of_two()
+            } else {
+                r & r.wrapping_neg()
+            };
+            let mut d = 1;
+            while d < below && r + d < n {
+                acc = op(acc, subtree(r + d, n, values, op));
+                d <<= 1;
             }
-            stack[len] = Some(top);
-            len += 1;
+            acc
         }
-        let (_, mut acc) = stack[..len].iter_mut().next_back()?.take()?;
-        for entry in stack[..len - 1].iter_mut().rev() {
-            let (_, lower) = entry.take().expect("an entry below len");
-            acc = op(lower, acc);
-        }
-        Some(acc)
+        let n = values.len();
+        let mut values = values;
+        (n > 0).then(|| subtree(0, n, &mut values, &op))
     }
 
     /// Rounds of a dissemination barrier of `n` ranks: ⌈log2 n⌉.
@@ -886,7 +888,7 @@ mod tests {
         }
         let left = (1..5u64).fold(1000, |a, r| op(a, 1000 + r));
         assert_ne!(tree::fold((0..5).map(|r| 1000 + r as u64), op), Some(left));
-        assert_eq!(tree::fold(Vec::<u64>::new(), op), None);
+        assert_eq!(tree::fold(Vec::<u64>::new().into_iter(), op), None);
     }
 
     #[test]
