@@ -34,12 +34,15 @@
 //! runs is [`Algorithm`]'s choice; by default ([`Algorithm::Auto`]) reductions, allgathers
 //! and barriers are flat on a team whose members share memory (every team on smp, a host's
 //! processes on mpi) and trees on any other, and broadcasts are trees everywhere. Measured
-//! with `pgas-bench` on smp (16 ranks on 2 cores, tree / flat): `reduce_all` 2.8×,
-//! `barrier_async` 2.2×, `broadcast` 0.72× (a `u64`) and 0.78× (64 KiB). A tree's
-//! reduction has 2⌈log2 P⌉ dependent hops, each of which must wake a rank and wait for a
-//! core, where the flat one has two; a message in shared memory is a store, so the root's
-//! P − 1 of them cost little. Across hosts a hop is a network message and the root's P − 1
-//! are serial: there the trees are the right tool. All algorithms give the same bits.
+//! with `pgas-bench` on smp (16 ranks on 2 cores, tree / flat, 2026-11-23): `reduce_all`
+//! 3.0×, `barrier_async` 1.9×, `broadcast` (rotating roots) 0.88× for a `u64` and 1.10× for
+//! 64 KiB. A tree's reduction has 2⌈log2 P⌉ dependent hops, each of which must wake a rank
+//! and wait for a core, where the flat one has two; a message in shared memory is a store, so
+//! the root's P − 1 of them cost little. Across hosts a hop is a network message and the
+//! root's P − 1 are serial, so the trees are the tool there as P grows; on this 2-core
+//! machine (4 processes under mpirun, `PGAS_MPI_PSHM=0`) the flat `reduce_all` was still
+//! faster (tree 1.8×): the crossover is for a cluster to measure. All algorithms give the
+//! same bits.
 //!
 //! # Order and bits of a reduction
 //!
@@ -693,9 +696,9 @@ where
     collective(team, CollectiveKind::Broadcast { root }, COLLECTIVE, || {
         let seq = runtime::with(|rt| rt.collectives.next_seq(team.id()));
         let value = (team.rank_me() == root).then_some(value);
-        // A tree even where the members share memory: measured, it is not slower there (its
-        // root sends ⌈log2 P⌉ messages, and no step waits for all members), unlike the
-        // reductions (module doc).
+        // A tree even where the members share memory: measured, it costs about what the flat
+        // one does there (its root sends ⌈log2 P⌉ messages, and no step waits for all
+        // members), unlike the reductions (module doc).
         broadcast_seq(team, root, value, seq, algorithm() == Algorithm::Flat)
     })
 }
@@ -742,10 +745,11 @@ where
 /// the communication core, then each rank loads every value and folds them in the tree's
 /// parenthesisation (the bits of [`reduce_all`]): P loads of shared memory after the core's
 /// barrier cost less than any message algorithm (`reduce_all_u64_tree` against
-/// `reduce_all_u64_auto` in `pgas-bench`: 4.3× on 16 ranks of smp). Where some segment is
+/// `reduce_all_u64_auto` in `pgas-bench`: 3.0× on 16 ranks of smp). Where some segment is
 /// remote (several hosts, or `PGAS_MPI_PSHM=0`) those loads would be P blocking round trips
 /// per rank, so it takes the message tree of [`reduce_all`] instead: O(log P) rounds (and
-/// under [`Algorithm::Tree`] always). Addressability is the same on every rank (a host's
+/// under [`Algorithm::Tree`] always); measured under mpirun with 4 processes and
+/// `PGAS_MPI_PSHM=0`, 48 µs and 98 µs in two runs against 70 µs and 150 µs for the P gets. Addressability is the same on every rank (a host's
 /// processes share memory with each other and with no one else), so all ranks take the same
 /// path. Other teams take [`reduce_all`].
 ///
