@@ -5,7 +5,7 @@
 //! team's id is derived from its parent's id, the split's sequence number and the color, so
 //! every member computes the same id without further messages.
 
-use std::cell::RefCell;
+use std::cell::{OnceCell, RefCell};
 use std::rc::Rc;
 
 use gasnet_bridge::Endpoint;
@@ -25,6 +25,8 @@ struct TeamInner {
     members: Vec<usize>,
     /// This rank's index in `members`.
     me: usize,
+    /// Whether every member's segment is addressable from this rank, found out once.
+    shared: OnceCell<bool>,
 }
 
 impl std::fmt::Debug for Team {
@@ -80,7 +82,12 @@ impl Team {
             .position(|&r| r == world_rank)
             .expect("a team is made only on its members");
         Team {
-            inner: Rc::new(TeamInner { id, members, me }),
+            inner: Rc::new(TeamInner {
+                id,
+                members,
+                me,
+                shared: OnceCell::new(),
+            }),
         }
     }
 
@@ -115,6 +122,22 @@ impl Team {
     /// The team rank of world rank `w`, if it is a member.
     pub fn from_world(&self, w: usize) -> Option<usize> {
         self.inner.members.iter().position(|&r| r == w)
+    }
+
+    /// True when this rank addresses every member's segment directly: all members are ranks
+    /// of one process (smp) or processes of one host mapping each other's segments (mpi). The
+    /// same on every member, since a host's processes share memory with each other and with
+    /// no one else; the collectives choose their algorithm by it.
+    pub(crate) fn shares_memory(&self) -> bool {
+        *self.inner.shared.get_or_init(|| {
+            runtime::with(|rt| {
+                let ep = rt.ep();
+                self.inner
+                    .members
+                    .iter()
+                    .all(|&w| ep.segment_base(w).is_ok())
+            })
+        })
     }
 
     /// World ranks of the members, in team order.

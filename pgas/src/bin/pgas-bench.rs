@@ -6,6 +6,12 @@
 //! and rank 1 is the target, polling in a barrier. One repetition holds `OPS` operations for
 //! latencies (a tenth of that for round trips, fewer with `--quick`) and about 32 MiB of
 //! traffic per flood size; the median of `--reps` repetitions after one warm-up is reported.
+//!
+//! A third job measures the tree collectives on the world team against the flat ones (through
+//! one rank, the algorithms the trees replaced; `pgas::collectives::Algorithm`), paired in
+//! every repetition: on smp with [`COLLECTIVE_RANKS`] ranks, where a tree differs from a line
+//! (or `--ranks` if that is above 2); on mpi with the job's ranks. One repetition holds
+//! `OPS / 100` collectives.
 
 use std::hint::black_box;
 use std::rc::Rc;
@@ -17,11 +23,13 @@ use bench_report::{BenchArgs, Better, Line, median_of, ns_per_op, paired, print,
 use gasnet_bridge::{AtomicOp, HandlerTable};
 use pgas::{
     AtomicDomain, Completions, GlobalPtr, Interceptor, LaunchConfig, Promise, RpcFn, RpcTable,
-    barrier, rget, rpc, rpc_ff, rput, rput_slice, rput_with,
+    barrier, barrier_async, rget, rpc, rpc_ff, rput, rput_slice, rput_with,
 };
 
 const FLOOD_SIZES: [usize; 6] = [8, 512, 4 << 10, 64 << 10, 1 << 20, 4 << 20];
 const SEGMENT: usize = 16 << 20;
+/// Ranks of the collectives job on smp: the widest rank count the conformance suite runs.
+const COLLECTIVE_RANKS: usize = 16;
 
 /// A hook that does nothing: what remains is the cost of having one installed.
 struct NoopHook;
@@ -51,6 +59,21 @@ fn main() {
     for l in &mut lines {
         *l = l.clone().on(conduit.name(), sizes.ranks);
     }
+    let wide = if conduit == gasnet_bridge::ConduitKind::Mpi {
+        sizes.ranks
+    } else {
+        // Two ranks (the default) show no tree; a count asked for on the command line is kept.
+        if sizes.ranks > 2 {
+            sizes.ranks
+        } else {
+            COLLECTIVE_RANKS
+        }
+    };
+    lines.extend(
+        collective_lines(&sizes, wide)
+            .into_iter()
+            .map(|l| l.on(conduit.name(), wide)),
+    );
     if conduit == gasnet_bridge::ConduitKind::Mpi {
         // On the mpi conduit the baselines are raw MPI between the same two processes
         // (BENCHMARKS.md); every process takes part, rank 0 prints.
@@ -439,6 +462,90 @@ fn irregular_line(s: &Sizes, dst: GlobalPtr<f64>) -> Line {
     let (base, value) = paired(s.reps, one_by_one, one);
     Line::new("rput_irregular", "4096x8B", value, "ns", Better::Lower)
         .baseline("rput_slice_one_by_one_4096x8B", base)
+}
+
+/// The tree collectives on the world team of `ranks` ranks against the flat ones (through one
+/// rank: the algorithms they replaced), each repetition of each run under the algorithm it
+/// measures (rank 0's lines). Broadcasts rotate their root, so that every rank's receiving and
+/// forwarding is in rank 0's time, as it is in a program's sequence of them.
+fn collective_lines(s: &Sizes, ranks: usize) -> Vec<Line> {
+    use pgas::collectives::{Algorithm, set_algorithm};
+    let config = LaunchConfig::new(ranks).segment_bytes(SEGMENT);
+    let per_rank = pgas::launch(&config, RpcTable::new(), || {
+        let world = pgas::world();
+        let n = world.rank_n();
+        let mut lines = Vec::new();
+        let or = |a: u64, b: u64| a | b;
+        let ops = s.ops / 100;
+        // Every rank switches at the same point, between collectives.
+        fn under(algorithm: Algorithm, ops: u64, f: &dyn Fn()) -> impl FnMut() -> f64 + '_ {
+            move || {
+                set_algorithm(algorithm);
+                barrier();
+                let ns = ns_per_op(ops, f);
+                set_algorithm(Algorithm::Auto);
+                ns
+            }
+        }
+        let reduce = || black_box(pgas::reduce_all(&world, 1u64, or).wait()).into_unit();
+        let (flat, tree) = paired(
+            s.reps,
+            under(Algorithm::Flat, ops, &reduce),
+            under(Algorithm::Tree, ops, &reduce),
+        );
+        lines.push(
+            Line::new("reduce_all_tree", "world_u64", tree, "ns", Better::Lower)
+                .baseline("reduce_all_flat", flat),
+        );
+        let words = || black_box(pgas::reduce_all_u64(&world, 1, or)).into_unit();
+        let (words, tree) = paired(
+            s.reps,
+            under(Algorithm::Auto, ops, &words),
+            under(Algorithm::Tree, ops, &words),
+        );
+        lines.push(
+            Line::new("reduce_all_u64_tree", "world", tree, "ns", Better::Lower)
+                .baseline("reduce_all_u64_auto", words),
+        );
+        for (case, bytes) in [("world_u64", 8), ("world_64KiB", 64 << 10)] {
+            let payload = vec![7u8; bytes];
+            let k = std::cell::Cell::new(0);
+            let bcast = || {
+                let root = k.get() % n;
+                k.set(k.get() + 1);
+                black_box(pgas::broadcast(&world, payload.clone(), root).wait());
+            };
+            let (flat, tree) = paired(
+                s.reps,
+                under(Algorithm::Flat, ops, &bcast),
+                under(Algorithm::Tree, ops, &bcast),
+            );
+            lines.push(
+                Line::new("broadcast_tree", case, tree, "ns", Better::Lower)
+                    .baseline("broadcast_flat", flat),
+            );
+        }
+        let bar = || barrier_async(&world).wait();
+        let (flat, tree) = paired(
+            s.reps,
+            under(Algorithm::Flat, ops, &bar),
+            under(Algorithm::Tree, ops, &bar),
+        );
+        lines.push(
+            Line::new("barrier_async_tree", "world", tree, "ns", Better::Lower)
+                .baseline("barrier_async_flat", flat),
+        );
+        barrier();
+        lines
+    })
+    .unwrap_or_else(|e| {
+        eprintln!("pgas-bench: collectives job failed: {e}");
+        std::process::exit(1)
+    });
+    if pgas::returned_ranks(ranks).is_none_or(|r| r.start != 0) {
+        return Vec::new();
+    }
+    per_rank.into_iter().next().expect("rank 0")
 }
 
 /// Random xor updates into a 1 Mi-word table on rank 1 through the atomic domain, against the
