@@ -372,11 +372,16 @@ impl Cd {
             }
         }
         st.entries.retain(|e| e.name != name);
+        let local = matches!(store, Store::LocalBytes(_));
         st.entries.push(Entry {
             name: name.to_string(),
             store,
         });
         st.restored.insert(name.to_string());
+        drop(st);
+        if local {
+            crate::spill::enforce_budget(rt);
+        }
     }
 }
 

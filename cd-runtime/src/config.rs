@@ -8,6 +8,7 @@
 //! report_file = "cd-report.json"
 //! file_dir = "/tmp/cd-files"    # where the file medium writes
 //! buddy_segment_bytes = 16777216 # segment room per rank for copies of the buddy medium
+//! memory_budget_bytes = 1073741824 # local preserved bytes per rank before the oldest spill to files
 //! buddy_domain = "node"         # buddies on other nodes ("node") or just other ranks ("rank")
 //! node_mtbf_seconds = 2.6e6     # MTBF of one node: the report states P_cf of buddy and xor
 //! recovery_seconds = 60.0       # window without redundancy after a node failure (for P_cf)
@@ -53,6 +54,15 @@
 //! copies of every rank whose buddy it is. A copy that finds no room goes by rpc into the
 //! buddy's private memory instead (slower, correct; the report's `bytes_buddy_rpc` counts
 //! them). `0` sends every buddy copy by rpc and adds nothing to the segment.
+//!
+//! ## `memory_budget_bytes`: demand preservation
+//!
+//! The bytes of preserved state a rank keeps in its memory on the local medium (byte copies of
+//! `preserve_slice` and `preserve_global`, every CD on its stack together). When a preservation passes it, the oldest copies (the outermost CDs'
+//! first, in the order they were preserved) move to the file medium (`spill.rs`, written off
+//! the critical path) until the rank is under the budget again, as ftRMA's demand checkpoints
+//! do under memory pressure: a run keeps going instead of failing for memory. Unset: no
+//! limit. The report counts the moved bytes (`bytes_spilled`).
 //!
 //! ## `buddy_domain`: which failure the buddy medium survives
 //!
@@ -295,6 +305,7 @@ struct ConfigFile {
     report_file: Option<Spanned<String>>,
     file_dir: Option<Spanned<String>>,
     buddy_segment_bytes: Option<Spanned<i64>>,
+    memory_budget_bytes: Option<Spanned<i64>>,
     buddy_domain: Option<BuddyDomain>,
     node_mtbf_seconds: Option<Spanned<f64>>,
     recovery_seconds: Option<Spanned<f64>>,
@@ -416,6 +427,9 @@ pub struct CdConfig {
     /// Bytes [`crate::launch`] adds to each rank's segment for the copies of the buddy medium
     /// it keeps for other ranks (a multiple of 64; 0: every buddy copy goes by rpc).
     pub buddy_segment_bytes: usize,
+    /// Bytes of preserved state a rank may keep in its memory on the local medium; past it the
+    /// oldest copies move to the file medium (demand preservation, `spill.rs`). `None`: no limit.
+    pub memory_budget_bytes: Option<usize>,
     /// Where a rank's buddy is: on another node, or the next rank.
     pub buddy_domain: BuddyDomain,
     /// Mean time between failures of one node, in seconds: with it the report states the
@@ -444,6 +458,7 @@ impl Default for CdConfig {
             report_file: None,
             file_dir: None,
             buddy_segment_bytes: DEFAULT_BUDDY_SEGMENT_BYTES,
+            memory_budget_bytes: None,
             buddy_domain: BuddyDomain::Node,
             node_mtbf_seconds: None,
             recovery_seconds: DEFAULT_RECOVERY_SECONDS,
@@ -710,6 +725,21 @@ impl CdConfig {
                 ));
             }
         };
+        let memory_budget_bytes = match &raw.memory_budget_bytes {
+            None => None,
+            Some(b) if *b.get_ref() > 0 => Some(*b.get_ref() as usize),
+            Some(b) => {
+                return Err(err(
+                    Some(b.span()),
+                    Some("memory_budget_bytes".into()),
+                    format!(
+                        "must be a positive number of bytes (the preserved state a rank keeps in \
+                         memory before the oldest copies move to files), got {}",
+                        b.get_ref()
+                    ),
+                ));
+            }
+        };
         let seconds = |v: &Option<Spanned<f64>>, key: &str| -> Result<Option<f64>, ConfigError> {
             match v {
                 Some(x) if !(x.get_ref().is_finite() && *x.get_ref() > 0.0) => Err(err(
@@ -766,6 +796,7 @@ impl CdConfig {
             report_file: raw.report_file.map(|v| PathBuf::from(v.into_inner())),
             file_dir: raw.file_dir.map(|v| PathBuf::from(v.into_inner())),
             buddy_segment_bytes,
+            memory_budget_bytes,
             buddy_domain: raw.buddy_domain.unwrap_or_default(),
             node_mtbf_seconds,
             recovery_seconds,

@@ -42,6 +42,7 @@ pub mod relaxed;
 pub mod report;
 pub mod rng;
 mod runtime;
+mod spill;
 pub mod strict;
 pub mod xor;
 

@@ -34,6 +34,10 @@ pub struct CdStats {
     pub bytes_buddy_rpc: u64,
     /// Bytes written to files.
     pub bytes_file: u64,
+    /// Of the local copies: bytes moved to the file medium because the rank's preserved state
+    /// passed `memory_budget_bytes` (demand preservation, `spill.rs`).
+    #[serde(default)]
+    pub bytes_spilled: u64,
     /// Bytes preserved on the xor medium (each rank's own copies; `xor.rs`).
     #[serde(default)]
     pub bytes_xor: u64,
@@ -158,6 +162,7 @@ impl CdStats {
         self.bytes_buddy += o.bytes_buddy;
         self.bytes_buddy_rpc += o.bytes_buddy_rpc;
         self.bytes_file += o.bytes_file;
+        self.bytes_spilled += o.bytes_spilled;
         self.bytes_xor += o.bytes_xor;
         self.bytes_parity += o.bytes_parity;
         self.bytes_by_reference += o.bytes_by_reference;

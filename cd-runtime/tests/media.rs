@@ -657,3 +657,95 @@ fn buddy_preservation_and_agreement_are_not_the_programs_communication() {
         );
     }
 }
+
+/// `nested` with `x` preserved as raw bytes (`preserve_slice`), the copies a memory budget
+/// moves (typed values of `preserve` stay in memory).
+fn nested_bytes(
+    ranks: usize,
+    cfg: CdConfig,
+    iters: usize,
+) -> Result<cd::CdOutcome<Vec<f64>>, cd::CdLaunchError> {
+    run(ranks, cfg, || {
+        let ring = Ring::new(N);
+        let g = new_global();
+        let mut x: Vec<f64> = (0..N).map(|i| i as f64 + 1.0).collect();
+        for it in 0..iters {
+            cd::strict("outer", |c| {
+                c.preserve_slice("x", &mut x);
+                c.preserve_global("g", g, N);
+                step(&mut x, it as u64);
+                update_global(g, &x);
+                cd::strict("inner", |c| {
+                    c.preserve_slice("x", &mut x);
+                    c.preserve_global("g", g, N);
+                    update_global(g, &x);
+                    step(&mut x, 100);
+                    Ok(())
+                })?;
+                ring.exchange(&pgas::world(), &mut x);
+                Ok(())
+            })?;
+        }
+        let mut out = x;
+        out.extend(pgas::rget_slice(g, N).wait());
+        Ok(out)
+    })
+}
+
+/// Demand preservation: past `memory_budget_bytes` the oldest local copies (the outer CD's)
+/// move to files, the inner CD's stay in memory; soft errors in both CDs still give the
+/// fault-free answer, restoring from the moved copies. Without a budget nothing moves.
+#[test]
+fn a_memory_budget_spills_the_oldest_copies_to_files_instead_of_failing() {
+    let clean = nested_bytes(3, CdConfig::default(), 4).unwrap();
+    let outer0 = clean.report.cd("outer").unwrap();
+    assert_eq!(outer0.bytes_spilled, 0, "no budget, nothing moves");
+    let dir = std::env::temp_dir().join(format!("cd-spill-test-{}", std::process::id()));
+    // Each CD keeps x and g (128 bytes each) locally: a budget of 300 bytes holds one CD's
+    // copies, not both.
+    let cfg = config(&format!(
+        "file_dir = {dir:?}\nmemory_budget_bytes = 300\n[defaults]\nmedium = \"local\"\n\
+         [cd.outer]\ninject = {{ at = [{{ rank = 2, iteration = 1, kind = \"soft\" }}] }}\n\
+         [cd.inner]\ninject = {{ at = [{{ rank = 0, iteration = 2, kind = \"soft\" }}] }}\n"
+    ));
+    let out = nested_bytes(3, cfg, 4).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.results, clean.results, "bit-exact with spilled copies");
+    let outer = out.report.cd("outer").unwrap();
+    let inner = out.report.cd("inner").unwrap();
+    assert!(outer.bytes_spilled > 0, "the outer (oldest) copies moved");
+    assert_eq!(inner.bytes_spilled, 0, "the inner copies stayed in memory");
+    assert!(outer.reexecutions > 0 && inner.reexecutions > 0);
+    assert!(
+        std::fs::read_dir(&dir).map_or(true, |d| d.count() == 0),
+        "the spilled copies' files are gone after the run"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A budget below every copy moves them all to files, which a rank loss does not take: losses
+/// in both CDs then recover (a local-only run would stop, as
+/// `only_local_preservation_ends_with_an_error_naming_the_cause` shows).
+#[test]
+fn spilled_copies_survive_a_rank_loss() {
+    let clean = nested_bytes(3, CdConfig::default(), 4).unwrap();
+    let dir = std::env::temp_dir().join(format!("cd-spill-loss-{}", std::process::id()));
+    let cfg = config(&format!(
+        "file_dir = {dir:?}\nmemory_budget_bytes = 64\n[defaults]\nmedium = \"local\"\n\
+         [cd.outer]\ninject = {{ at = [{{ rank = 2, iteration = 1, kind = \"rank_loss\" }}] }}\n\
+         [cd.inner]\ninject = {{ at = [{{ rank = 1, iteration = 3, kind = \"rank_loss\" }}] }}\n"
+    ));
+    let out = nested_bytes(3, cfg, 4).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.results, clean.results);
+    let outer = out.report.cd("outer").unwrap();
+    let inner = out.report.cd("inner").unwrap();
+    assert!(outer.bytes_spilled > 0 && inner.bytes_spilled > 0);
+    assert_eq!(outer.injected + inner.injected, 2);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_memory_budget_must_be_positive() {
+    let e = CdConfig::parse("memory_budget_bytes = 0\n", "t.toml").unwrap_err();
+    assert!(e.to_string().contains("memory_budget_bytes"), "{e}");
+    assert!(e.to_string().contains("positive"), "{e}");
+}
