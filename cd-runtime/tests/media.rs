@@ -196,17 +196,34 @@ fn nested(
     cfg: CdConfig,
     iters: usize,
 ) -> Result<cd::CdOutcome<Vec<f64>>, cd::CdLaunchError> {
-    run(ranks, cfg, || {
+    nested_as(ranks, cfg, iters, false)
+}
+
+/// [`nested`], with `x` preserved as a typed value or (`bytes`) as raw bytes.
+fn nested_as(
+    ranks: usize,
+    cfg: CdConfig,
+    iters: usize,
+    bytes: bool,
+) -> Result<cd::CdOutcome<Vec<f64>>, cd::CdLaunchError> {
+    let keep = move |c: &cd::Cd, x: &mut Vec<f64>| {
+        if bytes {
+            c.preserve_slice("x", x);
+        } else {
+            c.preserve("x", x);
+        }
+    };
+    run(ranks, cfg, move || {
         let ring = Ring::new(N);
         let g = new_global();
         let mut x: Vec<f64> = (0..N).map(|i| i as f64 + 0.5 * 2.0).collect();
         for it in 0..iters {
             cd::strict("outer", |c| {
-                c.preserve("x", &mut x);
+                keep(c, &mut x);
                 c.preserve_global("g", g, N);
                 step(&mut x, it as u64);
                 cd::strict("inner", |c| {
-                    c.preserve("x", &mut x);
+                    keep(c, &mut x);
                     c.preserve_global("g", g, N);
                     update_global(g, &x);
                     step(&mut x, 100);
@@ -665,31 +682,7 @@ fn nested_bytes(
     cfg: CdConfig,
     iters: usize,
 ) -> Result<cd::CdOutcome<Vec<f64>>, cd::CdLaunchError> {
-    run(ranks, cfg, || {
-        let ring = Ring::new(N);
-        let g = new_global();
-        let mut x: Vec<f64> = (0..N).map(|i| i as f64 + 1.0).collect();
-        for it in 0..iters {
-            cd::strict("outer", |c| {
-                c.preserve_slice("x", &mut x);
-                c.preserve_global("g", g, N);
-                step(&mut x, it as u64);
-                update_global(g, &x);
-                cd::strict("inner", |c| {
-                    c.preserve_slice("x", &mut x);
-                    c.preserve_global("g", g, N);
-                    update_global(g, &x);
-                    step(&mut x, 100);
-                    Ok(())
-                })?;
-                ring.exchange(&pgas::world(), &mut x);
-                Ok(())
-            })?;
-        }
-        let mut out = x;
-        out.extend(pgas::rget_slice(g, N).wait());
-        Ok(out)
-    })
+    nested_as(ranks, cfg, iters, true)
 }
 
 /// Demand preservation: past `memory_budget_bytes` the oldest local copies (the outer CD's)
