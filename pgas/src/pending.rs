@@ -13,7 +13,8 @@
 //!
 //! **Synchronizations and resilience traffic complete them first** ([`Runtime::quiet`]): a
 //! barrier, a collective, and the entry of an internal scope (a Containment Domain's
-//! preservation, agreement or recovery) wait until this rank has no put in flight. UPC++
+//! preservation, agreement or recovery) wait until this rank has no put in flight (except
+//! inside a message handler, which may not wait). UPC++
 //! leaves a put whose future was dropped unordered with a later barrier; here the barrier
 //! orders it, so a program that forgets a future still finds the data at the target after
 //! the barrier, and a CD never preserves or restores around a write still landing.

@@ -279,10 +279,12 @@ impl Runtime {
     }
 
     /// Makes progress until this rank has no put in flight (see `pending.rs`); free when it has
-    /// none.
+    /// none. Not inside a pgas message's handler, which may not wait (an rpc function that
+    /// enters an internal scope, a resilience runtime's gather): the rank's own synchronization
+    /// or scope entry outside the handler quiets instead.
     #[inline]
     pub(crate) fn quiet(&self) {
-        if self.pending_puts.borrow().is_empty() {
+        if self.pending_puts.borrow().is_empty() || self.in_handler.get() {
             return;
         }
         self.ep().wait_for(
