@@ -143,8 +143,9 @@ impl Endpoint {
         }
     }
 
-    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
-    pub(crate) fn in_handler(&self) -> bool {
+    /// Whether this rank is running an AM handler now (where a blocking call panics), for
+    /// layers that must not wait there.
+    pub fn in_handler(&self) -> bool {
         self.in_handler.get()
     }
 

@@ -284,7 +284,7 @@ impl Runtime {
     /// or scope entry outside the handler quiets instead.
     #[inline]
     pub(crate) fn quiet(&self) {
-        if self.pending_puts.borrow().is_empty() || self.in_handler.get() {
+        if self.pending_puts.borrow().is_empty() || self.ep().in_handler() {
             return;
         }
         self.ep().wait_for(
