@@ -106,7 +106,15 @@ pub(crate) struct BuddyStore {
     lost_logs: RefCell<HashSet<u64>>,
     /// Slots this rank asked its buddy for (rpcs sent), for tests of the steady state.
     reserves: std::cell::Cell<u64>,
+    /// By slot offset: the tag written after this rank's bytes in that slot by its last store
+    /// (see [`BuddyRpcs::fetch`]).
+    tags: RefCell<HashMap<usize, u64>>,
+    /// Tags handed out so far.
+    next_tag: std::cell::Cell<u64>,
 }
+
+/// Bytes of the tag that ends every slot copy.
+const TAG: usize = 8;
 
 /// Alignment of a buddy region in its segment (the segment's own is at least this).
 pub(crate) const REGION_ALIGN: usize = 4096;
@@ -330,6 +338,7 @@ pub(crate) struct BuddyRpcs {
     reserve: RpcFn<(usize, usize, Vec<usize>), Option<Slot>>,
     store: RpcFn<(usize, u64, Bytes), ()>,
     fetch: RpcFn<(usize, u64), Option<Bytes>>,
+    fetch_slot: RpcFn<(usize, usize), Option<Bytes>>,
     forget: RpcFn<(usize, u64), ()>,
     lost: RpcFn<LostCopies, ()>,
     store_logs: RpcFn<(usize, Vec<(u64, Bytes)>), ()>,
@@ -365,6 +374,15 @@ impl BuddyRpcs {
                         .map(Bytes)
                 })
                 .flatten()
+            }),
+            // Read in the buddy's own thread, so never torn by a memory loss of the buddy
+            // (which runs in that thread too).
+            fetch_slot: rpcs.register("cd.buddy.fetch_slot", |(offset, len): (usize, usize)| {
+                let mut bytes = vec![0u8; len];
+                GlobalPtr::<u8>::from_raw(pgas::rank_me(), offset)
+                    .read_local_slice(&mut bytes)
+                    .ok()
+                    .map(|()| Bytes(bytes))
             }),
             forget: rpcs.register("cd.buddy.forget", |(owner, key): (usize, u64)| {
                 runtime::try_with(|rt| rt.buddy.held.borrow_mut().remove(&(owner, key)));
@@ -424,11 +442,13 @@ impl BuddyRpcs {
     /// asked for by rpc), or by rpc when the region has no room.
     pub(crate) fn store(&self, rt: &CdRuntime, key: u64, bytes: &[u8]) -> Held {
         let buddy = rt.buddy_rank;
-        let slot = rt.buddy.take_free_slot(bytes.len()).or_else(|| {
+        let slot = rt.buddy.take_free_slot(bytes.len() + TAG).or_else(|| {
             let me = rt.rank;
             let ask = |give_back: Vec<usize>| {
                 rt.buddy.reserves.set(rt.buddy.reserves.get() + 1);
-                internal(|| pgas::rpc(buddy, self.reserve, (me, bytes.len(), give_back)).wait())
+                internal(|| {
+                    pgas::rpc(buddy, self.reserve, (me, bytes.len() + TAG, give_back)).wait()
+                })
             };
             ask(Vec::new()).or_else(|| {
                 // No room: give back this rank's free slots (the region merges them) and ask
@@ -442,10 +462,7 @@ impl BuddyRpcs {
         });
         let held = match slot {
             Some(slot) => {
-                pgas::resilience::rput_uncounted(
-                    bytes,
-                    GlobalPtr::<u8>::from_raw(buddy, slot.offset),
-                );
+                self.put_tagged(rt, slot, bytes);
                 Held::Slot(slot)
             }
             None => {
@@ -463,10 +480,7 @@ impl BuddyRpcs {
     /// Writes `bytes` again where the buddy held them before it lost them (`held`).
     pub(crate) fn store_again(&self, rt: &CdRuntime, key: u64, held: Held, bytes: &[u8]) {
         match held {
-            Held::Slot(slot) => pgas::resilience::rput_uncounted(
-                bytes,
-                GlobalPtr::<u8>::from_raw(rt.buddy_rank, slot.offset),
-            ),
+            Held::Slot(slot) => self.put_tagged(rt, slot, bytes),
             Held::Rpc => {
                 let copy = Bytes(bytes.to_vec());
                 internal(|| pgas::rpc(rt.buddy_rank, self.store, (rt.rank, key, copy)).wait());
@@ -475,8 +489,24 @@ impl BuddyRpcs {
         rt.buddy.mark_stored(key, held);
     }
 
+    /// Writes `bytes` into `slot` at the buddy, then a fresh tag after them, which this rank
+    /// remembers for the slot.
+    fn put_tagged(&self, rt: &CdRuntime, slot: Slot, bytes: &[u8]) {
+        let tag = pgas::mix64(((rt.rank as u64) << 40) ^ (rt.buddy.next_tag.get() + 1));
+        rt.buddy.next_tag.set(rt.buddy.next_tag.get() + 1);
+        let at = GlobalPtr::<u8>::from_raw(rt.buddy_rank, slot.offset);
+        pgas::resilience::rput_uncounted(bytes, at);
+        pgas::resilience::rput_uncounted(&tag.to_ne_bytes(), at + bytes.len());
+        rt.buddy.tags.borrow_mut().insert(slot.offset, tag);
+    }
+
     /// The `len` bytes the buddy holds for this rank (entry `key`, held as `held`); `None` if
     /// the buddy lost them.
+    ///
+    /// A slot's bytes come back by rpc, read in the buddy's thread with the tag written after
+    /// them; a tag other than the one this rank last wrote there means the buddy lost its
+    /// memory after that store (the loss notice may not have arrived yet: a buddy on another
+    /// team loses its memory at any time, and an rget could read its segment half wiped).
     pub(crate) fn fetch(
         &self,
         rt: &CdRuntime,
@@ -489,9 +519,14 @@ impl BuddyRpcs {
         }
         let buddy = rt.buddy_rank;
         match held {
-            Held::Slot(slot) => Some(internal(|| {
-                pgas::rget_slice(GlobalPtr::<u8>::from_raw(buddy, slot.offset), len).wait()
-            })),
+            Held::Slot(slot) => {
+                let want = *rt.buddy.tags.borrow().get(&slot.offset)?;
+                let got = internal(|| {
+                    pgas::rpc(buddy, self.fetch_slot, (slot.offset, len + TAG)).wait()
+                })?;
+                let (bytes, tag) = got.0.split_at(len);
+                (tag == want.to_ne_bytes()).then(|| bytes.to_vec())
+            }
             Held::Rpc => {
                 internal(|| pgas::rpc(buddy, self.fetch, (rt.rank, key)).wait()).map(|b| b.0)
             }
