@@ -12,8 +12,10 @@
 //! allocations keep the room they asked for). The region is allocated on the first request,
 //! and handed out in *slots*: an owner asks its buddy once, by rpc, for a slot of a size
 //! ([`BuddyRpcs::reserve`]), and writes its bytes there with one uncounted rput
-//! (`pgas::resilience::rput_uncounted`); a restore after the owner's loss reads them back with
-//! one rget. A completed CD's slots go back to the owner's list of free slots, not to the
+//! (`pgas::resilience::rput_uncounted`), followed by a tag the owner remembers; a restore after
+//! the owner's loss reads bytes and tag back in one rpc served in the buddy's thread, so a
+//! buddy that loses its memory meanwhile (it may be on another team, and its loss notice may
+//! not have arrived) yields a wrong tag, never a half-wiped copy: the entry counts as lost. A completed CD's slots go back to the owner's list of free slots, not to the
 //! buddy, so the next preservation of a similar size (the same CD in the next iteration) takes
 //! one back: in steady state a buddy copy is a single rput, with no message and no work on the
 //! buddy. (Entry keys are no cache key: they follow the CD tree, so every iteration of a loop
