@@ -645,17 +645,39 @@ pub(crate) fn buddy_map(nodes: &[usize], domain: BuddyDomain) -> Vec<usize> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
+pub(crate) mod test_topologies {
+    //! Node layouts the placement tests of the buddy and xor media both walk.
 
     /// The node of every rank, for nodes of these sizes in rank order.
-    fn contiguous(sizes: &[usize]) -> Vec<usize> {
+    pub(crate) fn contiguous(sizes: &[usize]) -> Vec<usize> {
         sizes
             .iter()
             .enumerate()
             .flat_map(|(node, &s)| std::iter::repeat_n(node, s))
             .collect()
     }
+
+    /// Every split of `n` ranks into consecutive nodes (all 2^(n-1) compositions of `n`), as
+    /// node sizes.
+    pub(crate) fn every_split(n: usize) -> impl Iterator<Item = Vec<usize>> {
+        (0..1u32 << (n - 1)).map(move |cuts| {
+            let mut sizes = vec![1];
+            for i in 0..n - 1 {
+                if cuts & (1 << i) != 0 {
+                    sizes.push(1);
+                } else {
+                    *sizes.last_mut().unwrap() += 1;
+                }
+            }
+            sizes
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::test_topologies::{contiguous, every_split};
+    use super::*;
 
     /// Checks the properties `buddy_map` promises for `nodes`.
     fn check(nodes: &[usize]) {
@@ -704,15 +726,7 @@ mod tests {
     fn buddies_are_on_another_node_for_every_split_into_nodes() {
         // Every split of up to 10 ranks into consecutive nodes (all 2^(n-1) compositions).
         for n in 1..=10usize {
-            for cuts in 0..(1u32 << (n - 1)) {
-                let mut sizes = vec![1];
-                for i in 0..n - 1 {
-                    if cuts & (1 << i) != 0 {
-                        sizes.push(1);
-                    } else {
-                        *sizes.last_mut().unwrap() += 1;
-                    }
-                }
+            for sizes in every_split(n) {
                 check(&contiguous(&sizes));
             }
         }

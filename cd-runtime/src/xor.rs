@@ -733,15 +733,7 @@ fn rebuild_entry(rt: &CdRuntime, frame: &Frame, i: usize, k: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The node of every rank, for nodes of these sizes in rank order.
-    fn contiguous(sizes: &[usize]) -> Vec<usize> {
-        sizes
-            .iter()
-            .enumerate()
-            .flat_map(|(node, &s)| std::iter::repeat_n(node, s))
-            .collect()
-    }
+    use crate::buddy::test_topologies::{contiguous, every_split};
 
     /// Checks what `xor_groups` promises for `nodes` and `k`: every rank in exactly one group,
     /// floor(n / k) groups of k or more (sizes differ by one at most), members on different nodes whenever there are two
@@ -803,15 +795,7 @@ mod tests {
     fn groups_never_put_two_members_on_one_node() {
         // Every split of up to 10 ranks into consecutive nodes, every k.
         for n in 1..=10usize {
-            for cuts in 0..(1u32 << (n - 1)) {
-                let mut sizes = vec![1];
-                for i in 0..n - 1 {
-                    if cuts & (1 << i) != 0 {
-                        sizes.push(1);
-                    } else {
-                        *sizes.last_mut().unwrap() += 1;
-                    }
-                }
+            for sizes in every_split(n) {
                 for k in 1..=n + 1 {
                     check(&contiguous(&sizes), k);
                 }
