@@ -376,6 +376,9 @@ where
     // Relaxed CDs read the IWC and the acks' target counters (replay order, gap checks); the
     // mode is the job's, fixed before any rank starts, so no write escapes the count.
     job.write_counting = gasnet_bridge::WriteCounting::On;
+    // Room for the writer marks (`relaxed/writers.rs`): a word per rank and the heap's
+    // block overhead.
+    job.segment_bytes = job.segment_bytes.saturating_add(ranks * 8 + 256);
     if config.buddy_segment_bytes > 0 {
         job.segment_bytes = job
             .segment_bytes
@@ -414,6 +417,9 @@ where
             xor_rpcs,
         });
         CURRENT.with(|c| *c.borrow_mut() = Some(rt.clone()));
+        // No rank's body starts before every rank has its runtime: an rpc of the runtime's
+        // (a buddy slot, a gather) reaching a rank that had none yet found nothing to serve it.
+        pgas::resilience::internal(pgas::barrier);
         let _guard = RankGuard(rt.clone());
         let out = body();
         let value = match out {

@@ -96,6 +96,12 @@ pub fn is_internal() -> bool {
     runtime::with(|rt| rt.is_internal())
 }
 
+/// True while this rank runs a message handler (an rpc function, a reply), where a blocking
+/// call such as [`rput_uncounted`] to another host must not wait.
+pub fn in_handler() -> bool {
+    runtime::with(|rt| rt.ep().in_handler())
+}
+
 /// Writes and rpcs started with the hook whose ack has not reached it yet.
 pub fn pending_acks() -> usize {
     runtime::with(|rt| rt.acks_pending.get())

@@ -162,6 +162,12 @@ fn check_run(
                 assert_eq!(o.traces.len(), usize::from(r == rank), "{what}: rank {r}");
             }
             let t = &out.results[rank].traces[0];
+            // Only the two writers into the rank, its neighbours, were asked for their logs.
+            let mut asked = t.asked.clone();
+            asked.sort_unstable();
+            let mut neighbours = vec![(rank + RANKS - 1) % RANKS, (rank + 1) % RANKS];
+            neighbours.sort_unstable();
+            assert_eq!(asked, neighbours, "{what}: the ranks asked");
             // Every incoming write replayed exactly once, in (EC, IWC) order: the IWC
             // sequence has no gap and no repeat.
             let applied: Vec<(u64, u64)> = t

@@ -26,6 +26,7 @@ use crate::relaxed::dependencies;
 use crate::relaxed::epochs;
 use crate::relaxed::limited;
 use crate::relaxed::log_store::{EntryKind, LogEntry, LoggedOp, TargetCounters};
+use crate::relaxed::writers;
 use crate::runtime::{self, CdRuntime};
 
 /// The hook; its state lives in the rank's CD runtime.
@@ -50,6 +51,15 @@ fn log(rt: &CdRuntime, op: u64, kind: EntryKind) {
     let Some(frame) = frame else {
         return;
     };
+    let written = match &kind {
+        EntryKind::Write { target, .. } | EntryKind::Rpc { target, .. } => Some(*target),
+        EntryKind::Atomic { target, op, .. } if *op != LoggedOp::Load => Some(*target),
+        _ => None,
+    };
+    if let Some(target) = written {
+        let generation = writers::generation(rt.lcsa().id);
+        rt.relaxed.writers.mark(rt.rank, target, generation);
+    }
     let e = LogEntry {
         lsn: rt.relaxed.next_lsn(),
         ec: pgas::resilience::epoch(),

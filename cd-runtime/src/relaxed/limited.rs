@@ -140,7 +140,8 @@ pub(crate) fn prepare(
     let iwc_end = resilience::incoming_writes();
     resilience::set_epoch(ec_begin);
     let ask: Vec<usize> = writers.iter().copied().filter(|&r| r != me).collect();
-    let writes = replay::gather(rt, &ask, iwc_begin, iwc_end, &own)?;
+    let writes =
+        replay::gather(rt, &ask, Vec::new(), iwc_begin, iwc_end, &own).map_err(|(e, _)| e)?;
     let mut outside = Vec::new();
     let mut in_copy = Vec::new();
     for w in writes {

@@ -17,6 +17,7 @@ pub(crate) mod log_store;
 pub(crate) mod replay;
 pub(crate) mod replica;
 pub(crate) mod run;
+pub(crate) mod writers;
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -229,9 +230,12 @@ pub(crate) struct RankState {
     /// Arrivals at limited barriers, by (team id, sequence number).
     pub(crate) arrivals: RefCell<std::collections::HashMap<(u64, u64), limited::Arrival>>,
     pub(crate) rpcs: RelaxedRpcs,
+    /// Who wrote into this rank, so that a recovery asks only them.
+    pub(crate) writers: writers::WriterMarks,
 }
 
 impl RankState {
+    /// The state of a rank at launch: collective (the writer marks' tables).
     pub(crate) fn new(rpcs: RelaxedRpcs) -> RankState {
         RankState {
             logging_depth: Cell::new(0),
@@ -251,6 +255,7 @@ impl RankState {
             log_key: Cell::new(0),
             arrivals: RefCell::new(std::collections::HashMap::new()),
             rpcs,
+            writers: writers::WriterMarks::new(),
         }
     }
 

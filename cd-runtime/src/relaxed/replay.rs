@@ -12,6 +12,7 @@ use crate::frame::Frame;
 use crate::relaxed::epochs::{self, Incoming, IncomingQueue, IncomingWhat};
 use crate::relaxed::interceptor::apply_incoming;
 use crate::relaxed::log_store::{EntryKind, LogEntry};
+use crate::relaxed::writers;
 use crate::relaxed::{RecoveryTrace, ReplayEvent};
 use crate::runtime::CdRuntime;
 
@@ -152,28 +153,61 @@ fn incoming_of(
     })
 }
 
-/// The ranks to ask: every other member of the LCSA's team. (Which of them wrote to F is
-/// not known at F without communication: the IWC counts writes, not writers.)
-fn ranks_to_ask(rt: &CdRuntime) -> Vec<usize> {
-    rt.lcsa()
+/// Gathers the writes into this rank with IWC in `(iwc_begin, iwc_end]`: from the ranks
+/// marked as its writers under the LCSA's generation first (`writers.rs`); when those leave
+/// a gap in the IWC sequence, from every other member of the LCSA's team too. Returns the
+/// ranks asked, in the order asked, and the writes.
+fn gather_writes(
+    rt: &CdRuntime,
+    iwc_begin: u64,
+    iwc_end: u64,
+    own: &[u64],
+) -> Result<(Vec<usize>, Vec<Incoming>), String> {
+    let lcsa = rt.lcsa();
+    let members: Vec<usize> = lcsa
         .team
         .members()
         .iter()
         .copied()
         .filter(|&r| r != rt.rank)
-        .collect()
+        .collect();
+    let generation = writers::generation(lcsa.id);
+    let mut asked: Vec<usize> = rt
+        .relaxed
+        .writers
+        .writers(rt.rank, generation)
+        .into_iter()
+        .filter(|r| members.contains(r))
+        .collect();
+    let first = gather(rt, &asked, Vec::new(), iwc_begin, iwc_end, own);
+    let got = match first {
+        Ok(writes) => return Ok((asked, writes)),
+        Err((_, got)) => got,
+    };
+    let rest: Vec<usize> = members.into_iter().filter(|r| !asked.contains(r)).collect();
+    if rest.is_empty() {
+        // Nobody else to ask: the same gap again, with its message.
+        return gather(rt, &[], got, iwc_begin, iwc_end, own)
+            .map(|w| (asked, w))
+            .map_err(|(e, _)| e);
+    }
+    asked.extend(&rest);
+    let writes = gather(rt, &rest, got, iwc_begin, iwc_end, own).map_err(|(e, _)| e)?;
+    Ok((asked, writes))
 }
 
 /// Asks `ranks` for the writes into this rank with IWC in `(iwc_begin, iwc_end]`, again for
-/// those still waiting for acks, until the sequence is complete or the rounds run out.
+/// those still waiting for acks, until the sequence (with the writes `got` already gathered
+/// from other ranks) is complete or the rounds run out. An error carries the reason and
+/// the writes gathered.
 pub(crate) fn gather(
     rt: &CdRuntime,
     ranks: &[usize],
+    mut got: Vec<Incoming>,
     iwc_begin: u64,
     iwc_end: u64,
     own: &[u64],
-) -> Result<Vec<Incoming>, String> {
-    let mut got: Vec<Incoming> = Vec::new();
+) -> Result<Vec<Incoming>, (String, Vec<Incoming>)> {
     let mut ask: Vec<usize> = ranks.to_vec();
     let mut last_err = String::new();
     let mut rounds = 0;
@@ -217,7 +251,7 @@ pub(crate) fn gather(
         ask = again;
         pgas::progress();
     }
-    Err(last_err)
+    Err((last_err, got))
 }
 
 /// Starts the recovery of `cd` (a relaxed CD whose execution failed): steps 1-2 of the
@@ -275,8 +309,7 @@ pub(crate) fn begin(rt: &CdRuntime, cd: &Cd) -> Result<(), String> {
     let iwc_end = resilience::incoming_writes();
     resilience::set_epoch(ec_begin);
     // Step 2: gather and sort.
-    let asked = ranks_to_ask(rt);
-    let mut writes = gather(rt, &asked, iwc_begin, iwc_end, &own)?;
+    let (asked, mut writes) = gather_writes(rt, iwc_begin, iwc_end, &own)?;
     // Combining writes replayed on top of their own effect corrupt data: each must land in
     // a region this CD restored, after that region's copy was taken; one already in the copy
     // is not replayed again (see `PreservedRegion`).
