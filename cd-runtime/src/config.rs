@@ -26,6 +26,7 @@
 //! [cd.solve]                    # own copy + XOR parity over a checksum group of 4 ranks
 //! medium = "xor"                # on 4 different nodes; survives one member's loss per group
 //! xor_group = 4
+//! restart_threads = 2           # a re-execution may run its kernels on 2 threads (Cd::restart_pool)
 //!
 //! [cd.cycle]                    # run with cd::strict_steps: how often it preserves
 //! interval = "daly"             # "every" (default), a number of steps, or "daly"
@@ -257,6 +258,7 @@ struct SettingsFile {
     interval: Option<Spanned<IntervalFile>>,
     mtbf_seconds: Option<Spanned<f64>>,
     xor_group: Option<Spanned<i64>>,
+    restart_threads: Option<Spanned<i64>>,
 }
 
 /// `interval` as written: a name (`"every"`, `"daly"`) or a number of steps.
@@ -379,6 +381,9 @@ pub struct CdSettings {
     pub mtbf_seconds: Option<f64>,
     /// Members of a checksum group of the xor medium (`xor_group`; at least 2).
     pub xor_group: Option<usize>,
+    /// Threads a re-execution may spread its work over (`restart_threads`; 1: serial
+    /// restart). See [`crate::Cd::restart_pool`].
+    pub restart_threads: usize,
 }
 
 impl Default for CdSettings {
@@ -398,6 +403,7 @@ impl Default for CdSettings {
             interval: Interval::Every,
             mtbf_seconds: None,
             xor_group: None,
+            restart_threads: 1,
         }
     }
 }
@@ -616,6 +622,20 @@ impl CdConfig {
                             "a checksum group needs at least 2 members (the parity of one \
                              member is a copy of it), got {}",
                             k.get_ref()
+                        ),
+                    ));
+                }
+            }
+            if let Some(t) = &s.restart_threads {
+                let max = gasnet_bridge::limits::max_threads();
+                if *t.get_ref() < 1 || *t.get_ref() as u64 > max as u64 {
+                    return Err(err(
+                        Some(t.span()),
+                        Some(format!("{at}restart_threads")),
+                        format!(
+                            "restart_threads must be between 1 (a serial restart) and {max} \
+                             (the threads this machine runs), got {}",
+                            t.get_ref()
                         ),
                     ));
                 }
@@ -864,6 +884,10 @@ impl CdConfig {
             if let Some(k) = &layer.xor_group {
                 // Checked when parsed: 2 or more.
                 s.xor_group = Some(*k.get_ref() as usize);
+            }
+            if let Some(t) = &layer.restart_threads {
+                // Checked when parsed: 1 or more.
+                s.restart_threads = *t.get_ref() as usize;
             }
             if let Some(inj) = &layer.inject {
                 if let Some(p) = &inj.soft_error {

@@ -40,6 +40,7 @@ pub mod interval;
 mod macro_support;
 pub mod relaxed;
 pub mod report;
+mod restart;
 pub mod rng;
 mod runtime;
 mod spill;

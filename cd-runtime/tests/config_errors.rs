@@ -85,6 +85,18 @@ fn bad_values() {
     );
     let e = err("seed = -3\n");
     assert_eq!(e.line, Some(1), "{e}");
+    at(
+        &err("[cd.smooth]\nrestart_threads = 0\n"),
+        2,
+        "cd.smooth.restart_threads",
+        "between 1 (a serial restart) and",
+    );
+    at(
+        &err("[defaults]\nrestart_threads = 1000000\n"),
+        2,
+        "defaults.restart_threads",
+        "the threads this machine runs",
+    );
 }
 
 #[test]

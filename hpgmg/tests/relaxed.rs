@@ -176,6 +176,22 @@ fn the_faults_config_recovers_each_soft_error_on_its_rank_alone() {
     assert!(squashed >= 6 * faults.len() as u64, "{out}");
 }
 
+/// Parallel restart (`restart_threads = 2`): the recovering rank's kernels run on the
+/// process's restart pool; the answer stays the fault-free one, bit for bit.
+#[test]
+fn a_parallel_restart_gives_the_same_bits() {
+    let clean = hpgmg(&[]);
+    let text = format!("{RELAXED_FAULTS}restart_threads = 2\n");
+    let config = TempFile::new("restart.toml", &text);
+    let out = hpgmg(&["--cd-config", config.arg()]);
+    check_recovered(
+        &out,
+        &clean,
+        &[(0, 20), (5, 13), (7, 58)],
+        "restart_threads = 2",
+    );
+}
+
 #[test]
 fn soft_errors_on_every_level_and_rank_are_recovered_alone_and_bit_exact() {
     let clean = hpgmg(&[]);

@@ -26,7 +26,14 @@
 //!   box-to-box region, the naturally-grained puts of the UPC++ port); `agg_5_1_r8` the same
 //!   with one box per rank (every neighbour remote).
 //!
+//! - `parallel_restart` / `smooth_5_8_r8`: milliseconds of the relaxed smoother CD's
+//!   recoveries (the report's per-failure recovery time, summed) for the three soft errors
+//!   of `hpgmg/configs/relaxed-faults.toml` (finest levels, ranks 0, 5, 7), each recovered by
+//!   its rank alone, with `restart_threads = 2` (the recovering rank's kernels on the
+//!   process's restart pool), baseline `serial_restart_5_8_r8` (`restart_threads = 1`).
+//!
 //! The multi-rank runs time 3 solves per pass (5 for one box per rank).
+//! `HPGMG_BENCH=restart` runs only the `parallel_restart` line.
 //!
 //! `--quick` uses `4 1`/`5 1` and `4 8 --ranks 8` (case names say so) and one solve per pass.
 //! `--ranks` is ignored: the multi-rank cases use 8 ranks on smp, or the mpirun world.
@@ -79,6 +86,71 @@ fn job(cfg: hpgmg::Config, mode: ExchangeMode, cds: Cds) -> Option<(f64, f64)> {
         .map(|o| (o.report.seconds[0], o.report.dofs[0] / o.report.seconds[0]))
 }
 
+/// Milliseconds of the smoother CD's recoveries (summed over its failures) in a relaxed job
+/// with the faults of `relaxed-faults.toml` and `threads` restart threads; `None` in the
+/// processes of an mpi job but rank 0's.
+fn restart_job(cfg: hpgmg::Config, threads: usize) -> Option<f64> {
+    let text = format!(
+        "{}restart_threads = {threads}\n",
+        include_str!("../../configs/relaxed-faults.toml")
+    );
+    let config = cd_runtime::CdConfig::parse(&text, "relaxed-faults.toml")
+        .expect("the faults configuration parses");
+    let opts = JobOptions {
+        ranks: cfg.num_ranks,
+        mode: ExchangeMode::Aggregated,
+    };
+    let out =
+        run_job(cfg, opts, false, Some(config)).unwrap_or_else(|e| panic!("hpgmg job: {e}"))?;
+    let report = out.cd_report.expect("a CD report");
+    let smooth = report.cd("smooth").expect("the smoother CD ran");
+    assert_eq!(smooth.failures.len(), 3, "the three faults were recovered");
+    Some(
+        smooth
+            .failures
+            .iter()
+            .map(|f| f.recover_ns as f64 / 1e6)
+            .sum(),
+    )
+}
+
+/// `parallel_restart` against `serial_restart`, alternating (BENCHMARKS.md).
+fn restart_lines(args: &BenchArgs, ranks: usize, conduit: &str) -> Vec<Line> {
+    let (log2, per_rank) = if args.quick { (4, 8) } else { (5, 8) };
+    let cfg = config(log2, per_rank, ranks, 1);
+    let (mut parallel, mut serial) = (Vec::new(), Vec::new());
+    for rep in 0..=args.reps {
+        let (p, s) = if rep % 2 == 1 {
+            let s = restart_job(cfg, 1);
+            (restart_job(cfg, 2), s)
+        } else {
+            let p = restart_job(cfg, 2);
+            (p, restart_job(cfg, 1))
+        };
+        if rep > 0 {
+            if let (Some(p), Some(s)) = (p, s) {
+                parallel.push(p);
+                serial.push(s);
+            }
+        }
+    }
+    if parallel.is_empty() {
+        return Vec::new();
+    }
+    let case = format!("{log2}_{per_rank}_r{ranks}");
+    vec![
+        Line::new(
+            "parallel_restart",
+            &format!("smooth_{case}"),
+            median(&mut parallel),
+            "ms",
+            Better::Lower,
+        )
+        .baseline(&format!("serial_restart_{case}"), median(&mut serial))
+        .on(conduit, ranks),
+    ]
+}
+
 /// DOF/s at h of the reference binary `bin` (`None` if it cannot run).
 fn reference(bin: &str, log2: i64, boxes: i64) -> Option<f64> {
     let out = std::process::Command::new(bin)
@@ -110,6 +182,10 @@ fn main() {
     let under_mpi = matches!(pgas::mpi_world(), Ok(Some(_)));
     let conduit = if under_mpi { "mpi" } else { "smp" };
     let mut lines = Vec::new();
+    if std::env::var("HPGMG_BENCH").as_deref() == Ok("restart") {
+        print(&restart_lines(&args, ranks, conduit), args.json);
+        return;
+    }
 
     // Single-rank speed (skipped under mpirun: every process would run it).
     if !under_mpi {
@@ -252,5 +328,6 @@ fn main() {
         )
         .on(conduit, ranks),
     );
+    lines.extend(restart_lines(&args, ranks, conduit));
     print(&lines, args.json);
 }
