@@ -192,6 +192,24 @@ fn a_parallel_restart_gives_the_same_bits() {
     );
 }
 
+/// A rank loss in a finest-level smoother call, with buddy copies and the log replicated at
+/// the buddy: the lost rank recovers alone, its kernels on the restart pool, bit for bit.
+#[test]
+fn a_rank_loss_in_the_smoother_recovers_alone_with_a_parallel_restart() {
+    let clean = hpgmg(&[]);
+    let config = TempFile::new(
+        "loss.toml",
+        "[cd.smooth]\nkind = \"relaxed\"\nlogging = true\nmedium = \"buddy\"\n\
+         log_medium = \"buddy\"\nrestart_threads = 2\n\
+         inject = { at = [{ rank = 5, iteration = 13, kind = \"rank_loss\" }] }\n",
+    );
+    let out = hpgmg(&["--cd-config", config.arg()]);
+    assert_richardson(&out, &REF_5_8, "rank loss");
+    assert_eq!(physics(&out), physics(&clean), "rank loss");
+    assert_eq!(failures(&out), [(13, vec![5])], "rank 5 alone re-executed");
+    assert_eq!(row(&out, "level")[2], 0, "no strict re-execution");
+}
+
 #[test]
 fn soft_errors_on_every_level_and_rank_are_recovered_alone_and_bit_exact() {
     let clean = hpgmg(&[]);

@@ -254,6 +254,64 @@ pub(crate) fn gather(
     Err((last_err, got))
 }
 
+/// After this rank lost its memory: writes the logged puts that landed in its segment
+/// before the CD began (IWC up to `iwc_begin`, as far as the logs of the LCSA's other members
+/// still hold them) back into it, in IWC order, before the recovery restores the preserved
+/// regions (which override them) and replays the CD's own window.
+///
+/// Without them, a neighbour that began its CD first and put into this rank before this
+/// rank's begin (nothing orders the two) left bytes the loss took and no replay brought
+/// back: a re-execution waiting for them waited forever. Writes no log holds (made outside
+/// logging relaxed CDs, before the LCSA) and atomics or rpcs are not rebuilt: the region
+/// they wrote must be preserved (`preserve_global`) to survive a loss, as before.
+pub(crate) fn rebuild_before_begin(rt: &CdRuntime, frame: &Frame) {
+    let iwc_begin = frame.rx.borrow().iwc_begin;
+    let members: Vec<usize> = rt
+        .lcsa()
+        .team
+        .members()
+        .iter()
+        .copied()
+        .filter(|&r| r != rt.rank)
+        .collect();
+    let mut got: Vec<Incoming> = Vec::new();
+    let mut ask = members;
+    for _ in 0..GATHER_ROUNDS {
+        if ask.is_empty() {
+            break;
+        }
+        let futures: Vec<_> = internal(|| {
+            ask.iter()
+                .map(|&r| {
+                    (
+                        r,
+                        pgas::rpc(r, rt.relaxed.rpcs.gather, (rt.rank, 0u64, iwc_begin)),
+                    )
+                })
+                .collect()
+        });
+        let mut again = Vec::new();
+        for (r, fut) in futures {
+            let (writes, pending) = internal(|| fut.wait());
+            got.retain(|w| w.from != r);
+            got.extend(writes);
+            if pending > 0 {
+                again.push(r);
+            }
+        }
+        ask = again;
+        pgas::progress();
+    }
+    got.sort_by_key(|w| w.iwc);
+    got.dedup_by_key(|w| w.iwc);
+    for w in got {
+        if matches!(w.what, IncomingWhat::Put { .. }) {
+            // Inside the segment: the initiator's put landed there.
+            let _ = epochs::apply(rt.rank, &w);
+        }
+    }
+}
+
 /// Starts the recovery of `cd` (a relaxed CD whose execution failed): steps 1-2 of the
 /// protocol and the replay state for step 3. An error means the CD cannot recover alone.
 pub(crate) fn begin(rt: &CdRuntime, cd: &Cd) -> Result<(), String> {

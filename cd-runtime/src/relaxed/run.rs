@@ -71,11 +71,16 @@ pub fn relaxed<R>(
         frame: frame.clone(),
     };
     let mut attempt = 0u32;
+    // The previous execution ended with this rank's memory lost (its segment with it).
+    let mut after_loss = false;
     loop {
         frame.begin(attempt);
         let start = Instant::now();
         let injected = injector::for_execution(&rt, &frame, name, attempt);
         if attempt > 0 {
+            if after_loss {
+                replay::rebuild_before_begin(&rt, &frame);
+            }
             if let Err(cause) = replay::begin(&rt, &cd) {
                 rt.relaxed.finish_trace();
                 return escalate_replay(&rt, &frame, attempt, cause, logging);
@@ -181,6 +186,7 @@ pub fn relaxed<R>(
             };
             return finish(&rt, &frame, Err(err), logging, false);
         }
+        after_loss = own_loss;
         attempt += 1;
     }
 }
