@@ -268,6 +268,40 @@ pub(crate) fn restorable(
     })
 }
 
+/// Why entries of `frame` on the buddy medium can no longer be restored on this rank (no
+/// local copy, and the buddy lost its copy with its memory), for the line of an escalation;
+/// `None` if none.
+pub(crate) fn buddy_loss_reason(rt: &CdRuntime, frame: &Frame) -> Option<String> {
+    let st = frame.state.borrow();
+    let names: Vec<&str> = st
+        .entries
+        .iter()
+        .filter(|e| {
+            matches!(&e.store, Store::Buddy { key, held, local: None, .. }
+                if rt.buddy.is_lost(*key, *held))
+        })
+        .map(|e| e.name.as_str())
+        .collect();
+    if names.is_empty() {
+        return None;
+    }
+    let why = if rt.config.buddy_copies == 1 {
+        "the only copy (buddy_copies = 1)"
+    } else {
+        "the copy this rank needed, having lost its own"
+    };
+    Some(format!(
+        "buddy rank {} lost its memory and with it {why} of {} on rank {}",
+        rt.buddy_rank,
+        names
+            .iter()
+            .map(|n| format!("`{n}`"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        rt.rank
+    ))
+}
+
 /// Applies `ok` to the nearest ancestor entry called `name` (following references further up).
 pub(crate) fn find_in_ancestors(
     frames: &[Rc<Frame>],
