@@ -35,12 +35,13 @@ pub(crate) enum Store {
     /// Bytes in this rank's memory.
     LocalBytes(Vec<u8>),
     /// `len` bytes at the buddy rank (`held`: a slot of its segment, or by rpc under `key`),
-    /// and the same bytes in this rank's memory.
+    /// and the same bytes in this rank's memory (`local`; `None` after this rank's loss, and
+    /// always with `buddy_copies = 1`).
     ///
     /// The local copy is needed because the buddy copy does not survive the loss of the
     /// *buddy*: a rank's loss wipes the copies it holds for others, and the owner (which did
     /// not fail) must still restore when the CD re-executes together. A rank restores from
-    /// its own copy while it has it, and from the buddy after losing its memory.
+    /// its own copy while it has it, and from the buddy otherwise.
     Buddy {
         key: u64,
         held: Held,
