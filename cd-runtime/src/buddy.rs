@@ -21,6 +21,24 @@
 //! buddy. (Entry keys are no cache key: they follow the CD tree, so every iteration of a loop
 //! has new ones.) The owner gives its free slots back only when the region has no room left.
 //!
+//! **One copy or two (`buddy_copies`).** By default (`2`) the owner also keeps the bytes in its
+//! own memory (`frame::Store::Buddy`'s `local`): a soft error restores from it, and the buddy's
+//! loss takes nothing the owner needs (it stores the copy again before a re-execution). That
+//! copy is the other half of a preservation's time: on smp `preserve_buddy` / `1MiB` measures
+//! ~0.5x `rput_1MiB` (a memory copy, then the rput, both on the owner's thread; `perf` shows
+//! the time in the two copies, `memmove` and the segment copy). With `buddy_copies = 1` the
+//! owner keeps no copy: `preserve_slice` puts straight from the program's array into the slot,
+//! one rput (`preserve_buddy` / `1MiB_one_copy`, ~1x `rput_1MiB`), and every restore, a soft
+//! error's too, fetches the bytes back by rpc ([`BuddyRpcs::fetch`], tag-checked). The buddy's
+//! loss then takes the only copy: the owner's entry is unrestorable ([`crate::frame::restorable`])
+//! and a CD that must restore it escalates, naming the buddy, the entries and the key
+//! ([`crate::frame::buddy_loss_reason`]). **Reading chosen:** two copies stay the default,
+//! because with one a single rank loss in any CD spanning a rank and its owner (every world CD)
+//! cannot be contained; one copy is the documented choice for speed. Measured and rejected: a
+//! second thread per rank making the local copy while the owner's thread puts (both copies
+//! done before `preserve` returns, so nothing is lost): 0.70x in quiet runs, worse than 0.5x
+//! under load (the two copies share the memory bandwidth and the two cores); not kept.
+//!
 //! When the buddy's region has no room for a copy (or `buddy_segment_bytes = 0`), the copy goes
 //! as before, in a serialized rpc into the buddy's private memory (a map keyed by owner and
 //! entry key), slower; the report counts those bytes (`bytes_buddy_rpc`).

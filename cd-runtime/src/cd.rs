@@ -186,6 +186,12 @@ impl Cd {
                     Store::Reference
                 } else if medium == Medium::Local {
                     Store::LocalBytes(rt.pool.copy_of(bytes))
+                } else if medium == Medium::Buddy {
+                    // Put straight from the program's memory; a local copy only if asked.
+                    let key = self.frame.key(name);
+                    let held = rt.rpcs.store(rt, key, bytes);
+                    let local = (rt.config.buddy_copies > 1).then(|| rt.pool.copy_of(bytes));
+                    buddy_entry(rt, &self.frame, key, held, bytes.len(), local)
                 } else {
                     save_bytes(rt, &self.frame, name, medium, rt.pool.copy_of(bytes))
                 };
@@ -422,18 +428,14 @@ fn save_bytes(rt: &CdRuntime, frame: &Frame, name: &str, medium: Medium, bytes: 
     match medium {
         Medium::Buddy => {
             let held = rt.rpcs.store(rt, key, &bytes);
-            if held == Held::Rpc {
-                rt.stats
-                    .borrow_mut()
-                    .entry(&frame.name, frame.level)
-                    .bytes_buddy_rpc += bytes.len() as u64;
-            }
-            Store::Buddy {
-                key,
-                held,
-                len: bytes.len(),
-                local: Some(bytes),
-            }
+            let len = bytes.len();
+            let local = if rt.config.buddy_copies > 1 {
+                Some(bytes)
+            } else {
+                rt.pool.give_back(bytes);
+                None
+            };
+            buddy_entry(rt, frame, key, held, len, local)
         }
         Medium::File => {
             // Written by the rank's file writer while the body runs (file_medium.rs).
@@ -452,6 +454,30 @@ fn save_bytes(rt: &CdRuntime, frame: &Frame, name: &str, medium: Medium, bytes: 
     }
 }
 
+/// The buddy medium's entry of `len` bytes held at the buddy as `held`, with `local` its local
+/// copy (`None` with `buddy_copies = 1`: restored by fetching it back from the buddy).
+fn buddy_entry(
+    rt: &CdRuntime,
+    frame: &Frame,
+    key: u64,
+    held: Held,
+    len: usize,
+    local: Option<Vec<u8>>,
+) -> Store {
+    if held == Held::Rpc {
+        rt.stats
+            .borrow_mut()
+            .entry(&frame.name, frame.level)
+            .bytes_buddy_rpc += len as u64;
+    }
+    Store::Buddy {
+        key,
+        held,
+        len,
+        local,
+    }
+}
+
 /// The bytes of entry `index` of `frame` (following a reference up the tree).
 fn load_bytes(rt: &CdRuntime, frame: &Frame, index: usize) -> Vec<u8> {
     let (name, store_bytes) = {
@@ -466,11 +492,20 @@ fn load_bytes(rt: &CdRuntime, frame: &Frame, index: usize) -> Vec<u8> {
                 len,
                 local: None,
             } => Some(rt.rpcs.fetch(rt, *key, *held, *len).unwrap_or_else(|| {
-                panic!(
-                    "CD {:?}: buddy rank {} no longer holds `{}`, and this rank lost its \
+                if rt.config.buddy_copies > 1 {
+                    panic!(
+                        "CD {:?}: buddy rank {} no longer holds `{}`, and this rank lost its \
                          own copy: a second rank loss during the recovery from the first",
-                    frame.name, rt.buddy_rank, e.name
-                )
+                        frame.name, rt.buddy_rank, e.name
+                    )
+                } else {
+                    panic!(
+                        "CD {:?}: buddy rank {} no longer holds `{}`, the only copy with \
+                         buddy_copies = 1 (it lost its memory): set buddy_copies = 2 to keep \
+                         a local copy too",
+                        frame.name, rt.buddy_rank, e.name
+                    )
+                }
             })),
             Store::Xor { local: Some(b), .. } => Some(b.clone()),
             // Rebuilt before the re-execution unless another member of the group lost it too
@@ -507,9 +542,10 @@ fn load_bytes(rt: &CdRuntime, frame: &Frame, index: usize) -> Vec<u8> {
     };
     if let Some(b) = store_bytes {
         // Fetched from the buddy after this rank's loss: keep a local copy again, or the
-        // entry would not survive a later loss of the buddy.
+        // entry would not survive a later loss of the buddy (with two copies; with one, the
+        // buddy's stays the only one).
         if let Store::Buddy { local, .. } = &mut frame.state.borrow_mut().entries[index].store {
-            if local.is_none() {
+            if local.is_none() && rt.config.buddy_copies > 1 {
                 *local = Some(b.clone());
             }
         }

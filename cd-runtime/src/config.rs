@@ -10,6 +10,7 @@
 //! buddy_segment_bytes = 16777216 # segment room per rank for copies of the buddy medium
 //! memory_budget_bytes = 1073741824 # local preserved bytes per rank before the oldest spill to files
 //! buddy_domain = "node"         # buddies on other nodes ("node") or just other ranks ("rank")
+//! buddy_copies = 2              # buddy medium: a local copy too (2) or the buddy's alone (1)
 //! node_mtbf_seconds = 2.6e6     # MTBF of one node: the report states P_cf of buddy and xor
 //! recovery_seconds = 60.0       # window without redundancy after a node failure (for P_cf)
 //!
@@ -55,6 +56,25 @@
 //! copies of every rank whose buddy it is. A copy that finds no room goes by rpc into the
 //! buddy's private memory instead (slower, correct; the report's `bytes_buddy_rpc` counts
 //! them). `0` sends every buddy copy by rpc and adds nothing to the segment.
+//!
+//! ## `buddy_copies`: one copy or two
+//!
+//! `2` (the default): the buddy medium keeps every entry twice, at the buddy and in the rank's
+//! own memory. A soft error restores from the local copy (a memory copy), the rank's loss from
+//! the buddy's, and the buddy's loss takes nothing the rank needs (it stores the copy again at
+//! the buddy before a re-execution). The preservation makes both copies, one after the other
+//! on the rank's thread: about half the speed of one rput (`cd-bench`'s `preserve_buddy` /
+//! `1MiB`, ~0.5x `rput_1MiB`).
+//!
+//! `1`: the buddy's copy alone, put straight from the program's memory into the buddy's
+//! segment: a preservation is one rput (`preserve_buddy` / `1MiB_one_copy`, ~0.8-1x
+//! `rput_1MiB`), and the rank keeps no preserved bytes in its memory. A soft error restores by
+//! fetching the copy back from the buddy (one rpc read in the buddy's thread, checked by its
+//! tag: a round trip and two copies of the bytes, instead of one memory copy). The rank's loss
+//! restores from the buddy as with `2`. The buddy's loss takes the only copy: a CD that then
+//! re-executes (the buddy's own failure, when they share the CD) cannot restore this rank and
+//! escalates, the line that ends the run naming the buddy and this key. Use it where a buddy's
+//! loss is contained further up (or not expected), and preservation speed matters.
 //!
 //! ## `memory_budget_bytes`: demand preservation
 //!
@@ -309,6 +329,7 @@ struct ConfigFile {
     buddy_segment_bytes: Option<Spanned<i64>>,
     memory_budget_bytes: Option<Spanned<i64>>,
     buddy_domain: Option<BuddyDomain>,
+    buddy_copies: Option<Spanned<i64>>,
     node_mtbf_seconds: Option<Spanned<f64>>,
     recovery_seconds: Option<Spanned<f64>>,
     defaults: Option<SettingsFile>,
@@ -438,6 +459,9 @@ pub struct CdConfig {
     pub memory_budget_bytes: Option<usize>,
     /// Where a rank's buddy is: on another node, or the next rank.
     pub buddy_domain: BuddyDomain,
+    /// Copies the buddy medium keeps of an entry: 2 (at the buddy and locally; the default) or
+    /// 1 (at the buddy alone: faster, but the buddy's loss takes it; module doc).
+    pub buddy_copies: usize,
     /// Mean time between failures of one node, in seconds: with it the report states the
     /// probability of a catastrophic failure (P_cf) of the buddy and xor media
     /// ([`crate::xor::p_cf`]).
@@ -466,6 +490,7 @@ impl Default for CdConfig {
             buddy_segment_bytes: DEFAULT_BUDDY_SEGMENT_BYTES,
             memory_budget_bytes: None,
             buddy_domain: BuddyDomain::Node,
+            buddy_copies: 2,
             node_mtbf_seconds: None,
             recovery_seconds: DEFAULT_RECOVERY_SECONDS,
             defaults: SettingsFile::default(),
@@ -760,6 +785,20 @@ impl CdConfig {
                 ));
             }
         };
+        let buddy_copies = match &raw.buddy_copies {
+            None => 2,
+            Some(c) if matches!(c.get_ref(), 1 | 2) => *c.get_ref() as usize,
+            Some(c) => {
+                return Err(err(
+                    Some(c.span()),
+                    Some("buddy_copies".into()),
+                    format!(
+                        "must be 1 (the buddy's copy alone) or 2 (a local copy too), got {}",
+                        c.get_ref()
+                    ),
+                ));
+            }
+        };
         let seconds = |v: &Option<Spanned<f64>>, key: &str| -> Result<Option<f64>, ConfigError> {
             match v {
                 Some(x) if !(x.get_ref().is_finite() && *x.get_ref() > 0.0) => Err(err(
@@ -818,6 +857,7 @@ impl CdConfig {
             buddy_segment_bytes,
             memory_budget_bytes,
             buddy_domain: raw.buddy_domain.unwrap_or_default(),
+            buddy_copies,
             node_mtbf_seconds,
             recovery_seconds,
             defaults,
@@ -1229,6 +1269,23 @@ mod tests {
             Some("buddy_segment_bytes"),
             "top level only"
         );
+    }
+
+    #[test]
+    fn buddy_copies_is_one_or_two_and_names_itself() {
+        assert_eq!(CdConfig::default().buddy_copies, 2);
+        assert_eq!(parse("seed = 1\n").unwrap().buddy_copies, 2);
+        assert_eq!(parse("buddy_copies = 1\n").unwrap().buddy_copies, 1);
+        assert_eq!(parse("buddy_copies = 2\n").unwrap().buddy_copies, 2);
+        for bad in ["0", "3", "-1"] {
+            let e = parse(&format!("seed = 1\nbuddy_copies = {bad}\n")).unwrap_err();
+            assert_eq!(
+                (e.line, e.key.as_deref()),
+                (Some(2), Some("buddy_copies")),
+                "{bad}"
+            );
+            assert!(e.to_string().contains("1 (the buddy's copy alone)"), "{e}");
+        }
     }
 
     #[test]

@@ -35,12 +35,13 @@ pub(crate) enum Store {
     /// Bytes in this rank's memory.
     LocalBytes(Vec<u8>),
     /// `len` bytes at the buddy rank (`held`: a slot of its segment, or by rpc under `key`),
-    /// and the same bytes in this rank's memory.
+    /// and the same bytes in this rank's memory (`local`; `None` after this rank's loss, and
+    /// always with `buddy_copies = 1`).
     ///
     /// The local copy is needed because the buddy copy does not survive the loss of the
     /// *buddy*: a rank's loss wipes the copies it holds for others, and the owner (which did
     /// not fail) must still restore when the CD re-executes together. A rank restores from
-    /// its own copy while it has it, and from the buddy after losing its memory.
+    /// its own copy while it has it, and from the buddy otherwise.
     Buddy {
         key: u64,
         held: Held,
@@ -266,6 +267,40 @@ pub(crate) fn restorable(
         Store::Reference => find_in_ancestors(frames, index, &e.name, &ok),
         s => ok(s),
     })
+}
+
+/// Why entries of `frame` on the buddy medium can no longer be restored on this rank (no
+/// local copy, and the buddy lost its copy with its memory), for the line of an escalation;
+/// `None` if none.
+pub(crate) fn buddy_loss_reason(rt: &CdRuntime, frame: &Frame) -> Option<String> {
+    let st = frame.state.borrow();
+    let names: Vec<&str> = st
+        .entries
+        .iter()
+        .filter(|e| {
+            matches!(&e.store, Store::Buddy { key, held, local: None, .. }
+                if rt.buddy.is_lost(*key, *held))
+        })
+        .map(|e| e.name.as_str())
+        .collect();
+    if names.is_empty() {
+        return None;
+    }
+    let why = if rt.config.buddy_copies == 1 {
+        "the only copy (buddy_copies = 1)"
+    } else {
+        "the copy this rank needed, having lost its own"
+    };
+    Some(format!(
+        "buddy rank {} lost its memory and with it {why} of {} on rank {}",
+        rt.buddy_rank,
+        names
+            .iter()
+            .map(|n| format!("`{n}`"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        rt.rank
+    ))
 }
 
 /// Applies `ok` to the nearest ancestor entry called `name` (following references further up).

@@ -247,6 +247,12 @@ fn hint(config: &CdConfig, e: &CdError) -> String {
                  groups (xor_group) so fewer share one parity, or contain such losses in an \
                  enclosing CD with medium = \"file\" (in {table})"
             )
+        } else if s.medium == crate::config::Medium::Buddy && config.buddy_copies == 1 {
+            format!(
+                "with buddy_copies = 1 the buddy holds the only copy of a rank's state, and the \
+                 buddy's loss took it: set buddy_copies = 2 (a local copy too), or contain \
+                 such losses in an enclosing CD with medium = \"file\" (around {table})"
+            )
         } else if s.medium == crate::config::Medium::Local {
             format!(
                 "to contain it, keep the CD's copies where a rank loss cannot take them: \

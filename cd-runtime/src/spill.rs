@@ -10,7 +10,8 @@
 //! bulk of a program's state); typed values kept by `preserve` stay in memory (they are clones
 //! of a type the runtime cannot encode after the fact), and the budget does not count them.
 //! A buddy entry's local copy stays too: it is what
-//! survives the buddy's loss, and the xor medium's copies feed its parity. A moved copy is an
+//! survives the buddy's loss (with `buddy_copies = 1` there is none: such entries take no
+//! room in the rank's memory at all), and the xor medium's copies feed its parity. A moved copy is an
 //! ordinary file entry from then on (`Store::File`, written off the critical path by
 //! `file_medium.rs`, read back on restore, released with its CD), so recovery is unchanged
 //! and bit-exact.

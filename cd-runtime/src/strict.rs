@@ -302,6 +302,9 @@ pub(crate) fn run<R>(
             if let Some(why) = crate::xor::loss_reason(&rt, &frame) {
                 frame.state.borrow_mut().reasons.push(why);
             }
+            if let Some(why) = crate::frame::buddy_loss_reason(&rt, &frame) {
+                frame.state.borrow_mut().reasons.push(why);
+            }
         }
         if ran {
             let mut stats = rt.stats.borrow_mut();

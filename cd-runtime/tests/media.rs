@@ -742,3 +742,110 @@ fn a_memory_budget_must_be_positive() {
     assert!(e.to_string().contains("memory_budget_bytes"), "{e}");
     assert!(e.to_string().contains("positive"), "{e}");
 }
+
+/// With `buddy_copies = 1` a rank keeps no copy of its own: soft errors on several ranks and
+/// iterations restore bit for bit from the buddy's copy (fetched back by rpc), values and
+/// arrays alike, with the report's buddy bytes and no local ones.
+#[test]
+fn one_buddy_copy_restores_soft_errors_bit_for_bit_from_the_buddy() {
+    let program = |cfg: CdConfig| {
+        run(3, cfg, || {
+            let ring = Ring::new(N);
+            let mut x: Vec<f64> = (0..N).map(|i| (i + pgas::rank_me()) as f64).collect();
+            let mut big: Vec<f64> = (0..40_000)
+                .map(|i| (i * 3 + pgas::rank_me()) as f64)
+                .collect();
+            for it in 0..5u64 {
+                cd::strict("step", |c| {
+                    c.preserve("x", &mut x);
+                    c.preserve_slice("big", &mut big);
+                    step(&mut x, it);
+                    step(&mut big, it + 1);
+                    ring.exchange(&pgas::world(), &mut x);
+                    Ok(())
+                })?;
+            }
+            Ok((x, big.iter().sum::<f64>()))
+        })
+        .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let clean = program(CdConfig::default());
+    let faulty = program(config(
+        "buddy_copies = 1\n[cd.step]\nmedium = \"buddy\"\n\
+         inject = { at = [{ rank = 0, iteration = 1, kind = \"soft\" }, \
+                          { rank = 2, iteration = 3, kind = \"soft\" }] }\n",
+    ));
+    assert_eq!(faulty.results, clean.results);
+    let s = faulty.report.cd("step").unwrap();
+    assert_eq!((s.reexecutions, s.escalations), (2 * 3, 0), "{s:?}");
+    assert_eq!((s.bytes_local, s.bytes_buddy_rpc), (0, 0), "{s:?}");
+    assert!(s.bytes_buddy >= 3 * 5 * 320_000, "{s:?}");
+}
+
+/// With `buddy_copies = 1` a rank loss that only the lost rank re-executes (a CD of its own)
+/// restores from its buddy, as with two copies.
+#[test]
+fn one_buddy_copy_restores_a_rank_loss_of_a_cd_of_its_own() {
+    let program = |cfg: CdConfig| {
+        run(3, cfg, || {
+            let mut x: Vec<f64> = (0..N).map(|i| (i * 5 + pgas::rank_me()) as f64).collect();
+            for it in 0..4u64 {
+                cd::strict_local("own", |c| {
+                    c.preserve_slice("x", &mut x);
+                    step(&mut x, it);
+                    Ok(())
+                })?;
+            }
+            Ok(x)
+        })
+        .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let clean = program(CdConfig::default());
+    let faulty = program(config(
+        "buddy_copies = 1\n[cd.own]\nmedium = \"buddy\"\n\
+         inject = { at = [{ rank = 1, iteration = 2, kind = \"rank_loss\" }] }\n",
+    ));
+    assert_eq!(faulty.results, clean.results);
+    let s = faulty.report.cd("own").unwrap();
+    assert_eq!((s.reexecutions, s.escalations), (1, 0), "{s:?}");
+}
+
+/// The buddy's loss, then a soft error of the owner in a CD whose copy the buddy held: with
+/// two copies the owner restores from its own (bit for bit); with one, the only copy went with
+/// the buddy's memory and the run ends with a line naming the buddy, the entry and the key.
+#[test]
+fn one_buddy_copy_escalates_when_the_buddy_lost_it_and_two_recover() {
+    let program = |cfg: CdConfig| {
+        run(2, cfg, || {
+            let mut x: Vec<f64> = (0..N).map(|i| (i + 7 * pgas::rank_me()) as f64).collect();
+            cd::strict("mid", |c| {
+                c.preserve_slice("x", &mut x);
+                step(&mut x, 2);
+                let mut y = x.clone();
+                cd::strict_local("lose", |c| {
+                    c.preserve_slice("y", &mut y);
+                    step(&mut y, 3);
+                    Ok(())
+                })?;
+                // Rank 1 told rank 0 of its loss before it reached the barrier.
+                pgas::barrier();
+                x[0] += y[1];
+                Ok(())
+            })?;
+            Ok(x)
+        })
+    };
+    let faults = "[defaults]\nmedium = \"buddy\"\n\
+         [cd.mid]\ninject = { at = [{ rank = 0, iteration = 0, kind = \"soft\" }] }\n\
+         [cd.lose]\ninject = { at = [{ rank = 1, iteration = 0, kind = \"rank_loss\" }] }\n";
+    let clean = program(CdConfig::default()).unwrap();
+    let two = program(config(faults)).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(two.results, clean.results);
+    assert_eq!(two.report.cd("mid").unwrap().reexecutions, 2);
+    let msg = message(program(config(&format!("buddy_copies = 1\n{faults}"))));
+    assert!(
+        msg.contains("buddy rank 1 lost its memory and with it the only copy (buddy_copies = 1) of `x` on rank 0"),
+        "{msg}"
+    );
+    assert!(msg.contains("set buddy_copies = 2"), "{msg}");
+}

@@ -10,7 +10,10 @@
 //!   locally (so that a loss of the buddy does not take the only copy) and one put with one
 //!   uncounted rput into a slot of the buddy's segment (the slot reused from the previous
 //!   repetition's CD). On smp both are memory copies on the measuring rank's thread, so the
-//!   ratio cannot pass about 0.5.
+//!   ratio cannot pass about 0.5 (`buddy_copies = 2`, the default).
+//! - `preserve_buddy` / `1MiB_one_copy`: the same with `buddy_copies = 1` (the buddy's copy
+//!   alone, put straight from the program's array), in a job of its own of `--ranks` ranks,
+//!   against `rput_1MiB` measured again in that job (alternating with it).
 //! - `preserve_xor` / `1MiB_k4`: `preserve_slice` of 1 MiB on the xor medium with checksum
 //!   groups of 4, against `rput_1MiB` measured again in the same job (alternating with it).
 //!   It runs in a job of its own of `max(--ranks, 4)` ranks (a group of 4 needs 4 ranks), all
@@ -175,8 +178,67 @@ fn main() {
         std::process::exit(1)
     });
     let mut lines = outcome.results.into_iter().next().unwrap_or_default();
+    lines.extend(one_copy_lines(&args, copies));
     lines.extend(xor_lines(&args, copies, steps));
     print(&lines, args.json);
+}
+
+/// The buddy medium with `buddy_copies = 1`, paired with the rput it is made of.
+fn one_copy_lines(args: &BenchArgs, copies: usize) -> Vec<Line> {
+    let ranks = args.ranks;
+    let reps = args.reps;
+    let config = CdConfig::parse("buddy_copies = 1\n", "<cd-bench>")
+        .expect("the bench's configuration parses");
+    let job = LaunchConfig::new(ranks).segment_bytes(4 * MIB);
+    let outcome = cd::launch(&job, config, pgas::RpcTable::new(), || {
+        let measuring = pgas::rank_me() == 0;
+        let world = pgas::world();
+        let buffer = pgas::new_array::<f64>(MIB / 8).expect("1 MiB of segment");
+        let target = pgas::broadcast(&world, buffer, 1).wait();
+        let mut lines = Vec::new();
+        if measuring {
+            let data: Vec<f64> = (0..MIB / 8).map(|i| i as f64).collect();
+            let gbps = |ns: f64| MIB as f64 / ns;
+            let mut preserved = data.clone();
+            let rput = || {
+                gbps(ns_per_op(copies as u64, || {
+                    pgas::rput_slice(black_box(&data), target).wait();
+                }))
+            };
+            let one_copy = || {
+                let mut ns = 0.0;
+                for _ in 0..copies {
+                    cd::strict_local("preserve_one_copy", |c| {
+                        let start = Instant::now();
+                        c.preserve_slice_on("data", &mut preserved, Medium::Buddy);
+                        ns += start.elapsed().as_nanos() as f64;
+                        Ok(())
+                    })
+                    .unwrap();
+                }
+                gbps(ns / copies as f64)
+            };
+            let (rput, one_copy) = bench_report::paired(reps, rput, one_copy);
+            lines.push(
+                Line::new(
+                    "preserve_buddy",
+                    "1MiB_one_copy",
+                    one_copy,
+                    "GB/s",
+                    Better::Higher,
+                )
+                .baseline("rput_1MiB", rput)
+                .on("smp", ranks),
+            );
+        }
+        pgas::barrier_on(&world);
+        Ok(lines)
+    })
+    .unwrap_or_else(|e| {
+        eprintln!("cd-bench: the one-copy buddy job: {e}");
+        std::process::exit(1)
+    });
+    outcome.results.into_iter().next().unwrap_or_default()
 }
 
 /// The lines of the xor medium (groups of 4), from a job of `max(--ranks, 4)` ranks.

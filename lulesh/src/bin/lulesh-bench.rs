@@ -362,12 +362,14 @@ fn relaxed_lines(args: &BenchArgs) -> Vec<Line> {
     .collect()
 }
 
-/// The preservation media compared by [`media_lines`]: name and the `[cd.step]` settings.
-const MEDIA: &[(&str, &str)] = &[
-    ("local", "medium = \"local\""),
-    ("buddy", "medium = \"buddy\""),
-    ("file", "medium = \"file\""),
-    ("xor_k4", "medium = \"xor\"\nxor_group = 4"),
+/// The preservation media compared by [`media_lines`]: name, top-level keys and the
+/// `[cd.step]` settings.
+const MEDIA: &[(&str, &str, &str)] = &[
+    ("local", "", "medium = \"local\""),
+    ("buddy", "", "medium = \"buddy\""),
+    ("buddy_one_copy", "buddy_copies = 1\n", "medium = \"buddy\""),
+    ("file", "", "medium = \"file\""),
+    ("xor_k4", "", "medium = \"xor\"\nxor_group = 4"),
 ];
 
 /// Failure-free cost of each preservation medium (the file medium writes on a thread of its
@@ -384,9 +386,12 @@ fn media_lines(args: &BenchArgs) -> Vec<Line> {
     let reps = args.reps.max(1);
     let configs: Vec<CdConfig> = MEDIA
         .iter()
-        .map(|(name, settings)| {
-            CdConfig::parse(&format!("[cd.step]\n{settings}\n"), format!("{name}.toml"))
-                .expect("valid configuration")
+        .map(|(name, top, settings)| {
+            CdConfig::parse(
+                &format!("{top}[cd.step]\n{settings}\n"),
+                format!("{name}.toml"),
+            )
+            .expect("valid configuration")
         })
         .collect();
     let mut plain = Vec::new();
@@ -414,7 +419,7 @@ fn media_lines(args: &BenchArgs) -> Vec<Line> {
     MEDIA
         .iter()
         .zip(with.iter_mut())
-        .map(|((name, _), times)| {
+        .map(|((name, _, _), times)| {
             Line::new(
                 "lulesh_medium_overhead",
                 &format!("{name}_s{size}_r{RANKS}"),
