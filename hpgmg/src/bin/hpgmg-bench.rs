@@ -31,7 +31,7 @@
 //!   of `hpgmg/configs/relaxed-faults.toml` (finest levels, ranks 0, 5, 7), each recovered by
 //!   its rank alone, with `restart_threads = 2` (the recovering rank's kernels on the
 //!   process's restart pool), baseline `serial_restart_smooth_5_8_r8` (`restart_threads =
-//!   1`); `rank_loss_5_8_r8` the same for one rank loss in a finest-level smoother call
+//!   1`); `rank_loss_5_8_r8` the same for one rank loss in a smoother call on the finest level
 //!   (buddy copies and log replica, recovered by the lost rank alone).
 //!
 //! The multi-rank runs time 3 solves per pass (5 for one box per rank).
@@ -91,10 +91,10 @@ fn job(cfg: hpgmg::Config, mode: ExchangeMode, cds: Cds) -> Option<(f64, f64)> {
 /// The soft errors of `relaxed-faults.toml` (finest levels, ranks 0, 5, 7).
 const SOFT_FAULTS: &str = include_str!("../../configs/relaxed-faults.toml");
 
-/// A rank loss in rank 5's 14th smoother call (a finest level), recovered by that rank alone
-/// from its buddy copies and its log's replica.
+/// A rank loss in rank 5's 21st smoother call (on the finest level), recovered by that rank
+/// alone from its buddy copies and its log's replica.
 const RANK_LOSS: &str = "[cd.smooth]\nkind = \"relaxed\"\nlogging = true\nmedium = \"buddy\"\n\
-    log_medium = \"buddy\"\ninject = { at = [{ rank = 5, iteration = 13, kind = \"rank_loss\" }] }\n";
+    log_medium = \"buddy\"\ninject = { at = [{ rank = 5, iteration = 20, kind = \"rank_loss\" }] }\n";
 
 /// Milliseconds of the smoother CD's recoveries (summed over its `faults` failures) in a
 /// relaxed job configured by `text` (whose last table is `[cd.smooth]`) with `threads`
