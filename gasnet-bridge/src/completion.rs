@@ -7,6 +7,7 @@
 
 use std::marker::PhantomData;
 
+use crate::atomic::AtomicResult;
 use crate::counters::WriteAck;
 use crate::endpoint::Endpoint;
 use crate::error::BridgeError;
@@ -91,6 +92,163 @@ impl Drop for WriteHandle {
     fn drop(&mut self) {
         if let WriteState::Pending(world, id) = &self.state {
             // Taken by `wait`, or abandoned: a late ack for it is then ignored.
+            world.forget_ack(*id);
+        }
+    }
+}
+
+/// Completion of a non-blocking atomic ([`Endpoint::atomic_nb`]); yields its result (the
+/// word's previous value, and the target's EC/IWC if it wrote).
+#[derive(Debug)]
+#[must_use = "an atomic handle must be waited on or tested to learn the result"]
+pub struct AtomicHandle {
+    state: AtomicState,
+}
+
+#[derive(Debug)]
+enum AtomicState {
+    Done(AtomicResult),
+    /// Waiting for the target's reply to operation `id` (mpi conduit).
+    #[cfg(feature = "mpi")]
+    Pending(std::rc::Rc<crate::conduit::mpi::MpiWorld>, u64),
+}
+
+impl AtomicHandle {
+    #[inline]
+    pub(crate) fn complete(result: AtomicResult) -> Self {
+        AtomicHandle {
+            state: AtomicState::Done(result),
+        }
+    }
+
+    #[cfg(feature = "mpi")]
+    pub(crate) fn pending(world: std::rc::Rc<crate::conduit::mpi::MpiWorld>, id: u64) -> Self {
+        AtomicHandle {
+            state: AtomicState::Pending(world, id),
+        }
+    }
+
+    /// The result if the atomic completed when it was started (always on smp and on memory
+    /// this process maps).
+    #[inline]
+    pub fn completed_at_once(&self) -> Option<AtomicResult> {
+        match &self.state {
+            AtomicState::Done(r) => Some(*r),
+            #[cfg(feature = "mpi")]
+            AtomicState::Pending(..) => None,
+        }
+    }
+
+    /// The result if the reply has arrived, making no progress (poll many handles after one
+    /// round of [`Endpoint::poll`]).
+    pub fn arrived(&self) -> Option<AtomicResult> {
+        match &self.state {
+            AtomicState::Done(r) => Some(*r),
+            #[cfg(feature = "mpi")]
+            AtomicState::Pending(world, id) => world.peek_atomic(*id),
+        }
+    }
+
+    /// Waits until the atomic completed, and returns its result. It runs no AM handlers (on
+    /// mpi it makes progress on the conduit's own messages only).
+    pub fn wait(self, endpoint: &Endpoint) -> AtomicResult {
+        let _ = endpoint;
+        match &self.state {
+            AtomicState::Done(r) => *r,
+            #[cfg(feature = "mpi")]
+            AtomicState::Pending(world, id) => world.wait_atomic(*id),
+        }
+    }
+}
+
+#[cfg(feature = "mpi")]
+impl Drop for AtomicHandle {
+    fn drop(&mut self) {
+        if let AtomicState::Pending(world, id) = &self.state {
+            // Taken by `wait`, or abandoned: a late reply for it is then ignored.
+            world.forget_ack(*id);
+        }
+    }
+}
+
+/// Completion of a non-blocking get into a buffer the handle owns
+/// ([`Endpoint::get_nb_owned`]): nothing is borrowed, so it can outlive the call that
+/// started it (a future's state), and dropping it early only discards the data.
+#[derive(Debug)]
+#[must_use = "a get handle must be waited on or polled to obtain the data"]
+pub struct OwnedGetHandle {
+    state: GetState,
+}
+
+#[derive(Debug)]
+enum GetState {
+    Done(Option<Vec<u8>>),
+    /// Waiting for the reply to operation `id` (mpi conduit).
+    #[cfg(feature = "mpi")]
+    Pending(std::rc::Rc<crate::conduit::mpi::MpiWorld>, u64),
+}
+
+impl OwnedGetHandle {
+    #[inline]
+    pub(crate) fn complete(bytes: Vec<u8>) -> Self {
+        OwnedGetHandle {
+            state: GetState::Done(Some(bytes)),
+        }
+    }
+
+    #[cfg(feature = "mpi")]
+    pub(crate) fn pending(world: std::rc::Rc<crate::conduit::mpi::MpiWorld>, id: u64) -> Self {
+        OwnedGetHandle {
+            state: GetState::Pending(world, id),
+        }
+    }
+
+    /// True if the data was read when the get was started (always on smp and from memory
+    /// this process maps).
+    #[inline]
+    pub fn completed_at_once(&self) -> bool {
+        match &self.state {
+            GetState::Done(_) => true,
+            #[cfg(feature = "mpi")]
+            GetState::Pending(..) => false,
+        }
+    }
+
+    /// Takes the data if it has arrived, making no progress; `None` before it arrived, and
+    /// after it was taken once.
+    pub fn take_arrived(&mut self) -> Option<Vec<u8>> {
+        match &mut self.state {
+            GetState::Done(bytes) => bytes.take(),
+            #[cfg(feature = "mpi")]
+            GetState::Pending(world, id) => {
+                let bytes = world.take_got(*id)?;
+                self.state = GetState::Done(None);
+                Some(bytes)
+            }
+        }
+    }
+
+    /// Waits until the data arrived and returns it (empty if it was taken already). It runs
+    /// no AM handlers (on mpi it makes progress on the conduit's own messages only).
+    pub fn wait(mut self, endpoint: &Endpoint) -> Vec<u8> {
+        let _ = endpoint;
+        match &mut self.state {
+            GetState::Done(bytes) => bytes.take().unwrap_or_default(),
+            #[cfg(feature = "mpi")]
+            GetState::Pending(world, id) => {
+                let bytes = world.wait_got(*id);
+                self.state = GetState::Done(None);
+                bytes
+            }
+        }
+    }
+}
+
+#[cfg(feature = "mpi")]
+impl Drop for OwnedGetHandle {
+    fn drop(&mut self) {
+        if let GetState::Pending(world, id) = &self.state {
+            // Abandoned: a late reply is then discarded.
             world.forget_ack(*id);
         }
     }

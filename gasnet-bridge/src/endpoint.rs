@@ -13,7 +13,7 @@ use std::sync::atomic::Ordering;
 use crate::active_message::{Args, Body, HandlerId, MAX_MEDIUM, Message, Token};
 use crate::atomic::{AtomicOp, AtomicResult};
 use crate::barrier::Phase;
-use crate::completion::{AccessRegion, GetHandle, WriteHandle};
+use crate::completion::{AccessRegion, AtomicHandle, GetHandle, OwnedGetHandle, WriteHandle};
 use crate::conduit::Conduit;
 use crate::conduit::smp::SmpWorld;
 use crate::counters::{WriteAck, WriteCounters, WriteCounting};
@@ -309,6 +309,43 @@ impl Endpoint {
         dst: &'buf mut [u8],
     ) -> Result<GetHandle<'buf>, BridgeError> {
         self.get(rank, offset, dst).map(|()| GetHandle::complete())
+    }
+
+    /// Starts a get of `len` bytes of `rank`'s segment at `offset` into a buffer the handle
+    /// owns. From memory this process maps (every rank on smp) the data is read before this
+    /// returns; from another host a request leaves with an id and the reply completes the
+    /// handle during progress, so many gets can be in flight.
+    pub fn get_nb_owned(
+        &self,
+        rank: usize,
+        offset: usize,
+        len: usize,
+    ) -> Result<OwnedGetHandle, BridgeError> {
+        match &self.conduit {
+            Conduit::Smp(world) => {
+                let mut bytes = vec![0u8; len];
+                world.segment(rank)?.read(offset, &mut bytes)?;
+                Ok(OwnedGetHandle::complete(bytes))
+            }
+            #[cfg(feature = "mpi")]
+            Conduit::Mpi(world) => world.get_nb_owned(self, rank, offset, len),
+        }
+    }
+
+    /// Starts a remote atomic on the 8-byte aligned word at `offset` of `rank`'s segment. On
+    /// memory this process maps it is done before this returns; on another host the reply
+    /// completes the handle during progress.
+    pub fn atomic_nb(
+        &self,
+        rank: usize,
+        offset: usize,
+        op: AtomicOp,
+    ) -> Result<AtomicHandle, BridgeError> {
+        match &self.conduit {
+            Conduit::Smp(_) => self.atomic(rank, offset, op).map(AtomicHandle::complete),
+            #[cfg(feature = "mpi")]
+            Conduit::Mpi(world) => world.atomic_nb(self, rank, offset, op),
+        }
     }
 
     /// Opens a region of implicit-handle puts and gets, completed by one `wait_all`.

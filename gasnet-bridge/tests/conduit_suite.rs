@@ -55,13 +55,17 @@ fn word(ep: &Endpoint, rank: usize, offset: usize) -> u64 {
 
 type Check = (&'static str, fn(usize));
 
-const CHECKS: [Check; 11] = [
+const CHECKS: [Check; 12] = [
     ("puts carry the target's EC and IWC", puts_and_counters),
     ("a job that does not count writes", uncounting_job),
     ("uncounted puts land without counting", uncounted_puts),
     ("large puts and gets", large_transfers),
     ("vector puts and gets", vector_transfers),
     ("atomics from every rank", atomics),
+    (
+        "non-blocking gets and atomics in flight",
+        gets_and_atomics_in_flight,
+    ),
     ("AM round trips, all categories", am_round_trips),
     ("per-pair FIFO under a flood", fifo_flood),
     ("blocking RMA inside handlers", rma_in_handlers),
@@ -301,6 +305,94 @@ fn atomics(n: usize) {
             .atomic(0, 64, AtomicOp::CompareExchange { current: 1, new: 2 })
             .unwrap();
         assert_eq!((failed.previous, failed.ack), (200 * n as u64, None));
+        ep.barrier().unwrap();
+    })
+    .unwrap();
+}
+
+/// Every rank starts gets of three sizes (inline, a little above one eager message, 96 KiB)
+/// from every rank and fetch-adds on rank 0's word, all in flight before any is waited on;
+/// some handles are dropped unfinished. Between hosts (`PGAS_MPI_PSHM=0`) they complete out
+/// of order during progress; in mapped memory at once.
+fn gets_and_atomics_in_flight(n: usize) {
+    const SIZES: [usize; 3] = [40, 9000, 96 << 10];
+    const ADDS: usize = 300;
+    launch(&config(n), HandlerTable::new(), |ep| {
+        let (me, n) = (ep.rank(), ep.ranks());
+        let base = 1 << 20;
+        for (k, &len) in SIZES.iter().enumerate() {
+            let at = base + k * (128 << 10);
+            ep.put(me, at, &pattern((me * 10 + k) as u64, len)).unwrap();
+        }
+        ep.barrier().unwrap();
+        let mut gets = Vec::new();
+        for round in 0..4 {
+            for r in 0..n {
+                for (k, &len) in SIZES.iter().enumerate() {
+                    let at = base + k * (128 << 10);
+                    let h = ep.get_nb_owned(r, at, len).unwrap();
+                    if round == 3 && k == 1 {
+                        drop(h); // abandoned: its reply is discarded
+                        continue;
+                    }
+                    gets.push((r, k, h));
+                }
+            }
+        }
+        let mut adds: Vec<_> = (0..ADDS)
+            .map(|_| ep.atomic_nb(0, 64, AtomicOp::FetchAdd(1)).unwrap())
+            .collect();
+        if std::env::var("PGAS_MPI_PSHM").as_deref() == Ok("0") {
+            // Every other rank is on another "host": its operations are in flight.
+            let remote = gets.iter().filter(|(r, _, _)| *r != me).count();
+            let pending = gets
+                .iter()
+                .filter(|(_, _, h)| !h.completed_at_once())
+                .count();
+            assert_eq!(pending, remote, "gets from other hosts return pending");
+            if me != 0 {
+                assert!(adds.iter().all(|h| h.completed_at_once().is_none()));
+            }
+        }
+        let mut seen = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !gets.is_empty() || !adds.is_empty() {
+            assert!(Instant::now() < deadline, "gets or atomics never completed");
+            ep.poll();
+            gets.retain_mut(|(r, k, h)| match h.take_arrived() {
+                Some(bytes) => {
+                    assert_eq!(
+                        bytes,
+                        pattern((*r * 10 + *k) as u64, SIZES[*k]),
+                        "get {r} {k}"
+                    );
+                    false
+                }
+                None => true,
+            });
+            adds.retain(|h| match h.arrived() {
+                Some(res) => {
+                    assert!(res.ack.is_some(), "a fetch-add writes");
+                    seen.push(res.previous);
+                    false
+                }
+                None => true,
+            });
+        }
+        // Every fetch-add saw a different previous value.
+        seen.sort_unstable();
+        seen.dedup();
+        assert_eq!(seen.len(), ADDS);
+        ep.barrier().unwrap();
+        let total = ep.atomic_nb(0, 64, AtomicOp::Load).unwrap().wait(ep);
+        assert_eq!(total.previous, (ADDS * n) as u64);
+        // A waited handle returns its data too.
+        let at = base + 2 * (128 << 10);
+        let got = ep
+            .get_nb_owned((me + 1) % n, at, SIZES[2])
+            .unwrap()
+            .wait(ep);
+        assert_eq!(got, pattern((((me + 1) % n) * 10 + 2) as u64, SIZES[2]));
         ep.barrier().unwrap();
     })
     .unwrap();

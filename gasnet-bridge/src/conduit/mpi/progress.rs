@@ -13,7 +13,7 @@ use crate::sleep::Backoff;
 
 use super::MpiWorld;
 use super::calls::{check, must, test, uint8};
-use super::state::{Inflight, Ready, State};
+use super::state::{Inflight, Op, Ready, State};
 use super::wire::{EAGER, SLOTS, TAG_MSG};
 
 impl MpiWorld {
@@ -65,6 +65,7 @@ impl MpiWorld {
                     Inflight::Put { req, .. }
                     | Inflight::Long { req, .. }
                     | Inflight::Vector { req, .. }
+                    | Inflight::GetReply { req, .. }
                     | Inflight::Medium { req, .. } => req,
                 };
                 let done = test(req, "MPI_Test(payload)");
@@ -97,6 +98,13 @@ impl MpiWorld {
                             }
                             Inflight::Medium { buf, key, .. } => {
                                 st.ready.insert(key, Ready::Medium(buf));
+                            }
+                            Inflight::GetReply { buf, id, .. } => {
+                                // A forgotten get (its handle dropped) leaves no entry.
+                                if let Some(op) = st.ops.get_mut(&id) {
+                                    *op = Op::Got(buf);
+                                }
+                                st.handled += 1;
                             }
                             Inflight::Vector {
                                 buf,

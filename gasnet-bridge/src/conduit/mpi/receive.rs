@@ -15,8 +15,8 @@ use super::calls::{check, mpi_len, must, null_request, uint8};
 use super::state::{Deferred, Inflight, Op, State};
 use super::wire::{
     B_LONG, B_MEDIUM, B_SHORT, CREDITS, F_CREDIT, F_PLACED, F_REPLY, F_SEPARATE, F_UNCOUNTED,
-    Header, K_ACK, K_AM, K_ATOMIC, K_ATOMIC_REPLY, K_CREDIT, K_GET, K_GETV, K_PUT, K_PUTV, TAG_GET,
-    TAG_PAYLOAD, decode_op,
+    Header, INLINE_MAX, K_ACK, K_AM, K_ATOMIC, K_ATOMIC_REPLY, K_CREDIT, K_GET, K_GET_NB,
+    K_GET_REPLY, K_GETV, K_PUT, K_PUTV, TAG_GET, TAG_PAYLOAD, decode_op,
 };
 
 impl MpiWorld {
@@ -273,6 +273,61 @@ impl MpiWorld {
                 must(check(rc, "MPI_Isend(get data)"));
                 st.sends.push((req, Vec::new()));
                 st.handled += 1;
+            }
+            K_GET_NB => {
+                let src = in_segment();
+                let reply = Header {
+                    kind: K_GET_REPLY,
+                    id: h.id,
+                    b: len as u64,
+                    ..Header::default()
+                };
+                if len <= INLINE_MAX {
+                    let mut bytes = vec![0u8; len];
+                    must(own.segment.read(offset, &mut bytes));
+                    must(self.send_msg(st, source, reply, &[], &bytes, false));
+                } else {
+                    let reply = Header {
+                        flags: F_SEPARATE,
+                        ..reply
+                    };
+                    must(self.send_msg(st, source, reply, &[], &[], false));
+                    let mut req = null_request();
+                    // SAFETY: as for K_GET: the range lies in this rank's segment (checked),
+                    // which stays valid until teardown, and teardown first waits for every
+                    // send in `st.sends`. The payload follows its header on TAG_PAYLOAD, as
+                    // every separate payload does, so the initiator matches it in order.
+                    let rc = unsafe {
+                        ffi::MPI_Isend(
+                            src.cast_const().cast(),
+                            len as c_int,
+                            uint8(),
+                            source as c_int,
+                            TAG_PAYLOAD,
+                            self.comm,
+                            &mut req,
+                        )
+                    };
+                    must(check(rc, "MPI_Isend(get reply)"));
+                    st.sends.push((req, Vec::new()));
+                }
+                st.handled += 1;
+            }
+            K_GET_REPLY => {
+                if separate {
+                    let mut buf = vec![0u8; len];
+                    let req = self.post_payload(buf.as_mut_ptr(), len, source);
+                    st.inflight.push(Inflight::GetReply {
+                        req: req.unwrap_or_else(|e| panic!("{e}")),
+                        buf,
+                        id: h.id,
+                    });
+                } else {
+                    if let Some(op) = st.ops.get_mut(&h.id) {
+                        *op = Op::Got(inline[..len].to_vec());
+                    }
+                    st.handled += 1;
+                }
             }
             K_ATOMIC => {
                 let word = own

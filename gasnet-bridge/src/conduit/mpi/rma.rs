@@ -7,7 +7,7 @@ use std::rc::Rc;
 use ::mpi::ffi;
 
 use crate::atomic::{AtomicOp, AtomicResult};
-use crate::completion::WriteHandle;
+use crate::completion::{AtomicHandle, OwnedGetHandle, WriteHandle};
 use crate::counters::WriteAck;
 use crate::endpoint::Endpoint;
 use crate::error::BridgeError;
@@ -16,7 +16,7 @@ use super::MpiWorld;
 use super::calls::{check, mpi_len, null_request, uint8};
 use super::state::Op;
 use super::wire::{
-    F_UNCOUNTED, Header, K_ATOMIC, K_GET, K_GETV, K_PUT, K_PUTV, TAG_GET, encode_op,
+    F_UNCOUNTED, Header, K_ATOMIC, K_GET, K_GET_NB, K_GETV, K_PUT, K_PUTV, TAG_GET, encode_op,
 };
 
 impl MpiWorld {
@@ -253,11 +253,36 @@ impl MpiWorld {
         op: AtomicOp,
     ) -> Result<AtomicResult, BridgeError> {
         if let Some(m) = self.mapped(rank)? {
-            let word = m.segment.atomic_u64(offset)?;
-            let (previous, wrote) = op.apply(word);
-            let ack = wrote.then(|| m.count_write());
-            return Ok(AtomicResult { previous, ack });
+            return m.atomic(offset, op);
         }
+        let id = self.start_atomic(ep, rank, offset, op)?;
+        Ok(self.wait_atomic(id))
+    }
+
+    /// A non-blocking atomic ([`Endpoint::atomic_nb`]): done at once in mapped memory, else
+    /// a request whose reply completes the handle.
+    pub(crate) fn atomic_nb(
+        self: &Rc<Self>,
+        ep: &Endpoint,
+        rank: usize,
+        offset: usize,
+        op: AtomicOp,
+    ) -> Result<AtomicHandle, BridgeError> {
+        if let Some(m) = self.mapped(rank)? {
+            return Ok(AtomicHandle::complete(m.atomic(offset, op)?));
+        }
+        let id = self.start_atomic(ep, rank, offset, op)?;
+        Ok(AtomicHandle::pending(self.clone(), id))
+    }
+
+    /// Sends atomic `op` on the word at `offset` of `rank`; returns the id its reply answers.
+    fn start_atomic(
+        &self,
+        ep: &Endpoint,
+        rank: usize,
+        offset: usize,
+        op: AtomicOp,
+    ) -> Result<u64, BridgeError> {
         self.check_range(rank, offset, 8)?;
         if !offset.is_multiple_of(8) {
             return Err(BridgeError::Misaligned {
@@ -278,10 +303,19 @@ impl MpiWorld {
             d: y,
             ..Header::default()
         };
-        {
+        let sent = {
             let mut st = self.st.borrow_mut();
-            self.send_msg(&mut st, rank, h, &[], &[], spend)?;
+            self.send_msg(&mut st, rank, h, &[], &[], spend)
+        };
+        if let Err(e) = sent {
+            self.forget_ack(id);
+            return Err(e);
         }
+        Ok(id)
+    }
+
+    /// Waits (internal progress only) for the reply of atomic `id`.
+    pub(crate) fn wait_atomic(&self, id: u64) -> AtomicResult {
         let mut result = None;
         self.wait_internal(|st| match st.ops.get(&id) {
             Some(Op::Atomic(r)) => {
@@ -291,7 +325,70 @@ impl MpiWorld {
             }
             _ => false,
         });
-        Ok(result.expect("atomic completed"))
+        result.expect("atomic completed")
+    }
+
+    /// The result of atomic `id` if its reply has arrived, with no progress.
+    pub(crate) fn peek_atomic(&self, id: u64) -> Option<AtomicResult> {
+        match self.st.try_borrow().ok()?.ops.get(&id) {
+            Some(Op::Atomic(r)) => Some(*r),
+            _ => None,
+        }
+    }
+
+    /// A non-blocking get of `len` bytes into a buffer the handle owns
+    /// ([`Endpoint::get_nb_owned`]): read at once from mapped memory, else a request (with an
+    /// id, so many can be outstanding) whose reply completes the handle.
+    pub(crate) fn get_nb_owned(
+        self: &Rc<Self>,
+        ep: &Endpoint,
+        rank: usize,
+        offset: usize,
+        len: usize,
+    ) -> Result<OwnedGetHandle, BridgeError> {
+        if let Some(m) = self.mapped(rank)? {
+            let mut bytes = vec![0u8; len];
+            m.segment.read(offset, &mut bytes)?;
+            return Ok(OwnedGetHandle::complete(bytes));
+        }
+        self.check_range(rank, offset, len)?;
+        mpi_len(len)?;
+        let spend = self.take_credit(ep, rank);
+        let id = self.new_op();
+        let h = Header {
+            kind: K_GET_NB,
+            id,
+            a: offset as u64,
+            b: len as u64,
+            ..Header::default()
+        };
+        let sent = {
+            let mut st = self.st.borrow_mut();
+            self.send_msg(&mut st, rank, h, &[], &[], spend)
+        };
+        if let Err(e) = sent {
+            self.forget_ack(id);
+            return Err(e);
+        }
+        Ok(OwnedGetHandle::pending(self.clone(), id))
+    }
+
+    /// The data of get `id` if it has arrived (taken out), with no progress.
+    pub(crate) fn take_got(&self, id: u64) -> Option<Vec<u8>> {
+        let mut st = self.st.try_borrow_mut().ok()?;
+        match st.ops.get(&id) {
+            Some(Op::Got(_)) => match st.ops.remove(&id) {
+                Some(Op::Got(bytes)) => Some(bytes),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// Waits (internal progress only) for the data of get `id`.
+    pub(crate) fn wait_got(&self, id: u64) -> Vec<u8> {
+        self.wait_internal(|st| matches!(st.ops.get(&id), Some(Op::Got(_))));
+        self.take_got(id).expect("get completed")
     }
 
     /// The ack of `id` if it has arrived (after one round of internal progress).

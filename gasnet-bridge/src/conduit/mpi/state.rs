@@ -43,6 +43,12 @@ pub(super) enum Inflight {
         groups: usize,
         put: bool,
     },
+    /// The data of this rank's non-blocking get `id`, arriving into `buf`.
+    GetReply {
+        req: ffi::MPI_Request,
+        buf: Vec<u8>,
+        id: u64,
+    },
     /// A medium AM's bytes into `buf`.
     Medium {
         req: ffi::MPI_Request,
@@ -68,6 +74,8 @@ pub(super) enum Op {
     Waiting,
     Ack(WriteAck),
     Atomic(AtomicResult),
+    /// The data of a non-blocking get.
+    Got(Vec<u8>),
 }
 
 pub(super) struct State {

@@ -11,6 +11,7 @@ use std::ptr::NonNull;
 
 use ::mpi::ffi;
 
+use crate::atomic::{AtomicOp, AtomicResult};
 use crate::counters::{WriteAck, WriteCounters, WriteCounting};
 use crate::error::BridgeError;
 use crate::segment::Segment;
@@ -48,6 +49,16 @@ impl Mapped {
     #[inline]
     pub(super) fn count_write(&self) -> WriteAck {
         self.counting.count(self.counters())
+    }
+
+    /// Runs atomic `op` on the word at `offset` and counts it if it wrote (if the job
+    /// counts): an atomic on mapped memory, as on smp.
+    #[inline]
+    pub(super) fn atomic(&self, offset: usize, op: AtomicOp) -> Result<AtomicResult, BridgeError> {
+        let word = self.segment.atomic_u64(offset)?;
+        let (previous, wrote) = op.apply(word);
+        let ack = wrote.then(|| self.count_write());
+        Ok(AtomicResult { previous, ack })
     }
 
     /// Writes `src` at `offset` and counts the write (if the job counts): a put into mapped

@@ -37,6 +37,11 @@ pub(super) const K_PUTV: u8 = 8;
 /// A vector get: `a` pieces in `c` groups, `b` bytes of piece list; the data returns on
 /// `TAG_GET`.
 pub(super) const K_GETV: u8 = 9;
+/// A non-blocking get of `b` bytes at offset `a`: answered by [`K_GET_REPLY`] with the same
+/// `id`, so many can be outstanding (a blocking get's data returns on `TAG_GET` instead).
+pub(super) const K_GET_NB: u8 = 10;
+/// The data of non-blocking get `id`: `b` bytes, inline or on `TAG_PAYLOAD` after it.
+pub(super) const K_GET_REPLY: u8 = 11;
 
 /// The message spent a credit of its sender.
 pub(super) const F_CREDIT: u8 = 1;
