@@ -135,6 +135,17 @@ impl Endpoint {
         }
     }
 
+    /// True if this process maps `rank`'s segment (every rank on smp; on mpi the ranks of
+    /// this host, unless `PGAS_MPI_PSHM=0`): RMA to it completes before its call returns.
+    #[inline]
+    pub fn maps(&self, rank: usize) -> bool {
+        match &self.conduit {
+            Conduit::Smp(_) => true,
+            #[cfg(feature = "mpi")]
+            Conduit::Mpi(world) => world.maps(rank),
+        }
+    }
+
     pub(crate) fn counters(&self) -> &WriteCounters {
         match &self.conduit {
             Conduit::Smp(world) => &world.counters[self.rank],

@@ -11,7 +11,9 @@ use gasnet_bridge::{AtomicOp, AtomicResult};
 use crate::future::Future;
 use crate::global_ptr::GlobalPtr;
 use crate::hook::AtomicAction;
+use crate::pending::PendingRead;
 use crate::runtime::{self, Runtime};
+use gasnet_bridge::sleep::Awaiting;
 
 /// A 64-bit type the atomic domain supports.
 pub trait AtomicValue: bytemuck::Pod + PartialEq {
@@ -74,6 +76,47 @@ fn run<T: AtomicValue>(p: GlobalPtr<T>, op: AtomicOp) -> u64 {
     runtime::with(|rt| apply(rt, p.rank(), p.offset(), op).previous)
 }
 
+/// Starts `op` on `p`; the future holds `value(previous)`. Ready on return on memory this
+/// process maps (or when the hook serves the result from its log); to another host the
+/// operation is in flight and its reply completes the future during progress, after the
+/// hook's `after_atomic` saw it (`pending.rs`), so many atomics can be in flight.
+fn start<T: AtomicValue, V: 'static>(
+    p: GlobalPtr<T>,
+    op: AtomicOp,
+    value: fn(u64) -> V,
+) -> Future<V> {
+    assert!(!p.is_null(), "atomic through a null global pointer");
+    let (rank, offset) = (p.rank(), p.offset());
+    runtime::with(|rt| {
+        if rt.ep().maps(rank) || rt.ep().in_handler() {
+            // Inside a handler too: an rpc function may wait for its own atomic.
+            return Future::ready(value(apply(rt, rank, offset, op).previous));
+        }
+        let hook = rt.hook_op();
+        if let Some((h, id)) = &hook {
+            if let AtomicAction::Served(r) = h.before_atomic(*id, rank, offset, op) {
+                return Future::ready(value(r.previous));
+            }
+        }
+        let handle = rt
+            .ep()
+            .atomic_nb(rank, offset, op)
+            .unwrap_or_else(|e| panic!("atomic: {e}"));
+        let hooked = hook.map(|(h, id)| {
+            rt.acks_pending.set(rt.acks_pending.get() + 1);
+            (h, id, rank, offset, op)
+        });
+        let (future, fulfiller) =
+            Future::pending_for(Awaiting::new("the reply of a remote atomic"));
+        rt.pending_reads.borrow_mut().push(PendingRead::Atomic {
+            handle,
+            hooked,
+            deliver: Box::new(move |r| fulfiller.fulfill(value(r.previous))),
+        });
+        future
+    })
+}
+
 impl<T: AtomicValue> AtomicDomain<T> {
     /// A domain for `T`.
     pub fn new() -> Self {
@@ -82,18 +125,17 @@ impl<T: AtomicValue> AtomicDomain<T> {
 
     /// Reads the value.
     pub fn load(&self, p: GlobalPtr<T>) -> Future<T> {
-        Future::ready(T::from_bits(run(p, AtomicOp::Load)))
+        start(p, AtomicOp::Load, T::from_bits)
     }
 
     /// Writes `v`.
     pub fn store(&self, p: GlobalPtr<T>, v: T) -> Future<()> {
-        run(p, AtomicOp::Store(v.to_bits()));
-        Future::ready(())
+        start(p, AtomicOp::Store(v.to_bits()), |_| ())
     }
 
     /// Writes `v`, returns the previous value.
     pub fn exchange(&self, p: GlobalPtr<T>, v: T) -> Future<T> {
-        Future::ready(T::from_bits(run(p, AtomicOp::Swap(v.to_bits()))))
+        start(p, AtomicOp::Swap(v.to_bits()), T::from_bits)
     }
 
     /// Writes `new` if the value equals `current`; returns the previous value (equal to
@@ -103,14 +145,14 @@ impl<T: AtomicValue> AtomicDomain<T> {
             current: current.to_bits(),
             new: new.to_bits(),
         };
-        Future::ready(T::from_bits(run(p, op)))
+        start(p, op, T::from_bits)
     }
 
     /// Applies `f` to the value with a compare-exchange loop; returns the previous value.
     fn update(&self, p: GlobalPtr<T>, f: impl Fn(T) -> T) -> T {
         let mut current = T::from_bits(run(p, AtomicOp::Load));
         loop {
-            let seen = self.compare_exchange(p, current, f(current)).result();
+            let seen = self.compare_exchange(p, current, f(current)).wait();
             if seen.to_bits() == current.to_bits() {
                 return seen;
             }
@@ -125,7 +167,7 @@ macro_rules! integer_ops {
         impl AtomicDomain<$t> {
             /// Adds `v` (wrapping), returns the previous value.
             pub fn fetch_add(&self, p: GlobalPtr<$t>, v: $t) -> Future<$t> {
-                Future::ready(<$t>::from_bits(run(p, AtomicOp::FetchAdd(v.to_bits()))))
+                start(p, AtomicOp::FetchAdd(v.to_bits()), <$t>::from_bits)
             }
             /// Adds `v` (wrapping).
             pub fn add(&self, p: GlobalPtr<$t>, v: $t) -> Future<()> {
@@ -133,23 +175,23 @@ macro_rules! integer_ops {
             }
             /// Subtracts `v` (wrapping), returns the previous value.
             pub fn fetch_sub(&self, p: GlobalPtr<$t>, v: $t) -> Future<$t> {
-                Future::ready(<$t>::from_bits(run(p, AtomicOp::FetchSub(v.to_bits()))))
+                start(p, AtomicOp::FetchSub(v.to_bits()), <$t>::from_bits)
             }
             /// Stores the minimum, returns the previous value.
             pub fn fetch_min(&self, p: GlobalPtr<$t>, v: $t) -> Future<$t> {
-                Future::ready(<$t>::from_bits(run(p, AtomicOp::$min(v as _))))
+                start(p, AtomicOp::$min(v as _), <$t>::from_bits)
             }
             /// Stores the maximum, returns the previous value.
             pub fn fetch_max(&self, p: GlobalPtr<$t>, v: $t) -> Future<$t> {
-                Future::ready(<$t>::from_bits(run(p, AtomicOp::$max(v as _))))
+                start(p, AtomicOp::$max(v as _), <$t>::from_bits)
             }
             /// Bitwise and, returns the previous value.
             pub fn fetch_and(&self, p: GlobalPtr<$t>, v: $t) -> Future<$t> {
-                Future::ready(<$t>::from_bits(run(p, AtomicOp::And(v.to_bits()))))
+                start(p, AtomicOp::And(v.to_bits()), <$t>::from_bits)
             }
             /// Bitwise or, returns the previous value.
             pub fn fetch_or(&self, p: GlobalPtr<$t>, v: $t) -> Future<$t> {
-                Future::ready(<$t>::from_bits(run(p, AtomicOp::Or(v.to_bits()))))
+                start(p, AtomicOp::Or(v.to_bits()), <$t>::from_bits)
             }
             /// Bitwise and.
             pub fn and(&self, p: GlobalPtr<$t>, v: $t) -> Future<()> {
@@ -165,7 +207,7 @@ macro_rules! integer_ops {
             }
             /// Bitwise xor, returns the previous value.
             pub fn fetch_xor(&self, p: GlobalPtr<$t>, v: $t) -> Future<$t> {
-                Future::ready(<$t>::from_bits(run(p, AtomicOp::Xor(v.to_bits()))))
+                start(p, AtomicOp::Xor(v.to_bits()), <$t>::from_bits)
             }
         }
     };

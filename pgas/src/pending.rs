@@ -1,4 +1,5 @@
-//! Puts still in flight: what each one completes when its ack arrives.
+//! Operations still in flight: what each put completes when its ack arrives, and each get
+//! or atomic when its reply arrives.
 //!
 //! A put into memory this process maps (every rank on smp, the ranks of the host under mpirun)
 //! is complete when the call returns, and never comes here. A put to another host (or with
@@ -10,6 +11,12 @@
 //!
 //! **Progress completes them.** Every round of pgas progress (any wait, [`crate::progress`])
 //! polls the conduit once and then checks each put's handle without further progress.
+//!
+//! **Gets and atomics** to another host travel the same way ([`PendingRead`]): `rget`,
+//! `rget_slice` and the atomic domain's operations return a pending future that the reply
+//! fulfils during progress, after the hook's `after_get` / `after_atomic` saw the data; the
+//! value never borrows the caller's memory (`rget_into` still waits, as it writes into a
+//! borrowed slice).
 //!
 //! **Synchronizations and resilience traffic complete them first** ([`Runtime::quiet`]): a
 //! barrier, a collective, and the entry of an internal scope (a Containment Domain's
@@ -23,7 +30,8 @@
 
 use std::rc::Rc;
 
-use gasnet_bridge::completion::WriteHandle;
+use gasnet_bridge::completion::{AtomicHandle, OwnedGetHandle, WriteHandle};
+use gasnet_bridge::{AtomicOp, AtomicResult};
 
 use crate::future::Fulfiller;
 use crate::hook::{Interceptor, OpId, Rma};
@@ -81,14 +89,82 @@ impl PendingPut {
     }
 }
 
-/// Completes the puts whose acks have arrived (after the caller's round of progress); the
-/// completions run after the list is released, as they may start new puts.
+/// The hook's view of a get in flight: the hook, its operation and the range read.
+pub(crate) type HookedGet = (Rc<dyn Interceptor>, OpId, Rma);
+/// The hook's view of an atomic in flight: the hook, its operation, rank, offset and op.
+pub(crate) type HookedAtomic = (Rc<dyn Interceptor>, OpId, usize, usize, AtomicOp);
+
+/// A get or an atomic still in flight to another host: what its reply completes (the hook's
+/// `after_get` / `after_atomic`, then the future's value).
+pub(crate) enum PendingRead {
+    Get {
+        handle: OwnedGetHandle,
+        hooked: Option<HookedGet>,
+        deliver: Box<dyn FnOnce(Vec<u8>)>,
+    },
+    Atomic {
+        handle: AtomicHandle,
+        hooked: Option<HookedAtomic>,
+        deliver: Box<dyn FnOnce(AtomicResult)>,
+    },
+}
+
+/// What a reply brought.
+enum Reply {
+    Bytes(Vec<u8>),
+    Atomic(AtomicResult),
+}
+
+impl PendingRead {
+    /// The reply if it has arrived (taken out of the handle), making no progress.
+    fn arrived(&mut self) -> Option<Reply> {
+        match self {
+            PendingRead::Get { handle, .. } => handle.take_arrived().map(Reply::Bytes),
+            PendingRead::Atomic { handle, .. } => handle.arrived().map(Reply::Atomic),
+        }
+    }
+
+    /// Runs what the reply completes.
+    fn complete(self, rt: &Runtime, reply: Reply) {
+        match (self, reply) {
+            (
+                PendingRead::Get {
+                    hooked, deliver, ..
+                },
+                Reply::Bytes(bytes),
+            ) => {
+                if let Some((hook, id, rma)) = hooked {
+                    rt.acks_pending.set(rt.acks_pending.get() - 1);
+                    hook.after_get(id, &rma, &bytes);
+                }
+                deliver(bytes);
+            }
+            (
+                PendingRead::Atomic {
+                    hooked, deliver, ..
+                },
+                Reply::Atomic(r),
+            ) => {
+                if let Some((hook, id, rank, offset, op)) = hooked {
+                    rt.acks_pending.set(rt.acks_pending.get() - 1);
+                    hook.after_atomic(id, rank, offset, op, &r);
+                }
+                deliver(r);
+            }
+            _ => unreachable!("a reply of the operation's own kind"),
+        }
+    }
+}
+
+/// Completes the puts whose acks and the gets and atomics whose replies have arrived (after
+/// the caller's round of progress); the completions run after the lists are released, as
+/// they may start new operations.
 pub(crate) fn complete_arrived(rt: &Runtime) {
+    if rt.nothing_in_flight() {
+        return;
+    }
     let arrived: Vec<PendingPut> = {
         let mut list = rt.pending_puts.borrow_mut();
-        if list.is_empty() {
-            return;
-        }
         let mut arrived = Vec::new();
         let mut i = 0;
         while i < list.len() {
@@ -102,5 +178,20 @@ pub(crate) fn complete_arrived(rt: &Runtime) {
     };
     for p in arrived {
         p.complete(rt);
+    }
+    let replies: Vec<(PendingRead, Reply)> = {
+        let mut list = rt.pending_reads.borrow_mut();
+        let mut replies = Vec::new();
+        let mut i = 0;
+        while i < list.len() {
+            match list[i].arrived() {
+                Some(reply) => replies.push((list.swap_remove(i), reply)),
+                None => i += 1,
+            }
+        }
+        replies
+    };
+    for (op, reply) in replies {
+        op.complete(rt, reply);
     }
 }

@@ -148,35 +148,105 @@ pub fn rput_slice<T: Pod>(src: &[T], dst: GlobalPtr<T>) -> Future<()> {
     })
 }
 
-/// Reads the `T` at `src`.
+/// Reads the `T` at `src`. From memory this process maps the future is ready on return;
+/// from another host it completes when the data arrives (many gets can be in flight).
 #[inline]
 pub fn rget<T: Pod>(src: GlobalPtr<T>) -> Future<T> {
     not_null(src, "rget");
     let mut value = T::zeroed();
     runtime::with(|rt| {
-        get_bytes(
+        start_get(
             rt,
             src.rank(),
             src.offset(),
             bytemuck::bytes_of_mut(&mut value),
         )
-    });
-    Future::ready(value)
+    })
+    .map_or(Future::ready(value), |pending| {
+        pending.finish(|bytes| bytemuck::pod_read_unaligned::<T>(&bytes))
+    })
 }
 
-/// Reads `len` elements from `src ..`.
+/// Reads `len` elements from `src ..` (ready on return from mapped memory, completed by the
+/// reply from another host).
 pub fn rget_slice<T: Pod>(src: GlobalPtr<T>, len: usize) -> Future<Vec<T>> {
     not_null(src, "rget");
     let mut out = vec![T::zeroed(); len];
-    runtime::with(|rt| {
-        get_bytes(
+    let pending = runtime::with(|rt| {
+        start_get(
             rt,
             src.rank(),
             src.offset(),
             bytemuck::cast_slice_mut(&mut out),
         )
     });
-    Future::ready(out)
+    match pending {
+        None => Future::ready(out),
+        Some(p) => p.finish(move |bytes| {
+            bytemuck::cast_slice_mut::<T, u8>(&mut out).copy_from_slice(&bytes);
+            out
+        }),
+    }
+}
+
+/// A get that left for another host: its future is made by [`StartedGet::finish`].
+struct StartedGet {
+    handle: gasnet_bridge::completion::OwnedGetHandle,
+    hooked: Option<crate::pending::HookedGet>,
+}
+
+impl StartedGet {
+    /// The future of the get's value, `decode` making it from the bytes when they arrive.
+    fn finish<V: 'static>(self, decode: impl FnOnce(Vec<u8>) -> V + 'static) -> Future<V> {
+        let (future, fulfiller) = Future::pending_for(Awaiting::new("the reply of an rget"));
+        runtime::with(|rt| {
+            rt.pending_reads
+                .borrow_mut()
+                .push(crate::pending::PendingRead::Get {
+                    handle: self.handle,
+                    hooked: self.hooked,
+                    deliver: Box::new(move |bytes| fulfiller.fulfill(decode(bytes))),
+                })
+        });
+        future
+    }
+}
+
+/// Starts a get of `dst.len()` bytes from (`rank`, `offset`) through the hook, if any: the
+/// bytes are in `dst` on return (`None`) when the hook served them from its log or the
+/// memory is mapped; otherwise the get is in flight and `dst` is untouched.
+fn start_get(rt: &Runtime, rank: usize, offset: usize, dst: &mut [u8]) -> Option<StartedGet> {
+    let hook = rt.hook_op();
+    let rma = Rma {
+        rank,
+        offset,
+        len: dst.len(),
+    };
+    if let Some((h, id)) = &hook {
+        if h.before_get(*id, &rma, dst) == GetAction::Served {
+            return None;
+        }
+    }
+    if rt.ep().maps(rank) || rt.ep().in_handler() {
+        // Complete on return, straight into `dst`: no buffer to own. (Inside a handler, too:
+        // an rpc function may wait for its own get, as before gets could be in flight.)
+        rt.ep()
+            .get(rank, offset, dst)
+            .unwrap_or_else(|e| panic!("rget: {e}"));
+        if let Some((h, id)) = hook {
+            h.after_get(id, &rma, dst);
+        }
+        return None;
+    }
+    let handle = rt
+        .ep()
+        .get_nb_owned(rank, offset, dst.len())
+        .unwrap_or_else(|e| panic!("rget: {e}"));
+    let hooked = hook.map(|(h, id)| {
+        rt.acks_pending.set(rt.acks_pending.get() + 1);
+        (h, id, rma)
+    });
+    Some(StartedGet { handle, hooked })
 }
 
 /// Reads `dst.len()` elements from `src ..` into `dst`, returning when they are there.

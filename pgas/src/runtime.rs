@@ -60,6 +60,8 @@ pub(crate) struct Runtime {
     pub(crate) deferred_frees: RefCell<BTreeSet<usize>>,
     /// Puts still waiting for their acks (another host's memory; see `pending.rs`).
     pub(crate) pending_puts: RefCell<Vec<crate::pending::PendingPut>>,
+    /// Gets and atomics to other hosts whose reply has not come yet.
+    pub(crate) pending_reads: RefCell<Vec<crate::pending::PendingRead>>,
     /// True while a pgas message (an rpc, a reply, a collective step) is being handled.
     pub(crate) in_handler: Cell<bool>,
     next_message: Cell<u64>,
@@ -121,6 +123,7 @@ impl Runtime {
             acks_pending: Cell::new(0),
             deferred_frees: RefCell::new(BTreeSet::new()),
             pending_puts: RefCell::new(Vec::new()),
+            pending_reads: RefCell::new(Vec::new()),
             in_handler: Cell::new(false),
             next_message: Cell::new(0),
             sent: Cell::new(0),
@@ -278,20 +281,26 @@ impl Runtime {
         }
     }
 
-    /// Makes progress until this rank has no put in flight (see `pending.rs`); free when it has
-    /// none. Not inside a pgas message's handler, which may not wait (an rpc function that
-    /// enters an internal scope, a resilience runtime's gather): the rank's own synchronization
-    /// or scope entry outside the handler quiets instead.
+    /// True if no put, get or atomic of this rank is in flight.
+    #[inline]
+    pub(crate) fn nothing_in_flight(&self) -> bool {
+        self.pending_puts.borrow().is_empty() && self.pending_reads.borrow().is_empty()
+    }
+
+    /// Makes progress until this rank has no put, get or atomic in flight (see `pending.rs`);
+    /// free when it has none. Not inside a pgas message's handler, which may not wait (an rpc
+    /// function that enters an internal scope, a resilience runtime's gather): the rank's own
+    /// synchronization or scope entry outside the handler quiets instead.
     #[inline]
     pub(crate) fn quiet(&self) {
-        if self.pending_puts.borrow().is_empty() || self.ep().in_handler() {
+        if self.nothing_in_flight() || self.ep().in_handler() {
             return;
         }
         self.ep().wait_for(
-            gasnet_bridge::sleep::Awaiting::new("the acks of this rank's puts"),
+            gasnet_bridge::sleep::Awaiting::new("the replies of this rank's operations"),
             || {
                 crate::pending::complete_arrived(self);
-                self.pending_puts.borrow().is_empty()
+                self.nothing_in_flight()
             },
         );
     }

@@ -185,3 +185,73 @@ fn remote_completion_sees_the_data() {
         assert_eq!(ran, per_process, "remote completions run");
     }
 }
+
+/// Gets and atomics to another host are in flight together and complete out of order during
+/// progress; into mapped memory they are ready on return.
+#[test]
+fn gets_and_atomics_are_in_flight_together() {
+    const GETS: usize = 500;
+    const ADDS: usize = 200;
+    for n in common::ranks_in(&[2, 3, 4]) {
+        let pending_seen = run(n, 4, RpcTable::new(), move || {
+            let all = arrays(FLOOD);
+            let (me, n) = (rank_me(), rank_n());
+            for i in 0..FLOOD {
+                (all[me] + i).write_local(word(me, i, 7)).unwrap();
+            }
+            let counter = all[0] + (FLOOD - 1);
+            if me == 0 {
+                counter.write_local(0).unwrap();
+            }
+            barrier();
+            let right = (me + 1) % n;
+            let ad = pgas::AtomicDomain::<u64>::new();
+            let words: Vec<Future<u64>> = (0..GETS).map(|i| pgas::rget(all[right] + i)).collect();
+            let slices: Vec<Future<Vec<u64>>> = [1usize, 100, FLOOD - 1]
+                .iter()
+                .map(|&len| rget_slice(all[right], len))
+                .collect();
+            let adds: Vec<Future<u64>> = (0..ADDS).map(|_| ad.fetch_add(counter, 1)).collect();
+            let pending = words.iter().filter(|f| !f.is_ready()).count()
+                + slices.iter().filter(|f| !f.is_ready()).count()
+                + adds.iter().filter(|f| !f.is_ready()).count();
+            if !cross_host() {
+                assert_eq!(pending, 0, "into mapped memory they are ready at once");
+            }
+            for (i, f) in words.into_iter().enumerate() {
+                assert_eq!(f.wait(), word(right, i, 7), "word {i} of rank {right}");
+            }
+            for f in slices {
+                let got = f.wait();
+                for (i, w) in got.iter().enumerate() {
+                    assert_eq!(*w, word(right, i, 7));
+                }
+            }
+            let mut seen: Vec<u64> = when_all(adds).wait();
+            seen.sort_unstable();
+            seen.dedup();
+            assert_eq!(
+                seen.len(),
+                ADDS,
+                "every fetch-add saw its own previous value"
+            );
+            barrier();
+            if me == 0 {
+                assert_eq!(ad.load(counter).wait(), (ADDS * n) as u64);
+            }
+            barrier();
+            // A dropped future's atomic still happens; a barrier completes it.
+            drop(ad.fetch_add(counter, 1));
+            barrier();
+            assert_eq!(ad.load(counter).wait(), (ADDS * n + n) as u64);
+            barrier();
+            pending
+        });
+        if cross_host() {
+            assert!(
+                pending_seen.iter().all(|&p| p > 0),
+                "on the cross-host path gets and atomics return pending: {pending_seen:?}"
+            );
+        }
+    }
+}

@@ -119,6 +119,12 @@ impl MpiWorld {
         self.mapped[self.rank].as_ref().expect("own segment")
     }
 
+    /// True if this process maps `rank`'s segment (a rank of this host, with PSHM).
+    #[inline]
+    pub(crate) fn maps(&self, rank: usize) -> bool {
+        matches!(self.mapped(rank), Ok(Some(_)))
+    }
+
     /// The mapping of `rank` if this process shares its memory, after checking it exists.
     #[inline]
     fn mapped(&self, rank: usize) -> Result<Option<&Mapped>, BridgeError> {
