@@ -6,7 +6,8 @@
 //! * under `cargo test`, on smp with 2, 3 and 4 ranks;
 //! * with the `mpi` feature and `mpirun` on `PATH`, this program starts itself under
 //!   `mpirun -n 2`, `-n 3` and `-n 4` (`--child checks`), again under `-n 2` and `-n 3` with
-//!   `PGAS_MPI_PSHM=0` (every AM and RMA over MPI, as between hosts), then runs the failure
+//!   `PGAS_MPI_PSHM=0` (every AM and RMA over MPI, as between hosts), under `-n 4` with one
+//!   shared-memory ring per inbox (`PGAS_MPI_RINGS=1`: rings and MPI in one job), then runs the failure
 //!   tests: a rank process killed with SIGKILL mid-run (`--child kill`) and a rank that panics
 //!   (`--child panic`): every other process must exit non-zero within 10 s, naming the lost
 //!   rank on stderr; then connects to a rank's watchdog with a wrong secret and with garbage
@@ -916,6 +917,29 @@ fn main() {
                 "the checks failed under mpirun -n {n} with PGAS_MPI_PSHM=0"
             );
         }
+    }
+    if part("rings") {
+        // One ring per inbox: of the three other ranks of the host, the first to send takes
+        // it and the other two send through MPI, so both paths and their per-pair FIFO run in
+        // one job.
+        eprintln!("conduit_suite on mpi with one ring per inbox, mpirun -n 4");
+        let status = mpirun(4, "checks")
+            .env("PGAS_MPI_RINGS", "1")
+            .status()
+            .expect("start mpirun");
+        assert!(
+            status.success(),
+            "the checks failed under mpirun -n 4 with PGAS_MPI_RINGS=1"
+        );
+        let out = mpirun(2, "checks")
+            .env("PGAS_MPI_RINGS", "zero")
+            .output()
+            .expect("start mpirun");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && err.contains("PGAS_MPI_RINGS") && err.contains("zero"),
+            "an unusable PGAS_MPI_RINGS is refused, naming it: {err}"
+        );
     }
     for mode in ["kill", "panic"] {
         if part(mode) {

@@ -65,7 +65,7 @@ impl MpiWorld {
             });
             return Ok(handle);
         }
-        if let Some(ring) = &self.outboxes[target] {
+        if let Some(ring) = self.outboxes.ring(target) {
             return self.send_am_shm(target, ring, &message, body);
         }
         mpi_len(payload.len())?;

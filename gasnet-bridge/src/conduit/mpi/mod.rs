@@ -7,6 +7,7 @@
 mod am;
 pub mod baseline;
 mod calls;
+mod inbox;
 mod process;
 mod progress;
 mod receive;
@@ -41,8 +42,8 @@ use crate::error::{BridgeError, LaunchError};
 use crate::failure::{PeerFailure, Stopped, panic_message};
 use crate::topology::Topology;
 
+use inbox::{Inbox, Outboxes};
 use process::{JOB_ACTIVE, POISONED};
-use shm_ring::Ring;
 use state::State;
 use watchdog::{Shared, Watchdog};
 use window::Mapped;
@@ -60,11 +61,11 @@ pub struct MpiWorld {
     /// By rank: the segments this process maps (its own always, its host's unless
     /// `PGAS_MPI_PSHM=0`).
     mapped: Box<[Option<Mapped>]>,
-    /// By rank: the ring in that rank's inbox that this rank fills (ranks of this host only,
-    /// unless `PGAS_MPI_PSHM=0`).
-    outboxes: Box<[Option<Ring>]>,
-    /// The rings of this rank's inbox, with the rank that fills each.
-    inboxes: Box<[(usize, Ring)]>,
+    /// The rings this rank claims in the inboxes of its host's ranks (unless
+    /// `PGAS_MPI_PSHM=0`), on its first message to each.
+    outboxes: Outboxes,
+    /// The rings of this rank's inbox that senders claimed.
+    inbox: Option<Inbox>,
     /// Whether any other rank sends to this one through MPI (it is on another host, or
     /// `PGAS_MPI_PSHM=0`); when none does, polling skips the MPI receives, whose test costs a
     /// turn of MPI's progress engine.

@@ -53,10 +53,8 @@ impl MpiWorld {
         if self.mpi_peers {
             work += self.take_mpi_messages(st);
         }
-        for (source, ring) in self.inboxes.iter() {
-            if !ring.is_empty() {
-                work += ring.drain(|bytes| self.take_off_wire(st, *source, bytes));
-            }
+        if let Some(inbox) = &self.inbox {
+            work += inbox.drain(|source, bytes| self.take_off_wire(st, source, bytes));
         }
         if !st.inflight.is_empty() {
             let mut i = 0;

@@ -18,6 +18,7 @@ use crate::topology::Topology;
 
 use super::MpiWorld;
 use super::calls::{allgather_text, check, null_request, uint8};
+use super::inbox::{Inbox, Outboxes};
 use super::process::{self, JOB_ACTIVE};
 use super::state::{Slot, State};
 use super::watchdog::{Shared, Watchdog};
@@ -226,7 +227,9 @@ impl MpiWorld {
         // SAFETY: `comm` is the job communicator, valid until teardown.
         check(unsafe { ffi::MPI_Barrier(comm) }, "MPI_Barrier")?;
         JOB_ACTIVE.store(true, Ordering::Release);
-        let mpi_peers = (0..ranks).any(|r| r != rank && host.outboxes[r].is_none());
+        // Senders of this host that found every ring of an inbox taken use MPI too.
+        let mpi_peers =
+            !host.ring_per_sender || (0..ranks).any(|r| r != rank && host.outboxes[r].is_none());
         Ok(Rc::new(MpiWorld {
             rank,
             ranks,
@@ -245,8 +248,8 @@ impl MpiWorld {
             segment_len,
             mapped: host.mapped.into_boxed_slice(),
             mpi_peers,
-            outboxes: host.outboxes.into_boxed_slice(),
-            inboxes: host.inboxes.into_boxed_slice(),
+            outboxes: Outboxes::new(rank, host.outboxes),
+            inbox: host.inbox.map(Inbox::new),
             st: RefCell::new(State {
                 slots,
                 head: 0,

@@ -2,8 +2,9 @@
 //! live, and how this process maps those of the other ranks of its host.
 //!
 //! Each rank's piece of the window is: slack to align to a page, the counters page, the
-//! segment (rounded up to pages), then (with shared-memory AMs) its inbox of one ring per rank
-//! of the host. Page-aligned offsets are the same in every process's mapping of the window, so
+//! segment (rounded up to pages), then (with shared-memory AMs) its inbox: a claim table and
+//! at most `PGAS_MPI_RINGS` rings, each taken by a sender of the host on first use
+//! (`inbox.rs`). Page-aligned offsets are the same in every process's mapping of the window, so
 //! aligning up finds the same bytes everywhere.
 
 use std::ffi::{CString, c_int, c_void};
@@ -17,7 +18,7 @@ use crate::error::BridgeError;
 use crate::segment::Segment;
 
 use super::calls::check;
-use super::shm_ring::{RING_BYTES, Ring};
+use super::inbox::{InboxLayout, inbox_bytes, rings_per_inbox};
 
 /// The page size the window's layout is built on.
 const PAGE: usize = 4096;
@@ -75,17 +76,21 @@ pub(super) struct HostMapping {
     pub(super) win: ffi::MPI_Win,
     /// By rank: the segments this process maps.
     pub(super) mapped: Vec<Option<Mapped>>,
-    /// By rank: the ring in that rank's inbox that this rank fills.
-    pub(super) outboxes: Vec<Option<Ring>>,
-    /// The rings of this rank's inbox, with the rank that fills each.
-    pub(super) inboxes: Vec<(usize, Ring)>,
+    /// By rank: the inbox of that rank of this host (`inbox.rs`), for this rank to claim a
+    /// ring in.
+    pub(super) outboxes: Vec<Option<InboxLayout>>,
+    /// This rank's inbox (`None` without shared memory or alone on its host).
+    pub(super) inbox: Option<InboxLayout>,
+    /// Every other rank of the host can have a ring in every inbox (else some send through
+    /// MPI).
+    pub(super) ring_per_sender: bool,
 }
 
-/// Bytes of one rank's piece of the window, and of its segment rounded up to pages.
-fn piece_len(segment_len: usize, node_size: usize, pshm: bool) -> (usize, usize) {
+/// Bytes of one rank's piece of the window, and of its segment rounded up to pages; `rings`
+/// per inbox (0 without shared memory).
+fn piece_len(segment_len: usize, rings: usize) -> (usize, usize) {
     let segment_pages = segment_len.div_ceil(PAGE) * PAGE;
-    let inbox_len = if pshm { node_size * RING_BYTES } else { 0 };
-    (2 * PAGE + segment_pages + inbox_len, segment_pages)
+    (2 * PAGE + segment_pages + inbox_bytes(rings), segment_pages)
 }
 
 /// Allocates the host's window on `node_comm` (collective) and maps this rank's piece and,
@@ -101,7 +106,12 @@ pub(super) fn map_host(
     pshm: bool,
     counting: WriteCounting,
 ) -> Result<HostMapping, BridgeError> {
-    let (piece, segment_pages) = piece_len(segment_len, node_ranks.len(), pshm);
+    let rings = if pshm {
+        rings_per_inbox(node_ranks.len()).map_err(|e| BridgeError::Conduit(e.to_string()))?
+    } else {
+        0
+    };
+    let (piece, segment_pages) = piece_len(segment_len, rings);
     let (win, base) = allocate(node_comm, piece)?;
     // Segments start zeroed, as on smp: MPI does not promise zeroed memory. This touches every
     // page of the piece (see the top-level README on memory).
@@ -111,12 +121,8 @@ pub(super) fn map_host(
     unsafe { crate::shared_copy::fill(base, 0, piece) };
 
     let mut mapped: Vec<Option<Mapped>> = (0..ranks).map(|_| None).collect();
-    let mut outboxes: Vec<Option<Ring>> = (0..ranks).map(|_| None).collect();
-    let mut inboxes = Vec::new();
-    let my_place = node_ranks
-        .iter()
-        .position(|&r| r == rank)
-        .expect("this rank is on its host");
+    let mut outboxes: Vec<Option<InboxLayout>> = (0..ranks).map(|_| None).collect();
+    let mut inbox = None;
     for (place, &job_rank) in node_ranks.iter().enumerate() {
         if !pshm && job_rank != rank {
             continue;
@@ -136,26 +142,17 @@ pub(super) fn map_host(
             counters: NonNull::new(counters.cast()).expect("inside a mapped window"),
             counting,
         });
-        if !pshm {
+        if rings == 0 {
             continue;
         }
-        // Ring `j` of a rank's inbox is filled by the rank at place `j` of the host.
-        let inbox = segment_start.wrapping_add(segment_pages);
-        let ring = |j: usize| {
-            // SAFETY: ring `j` lies inside `job_rank`'s piece (`piece` counts one ring per
-            // rank of the host), page-aligned, zeroed before the node barrier below and mapped
-            // until teardown; it has one producer (the rank at place `j`) and one consumer
-            // (the inbox's owner), which is how the caller below hands it out.
-            unsafe { Ring::new(inbox.wrapping_add(j * RING_BYTES)) }
-        };
+        // SAFETY: the inbox follows the segment's pages inside the piece (`piece_len` counts
+        // it), page-aligned, zeroed before the node barrier below and mapped until teardown;
+        // it is used only through `InboxLayout` and the rings it hands out (`inbox.rs`).
+        let layout = unsafe { InboxLayout::new(segment_start.wrapping_add(segment_pages), rings) };
         if job_rank == rank {
-            for (j, &from) in node_ranks.iter().enumerate() {
-                if j != my_place {
-                    inboxes.push((from, ring(j)));
-                }
-            }
+            inbox = Some(layout);
         } else {
-            outboxes[job_rank] = Some(ring(my_place));
+            outboxes[job_rank] = Some(layout);
         }
     }
     // Everyone has zeroed its piece before anyone may write into it.
@@ -165,7 +162,8 @@ pub(super) fn map_host(
         win,
         mapped,
         outboxes,
-        inboxes,
+        inbox,
+        ring_per_sender: !pshm || rings + 1 >= node_ranks.len(),
     })
 }
 
