@@ -7,6 +7,7 @@
 mod common;
 
 use std::cell::Cell;
+use std::time::{Duration, Instant};
 
 use cd_runtime as cd;
 use cd_runtime::relaxed::{RecoveryTrace, ReplayEvent};
@@ -76,7 +77,11 @@ fn ring(f: Rpcs) -> Result<(Out, Vec<RecoveryTrace>), CdError> {
                 let halo: Vec<u64> = (0..HALO as u64).map(|k| mix(acc, k)).collect();
                 rpc_ff(left, f.halo, (inboxes[left], halo, step + 1));
                 // The halo from the right has landed (rpc_ff has no completion to wait for).
-                while (inbox + 1 + HALO).read_local().unwrap() != step + 1 {
+                // Bounded: a replay that lost the request goes on, and the answer shows it.
+                let start = Instant::now();
+                while (inbox + 1 + HALO).read_local().unwrap() != step + 1
+                    && start.elapsed() < Duration::from_secs(10)
+                {
                     pgas::progress();
                 }
                 barrier();
@@ -231,18 +236,25 @@ fn an_rpc_whose_replayed_reply_differs_escalates() {
     }
 }
 
+thread_local! {
+    /// Times `comm.echo` ran on this rank's thread in the current launch.
+    static ECHOES: Cell<u64> = const { Cell::new(0) };
+}
+
 /// A function that started a put in its first execution: the put is in the target's log where
-/// progress ran the function, which a replay cannot match, so the recovery refuses (the
-/// control, a function that only writes locally, recovers).
+/// progress ran the function, which a replay cannot match, so the recovery refuses before
+/// replaying. One that starts a put only when replayed is refused as it does (the put is not
+/// sent). The control, a function that only writes locally, recovers.
 #[test]
-fn an_rpc_function_that_communicated_is_refused() {
-    for communicates in [false, true] {
+fn an_rpc_function_that_communicates_is_refused() {
+    for (first, replayed) in [(false, false), (true, true), (false, true)] {
         let mut t = RpcTable::new();
         let echo: RpcFn<(GlobalPtr<u64>, GlobalPtr<u64>, u64), ()> = t.register(
             "comm.echo",
             move |(word, back, v): (GlobalPtr<u64>, GlobalPtr<u64>, u64)| {
                 word.write_local(v).unwrap();
-                if communicates {
+                let runs = ECHOES.with(|c| c.replace(c.get() + 1));
+                if (runs == 0 && first) || (runs > 0 && replayed) {
                     rput(v, back).detach();
                 }
             },
@@ -253,6 +265,7 @@ fn an_rpc_function_that_communicated_is_refused() {
         );
         let out = cd::launch(&job(2), cfg, t, move || {
             let me = rank_me();
+            ECHOES.with(|c| c.set(0));
             let word = pgas::new_array::<u64>(2).unwrap();
             let words = internal(|| pgas::allgather(&world(), word).wait());
             let r = cd::relaxed("cm", |c| {
@@ -264,23 +277,31 @@ fn an_rpc_function_that_communicated_is_refused() {
                 barrier();
                 Ok(word.read_local().unwrap())
             });
+            // Rank 1's recovery has ended: what its function sent has landed.
             barrier();
-            Ok(r)
+            Ok((r, (word + 1).read_local().unwrap()))
         })
         .unwrap();
-        if !communicates {
-            assert_eq!(out.results[1], Ok(9), "the control recovers");
+        // Only the first run's put reached rank 0 (a refused one is not sent).
+        assert_eq!(out.results[0], (Ok(0), if first { 9 } else { 0 }));
+        if !replayed {
+            assert_eq!(out.results[1].0, Ok(9), "the control recovers");
             continue;
         }
-        match &out.results[1] {
+        let cause = if first {
+            "started operations here"
+        } else {
+            "started a put to rank 0"
+        };
+        match &out.results[1].0 {
             Err(CdError::Replay {
                 cd, rank, reason, ..
             }) => {
                 assert_eq!((cd.as_str(), *rank), ("cm", 1));
                 assert!(reason.contains("comm.echo"), "{reason}");
-                assert!(reason.contains("started operations"), "{reason}");
+                assert!(reason.contains(cause), "{reason}");
             }
-            other => panic!("expected the refusal, got {other:?}"),
+            other => panic!("expected the refusal ({cause}), got {other:?}"),
         }
     }
 }
