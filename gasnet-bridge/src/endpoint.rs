@@ -140,7 +140,7 @@ impl Endpoint {
     #[inline]
     pub fn maps(&self, rank: usize) -> bool {
         match &self.conduit {
-            Conduit::Smp(_) => true,
+            Conduit::Smp(_) => rank < self.ranks(),
             #[cfg(feature = "mpi")]
             Conduit::Mpi(world) => world.maps(rank),
         }

@@ -55,7 +55,8 @@ pub enum Arrival {
     Rpc,
     /// After the message the sender puts the plan's execution number into a flag of the
     /// receiver's segment, one flag per message and slot; the receiver polls it. Used under
-    /// relaxed CDs: a relaxed recovery replays incoming puts but not incoming rpcs, and with
+    /// relaxed CDs: a relaxed recovery replays an incoming rpc by running its function again,
+    /// and the arrival rpc counts into rank state no CD restores (it would count twice); with
     /// [`FLAG_SLOTS`] slots every inbox slot and flag is written once per smoother CD, so the
     /// replayed puts leave each slot and flag as the first execution read them.
     Flags,

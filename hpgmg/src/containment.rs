@@ -14,7 +14,8 @@
 //! - **Incoming writes**: the neighbours' ghost messages and their arrival flags land in F's
 //!   segment by replacing puts (no combining write, so no `preserve_global` is needed); the
 //!   neighbours log them and F's recovery replays them. Arrivals are flags, not rpcs
-//!   ([`Arrival::Flags`]): a relaxed recovery does not replay incoming rpcs. The smoother
+//!   ([`Arrival::Flags`]): a relaxed recovery replays an incoming rpc by running its function
+//!   again, and the arrival rpc counts into rank state no CD restores. The smoother
 //!   exchanges ghosts [`FLAG_SLOTS`] times and a plan has that many slots under relaxed CDs,
 //!   so each slot and flag is written once per CD: replaying the writes in any epoch order
 //!   leaves every slot as the first execution read it.

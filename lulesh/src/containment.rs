@@ -66,8 +66,9 @@
 //! rank waits in the agreement of "step".
 //!
 //! Halo arrivals under relaxed CDs are flags, not rpcs
-//! ([`distributed::Arrival::Flags`]): a recovery replays incoming puts but
-//! refuses incoming rpcs (the arrival rpc would run again on F). The flags'
+//! ([`distributed::Arrival::Flags`]): a recovery replays an incoming rpc by
+//! running its function again on F, and the arrival rpc counts into rank
+//! state no CD restores (it would count twice). The flags'
 //! sequence numbers ([`distributed::halo_sequence`]) are preserved with the
 //! cycle state so that a replayed exchange squashes exactly the puts it
 //! logged.

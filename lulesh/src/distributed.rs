@@ -77,7 +77,8 @@ pub enum Arrival {
     Rpc,
     /// After the message, the sender puts a sequence number into a flag slot of the
     /// receiver's segment; the receiver polls its flags. Used under relaxed CDs: a relaxed
-    /// CD's recovery replays incoming puts but refuses incoming rpcs, and a re-execution
+    /// CD's recovery replays an incoming rpc by running its function again, and the arrival
+    /// rpc counts into rank state no CD restores (it would count twice); a re-execution
     /// finds the flags of its first execution already set (see [`halo_sequence`]).
     Flags,
 }

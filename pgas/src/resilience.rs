@@ -18,7 +18,11 @@
 //!   completed when its ack arrives, which may be after the call returned; recovery first
 //!   waits for them;
 //! - deferred frees: a `delete_` the hook deferred ([`FreeAction::Defer`]) keeps its block
-//!   allocated until [`free_deferred`] frees it; [`deferred_frees`] lists them.
+//!   allocated until [`free_deferred`] frees it; [`deferred_frees`] lists them;
+//! - incoming rpc requests: which one's function is running ([`serving_request`], so a log
+//!   can tell the operations it starts from the body's), and running a function again from
+//!   its logged arguments without counting, sending or replying ([`rerun_rpc`]), so a
+//!   replaying rank re-applies an rpc request like an incoming write.
 //!
 //! Allocation addresses are logged and replayed through the hook's `before_alloc` /
 //! `after_alloc` ([`AllocAction::At`]).
@@ -27,6 +31,7 @@
 //! [`AllocAction::At`]: crate::hook::AllocAction::At
 
 use bytemuck::Pod;
+use thiserror::Error;
 
 use crate::error::PgasError;
 use crate::global_ptr::GlobalPtr;
@@ -155,4 +160,73 @@ pub fn free_deferred(offset: usize) -> Result<(), PgasError> {
         }
         rt.heap.borrow_mut().free(offset).map(|_| ())
     })
+}
+
+/// The program's rpc request whose function is running on this rank: its sender and the
+/// counters this rank gave it (the ack the sender logs, so `iwc` names the request there).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServedRequest {
+    /// The rank that sent the request.
+    pub source: usize,
+    /// This rank's EC when the request was counted.
+    pub ec: u64,
+    /// This rank's IWC after counting the request (0 in a job that does not count writes).
+    pub iwc: u64,
+}
+
+/// The program's rpc request whose function is running now on this rank (inside the function,
+/// and in what it calls); `None` in the body, in the resilience runtime's own requests, and in
+/// a [`rerun_rpc`]. A future's continuation that runs later is not inside the function.
+pub fn serving_request() -> Option<ServedRequest> {
+    runtime::with(|rt| rt.serving.get())
+}
+
+/// Why [`rerun_rpc`] could not produce the function's result.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum RerunError {
+    /// No function of this rank's table has that name.
+    #[error("no rpc function named {name:?} is registered on this rank")]
+    Unknown {
+        /// The name asked for.
+        name: String,
+    },
+    /// The argument bytes do not decode as the function's arguments.
+    #[error("the arguments of rpc {name:?} do not decode: {reason}")]
+    Arguments {
+        /// The function's name.
+        name: String,
+        /// The decoder's complaint.
+        reason: String,
+    },
+    /// The function (registered with `register_future`) returned a future that was not ready
+    /// when it returned. It has run; its result is not waited for (see [`rerun_rpc`]).
+    #[error(
+        "rpc {name:?} returned a future that was not ready: its result depends on progress \
+         (other ranks, or this rank's later code) that a re-run cannot wait for"
+    )]
+    NotReady {
+        /// The function's name.
+        name: String,
+    },
+}
+
+/// Runs the rpc function registered as `name` on this rank again, with the serialized
+/// arguments a log kept, and returns its serialized result: a replaying rank re-applies an
+/// incoming rpc request as it re-applies an incoming write.
+///
+/// Unlike a request that arrives: the Incoming Write Counter does not move (the request was
+/// counted when it first arrived), no reply is sent (the sender has it; the caller may compare
+/// the bytes with the reply the sender logged), and [`serving_request`] is `None`. The function
+/// runs as the program's code (the hook sees what it starts, so a replaying layer can refuse
+/// or serve it) in an rpc function's restricted context (it must not wait).
+///
+/// A function registered with `register_future` must return a ready future: a future that is
+/// not ready waits for messages or for code of this rank that the caller (a replay, in the
+/// middle of the rank's recovery) cannot run without risking a deadlock, so the function's
+/// effects stand but [`RerunError::NotReady`] is returned instead of waiting.
+///
+/// # Errors
+/// [`RerunError`]: an unknown name, arguments that do not decode, a future not ready.
+pub fn rerun_rpc(name: &str, args: &[u8]) -> Result<Vec<u8>, RerunError> {
+    runtime::with(|rt| crate::rpc::rerun(rt, name, args))
 }

@@ -346,7 +346,15 @@ pub(crate) fn run_request(
             )
         });
     rt.dist.missing.set(None);
-    let outcome = match (entry.invoke)(payload) {
+    // The program's request (not the resilience runtime's) is named by its counters, so a
+    // hook can tell which request started the operations the function starts.
+    let serving = (!rt.is_internal()).then_some(crate::resilience::ServedRequest {
+        source,
+        ec: ack.ec,
+        iwc: ack.iwc,
+    });
+    let invoked = with_serving(rt, serving, || (entry.invoke)(payload));
+    let outcome = match invoked {
         Ok(outcome) => outcome,
         Err(e) => match rt.dist.missing.take() {
             // The arguments name a dist_object not constructed here yet: run the rpc when
@@ -403,6 +411,60 @@ pub(crate) fn run_request(
                 })
                 .detach()
         }
+    }
+}
+
+/// Runs `f` with `serving` as the request being served, restoring the previous one after
+/// (also on unwind).
+fn with_serving<R>(
+    rt: &Runtime,
+    serving: Option<crate::resilience::ServedRequest>,
+    f: impl FnOnce() -> R,
+) -> R {
+    struct Restore<'a>(&'a Runtime, Option<crate::resilience::ServedRequest>);
+    impl Drop for Restore<'_> {
+        fn drop(&mut self) {
+            self.0.serving.set(self.1);
+        }
+    }
+    let _restore = Restore(rt, rt.serving.replace(serving));
+    f()
+}
+
+/// Re-runs the function registered as `name` with the serialized `args` on this rank, as the
+/// program's code inside an rpc function's restricted context, and returns its serialized
+/// result. Nothing is counted, sent or replied (`resilience::rerun_rpc` tells why).
+pub(crate) fn rerun(
+    rt: &Runtime,
+    name: &str,
+    args: &[u8],
+) -> Result<Vec<u8>, crate::resilience::RerunError> {
+    use crate::resilience::RerunError;
+    let entry = rt
+        .rpcs
+        .entries
+        .iter()
+        .find(|e| e.name == name)
+        .ok_or_else(|| RerunError::Unknown {
+            name: name.to_string(),
+        })?;
+    rt.dist.missing.set(None);
+    let was_in_handler = rt.in_handler.replace(true);
+    let invoked = rt.in_mode(false, || with_serving(rt, None, || (entry.invoke)(args)));
+    rt.in_handler.set(was_in_handler);
+    match invoked {
+        Ok(Outcome::Now(bytes)) => Ok(bytes),
+        Ok(Outcome::Later(future)) if future.is_ready() => Ok(future.result()),
+        Ok(Outcome::Later(_)) => Err(RerunError::NotReady {
+            name: entry.name.to_string(),
+        }),
+        Err(e) => Err(RerunError::Arguments {
+            name: entry.name.to_string(),
+            reason: match rt.dist.missing.take() {
+                Some(id) => format!("they name dist_object {id}, which this rank does not hold"),
+                None => e.to_string(),
+            },
+        }),
     }
 }
 

@@ -64,6 +64,9 @@ pub(crate) struct Runtime {
     pub(crate) pending_reads: RefCell<Vec<crate::pending::PendingRead>>,
     /// True while a pgas message (an rpc, a reply, a collective step) is being handled.
     pub(crate) in_handler: Cell<bool>,
+    /// The program's rpc request whose function is running on this rank, if any
+    /// (`resilience::serving_request`).
+    pub(crate) serving: Cell<Option<crate::resilience::ServedRequest>>,
     next_message: Cell<u64>,
     /// Logical messages this rank sent / handled, for finalize's termination detection.
     pub(crate) sent: Cell<u64>,
@@ -125,6 +128,7 @@ impl Runtime {
             pending_puts: RefCell::new(Vec::new()),
             pending_reads: RefCell::new(Vec::new()),
             in_handler: Cell::new(false),
+            serving: Cell::new(None),
             next_message: Cell::new(0),
             sent: Cell::new(0),
             handled: Cell::new(0),

@@ -1158,3 +1158,104 @@ fn collectives_served_from_a_log_take_no_part_but_step_the_epoch() {
         });
     }
 }
+
+/// Notes the replies this rank sends, and the request being served when each put started.
+#[derive(Default)]
+struct Serving {
+    replies: Cell<u64>,
+    puts: RefCell<Vec<Option<resilience::ServedRequest>>>,
+    acks: RefCell<Vec<WriteAck>>,
+}
+
+impl Interceptor for Serving {
+    fn before_put(&self, _: OpId, _: &Rma, _: &[u8]) -> PutAction {
+        self.puts.borrow_mut().push(resilience::serving_request());
+        PutAction::Proceed
+    }
+    fn after_rpc(&self, _: OpId, _: &RpcCall, ack: WriteAck, _: &[u8]) {
+        self.acks.borrow_mut().push(ack);
+    }
+    fn before_reply(&self, _: &RpcReply, _: &[u8]) -> ReplyAction {
+        self.replies.set(self.replies.get() + 1);
+        ReplyAction::Proceed
+    }
+}
+
+/// A put started inside an rpc function names the request it serves (the IWC its sender
+/// logs); `rerun_rpc` runs the function again from its argument bytes and returns its result
+/// without counting an incoming write, sending a reply or naming a request, and refuses a
+/// future that is not ready, an unknown name and arguments that do not decode.
+#[test]
+fn rerun_rpc_runs_a_function_again_uncounted_and_unreplied() {
+    use resilience::RerunError;
+    type Add = (GlobalPtr<u64>, GlobalPtr<u64>, u64);
+    for n in ranks().into_iter().filter(|&n| n >= 2) {
+        let mut t = RpcTable::new();
+        // Adds into the target's word and copies the sum to the sender's `copy`.
+        let add = t.register("rerun.add", |(word, copy, v): Add| {
+            let x = word.read_local().unwrap() + v;
+            word.write_local(x).unwrap();
+            rput(x, copy).detach();
+            x
+        });
+        t.register_future("rerun.ready", |v: u64| pgas::Future::ready(v + 1));
+        // Its promise is dropped unfinished: the future never becomes ready.
+        t.register_future("rerun.pending", |_: u64| {
+            pgas::Promise::<u64>::new().get_future()
+        });
+        run(n, 4, t, move || {
+            let me = rank_me();
+            let word = new_array::<u64>(2).unwrap();
+            let words = allgather(word);
+            barrier();
+            let hook = Rc::new(Serving::default());
+            set_hook(hook.clone());
+            let args = (words[1], words[0] + 1, 5u64);
+            if me == 0 {
+                assert_eq!(rpc(1, add, args).wait(), 5);
+            }
+            barrier();
+            let first = hook.acks.borrow().first().map(|a| (a.ec, a.iwc));
+            let ack = pgas::broadcast(&world(), first, 0).wait();
+            if me == 1 {
+                let (ec, iwc) = ack.expect("rank 0 logged the request's ack");
+                let puts = hook.puts.borrow().clone();
+                let served = resilience::ServedRequest { source: 0, ec, iwc };
+                assert_eq!(puts, [Some(served)], "the put names its request");
+                let iwc = resilience::incoming_writes();
+                assert!(iwc >= served.iwc);
+                let bytes = postcard::to_allocvec(&args).unwrap();
+                let got = resilience::rerun_rpc("rerun.add", &bytes).unwrap();
+                assert_eq!(postcard::from_bytes::<u64>(&got).unwrap(), 10);
+                assert_eq!(word.read_local().unwrap(), 10, "the function ran again");
+                assert_eq!(resilience::incoming_writes(), iwc, "not counted");
+                assert_eq!(hook.replies.get(), 1, "no reply for the re-run");
+                assert_eq!(hook.puts.borrow()[1], None, "a re-run serves no request");
+                let one = postcard::to_allocvec(&1u64).unwrap();
+                let two = resilience::rerun_rpc("rerun.ready", &one).unwrap();
+                assert_eq!(postcard::from_bytes::<u64>(&two).unwrap(), 2);
+                assert!(matches!(
+                    resilience::rerun_rpc("rerun.pending", &one),
+                    Err(RerunError::NotReady { .. })
+                ));
+                assert!(matches!(
+                    resilience::rerun_rpc("rerun.none", &one),
+                    Err(RerunError::Unknown { .. })
+                ));
+                assert!(matches!(
+                    resilience::rerun_rpc("rerun.add", &[]),
+                    Err(RerunError::Arguments { .. })
+                ));
+            }
+            barrier();
+            clear_hook();
+            if me == 0 {
+                // The re-run's copy landed too.
+                while (word + 1).read_local().unwrap() != 10 {
+                    pgas::progress();
+                }
+            }
+            barrier();
+        });
+    }
+}

@@ -11,7 +11,9 @@
 //! - in a write phase a rank puts only into its own column of any rank's array, adds into
 //!   any rank's counters (non-fetching adds: commutative), and reads (gets) only its own
 //!   columns; in a read phase it gets any slot or counter of any rank;
-//! - rpcs are pure (the reply depends on the arguments and the target rank only);
+//! - rpcs are pure (the reply depends on the arguments and the target rank only), or, in a
+//!   write phase, store into the sender's column of the target's array and reply with the
+//!   word they replaced (a put made by the target's rpc function);
 //! - allocations are private to the rank: written and read locally, freed in a later op or
 //!   step.
 //!
@@ -26,8 +28,9 @@
 //!
 //! Verdict: every rank's array, accumulator and live allocations equal the run without CDs
 //! bit for bit, or every rank ends with the same `CdError` whose cause is one of the
-//! accepted ones: an incoming combining write outside the preserved regions, an incoming
-//! rpc request (not replayable), or retries exhausted under a random soft-error rate. A
+//! accepted ones: an incoming combining write outside the preserved regions, or retries
+//! exhausted under a random soft-error rate (incoming rpc requests are replayed: their
+//! functions touch only the target's preserved array). A
 //! wrong answer, another error, a panic or a hang (a deadline per run) fails the property.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -58,6 +61,8 @@ enum Op {
     Get { from: usize, slot: usize },
     /// A pure rpc to `to`.
     Rpc { to: usize, v: u64 },
+    /// Write phase: an rpc storing into `to`'s array, this rank's column, slot `slot`.
+    RpcStore { to: usize, slot: usize, v: u64 },
     /// Allocates `len` words, fills them from the accumulator.
     Alloc { len: usize, v: u64 },
     /// Frees live allocation `idx % live`, folding its words in first.
@@ -97,6 +102,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (0..8usize, 0..C, 1..100u64).prop_map(|(to, slot, v)| Op::AtomicAdd { to, slot, v }),
         4 => (0..8usize, 0..64usize).prop_map(|(from, slot)| Op::Get { from, slot }),
         1 => (0..8usize, any::<u64>()).prop_map(|(to, v)| Op::Rpc { to, v }),
+        1 => (0..8usize, 0..K, any::<u64>()).prop_map(|(to, slot, v)| Op::RpcStore { to, slot, v }),
         1 => (1..4usize, any::<u64>()).prop_map(|(len, v)| Op::Alloc { len, v }),
         1 => (0..4usize).prop_map(|idx| Op::Free { idx }),
     ]
@@ -153,10 +159,22 @@ fn mix(a: u64, b: u64) -> u64 {
     mix64(a ^ mix64(b))
 }
 
-fn rpcs() -> (RpcTable, RpcFn<u64, u64>) {
+/// The programs' rpc functions.
+#[derive(Clone, Copy)]
+struct Fns {
+    pure: RpcFn<u64, u64>,
+    store: RpcFn<(GlobalPtr<u64>, u64), u64>,
+}
+
+fn rpcs() -> (RpcTable, Fns) {
     let mut t = RpcTable::new();
-    let f = t.register("prop.pure", |v: u64| mix(v, 0x5eed ^ rank_me() as u64));
-    (t, f)
+    let pure = t.register("prop.pure", |v: u64| mix(v, 0x5eed ^ rank_me() as u64));
+    let store = t.register("prop.store", |(p, v): (GlobalPtr<u64>, u64)| {
+        let old = p.read_local().unwrap();
+        p.write_local(v).unwrap();
+        old
+    });
+    (t, Fns { pure, store })
 }
 
 fn words(p: GlobalPtr<u64>, len: usize) -> Vec<u64> {
@@ -170,7 +188,7 @@ fn run_step(
     case: &Case,
     step: &[Phase],
     arrays: &[GlobalPtr<u64>],
-    f: RpcFn<u64, u64>,
+    f: Fns,
     mut st: State,
 ) -> State {
     let (me, n) = (rank_me(), case.ranks);
@@ -195,7 +213,15 @@ fn run_step(
                         ad.add(arrays[to % n] + (ctr + slot), v).wait();
                     }
                 }
-                Op::Put { .. } | Op::AtomicAdd { .. } => st.acc = mix(st.acc, 2),
+                Op::RpcStore { to, slot, v } if ph.write => {
+                    let to = to % n;
+                    let old =
+                        pgas::rpc(to, f.store, (arrays[to] + (me * K + slot), st.acc ^ v)).wait();
+                    st.acc = mix(st.acc, old);
+                }
+                Op::Put { .. } | Op::AtomicAdd { .. } | Op::RpcStore { .. } => {
+                    st.acc = mix(st.acc, 2)
+                }
                 Op::Get { from, slot } => {
                     let from = from % n;
                     let slot = if ph.write {
@@ -207,7 +233,7 @@ fn run_step(
                     st.acc = mix(st.acc, got);
                 }
                 Op::Rpc { to, v } => {
-                    let r = pgas::rpc(to % n, f, st.acc ^ v).wait();
+                    let r = pgas::rpc(to % n, f.pure, st.acc ^ v).wait();
                     st.acc = mix(st.acc, r);
                 }
                 Op::Alloc { len, v } => {
@@ -238,7 +264,7 @@ fn run_step(
     st
 }
 
-fn program(case: &Case, f: RpcFn<u64, u64>, cds: bool) -> Result<Out, CdError> {
+fn program(case: &Case, f: Fns, cds: bool) -> Result<Out, CdError> {
     let me = rank_me();
     let len = case.ranks * K + C;
     let mine = pgas::new_array::<u64>(len).unwrap();
@@ -342,7 +368,6 @@ static TALLY: [AtomicU64; 3] = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64:
 /// Whether `msg` (a failing rank's error) names an accepted cause for `case`.
 fn accepted_cause(case: &Case, msg: &str) -> bool {
     (!case.preserve_counters && msg.contains("combining") && msg.contains("does not preserve"))
-        || msg.contains("replaying incoming rpc requests is not supported")
         || (case.rate && msg.contains("retries exhausted; CD \"rx\""))
 }
 

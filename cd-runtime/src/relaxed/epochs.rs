@@ -8,7 +8,9 @@ use pgas::GlobalPtr;
 use serde::{Deserialize, Serialize};
 
 use crate::buddy::Bytes;
+use crate::relaxed::incoming_rpc;
 use crate::relaxed::log_store::LoggedOp;
+use crate::runtime::CdRuntime;
 
 /// What an incoming write did to this rank's memory.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -27,10 +29,14 @@ pub enum IncomingWhat {
         /// The operation.
         op: LoggedOp,
     },
-    /// An rpc request the target ran (counted like a write).
+    /// An rpc request the target ran (counted like a write), re-run from its arguments.
     Rpc {
         /// The function's registered name.
         name: String,
+        /// Its serialized arguments.
+        args: Bytes,
+        /// The serialized result the initiator got back (`None` for `rpc_ff`: none came).
+        reply: Option<Bytes>,
     },
 }
 
@@ -83,8 +89,10 @@ impl IncomingQueue {
 }
 
 /// Applies one incoming write to this rank's memory as a local store (not counted by the
-/// IWC: the write was counted when it first landed).
-pub fn apply(me: usize, w: &Incoming) -> Result<(), String> {
+/// IWC: the write was counted when it first landed); an rpc request runs its function again
+/// ([`incoming_rpc::rerun`]).
+pub fn apply(rt: &CdRuntime, w: &Incoming) -> Result<(), String> {
+    let me = rt.rank;
     match &w.what {
         IncomingWhat::Put { offset, bytes } => GlobalPtr::<u8>::from_raw(me, *offset)
             .write_local_slice(&bytes.0)
@@ -96,10 +104,9 @@ pub fn apply(me: usize, w: &Incoming) -> Result<(), String> {
             gasnet_bridge::AtomicOp::from(*op).apply(&word);
             p.write_local(word.into_inner()).map_err(|e| e.to_string())
         }
-        IncomingWhat::Rpc { name } => Err(format!(
-            "cannot replay the incoming rpc request `{name}` from rank {} (IWC {})",
-            w.from, w.iwc
-        )),
+        IncomingWhat::Rpc { name, args, reply } => {
+            incoming_rpc::rerun(rt, w, name, &args.0, reply.as_ref().map(|r| &r.0[..]))
+        }
     }
 }
 
@@ -151,7 +158,11 @@ mod tests {
             from: 0,
             ec,
             iwc,
-            what: IncomingWhat::Rpc { name: "x".into() },
+            what: IncomingWhat::Rpc {
+                name: "x".into(),
+                args: Bytes(Vec::new()),
+                reply: None,
+            },
         }
     }
 

@@ -23,7 +23,8 @@ use crate::frame::{CdKind, Frame};
 use crate::relaxed::ReplayEvent;
 use crate::relaxed::classes;
 use crate::relaxed::dependencies;
-use crate::relaxed::epochs;
+use crate::relaxed::epochs::{self, IncomingWhat};
+use crate::relaxed::incoming_rpc::refuse_operation;
 use crate::relaxed::limited;
 use crate::relaxed::log_store::{EntryKind, LogEntry, LoggedOp, TargetCounters};
 use crate::relaxed::writers;
@@ -64,6 +65,9 @@ fn log(rt: &CdRuntime, op: u64, kind: EntryKind) {
         lsn: rt.relaxed.next_lsn(),
         ec: pgas::resilience::epoch(),
         op,
+        // An rpc function serving another rank's request started it: a replay of that
+        // request must know (see `incoming_rpc`).
+        request: pgas::resilience::serving_request().map(|r| r.iwc),
         kind,
     };
     let size = e.size() as u64;
@@ -190,6 +194,9 @@ impl Interceptor for RelaxedHook {
             if rma.rank == rt.rank {
                 return PutAction::Proceed;
             }
+            if refuse_operation(rt, || format!("a put to rank {}", rma.rank)) {
+                return PutAction::Suppress;
+            }
             if let Some(a) = limited::put(rt, rma, bytes) {
                 return a;
             }
@@ -258,6 +265,10 @@ impl Interceptor for RelaxedHook {
             if rma.rank == rt.rank {
                 return GetAction::Proceed;
             }
+            if refuse_operation(rt, || format!("a get from rank {}", rma.rank)) {
+                dst.fill(0);
+                return GetAction::Served;
+            }
             if let Some(a) = limited::get(rt, rma, dst) {
                 return a;
             }
@@ -312,6 +323,12 @@ impl Interceptor for RelaxedHook {
             if call.rank == rt.rank {
                 return RpcAction::Proceed;
             }
+            if refuse_operation(rt, || {
+                format!("an rpc `{}` to rank {}", call.name, call.rank)
+            }) {
+                // Not sent: the recovery fails (a reply the function waits for never comes).
+                return RpcAction::Served(Vec::new());
+            }
             if let Some(a) = limited::rpc(rt, call, args) {
                 return a;
             }
@@ -347,6 +364,7 @@ impl Interceptor for RelaxedHook {
                     name: call.name.to_string(),
                     args: Bytes(args.to_vec()),
                     reply: None,
+                    fire_and_forget: call.fire_and_forget,
                     counters: None,
                 },
             );
@@ -378,6 +396,12 @@ impl Interceptor for RelaxedHook {
         runtime::with(|rt| {
             if rank == rt.rank {
                 return AtomicAction::Proceed;
+            }
+            if refuse_operation(rt, || format!("an atomic on rank {rank}")) {
+                return AtomicAction::Served(AtomicResult {
+                    previous: 0,
+                    ack: None,
+                });
             }
             if let Some(a) = limited::atomic(rt, rank, offset, op) {
                 return a;
@@ -452,6 +476,9 @@ impl Interceptor for RelaxedHook {
 
     fn before_fetch(&self, id: OpId, fetch: &Fetch) -> FetchAction {
         runtime::with(|rt| {
+            if refuse_operation(rt, || format!("a fetch from rank {}", fetch.rank)) {
+                return FetchAction::Served(Vec::new());
+            }
             if let Some(a) = limited::fetch(rt, fetch) {
                 return a;
             }
@@ -490,6 +517,13 @@ impl Interceptor for RelaxedHook {
 
     fn before_collective(&self, id: OpId, collective: &Collective) -> CollectiveAction {
         runtime::with(|rt| {
+            if refuse_operation(rt, || "a collective".into()) {
+                // Taking part would make the others wait for a rank that is replaying.
+                if collective.kind == CollectiveKind::Barrier {
+                    return CollectiveAction::Served(Vec::new());
+                }
+                return CollectiveAction::Proceed;
+            }
             if let Some(a) = limited::collective(rt, collective) {
                 return a;
             }
@@ -531,6 +565,11 @@ impl Interceptor for RelaxedHook {
 
     fn before_alloc(&self, size: usize, _align: usize) -> AllocAction {
         runtime::with(|rt| {
+            if refuse_operation(rt, || format!("an allocation of {size} bytes")) {
+                // Live, and not logged: the recovery fails anyway.
+                rt.relaxed.alloc_served.set(true);
+                return AllocAction::Proceed;
+            }
             if replaying(rt) {
                 if let Some(e) = next_entry(rt) {
                     match &e.kind {
@@ -604,19 +643,31 @@ pub(crate) fn apply_incoming(rt: &CdRuntime, ec: Option<u64>) {
         }
     };
     for w in &due {
-        if let Err(e) = epochs::apply(rt.rank, w) {
+        if let Err(e) = epochs::apply(rt, w) {
             mismatch(rt, e);
         }
-        rt.relaxed.event(ReplayEvent::Incoming {
-            from: w.from,
-            ec: w.ec,
-            iwc: w.iwc,
+        rt.relaxed.event(match &w.what {
+            IncomingWhat::Rpc { name, .. } => ReplayEvent::IncomingRpc {
+                from: w.from,
+                ec: w.ec,
+                iwc: w.iwc,
+                name: name.clone(),
+            },
+            _ => ReplayEvent::Incoming {
+                from: w.from,
+                ec: w.ec,
+                iwc: w.iwc,
+            },
         });
     }
 }
 
 /// A `cd::rng()` draw inside a logging relaxed CD: logged, or served in a replay.
 pub(crate) fn rng_draw(rt: &CdRuntime, dst: &mut [u8], draw: impl FnOnce(&mut [u8])) {
+    if refuse_operation(rt, || "an rng draw".into()) {
+        draw(dst);
+        return;
+    }
     if limited::rng(rt, dst) {
         return;
     }

@@ -170,10 +170,11 @@ pub(crate) fn prepare(
                     continue;
                 }
             }
-            IncomingWhat::Rpc { name } if !from_d => {
+            IncomingWhat::Rpc { name, .. } if !from_d => {
                 return Err(format!(
                     "rank {} (outside the re-executing ranks) ran the rpc `{name}` here (IWC \
-                     {}); replaying incoming rpc requests is not supported",
+                     {}); a dependency-limited re-execution does not replay incoming rpc \
+                     requests",
                     w.from, w.iwc
                 ));
             }

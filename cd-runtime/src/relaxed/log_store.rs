@@ -155,6 +155,9 @@ pub enum EntryKind {
         args: Bytes,
         /// Serialized reply (empty for `rpc_ff`), once it arrived.
         reply: Option<Bytes>,
+        /// An `rpc_ff`: the target's function result was not sent back, so `reply` is no
+        /// result to compare a replayed request's with.
+        fire_and_forget: bool,
         /// The target's counters when it ran the request.
         counters: Option<TargetCounters>,
     },
@@ -208,6 +211,10 @@ pub struct LogEntry {
     pub ec: u64,
     /// The pgas operation id (to pair the completion with its start); 0 when none.
     pub op: u64,
+    /// Set when an rpc function serving another rank's request started the operation (not the
+    /// body): that request's IWC at this rank. A recovery that replays the request refuses
+    /// such functions (their operations cannot be matched in LSN order).
+    pub request: Option<u64>,
     /// What it records.
     pub kind: EntryKind,
 }
@@ -602,6 +609,7 @@ mod tests {
             lsn,
             ec: lsn / 3,
             op: lsn,
+            request: None,
             kind: EntryKind::Write {
                 target: 1,
                 offset: 8 * lsn as usize,

@@ -11,6 +11,7 @@
 pub mod classes;
 pub mod dependencies;
 pub(crate) mod epochs;
+pub(crate) mod incoming_rpc;
 pub(crate) mod interceptor;
 pub(crate) mod limited;
 pub(crate) mod log_store;
@@ -142,6 +143,18 @@ pub enum ReplayEvent {
         /// Its IWC at the target.
         iwc: u64,
     },
+    /// An incoming rpc request replayed: its function ran again (a result other than the
+    /// logged reply is a replay error).
+    IncomingRpc {
+        /// The initiator rank.
+        from: usize,
+        /// Its epoch at the target.
+        ec: u64,
+        /// Its IWC at the target.
+        iwc: u64,
+        /// The function's registered name.
+        name: String,
+    },
     /// An incoming combining write that had landed before the CD's copy of its region was
     /// taken: the restored copy holds it, so it is not applied again.
     InCopy {
@@ -208,6 +221,8 @@ pub(crate) struct RankState {
     pub(crate) incoming: RefCell<IncomingQueue>,
     /// Errors found while replaying (squash mismatches), for the recovering CD.
     pub(crate) replay_errors: RefCell<Vec<String>>,
+    /// The incoming rpc request whose function is being run again, if any.
+    pub(crate) rerunning: RefCell<Option<incoming_rpc::Rerunning>>,
     /// The trace being written and the finished ones.
     pub(crate) trace: RefCell<Option<RecoveryTrace>>,
     pub(crate) traces: RefCell<Vec<RecoveryTrace>>,
@@ -244,6 +259,7 @@ impl RankState {
             replay: RefCell::new(None),
             incoming: RefCell::new(IncomingQueue::default()),
             replay_errors: RefCell::new(Vec::new()),
+            rerunning: RefCell::new(None),
             trace: RefCell::new(None),
             traces: RefCell::new(Vec::new()),
             alloc_served: Cell::new(false),

@@ -10,6 +10,7 @@ use pgas::resilience::{self, internal};
 use crate::cd::Cd;
 use crate::frame::Frame;
 use crate::relaxed::epochs::{self, Incoming, IncomingQueue, IncomingWhat};
+use crate::relaxed::incoming_rpc;
 use crate::relaxed::interceptor::apply_incoming;
 use crate::relaxed::log_store::{EntryKind, LogEntry};
 use crate::relaxed::writers;
@@ -142,7 +143,21 @@ fn incoming_of(
             offset: *offset,
             op: *op,
         },
-        EntryKind::Rpc { name, .. } => IncomingWhat::Rpc { name: name.clone() },
+        EntryKind::Rpc {
+            name,
+            args,
+            reply,
+            fire_and_forget,
+            ..
+        } => IncomingWhat::Rpc {
+            name: name.clone(),
+            args: args.clone(),
+            reply: if *fire_and_forget {
+                None
+            } else {
+                reply.clone()
+            },
+        },
         _ => return None,
     };
     Some(Incoming {
@@ -307,7 +322,7 @@ pub(crate) fn rebuild_before_begin(rt: &CdRuntime, frame: &Frame) {
     for w in got {
         if matches!(w.what, IncomingWhat::Put { .. }) {
             // Inside the segment: the initiator's put landed there.
-            let _ = epochs::apply(rt.rank, &w);
+            let _ = epochs::apply(rt, &w);
         }
     }
 }
@@ -394,16 +409,12 @@ pub(crate) fn begin(rt: &CdRuntime, cd: &Cd) -> Result<(), String> {
                     ));
                 }
             }
-            IncomingWhat::Rpc { name } => {
-                return Err(format!(
-                    "rank {} ran the rpc `{name}` here (IWC {}); replaying incoming rpc \
-                     requests is not supported",
-                    w.from, w.iwc
-                ));
-            }
             _ => {}
         }
     }
+    // Incoming rpc requests are replayed by running their functions again, which must not
+    // have communicated and must not be in a preserved copy already.
+    incoming_rpc::check(&entries, &writes, &globals)?;
     *rt.relaxed.trace.borrow_mut() = Some(RecoveryTrace {
         cd: frame.name.clone(),
         rank: me,

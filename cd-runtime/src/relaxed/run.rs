@@ -342,6 +342,7 @@ fn log_privatized(rt: &CdRuntime, frame: &Frame) {
             lsn: rt.relaxed.next_lsn(),
             ec: pgas::resilience::epoch(),
             op: 0,
+            request: None,
             kind: EntryKind::Privatized {
                 offset: r.offset,
                 bytes: Bytes(bytes),
