@@ -28,6 +28,8 @@
 //! - `allreduce_u64` / `world`: `OPS / 20` `reduce_all_u64` sums of one `u64` per rank on the
 //!   world team per repetition; `bridge_barrier` (the core's barrier, paired), `mpi_allreduce_u64`
 //!   (`MPI_Allreduce` of one `u64`, `MPI_SUM`, as many).
+//! - `rput_strided` / `64x8B`: `OPS / 100` strided rputs of 64 `u64`s 4 KiB apart on rank 1
+//!   per repetition; `rput_512B` (one contiguous rput of the same 512 bytes, paired).
 //! - `barrier` / `world` (an existing line): `OPS / 20` barriers; `bridge_barrier`,
 //!   `mpi_barrier` (as many `MPI_Barrier`s).
 
@@ -382,6 +384,7 @@ fn pgas_lines(s: &Sizes, am_rtt: f64) -> Vec<Line> {
             lines.push(rput_flood(s, target, at));
             lines.push(gups(s, word));
             lines.extend(strided_lines(s, target.cast::<f64>()));
+            lines.push(strided_column_line(s, target));
             lines.push(irregular_line(s, target.cast::<f64>()));
         }
         barrier();
@@ -506,6 +509,20 @@ fn strided_lines(s: &Sizes, dst: GlobalPtr<f64>) -> Vec<Line> {
         );
     }
     lines
+}
+
+/// `rput_strided` / `64x8B`: 64 `u64`s written 4 KiB apart on rank 1 (one dimension, stride
+/// 512 elements), against one contiguous `rput_slice` of the same 512 bytes (`rput_512B`),
+/// paired; nanoseconds per transfer, `OPS / 100` transfers per repetition.
+fn strided_column_line(s: &Sizes, target: GlobalPtr<u8>) -> Line {
+    use pgas::rput_strided;
+    let ops = s.ops / 100;
+    let dst = target.cast::<u64>();
+    let src: Vec<u64> = (0..64).collect();
+    let contiguous = || ns_per_op(ops, || rput_slice(&src, dst).wait());
+    let strided = || ns_per_op(ops, || rput_strided(&src, [1], dst, [512], [64]).wait());
+    let (base, value) = paired(s.reps, contiguous, strided);
+    Line::new("rput_strided", "64x8B", value, "ns", Better::Lower).baseline("rput_512B", base)
 }
 
 /// 4096 single-f64 pieces (every other element on rank 1) written by one `rput_irregular`,
