@@ -197,24 +197,31 @@ impl CacheLinePingPong {
     /// the one calling it with `side` 1 (both must, the same number of times with the same
     /// count): side 0 makes the word odd and waits until side 1 has made it even again.
     /// Nanoseconds per round trip on side 0; 0 on side 1, and at once on any other side.
+    ///
+    /// One untimed round trip comes first, so that the time side 1 takes to arrive (a rank
+    /// thread woken from a park, say) is not counted.
     pub fn run(&self, side: usize, round_trips: u64) -> f64 {
         use std::sync::atomic::Ordering::{Acquire, Release};
         let word = &self.word;
+        let one = || {
+            // Even here: only this side makes it odd, and it waited for the answer.
+            let v = word.load(Acquire);
+            word.store(v + 1, Release);
+            while word.load(Acquire) == v + 1 {
+                std::hint::spin_loop();
+            }
+        };
         match side {
             0 => {
+                one();
                 let start = Instant::now();
                 for _ in 0..round_trips {
-                    // Even here: only this side makes it odd, and it waited for the answer.
-                    let v = word.load(Acquire);
-                    word.store(v + 1, Release);
-                    while word.load(Acquire) == v + 1 {
-                        std::hint::spin_loop();
-                    }
+                    one();
                 }
                 start.elapsed().as_nanos() as f64 / round_trips.max(1) as f64
             }
             1 => {
-                for _ in 0..round_trips {
+                for _ in 0..=round_trips {
                     let v = loop {
                         let v = word.load(Acquire);
                         if v % 2 == 1 {
