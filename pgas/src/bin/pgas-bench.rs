@@ -14,9 +14,10 @@
 //! `OPS / 100` collectives.
 //!
 //! Under `mpirun` every process takes part, lines carry the job's process count, the baselines
-//! of the lines below become raw MPI measured in the same job after the pgas jobs
-//! (`mpi_baselines`), and only rank 0 prints. Lines added for issue 16 (baseline on smp, then
-//! on mpi):
+//! of `rput_latency` / `8B`, `rput_bandwidth`, `rpc_roundtrip` / `empty` and of the lines below
+//! that name an MPI one become raw MPI measured in the same job (`mpi_baselines`, after the
+//! pgas jobs; the ping-pong alternating with the rpc), and only rank 0 prints. Lines added
+//! for issue 16 (baseline on smp, then on mpi where it differs):
 //! - `rput_flood` / `8B`, Mop/s: `rput_bandwidth_promise`'s 8-byte flood (about 32 MiB of
 //!   8-byte puts per repetition, at most 200 000: every one counted on one operation
 //!   `Promise`, one `finalize().wait()` at the end) as a rate; `bridge_put_rate_8B` (as many
