@@ -175,6 +175,85 @@ pub fn ns_per_op(ops: u64, mut op: impl FnMut()) -> f64 {
     start.elapsed().as_nanos() as f64 / ops as f64
 }
 
+/// One cache line that two threads bounce between them: the cross-core round trip, the floor
+/// of any round trip between two threads of one machine (the `cacheline_roundtrip` baseline of
+/// the smp round trips; see [`CacheLinePingPong::run`]).
+///
+/// The word is alone on its line (128-byte alignment: 64-byte aligned, and the adjacent line
+/// a pair-prefetching core may pull along holds nothing either).
+#[repr(align(128))]
+#[derive(Debug, Default)]
+pub struct CacheLinePingPong {
+    word: std::sync::atomic::AtomicU64,
+}
+
+impl CacheLinePingPong {
+    /// A line at rest.
+    pub fn new() -> CacheLinePingPong {
+        CacheLinePingPong::default()
+    }
+
+    /// `round_trips` round trips of the line between the thread calling it with `side` 0 and
+    /// the one calling it with `side` 1 (both must, the same number of times with the same
+    /// count): side 0 makes the word odd and waits until side 1 has made it even again.
+    /// Nanoseconds per round trip on side 0; 0 on side 1, and at once on any other side.
+    ///
+    /// One untimed round trip comes first, so that the time side 1 takes to arrive (a rank
+    /// thread woken from a park, say) is not counted.
+    pub fn run(&self, side: usize, round_trips: u64) -> f64 {
+        use std::sync::atomic::Ordering::{Acquire, Release};
+        let word = &self.word;
+        let one = || {
+            // Even here: only this side makes it odd, and it waited for the answer.
+            let v = word.load(Acquire);
+            word.store(v + 1, Release);
+            while word.load(Acquire) == v + 1 {
+                std::hint::spin_loop();
+            }
+        };
+        match side {
+            0 => {
+                one();
+                let start = Instant::now();
+                for _ in 0..round_trips {
+                    one();
+                }
+                start.elapsed().as_nanos() as f64 / round_trips.max(1) as f64
+            }
+            1 => {
+                for _ in 0..=round_trips {
+                    let v = loop {
+                        let v = word.load(Acquire);
+                        if v % 2 == 1 {
+                            break v;
+                        }
+                        std::hint::spin_loop();
+                    };
+                    word.store(v + 1, Release);
+                }
+                0.0
+            }
+            _ => 0.0,
+        }
+    }
+}
+
+/// Median nanoseconds per cache-line round trip between two threads started for it, `round_trips`
+/// per repetition, `reps` repetitions after one warm-up (see [`CacheLinePingPong`]).
+pub fn cacheline_roundtrip_ns(round_trips: u64, reps: usize) -> f64 {
+    let line = CacheLinePingPong::new();
+    std::thread::scope(|s| {
+        let answer = s.spawn(|| {
+            for _ in 0..=reps.max(1) {
+                line.run(1, round_trips);
+            }
+        });
+        let ns = median_of(reps, || line.run(0, round_trips));
+        answer.join().expect("the answering thread");
+        ns
+    })
+}
+
 /// The command line every benchmark accepts.
 #[derive(Debug, Clone, PartialEq, Eq, Parser)]
 #[command(
@@ -318,6 +397,12 @@ mod tests {
         assert!(p(&["--ranks", "1"]).unwrap_err().contains("at least 2"));
         assert!(p(&["--reps", "0"]).unwrap_err().contains("at least 1"));
         assert!(p(&["--bogus"]).unwrap_err().contains("--bogus"));
+    }
+
+    #[test]
+    fn cacheline_roundtrip_is_positive() {
+        let ns = cacheline_roundtrip_ns(1000, 3);
+        assert!(ns.is_finite() && ns > 0.0, "{ns}");
     }
 
     #[test]

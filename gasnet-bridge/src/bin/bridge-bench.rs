@@ -10,13 +10,36 @@
 //! Built with `--features mpi` and started by `mpirun -n 2`, it runs on the mpi conduit: lines
 //! say `conduit: mpi`, and the baselines are raw MPI measured in the same run between the same
 //! two processes (`mpi_put_flush_8B`, `mpi_put_<size>`, `mpi_pingpong_8B`); only rank 0 prints.
+//!
+//! The lines (rank 0 to rank 1; baseline on smp, then on mpi where it differs):
+//! - `put_latency` / `8B`: one blocking 8-byte `put` after another in the default job (which
+//!   does not count incoming writes), `OPS` per repetition; `memcpy_8B`, `mpi_put_flush_8B`.
+//! - `put_latency` / `8B_counting_job` (smp): the same in a job that counts incoming writes;
+//!   `put_8B_default_job`.
+//! - `put_rate` / `8B`, Mop/s: the puts of `put_latency` / `8B` (same default job, `OPS` per
+//!   repetition) as a rate, paired with its baseline in every repetition: `memcpy_rate_8B`
+//!   (the same 8-byte memcpy, one after another), `mpi_put_flush_rate_8B` (1 / the raw put +
+//!   flush of `mpi_put_flush_8B`).
+//! - `get_latency` / `8B`, `atomic_fetch_add` / `u64`: `OPS` blocking gets / fetch-adds;
+//!   `memcpy_8B` (`mpi_put_flush_8B`), `raw_atomic` (a local `fetch_add`).
+//! - `put_bandwidth` / 8B .. 4MiB, GB/s: non-blocking puts waited one by one, about 32 MiB per
+//!   repetition; `memcpy_<size>` into a page-aligned buffer, `mpi_put_<size>`.
+//! - `am_roundtrip` / `short`: `OPS / 10` short request / reply round trips per repetition,
+//!   paired in every repetition with `cacheline_roundtrip` on smp: ranks 0 and 1 (the same
+//!   two threads) bouncing one `AtomicU64` alone on its cache line the same number of times,
+//!   nanoseconds per round trip, the machine's floor for a round trip between cores
+//!   ([`bench_report::CacheLinePingPong`]); on mpi with `mpi_pingpong_8B`.
+//! - `barrier` / `latency`: `OPS / 20` barriers of every rank; `std_barrier` (smp, among as
+//!   many threads), none on mpi.
 
 use std::hint::black_box;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use bench_report::{BenchArgs, Better, Line, median_of, ns_per_op, print, size_name};
+use bench_report::{
+    BenchArgs, Better, CacheLinePingPong, Line, median_of, ns_per_op, print, size_name,
+};
 use gasnet_bridge::{AtomicOp, Endpoint, HandlerTable, LaunchConfig, WriteCounting, launch};
 
 const FLOOD_SIZES: [usize; 8] = [8, 64, 512, 4 << 10, 32 << 10, 256 << 10, 1 << 20, 4 << 20];
@@ -49,6 +72,8 @@ fn main() {
         eprintln!("bridge-bench: {e}");
         std::process::exit(1)
     });
+    // Ranks 0 and 1 bounce this line between them, paired with the AM round trip (smp).
+    let floor = CacheLinePingPong::new();
     let per_rank = launch(&config, handlers, |ep| {
         let mut lines = Vec::new();
         let ranks = ep.ranks();
@@ -72,6 +97,23 @@ fn main() {
             lines.push(line(
                 Line::new("put_latency", "8B", put, "ns", Better::Lower)
                     .baseline("memcpy_8B", memcpy),
+            ));
+            // The same puts as a rate, paired with the rate of the same 8-byte memcpy.
+            let mops = |ns: f64| 1e3 / ns;
+            let memcpy_rate = || {
+                mops(ns_per_op(ops, || {
+                    black_box(&mut local).copy_from_slice(black_box(&src));
+                }))
+            };
+            let put_rate = || {
+                mops(ns_per_op(ops, || {
+                    black_box(ep.put(1, 0, black_box(&src)).unwrap());
+                }))
+            };
+            let (memcpy_rate, put_rate) = bench_report::paired(reps, memcpy_rate, put_rate);
+            lines.push(line(
+                Line::new("put_rate", "8B", put_rate, "Mop/s", Better::Higher)
+                    .baseline("memcpy_rate_8B", memcpy_rate),
             ));
             let mut dst = [0u8; 8];
             let get = median_of(reps, || {
@@ -134,7 +176,7 @@ fn main() {
         ep.barrier().unwrap();
 
         // -- AM round trip ---------------------------------------------------------------
-        if let Some(l) = am_roundtrip(ep, reps, ops / 10, ping, stop, &replies, &stops) {
+        if let Some(l) = am_roundtrip(ep, reps, ops / 10, ping, stop, &replies, &stops, &floor) {
             lines.push(line(l));
         }
         ep.barrier().unwrap();
@@ -245,14 +287,18 @@ fn mpi_baselines(lines: &mut [Line], ops: u64, flood_bytes: usize, reps: usize) 
                 .find(|(c, _)| c == case)
                 .map(|(c, v)| (format!("mpi_put_{c}"), *v)),
             ("get_latency", "8B") => Some(("mpi_put_flush_8B".into(), put8)),
+            ("put_rate", "8B") => Some(("mpi_put_flush_rate_8B".into(), 1e3 / put8)),
             _ => l.baseline.take(),
         };
     }
 }
 
 /// The short AM round trip, rank 0 to rank 1, on ranks 0 and 1 together (rank 1 serves until
-/// rank 0's `stop` AM ends a repetition); rank 0's line. On the mpi conduit each repetition
-/// alternates with a raw MPI ping-pong between the same two processes, the baseline.
+/// rank 0's `stop` AM ends a repetition); rank 0's line. Each repetition alternates with its
+/// baseline between the same two ranks: on the mpi conduit a raw MPI ping-pong between the
+/// same two processes (`mpi_pingpong_8B`), on smp the same two threads bouncing one cache line
+/// (`cacheline_roundtrip`, the machine's floor for a round trip between cores).
+#[allow(clippy::too_many_arguments)]
 fn am_roundtrip(
     ep: &Endpoint,
     reps: usize,
@@ -261,6 +307,7 @@ fn am_roundtrip(
     stop: gasnet_bridge::HandlerId,
     replies: &AtomicU64,
     stops: &AtomicU64,
+    floor: &CacheLinePingPong,
 ) -> Option<Line> {
     let me = ep.rank();
     let mut served = 0;
@@ -296,8 +343,8 @@ fn am_roundtrip(
         let (raw, rtt) = bench_report::paired(reps, raw, once);
         return (me == 0).then(|| line(rtt).baseline("mpi_pingpong_8B", raw));
     }
-    let rtt = median_of(reps, once);
-    (me == 0).then(|| line(rtt))
+    let (floor, rtt) = bench_report::paired(reps, || floor.run(me, ops), once);
+    (me == 0).then(|| line(rtt).baseline("cacheline_roundtrip", floor))
 }
 
 /// Median ns per call of `op` on every rank, with ranks aligned by a barrier before each rep.

@@ -12,6 +12,27 @@
 //! every repetition: on smp with [`COLLECTIVE_RANKS`] ranks, where a tree differs from a line
 //! (or `--ranks` if that is above 2); on mpi with the job's ranks. One repetition holds
 //! `OPS / 100` collectives.
+//!
+//! Under `mpirun` every process takes part, lines carry the job's process count, the baselines
+//! of `rput_latency` / `8B`, `rput_bandwidth`, `rpc_roundtrip` / `empty` and of the lines below
+//! that name an MPI one become raw MPI measured in the same job (`mpi_baselines`, after the
+//! pgas jobs; the ping-pong alternating with the rpc), and only rank 0 prints. Lines added
+//! for issue 16 (baseline on smp, then on mpi where it differs):
+//! - `rput_flood` / `8B`, Mop/s: `rput_bandwidth_promise`'s 8-byte flood (about 32 MiB of
+//!   8-byte puts per repetition, at most 200 000: every one counted on one operation
+//!   `Promise`, one `finalize().wait()` at the end) as a rate; `bridge_put_rate_8B` (as many
+//!   blocking bridge puts, paired), `mpi_put_flood_8B` (as many raw `MPI_Put`s in flight, one
+//!   `MPI_Win_flush`).
+//! - `rpc_roundtrip_floor` / `empty` (smp only): the value of `rpc_roundtrip` / `empty` (`OPS /
+//!   10` round trips per repetition) against `cacheline_roundtrip`, the same two rank threads
+//!   bouncing one cache line as often, paired in every repetition: the machine's floor.
+//! - `allreduce_u64` / `world`: `OPS / 20` `reduce_all_u64` sums of one `u64` per rank on the
+//!   world team per repetition; `bridge_barrier` (the core's barrier, paired), `mpi_allreduce_u64`
+//!   (`MPI_Allreduce` of one `u64`, `MPI_SUM`, as many).
+//! - `rput_strided` / `64x8B`: `OPS / 100` strided rputs of 64 `u64`s 4 KiB apart on rank 1
+//!   per repetition; `rput_512B` (one contiguous rput of the same 512 bytes, paired).
+//! - `barrier` / `world` (an existing line): `OPS / 20` barriers; `bridge_barrier`,
+//!   `mpi_barrier` (as many `MPI_Barrier`s).
 
 use std::hint::black_box;
 use std::rc::Rc;
@@ -19,7 +40,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use bench_report::{BenchArgs, Better, Line, median_of, ns_per_op, paired, print, size_name};
+use bench_report::{
+    BenchArgs, Better, CacheLinePingPong, Line, median_of, ns_per_op, paired, print, size_name,
+};
 use gasnet_bridge::{AtomicOp, HandlerTable};
 use pgas::{
     AtomicDomain, Completions, GlobalPtr, Interceptor, LaunchConfig, Promise, RpcFn, RpcTable,
@@ -42,13 +65,24 @@ struct Sizes {
     ranks: usize,
 }
 
+/// Operations of one repetition of a flood of `size`-byte puts: about `flood_bytes` of
+/// traffic, at least 4 and at most 200 000 puts.
+fn flood_count(s: &Sizes, size: usize) -> u64 {
+    (s.flood_bytes / size).clamp(4, 200_000) as u64
+}
+
 fn main() {
     let args = BenchArgs::from_env("pgas-bench");
+    // Under mpirun the job has as many ranks as there are processes, whatever `--ranks` says.
+    let mpi_world = gasnet_bridge::conduit::mpi_world().unwrap_or_else(|e| {
+        eprintln!("pgas-bench: {e}");
+        std::process::exit(1)
+    });
     let sizes = Sizes {
         ops: if args.quick { 20_000 } else { 1_000_000 },
         flood_bytes: if args.quick { 4 << 20 } else { 32 << 20 },
         reps: args.reps,
-        ranks: args.ranks,
+        ranks: mpi_world.map_or(args.ranks, |(_, size)| size),
     };
     let conduit = gasnet_bridge::conduit::selected().unwrap_or_else(|e| {
         eprintln!("pgas-bench: {e}");
@@ -94,15 +128,20 @@ fn mpi_baselines(lines: &mut [Line], s: &Sizes) {
         std::process::exit(1)
     };
     let put8 = baseline::put_flush(8, s.ops / 10, s.reps).unwrap_or_else(fail);
+    let put_flood = 1e3 / baseline::put_flood(8, flood_count(s, 8), s.reps).unwrap_or_else(fail);
+    let mpi_barrier = baseline::barrier(s.ops / 20, s.reps).unwrap_or_else(fail);
+    let mpi_allreduce = baseline::allreduce_u64(s.ops / 20, s.reps).unwrap_or_else(fail);
     let mut flood = Vec::new();
     for size in FLOOD_SIZES {
-        let n = (s.flood_bytes / size).clamp(4, 200_000) as u64;
-        let ns = baseline::put_flush(size, n, s.reps).unwrap_or_else(fail);
+        let ns = baseline::put_flush(size, flood_count(s, size), s.reps).unwrap_or_else(fail);
         flood.push((size_name(size), size as f64 / ns));
     }
     for l in lines.iter_mut() {
         l.baseline = match (l.bench.as_str(), l.case.as_str()) {
             ("rput_latency", "8B") => Some(("mpi_put_flush_8B".into(), put8)),
+            ("rput_flood", "8B") => Some(("mpi_put_flood_8B".into(), put_flood)),
+            ("barrier", "world") => Some(("mpi_barrier".into(), mpi_barrier)),
+            ("allreduce_u64", "world") => Some(("mpi_allreduce_u64".into(), mpi_allreduce)),
             ("rput_bandwidth", case) => flood
                 .iter()
                 .find(|(c, _)| c == case)
@@ -146,15 +185,18 @@ fn bridge_am_roundtrip(s: &Sizes) -> f64 {
 /// The empty rpc round trip, rank 0 to rank 1, on ranks 0 and 1 together: rank 1 serves until
 /// rank 0's `stop` rpc says a repetition is over. On the mpi conduit each repetition alternates
 /// with a raw MPI ping-pong between the same two processes (the baseline, seeing the same
-/// machine state); on smp the baseline is the bridge's AM round trip from the job before.
-/// Returns rank 0's line.
+/// machine state). On smp each repetition alternates with the same two rank threads bouncing
+/// one cache line as many times (`cacheline_roundtrip`, the machine's floor), and the value is
+/// reported twice: `rpc_roundtrip` against the bridge's AM round trip from the job before, and
+/// `rpc_roundtrip_floor` against the cache line. Returns rank 0's lines (none elsewhere).
 fn rpc_roundtrip(
     s: &Sizes,
     noop: RpcFn<(), ()>,
     stop: RpcFn<(), ()>,
     stops: &AtomicU64,
     am_rtt: f64,
-) -> Option<Line> {
+    floor: &CacheLinePingPong,
+) -> Vec<Line> {
     let me = pgas::rank_me();
     let round_trips = s.ops / 10;
     let mut served = 0;
@@ -179,16 +221,24 @@ fn rpc_roundtrip(
             .unwrap_or_else(|e| fail_with(&e));
         let raw = || pingpong.run(round_trips).unwrap_or_else(|e| fail_with(&e));
         let (raw, rtt) = paired(s.reps, raw, once);
-        return (me == 0).then(|| {
+        if me != 0 {
+            return Vec::new();
+        }
+        return vec![
             Line::new("rpc_roundtrip", "empty", rtt, "ns", Better::Lower)
-                .baseline("mpi_pingpong_8B", raw)
-        });
+                .baseline("mpi_pingpong_8B", raw),
+        ];
     }
-    let rtt = median_of(s.reps, once);
-    (me == 0).then(|| {
+    let (floor, rtt) = paired(s.reps, || floor.run(me, round_trips), once);
+    if me != 0 {
+        return Vec::new();
+    }
+    vec![
         Line::new("rpc_roundtrip", "empty", rtt, "ns", Better::Lower)
-            .baseline("bridge_am_roundtrip", am_rtt)
-    })
+            .baseline("bridge_am_roundtrip", am_rtt),
+        Line::new("rpc_roundtrip_floor", "empty", rtt, "ns", Better::Lower)
+            .baseline("cacheline_roundtrip", floor),
+    ]
 }
 
 #[cfg(feature = "mpi")]
@@ -218,6 +268,8 @@ fn pgas_lines(s: &Sizes, am_rtt: f64) -> Vec<Line> {
         stopped.fetch_add(1, Ordering::Release);
     });
     let config = LaunchConfig::new(s.ranks).segment_bytes(SEGMENT);
+    // Ranks 0 and 1 bounce this line between them, paired with the rpc round trip (smp).
+    let floor = CacheLinePingPong::new();
     let per_rank = pgas::launch(&config, rpcs, || {
         let mut lines = Vec::new();
         // Every rank allocates the same array first, so rank 1's array is at the same offset.
@@ -293,7 +345,7 @@ fn pgas_lines(s: &Sizes, am_rtt: f64) -> Vec<Line> {
                     .baseline("bridge_am_roundtrip", am_rtt),
             );
             for size in FLOOD_SIZES {
-                let n = (s.flood_bytes / size).clamp(4, 200_000) as u64;
+                let n = flood_count(s, size);
                 let src = vec![3u8; size];
                 let case = size_name(size);
                 let bname = format!("bridge_put_{case}");
@@ -330,14 +382,14 @@ fn pgas_lines(s: &Sizes, am_rtt: f64) -> Vec<Line> {
                     .baseline(&bname, bridge),
                 );
             }
+            lines.push(rput_flood(s, target, at));
             lines.push(gups(s, word));
             lines.extend(strided_lines(s, target.cast::<f64>()));
+            lines.push(strided_column_line(s, target));
             lines.push(irregular_line(s, target.cast::<f64>()));
         }
         barrier();
-        if let Some(line) = rpc_roundtrip(s, noop, stop, &stops, am_rtt) {
-            lines.push(line);
-        }
+        lines.extend(rpc_roundtrip(s, noop, stop, &stops, am_rtt, &floor));
         barrier();
         let raw_barrier = || {
             pgas::__bench_endpoint(|ep| {
@@ -356,8 +408,24 @@ fn pgas_lines(s: &Sizes, am_rtt: f64) -> Vec<Line> {
                     .baseline("bridge_barrier", bridge),
             );
         }
-        // One u64 per rank reduced on the world team: the segment path and the message path.
+        // One u64 per rank summed on the world team (MPI_Allreduce's job), paired with the
+        // core's barrier (smp; the floor of any collective) or, on mpi, judged against raw
+        // MPI_Allreduce measured after the jobs.
         let world = pgas::world();
+        let sum = || {
+            barrier();
+            ns_per_op(s.ops / 20, || {
+                black_box(pgas::reduce_all_u64(&world, 1, u64::wrapping_add)).into_unit()
+            })
+        };
+        let (bridge, allreduce) = paired(s.reps, raw_barrier, sum);
+        if pgas::rank_me() == 0 {
+            lines.push(
+                Line::new("allreduce_u64", "world", allreduce, "ns", Better::Lower)
+                    .baseline("bridge_barrier", bridge),
+            );
+        }
+        // One u64 per rank reduced on the world team: the segment path and the message path.
         let fast = || {
             barrier();
             ns_per_op(s.ops / 20, || {
@@ -442,6 +510,20 @@ fn strided_lines(s: &Sizes, dst: GlobalPtr<f64>) -> Vec<Line> {
         );
     }
     lines
+}
+
+/// `rput_strided` / `64x8B`: 64 `u64`s written 4 KiB apart on rank 1 (one dimension, stride
+/// 512 elements), against one contiguous `rput_slice` of the same 512 bytes (`rput_512B`),
+/// paired; nanoseconds per transfer, `OPS / 100` transfers per repetition.
+fn strided_column_line(s: &Sizes, target: GlobalPtr<u8>) -> Line {
+    use pgas::rput_strided;
+    let ops = s.ops / 100;
+    let dst = target.cast::<u64>();
+    let src: Vec<u64> = (0..64).collect();
+    let contiguous = || ns_per_op(ops, || rput_slice(&src, dst).wait());
+    let strided = || ns_per_op(ops, || rput_strided(&src, [1], dst, [512], [64]).wait());
+    let (base, value) = paired(s.reps, contiguous, strided);
+    Line::new("rput_strided", "64x8B", value, "ns", Better::Lower).baseline("rput_512B", base)
 }
 
 /// 4096 single-f64 pieces (every other element on rank 1) written by one `rput_irregular`,
@@ -582,4 +664,36 @@ fn gups(s: &Sizes, table: GlobalPtr<u64>) -> Line {
         updates as f64 / start.elapsed().as_secs_f64() / 1e6
     });
     Line::new("gups", "atomic", remote, "MUP/s", Better::Higher).baseline("raw_atomic_xor", raw)
+}
+
+/// `rput_flood` / `8B`: [`flood_count`] 8-byte rputs to rank 1 (the 8-byte case of
+/// `rput_bandwidth_promise`: every one counted on one operation `Promise`, all in flight, one
+/// `finalize().wait()` at the end), in million puts per second. On smp paired in every
+/// repetition with as many blocking bridge puts (`bridge_put_rate_8B`); on mpi measured alone
+/// (blocking puts across processes would take the run's time), its baseline the raw `MPI_Put`
+/// flood with one flush of the same count (`mpi_put_flood_8B`, `mpi_baselines`).
+fn rput_flood(s: &Sizes, target: GlobalPtr<u8>, at: usize) -> Line {
+    let n = flood_count(s, 8);
+    let src = [3u8; 8];
+    let mops = |ns: f64| 1e3 / ns;
+    let prom = || {
+        let start = Instant::now();
+        let p = Promise::new();
+        for _ in 0..n {
+            let _ = rput_with(&src, target, Completions::new().operation_promise(&p));
+        }
+        p.finalize().wait();
+        mops(start.elapsed().as_nanos() as f64 / n as f64)
+    };
+    let line = |v| Line::new("rput_flood", "8B", v, "Mop/s", Better::Higher);
+    if gasnet_bridge::conduit::selected().ok() == Some(gasnet_bridge::ConduitKind::Mpi) {
+        return line(median_of(s.reps, prom));
+    }
+    let raw = || {
+        mops(pgas::__bench_endpoint(|ep| {
+            ns_per_op(n, || ep.put(1, at, &src).unwrap().iwc.into_unit())
+        }))
+    };
+    let (bridge, flood) = paired(s.reps, raw, prom);
+    line(flood).baseline("bridge_put_rate_8B", bridge)
 }

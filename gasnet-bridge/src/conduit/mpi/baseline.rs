@@ -167,3 +167,119 @@ pub fn put_flush(size: usize, ops: u64, reps: usize) -> Result<f64, BridgeError>
     }
     Ok(if rank == 0 { median(samples) } else { 0.0 })
 }
+
+/// `ops` `MPI_Put`s of `size` bytes from rank 0 into rank 1's window, all in flight, then one
+/// `MPI_Win_flush`: nanoseconds per put (the message rate of a put flood; window as in
+/// [`put_flush`]). Every put writes the same `size` bytes at offset 0.
+pub fn put_flood(size: usize, ops: u64, reps: usize) -> Result<f64, BridgeError> {
+    let (comm, rank, world_size) = world()?;
+    let src = vec![5u8; size];
+    let mut samples = Vec::new();
+    // SAFETY: as in `put_flush`; `src` outlives every put (all are flushed before the
+    // repetition ends, and `src` lives until the function returns).
+    unsafe {
+        let mut base: *mut c_void = std::ptr::null_mut();
+        let mut win = ffi::RSMPI_WIN_NULL;
+        check(
+            ffi::MPI_Win_allocate(
+                size.max(8) as ffi::MPI_Aint,
+                1,
+                ffi::RSMPI_INFO_NULL,
+                comm,
+                (&mut base as *mut *mut c_void).cast(),
+                &mut win,
+            ),
+            "MPI_Win_allocate",
+        )?;
+        check(ffi::MPI_Win_lock_all(0, win), "MPI_Win_lock_all")?;
+        for rep in 0..=reps.max(1) {
+            check(ffi::MPI_Barrier(comm), "MPI_Barrier")?;
+            let start = Instant::now();
+            if rank == 0 && world_size >= 2 {
+                for _ in 0..ops {
+                    check(
+                        ffi::MPI_Put(
+                            src.as_ptr().cast(),
+                            size as c_int,
+                            uint8(),
+                            1,
+                            0,
+                            size as c_int,
+                            uint8(),
+                            win,
+                        ),
+                        "MPI_Put",
+                    )?;
+                }
+                check(ffi::MPI_Win_flush(1, win), "MPI_Win_flush")?;
+            }
+            if rep > 0 {
+                samples.push(start.elapsed().as_nanos() as f64 / ops.max(1) as f64);
+            }
+        }
+        check(ffi::MPI_Win_unlock_all(win), "MPI_Win_unlock_all")?;
+        check(ffi::MPI_Win_free(&mut win), "MPI_Win_free")?;
+    }
+    Ok(if rank == 0 { median(samples) } else { 0.0 })
+}
+
+/// Nanoseconds per `MPI_Barrier` on `MPI_COMM_WORLD`, `ops` of them per repetition (each
+/// repetition starts with one more, which aligns the processes); rank 0's median.
+pub fn barrier(ops: u64, reps: usize) -> Result<f64, BridgeError> {
+    let (comm, rank, _) = world()?;
+    let mut samples = Vec::new();
+    for rep in 0..=reps.max(1) {
+        // SAFETY: the world communicator is valid.
+        check(unsafe { ffi::MPI_Barrier(comm) }, "MPI_Barrier")?;
+        let start = Instant::now();
+        for _ in 0..ops {
+            // SAFETY: as above.
+            check(unsafe { ffi::MPI_Barrier(comm) }, "MPI_Barrier")?;
+        }
+        if rep > 0 {
+            samples.push(start.elapsed().as_nanos() as f64 / ops.max(1) as f64);
+        }
+    }
+    Ok(if rank == 0 { median(samples) } else { 0.0 })
+}
+
+/// Nanoseconds per `MPI_Allreduce` of one `u64` with `MPI_SUM` on `MPI_COMM_WORLD`, `ops` of
+/// them per repetition (each repetition starts with a barrier); rank 0's median.
+pub fn allreduce_u64(ops: u64, reps: usize) -> Result<f64, BridgeError> {
+    let (comm, rank, size) = world()?;
+    let mut samples = Vec::new();
+    let mine = 1u64;
+    let mut sum = 0u64;
+    for rep in 0..=reps.max(1) {
+        // SAFETY: the world communicator is valid.
+        check(unsafe { ffi::MPI_Barrier(comm) }, "MPI_Barrier")?;
+        let start = Instant::now();
+        for _ in 0..ops {
+            // SAFETY: one u64 in `mine` and one out in `sum`, both live across the call;
+            // datatype and op are rsmpi's link-time constants.
+            check(
+                unsafe {
+                    ffi::MPI_Allreduce(
+                        (&mine as *const u64).cast(),
+                        (&mut sum as *mut u64).cast(),
+                        1,
+                        ffi::RSMPI_UINT64_T,
+                        ffi::RSMPI_SUM,
+                        comm,
+                    )
+                },
+                "MPI_Allreduce",
+            )?;
+            std::hint::black_box(sum);
+        }
+        if rep > 0 {
+            samples.push(start.elapsed().as_nanos() as f64 / ops.max(1) as f64);
+        }
+    }
+    if ops > 0 && sum != size as u64 {
+        return Err(BridgeError::Conduit(format!(
+            "MPI_Allreduce baseline: sum {sum} of one per process, {size} processes"
+        )));
+    }
+    Ok(if rank == 0 { median(samples) } else { 0.0 })
+}
