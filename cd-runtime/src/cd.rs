@@ -150,6 +150,32 @@ impl Cd {
         }
     }
 
+    /// Runs `f`, whose preservations on the xor medium are encoded together when it returns:
+    /// one size agreement and one barrier of the checksum group for all of them, instead of
+    /// two collectives per entry. Every member of the group must preserve the same entries in
+    /// the same order inside the batch (as it must outside). Other media are not affected.
+    ///
+    /// The entries are protected (their parity exists) when `preserve_batch` returns, as each
+    /// one is when its own `preserve` returns outside a batch: preserve the state a step
+    /// needs in one batch at the start of the body.
+    pub fn preserve_batch<R>(&self, f: impl FnOnce(&Cd) -> R) -> R {
+        if self.frame.xor_batch.replace(true) {
+            return f(self); // nested: the outer batch encodes
+        }
+        /// Ends the batch on return or unwind; encodes only on return.
+        struct End<'a>(&'a Frame);
+        impl Drop for End<'_> {
+            fn drop(&mut self) {
+                self.0.xor_batch.set(false);
+            }
+        }
+        let end = End(&self.frame);
+        let out = f(self);
+        drop(end);
+        runtime::with(|rt| encode_xor_batch(rt, &self.frame));
+        out
+    }
+
     /// Preserves a slice of plain-old-data by raw copy (the fast path for arrays); in a
     /// re-execution, restores it. The slice must have the same length then.
     pub fn preserve_slice<T: Pod>(&self, name: &str, data: &mut [T]) {
@@ -442,6 +468,7 @@ fn save_bytes(rt: &CdRuntime, frame: &Frame, name: &str, medium: Medium, bytes: 
             let what = format!("CD {:?}: entry `{name}`", frame.name);
             Store::File(rt.files.write(frame.level, bytes, what))
         }
+        Medium::Xor if frame.xor_batch.get() => Store::XorPending(bytes),
         Medium::Xor => {
             let (store, parity) = crate::xor::preserve(rt, frame, bytes);
             rt.stats
@@ -452,6 +479,36 @@ fn save_bytes(rt: &CdRuntime, frame: &Frame, name: &str, medium: Medium, bytes: 
         }
         Medium::Local => Store::LocalBytes(bytes),
     }
+}
+
+/// Encodes the xor entries `frame` preserved inside a batch, all in one round of the group.
+fn encode_xor_batch(rt: &CdRuntime, frame: &Frame) {
+    let (indices, batch): (Vec<usize>, Vec<Vec<u8>>) = {
+        let mut st = frame.state.borrow_mut();
+        st.entries
+            .iter_mut()
+            .enumerate()
+            .filter_map(|(i, e)| match &mut e.store {
+                Store::XorPending(bytes) => Some((i, std::mem::take(bytes))),
+                _ => None,
+            })
+            .unzip()
+    };
+    if batch.is_empty() {
+        return;
+    }
+    let stores = crate::xor::preserve_many(rt, frame, batch);
+    let mut parity_bytes = 0;
+    let mut st = frame.state.borrow_mut();
+    for (i, (store, parity)) in indices.into_iter().zip(stores) {
+        st.entries[i].store = store;
+        parity_bytes += parity as u64;
+    }
+    drop(st);
+    rt.stats
+        .borrow_mut()
+        .entry(&frame.name, frame.level)
+        .bytes_parity += parity_bytes;
 }
 
 /// The buddy medium's entry of `len` bytes held at the buddy as `held`, with `local` its local
@@ -507,7 +564,7 @@ fn load_bytes(rt: &CdRuntime, frame: &Frame, index: usize) -> Vec<u8> {
                     )
                 }
             })),
-            Store::Xor { local: Some(b), .. } => Some(b.clone()),
+            Store::Xor { local: Some(b), .. } | Store::XorPending(b) => Some(b.clone()),
             // Rebuilt before the re-execution unless another member of the group lost it too
             // (then the CD escalated instead of re-executing).
             Store::Xor { local: None, .. } => panic!(

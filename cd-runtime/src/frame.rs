@@ -60,6 +60,9 @@ pub(crate) enum Store {
         parity: Option<Vec<u8>>,
         seen: usize,
     },
+    /// An xor entry preserved inside [`crate::Cd::preserve_batch`]: its bytes, encoded with
+    /// the batch's other entries when the batch ends (then an `Xor` store).
+    XorPending(Vec<u8>),
     /// Bytes in a slice of the rank's arena file for this CD's level (`file_medium.rs`).
     File(crate::file_medium::FileSlot),
     /// The same data as the nearest ancestor's entry of the same name.
@@ -109,6 +112,8 @@ pub(crate) struct Frame {
     /// A second `preserve` of a name in one execution keeps the first copy (an execution of
     /// several steps, `interval.rs`) instead of saving again.
     pub(crate) keep_first: Cell<bool>,
+    /// Inside [`crate::Cd::preserve_batch`]: xor entries wait for one encoding at its end.
+    pub(crate) xor_batch: Cell<bool>,
 }
 
 impl Frame {
@@ -158,6 +163,7 @@ impl Frame {
             kind: CdKind::Strict,
             rx: RefCell::new(RelaxedFrame::default()),
             keep_first: Cell::new(false),
+            xor_batch: Cell::new(false),
         }
     }
 
@@ -196,7 +202,9 @@ impl Frame {
     pub(crate) fn lose_local(&self) {
         for e in &mut self.state.borrow_mut().entries {
             match &mut e.store {
-                Store::LocalValue(_) | Store::LocalBytes(_) => e.store = Store::Lost,
+                Store::LocalValue(_) | Store::LocalBytes(_) | Store::XorPending(_) => {
+                    e.store = Store::Lost
+                }
                 Store::Buddy { local, .. } => *local = None,
                 Store::Xor { local, parity, .. } => {
                     *local = None;
@@ -225,7 +233,7 @@ impl Frame {
                     }
                 }
                 Store::File(slot) => rt.files.release(&slot),
-                Store::LocalBytes(buf) => rt.pool.give_back(buf),
+                Store::LocalBytes(buf) | Store::XorPending(buf) => rt.pool.give_back(buf),
                 Store::Xor { local, parity, .. } => {
                     for buf in [local, parity].into_iter().flatten() {
                         rt.pool.give_back(buf);

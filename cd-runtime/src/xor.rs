@@ -498,10 +498,24 @@ fn group_for<'a>(rt: &'a CdRuntime, frame: &Frame) -> (usize, &'a XorGroup) {
 /// checksum group): the parity of the group's copies is computed and this rank keeps its
 /// column's share. Returns the store of the entry and the parity bytes this rank holds.
 pub(crate) fn preserve(rt: &CdRuntime, frame: &Frame, bytes: Vec<u8>) -> (Store, usize) {
+    preserve_many(rt, frame, vec![bytes])
+        .pop()
+        .expect("one entry in, one out")
+}
+
+/// Preserves several entries of `frame` in one round of the group (`Cd::preserve_batch`):
+/// one agreement on every entry's size, every chunk of every entry put into the staging
+/// blocks (entry after entry, each laid out as `preserve` lays out one), one barrier, then
+/// each entry's parity. Every member passes the same number of entries, in the same order.
+pub(crate) fn preserve_many(
+    rt: &CdRuntime,
+    frame: &Frame,
+    batch: Vec<Vec<u8>>,
+) -> Vec<(Store, usize)> {
     let (k, group) = group_for(rt, frame);
     // Counted before the first collective: a member that finishes this preservation, runs on
     // and loses its memory can tell this rank while it still waits in the barrier below; that
-    // loss took the member's copy of this entry, so it must count as after the entry. (Taken
+    // loss took the member's copy of these entries, so it must count as after them. (Taken
     // at the end, it did not, the lost member's copy was never rebuilt, and the group hung,
     // the survivors in the rebuild and this rank past it.)
     let seen = rt.xor.heard(k);
@@ -509,11 +523,36 @@ pub(crate) fn preserve(rt: &CdRuntime, frame: &Frame, bytes: Vec<u8>) -> (Store,
     let g = team.rank_n();
     let me = team.rank_me();
     let (off, cap) = rt.xor.staging.get().unwrap_or((0, 0));
-    let infos: Vec<(usize, usize, usize)> =
-        internal(|| pgas::allgather(team, (bytes.len(), off, cap)).wait());
-    let largest = infos.iter().map(|i| i.0).max().unwrap_or(0);
-    let c = largest.div_ceil(g - 1);
-    let need = (g - 1) * c;
+    let lens: Vec<usize> = batch.iter().map(Vec::len).collect();
+    let infos: Vec<(Vec<usize>, usize, usize)> =
+        internal(|| pgas::allgather(team, (lens, off, cap)).wait());
+    assert!(
+        infos.iter().all(|i| i.0.len() == batch.len()),
+        "CD {:?}: the members of xor checksum group {} preserved different numbers of entries          in one batch ({:?}); every member must preserve the same entries in the same order",
+        frame.name,
+        group.index,
+        infos.iter().map(|i| i.0.len()).collect::<Vec<_>>()
+    );
+    // Entry e: chunks of c[e] bytes at base[e] in every staging block (64-byte aligned, so
+    // chunk copies are).
+    let c: Vec<usize> = (0..batch.len())
+        .map(|e| {
+            let largest = infos.iter().map(|i| i.0[e]).max().unwrap_or(0);
+            largest.div_ceil(g - 1)
+        })
+        .collect();
+    let base: Vec<usize> = c
+        .iter()
+        .scan(0, |at, &ce| {
+            let b = *at;
+            *at += ((g - 1) * ce).next_multiple_of(64);
+            Some(b)
+        })
+        .collect();
+    let need: usize = c
+        .iter()
+        .map(|&ce| ((g - 1) * ce).next_multiple_of(64))
+        .sum();
     let offsets: Vec<usize> = if infos.iter().any(|i| i.2 < need) {
         // Every member sees the same sizes, so all take this branch together.
         let mine = rt.xor.ensure_staging(need);
@@ -521,44 +560,56 @@ pub(crate) fn preserve(rt: &CdRuntime, frame: &Frame, bytes: Vec<u8>) -> (Store,
     } else {
         infos.iter().map(|i| i.1).collect()
     };
-    let parity = if c == 0 {
-        Vec::new()
-    } else {
-        for (col, &at) in offsets.iter().enumerate() {
-            let n = if col == me {
-                0
-            } else {
-                chunk_len(bytes.len(), me, col, c)
-            };
-            if n == 0 {
-                continue;
+    if need > 0 {
+        for (e, bytes) in batch.iter().enumerate() {
+            let ce = c[e];
+            for (col, &at) in offsets.iter().enumerate() {
+                let n = if col == me {
+                    0
+                } else {
+                    chunk_len(bytes.len(), me, col, ce)
+                };
+                if n == 0 {
+                    continue;
+                }
+                // Only the bytes that hold data: the receiver counts the rest as zeros.
+                let i = if col < me { col } else { col - 1 };
+                let slot = if me < col { me } else { me - 1 };
+                pgas::resilience::rput_uncounted(
+                    &bytes[i * ce..i * ce + n],
+                    GlobalPtr::<u8>::from_raw(team.to_world(col), at + base[e] + slot * ce),
+                );
             }
-            // Only the bytes that hold data: the receiver counts the rest as zeros.
-            let i = if col < me { col } else { col - 1 };
-            let slot = if me < col { me } else { me - 1 };
-            pgas::resilience::rput_uncounted(
-                &bytes[i * c..i * c + n],
-                GlobalPtr::<u8>::from_raw(team.to_world(col), at + slot * c),
-            );
         }
         internal(|| pgas::barrier_on(team));
-        // Slot s holds the chunk of member s (s < me) or s + 1 (s >= me).
-        let valid: Vec<usize> = (0..g)
-            .filter(|&m| m != me)
-            .map(|m| chunk_len(infos[m].0, m, me, c))
-            .collect();
-        xor_of_slots(rt, offsets[me], &valid, c)
-    };
-    let held = parity.len();
-    let store = Store::Xor {
-        k,
-        len: bytes.len(),
-        chunk: c,
-        local: Some(bytes),
-        parity: Some(parity),
-        seen,
-    };
-    (store, held)
+    }
+    batch
+        .into_iter()
+        .enumerate()
+        .map(|(e, bytes)| {
+            let ce = c[e];
+            let parity = if ce == 0 {
+                Vec::new()
+            } else {
+                // Slot s holds the chunk of member s (s < me) or s + 1 (s >= me).
+                let valid: Vec<usize> = (0..g)
+                    .filter(|&m| m != me)
+                    .map(|m| chunk_len(infos[m].0[e], m, me, ce))
+                    .collect();
+                xor_of_slots(rt, offsets[me] + base[e], &valid, ce)
+            };
+            let held = parity.len();
+            let store = Store::Xor {
+                k,
+                len: bytes.len(),
+                chunk: ce,
+                local: Some(bytes),
+                parity: Some(parity),
+                seen,
+            };
+            (store, held)
+        })
+        .collect()
 }
 
 /// Why this rank cannot restore entry `name` of `frame` (an xor entry it lost, which another

@@ -23,7 +23,16 @@ type Out = (Vec<f64>, Vec<f64>, usize);
 /// around the ring. In a re-execution every rank compares what it restored with the state it
 /// had when the CD began.
 fn program(job: &LaunchConfig, cfg: CdConfig) -> Result<cd::CdOutcome<Out>, cd::CdLaunchError> {
-    cd::launch(job, cfg, pgas::RpcTable::new(), || {
+    program_with(job, cfg, false)
+}
+
+/// [`program`], preserving both entries in one `preserve_batch` when `batched`.
+fn program_with(
+    job: &LaunchConfig,
+    cfg: CdConfig,
+    batched: bool,
+) -> Result<cd::CdOutcome<Out>, cd::CdLaunchError> {
+    cd::launch(job, cfg, pgas::RpcTable::new(), move || {
         let ring = Ring::new(N);
         let g = pgas::new_array::<f64>(N).unwrap();
         let init: Vec<f64> = (0..N).map(|i| (i * 7 + pgas::rank_me()) as f64).collect();
@@ -34,8 +43,15 @@ fn program(job: &LaunchConfig, cfg: CdConfig) -> Result<cd::CdOutcome<Out>, cd::
             let x_before = x.clone();
             let g_before = pgas::rget_slice(g, N).wait();
             cd::strict("step", |c| {
-                c.preserve_slice("x", &mut x);
-                c.preserve_global("g", g, N);
+                if batched {
+                    c.preserve_batch(|c| {
+                        c.preserve_slice("x", &mut x);
+                        c.preserve_global("g", g, N);
+                    });
+                } else {
+                    c.preserve_slice("x", &mut x);
+                    c.preserve_global("g", g, N);
+                }
                 if c.is_reexecution() {
                     let bits = |v: &[f64]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
                     assert_eq!(bits(&x), bits(&x_before), "x restored bit for bit");
@@ -85,9 +101,14 @@ fn answers(out: &cd::CdOutcome<Out>) -> Vec<(Vec<f64>, Vec<f64>)> {
 /// Loses every rank in turn (so every member of every group) and checks the run restores bit
 /// for bit and ends with the fault-free answer.
 fn every_member_in_turn(job: &LaunchConfig, k: usize) {
+    every_member_in_turn_with(job, k, false);
+}
+
+/// [`every_member_in_turn`], the entries preserved in one batch when `batched`.
+fn every_member_in_turn_with(job: &LaunchConfig, k: usize, batched: bool) {
     let clean = program(job, CdConfig::default()).unwrap();
     for lost in 0..job.ranks {
-        let faulty = program(job, xor_config(k, &[lost]))
+        let faulty = program_with(job, xor_config(k, &[lost]), batched)
             .unwrap_or_else(|e| panic!("k = {k}, rank {lost} lost: {e}"));
         assert_eq!(
             answers(&faulty),
@@ -120,6 +141,14 @@ fn every_member_in_turn(job: &LaunchConfig, k: usize) {
 fn xor_groups_of_two_restore_every_member_bit_for_bit() {
     // 5 ranks: groups {0, 2, 4} (the remainder joins the first) and {1, 3}.
     every_member_in_turn(&common::job(5), 2);
+}
+
+/// The same entries preserved in one batch (one size agreement and one barrier of the group
+/// for both): every member lost in turn is restored bit for bit.
+#[test]
+fn a_batch_of_entries_restores_every_member_bit_for_bit() {
+    every_member_in_turn_with(&common::job(7), 3, true);
+    every_member_in_turn_with(&common::job(4), 4, true);
 }
 
 #[test]

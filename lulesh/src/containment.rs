@@ -132,6 +132,12 @@ pub fn program_config(cli: Option<&Path>) -> Result<Option<CdConfig>, LuleshErro
 /// Preserves, in the current CD, the data a cycle changes and reads again
 /// in the next (in a re-execution: restores it).
 fn preserve_cycle_state(c: &cd::Cd, d: &mut Domain, relaxed: bool) {
+    // One batch: on the xor medium the group encodes all of it in one round.
+    c.preserve_batch(|c| preserve_cycle_entries(c, d, relaxed));
+}
+
+/// The entries of [`preserve_cycle_state`].
+fn preserve_cycle_entries(c: &cd::Cd, d: &mut Domain, relaxed: bool) {
     if relaxed {
         let mut seq = distributed::halo_sequence();
         c.preserve("halo_sequence", &mut seq);

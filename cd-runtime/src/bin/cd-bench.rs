@@ -21,6 +21,10 @@
 //!   its copy, puts three chunks of a third of it into the other members' staging blocks with
 //!   uncounted rputs, waits at one barrier of the group and XORs three chunks into its parity.
 //!   Its line says the ranks of that job.
+//! - `preserve_xor` / `14x8KiB_k4_batch`: microseconds of one CD preserving 14 entries of
+//!   8 KiB on the xor medium inside one `preserve_batch` (one size agreement and one barrier
+//!   of the group for all), against `14x8KiB_k4_one_by_one` (two collectives per entry), in
+//!   the same job, alternating.
 //! - `preserve_buddy` / `1MiB_all_ranks`: in the same job, the buddy medium's preservation of
 //!   1 MiB with every rank preserving at once (as they do on the xor medium), against the same
 //!   `rput_1MiB`: the buddy medium under the xor line's load.
@@ -292,6 +296,46 @@ fn xor_lines(args: &BenchArgs, copies: usize, steps: usize) -> Vec<Line> {
             gbps(ns / copies as f64)
         };
         let (rput, xor) = bench_report::paired(reps, rput, xor);
+        // Many small entries (LULESH's cycle state is 14): one batch, one round of the group,
+        // against a round per entry.
+        let small: std::cell::RefCell<Vec<Vec<f64>>> =
+            std::cell::RefCell::new((0..14).map(|k| vec![k as f64; 1024]).collect());
+        let entries = |batched: bool| {
+            let mut ns = 0.0;
+            for _ in 0..copies {
+                cd::strict("preserve_xor_entries", |c| {
+                    let start = Instant::now();
+                    let mut small = small.borrow_mut();
+                    let mut each = |c: &cd::Cd| {
+                        for (k, v) in small.iter_mut().enumerate() {
+                            c.preserve_slice_on(&format!("e{k}"), v, Medium::Xor);
+                        }
+                    };
+                    if batched {
+                        c.preserve_batch(each);
+                    } else {
+                        each(c);
+                    }
+                    ns += start.elapsed().as_nanos() as f64;
+                    Ok(())
+                })
+                .unwrap();
+            }
+            ns / copies as f64 / 1e3
+        };
+        let (one_by_one, batch) = bench_report::paired(reps, || entries(false), || entries(true));
+        if measuring {
+            lines.push(line(
+                Line::new(
+                    "preserve_xor",
+                    "14x8KiB_k4_batch",
+                    batch,
+                    "us",
+                    Better::Lower,
+                )
+                .baseline("14x8KiB_k4_one_by_one", one_by_one),
+            ));
+        }
         // The buddy medium under the same load: every rank preserving at once.
         let buddy = median_of(reps, || {
             let mut ns = 0.0;
