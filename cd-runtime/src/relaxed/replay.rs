@@ -168,6 +168,16 @@ fn incoming_of(
     })
 }
 
+/// The members of `lcsa`'s team other than `me`.
+fn other_members(lcsa: &Frame, me: usize) -> Vec<usize> {
+    lcsa.team
+        .members()
+        .iter()
+        .copied()
+        .filter(|&r| r != me)
+        .collect()
+}
+
 /// Gathers the writes into this rank with IWC in `(iwc_begin, iwc_end]`: from the ranks
 /// marked as its writers under the LCSA's generation first (`writers.rs`); when those leave
 /// a gap in the IWC sequence, from every other member of the LCSA's team too. Returns the
@@ -179,13 +189,7 @@ fn gather_writes(
     own: &[u64],
 ) -> Result<(Vec<usize>, Vec<Incoming>), String> {
     let lcsa = rt.lcsa();
-    let members: Vec<usize> = lcsa
-        .team
-        .members()
-        .iter()
-        .copied()
-        .filter(|&r| r != rt.rank)
-        .collect();
+    let members = other_members(&lcsa, rt.rank);
     let generation = writers::generation(lcsa.id);
     let mut asked: Vec<usize> = rt
         .relaxed
@@ -281,16 +285,8 @@ pub(crate) fn gather(
 /// they wrote must be preserved (`preserve_global`) to survive a loss, as before.
 pub(crate) fn rebuild_before_begin(rt: &CdRuntime, frame: &Frame) {
     let iwc_begin = frame.rx.borrow().iwc_begin;
-    let members: Vec<usize> = rt
-        .lcsa()
-        .team
-        .members()
-        .iter()
-        .copied()
-        .filter(|&r| r != rt.rank)
-        .collect();
     let mut got: Vec<Incoming> = Vec::new();
-    let mut ask = members;
+    let mut ask = other_members(&rt.lcsa(), rt.rank);
     for _ in 0..GATHER_ROUNDS {
         if ask.is_empty() {
             break;

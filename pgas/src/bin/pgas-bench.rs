@@ -361,15 +361,7 @@ fn pgas_lines(s: &Sizes, am_rtt: f64) -> Vec<Line> {
                     Line::new("rput_bandwidth", &case, fut, "GB/s", Better::Higher)
                         .baseline(&bname, bridge),
                 );
-                let prom = || {
-                    let start = Instant::now();
-                    let p = Promise::new();
-                    for _ in 0..n {
-                        let _ = rput_with(&src, target, Completions::new().operation_promise(&p));
-                    }
-                    p.finalize().wait();
-                    gbps(start.elapsed().as_nanos() as f64 / n as f64)
-                };
+                let prom = || gbps(promise_flood_ns(&src, target, n));
                 let (bridge, prom) = paired(reps, raw, prom);
                 lines.push(
                     Line::new(
@@ -666,6 +658,18 @@ fn gups(s: &Sizes, table: GlobalPtr<u64>) -> Line {
     Line::new("gups", "atomic", remote, "MUP/s", Better::Higher).baseline("raw_atomic_xor", raw)
 }
 
+/// Nanoseconds per put of `n` rputs of `src` to `target`, all counted on one promise that is
+/// finalized and waited on once at the end (UPC++'s promise flood).
+fn promise_flood_ns(src: &[u8], target: GlobalPtr<u8>, n: u64) -> f64 {
+    let start = Instant::now();
+    let p = Promise::new();
+    for _ in 0..n {
+        let _ = rput_with(src, target, Completions::new().operation_promise(&p));
+    }
+    p.finalize().wait();
+    start.elapsed().as_nanos() as f64 / n as f64
+}
+
 /// `rput_flood` / `8B`: [`flood_count`] 8-byte rputs to rank 1 (the 8-byte case of
 /// `rput_bandwidth_promise`: every one counted on one operation `Promise`, all in flight, one
 /// `finalize().wait()` at the end), in million puts per second. On smp paired in every
@@ -676,15 +680,7 @@ fn rput_flood(s: &Sizes, target: GlobalPtr<u8>, at: usize) -> Line {
     let n = flood_count(s, 8);
     let src = [3u8; 8];
     let mops = |ns: f64| 1e3 / ns;
-    let prom = || {
-        let start = Instant::now();
-        let p = Promise::new();
-        for _ in 0..n {
-            let _ = rput_with(&src, target, Completions::new().operation_promise(&p));
-        }
-        p.finalize().wait();
-        mops(start.elapsed().as_nanos() as f64 / n as f64)
-    };
+    let prom = || mops(promise_flood_ns(&src, target, n));
     let line = |v| Line::new("rput_flood", "8B", v, "Mop/s", Better::Higher);
     if gasnet_bridge::conduit::selected().ok() == Some(gasnet_bridge::ConduitKind::Mpi) {
         return line(median_of(s.reps, prom));

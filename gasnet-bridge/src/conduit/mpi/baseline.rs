@@ -116,67 +116,33 @@ impl Drop for PingPong {
 /// `ops` times: nanoseconds per put (a window from `MPI_Win_allocate`, passive target,
 /// `MPI_Win_lock_all`).
 pub fn put_flush(size: usize, ops: u64, reps: usize) -> Result<f64, BridgeError> {
-    let (comm, rank, world_size) = world()?;
-    let src = vec![5u8; size];
-    let mut samples = Vec::new();
-    // SAFETY: the window is allocated, locked, used and freed here by every process together;
-    // `src` outlives every put (each is flushed before the next); the target range
-    // `0..size` lies in rank 1's window of `size` bytes.
-    unsafe {
-        let mut base: *mut c_void = std::ptr::null_mut();
-        let mut win = ffi::RSMPI_WIN_NULL;
-        check(
-            ffi::MPI_Win_allocate(
-                size.max(8) as ffi::MPI_Aint,
-                1,
-                ffi::RSMPI_INFO_NULL,
-                comm,
-                (&mut base as *mut *mut c_void).cast(),
-                &mut win,
-            ),
-            "MPI_Win_allocate",
-        )?;
-        check(ffi::MPI_Win_lock_all(0, win), "MPI_Win_lock_all")?;
-        for rep in 0..=reps.max(1) {
-            check(ffi::MPI_Barrier(comm), "MPI_Barrier")?;
-            let start = Instant::now();
-            if rank == 0 && world_size >= 2 {
-                for _ in 0..ops {
-                    check(
-                        ffi::MPI_Put(
-                            src.as_ptr().cast(),
-                            size as c_int,
-                            uint8(),
-                            1,
-                            0,
-                            size as c_int,
-                            uint8(),
-                            win,
-                        ),
-                        "MPI_Put",
-                    )?;
-                    check(ffi::MPI_Win_flush(1, win), "MPI_Win_flush")?;
-                }
-            }
-            if rep > 0 {
-                samples.push(start.elapsed().as_nanos() as f64 / ops as f64);
-            }
-        }
-        check(ffi::MPI_Win_unlock_all(win), "MPI_Win_unlock_all")?;
-        check(ffi::MPI_Win_free(&mut win), "MPI_Win_free")?;
-    }
-    Ok(if rank == 0 { median(samples) } else { 0.0 })
+    puts(size, ops, reps, Flush::EachPut)
 }
 
 /// `ops` `MPI_Put`s of `size` bytes from rank 0 into rank 1's window, all in flight, then one
 /// `MPI_Win_flush`: nanoseconds per put (the message rate of a put flood; window as in
 /// [`put_flush`]). Every put writes the same `size` bytes at offset 0.
 pub fn put_flood(size: usize, ops: u64, reps: usize) -> Result<f64, BridgeError> {
+    puts(size, ops, reps, Flush::Once)
+}
+
+/// When [`puts`] flushes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Flush {
+    EachPut,
+    Once,
+}
+
+/// `ops` puts of `size` bytes from rank 0 into rank 1's window per repetition, flushed as
+/// `flush` says: the median nanoseconds per put on rank 0 (0 elsewhere).
+fn puts(size: usize, ops: u64, reps: usize, flush: Flush) -> Result<f64, BridgeError> {
     let (comm, rank, world_size) = world()?;
     let src = vec![5u8; size];
     let mut samples = Vec::new();
-    // SAFETY: as in `put_flush`; `src` outlives every put (all are flushed before the
-    // repetition ends, and `src` lives until the function returns).
+    // SAFETY: the window is allocated, locked, used and freed here by every process together;
+    // `src` outlives every put (all are flushed before the repetition ends, and `src` lives
+    // until the function returns); the target range `0..size` lies in rank 1's window of
+    // `size` bytes.
     unsafe {
         let mut base: *mut c_void = std::ptr::null_mut();
         let mut win = ffi::RSMPI_WIN_NULL;
@@ -210,8 +176,13 @@ pub fn put_flood(size: usize, ops: u64, reps: usize) -> Result<f64, BridgeError>
                         ),
                         "MPI_Put",
                     )?;
+                    if flush == Flush::EachPut {
+                        check(ffi::MPI_Win_flush(1, win), "MPI_Win_flush")?;
+                    }
                 }
-                check(ffi::MPI_Win_flush(1, win), "MPI_Win_flush")?;
+                if flush == Flush::Once {
+                    check(ffi::MPI_Win_flush(1, win), "MPI_Win_flush")?;
+                }
             }
             if rep > 0 {
                 samples.push(start.elapsed().as_nanos() as f64 / ops.max(1) as f64);

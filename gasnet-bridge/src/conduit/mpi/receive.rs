@@ -96,6 +96,34 @@ impl MpiWorld {
         st.handled += 1;
     }
 
+    /// Sends `len` bytes of this rank's segment at `src` (a range `in_segment` checked) to
+    /// `dest` on `tag`, straight from the segment, without waiting.
+    fn send_segment_bytes(
+        &self,
+        st: &mut State,
+        src: *mut u8,
+        len: usize,
+        dest: usize,
+        tag: c_int,
+    ) {
+        let mut req = null_request();
+        // SAFETY: the range lies in this rank's segment (checked by the caller), which stays
+        // valid until teardown, and teardown first waits for every send in `st.sends`.
+        let rc = unsafe {
+            ffi::MPI_Isend(
+                src.cast_const().cast(),
+                len as c_int,
+                uint8(),
+                dest as c_int,
+                tag,
+                self.comm,
+                &mut req,
+            )
+        };
+        must(check(rc, "MPI_Isend(segment bytes)"));
+        st.sends.push((req, Vec::new()));
+    }
+
     /// Posts a receive of `len` payload bytes from `source` into `dst`.
     pub(super) fn post_payload(
         &self,
@@ -255,23 +283,7 @@ impl MpiWorld {
                 }
             }
             K_GET => {
-                let src = in_segment();
-                let mut req = null_request();
-                // SAFETY: the range lies in this rank's segment (checked), which stays valid
-                // until teardown, and teardown first waits for every send in `st.sends`.
-                let rc = unsafe {
-                    ffi::MPI_Isend(
-                        src.cast_const().cast(),
-                        len as c_int,
-                        uint8(),
-                        source as c_int,
-                        TAG_GET,
-                        self.comm,
-                        &mut req,
-                    )
-                };
-                must(check(rc, "MPI_Isend(get data)"));
-                st.sends.push((req, Vec::new()));
+                self.send_segment_bytes(st, in_segment(), len, source, TAG_GET);
                 st.handled += 1;
             }
             K_GET_NB => {
@@ -292,24 +304,9 @@ impl MpiWorld {
                         ..reply
                     };
                     must(self.send_msg(st, source, reply, &[], &[], false));
-                    let mut req = null_request();
-                    // SAFETY: as for K_GET: the range lies in this rank's segment (checked),
-                    // which stays valid until teardown, and teardown first waits for every
-                    // send in `st.sends`. The payload follows its header on TAG_PAYLOAD, as
-                    // every separate payload does, so the initiator matches it in order.
-                    let rc = unsafe {
-                        ffi::MPI_Isend(
-                            src.cast_const().cast(),
-                            len as c_int,
-                            uint8(),
-                            source as c_int,
-                            TAG_PAYLOAD,
-                            self.comm,
-                            &mut req,
-                        )
-                    };
-                    must(check(rc, "MPI_Isend(get reply)"));
-                    st.sends.push((req, Vec::new()));
+                    // The payload follows its header on TAG_PAYLOAD, as every separate
+                    // payload does, so the initiator matches it in order.
+                    self.send_segment_bytes(st, src, len, source, TAG_PAYLOAD);
                 }
                 st.handled += 1;
             }

@@ -98,10 +98,7 @@ impl MpiWorld {
             b: src.len() as u64,
             ..Header::default()
         };
-        if let Err(e) = self.send_with_payload(rank, h, &[], src, spend) {
-            self.forget_ack(id);
-            return Err(e);
-        }
+        self.send_op(rank, h, src, spend)?;
         Ok(id)
     }
 
@@ -187,10 +184,7 @@ impl MpiWorld {
             c: groups as u64,
             ..Header::default()
         };
-        if let Err(e) = self.send_with_payload(rank, h, &[], &body, spend) {
-            self.forget_ack(id);
-            return Err(e);
-        }
+        self.send_op(rank, h, &body, spend)?;
         Ok(self.wait_ack(id))
     }
 
@@ -303,14 +297,7 @@ impl MpiWorld {
             d: y,
             ..Header::default()
         };
-        let sent = {
-            let mut st = self.st.borrow_mut();
-            self.send_msg(&mut st, rank, h, &[], &[], spend)
-        };
-        if let Err(e) = sent {
-            self.forget_ack(id);
-            return Err(e);
-        }
+        self.send_op(rank, h, &[], spend)?;
         Ok(id)
     }
 
@@ -362,14 +349,7 @@ impl MpiWorld {
             b: len as u64,
             ..Header::default()
         };
-        let sent = {
-            let mut st = self.st.borrow_mut();
-            self.send_msg(&mut st, rank, h, &[], &[], spend)
-        };
-        if let Err(e) = sent {
-            self.forget_ack(id);
-            return Err(e);
-        }
+        self.send_op(rank, h, &[], spend)?;
         Ok(OwnedGetHandle::pending(self.clone(), id))
     }
 
@@ -389,6 +369,19 @@ impl MpiWorld {
     pub(crate) fn wait_got(&self, id: u64) -> Vec<u8> {
         self.wait_internal(|st| matches!(st.ops.get(&id), Some(Op::Got(_))));
         self.take_got(id).expect("get completed")
+    }
+
+    /// Sends request `h` (with `payload`) to `rank`; if it cannot leave, forgets the
+    /// completion its id waits for.
+    fn send_op(
+        &self,
+        rank: usize,
+        h: Header,
+        payload: &[u8],
+        spend: bool,
+    ) -> Result<(), BridgeError> {
+        self.send_with_payload(rank, h, &[], payload, spend)
+            .inspect_err(|_| self.forget_ack(h.id))
     }
 
     /// The ack of `id` if it has arrived (after one round of internal progress).
