@@ -1207,9 +1207,11 @@ fn rerun_rpc_runs_a_function_again_uncounted_and_unreplied() {
             let me = rank_me();
             let word = new_array::<u64>(2).unwrap();
             let words = allgather(word);
-            barrier();
+            // Installed before the barrier: rank 0's rpc may reach rank 1 while it still
+            // waits there (seen under `mpirun -n 4` on 2 cores).
             let hook = Rc::new(Serving::default());
             set_hook(hook.clone());
+            barrier();
             let args = (words[1], words[0] + 1, 5u64);
             if me == 0 {
                 assert_eq!(rpc(1, add, args).wait(), 5);
