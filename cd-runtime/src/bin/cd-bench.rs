@@ -121,17 +121,9 @@ fn main() {
             });
             let mut preserve = |medium: Medium| {
                 median_of(reps, || {
-                    let mut ns = 0.0;
-                    for _ in 0..copies {
-                        cd::strict_local("preserve", |c| {
-                            let start = Instant::now();
-                            c.preserve_slice_on("data", &mut data, medium);
-                            ns += start.elapsed().as_nanos() as f64;
-                            Ok(())
-                        })
-                        .unwrap();
-                    }
-                    gbps(ns / copies as f64)
+                    gbps(mean_preserve_ns(copies, Span::Local, "preserve", |c| {
+                        c.preserve_slice_on("data", &mut data, medium)
+                    }))
                 })
             };
             let local = preserve(Medium::Local);
@@ -210,17 +202,12 @@ fn one_copy_lines(args: &BenchArgs, copies: usize) -> Vec<Line> {
                 }))
             };
             let one_copy = || {
-                let mut ns = 0.0;
-                for _ in 0..copies {
-                    cd::strict_local("preserve_one_copy", |c| {
-                        let start = Instant::now();
-                        c.preserve_slice_on("data", &mut preserved, Medium::Buddy);
-                        ns += start.elapsed().as_nanos() as f64;
-                        Ok(())
-                    })
-                    .unwrap();
-                }
-                gbps(ns / copies as f64)
+                gbps(mean_preserve_ns(
+                    copies,
+                    Span::Local,
+                    "preserve_one_copy",
+                    |c| c.preserve_slice_on("data", &mut preserved, Medium::Buddy),
+                ))
             };
             let (rput, one_copy) = bench_report::paired(reps, rput, one_copy);
             lines.push(
@@ -246,6 +233,40 @@ fn one_copy_lines(args: &BenchArgs, copies: usize) -> Vec<Line> {
 }
 
 /// The lines of the xor medium (groups of 4), from a job of `max(--ranks, 4)` ranks.
+/// Which CD a preservation benchmark opens.
+#[derive(Clone, Copy)]
+enum Span {
+    /// On this rank alone (`cd::strict_local`).
+    Local,
+    /// Over the world (`cd::strict`), every rank preserving together.
+    World,
+}
+
+/// Mean nanoseconds of `preserve` over `copies` CDs called `name`, timing the preservation
+/// alone (not the CD's begin and completion).
+fn mean_preserve_ns(
+    copies: usize,
+    span: Span,
+    name: &str,
+    mut preserve: impl FnMut(&cd::Cd),
+) -> f64 {
+    let mut ns = 0.0;
+    for _ in 0..copies {
+        let mut body = |c: &cd::Cd| {
+            let start = Instant::now();
+            preserve(c);
+            ns += start.elapsed().as_nanos() as f64;
+            Ok(())
+        };
+        match span {
+            Span::Local => cd::strict_local(name, &mut body),
+            Span::World => cd::strict(name, &mut body),
+        }
+        .unwrap();
+    }
+    ns / copies as f64
+}
+
 fn xor_lines(args: &BenchArgs, copies: usize, steps: usize) -> Vec<Line> {
     let ranks = args.ranks.max(4);
     let reps = args.reps;
@@ -283,17 +304,9 @@ fn xor_lines(args: &BenchArgs, copies: usize, steps: usize) -> Vec<Line> {
         };
         let mut preserved = data.clone();
         let xor = || {
-            let mut ns = 0.0;
-            for _ in 0..copies {
-                cd::strict("preserve_xor", |c| {
-                    let start = Instant::now();
-                    c.preserve_slice_on("data", &mut preserved, Medium::Xor);
-                    ns += start.elapsed().as_nanos() as f64;
-                    Ok(())
-                })
-                .unwrap();
-            }
-            gbps(ns / copies as f64)
+            gbps(mean_preserve_ns(copies, Span::World, "preserve_xor", |c| {
+                c.preserve_slice_on("data", &mut preserved, Medium::Xor)
+            }))
         };
         let (rput, xor) = bench_report::paired(reps, rput, xor);
         // Many small entries (LULESH's cycle state is 14): one batch, one round of the group,
@@ -301,27 +314,20 @@ fn xor_lines(args: &BenchArgs, copies: usize, steps: usize) -> Vec<Line> {
         let small: std::cell::RefCell<Vec<Vec<f64>>> =
             std::cell::RefCell::new((0..14).map(|k| vec![k as f64; 1024]).collect());
         let entries = |batched: bool| {
-            let mut ns = 0.0;
-            for _ in 0..copies {
-                cd::strict("preserve_xor_entries", |c| {
-                    let start = Instant::now();
-                    let mut small = small.borrow_mut();
-                    let mut each = |c: &cd::Cd| {
-                        for (k, v) in small.iter_mut().enumerate() {
-                            c.preserve_slice_on(&format!("e{k}"), v, Medium::Xor);
-                        }
-                    };
-                    if batched {
-                        c.preserve_batch(each);
-                    } else {
-                        each(c);
+            let ns = mean_preserve_ns(copies, Span::World, "preserve_xor_entries", |c| {
+                let mut small = small.borrow_mut();
+                let mut each = |c: &cd::Cd| {
+                    for (k, v) in small.iter_mut().enumerate() {
+                        c.preserve_slice_on(&format!("e{k}"), v, Medium::Xor);
                     }
-                    ns += start.elapsed().as_nanos() as f64;
-                    Ok(())
-                })
-                .unwrap();
-            }
-            ns / copies as f64 / 1e3
+                };
+                if batched {
+                    c.preserve_batch(each);
+                } else {
+                    each(c);
+                }
+            });
+            ns / 1e3
         };
         let (one_by_one, batch) = bench_report::paired(reps, || entries(false), || entries(true));
         if measuring {
@@ -338,17 +344,12 @@ fn xor_lines(args: &BenchArgs, copies: usize, steps: usize) -> Vec<Line> {
         }
         // The buddy medium under the same load: every rank preserving at once.
         let buddy = median_of(reps, || {
-            let mut ns = 0.0;
-            for _ in 0..copies {
-                cd::strict("preserve_buddy_all", |c| {
-                    let start = Instant::now();
-                    c.preserve_slice_on("data", &mut preserved, Medium::Buddy);
-                    ns += start.elapsed().as_nanos() as f64;
-                    Ok(())
-                })
-                .unwrap();
-            }
-            gbps(ns / copies as f64)
+            gbps(mean_preserve_ns(
+                copies,
+                Span::World,
+                "preserve_buddy_all",
+                |c| c.preserve_slice_on("data", &mut preserved, Medium::Buddy),
+            ))
         });
         if measuring {
             lines.push(line(

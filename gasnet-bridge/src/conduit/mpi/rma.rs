@@ -113,13 +113,34 @@ impl MpiWorld {
             return m.segment.read(offset, dst);
         }
         self.check_range(rank, offset, dst.len())?;
-        let len = mpi_len(dst.len())?;
+        mpi_len(dst.len())?;
         let spend = self.take_credit(ep, rank);
+        let h = Header {
+            kind: K_GET,
+            a: offset as u64,
+            b: dst.len() as u64,
+            ..Header::default()
+        };
+        self.blocking_get(rank, dst, h, &[], spend)
+    }
+
+    /// Posts the receive of a blocking get's data into `dst` (on `TAG_GET`), sends request
+    /// `h` (with `payload`) to `rank`, and waits for the data.
+    fn blocking_get(
+        &self,
+        rank: usize,
+        dst: &mut [u8],
+        h: Header,
+        payload: &[u8],
+        spend: bool,
+    ) -> Result<(), BridgeError> {
+        let len = mpi_len(dst.len())?;
         let mut req = null_request();
         // SAFETY: `dst` is exclusively borrowed until `wait_request` below returns, i.e. until
-        // the receive completed. Only one get is outstanding per process (gets are blocking
-        // and no user handler runs while one waits), so the (source, TAG_GET) pair matches
-        // this receive's reply only.
+        // the receive completed. Only one blocking get (plain or vector) is outstanding per
+        // process (it waits, and no user handler runs meanwhile; non-blocking gets answer on
+        // `TAG_PAYLOAD` or inline), so the (source, TAG_GET) pair matches this receive's reply
+        // only.
         let rc = unsafe {
             ffi::MPI_Irecv(
                 dst.as_mut_ptr().cast(),
@@ -132,16 +153,7 @@ impl MpiWorld {
             )
         };
         check(rc, "MPI_Irecv(get)")?;
-        let h = Header {
-            kind: K_GET,
-            a: offset as u64,
-            b: dst.len() as u64,
-            ..Header::default()
-        };
-        {
-            let mut st = self.st.borrow_mut();
-            self.send_msg(&mut st, rank, h, &[], &[], spend)?;
-        }
+        self.send_with_payload(rank, h, &[], payload, spend)?;
         self.wait_request(&mut req)
     }
 
@@ -207,27 +219,11 @@ impl MpiWorld {
         if pieces.is_empty() {
             return Ok(());
         }
-        let len = mpi_len(dst.len())?;
+        mpi_len(dst.len())?;
         let mut list = Vec::new();
         let groups = crate::vector::encode_pieces(pieces, &mut list);
         mpi_len(list.len())?;
         let spend = self.take_credit(ep, rank);
-        let mut req = null_request();
-        // SAFETY: as in `get`: `dst` is exclusively borrowed until `wait_request` below
-        // returns, and only one get (plain or vector) is outstanding per process, so the
-        // (source, TAG_GET) pair matches this receive's reply only.
-        let rc = unsafe {
-            ffi::MPI_Irecv(
-                dst.as_mut_ptr().cast(),
-                len,
-                uint8(),
-                rank as c_int,
-                TAG_GET,
-                self.comm,
-                &mut req,
-            )
-        };
-        check(rc, "MPI_Irecv(vector get)")?;
         let h = Header {
             kind: K_GETV,
             a: pieces.len() as u64,
@@ -235,8 +231,7 @@ impl MpiWorld {
             c: groups as u64,
             ..Header::default()
         };
-        self.send_with_payload(rank, h, &[], &list, spend)?;
-        self.wait_request(&mut req)
+        self.blocking_get(rank, dst, h, &list, spend)
     }
 
     pub(crate) fn atomic(
