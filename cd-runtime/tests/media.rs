@@ -796,6 +796,9 @@ fn one_buddy_copy_restores_a_rank_loss_of_a_cd_of_its_own() {
                     Ok(())
                 })?;
             }
+            // The buddy serves the lost rank's fetch only while its runtime lives: a rank
+            // whose body ended could not (seen in CI; ROADMAP, buddy medium).
+            pgas::resilience::internal(pgas::barrier);
             Ok(x)
         })
         .unwrap_or_else(|e| panic!("{e}"))
