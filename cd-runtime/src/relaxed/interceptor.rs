@@ -59,7 +59,8 @@ fn log(rt: &CdRuntime, op: u64, kind: EntryKind) {
     };
     if let Some(target) = written {
         let generation = writers::generation(rt.lcsa().id);
-        rt.relaxed.writers.mark(rt.rank, target, generation);
+        let marked = rt.relaxed.writers.mark(rt.rank, target, generation);
+        crate::relaxed::fence::before_write(rt, target, marked);
     }
     let e = LogEntry {
         lsn: rt.relaxed.next_lsn(),
@@ -109,6 +110,7 @@ fn next_entry(rt: &CdRuntime) -> Option<LogEntry> {
         None => {
             let landed = r.switch_to_forward();
             drop(replay);
+            crate::relaxed::fence::lower(rt);
             if let Err(e) = landed {
                 mismatch(rt, e);
             }

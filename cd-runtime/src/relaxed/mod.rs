@@ -11,6 +11,7 @@
 pub mod classes;
 pub mod dependencies;
 pub(crate) mod epochs;
+pub(crate) mod fence;
 pub(crate) mod incoming_rpc;
 pub(crate) mod interceptor;
 pub(crate) mod limited;
@@ -247,6 +248,8 @@ pub(crate) struct RankState {
     pub(crate) rpcs: RelaxedRpcs,
     /// Who wrote into this rank, so that a recovery asks only them.
     pub(crate) writers: writers::WriterMarks,
+    /// The ranks whose recovery fence this rank must check before writing into them.
+    pub(crate) fenced: fence::Fenced,
 }
 
 impl RankState {
@@ -272,6 +275,7 @@ impl RankState {
             arrivals: RefCell::new(std::collections::HashMap::new()),
             rpcs,
             writers: writers::WriterMarks::new(),
+            fenced: fence::Fenced::default(),
         }
     }
 
@@ -345,6 +349,9 @@ pub(crate) struct RelaxedRpcs {
     pub(crate) check: RpcFn<CheckRequest, CheckReply>,
     /// (team id, sequence number): the sender reached that limited barrier.
     pub(crate) arrive: RpcFn<(u64, u64, bool), ()>,
+    /// (target): `target` raised its recovery fence; the answer is how many of this rank's
+    /// writes into it wait for their ack (`fence.rs`).
+    pub(crate) fence: RpcFn<usize, u64>,
 }
 
 impl RelaxedRpcs {
@@ -372,6 +379,10 @@ impl RelaxedRpcs {
                     runtime::try_with(|rt| limited::arrive(rt, team, seq, failed));
                 },
             ),
+            fence: rpcs.register("cd.relaxed.fence", |target: usize| {
+                // A rank without a CD runtime (its program ended) writes no more.
+                runtime::try_with(|rt| fence::serve(rt, target)).unwrap_or(0)
+            }),
         }
     }
 }

@@ -10,6 +10,7 @@ use pgas::resilience::{self, internal};
 use crate::cd::Cd;
 use crate::frame::Frame;
 use crate::relaxed::epochs::{self, Incoming, IncomingQueue, IncomingWhat};
+use crate::relaxed::fence;
 use crate::relaxed::incoming_rpc;
 use crate::relaxed::interceptor::apply_incoming;
 use crate::relaxed::log_store::{EntryKind, LogEntry};
@@ -83,14 +84,32 @@ pub(crate) fn serve_gather(
     iwc_end: u64,
 ) -> (Vec<Incoming>, u64) {
     let mut out = Vec::new();
+    let pending = for_each_logged(rt, target, |e| {
+        if let Some(w) = incoming_of(rt.rank, e, target, iwc_begin, iwc_end) {
+            out.push(w);
+        }
+    });
+    (out, pending)
+}
+
+/// How many of this rank's writes into `target` still wait for their ack ([`RESTORING`]
+/// while this rank fetches its own log replicas back).
+pub(crate) fn pending_writes_into(rt: &CdRuntime, target: usize) -> u64 {
+    for_each_logged(rt, target, |_| {})
+}
+
+/// Calls `f` on every entry of this rank's logs (the running CDs' stores, those their
+/// completed children pushed up, and a limited re-execution's first log); returns how many
+/// writes into `target` still wait for their ack, or [`RESTORING`].
+fn for_each_logged(rt: &CdRuntime, target: usize, mut f: impl FnMut(&LogEntry)) -> u64 {
     if rt.relaxed.restoring.get() {
         // This rank lost its memory and is fetching its log replicas back: ask again.
-        return (out, RESTORING);
+        return RESTORING;
     }
     let mut pending = 0;
     let frames: Vec<Rc<Frame>> = rt.frames.borrow().clone();
-    for f in frames {
-        let Ok(rx) = f.rx.try_borrow() else {
+    for fr in frames {
+        let Ok(rx) = fr.rx.try_borrow() else {
             // Being written this instant (cannot happen from progress today): ask again.
             pending += 1;
             continue;
@@ -99,26 +118,18 @@ pub(crate) fn serve_gather(
             if e.pending_write_into(target) {
                 pending += 1;
             }
-            if let Some(w) = incoming_of(rt.rank, e, target, iwc_begin, iwc_end) {
-                out.push(w);
-            }
+            f(e);
         });
         if let Err(e) = read {
             panic!(
                 "rank {}: cannot read back a spilled log of CD {:?} to serve rank {target}: {e}",
-                rt.rank, f.name
+                rt.rank, fr.name
             );
         }
     }
     // A rank preparing a limited re-execution moved its first execution's log out of its CD.
-    crate::relaxed::limited::with_old(rt, |old| {
-        for e in old {
-            if let Some(w) = incoming_of(rt.rank, e, target, iwc_begin, iwc_end) {
-                out.push(w);
-            }
-        }
-    });
-    (out, pending)
+    crate::relaxed::limited::with_old(rt, |old| old.iter().for_each(&mut f));
+    pending
 }
 
 /// The write into `target` that entry `e` of rank `from` records, if its IWC is in
@@ -324,8 +335,18 @@ pub(crate) fn rebuild_before_begin(rt: &CdRuntime, frame: &Frame) {
 }
 
 /// Starts the recovery of `cd` (a relaxed CD whose execution failed): steps 1-2 of the
-/// protocol and the replay state for step 3. An error means the CD cannot recover alone.
-pub(crate) fn begin(rt: &CdRuntime, cd: &Cd) -> Result<(), String> {
+/// protocol and the replay state for step 3, with this rank's fence raised (`fence.rs`;
+/// `after_loss`: the writer marks were lost with the rank's memory). An error means the CD
+/// cannot recover alone (the fence is lowered again).
+pub(crate) fn begin(rt: &CdRuntime, cd: &Cd, after_loss: bool) -> Result<(), String> {
+    let started = begin_fenced(rt, cd, after_loss);
+    if started.is_err() {
+        fence::lower(rt);
+    }
+    started
+}
+
+fn begin_fenced(rt: &CdRuntime, cd: &Cd, after_loss: bool) -> Result<(), String> {
     let frame = &cd.frame;
     let me = rt.rank;
     if rt.relaxed.replay.borrow().is_some() || rt.relaxed.trace.borrow().is_some() {
@@ -375,6 +396,9 @@ pub(crate) fn begin(rt: &CdRuntime, cd: &Cd) -> Result<(), String> {
             rx.globals.clone(),
         )
     };
+    // Writers wait from now on, and every write they made into this rank is counted: the
+    // IWC read next bounds the replay, and none lands during it (`fence.rs`).
+    fence::raise_and_drain(rt, after_loss)?;
     let iwc_end = resilience::incoming_writes();
     resilience::set_epoch(ec_begin);
     // Step 2: gather and sort.
@@ -478,6 +502,7 @@ pub(crate) fn end(rt: &CdRuntime) -> Vec<String> {
             if let Err(e) = r.switch_to_forward() {
                 errors.push(e);
             }
+            fence::lower(rt);
             rt.relaxed.event(ReplayEvent::Forward {
                 ec: resilience::epoch(),
             });

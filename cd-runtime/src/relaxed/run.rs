@@ -13,7 +13,7 @@ use crate::error::{CdError, FaultKinds};
 use crate::frame::{CdKind, Frame};
 use crate::injector::{self, Injected};
 use crate::relaxed::log_store::{EntryKind, LogEntry, TargetCounters};
-use crate::relaxed::{replay, replica};
+use crate::relaxed::{fence, replay, replica};
 use crate::report::FailureRecord;
 use crate::runtime::{self, CdRuntime};
 
@@ -81,12 +81,15 @@ pub fn relaxed<R>(
             if after_loss {
                 replay::rebuild_before_begin(&rt, &frame);
             }
-            if let Err(cause) = replay::begin(&rt, &cd) {
+            if let Err(cause) = replay::begin(&rt, &cd, after_loss) {
                 rt.relaxed.finish_trace();
                 return escalate_replay(&rt, &frame, attempt, cause, logging);
             }
         }
+        // The replay lowers the fence when it runs forward; this covers an unwinding body.
+        let fence_guard = (attempt > 0).then_some(fence::LowerOnDrop);
         let out = body(&cd);
+        drop(fence_guard);
         let replay_errors = if attempt > 0 {
             replay::end(&rt)
         } else {

@@ -16,14 +16,18 @@
 //! when F lost its memory (the table is poisoned with the rest of the segment), or when the
 //! writer's LCSA was a nested strict CD; those recoveries cost what they did before the marks.
 //! An extra mark (a writer of an earlier attempt of the same LCSA) costs one empty answer.
+//!
+//! The word after the table is the rank's *fence* word, raised while it replays its log
+//! (`fence.rs`): marking and then reading that word is how a writer that never wrote into the
+//! rank before learns that it must wait.
 
 use std::cell::RefCell;
 
 use pgas::GlobalPtr;
 use pgas::resilience::{self, internal};
 
-/// This rank's table in its segment, every rank's table address, and the generation this
-/// rank last marked in each target's table.
+/// This rank's table in its segment (one word per rank, then the fence word), every rank's
+/// table address, and the generation this rank last marked in each target's table.
 pub(crate) struct WriterMarks {
     tables: Vec<GlobalPtr<u64>>,
     marked: RefCell<Vec<u64>>,
@@ -39,9 +43,9 @@ impl WriterMarks {
     pub(crate) fn new() -> WriterMarks {
         let ranks = pgas::rank_n();
         let tables = internal(|| {
-            let mine = pgas::new_array::<u64>(ranks)
+            let mine = pgas::new_array::<u64>(ranks + 1)
                 .unwrap_or_else(|e| panic!("cd-runtime: no room for the writer marks: {e}"));
-            for i in 0..ranks {
+            for i in 0..=ranks {
                 (mine + i).write_local(0).expect("own table");
             }
             pgas::allgather(&pgas::world(), mine).wait()
@@ -54,12 +58,19 @@ impl WriterMarks {
 
     /// Marks this rank (`me`) as a writer into `target` under generation `generation`, unless it
     /// already did or cannot now (inside a handler, where a put to another host would wait).
-    pub(crate) fn mark(&self, me: usize, target: usize, generation: u64) {
+    /// True if it marked now: the caller then checks `target`'s fence word.
+    pub(crate) fn mark(&self, me: usize, target: usize, generation: u64) -> bool {
         if target == me || self.marked.borrow()[target] == generation || resilience::in_handler() {
-            return;
+            return false;
         }
         self.marked.borrow_mut()[target] = generation;
         resilience::rput_uncounted(&[generation], self.tables[target] + me);
+        true
+    }
+
+    /// The fence word of `rank` (`fence.rs`).
+    pub(crate) fn fence_word(&self, rank: usize) -> GlobalPtr<u64> {
+        self.tables[rank] + self.tables.len()
     }
 
     /// The ranks whose mark in this rank's table is `generation`, in rank order.

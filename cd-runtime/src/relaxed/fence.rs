@@ -1,0 +1,164 @@
+//! The recovery fence: while a rank F replays its log, the ranks that write into it wait, so
+//! that no write of theirs lands between an older replayed one and the switch to forward mode.
+//!
+//! Without the fence, a writer that ran ahead of F (it passed a synchronization F had passed
+//! before failing) could put into F while F replays: an older replayed write could then
+//! overwrite the new bytes, or the replayed code could read them in place of the old ones.
+//! RELAXED_CDS.md's step 5 says ranks that wait on F "simply wait"; this is how a writer knows.
+//!
+//! # Protocol
+//!
+//! F's fence word is the word after its writer-mark table (`writers.rs`), [`RAISED`] while F
+//! replays and 0 otherwise.
+//!
+//! 1. **Raise** (F, at the start of recovery, before it reads its IWC as `iwc_end`): store
+//!    [`RAISED`], a sequentially consistent fence, then read the writer marks.
+//! 2. **Drain** (F): ask each marked writer (every other member of the LCSA's team after F
+//!    lost its memory, marks included) by the internal rpc `cd.relaxed.fence`. The writer
+//!    notes that F is fenced, then answers how many of its writes into F still wait for their
+//!    ack; F asks again until none does. Every write those ranks made into F is now counted in
+//!    F's IWC, and every later one waits.
+//! 3. **Mark, then check** (a writer W, before its first write into F under an LCSA instance):
+//!    W puts its mark into F's table (as before), a sequentially consistent fence, then reads
+//!    F's fence word. This is Dekker's handshake with step 1: either F's read of the marks sees
+//!    W's mark (W is drained in step 2), or W's read sees [`RAISED`] (W waits), or both.
+//! 4. **Wait** (W, before any logged write, writing atomic or rpc request into F that F
+//!    fenced): make progress, serving other ranks, until F's fence word is no longer
+//!    [`RAISED`].
+//! 5. **Lower** (F, when its replay switches to forward mode, when the recovery fails, and
+//!    when the re-executed body unwinds): store 0.
+//!
+//! F's replay never waits for a writer (it is fed by logs, and failures are detected when a
+//! CD's body ends, so every write the first execution waited for is logged), so a waiting
+//! writer never blocks the rank it waits for. Writes made inside an rpc handler, which may not
+//! wait, are not fenced: one landing during the replay is still counted and makes the
+//! recovery fail with a clear error (`Replay::switch_to_forward`), as before.
+
+use std::cell::RefCell;
+use std::sync::atomic::{Ordering, fence};
+
+use pgas::resilience::{self, internal};
+
+use crate::runtime::{self, CdRuntime};
+
+/// The fence word's value while its rank replays (any other value means "not fenced": a
+/// poisoned segment after a rank loss is not mistaken for a raised fence).
+pub(crate) const RAISED: u64 = 0x5245_504c_4159_494e; // "REPLAYIN"
+
+/// How often F asks a writer again whose writes into F still wait for their ack.
+const DRAIN_ROUNDS: usize = 100_000;
+
+/// The targets that told this rank they are fenced (it checks their word before writing).
+#[derive(Default)]
+pub(crate) struct Fenced {
+    by: RefCell<Vec<usize>>,
+}
+
+/// Raises this rank's fence and drains its writers (steps 1-2): the marked writers under the
+/// current LCSA, or every other member of its team when `all` (the marks were lost).
+pub(crate) fn raise_and_drain(rt: &CdRuntime, all: bool) -> Result<(), String> {
+    let word = rt.relaxed.writers.fence_word(rt.rank);
+    word.write_local(RAISED).expect("own fence word");
+    // Orders the raise before the reads of the marks (Dekker with `after_mark`).
+    fence(Ordering::SeqCst);
+    let lcsa = rt.lcsa();
+    let members: Vec<usize> = lcsa
+        .team
+        .members()
+        .iter()
+        .copied()
+        .filter(|&r| r != rt.rank)
+        .collect();
+    let mut ask = if all {
+        members
+    } else {
+        let generation = crate::relaxed::writers::generation(lcsa.id);
+        rt.relaxed
+            .writers
+            .writers(rt.rank, generation)
+            .into_iter()
+            .filter(|r| members.contains(r))
+            .collect()
+    };
+    for _ in 0..DRAIN_ROUNDS {
+        if ask.is_empty() {
+            return Ok(());
+        }
+        let futures: Vec<_> = internal(|| {
+            ask.iter()
+                .map(|&r| (r, pgas::rpc(r, rt.relaxed.rpcs.fence, rt.rank)))
+                .collect()
+        });
+        let mut again = Vec::new();
+        for (r, fut) in futures {
+            if internal(|| fut.wait()) > 0 {
+                again.push(r);
+            }
+        }
+        ask = again;
+        pgas::progress();
+    }
+    Err(format!(
+        "rank(s) {ask:?} still had writes into this rank without an ack after {DRAIN_ROUNDS} \
+         rounds of asking; the recovery cannot know which writes it must replay"
+    ))
+}
+
+/// Lowers this rank's fence (step 5); harmless when it is not raised.
+pub(crate) fn lower(rt: &CdRuntime) {
+    let word = rt.relaxed.writers.fence_word(rt.rank);
+    if matches!(word.read_local(), Ok(RAISED)) {
+        word.write_local(0).expect("own fence word");
+    }
+}
+
+/// Lowers the fence when dropped: the re-executed body may unwind (an escalation).
+pub(crate) struct LowerOnDrop;
+
+impl Drop for LowerOnDrop {
+    fn drop(&mut self) {
+        runtime::try_with(lower);
+    }
+}
+
+/// Serves F's drain request (step 2): notes that `target` is fenced and answers how many of
+/// this rank's writes into it wait for their ack (`u64::MAX` while this rank restores its
+/// own logs after a loss, as for a gather: F asks again).
+pub(crate) fn serve(rt: &CdRuntime, target: usize) -> u64 {
+    let mut by = rt.relaxed.fenced.by.borrow_mut();
+    if !by.contains(&target) {
+        by.push(target);
+    }
+    drop(by);
+    crate::relaxed::replay::pending_writes_into(rt, target)
+}
+
+/// Before a logged write into `target` (steps 3-4): after this rank just marked itself in
+/// `target`'s table (`marked`), or when `target` fenced it, waits while `target`'s fence is
+/// raised. Not inside an rpc handler, which may not wait.
+pub(crate) fn before_write(rt: &CdRuntime, target: usize, marked: bool) {
+    if resilience::in_handler() {
+        return;
+    }
+    let fenced = rt.relaxed.fenced.by.borrow().contains(&target);
+    if !marked && !fenced {
+        return;
+    }
+    if marked {
+        // Orders the mark before the read of the fence word (Dekker with `raise_and_drain`).
+        fence(Ordering::SeqCst);
+    }
+    let word = rt.relaxed.writers.fence_word(target);
+    let mut spins = 0u32;
+    while internal(|| pgas::rget(word).wait()) == RAISED {
+        pgas::progress();
+        spins = spins.wrapping_add(1);
+        if spins % 64 == 0 {
+            // Ranks may share cores (smp): let the replaying rank run.
+            std::thread::yield_now();
+        }
+    }
+    if fenced {
+        rt.relaxed.fenced.by.borrow_mut().retain(|&r| r != target);
+    }
+}
