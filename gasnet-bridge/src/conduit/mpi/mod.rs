@@ -126,6 +126,11 @@ impl MpiWorld {
         self.mapped[self.rank].as_ref().expect("own segment")
     }
 
+    /// True if RMA to ranks this process does not map goes through the MPI-3 window.
+    pub(crate) fn has_rma_window(&self) -> bool {
+        self.rma.is_some()
+    }
+
     /// True if this process maps `rank`'s segment (a rank of this host, with PSHM).
     #[inline]
     pub(crate) fn maps(&self, rank: usize) -> bool {

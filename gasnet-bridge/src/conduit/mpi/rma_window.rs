@@ -13,8 +13,9 @@
 //! every ack is [`WriteAck::UNCOUNTED`] on either path, so an interception hook sees the same
 //! acks (when the flush completes the put) whichever path carried the bytes.
 //!
-//! **How.** `MPI_Win_create` over this rank's segment on the job communicator, then
-//! `MPI_Win_lock_all` once (`MPI_MODE_NOCHECK`: nothing ever takes an exclusive lock) until
+//! **How.** One window on the job communicator over every segment ([`Flavor`]:
+//! `MPI_Win_allocate` when no process maps another's segment, else `MPI_Win_create` over the
+//! segments in the host's shared window), then `MPI_Win_lock_all` once (`MPI_MODE_NOCHECK`: nothing ever takes an exclusive lock) until
 //! teardown. A blocking put or get is `MPI_Put` / `MPI_Get` and `MPI_Win_flush` on its target.
 //! A non-blocking put returns with its source free: a small one is copied into a staging chunk
 //! that lives until the next flush, a large one is followed by `MPI_Win_flush_local`; it stays
@@ -100,13 +101,15 @@ impl std::fmt::Display for RmaPathError {
 impl RmaPath {
     /// The path `PGAS_MPI_RMA` asks for (this process's view, before the job agrees).
     pub(super) fn from_env() -> Result<RmaPath, RmaPathError> {
-        match std::env::var(RMA_ENV) {
-            Err(_) => Ok(RmaPath::Window),
-            Ok(v) => match v.trim() {
-                "" | "window" => Ok(RmaPath::Window),
-                "am" => Ok(RmaPath::ActiveMessages),
-                other => Err(RmaPathError::BadSwitch(other.to_string())),
-            },
+        RmaPath::parse(std::env::var(RMA_ENV).ok().as_deref())
+    }
+
+    /// The path a value of `PGAS_MPI_RMA` (unset: `None`) names.
+    fn parse(value: Option<&str>) -> Result<RmaPath, RmaPathError> {
+        match value.map(str::trim) {
+            None | Some("" | "window") => Ok(RmaPath::Window),
+            Some("am") => Ok(RmaPath::ActiveMessages),
+            Some(other) => Err(RmaPathError::BadSwitch(other.to_string())),
         }
     }
 }
@@ -607,5 +610,42 @@ impl RmaWindow {
             unsafe { ffi::MPI_Win_free(&mut win) },
             "MPI_Win_free(segments)",
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_switch_names_a_path_or_is_refused_by_name() {
+        assert_eq!(RmaPath::parse(None), Ok(RmaPath::Window));
+        assert_eq!(RmaPath::parse(Some(" window ")), Ok(RmaPath::Window));
+        assert_eq!(RmaPath::parse(Some("am")), Ok(RmaPath::ActiveMessages));
+        let e = RmaPath::parse(Some("rdma")).unwrap_err();
+        assert!(e.to_string().contains("PGAS_MPI_RMA=\"rdma\""), "{e}");
+    }
+
+    #[test]
+    fn window_ids_name_their_target_and_never_collide_with_am_ids() {
+        let id = WINDOW_ID | (5u64 << TARGET_SHIFT) | 42;
+        assert!(is_window_id(id) && !is_window_id(42));
+        assert_eq!(target_of(id), 5);
+        assert_eq!(id & SEQ_MASK, 42);
+    }
+
+    #[test]
+    fn staged_bytes_stay_put_until_reset() {
+        let mut s = Staging::default();
+        let a = s.stage(&[1, 2, 3]);
+        let big = vec![9u8; CHUNK - 1];
+        let b = s.stage(&big);
+        // SAFETY: `a` points at 3 staged bytes, alive until `reset`.
+        assert_eq!(unsafe { std::slice::from_raw_parts(a, 3) }, &[1, 2, 3]);
+        assert_ne!(a, b, "a second chunk");
+        assert_eq!(s.total, CHUNK + 2);
+        s.reset();
+        assert_eq!(s.total, 0);
+        assert!(s.free.len() <= 2);
     }
 }
