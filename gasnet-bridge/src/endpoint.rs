@@ -135,6 +135,19 @@ impl Endpoint {
         }
     }
 
+    /// True if a put or get to `rank` travels as an active message (mpi, a rank this process
+    /// does not map, in a job without the RMA window: see the mpi conduit's README).
+    pub fn rma_by_messages(&self, rank: usize) -> bool {
+        match &self.conduit {
+            Conduit::Smp(_) => {
+                let _ = rank; // every rank is mapped on smp
+                false
+            }
+            #[cfg(feature = "mpi")]
+            Conduit::Mpi(world) => !world.maps(rank) && !world.has_rma_window(),
+        }
+    }
+
     /// True if this process maps `rank`'s segment (every rank on smp; on mpi the ranks of
     /// this host, unless `PGAS_MPI_PSHM=0`): RMA to it completes before its call returns.
     #[inline]

@@ -56,7 +56,7 @@ fn word(ep: &Endpoint, rank: usize, offset: usize) -> u64 {
 
 type Check = (&'static str, fn(usize));
 
-const CHECKS: [Check; 12] = [
+const CHECKS: [Check; 15] = [
     ("puts carry the target's EC and IWC", puts_and_counters),
     ("a job that does not count writes", uncounting_job),
     ("uncounted puts land without counting", uncounted_puts),
@@ -72,7 +72,168 @@ const CHECKS: [Check; 12] = [
     ("blocking RMA inside handlers", rma_in_handlers),
     ("errors are returned", errors),
     ("finish completes chained work", finish_chains),
+    (
+        "many uncounted puts in flight, one completion",
+        window_flood,
+    ),
+    (
+        "mixed puts and gets in flight, large and out of order",
+        window_mixed,
+    ),
+    ("uncounted RMA refuses bad addresses", window_errors),
 ];
+
+/// A job that does not count writes: under mpirun across processes (or `PGAS_MPI_PSHM=0`) its
+/// RMA goes through the MPI-3 window (`rma_window.rs`) unless `PGAS_MPI_RMA=am`.
+fn uncounted_config(ranks: usize) -> LaunchConfig {
+    LaunchConfig::new(ranks).segment_bytes(SEG)
+}
+
+/// Thousands of small puts in flight toward the right neighbour, completed by waiting on the
+/// last handle only (the others dropped unwaited), then more completed by the barrier alone;
+/// an AM sent after puts to the same rank finds them landed.
+fn window_flood(n: usize) {
+    const PUTS: usize = 5000;
+    let seen = per_rank();
+    let mut t = HandlerTable::new();
+    let s = seen.clone();
+    let check = t.register("check", move |tok| {
+        let ep = tok.endpoint();
+        let mut b = [0u8; 8];
+        ep.get(ep.rank(), 3 << 20, &mut b).unwrap();
+        s[ep.rank()].store(u64::from_ne_bytes(b), Ordering::Relaxed);
+    });
+    launch(&uncounted_config(n), t, |ep| {
+        let (me, n) = (ep.rank(), ep.ranks());
+        let right = (me + 1) % n;
+        let left = (me + n - 1) % n;
+        ep.barrier().unwrap();
+        let mut last = None;
+        for i in 0..PUTS {
+            let v = (me * PUTS + i) as u64;
+            last = Some(ep.put_nb(right, i * 8, &v.to_ne_bytes()).unwrap());
+        }
+        assert_eq!(last.unwrap().wait(ep), WriteAck::UNCOUNTED);
+        for i in 0..PUTS {
+            let v = (me * PUTS + i) as u64 + 1_000_000;
+            drop(ep.put_nb(right, (PUTS + i) * 8, &v.to_ne_bytes()).unwrap());
+        }
+        // Per-pair order: the AM after the puts sees the last one.
+        let marker = 77 + me as u64;
+        drop(ep.put_nb(right, 3 << 20, &marker.to_ne_bytes()).unwrap());
+        ep.am_request_short(right, check, &[]).unwrap();
+        ep.barrier().unwrap();
+        for i in 0..PUTS {
+            assert_eq!(word(ep, me, i * 8), (left * PUTS + i) as u64, "put {i}");
+            let late = word(ep, me, (PUTS + i) * 8);
+            assert_eq!(
+                late,
+                (left * PUTS + i) as u64 + 1_000_000,
+                "dropped put {i}"
+            );
+        }
+        ep.wait_until(|| seen[me].load(Ordering::Relaxed) != 0);
+        assert_eq!(seen[me].load(Ordering::Relaxed), 77 + left as u64);
+        ep.barrier().unwrap();
+    })
+    .unwrap();
+}
+
+/// Puts of every size class (staged, and large ones that wait for local completion) and
+/// non-blocking gets of data published before a barrier, all in flight together toward
+/// several ranks, completed in reverse order; a dropped get is discarded.
+fn window_mixed(n: usize) {
+    launch(&uncounted_config(n), HandlerTable::new(), |ep| {
+        let (me, n) = (ep.rank(), ep.ranks());
+        // Every origin's puts fit in its own SEG / 2 / 4 bytes of the lower half.
+        let sizes = [1usize, 8, 4000, 16 << 10, (16 << 10) + 1, 300_000];
+        // Phase 1: everyone publishes its own pattern in the upper half of its segment.
+        let published = pattern(1000 + me as u64, 1 << 20);
+        ep.put(me, SEG / 2, &published).unwrap();
+        ep.barrier().unwrap();
+        let mut puts = Vec::new();
+        let mut gets = Vec::new();
+        for (k, target) in (0..n).filter(|&r| r != me).enumerate() {
+            let mut at = me * (SEG / 2 / n);
+            for (i, &len) in sizes.iter().enumerate() {
+                let bytes = pattern((me * 100 + i) as u64, len);
+                puts.push(ep.put_nb(target, at, &bytes).unwrap());
+                at += len;
+                let off = SEG / 2 + i * 1000 + k;
+                gets.push((target, off, len, ep.get_nb_owned(target, off, len).unwrap()));
+            }
+            gets.push((
+                target,
+                SEG / 2,
+                1 << 20,
+                ep.get_nb_owned(target, SEG / 2, 1 << 20).unwrap(),
+            ));
+            drop(ep.get_nb_owned(target, SEG / 2, 64).unwrap());
+        }
+        while let Some((target, off, len, h)) = gets.pop() {
+            let want = pattern(1000 + target as u64, 1 << 20);
+            assert_eq!(
+                h.wait(ep),
+                want[off - SEG / 2..off - SEG / 2 + len],
+                "get {off}+{len}"
+            );
+        }
+        while let Some(h) = puts.pop() {
+            assert_eq!(h.wait(ep), WriteAck::UNCOUNTED);
+        }
+        ep.barrier().unwrap();
+        for origin in (0..n).filter(|&r| r != me) {
+            let mut at = origin * (SEG / 2 / n);
+            for (i, &len) in sizes.iter().enumerate() {
+                let mut got = vec![0u8; len];
+                ep.get(me, at, &mut got).unwrap();
+                assert_eq!(
+                    got,
+                    pattern((origin * 100 + i) as u64, len),
+                    "from {origin} size {len}"
+                );
+                at += len;
+            }
+        }
+        ep.barrier().unwrap();
+    })
+    .unwrap();
+}
+
+/// Out-of-segment and unknown-rank RMA in a job that does not count writes is refused before
+/// anything is sent, blocking or not, and leaves the job usable.
+fn window_errors(n: usize) {
+    launch(&uncounted_config(n), HandlerTable::new(), |ep| {
+        let n = ep.ranks();
+        let right = (ep.rank() + 1) % n;
+        let out = |r: Result<(), BridgeError>| {
+            assert!(
+                matches!(r, Err(BridgeError::OutOfSegment { rank, .. }) if rank == right),
+                "{r:?}"
+            );
+        };
+        out(ep.put(right, SEG - 4, &[0; 8]).map(|_| ()));
+        out(ep.put_nb(right, SEG, &[0; 1]).map(|_| ()));
+        out(ep.put_nb(right, usize::MAX - 2, &[0; 8]).map(|_| ()));
+        out(ep.put_uncounted(right, SEG - 1, &[0; 2]));
+        out(ep.get(right, SEG - 7, &mut [0; 8]));
+        out(ep.get_nb_owned(right, SEG + 1, 0).map(|_| ()));
+        assert!(matches!(
+            ep.put_nb(n + 3, 0, &[0; 8]),
+            Err(BridgeError::NoSuchRank { rank, .. }) if rank == n + 3
+        ));
+        assert!(matches!(
+            ep.get_nb_owned(n, 0, 8),
+            Err(BridgeError::NoSuchRank { .. })
+        ));
+        // Still usable: a put at the very end of the segment.
+        ep.put(right, SEG - 8, &7u64.to_ne_bytes()).unwrap();
+        ep.barrier().unwrap();
+        assert_eq!(word(ep, ep.rank(), SEG - 8), 7);
+        ep.barrier().unwrap();
+    })
+    .unwrap();
+}
 
 fn puts_and_counters(n: usize) {
     launch(&config(n), HandlerTable::new(), |ep| {
@@ -917,6 +1078,17 @@ fn main() {
                 "the checks failed under mpirun -n {n} with PGAS_MPI_PSHM=0"
             );
         }
+    }
+    if part("checks") {
+        // The same cross-host checks with RMA kept on active messages (the window's
+        // alternative, still used by every job that counts writes).
+        eprintln!("conduit_suite on mpi without shared memory, PGAS_MPI_RMA=am, mpirun -n 2");
+        let status = mpirun(2, "checks")
+            .env("PGAS_MPI_PSHM", "0")
+            .env("PGAS_MPI_RMA", "am")
+            .status()
+            .expect("start mpirun");
+        assert!(status.success(), "the checks failed with PGAS_MPI_RMA=am");
     }
     if part("rings") {
         // One ring per inbox: of the three other ranks of the host, the first to send takes

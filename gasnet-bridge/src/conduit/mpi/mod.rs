@@ -12,6 +12,7 @@ mod process;
 mod progress;
 mod receive;
 mod rma;
+mod rma_window;
 mod send;
 mod setup;
 mod shm_ring;
@@ -23,6 +24,7 @@ mod wire;
 
 pub(crate) use am::OutBody;
 pub(crate) use process::world_shape;
+pub use rma_window::RMA_ENV;
 pub use watchdog::{FANOUT, WATCHDOG_ADDR_ENV};
 pub use wire::{CREDITS, EAGER, INLINE_MAX, SLOTS};
 
@@ -44,6 +46,7 @@ use crate::topology::Topology;
 
 use inbox::{Inbox, Outboxes};
 use process::{JOB_ACTIVE, POISONED};
+use rma_window::RmaWindow;
 use state::State;
 use watchdog::{Shared, Watchdog};
 use window::Mapped;
@@ -70,6 +73,9 @@ pub struct MpiWorld {
     /// `PGAS_MPI_PSHM=0`); when none does, polling skips the MPI receives, whose test costs a
     /// turn of MPI's progress engine.
     mpi_peers: bool,
+    /// The MPI-3 window over every segment that carries RMA to ranks this process does not
+    /// map (`rma_window.rs`); `None` keeps that RMA on active messages.
+    rma: Option<RmaWindow>,
     st: RefCell<State>,
     shared: Arc<Shared>,
     watchdog: RefCell<Option<Watchdog>>,
@@ -118,6 +124,11 @@ impl MpiWorld {
 
     fn own(&self) -> &Mapped {
         self.mapped[self.rank].as_ref().expect("own segment")
+    }
+
+    /// True if RMA to ranks this process does not map goes through the MPI-3 window.
+    pub(crate) fn has_rma_window(&self) -> bool {
+        self.rma.is_some()
     }
 
     /// True if this process maps `rank`'s segment (a rank of this host, with PSHM).

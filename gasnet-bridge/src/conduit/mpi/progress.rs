@@ -188,6 +188,8 @@ impl MpiWorld {
 impl MpiWorld {
     /// Internal progress, then up to `batch` user handlers in arrival order.
     pub(crate) fn poll(&self, ep: &Endpoint, batch: usize) -> usize {
+        // User progress completes window operations: one flush for all started since the last.
+        self.flush_window();
         let work = self.progress();
         let mut ran = 0;
         while ran < batch {

@@ -13,7 +13,8 @@ use crate::endpoint::Endpoint;
 use crate::error::BridgeError;
 
 use super::MpiWorld;
-use super::calls::{check, mpi_len, null_request, uint8};
+use super::calls::{check, mpi_len, must, null_request, uint8};
+use super::rma_window::{RmaWindow, is_window_id};
 use super::state::Op;
 use super::wire::{
     F_UNCOUNTED, Header, K_ATOMIC, K_GET, K_GET_NB, K_GETV, K_PUT, K_PUTV, TAG_GET, encode_op,
@@ -21,6 +22,22 @@ use super::wire::{
 
 impl MpiWorld {
     // ---- RMA ------------------------------------------------------------------------------
+
+    /// The RMA window if `id` names one of its operations.
+    #[inline]
+    fn window_of(&self, id: u64) -> Option<&RmaWindow> {
+        self.rma.as_ref().filter(|_| is_window_id(id))
+    }
+
+    /// Completes the window operations in flight (user progress, barriers, end of job).
+    #[inline]
+    pub(super) fn flush_window(&self) {
+        if let Some(w) = &self.rma
+            && w.any_dirty()
+        {
+            must(w.flush_dirty());
+        }
+    }
 
     #[inline]
     pub(crate) fn put(
@@ -32,6 +49,10 @@ impl MpiWorld {
     ) -> Result<WriteAck, BridgeError> {
         if let Some(m) = self.mapped(rank)? {
             return m.write_counted(offset, src);
+        }
+        if let Some(w) = &self.rma {
+            w.put(rank, offset, src)?;
+            return Ok(WriteAck::UNCOUNTED);
         }
         let id = self.start_put(ep, rank, offset, src)?;
         Ok(self.wait_ack(id))
@@ -48,6 +69,9 @@ impl MpiWorld {
         if let Some(m) = self.mapped(rank)? {
             return m.segment.write(offset, src);
         }
+        if let Some(w) = &self.rma {
+            return w.put(rank, offset, src);
+        }
         let id = self.start_put_flagged(ep, rank, offset, src, F_UNCOUNTED)?;
         self.wait_ack(id);
         Ok(())
@@ -62,6 +86,10 @@ impl MpiWorld {
     ) -> Result<WriteHandle, BridgeError> {
         if let Some(m) = self.mapped(rank)? {
             return Ok(WriteHandle::complete(m.write_counted(offset, src)?));
+        }
+        if let Some(w) = &self.rma {
+            let id = w.put_nb(rank, offset, src)?;
+            return Ok(WriteHandle::pending(self.clone(), id));
         }
         let id = self.start_put(ep, rank, offset, src)?;
         Ok(WriteHandle::pending(self.clone(), id))
@@ -111,6 +139,9 @@ impl MpiWorld {
     ) -> Result<(), BridgeError> {
         if let Some(m) = self.mapped(rank)? {
             return m.segment.read(offset, dst);
+        }
+        if let Some(w) = &self.rma {
+            return w.get(rank, offset, dst);
         }
         self.check_range(rank, offset, dst.len())?;
         mpi_len(dst.len())?;
@@ -333,6 +364,10 @@ impl MpiWorld {
             m.segment.read(offset, &mut bytes)?;
             return Ok(OwnedGetHandle::complete(bytes));
         }
+        if let Some(w) = &self.rma {
+            let id = w.get_nb(rank, offset, len)?;
+            return Ok(OwnedGetHandle::pending(self.clone(), id));
+        }
         self.check_range(rank, offset, len)?;
         mpi_len(len)?;
         let spend = self.take_credit(ep, rank);
@@ -350,6 +385,9 @@ impl MpiWorld {
 
     /// The data of get `id` if it has arrived (taken out), with no progress.
     pub(crate) fn take_got(&self, id: u64) -> Option<Vec<u8>> {
+        if let Some(w) = self.window_of(id) {
+            return w.take_got(id);
+        }
         let mut st = self.st.try_borrow_mut().ok()?;
         match st.ops.get(&id) {
             Some(Op::Got(_)) => match st.ops.remove(&id) {
@@ -362,6 +400,9 @@ impl MpiWorld {
 
     /// Waits (internal progress only) for the data of get `id`.
     pub(crate) fn wait_got(&self, id: u64) -> Vec<u8> {
+        if let Some(w) = self.window_of(id) {
+            return must(w.wait_got(id));
+        }
         self.wait_internal(|st| matches!(st.ops.get(&id), Some(Op::Got(_))));
         self.take_got(id).expect("get completed")
     }
@@ -381,6 +422,10 @@ impl MpiWorld {
 
     /// The ack of `id` if it has arrived (after one round of internal progress).
     pub(crate) fn test_ack(&self, id: u64) -> Option<WriteAck> {
+        if let Some(w) = self.window_of(id) {
+            // A flush is the window's only completion test; it waits for this target only.
+            return Some(must(w.complete(id)));
+        }
         self.progress();
         match self.st.borrow().ops.get(&id) {
             Some(Op::Ack(a)) => Some(*a),
@@ -390,6 +435,9 @@ impl MpiWorld {
 
     /// The ack of `id` if it has arrived, with no progress.
     pub(crate) fn peek_ack(&self, id: u64) -> Option<WriteAck> {
+        if let Some(w) = self.window_of(id) {
+            return w.done(id).then_some(WriteAck::UNCOUNTED);
+        }
         match self.st.try_borrow().ok()?.ops.get(&id) {
             Some(Op::Ack(a)) => Some(*a),
             _ => None,
@@ -398,6 +446,9 @@ impl MpiWorld {
 
     /// Waits (internal progress only) for the ack of `id`.
     pub(crate) fn wait_ack(&self, id: u64) -> WriteAck {
+        if let Some(w) = self.window_of(id) {
+            return must(w.complete(id));
+        }
         let mut ack = None;
         self.wait_internal(|st| match st.ops.get(&id) {
             Some(Op::Ack(a)) => {
@@ -411,6 +462,9 @@ impl MpiWorld {
     }
 
     pub(crate) fn forget_ack(&self, id: u64) {
+        if let Some(w) = self.window_of(id) {
+            return w.forget(id);
+        }
         if let Ok(mut st) = self.st.try_borrow_mut() {
             st.ops.remove(&id);
         }

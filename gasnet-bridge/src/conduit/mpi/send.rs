@@ -102,6 +102,13 @@ impl MpiWorld {
         payload: &[u8],
         spend: bool,
     ) -> Result<(), BridgeError> {
+        // A request after window puts to the same rank finds them landed, as it would find
+        // earlier active-message puts (per-pair order).
+        if let Some(w) = &self.rma
+            && w.is_dirty(dest)
+        {
+            w.flush(dest)?;
+        }
         if payload.len() <= INLINE_MAX {
             let mut st = self.st.borrow_mut();
             self.send_msg(&mut st, dest, header, args, payload, spend)

@@ -20,6 +20,7 @@ use super::MpiWorld;
 use super::calls::{allgather_text, check, null_request, uint8};
 use super::inbox::{Inbox, Outboxes};
 use super::process::{self, JOB_ACTIVE};
+use super::rma_window::{Flavor, RmaWindow};
 use super::state::{Slot, State};
 use super::watchdog::{Shared, Watchdog};
 use super::window::map_host;
@@ -204,6 +205,17 @@ impl MpiWorld {
         let (node_comm, node_ranks) = host_comm(comm, rank)?;
         let segment_len = config.segment_bytes;
         let pshm = std::env::var("PGAS_MPI_PSHM").map_or(true, |v| v.trim() != "0");
+        // Whether this process maps any segment but its own, and reaches some rank through MPI.
+        let alone = !pshm || node_ranks.len() == 1;
+        let needs = ranks > node_ranks.len() || (!pshm && ranks > 1);
+        let flavor = RmaWindow::agree(comm, ranks, needs, alone, config.write_counting)?;
+        let (mut rma, own_segment) = match flavor {
+            Some(Flavor::Allocate) => {
+                let (w, base) = RmaWindow::allocate(comm, ranks, segment_len)?;
+                (Some(w), Some(base))
+            }
+            _ => (None, None),
+        };
         let host = map_host(
             node_comm,
             &node_ranks,
@@ -212,7 +224,17 @@ impl MpiWorld {
             segment_len,
             pshm,
             config.write_counting,
+            own_segment,
         )?;
+        if flavor == Some(Flavor::Create) {
+            let own = host.mapped[rank].as_ref().expect("own segment is mapped");
+            rma = Some(RmaWindow::create(
+                comm,
+                ranks,
+                own.segment.base(),
+                segment_len,
+            )?);
+        }
 
         // The processes of this host share its cores: with more of them than cores, a wait
         // spins 20 rounds, not 2000 (a spinning process holds the core the one it waits for
@@ -248,6 +270,7 @@ impl MpiWorld {
             segment_len,
             mapped: host.mapped.into_boxed_slice(),
             mpi_peers,
+            rma,
             outboxes: Outboxes::new(rank, host.outboxes),
             inbox: host.inbox.map(Inbox::new),
             st: RefCell::new(State {

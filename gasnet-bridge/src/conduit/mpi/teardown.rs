@@ -13,6 +13,8 @@ impl MpiWorld {
     // ---- barrier and end of job ---------------------------------------------------------
 
     pub(crate) fn barrier_notify(&self) -> Result<(), BridgeError> {
+        // Window puts land before the barrier, as active-message puts are acked before it.
+        self.flush_window();
         let mut req = null_request();
         // SAFETY: the job communicator is valid until teardown.
         check(
@@ -44,6 +46,7 @@ impl MpiWorld {
 
     /// Serves AMs until every rank's body has returned and nothing is in flight anywhere.
     pub(crate) fn finish(&self, ep: &Endpoint) {
+        self.flush_window();
         let mut previous = None;
         loop {
             let local = {
@@ -109,6 +112,9 @@ impl MpiWorld {
         // window or traffic on the communicators remains.
         // SAFETY: `comm` is the job communicator, valid until freed below.
         check(unsafe { ffi::MPI_Barrier(comm) }, "MPI_Barrier(teardown)")?;
+        if let Some(w) = &self.rma {
+            w.free()?;
+        }
         // SAFETY: the window is freed exactly once, after the barrier (no access remains)
         // and after the endpoint and every `Segment` over it were dropped (`launch`).
         check(unsafe { ffi::MPI_Win_free(&mut win) }, "MPI_Win_free")?;

@@ -96,7 +96,10 @@ fn piece_len(segment_len: usize, rings: usize) -> (usize, usize) {
 /// Allocates the host's window on `node_comm` (collective) and maps this rank's piece and,
 /// with `pshm`, those of the other ranks of the host. `node_ranks[i]` is the job rank of the
 /// host's `i`-th process; `rank` is this process's job rank. Ends with a barrier of the host,
-/// after which every piece is zeroed and may be written.
+/// after which every piece is zeroed and may be written. With `own_segment` (the job's RMA
+/// window allocated the segments, `rma_window.rs`; only when no process maps another's) the
+/// pieces hold no segment and this rank's segment is that memory.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn map_host(
     node_comm: ffi::MPI_Comm,
     node_ranks: &[usize],
@@ -105,13 +108,21 @@ pub(super) fn map_host(
     segment_len: usize,
     pshm: bool,
     counting: WriteCounting,
+    own_segment: Option<NonNull<u8>>,
 ) -> Result<HostMapping, BridgeError> {
     let rings = if pshm {
         rings_per_inbox(node_ranks.len()).map_err(|e| BridgeError::Conduit(e.to_string()))?
     } else {
         0
     };
-    let (piece, segment_pages) = piece_len(segment_len, rings);
+    let (piece, segment_pages) = piece_len(
+        if own_segment.is_some() {
+            0
+        } else {
+            segment_len
+        },
+        rings,
+    );
     let (win, base) = allocate(node_comm, piece)?;
     // Segments start zeroed, as on smp: MPI does not promise zeroed memory. This touches every
     // page of the piece (see the top-level README on memory).
@@ -132,9 +143,12 @@ pub(super) fn map_host(
         // and the segment after it lie inside the piece.
         let counters = ptr.wrapping_add(ptr.align_offset(PAGE));
         let segment_start = counters.wrapping_add(PAGE);
-        let start = NonNull::new(segment_start).expect("inside a mapped window");
+        let start = match own_segment {
+            Some(elsewhere) if job_rank == rank => elsewhere,
+            _ => NonNull::new(segment_start).expect("inside a mapped window"),
+        };
         // SAFETY: the segment's `segment_len` bytes lie inside the piece (after the counters
-        // page), page-aligned, mapped until `teardown` frees the window after the endpoint
+        // page), page-aligned, or in the RMA window MPI allocated for it; either is mapped until `teardown` frees the window after the endpoint
         // and every `Segment` are gone; they are accessed only through `Segment` and MPI.
         let segment = unsafe { Segment::borrowed(job_rank, start, segment_len) };
         mapped[job_rank] = Some(Mapped {

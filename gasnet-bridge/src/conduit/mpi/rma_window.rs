@@ -1,0 +1,651 @@
+//! Cross-host RMA through an MPI-3 window over every rank's segment (passive target).
+//!
+//! **When.** A job creates this window only if some rank reaches another through MPI (another
+//! host, or `PGAS_MPI_PSHM=0`), the job does not count writes ([`WriteCounting::Off`]) and
+//! `PGAS_MPI_RMA` is not `am`; all three are agreed by every process at set-up (creating a
+//! window is collective). Otherwise puts and gets to other hosts stay active messages.
+//!
+//! **Why not when counting.** With [`WriteCounting::On`] (relaxed CDs) the ack of a put must
+//! carry the IWC value *this* write produced after its bytes landed, gapless per target. On a
+//! window that costs a flush, an `MPI_Fetch_and_op` on the target's counter and a second
+//! flush: two round trips where the active-message path needs one. So a counting job keeps the
+//! active-message path, and the IWC stays exact by construction. In a job that does not count,
+//! every ack is [`WriteAck::UNCOUNTED`] on either path, so an interception hook sees the same
+//! acks (when the flush completes the put) whichever path carried the bytes.
+//!
+//! **How.** One window on the job communicator over every segment ([`Flavor`]:
+//! `MPI_Win_allocate` when no process maps another's segment, else `MPI_Win_create` over the
+//! segments in the host's shared window), then `MPI_Win_lock_all` once (`MPI_MODE_NOCHECK`: nothing ever takes an exclusive lock) until
+//! teardown. A blocking put or get is `MPI_Put` / `MPI_Get` and `MPI_Win_flush` on its target.
+//! A non-blocking put returns with its source free: a small one is copied into a staging chunk
+//! that lives until the next flush, a large one is followed by `MPI_Win_flush_local`; it stays
+//! in flight until something flushes its target: user progress (`poll`), a wait on its
+//! handle, a barrier, the end of the job, or an active-message request to the same target
+//! (which keeps today's order of a put before a later request to the same rank). Many puts
+//! thus complete with one flush. Operations are numbered per process; a target's flush
+//! completes every operation numbered below the count at the time of that flush.
+//!
+//! Atomics stay active messages (an `MPI_Fetch_and_op` per atomic was not measured to pay).
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::ffi::{c_int, c_void};
+use std::ptr::NonNull;
+
+use ::mpi::ffi;
+
+use crate::counters::{WriteAck, WriteCounting};
+use crate::error::BridgeError;
+
+use super::calls::{check, mpi_len, uint8};
+
+/// Environment switch of the cross-host RMA path: `window` (the default) or `am`.
+pub const RMA_ENV: &str = "PGAS_MPI_RMA";
+
+/// Puts of at most this many bytes are copied into a staging chunk (their source is then free
+/// at once); larger ones wait for local completion (`MPI_Win_flush_local`) instead.
+const STAGE_MAX: usize = 16 << 10;
+/// Bytes of one staging chunk.
+const CHUNK: usize = 1 << 20;
+/// Staged bytes past which a put first flushes everything (bounds the staging memory of a
+/// flood that never makes progress).
+const STAGE_LIMIT: usize = 64 << 20;
+
+/// Ids of window operations carry this bit, the target in bits 40..63 and a sequence number in
+/// bits 0..40, so they never collide with the ids of active-message operations.
+const WINDOW_ID: u64 = 1 << 63;
+const TARGET_SHIFT: u32 = 40;
+const SEQ_MASK: u64 = (1 << TARGET_SHIFT) - 1;
+/// Ranks a window id can name.
+const MAX_TARGETS: usize = 1 << (63 - TARGET_SHIFT);
+
+/// Where the window's memory comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Flavor {
+    /// `MPI_Win_allocate`: MPI allocates every segment (registered or shared memory, the
+    /// fastest RMA MPI offers); possible when no process maps another rank's segment.
+    Allocate,
+    /// `MPI_Win_create` over segments that live in the host's shared window (ranks of a host
+    /// map each other's segments, and reach other hosts through this window).
+    Create,
+}
+
+/// Which path carries RMA to ranks this process does not map.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum RmaPath {
+    /// An MPI-3 window (this file).
+    Window,
+    /// Requests and acks over active messages (`rma.rs`), as GASNet's mpi-conduit does.
+    ActiveMessages,
+}
+
+/// Why the RMA path could not be chosen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum RmaPathError {
+    /// `PGAS_MPI_RMA` holds something other than `window` or `am`.
+    BadSwitch(String),
+}
+
+impl std::fmt::Display for RmaPathError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RmaPathError::BadSwitch(v) => write!(
+                f,
+                "{RMA_ENV}={v:?}: expected \"window\" (MPI-3 window, the default) or \"am\" \
+                 (active messages)"
+            ),
+        }
+    }
+}
+
+impl RmaPath {
+    /// The path `PGAS_MPI_RMA` asks for (this process's view, before the job agrees).
+    pub(super) fn from_env() -> Result<RmaPath, RmaPathError> {
+        RmaPath::parse(std::env::var(RMA_ENV).ok().as_deref())
+    }
+
+    /// The path a value of `PGAS_MPI_RMA` (unset: `None`) names.
+    fn parse(value: Option<&str>) -> Result<RmaPath, RmaPathError> {
+        match value.map(str::trim) {
+            None | Some("" | "window") => Ok(RmaPath::Window),
+            Some("am") => Ok(RmaPath::ActiveMessages),
+            Some(other) => Err(RmaPathError::BadSwitch(other.to_string())),
+        }
+    }
+}
+
+/// True if `id` names a window operation (else an active-message one).
+#[inline]
+pub(super) fn is_window_id(id: u64) -> bool {
+    id & WINDOW_ID != 0
+}
+
+#[inline]
+fn target_of(id: u64) -> usize {
+    ((id & !WINDOW_ID) >> TARGET_SHIFT) as usize
+}
+
+/// Bytes of small non-blocking puts, kept until the flush that completes them.
+#[derive(Default)]
+struct Staging {
+    /// Chunks in use; `Box<[u8]>` never moves its bytes, which MPI may still read.
+    full: Vec<Box<[u8]>>,
+    current: Option<Box<[u8]>>,
+    used: usize,
+    /// Chunks free for reuse.
+    free: Vec<Box<[u8]>>,
+    /// Bytes staged since the last reset.
+    total: usize,
+}
+
+impl Staging {
+    /// Copies `src` into a chunk; the pointer stays valid until [`Staging::reset`].
+    fn stage(&mut self, src: &[u8]) -> *const u8 {
+        if self.current.is_none() || self.used + src.len() > CHUNK {
+            if let Some(c) = self.current.take() {
+                self.full.push(c);
+            }
+            self.current = Some(
+                self.free
+                    .pop()
+                    .unwrap_or_else(|| vec![0u8; CHUNK].into_boxed_slice()),
+            );
+            self.used = 0;
+        }
+        let chunk = self.current.as_mut().expect("a current chunk");
+        let dst = &mut chunk[self.used..self.used + src.len()];
+        dst.copy_from_slice(src);
+        self.used += src.len();
+        self.total += src.len();
+        dst.as_ptr()
+    }
+
+    /// Every staged put has completed: the chunks may be reused (two kept).
+    fn reset(&mut self) {
+        self.free.append(&mut self.full);
+        if let Some(c) = self.current.take() {
+            self.free.push(c);
+        }
+        self.free.truncate(2);
+        self.used = 0;
+        self.total = 0;
+    }
+}
+
+/// A get waiting for its target's flush: the buffer MPI writes into.
+struct PendingGet {
+    id: u64,
+    buf: Vec<u8>,
+    /// Its handle was dropped: discard the data at the flush.
+    forgotten: bool,
+}
+
+/// What is in flight on the window.
+struct InFlight {
+    next_seq: u64,
+    /// By target: every operation numbered below this has completed at the target.
+    flushed_below: Vec<u64>,
+    /// Targets with operations started since their last flush (each once), and the flag.
+    dirty: Vec<usize>,
+    is_dirty: Vec<bool>,
+    gets: Vec<PendingGet>,
+    /// Gets whose flush came, waiting for their handle to take the data.
+    got: HashMap<u64, Vec<u8>>,
+    staging: Staging,
+}
+
+/// The job's RMA window over every rank's segment, locked for the whole job.
+pub(super) struct RmaWindow {
+    win: ffi::MPI_Win,
+    segment_len: usize,
+    st: RefCell<InFlight>,
+}
+
+impl RmaWindow {
+    /// Agrees with every process of `comm` (collective) on whether the job uses a window, and
+    /// of which flavour. `needs`: this process reaches some rank through MPI; `alone`: it maps
+    /// no other rank's segment.
+    pub(super) fn agree(
+        comm: ffi::MPI_Comm,
+        ranks: usize,
+        needs: bool,
+        alone: bool,
+        counting: WriteCounting,
+    ) -> Result<Option<Flavor>, BridgeError> {
+        let wanted = RmaPath::from_env().map_err(|e| BridgeError::Conduit(e.to_string()))?
+            == RmaPath::Window
+            && counting == WriteCounting::Off
+            && ranks <= MAX_TARGETS;
+        // MAX over (needs, refuses, shares): one process reaching another through MPI makes
+        // the window useful; one refusing it (switch or counting) keeps everyone on active
+        // messages; one mapping another's segment needs the segments where they are.
+        let mine = [u64::from(needs), u64::from(!wanted), u64::from(!alone)];
+        let mut all = [0u64; 3];
+        // SAFETY: three u64 in and out, both arrays live across this blocking collective.
+        check(
+            unsafe {
+                ffi::MPI_Allreduce(
+                    mine.as_ptr().cast(),
+                    all.as_mut_ptr().cast(),
+                    3,
+                    ffi::RSMPI_UINT64_T,
+                    ffi::RSMPI_MAX,
+                    comm,
+                )
+            },
+            "MPI_Allreduce(RMA path)",
+        )?;
+        let [needed, refused, shared] = all;
+        Ok(if needed == 0 || refused != 0 {
+            None
+        } else if shared == 0 {
+            Some(Flavor::Allocate)
+        } else {
+            Some(Flavor::Create)
+        })
+    }
+
+    /// `MPI_Win_allocate` of every rank's segment (collective): the window and this rank's
+    /// segment in it, zeroed.
+    pub(super) fn allocate(
+        comm: ffi::MPI_Comm,
+        ranks: usize,
+        segment_len: usize,
+    ) -> Result<(RmaWindow, NonNull<u8>), BridgeError> {
+        let mut base: *mut c_void = std::ptr::null_mut();
+        // SAFETY: reading a link-time constant of rsmpi's C shim.
+        let mut win = unsafe { ffi::RSMPI_WIN_NULL };
+        // SAFETY: `comm` is the job communicator; `base` and `win` are written by the call
+        // (baseptr as the address of a pointer, as MPI specifies).
+        check(
+            unsafe {
+                ffi::MPI_Win_allocate(
+                    segment_len.max(8) as ffi::MPI_Aint,
+                    1,
+                    ffi::RSMPI_INFO_NULL,
+                    comm,
+                    (&mut base as *mut *mut c_void).cast(),
+                    &mut win,
+                )
+            },
+            "MPI_Win_allocate(segments)",
+        )?;
+        let Some(base) = NonNull::new(base.cast::<u8>()) else {
+            return Err(BridgeError::Conduit(format!(
+                "MPI_Win_allocate returned no memory for a segment of {segment_len} bytes"
+            )));
+        };
+        // Segments start zeroed, as on smp: MPI does not promise zeroed memory.
+        // SAFETY: `base` is this process's own `segment_len` bytes, just allocated; no one
+        // writes into them before the job's set-up barrier.
+        unsafe { crate::shared_copy::fill(base.as_ptr(), 0, segment_len) };
+        Ok((RmaWindow::locked(win, ranks, segment_len)?, base))
+    }
+
+    /// `MPI_Win_create` over this rank's segment (`base`, `segment_len` bytes), which lives
+    /// in the host's shared window (collective).
+    pub(super) fn create(
+        comm: ffi::MPI_Comm,
+        ranks: usize,
+        base: *mut u8,
+        segment_len: usize,
+    ) -> Result<RmaWindow, BridgeError> {
+        // SAFETY: reading a link-time constant of rsmpi's C shim.
+        let mut win = unsafe { ffi::RSMPI_WIN_NULL };
+        // SAFETY: `base` is this rank's segment of `segment_len` bytes, mapped until teardown,
+        // which frees this window before the memory under it; `win` is written by the call.
+        check(
+            unsafe {
+                ffi::MPI_Win_create(
+                    base.cast::<c_void>(),
+                    segment_len as ffi::MPI_Aint,
+                    1,
+                    ffi::RSMPI_INFO_NULL,
+                    comm,
+                    &mut win,
+                )
+            },
+            "MPI_Win_create(segments)",
+        )?;
+        RmaWindow::locked(win, ranks, segment_len)
+    }
+
+    /// Sets errors to return and takes the job-long shared lock on every rank.
+    fn locked(
+        win: ffi::MPI_Win,
+        ranks: usize,
+        segment_len: usize,
+    ) -> Result<RmaWindow, BridgeError> {
+        // SAFETY: `win` was just created; ERRORS_RETURN is a predefined handler.
+        check(
+            unsafe { ffi::MPI_Win_set_errhandler(win, ffi::RSMPI_ERRORS_RETURN) },
+            "MPI_Win_set_errhandler(segments)",
+        )?;
+        // SAFETY: `win` is valid; a shared lock on every rank, held until `free`.
+        check(
+            unsafe { ffi::MPI_Win_lock_all(ffi::MPI_MODE_NOCHECK as c_int, win) },
+            "MPI_Win_lock_all",
+        )?;
+        Ok(RmaWindow {
+            win,
+            segment_len,
+            st: RefCell::new(InFlight {
+                next_seq: 0,
+                flushed_below: vec![0; ranks],
+                dirty: Vec::new(),
+                is_dirty: vec![false; ranks],
+                gets: Vec::new(),
+                got: HashMap::new(),
+                staging: Staging::default(),
+            }),
+        })
+    }
+
+    /// Checks that `offset..offset + len` lies in a segment; MPI is never asked otherwise.
+    fn check(&self, target: usize, offset: usize, len: usize) -> Result<c_int, BridgeError> {
+        match offset.checked_add(len) {
+            Some(end) if end <= self.segment_len => mpi_len(len),
+            _ => Err(BridgeError::OutOfSegment {
+                rank: target,
+                offset,
+                len,
+                segment_len: self.segment_len,
+            }),
+        }
+    }
+
+    /// Starts a put from `src` (which must stay unchanged until local completion) and
+    /// returns its id.
+    fn start_put(
+        &self,
+        target: usize,
+        offset: usize,
+        src: *const u8,
+        len: c_int,
+    ) -> Result<u64, BridgeError> {
+        // SAFETY: the caller keeps `len` bytes at `src` unchanged until local completion;
+        // the target range was checked against the segment (the window's size), and the window
+        // is locked on every target.
+        check(
+            unsafe {
+                ffi::MPI_Put(
+                    src.cast(),
+                    len,
+                    uint8(),
+                    target as c_int,
+                    offset as ffi::MPI_Aint,
+                    len,
+                    uint8(),
+                    self.win,
+                )
+            },
+            "MPI_Put",
+        )?;
+        Ok(self.started(target))
+    }
+
+    /// Numbers an operation just started toward `target` and marks the target dirty.
+    fn started(&self, target: usize) -> u64 {
+        let mut st = self.st.borrow_mut();
+        let seq = st.next_seq;
+        st.next_seq += 1;
+        if !st.is_dirty[target] {
+            st.is_dirty[target] = true;
+            st.dirty.push(target);
+        }
+        WINDOW_ID | ((target as u64) << TARGET_SHIFT) | (seq & SEQ_MASK)
+    }
+
+    /// A blocking put: `MPI_Put` and `MPI_Win_flush`; complete at the target on return.
+    pub(super) fn put(&self, target: usize, offset: usize, src: &[u8]) -> Result<(), BridgeError> {
+        let len = self.check(target, offset, src.len())?;
+        self.start_put(target, offset, src.as_ptr(), len)?;
+        self.flush(target)
+    }
+
+    /// A non-blocking put; `src` is free on return; the id completes at a flush of `target`.
+    pub(super) fn put_nb(
+        &self,
+        target: usize,
+        offset: usize,
+        src: &[u8],
+    ) -> Result<u64, BridgeError> {
+        let len = self.check(target, offset, src.len())?;
+        if src.len() > STAGE_MAX {
+            let id = self.start_put(target, offset, src.as_ptr(), len)?;
+            // SAFETY: `win` is locked on `target`; completes locally the puts to it.
+            check(
+                unsafe { ffi::MPI_Win_flush_local(target as c_int, self.win) },
+                "MPI_Win_flush_local",
+            )?;
+            return Ok(id);
+        }
+        if self.st.borrow().staging.total + src.len() > STAGE_LIMIT {
+            self.flush_dirty()?;
+        }
+        let staged = self.st.borrow_mut().staging.stage(src);
+        // The staged bytes stay in their chunk until a flush of every dirty target resets it.
+        self.start_put(target, offset, staged, len)
+    }
+
+    /// A blocking get: `MPI_Get` and `MPI_Win_flush`.
+    pub(super) fn get(
+        &self,
+        target: usize,
+        offset: usize,
+        dst: &mut [u8],
+    ) -> Result<(), BridgeError> {
+        let len = self.check(target, offset, dst.len())?;
+        // SAFETY: `dst` is exclusively borrowed until the flush below has completed the get;
+        // the range was checked against the window's size.
+        check(
+            unsafe {
+                ffi::MPI_Get(
+                    dst.as_mut_ptr().cast(),
+                    len,
+                    uint8(),
+                    target as c_int,
+                    offset as ffi::MPI_Aint,
+                    len,
+                    uint8(),
+                    self.win,
+                )
+            },
+            "MPI_Get",
+        )?;
+        self.started(target);
+        self.flush(target)
+    }
+
+    /// A non-blocking get of `len` bytes into a buffer of its own; the id completes at a flush
+    /// of `target`, then [`RmaWindow::take_got`] hands the bytes over.
+    pub(super) fn get_nb(
+        &self,
+        target: usize,
+        offset: usize,
+        len: usize,
+    ) -> Result<u64, BridgeError> {
+        let count = self.check(target, offset, len)?;
+        let mut buf = vec![0u8; len];
+        // SAFETY: `buf`'s heap bytes do not move when the Vec moves into `gets` below, and it
+        // is neither read nor dropped before the flush of `target` completes the get.
+        check(
+            unsafe {
+                ffi::MPI_Get(
+                    buf.as_mut_ptr().cast(),
+                    count,
+                    uint8(),
+                    target as c_int,
+                    offset as ffi::MPI_Aint,
+                    count,
+                    uint8(),
+                    self.win,
+                )
+            },
+            "MPI_Get",
+        )?;
+        let id = self.started(target);
+        self.st.borrow_mut().gets.push(PendingGet {
+            id,
+            buf,
+            forgotten: false,
+        });
+        Ok(id)
+    }
+
+    /// Whether operation `id` has completed at its target (no progress).
+    #[inline]
+    pub(super) fn done(&self, id: u64) -> bool {
+        let st = self.st.borrow();
+        (id & SEQ_MASK) < st.flushed_below[target_of(id)]
+    }
+
+    /// Completes `id` (flushing its target if needed); a put's ack.
+    pub(super) fn complete(&self, id: u64) -> Result<WriteAck, BridgeError> {
+        if !self.done(id) {
+            self.flush(target_of(id))?;
+        }
+        Ok(WriteAck::UNCOUNTED)
+    }
+
+    /// The data of get `id` if its flush came (taken out), with no progress.
+    pub(super) fn take_got(&self, id: u64) -> Option<Vec<u8>> {
+        self.st.borrow_mut().got.remove(&id)
+    }
+
+    /// The data of get `id`, flushing its target if needed.
+    pub(super) fn wait_got(&self, id: u64) -> Result<Vec<u8>, BridgeError> {
+        if !self.done(id) {
+            self.flush(target_of(id))?;
+        }
+        Ok(self.take_got(id).unwrap_or_default())
+    }
+
+    /// The handle of `id` was dropped: its data (if a get) is discarded.
+    pub(super) fn forget(&self, id: u64) {
+        let Ok(mut st) = self.st.try_borrow_mut() else {
+            return;
+        };
+        if st.got.remove(&id).is_none()
+            && let Some(g) = st.gets.iter_mut().find(|g| g.id == id)
+        {
+            g.forgotten = true;
+        }
+    }
+
+    /// Whether operations toward `target` await a flush.
+    #[inline]
+    pub(super) fn is_dirty(&self, target: usize) -> bool {
+        self.st
+            .borrow()
+            .is_dirty
+            .get(target)
+            .copied()
+            .unwrap_or(false)
+    }
+
+    /// Whether any operation awaits a flush.
+    #[inline]
+    pub(super) fn any_dirty(&self) -> bool {
+        !self.st.borrow().dirty.is_empty()
+    }
+
+    /// `MPI_Win_flush` on `target`: every operation started toward it has completed there.
+    pub(super) fn flush(&self, target: usize) -> Result<(), BridgeError> {
+        // SAFETY: `win` is locked on every rank; `target` is a rank of its communicator (the
+        // callers checked it, or took it from an operation started on it).
+        check(
+            unsafe { ffi::MPI_Win_flush(target as c_int, self.win) },
+            "MPI_Win_flush",
+        )?;
+        let mut st = self.st.borrow_mut();
+        let st = &mut *st;
+        st.flushed_below[target] = st.next_seq;
+        if st.is_dirty[target] {
+            st.is_dirty[target] = false;
+            st.dirty.retain(|&t| t != target);
+        }
+        if !st.gets.is_empty() {
+            let mut i = 0;
+            while i < st.gets.len() {
+                if target_of(st.gets[i].id) == target {
+                    let g = st.gets.swap_remove(i);
+                    if !g.forgotten {
+                        st.got.insert(g.id, g.buf);
+                    }
+                } else {
+                    i += 1;
+                }
+            }
+        }
+        // Staged bytes are free once nothing started since they were staged is in flight.
+        if st.dirty.is_empty() {
+            st.staging.reset();
+        }
+        Ok(())
+    }
+
+    /// Flushes every target with operations in flight.
+    pub(super) fn flush_dirty(&self) -> Result<(), BridgeError> {
+        loop {
+            let next = self.st.borrow().dirty.last().copied();
+            let Some(target) = next else {
+                return Ok(());
+            };
+            self.flush(target)?;
+        }
+    }
+
+    /// Unlocks and frees the window (collective; every process has flushed and passed the
+    /// teardown barrier).
+    pub(super) fn free(&self) -> Result<(), BridgeError> {
+        let mut win = self.win;
+        // SAFETY: the lock taken in `create`, released once.
+        check(
+            unsafe { ffi::MPI_Win_unlock_all(win) },
+            "MPI_Win_unlock_all",
+        )?;
+        // SAFETY: freed once, before the memory under it (the host's window).
+        check(
+            unsafe { ffi::MPI_Win_free(&mut win) },
+            "MPI_Win_free(segments)",
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_switch_names_a_path_or_is_refused_by_name() {
+        assert_eq!(RmaPath::parse(None), Ok(RmaPath::Window));
+        assert_eq!(RmaPath::parse(Some(" window ")), Ok(RmaPath::Window));
+        assert_eq!(RmaPath::parse(Some("am")), Ok(RmaPath::ActiveMessages));
+        let e = RmaPath::parse(Some("rdma")).unwrap_err();
+        assert!(e.to_string().contains("PGAS_MPI_RMA=\"rdma\""), "{e}");
+    }
+
+    #[test]
+    fn window_ids_name_their_target_and_never_collide_with_am_ids() {
+        let id = WINDOW_ID | (5u64 << TARGET_SHIFT) | 42;
+        assert!(is_window_id(id) && !is_window_id(42));
+        assert_eq!(target_of(id), 5);
+        assert_eq!(id & SEQ_MASK, 42);
+    }
+
+    #[test]
+    fn staged_bytes_stay_put_until_reset() {
+        let mut s = Staging::default();
+        let a = s.stage(&[1, 2, 3]);
+        let big = vec![9u8; CHUNK - 1];
+        let b = s.stage(&big);
+        // SAFETY: `a` points at 3 staged bytes, alive until `reset`.
+        assert_eq!(unsafe { std::slice::from_raw_parts(a, 3) }, &[1, 2, 3]);
+        assert_ne!(a, b, "a second chunk");
+        assert_eq!(s.total, CHUNK + 2);
+        s.reset();
+        assert_eq!(s.total, 0);
+        assert!(s.free.len() <= 2);
+    }
+}
