@@ -152,6 +152,38 @@ pub(crate) struct Message {
     pub(crate) body: Body,
 }
 
+impl Message {
+    /// The message as its handler sees it.
+    pub(crate) fn view(&self) -> MessageView<'_> {
+        MessageView {
+            source: self.source,
+            handler: self.handler,
+            is_reply: self.is_reply,
+            args: self.args.as_slice(),
+            payload: match &self.body {
+                Body::Short => Payload::None,
+                Body::Medium(bytes) => Payload::Medium(bytes),
+                Body::Long { offset, len, ack } => Payload::Long {
+                    offset: *offset,
+                    len: *len,
+                    ack: *ack,
+                },
+            },
+        }
+    }
+}
+
+/// A message as its handler sees it, borrowed from wherever the conduit keeps it (a
+/// [`Message`], or a copy of an smp inbox slot), so a small message is never boxed.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct MessageView<'a> {
+    pub(crate) source: u32,
+    pub(crate) handler: u16,
+    pub(crate) is_reply: bool,
+    pub(crate) args: &'a [u64],
+    pub(crate) payload: Payload<'a>,
+}
+
 /// The payload of the message a handler is running for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Payload<'a> {
@@ -171,7 +203,7 @@ pub enum Payload<'a> {
 /// What a running handler knows about its message, and its way to reply.
 pub struct Token<'a> {
     pub(crate) endpoint: &'a Endpoint,
-    pub(crate) message: &'a Message,
+    pub(crate) message: MessageView<'a>,
     pub(crate) replied: Cell<bool>,
 }
 
@@ -188,20 +220,12 @@ impl<'a> Token<'a> {
 
     /// The message's arguments.
     pub fn args(&self) -> &[u64] {
-        self.message.args.as_slice()
+        self.message.args
     }
 
     /// The message's payload.
     pub fn payload(&self) -> Payload<'_> {
-        match &self.message.body {
-            Body::Short => Payload::None,
-            Body::Medium(bytes) => Payload::Medium(bytes),
-            Body::Long { offset, len, ack } => Payload::Long {
-                offset: *offset,
-                len: *len,
-                ack: *ack,
-            },
-        }
+        self.message.payload
     }
 
     /// The endpoint of the rank running the handler, for non-blocking work (puts, atomics,
@@ -219,10 +243,7 @@ impl<'a> Token<'a> {
 
     /// Replies with a short message.
     pub fn reply_short(&self, handler: HandlerId, args: &[u64]) -> Result<(), BridgeError> {
-        self.replying(|| {
-            self.endpoint
-                .send(self.source(), handler, args, Body::Short, true)
-        })
+        self.replying(|| self.endpoint.send_short(self.source(), handler, args, true))
     }
 
     /// Replies with a medium message.

@@ -10,12 +10,15 @@ use std::cell::Cell;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use crate::active_message::{Args, Body, HandlerId, MAX_MEDIUM, Message, Token};
+#[cfg(feature = "mpi")]
+use crate::active_message::{Args, Body, Message};
+use crate::active_message::{HandlerId, MAX_MEDIUM, MessageView, Token};
 use crate::atomic::{AtomicOp, AtomicResult};
 use crate::barrier::Phase;
 use crate::completion::{AccessRegion, AtomicHandle, GetHandle, OwnedGetHandle, WriteHandle};
 use crate::conduit::Conduit;
 use crate::conduit::smp::SmpWorld;
+use crate::conduit::smp_inbox::Outgoing;
 use crate::counters::{WriteAck, WriteCounters, WriteCounting};
 use crate::error::BridgeError;
 use crate::sleep::{Awaiting, Backoff};
@@ -49,6 +52,8 @@ pub struct Endpoint {
     conduit: Conduit,
     in_handler: Cell<bool>,
     phase: Cell<Phase>,
+    /// The smp inbox lane `poll` starts with.
+    next_lane: Cell<usize>,
 }
 
 /// Resets the in-handler flag even if the handler unwinds.
@@ -72,6 +77,7 @@ impl Endpoint {
             conduit,
             in_handler: Cell::new(false),
             phase: Cell::new(Phase::Idle),
+            next_lane: Cell::new(0),
         }
     }
 
@@ -406,7 +412,7 @@ impl Endpoint {
         handler: HandlerId,
         args: &[u64],
     ) -> Result<(), BridgeError> {
-        self.send(rank, handler, args, Body::Short, false)
+        self.send_short(rank, handler, args, false)
     }
 
     /// Sends a medium request: `payload` (at most [`MAX_MEDIUM`] bytes) is copied to `rank`.
@@ -433,29 +439,39 @@ impl Endpoint {
         self.send_long(rank, handler, args, payload, offset, false)
     }
 
-    pub(crate) fn send(
+    /// Sends a short message (a request, or a reply if `is_reply`).
+    pub(crate) fn send_short(
         &self,
         target: usize,
         handler: HandlerId,
         args: &[u64],
-        body: Body,
         is_reply: bool,
     ) -> Result<(), BridgeError> {
-        let message = self.message(target, handler, args, is_reply, body)?;
         match &self.conduit {
-            Conduit::Smp(world) => world.deliver(target, message),
+            Conduit::Smp(world) => {
+                self.check(target, handler, args)?;
+                // SAFETY: this endpoint is its rank's only one, so this thread is the only
+                // sender from `self.rank`.
+                unsafe {
+                    world.deliver(
+                        self.rank,
+                        target,
+                        handler.0,
+                        is_reply,
+                        args,
+                        Outgoing::Short,
+                    )
+                };
+                Ok(())
+            }
             #[cfg(feature = "mpi")]
             Conduit::Mpi(world) => {
-                use crate::conduit::mpi::OutBody;
-                if let Body::Medium(payload) = &message.body {
-                    let payload = payload.clone();
-                    world.send_am(self, target, message, OutBody::Medium(&payload))?;
-                } else {
-                    world.send_am(self, target, message, OutBody::Short)?;
-                }
+                let message = self.message(target, handler, args, is_reply, Body::Short)?;
+                world
+                    .send_am(self, target, message, crate::conduit::mpi::OutBody::Short)
+                    .map(|_| ())
             }
         }
-        Ok(())
     }
 
     pub(crate) fn send_medium(
@@ -473,13 +489,21 @@ impl Endpoint {
             });
         }
         match &self.conduit {
-            Conduit::Smp(_) => self.send(
-                target,
-                handler,
-                args,
-                Body::Medium(payload.to_vec()),
-                is_reply,
-            ),
+            Conduit::Smp(world) => {
+                self.check(target, handler, args)?;
+                // SAFETY: as in `send_short`.
+                unsafe {
+                    world.deliver(
+                        self.rank,
+                        target,
+                        handler.0,
+                        is_reply,
+                        args,
+                        Outgoing::Medium(payload),
+                    )
+                };
+                Ok(())
+            }
             #[cfg(feature = "mpi")]
             Conduit::Mpi(world) => {
                 let message = self.message(target, handler, args, is_reply, Body::Short)?;
@@ -506,31 +530,56 @@ impl Endpoint {
     ) -> Result<WriteHandle, BridgeError> {
         // Everything is checked before the payload lands, so a refused message leaves no
         // counted write behind.
-        let mut message = self.message(target, handler, args, is_reply, Body::Short)?;
         match &self.conduit {
             Conduit::Smp(world) => {
+                self.check(target, handler, args)?;
                 world.segments[target].write(offset, payload)?;
                 let ack = world.count_write(target);
-                message.body = Body::Long {
+                let body = Outgoing::Long {
                     offset,
                     len: payload.len(),
                     ack,
                 };
-                world.deliver(target, message);
+                // SAFETY: as in `send_short`.
+                unsafe { world.deliver(self.rank, target, handler.0, is_reply, args, body) };
                 Ok(WriteHandle::complete(ack))
             }
             #[cfg(feature = "mpi")]
-            Conduit::Mpi(world) => world
-                .send_am(
-                    self,
-                    target,
-                    message,
-                    crate::conduit::mpi::OutBody::Long { payload, offset },
-                )
-                .map(|h| h.expect("a long message is acknowledged")),
+            Conduit::Mpi(world) => {
+                let message = self.message(target, handler, args, is_reply, Body::Short)?;
+                world
+                    .send_am(
+                        self,
+                        target,
+                        message,
+                        crate::conduit::mpi::OutBody::Long { payload, offset },
+                    )
+                    .map(|h| h.expect("a long message is acknowledged"))
+            }
         }
     }
 
+    /// Checks a message's target, handler and argument count.
+    #[inline]
+    fn check(&self, target: usize, handler: HandlerId, args: &[u64]) -> Result<(), BridgeError> {
+        let ranks = self.ranks();
+        if target >= ranks {
+            return Err(BridgeError::NoSuchRank {
+                rank: target,
+                ranks,
+            });
+        }
+        self.handlers().validate(handler)?;
+        if args.len() > crate::active_message::MAX_ARGS {
+            return Err(BridgeError::TooManyArgs {
+                given: args.len(),
+                max: crate::active_message::MAX_ARGS,
+            });
+        }
+        Ok(())
+    }
+
+    #[cfg(feature = "mpi")]
     fn message(
         &self,
         target: usize,
@@ -566,13 +615,34 @@ impl Endpoint {
         }
         match &self.conduit {
             Conduit::Smp(world) => {
+                // One pass over the lanes, each drained up to what is left of the batch,
+                // starting one lane further each time so that no source is always last.
                 let inbox = &world.inboxes[self.rank];
+                let lanes = inbox.len();
+                let first = self.next_lane.get();
                 let mut ran = 0;
-                while ran < POLL_BATCH {
-                    let Some(message) = inbox.pop() else { break };
-                    self.run_handler(&message);
-                    ran += 1;
+                let mut source = first;
+                loop {
+                    while ran < POLL_BATCH {
+                        // SAFETY: this endpoint is the only one of its rank, so this thread
+                        // is the only target of its inbox; handlers do not nest (the guard
+                        // above), so no `pop` runs inside another.
+                        let Some(message) = (unsafe { inbox.lane(source).pop() }) else {
+                            break;
+                        };
+                        self.run_handler(message.view(source));
+                        ran += 1;
+                    }
+                    source += 1;
+                    if source == lanes {
+                        source = 0;
+                    }
+                    if source == first || ran == POLL_BATCH {
+                        break;
+                    }
                 }
+                self.next_lane
+                    .set(if first + 1 == lanes { 0 } else { first + 1 });
                 ran
             }
             #[cfg(feature = "mpi")]
@@ -588,7 +658,7 @@ impl Endpoint {
         }
     }
 
-    pub(crate) fn run_handler(&self, message: &Message) {
+    pub(crate) fn run_handler(&self, message: MessageView<'_>) {
         let handlers = self.handlers();
         let Some(handler) = handlers.get(message.handler as usize) else {
             panic!(
@@ -643,7 +713,8 @@ impl Endpoint {
             } else {
                 world.failure.check();
                 backoff.snooze(&world.sleepers[self.rank], || {
-                    inbox.is_empty() && !world.failure.is_failed() && !done()
+                    // SAFETY: this thread is the inbox's target (see `poll`).
+                    (unsafe { inbox.is_empty() }) && !world.failure.is_failed() && !done()
                 });
                 if let Some(waited) = backoff.hang_due() {
                     self.report_hang(awaiting, waited);

@@ -2,8 +2,12 @@
 //! few header words in the AM arguments, and payloads larger than a medium AM split into
 //! fragments and reassembled at the target.
 //!
-//! Argument layout: `[kind, message id, total length, fragment offset, header...]`. The id is
-//! per sender, so `(source, id)` names a message; fragments may arrive in any order.
+//! Argument layout of a message that fits one medium AM (almost all): `[kind, header...]`, the
+//! payload whole. A larger one travels as fragments, [`FRAGMENT`] set in the kind word:
+//! `[kind, message id, total length, fragment offset, header...]`. The id is per sender, so
+//! `(source, id)` names a message; fragments may arrive in any order. (Every message carried
+//! the fragment words before; dropping them for whole messages keeps an rpc request or reply,
+//! four words, in the first cache line of an smp inbox slot, which holds six.)
 //!
 //! A message sent inside a resilience runtime's internal scope (`resilience::internal`) has
 //! [`INTERNAL`] set in its kind word, and is handled at the target in that scope too: an rpc
@@ -23,6 +27,10 @@ pub(crate) const HEADER_WORDS: usize = MAX_ARGS - 4;
 
 /// Flag of the kind word: the message is a resilience runtime's own traffic.
 pub(crate) const INTERNAL: u64 = 1 << 63;
+
+/// Flag of the kind word: the message is one fragment of a message larger than a medium AM,
+/// and the next three words are its id, total length and this fragment's offset.
+pub(crate) const FRAGMENT: u64 = 1 << 62;
 
 /// The kinds of pgas messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,18 +70,21 @@ pub(crate) struct Reassembly {
 pub(crate) fn send(rt: &Runtime, target: usize, kind: Kind, header: &[u64], payload: &[u8]) {
     assert!(header.len() <= HEADER_WORDS, "pgas message header too long");
     let ep = rt.ep();
+    let kind = kind as u64 | if rt.is_internal() { INTERNAL } else { 0 };
     let mut args = [0u64; MAX_ARGS];
-    args[0] = kind as u64 | if rt.is_internal() { INTERNAL } else { 0 };
+    rt.sent.set(rt.sent.get() + 1);
+    if payload.len() <= MAX_MEDIUM {
+        args[0] = kind;
+        args[1..1 + header.len()].copy_from_slice(header);
+        ep.am_request_medium(target, rt.msg_handler, &args[..1 + header.len()], payload)
+            .unwrap_or_else(|e| panic!("pgas: cannot send to rank {target}: {e}"));
+        return;
+    }
+    args[0] = kind | FRAGMENT;
     args[1] = rt.next_message_id();
     args[2] = payload.len() as u64;
     args[4..4 + header.len()].copy_from_slice(header);
     let args = &mut args[..4 + header.len()];
-    rt.sent.set(rt.sent.get() + 1);
-    if payload.len() <= MAX_MEDIUM {
-        ep.am_request_medium(target, rt.msg_handler, args, payload)
-            .unwrap_or_else(|e| panic!("pgas: cannot send to rank {target}: {e}"));
-        return;
-    }
     for (i, chunk) in payload.chunks(MAX_MEDIUM).enumerate() {
         args[3] = (i * MAX_MEDIUM) as u64;
         ep.am_request_medium(target, rt.msg_handler, args, chunk)
@@ -91,17 +102,20 @@ pub(crate) fn receive(token: &Token<'_>) {
             Payload::None => &[][..],
             Payload::Long { .. } => malformed(source, "a long AM where pgas sends medium ones"),
         };
-        if args.len() < 4 {
-            malformed(source, "fewer than four wire arguments");
+        let Some(&word) = args.first() else {
+            malformed(source, "no kind word")
+        };
+        let internal = word & INTERNAL != 0;
+        let kind = Kind::from_word(word & !(INTERNAL | FRAGMENT))
+            .unwrap_or_else(|| malformed(source, &format!("unknown message kind {word}")));
+        if word & FRAGMENT == 0 {
+            return rt.in_mode(internal, || deliver(rt, token, kind, &args[1..], bytes));
         }
-        let internal = args[0] & INTERNAL != 0;
-        let kind = Kind::from_word(args[0] & !INTERNAL)
-            .unwrap_or_else(|| malformed(source, &format!("unknown message kind {}", args[0])));
+        if args.len() < 4 {
+            malformed(source, "a fragment with fewer than four wire arguments");
+        }
         let (id, total, at) = (args[1], args[2] as usize, args[3] as usize);
         let header = &args[4..];
-        if at == 0 && bytes.len() == total {
-            return rt.in_mode(internal, || deliver(rt, token, kind, header, bytes));
-        }
         if at.checked_add(bytes.len()).is_none_or(|end| end > total) {
             malformed(source, "a fragment beyond its message's length");
         }

@@ -17,6 +17,7 @@ mod launcher;
 #[cfg(feature = "mpi")]
 pub mod mpi;
 pub mod smp;
+pub(crate) mod smp_inbox;
 
 pub use launcher::{mpirun_available, mpirun_command, mpirun_program, require_mpirun};
 

@@ -2,16 +2,16 @@
 //!
 //! Puts, gets and atomics are performed by the initiating thread directly on the target's
 //! segment (as GASNet's PSHM support does), so they are complete when the call returns.
-//! Active messages go through one lock-free multi-producer queue per target rank and run when
-//! the target polls.
+//! Active messages go through one single-producer lane per (source, target) pair
+//! (`smp_inbox`) and run when the target polls.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-use crossbeam_queue::SegQueue;
 use crossbeam_utils::CachePadded;
 
-use crate::active_message::{HandlerTable, Message};
+use crate::active_message::HandlerTable;
 use crate::barrier::CentralBarrier;
+use crate::conduit::smp_inbox::{Inbox, Outgoing};
 use crate::config::LaunchConfig;
 use crate::counters::{WriteAck, WriteCounters, WriteCounting};
 use crate::error::BridgeError;
@@ -35,7 +35,8 @@ pub struct SmpWorld {
     pub(crate) counters: Box<[CachePadded<WriteCounters>]>,
     /// Whether writes bump the counters (the job's mode, the same for every rank).
     pub(crate) write_counting: WriteCounting,
-    pub(crate) inboxes: Box<[CachePadded<SegQueue<Message>>]>,
+    /// Each rank's inbox: one lane per source rank (`smp_inbox`).
+    pub(crate) inboxes: Box<[Inbox]>,
     pub(crate) sleepers: Box<[CachePadded<Sleeper>]>,
     pub(crate) barrier: CentralBarrier,
     /// Ranks whose body has returned (and whose last barrier has completed).
@@ -58,7 +59,7 @@ impl SmpWorld {
                 .collect(),
             counters: (0..n).map(|_| CachePadded::default()).collect(),
             write_counting: config.write_counting,
-            inboxes: (0..n).map(|_| CachePadded::default()).collect(),
+            inboxes: (0..n).map(|_| Inbox::new(n)).collect(),
             sleepers: (0..n)
                 .map(|_| CachePadded::new(Sleeper::with_spin(Sleeper::spin_rounds_for(n)).waking()))
                 .collect(),
@@ -91,14 +92,30 @@ impl SmpWorld {
         })
     }
 
-    /// Queues `message` for `target` (an existing rank) and wakes it if it sleeps.
+    /// Queues a message from `source` for `target` (existing ranks; at most
+    /// [`crate::MAX_ARGS`] arguments, a medium payload of at most [`crate::MAX_MEDIUM`] bytes)
+    /// and wakes the target if it sleeps.
+    ///
+    /// # Safety
+    /// Only `source`'s endpoint calls this with that `source` (one thread per lane sender).
     #[inline]
-    pub(crate) fn deliver(&self, target: usize, message: Message) {
+    pub(crate) unsafe fn deliver(
+        &self,
+        source: usize,
+        target: usize,
+        handler: u16,
+        is_reply: bool,
+        args: &[u64],
+        body: Outgoing<'_>,
+    ) {
         // Counted before it is queued, so a queued message is always counted as sent.
-        self.traffic[message.source as usize]
-            .sent
-            .fetch_add(1, Ordering::SeqCst);
-        self.inboxes[target].push(message);
+        self.traffic[source].sent.fetch_add(1, Ordering::SeqCst);
+        // SAFETY: forwarded contract: this thread is the lane's only sender.
+        unsafe {
+            self.inboxes[target]
+                .lane(source)
+                .push(source, handler, is_reply, args, body)
+        };
         self.sleepers[target].wake();
     }
 

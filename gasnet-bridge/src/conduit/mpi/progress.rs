@@ -214,7 +214,7 @@ impl MpiWorld {
                     st.deferred.pop_front().expect("front").message
                 }
             };
-            ep.run_handler(&message);
+            ep.run_handler(message.view());
             ran += 1;
         }
         work + ran
