@@ -319,7 +319,10 @@ fn escalation_line(config: &CdConfig, e: &CdError) -> String {
 
 /// Ends a rank's CD state, also when it unwinds: removes the files its CDs preserved (a rank
 /// that stops on an escalation or a peer's failure never completes them) and forgets the
-/// runtime.
+/// runtime. Kept by pgas until every rank is done (`keep_until_job_end`), not dropped with
+/// the body: a rank whose program ended must still serve the runtime's requests (a buddy's
+/// copy fetched back by a rank recovering from its loss in a CD of its own, slot requests,
+/// log gathers); with the runtime gone they found nothing and the recovery escalated.
 struct RankGuard(Rc<CdRuntime>);
 
 impl Drop for RankGuard {
@@ -426,7 +429,7 @@ where
         // No rank's body starts before every rank has its runtime: an rpc of the runtime's
         // (a buddy slot, a gather) reaching a rank that had none yet found nothing to serve it.
         pgas::resilience::internal(pgas::barrier);
-        let _guard = RankGuard(rt.clone());
+        pgas::resilience::keep_until_job_end(RankGuard(rt.clone()));
         let out = body();
         let value = match out {
             Ok(v) => v,

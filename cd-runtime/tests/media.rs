@@ -796,9 +796,6 @@ fn one_buddy_copy_restores_a_rank_loss_of_a_cd_of_its_own() {
                     Ok(())
                 })?;
             }
-            // The buddy serves the lost rank's fetch only while its runtime lives: a rank
-            // whose body ended could not (seen in CI; ROADMAP, buddy medium).
-            pgas::resilience::internal(pgas::barrier);
             Ok(x)
         })
         .unwrap_or_else(|e| panic!("{e}"))
@@ -811,6 +808,58 @@ fn one_buddy_copy_restores_a_rank_loss_of_a_cd_of_its_own() {
     assert_eq!(faulty.results, clean.results);
     let s = faulty.report.cd("own").unwrap();
     assert_eq!((s.reexecutions, s.escalations), (1, 0), "{s:?}");
+}
+
+/// A rank that loses its memory in a CD of its own after every other rank's program has
+/// ended still restores from its buddy: a rank whose body returned keeps serving the CD
+/// runtime's requests (buddy fetches, slot requests, copies by rpc) until every rank is done.
+/// Rank 1 sleeps in the CD it loses first, so the others are surely past their bodies; later
+/// CDs preserve an array of a new size (a slot request to the finished buddy) and lose it
+/// again. Before the fix the buddy's runtime was gone by then: a slot request found no
+/// runtime, the copy went by rpc and was dropped, and a fetch by rpc found nothing; the job
+/// escalated. One and two buddy copies (with two, the lost rank's own copy went with its
+/// memory too) and copies by rpc only (`buddy_segment_bytes = 0`).
+#[test]
+fn a_buddy_whose_program_ended_still_serves_a_lost_ranks_restore() {
+    for top in [
+        "buddy_copies = 1",
+        "buddy_copies = 2",
+        "buddy_segment_bytes = 0",
+    ] {
+        let program = |cfg: CdConfig| {
+            run(3, cfg, || {
+                let me = pgas::rank_me();
+                let mut x: Vec<f64> = (0..N).map(|i| (i * 5 + me) as f64).collect();
+                let mut big: Vec<f64> = (0..3000).map(|i| (i + me) as f64).collect();
+                let iters = if me == 1 { 6 } else { 2 };
+                for it in 0..iters {
+                    cd::strict_local("own", |c| {
+                        c.preserve_slice("x", &mut x);
+                        if it >= 3 {
+                            c.preserve_slice("big", &mut big);
+                            step(&mut big, it);
+                        }
+                        if me == 1 && it == 2 && !c.is_reexecution() {
+                            std::thread::sleep(std::time::Duration::from_millis(300));
+                        }
+                        step(&mut x, it);
+                        Ok(())
+                    })?;
+                }
+                Ok((x, big))
+            })
+        };
+        let clean = program(CdConfig::default()).unwrap_or_else(|e| panic!("{e}"));
+        let faulty = program(config(&format!(
+            "{top}\n[cd.own]\nmedium = \"buddy\"\n\
+             inject = {{ at = [{{ rank = 1, iteration = 2, kind = \"rank_loss\" }}, \
+                               {{ rank = 1, iteration = 4, kind = \"rank_loss\" }}] }}\n",
+        )))
+        .unwrap_or_else(|e| panic!("{top}: {e}"));
+        assert!(faulty.results == clean.results, "{top}: a different answer");
+        let s = faulty.report.cd("own").unwrap();
+        assert_eq!((s.reexecutions, s.escalations), (2, 0), "{top}: {s:?}");
+    }
 }
 
 /// The buddy's loss, then a soft error of the owner in a CD whose copy the buddy held: with

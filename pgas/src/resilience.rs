@@ -22,7 +22,10 @@
 //! - incoming rpc requests: which one's function is running ([`serving_request`], so a log
 //!   can tell the operations it starts from the body's), and running a function again from
 //!   its logged arguments without counting, sending or replying ([`rerun_rpc`]), so a
-//!   replaying rank re-applies an rpc request like an incoming write.
+//!   replaying rank re-applies an rpc request like an incoming write;
+//! - state that outlives the rank's program ([`keep_until_job_end`]): a rank whose body has
+//!   returned still serves the runtime's requests (a buddy's copy fetched back by a rank that
+//!   lost its memory) until every rank is done.
 //!
 //! Allocation addresses are logged and replayed through the hook's `before_alloc` /
 //! `after_alloc` ([`AllocAction::At`]).
@@ -94,6 +97,19 @@ pub fn rput_uncounted<T: Pod>(src: &[T], dst: GlobalPtr<T>) {
             .put_uncounted(dst.rank(), dst.offset(), bytemuck::cast_slice(src))
             .unwrap_or_else(|e| panic!("rput_uncounted: {e}"))
     })
+}
+
+/// Keeps `value` alive on this rank until every rank of the job has returned from its body and
+/// every message in flight has been handled (the end of `launch`'s finalize), then drops it;
+/// if the rank unwinds, when it leaves `launch`. Values are dropped in the order kept, while
+/// pgas is still usable on the rank.
+///
+/// For the state behind a resilience runtime's rpc functions: a rank keeps serving requests
+/// after its own body returned (finalize waits for the others), and state dropped with the
+/// body could not answer them, e.g. a buddy rank that finished first could not give back the
+/// copy a rank recovering from a memory loss asks for.
+pub fn keep_until_job_end(value: impl std::any::Any) {
+    runtime::with(|rt| rt.kept.borrow_mut().push(Box::new(value)))
 }
 
 /// True inside [`internal`] (or in an rpc function run for another rank's internal traffic).

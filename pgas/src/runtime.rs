@@ -78,6 +78,9 @@ pub(crate) struct Runtime {
     pub(crate) teams: TeamRegistry,
     /// Fast world reductions done so far (their parity picks the word to use).
     pub(crate) fast_reductions: Cell<u64>,
+    /// Values a resilience runtime keeps alive until every rank of the job is done
+    /// (`resilience::keep_until_job_end`).
+    pub(crate) kept: RefCell<Vec<Box<dyn std::any::Any>>>,
 }
 
 /// Resets the thread-local pointer when the rank leaves `launch` (also on unwind).
@@ -93,6 +96,18 @@ impl Entered {
 impl Drop for Entered {
     fn drop(&mut self) {
         CURRENT.with(|c| c.set(std::ptr::null()));
+    }
+}
+
+/// Drops the values kept until the job's end (`resilience::keep_until_job_end`) while the
+/// rank is still entered: after finalize, or when the rank unwinds.
+struct Kept<'a>(&'a Runtime);
+
+impl Drop for Kept<'_> {
+    fn drop(&mut self) {
+        // Taken out first: a value's drop may use pgas, even keep another value.
+        let values = std::mem::take(&mut *self.0.kept.borrow_mut());
+        drop(values);
     }
 }
 
@@ -138,6 +153,7 @@ impl Runtime {
             collectives: CollectiveState::default(),
             teams: TeamRegistry::new(ep),
             fast_reductions: Cell::new(0),
+            kept: RefCell::new(Vec::new()),
         }
     }
 
@@ -374,8 +390,13 @@ where
     gasnet_bridge::launch(config, handlers, |ep| {
         let rt = Runtime::new(ep, msg_handler, rpcs.clone());
         let _entered = Entered::new(&rt);
+        let kept = Kept(&rt);
         let result = body();
         rt.finalize();
+        // Only now: until finalize's termination detection every rank may still send this
+        // one requests (a rank recovering from a loss fetches its buddy's copy), and the
+        // state that serves them must still be there.
+        drop(kept);
         result
     })
 }
