@@ -153,7 +153,7 @@ pub(crate) fn before_write(rt: &CdRuntime, target: usize, marked: bool) {
     while internal(|| pgas::rget(word).wait()) == RAISED {
         pgas::progress();
         spins = spins.wrapping_add(1);
-        if spins % 64 == 0 {
+        if spins.is_multiple_of(64) {
             // Ranks may share cores (smp): let the replaying rank run.
             std::thread::yield_now();
         }
