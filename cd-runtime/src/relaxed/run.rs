@@ -86,15 +86,15 @@ pub fn relaxed<R>(
                 return escalate_replay(&rt, &frame, attempt, cause, logging);
             }
         }
-        // The replay lowers the fence when it runs forward; this covers an unwinding body.
+        // `replay::end` lowers the fence; this covers a body that unwinds.
         let fence_guard = (attempt > 0).then_some(fence::LowerOnDrop);
         let out = body(&cd);
-        drop(fence_guard);
         let replay_errors = if attempt > 0 {
             replay::end(&rt)
         } else {
             Vec::new()
         };
+        drop(fence_guard);
         // A loss is detected at the CD's end, so the log is replicated when the body ends.
         if replica::replicates(&frame) {
             replica::replicate(&rt, &frame);
