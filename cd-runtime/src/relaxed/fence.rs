@@ -25,15 +25,14 @@
 //! 4. **Wait** (W, before any logged write, writing atomic or rpc request into F that F
 //!    fenced): make progress, serving other ranks, until F's fence word is no longer
 //!    [`RAISED`].
-//! 5. **Lower** (F, when the re-executed body has returned and every gathered write is
-//!    applied, when the recovery fails, and when the re-executed body unwinds): store 0. Not
-//!    at the switch to forward mode: gathered writes of later epochs may still wait to be
-//!    applied then, and a new write landing first would be overwritten by an older one.
+//! 5. **Lower** (F, when its replay switches to forward mode, when the recovery fails, and
+//!    when the re-executed body unwinds): store 0. At the switch F stands where its first
+//!    execution stopped, so the gathered writes left (if any) carry its current epoch. Not
+//!    later: a body that failed early (an error returned mid-body) goes on in forward mode
+//!    and may wait for its neighbours' new writes.
 //!
-//! F's re-execution never waits for a writer's new write: failures are detected when a CD's
-//! body ends, so the first execution did everything the body does, every write it waited for
-//! is in a log, and after the log runs out only local code is left. A waiting writer therefore
-//! never blocks the rank it waits for. Writes made inside an rpc handler, which may not
+//! F's replay never waits for a writer's new write (it is fed by logs up to the point where
+//! the first execution stopped), so a waiting writer never blocks the rank it waits for. Writes made inside an rpc handler, which may not
 //! wait, are not fenced: one landing during the replay is still counted and makes the
 //! recovery fail with a clear error (`Replay::switch_to_forward`), as before.
 

@@ -110,6 +110,7 @@ fn next_entry(rt: &CdRuntime) -> Option<LogEntry> {
         None => {
             let landed = r.switch_to_forward();
             drop(replay);
+            crate::relaxed::fence::lower(rt);
             if let Err(e) = landed {
                 mismatch(rt, e);
             }

@@ -502,6 +502,7 @@ pub(crate) fn end(rt: &CdRuntime) -> Vec<String> {
             if let Err(e) = r.switch_to_forward() {
                 errors.push(e);
             }
+            fence::lower(rt);
             rt.relaxed.event(ReplayEvent::Forward {
                 ec: resilience::epoch(),
             });
@@ -512,8 +513,6 @@ pub(crate) fn end(rt: &CdRuntime) -> Vec<String> {
         s.writes_squashed += r.squashed;
     }
     apply_incoming(rt, None);
-    // Only now may new writes land: every gathered write is applied, none can overwrite them.
-    fence::lower(rt);
     errors.extend(rt.relaxed.replay_errors.borrow_mut().drain(..));
     rt.relaxed.finish_trace();
     errors
