@@ -32,9 +32,10 @@
 //!    and may wait for its neighbours' new writes.
 //!
 //! F's replay never waits for a writer's new write (it is fed by logs up to the point where
-//! the first execution stopped), so a waiting writer never blocks the rank it waits for. Writes made inside an rpc handler, which may not
-//! wait, are not fenced: one landing during the replay is still counted and makes the
-//! recovery fail with a clear error (`Replay::switch_to_forward`), as before.
+//! the first execution stopped), so a waiting writer never blocks the rank it waits for.
+//! Writes made inside an rpc handler, which may not wait, are not fenced: one landing during
+//! the replay is still counted and makes the recovery fail with a clear error
+//! (`Replay::switch_to_forward`), as before.
 
 use std::cell::RefCell;
 use std::sync::atomic::{Ordering, fence};
