@@ -42,6 +42,7 @@ use std::sync::atomic::{Ordering, fence};
 
 use pgas::resilience::{self, internal};
 
+use crate::relaxed::replay;
 use crate::runtime::{self, CdRuntime};
 
 /// The fence word's value while its rank replays (any other value means "not fenced": a
@@ -65,23 +66,11 @@ pub(crate) fn raise_and_drain(rt: &CdRuntime, all: bool) -> Result<(), String> {
     // Orders the raise before the reads of the marks (Dekker with `after_mark`).
     fence(Ordering::SeqCst);
     let lcsa = rt.lcsa();
-    let members: Vec<usize> = lcsa
-        .team
-        .members()
-        .iter()
-        .copied()
-        .filter(|&r| r != rt.rank)
-        .collect();
+    let members = replay::other_members(&lcsa, rt.rank);
     let mut ask = if all {
         members
     } else {
-        let generation = crate::relaxed::writers::generation(lcsa.id);
-        rt.relaxed
-            .writers
-            .writers(rt.rank, generation)
-            .into_iter()
-            .filter(|r| members.contains(r))
-            .collect()
+        replay::marked_writers(rt, &lcsa, &members)
     };
     for _ in 0..DRAIN_ROUNDS {
         if ask.is_empty() {
@@ -133,7 +122,7 @@ pub(crate) fn serve(rt: &CdRuntime, target: usize) -> u64 {
         by.push(target);
     }
     drop(by);
-    crate::relaxed::replay::pending_writes_into(rt, target)
+    replay::pending_writes_into(rt, target)
 }
 
 /// Before a logged write into `target` (steps 3-4): after this rank just marked itself in

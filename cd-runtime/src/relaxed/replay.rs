@@ -180,12 +180,23 @@ fn incoming_of(
 }
 
 /// The members of `lcsa`'s team other than `me`.
-fn other_members(lcsa: &Frame, me: usize) -> Vec<usize> {
+pub(crate) fn other_members(lcsa: &Frame, me: usize) -> Vec<usize> {
     lcsa.team
         .members()
         .iter()
         .copied()
         .filter(|&r| r != me)
+        .collect()
+}
+
+/// The ranks among `members` marked as writers into this rank under `lcsa`'s generation.
+pub(crate) fn marked_writers(rt: &CdRuntime, lcsa: &Frame, members: &[usize]) -> Vec<usize> {
+    let generation = writers::generation(lcsa.id);
+    rt.relaxed
+        .writers
+        .writers(rt.rank, generation)
+        .into_iter()
+        .filter(|r| members.contains(r))
         .collect()
 }
 
@@ -201,14 +212,7 @@ fn gather_writes(
 ) -> Result<(Vec<usize>, Vec<Incoming>), String> {
     let lcsa = rt.lcsa();
     let members = other_members(&lcsa, rt.rank);
-    let generation = writers::generation(lcsa.id);
-    let mut asked: Vec<usize> = rt
-        .relaxed
-        .writers
-        .writers(rt.rank, generation)
-        .into_iter()
-        .filter(|r| members.contains(r))
-        .collect();
+    let mut asked = marked_writers(rt, &lcsa, &members);
     let first = gather(rt, &asked, Vec::new(), iwc_begin, iwc_end, own);
     let got = match first {
         Ok(writes) => return Ok((asked, writes)),
