@@ -130,7 +130,9 @@
 //! preservation; `interval = "daly"` chooses n from Daly's formula with the preservation time
 //! measured in the first step and `mtbf_seconds` (which must be set in the same table or in
 //! `[defaults]`). The reading and the formula are in [`crate::interval`]. A CD entered with
-//! `strict` from the program's own loop preserves at every execution whatever `interval` says.
+//! `strict` from the program's own loop preserves at every execution whatever `interval` says,
+//! unless the program reads the setting and runs n of its steps per execution itself (LULESH's
+//! "step" does, with a number of cycles: `lulesh::containment::cycles_per_step`).
 //!
 //! ## `log_medium`: where a relaxed CD's log survives a rank loss
 //!

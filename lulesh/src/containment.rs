@@ -13,7 +13,8 @@
 //!   element masses, symmetry planes, regions, the node-to-corner index) by
 //!   copy, the constants and the block layout by regeneration;
 //! - the CD "step" (level 1, the root's ranks) is one cycle:
-//!   `TimeIncrement` + `LagrangeLeapFrog`. It preserves what a cycle
+//!   `TimeIncrement` + `LagrangeLeapFrog` (or n cycles with `[cd.step]
+//!   interval = n`, see [`cycles_per_step`]). It preserves what a cycle
 //!   changes and reads again in the next: node positions and velocities
 //!   (`preserve_slice`, a raw copy), element energy, pressure and viscosity
 //!   (`preserve_slice`), and the time, time step, cycle count and the two
@@ -45,7 +46,9 @@
 //! With `kind = "relaxed"` for the CD "rank_step" ([`RANK_CD`], level 2) in
 //! the configuration (`lulesh/configs/relaxed.toml`), every cycle is the
 //! strict CD "step" as above and, inside it, one relaxed CD "rank_step" per
-//! rank around the rank's cycle body. The inner CD is entered with
+//! rank around the rank's cycle body (around the n cycles of a step with
+//! `interval = n`: the step's agreement and copy, the inner CD's comparison
+//! with them, come once per n cycles; a recovery replays n cycles' logs). The inner CD is entered with
 //! [`cd::relaxed`] when, and only when, the configuration says `relaxed` for
 //! it (read once before the run with [`CdConfig::settings`]); without that
 //! there is no inner CD and the run is exactly the strict one. This does not
@@ -77,7 +80,7 @@ use std::convert::Infallible;
 use std::path::Path;
 
 use cd_runtime as cd;
-use cd_runtime::{CdConfig, CdKindSetting, Report};
+use cd_runtime::{CdConfig, CdKindSetting, Interval, Report};
 use pgas::{LaunchConfig, RpcTable};
 
 use crate::distributed::{self, Arrival, FirstFailure};
@@ -255,19 +258,50 @@ fn preserve_read_only(c: &cd::Cd, d: &mut Domain, nx: usize) {
     });
 }
 
-/// One cycle (`TimeIncrement` + `LagrangeLeapFrog`) as the strict CD
-/// "step", spanning the ranks of its parent, the root: all of them; with
-/// `relaxed`, the cycle body runs in the relaxed CD [`RANK_CD`] inside it.
+/// Cycles one execution of "step" spans: `[cd.step] interval = n` (default: every cycle is
+/// one execution). A failure that escalates to "step" re-executes its n cycles from the state
+/// preserved before the first; a relaxed "rank_step" is still one cycle, so the agreement of
+/// "step" and its preservation come once per n cycles.
+pub fn cycles_per_step(config: &CdConfig) -> Result<u32, LuleshError> {
+    match config.settings(STEP_CD, 1).interval {
+        Interval::Every => Ok(1),
+        Interval::Steps(n) => u32::try_from(n).map_err(|_| {
+            LuleshError::CdConfig(format!(
+                "[cd.step] interval = {n}: at most {} cycles",
+                u32::MAX
+            ))
+        }),
+        Interval::Daly => Err(LuleshError::CdConfig(
+            "[cd.step] interval = \"daly\": LULESH does not know its cycle count ahead; \
+             give a number of cycles per execution of \"step\""
+                .into(),
+        )),
+    }
+}
+
+/// How a run under CDs steps: the fixed arguments of [`cycles`].
+struct Stepping<'a> {
+    fail: &'a dyn Fn(LuleshError) -> Infallible,
+    relaxed: bool,
+    /// Cycles per execution of "step" ([`cycles_per_step`]).
+    per_step: u32,
+    max_cycles: i32,
+    /// Called after every cycle the first time it completes (a re-execution of "step"
+    /// repeats cycles already reported, with the same numbers).
+    progress: &'a dyn Fn(&Domain),
+    /// The last cycle reported.
+    reported: std::cell::Cell<i32>,
+}
+
+/// Up to `per_step` cycles (`TimeIncrement` + `LagrangeLeapFrog`, fewer if the run ends) as
+/// one execution of the strict CD "step", spanning the ranks of its parent, the root: all of
+/// them; with `relaxed`, they run in one relaxed CD [`RANK_CD`] per rank inside it.
 /// A `VolumeError` or `QStopError` goes to `fail`, which ends the run.
 #[cd::strict(name = "step")]
-fn cycle(
-    sim: &mut Simulation,
-    fail: &dyn Fn(LuleshError) -> Infallible,
-    relaxed: bool,
-) -> Result<(), cd::CdError> {
+fn cycles(sim: &mut Simulation, how: &Stepping) -> Result<(), cd::CdError> {
     let c = cd::current();
-    preserve_cycle_state(&c, &mut sim.domain, relaxed);
-    if relaxed {
+    preserve_cycle_state(&c, &mut sim.domain, how.relaxed);
+    if how.relaxed {
         // With `dependency_tracking`, an escalation re-executes only the ranks that depend on
         // the failed one: they start from the flags of the cycle's begin, and the others'
         // flag puts are replayed into them with the same generation.
@@ -281,8 +315,8 @@ fn cycle(
             distributed::next_halo_generation();
         }
     }
-    if !relaxed {
-        return cycle_body(sim, fail);
+    if !how.relaxed {
+        return cycle_run(sim, how);
     }
     cd::relaxed(RANK_CD, |r| {
         // References to the copies "step" just made (equal bytes): nothing copied again.
@@ -290,8 +324,25 @@ fn cycle(
         if r.is_reexecution() {
             regenerate_volume_and_sound_speed(&mut sim.domain);
         }
-        cycle_body(sim, fail)
+        cycle_run(sim, how)
     })
+}
+
+/// The cycles of one execution of "step", in whichever CD runs them; reports each cycle the
+/// first time it completes.
+fn cycle_run(sim: &mut Simulation, how: &Stepping) -> Result<(), cd::CdError> {
+    for k in 0..how.per_step {
+        if k > 0 && !sim.running(how.max_cycles) {
+            break;
+        }
+        cycle_body(sim, how.fail)?;
+        let cycle = sim.domain.ts.cycle;
+        if cycle > how.reported.get() {
+            how.reported.set(cycle);
+            (how.progress)(&sim.domain);
+        }
+    }
+    Ok(())
 }
 
 /// The body of a cycle, in whichever CD runs it.
@@ -336,6 +387,7 @@ pub fn run(
     };
     config.report = false;
     let relaxed = relaxed_configured(&config);
+    let per_step = cycles_per_step(&config)?;
     let arrival = if relaxed {
         Arrival::Flags
     } else {
@@ -349,15 +401,21 @@ pub fn run(
         let mut sim = distributed::start_rank(opts, ranks, ranks == 1, arrived, arrival, &failure);
         preserve_read_only(&cd::current(), &mut sim.domain, nx);
         let rank0 = pgas::rank_me() == 0;
-        let elapsed = sim.run_with(
-            opts.its,
-            |sim| cycle(sim, &|e| -> Infallible { failure.fail(e) }, relaxed),
-            |dom| {
-                if rank0 {
-                    progress(dom)
-                }
-            },
-        )?;
+        let fail = |e| -> Infallible { failure.fail(e) };
+        let report = |dom: &Domain| {
+            if rank0 {
+                progress(dom)
+            }
+        };
+        let how = Stepping {
+            fail: &fail,
+            relaxed,
+            per_step,
+            max_cycles: opts.its,
+            progress: &report,
+            reported: std::cell::Cell::new(sim.domain.ts.cycle),
+        };
+        let elapsed = sim.run_with(opts.its, |sim| cycles(sim, &how), |_| {})?;
         Ok(rank0.then(|| FinalReport::new(&sim.domain, elapsed, opts.nx, num_ranks)))
     });
     match outcome {

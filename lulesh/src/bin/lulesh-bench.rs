@@ -183,6 +183,10 @@ fn main() {
 const RANKS: usize = 8;
 const RELAXED: &str = include_str!("../../configs/relaxed.toml");
 
+/// Cycles per execution of the strict "step" in the second relaxed configuration
+/// (`[cd.step] interval`): its agreement and preservation once per that many cycles.
+const STEP_CYCLES: u32 = 4;
+
 fn relaxed_config(extra: &str) -> CdConfig {
     CdConfig::parse(&format!("{RELAXED}{extra}"), "relaxed.toml").expect("valid configuration")
 }
@@ -216,16 +220,28 @@ fn relaxed_lines(args: &BenchArgs) -> Vec<Line> {
     let case = format!("lulesh_s{size}_r{RANKS}");
     let reps = args.reps.max(1);
 
-    // Overhead: no CDs (rpc arrivals), no CDs (flag arrivals), relaxed; rotating order.
+    // Overhead: no CDs (rpc arrivals), no CDs (flag arrivals), relaxed, relaxed with a strict
+    // "step" per STEP_CYCLES cycles; rotating order.
     let (mut plain, mut flags, mut relaxed) = (Vec::new(), Vec::new(), Vec::new());
+    let mut relaxed_k = Vec::new();
+    let per_k = format!("[cd.{}]\ninterval = {STEP_CYCLES}\n", containment::STEP_CD);
     let mut log_bytes = Vec::new();
     for rep in 0..=reps {
-        let mut t = [0.0; 3];
-        for k in 0..3 {
-            let which = (k + rep) % 3;
+        let mut t = [0.0; 4];
+        for k in 0..4 {
+            let which = (k + rep) % 4;
             t[which] = match which {
                 0 => no_cd_r8(&opts, Arrival::Rpc).elapsed,
                 1 => no_cd_r8(&opts, Arrival::Flags).elapsed,
+                3 => {
+                    let config = CdConfig::parse(&format!("{per_k}{RELAXED}"), "relaxed.toml")
+                        .expect("valid configuration");
+                    let out = cd_r8(&opts, config);
+                    if rep == 0 {
+                        same_physics(&out.report, &no_cd_r8(&opts, Arrival::Flags));
+                    }
+                    out.report.elapsed
+                }
                 _ => {
                     let out = cd_r8(&opts, relaxed_config(""));
                     let inner = out
@@ -239,17 +255,20 @@ fn relaxed_lines(args: &BenchArgs) -> Vec<Line> {
         }
         if !args.json {
             eprintln!(
-                "relaxed rep {rep}{}: no CDs {:.3} s, no CDs (flags) {:.3} s, relaxed {:.3} s",
+                "relaxed rep {rep}{}: no CDs {:.3} s, no CDs (flags) {:.3} s, relaxed {:.3} s, \
+                 relaxed with \"step\" per {STEP_CYCLES} cycles {:.3} s",
                 if rep == 0 { " (warm-up)" } else { "" },
                 t[0],
                 t[1],
-                t[2]
+                t[2],
+                t[3]
             );
         }
         if rep > 0 {
             plain.push(t[0]);
             flags.push(t[1]);
             relaxed.push(t[2]);
+            relaxed_k.push(t[3]);
         }
     }
     let clean = cd_r8(&opts, relaxed_config(""));
@@ -309,7 +328,27 @@ fn relaxed_lines(args: &BenchArgs) -> Vec<Line> {
     // The ratio of each repetition's relaxed run to the no-CD run beside it: drifts of the
     // machine's speed that span a repetition cancel, which a ratio of two medians keeps.
     let mut paired: Vec<f64> = relaxed.iter().zip(&plain).map(|(r, p)| r / p).collect();
+    let mut paired_k: Vec<f64> = relaxed_k.iter().zip(&plain).map(|(r, p)| r / p).collect();
+    let case_k = format!("{case}_step{STEP_CYCLES}");
     vec![
+        Line::new(
+            "relaxed_logging_overhead_paired",
+            &case_k,
+            median(&mut paired_k),
+            "x",
+            Better::Lower,
+        ),
+        Line::new(
+            "relaxed_logging_overhead",
+            &case_k,
+            median(&mut relaxed_k),
+            "s",
+            Better::Lower,
+        )
+        .baseline(
+            &format!("lulesh_no_cd_s{size}_r{RANKS}"),
+            median(&mut plain.clone()),
+        ),
         Line::new(
             "relaxed_logging_overhead_paired",
             &case,
