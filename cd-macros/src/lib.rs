@@ -101,7 +101,7 @@ pub fn strict(attr: TokenStream, item: TokenStream) -> TokenStream {
 ///     ::cd_runtime::relaxed("phase", |__cd| -> ::core::result::Result<_, ::cd_runtime::CdError> {
 ///         ::cd_runtime::__preserve_arg(__cd, "sum", &mut *sum);
 ///         ::cd_runtime::__private_arg(__cd, "scratch", scratch, n);
-///         ::cd_runtime::__privatized_arg(__cd, "out", out, n);
+///         let out = ::cd_runtime::__privatized_arg(__cd, "out", out, n);
 ///         { /* ... */ Ok(()) }
 ///     })
 /// }
@@ -117,7 +117,8 @@ pub fn strict(attr: TokenStream, item: TokenStream) -> TokenStream {
 ///   at the start of each execution of the CD. The region is named after the parameter.
 /// - `privatized(y = len, ...)`: the same for a *temporarily privatized* region: private while
 ///   this CD runs, usable by other CDs after it completes (logged once, at completion, as its
-///   final bytes).
+///   final bytes). In the body `y` is rebound to the pointer to compute through: `y` itself,
+///   or a shadow copy when an enclosing relaxed CD re-executes this one after it completed.
 /// - `name = "..."`: the CD's name (default: the function's name), as for [`macro@strict`].
 ///
 /// Everything else the body reaches in other ranks' memory is *potentially shared* (logged),
@@ -578,12 +579,14 @@ fn expand(kind: Kind, attr: TokenStream2, item: TokenStream2) -> syn::Result<Tok
             match locate(&f, name) {
                 Found::Plain(_) => {
                     let key = LitStr::new(&name.to_string(), name.span());
-                    let declare = match class {
-                        Class::Private => quote_spanned!(name.span()=> __private_arg),
-                        Class::Privatized => quote_spanned!(name.span()=> __privatized_arg),
-                    };
-                    preserves.push(quote_spanned! {name.span()=>
-                        ::cd_runtime::#declare(#cd, #key, #name, #len);
+                    preserves.push(match class {
+                        Class::Private => quote_spanned! {name.span()=>
+                            ::cd_runtime::__private_arg(#cd, #key, #name, #len);
+                        },
+                        // Rebound: a re-execution computes the region in a shadow copy.
+                        Class::Privatized => quote_spanned! {name.span()=>
+                            let #name = ::cd_runtime::__privatized_arg(#cd, #key, #name, #len);
+                        },
                     });
                 }
                 Found::Pattern => errors.push(pattern_error(kind, name, &fn_name, "declares")),

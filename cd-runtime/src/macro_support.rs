@@ -69,9 +69,12 @@ pub fn __private_arg<P: RegionArg>(cd: &Cd, name: &str, ptr: P, len: usize) {
     cd.private(name, ptr.region_ptr(), len);
 }
 
-/// Declares `len` elements at `ptr` privatized in `cd`; what
-/// `#[cd::relaxed(privatized(..))]` expands to.
+/// Declares `len` elements at `ptr` privatized in `cd` and returns the pointer the body uses
+/// (a shadow copy in a re-execution); what `#[cd::relaxed(privatized(..))]` expands to.
 #[doc(hidden)]
-pub fn __privatized_arg<P: RegionArg>(cd: &Cd, name: &str, ptr: P, len: usize) {
-    cd.privatized(name, ptr.region_ptr(), len);
+pub fn __privatized_arg<P: RegionArg>(cd: &Cd, name: &str, ptr: P, len: usize) -> GlobalPtr<P::Elem>
+where
+    P::Elem: bytemuck::Pod,
+{
+    cd.privatized(name, ptr.region_ptr(), len)
 }

@@ -7,6 +7,7 @@
 //! asks the target (an internal rpc, served from its progress) whether the range touches a
 //! region one of its CDs declared; a hit is a [`ClassificationError`] naming both CDs.
 
+use bytemuck::Pod;
 use pgas::GlobalPtr;
 use pgas::resilience::internal;
 use thiserror::Error;
@@ -103,17 +104,24 @@ impl Cd {
     }
 
     /// Declares `len` elements at `ptr` (this rank's memory) *privatized*: private while this
-    /// CD runs, usable by others after; logged once, at completion, as its final bytes. No
-    /// effect in a strict CD (e.g. one the configuration makes strict with
-    /// `kind = "strict"`).
-    pub fn privatized<T: 'static>(&self, name: &str, ptr: GlobalPtr<T>, len: usize) {
+    /// CD runs, usable by others after; logged once, at completion, as its final bytes.
+    /// Returns the pointer the body must use for the region: `ptr`, or, when an enclosing
+    /// relaxed CD replays this CD after it completed, a shadow copy (others may be reading
+    /// the region by then; [`crate::relaxed::shadow`] tells the protocol). No effect in a strict CD
+    /// (e.g. one the configuration makes strict with `kind = "strict"`): returns `ptr`.
+    #[must_use = "the body must compute the region through the returned pointer (a shadow copy in a re-execution)"]
+    pub fn privatized<T: Pod>(&self, name: &str, ptr: GlobalPtr<T>, len: usize) -> GlobalPtr<T> {
         let Some(r) = own_region(self, "privatized", name, ptr, len) else {
-            return;
+            return ptr;
         };
-        let mut rx = self.frame.rx.borrow_mut();
-        if !rx.privatized.contains(&r) {
-            rx.privatized.push(r);
+        {
+            let mut rx = self.frame.rx.borrow_mut();
+            if !rx.privatized.contains(&r) {
+                rx.privatized.push(r.clone());
+            }
         }
+        let rt = crate::runtime::handle();
+        crate::relaxed::shadow::open(&rt, &self.frame, &r, ptr, len)
     }
 }
 
@@ -173,7 +181,14 @@ pub(crate) fn serve_check(
             return Some((r.cd.clone(), format!("private:{}", r.name)));
         }
         if f.kind == CdKind::Relaxed {
-            if let Some(r) = rx.privatized.iter().find(|r| r.overlaps(offset, len)) {
+            // A region re-executed into shadow memory is not private any more: its CD had
+            // completed, and others may read it (the re-execution never writes it).
+            let shadowed = |r: &Region| rx.shadows.iter().any(|s| s.region == r.offset);
+            if let Some(r) = rx
+                .privatized
+                .iter()
+                .find(|r| r.overlaps(offset, len) && !shadowed(r))
+            {
                 return Some((r.cd.clone(), format!("privatized:{}", r.name)));
             }
         }

@@ -138,6 +138,11 @@ fn served(rt: &CdRuntime, lsn: u64, what: &'static str) {
 }
 
 fn mismatch(rt: &CdRuntime, what: String) {
+    replay_error(rt, what);
+}
+
+/// Records an error of the running replay: the recovering CD escalates when its body ends.
+pub(crate) fn replay_error(rt: &CdRuntime, what: String) {
     rt.relaxed.replay_errors.borrow_mut().push(what);
 }
 

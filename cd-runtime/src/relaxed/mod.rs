@@ -19,6 +19,7 @@ pub(crate) mod log_store;
 pub(crate) mod replay;
 pub(crate) mod replica;
 pub(crate) mod run;
+pub(crate) mod shadow;
 pub(crate) mod writers;
 
 use std::cell::{Cell, RefCell};
@@ -83,6 +84,9 @@ pub(crate) struct RelaxedFrame {
     pub(crate) private: Vec<Region>,
     /// Regions declared privatized (private while this CD runs).
     pub(crate) privatized: Vec<Region>,
+    /// Privatized regions this execution computes in shadow memory (a completed CD
+    /// re-executed inside an enclosing replay), freed when the execution ends.
+    pub(crate) shadows: Vec<shadow::Shadow>,
     /// Classification errors found in this CD's accesses.
     pub(crate) class_errors: Vec<ClassificationError>,
     /// Blocks whose `delete_` was deferred during this CD (its relaxed children's pushed
@@ -178,6 +182,11 @@ pub enum ReplayEvent {
     Squashed {
         /// The entry's LSN.
         lsn: u64,
+    },
+    /// A completed CD's privatized region (its byte offset) re-executed into shadow memory.
+    Shadowed {
+        /// The region's byte offset in this rank's segment.
+        offset: usize,
     },
     /// The log ran out: forward mode from this EC on.
     Forward {

@@ -61,15 +61,35 @@ impl Replay {
 }
 
 impl Replay {
-    /// The next entry for the re-executed body, skipping privatized-region entries (they
-    /// are applied when the body ends); `None` when the log ran out.
+    /// The next entry for the re-executed body; `None` when the log ran out. A privatized
+    /// region's entry is returned like any other (an operation meeting it diverged): a
+    /// re-executed CD consumes its own at its completion ([`Replay::take_privatized`]).
     pub(crate) fn next(&mut self) -> Option<LogEntry> {
         let e = self.entries.get(self.cursor)?;
-        if matches!(e.kind, EntryKind::Privatized { .. }) {
-            return None;
-        }
         self.cursor += 1;
         Some(e.clone())
+    }
+
+    /// The entries not replayed yet.
+    pub(crate) fn remaining(&self) -> &[LogEntry] {
+        &self.entries[self.cursor.min(self.entries.len())..]
+    }
+
+    /// Consumes the entry at the cursor if it is the privatized region at `offset`: its LSN
+    /// and logged bytes.
+    pub(crate) fn take_privatized(&mut self, offset: usize) -> Option<(u64, Vec<u8>)> {
+        match &self.entries.get(self.cursor)?.kind {
+            EntryKind::Privatized {
+                offset: o, bytes, ..
+            } if *o == offset => {
+                let lsn = self.entries[self.cursor].lsn;
+                let bytes = bytes.0.clone();
+                self.cursor += 1;
+                self.replayed += 1;
+                Some((lsn, bytes))
+            }
+            _ => None,
+        }
     }
 }
 
@@ -473,34 +493,21 @@ fn begin_fenced(rt: &CdRuntime, cd: &Cd, after_loss: bool) -> Result<(), String>
     Ok(())
 }
 
-/// Ends the replay when the re-executed body returned: privatized regions get their logged
-/// final bytes back, the remaining incoming writes are applied, and a log not used up means
-/// the re-execution did less than the first one. Returns the errors found while replaying.
+/// Ends the replay when the re-executed body returned: the remaining incoming writes are
+/// applied, and a log not used up means the re-execution did less than the first one.
+/// Returns the errors found while replaying.
 pub(crate) fn end(rt: &CdRuntime) -> Vec<String> {
     let replay = rt.relaxed.replay.borrow_mut().take();
     let mut errors = Vec::new();
     if let Some(mut r) = replay {
-        while let Some(e) = r.entries.get(r.cursor) {
-            match &e.kind {
-                EntryKind::Privatized { offset, bytes, .. } => {
-                    if let Err(err) =
-                        GlobalPtr::<u8>::from_raw(rt.rank, *offset).write_local_slice(&bytes.0)
-                    {
-                        errors.push(format!("cannot restore a privatized region: {err}"));
-                    }
-                    r.cursor += 1;
-                }
-                _ => {
-                    errors.push(format!(
-                        "the re-execution ended after {} of {} logged entries (next: LSN {}): \
-                         the body is not deterministic",
-                        r.cursor,
-                        r.entries.len(),
-                        e.lsn
-                    ));
-                    break;
-                }
-            }
+        if let Some(e) = r.entries.get(r.cursor) {
+            errors.push(format!(
+                "the re-execution ended after {} of {} logged entries (next: LSN {}): the body \
+                 is not deterministic",
+                r.cursor,
+                r.entries.len(),
+                e.lsn
+            ));
         }
         if !r.forward {
             if let Err(e) = r.switch_to_forward() {

@@ -12,8 +12,9 @@ use crate::config::CdKindSetting;
 use crate::error::{CdError, FaultKinds};
 use crate::frame::{CdKind, Frame};
 use crate::injector::{self, Injected};
+use crate::relaxed::classes::Region;
 use crate::relaxed::log_store::{EntryKind, LogEntry, TargetCounters};
-use crate::relaxed::{fence, replay, replica};
+use crate::relaxed::{fence, replay, replica, shadow};
 use crate::report::FailureRecord;
 use crate::runtime::{self, CdRuntime};
 
@@ -248,8 +249,10 @@ fn finish<R>(
         pgas::resilience::wait_for_acks();
     }
     if completed && logging {
-        log_privatized(rt, frame);
+        let finals = log_privatized(rt, frame);
+        shadow::complete(rt, frame, &finals);
     }
+    shadow::close(rt, frame);
     frame.release_entries(rt);
     let popped = rt.frames.borrow_mut().pop();
     debug_assert!(popped.is_some_and(|f| Rc::ptr_eq(&f, frame)));
@@ -329,13 +332,15 @@ pub(crate) fn spill(rt: &CdRuntime, frame: &Frame, limit: u64) {
     }
 }
 
-/// Logs each privatized region once, at completion: its final bytes as one write to its
-/// owner (this rank) with the owner's counters at this moment.
-fn log_privatized(rt: &CdRuntime, frame: &Frame) {
+/// Logs each privatized region once, at completion: its final bytes (from its shadow block in
+/// a re-execution that has one) as one write to its owner (this rank) with the owner's
+/// counters at this moment. Returns each region with those bytes, in declaration order.
+fn log_privatized(rt: &CdRuntime, frame: &Frame) -> Vec<(Region, Vec<u8>)> {
     let regions = frame.rx.borrow().privatized.clone();
+    let mut finals = Vec::with_capacity(regions.len());
     for r in regions {
         let mut bytes = vec![0u8; r.len];
-        if GlobalPtr::<u8>::from_raw(rt.rank, r.offset)
+        if GlobalPtr::<u8>::from_raw(rt.rank, shadow::bytes_at(frame, r.offset))
             .read_local_slice(&mut bytes)
             .is_err()
         {
@@ -348,7 +353,7 @@ fn log_privatized(rt: &CdRuntime, frame: &Frame) {
             request: None,
             kind: EntryKind::Privatized {
                 offset: r.offset,
-                bytes: Bytes(bytes),
+                bytes: Bytes(bytes.clone()),
                 counters: TargetCounters {
                     ec: pgas::resilience::epoch(),
                     iwc: pgas::resilience::incoming_writes(),
@@ -361,5 +366,7 @@ fn log_privatized(rt: &CdRuntime, frame: &Frame) {
         let s = stats.entry(&frame.name, frame.level);
         s.entries_logged += 1;
         s.bytes_logged += size;
+        finals.push((r, bytes));
     }
+    finals
 }
