@@ -176,34 +176,9 @@ pub fn strict_steps(
             let mut measured = (0u64, 0u64);
             group(at..at + 1, Some(&mut measured))?;
             at += 1;
-            let (delta_ns, step_ns) = if team.rank_n() > 1 && !relaxed {
-                pgas::resilience::internal(|| {
-                    pgas::reduce_all(&team, measured, |a: (u64, u64), b: (u64, u64)| {
-                        (a.0.max(b.0), a.1.max(b.1))
-                    })
-                    .wait()
-                })
-            } else {
-                measured
-            };
+            let reduce_over = (team.rank_n() > 1 && !relaxed).then_some(&team);
             let mtbf = settings.mtbf_seconds.unwrap_or(f64::INFINITY);
-            let (delta, step) = (delta_ns as f64 * 1e-9, step_ns as f64 * 1e-9);
-            let n = steps_per_preservation(delta, step, mtbf, steps.end - at);
-            let tau = daly_interval(delta, mtbf);
-            record(
-                name,
-                IntervalChoice {
-                    steps: n,
-                    daly: true,
-                    preserve_ns: delta_ns,
-                    step_ns,
-                    mtbf_ns: (mtbf * 1e9).min(u64::MAX as f64) as u64,
-                    daly_ns: (tau * 1e9).min(u64::MAX as f64) as u64,
-                    overhead_ppm: (expected_overhead(delta, n as f64 * step, mtbf) * 1e6)
-                        .min(u64::MAX as f64) as u64,
-                },
-            );
-            n
+            choose_daly(name, measured, mtbf, steps.end - at, reduce_over)
         }
     };
     if let Interval::Steps(n) = settings.interval {
@@ -221,6 +196,57 @@ pub fn strict_steps(
         at = end;
     }
     Ok(())
+}
+
+/// Daly's steps per preservation for the child CD `name` of the current CD, from the
+/// preservation time and the step time (ns) of its first execution, `measured`; recorded in
+/// the report.
+///
+/// For a program that drives its own loop of CD executions (as LULESH does) and so cannot use
+/// [`strict_steps`]: it runs the first execution with one step, measures, calls this on every
+/// rank of the CD (collective: the largest δ and t over the current CD's team, so every rank
+/// runs the same n), then runs n steps per execution. `steps_left` bounds n (`u64::MAX` when
+/// the loop's length is not known ahead). `mtbf_seconds` is the CD's configured M.
+pub fn daly_steps(name: &str, measured: (u64, u64), mtbf_seconds: f64, steps_left: u64) -> u64 {
+    let team = runtime::with(|rt| rt.top().team.clone());
+    let reduce_over = (team.rank_n() > 1).then_some(&team);
+    choose_daly(name, measured, mtbf_seconds, steps_left, reduce_over)
+}
+
+/// n from `measured` (δ, t in ns; their largest over `reduce_over`, collectively), recorded.
+fn choose_daly(
+    name: &str,
+    measured: (u64, u64),
+    mtbf: f64,
+    steps_left: u64,
+    reduce_over: Option<&pgas::Team>,
+) -> u64 {
+    let (delta_ns, step_ns) = match reduce_over {
+        Some(team) => pgas::resilience::internal(|| {
+            pgas::reduce_all(team, measured, |a: (u64, u64), b: (u64, u64)| {
+                (a.0.max(b.0), a.1.max(b.1))
+            })
+            .wait()
+        }),
+        None => measured,
+    };
+    let (delta, step) = (delta_ns as f64 * 1e-9, step_ns as f64 * 1e-9);
+    let n = steps_per_preservation(delta, step, mtbf, steps_left);
+    let tau = daly_interval(delta, mtbf);
+    record(
+        name,
+        IntervalChoice {
+            steps: n,
+            daly: true,
+            preserve_ns: delta_ns,
+            step_ns,
+            mtbf_ns: (mtbf * 1e9).min(u64::MAX as f64) as u64,
+            daly_ns: (tau * 1e9).min(u64::MAX as f64) as u64,
+            overhead_ppm: (expected_overhead(delta, n as f64 * step, mtbf) * 1e6)
+                .min(u64::MAX as f64) as u64,
+        },
+    );
+    n
 }
 
 /// The preservation time so far of the CD `c` names on this rank (all its instances).

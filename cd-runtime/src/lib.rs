@@ -131,7 +131,7 @@ pub use config::{
     LogMedium, Medium,
 };
 pub use error::{CdError, CdLaunchError, ConfigError, FaultKinds};
-pub use interval::strict_steps;
+pub use interval::{daly_steps, strict_steps};
 pub use relaxed::{ClassificationError, relaxed};
 pub use report::{CdStats, FailureRecord, Report};
 pub use rng::{CdRng, rng};

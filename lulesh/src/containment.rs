@@ -260,31 +260,50 @@ fn preserve_read_only(c: &cd::Cd, d: &mut Domain, nx: usize) {
 
 /// Cycles one execution of "step" spans: `[cd.step] interval = n` (default: every cycle is
 /// one execution). A failure that escalates to "step" re-executes its n cycles from the state
-/// preserved before the first; a relaxed "rank_step" is still one cycle, so the agreement of
-/// "step" and its preservation come once per n cycles.
-pub fn cycles_per_step(config: &CdConfig) -> Result<u32, LuleshError> {
-    match config.settings(STEP_CD, 1).interval {
-        Interval::Every => Ok(1),
-        Interval::Steps(n) => u32::try_from(n).map_err(|_| {
+/// preserved before the first; a relaxed "rank_step" spans the same n cycles, so the
+/// agreement of "step" and its preservation come once per n cycles.
+pub fn cycles_per_step(config: &CdConfig) -> Result<StepInterval, LuleshError> {
+    let settings = config.settings(STEP_CD, 1);
+    match settings.interval {
+        Interval::Every => Ok(StepInterval::Fixed(1)),
+        Interval::Steps(n) => u32::try_from(n).map(StepInterval::Fixed).map_err(|_| {
             LuleshError::CdConfig(format!(
                 "[cd.step] interval = {n}: at most {} cycles",
                 u32::MAX
             ))
         }),
-        Interval::Daly => Err(LuleshError::CdConfig(
-            "[cd.step] interval = \"daly\": LULESH does not know its cycle count ahead; \
-             give a number of cycles per execution of \"step\""
-                .into(),
-        )),
+        // The configuration refuses "daly" without `mtbf_seconds`.
+        Interval::Daly => Ok(StepInterval::Daly {
+            mtbf_seconds: settings.mtbf_seconds.unwrap_or(f64::INFINITY),
+        }),
     }
+}
+
+/// How many cycles an execution of "step" spans.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum StepInterval {
+    /// `interval = n` (or every cycle: 1).
+    Fixed(u32),
+    /// `interval = "daly"`: the first execution runs one cycle and measures the step's
+    /// preservation time δ and the cycle's time t (the largest over the ranks); the later ones
+    /// run n cycles, n = round(τ / t) with Daly's τ for δ and `mtbf_seconds`
+    /// ([`cd::daly_steps`], which the CD report prints).
+    Daly {
+        /// M, the configured mean time between the failures "step" contains.
+        mtbf_seconds: f64,
+    },
 }
 
 /// How a run under CDs steps: the fixed arguments of [`cycles`].
 struct Stepping<'a> {
     fail: &'a dyn Fn(LuleshError) -> Infallible,
     relaxed: bool,
-    /// Cycles per execution of "step" ([`cycles_per_step`]).
-    per_step: u32,
+    /// Cycles per execution of "step" ([`cycles_per_step`]; 1 until Daly's interval is
+    /// chosen).
+    per_step: std::cell::Cell<u32>,
+    /// `interval = "daly"` not chosen yet: M, and the last execution's preservation and cycle
+    /// times (ns).
+    daly: std::cell::Cell<Option<(f64, (u64, u64))>>,
     max_cycles: i32,
     /// Called after every cycle the first time it completes (a re-execution of "step"
     /// repeats cycles already reported, with the same numbers).
@@ -300,7 +319,36 @@ struct Stepping<'a> {
 #[cd::strict(name = "step")]
 fn cycles(sim: &mut Simulation, how: &Stepping) -> Result<(), cd::CdError> {
     let c = cd::current();
+    let start = std::time::Instant::now();
     preserve_cycle_state(&c, &mut sim.domain, how.relaxed);
+    let preserved = start.elapsed();
+    let out = cycles_after_preservation(sim, how, &c);
+    if let Some((m, _)) = how.daly.get() {
+        // This execution's δ and t; the last execution's are the ones measured.
+        let t = start.elapsed().saturating_sub(preserved);
+        how.daly.set(Some((
+            m,
+            (preserved.as_nanos() as u64, t.as_nanos() as u64),
+        )));
+    }
+    out
+}
+
+/// Chooses the cycles per execution of "step" after its first execution, with
+/// `interval = "daly"` (collective over the ranks of the root).
+fn after_step(how: &Stepping) {
+    if let Some((mtbf, measured)) = how.daly.take() {
+        let n = cd::daly_steps(STEP_CD, measured, mtbf, u64::MAX);
+        how.per_step.set(u32::try_from(n).unwrap_or(u32::MAX));
+    }
+}
+
+/// [`cycles`] after the step's preservation.
+fn cycles_after_preservation(
+    sim: &mut Simulation,
+    how: &Stepping,
+    c: &cd::Cd,
+) -> Result<(), cd::CdError> {
     if how.relaxed {
         // With `dependency_tracking`, an escalation re-executes only the ranks that depend on
         // the failed one: they start from the flags of the cycle's begin, and the others'
@@ -331,7 +379,7 @@ fn cycles(sim: &mut Simulation, how: &Stepping) -> Result<(), cd::CdError> {
 /// The cycles of one execution of "step", in whichever CD runs them; reports each cycle the
 /// first time it completes.
 fn cycle_run(sim: &mut Simulation, how: &Stepping) -> Result<(), cd::CdError> {
-    for k in 0..how.per_step {
+    for k in 0..how.per_step.get() {
         if k > 0 && !sim.running(how.max_cycles) {
             break;
         }
@@ -410,12 +458,27 @@ pub fn run(
         let how = Stepping {
             fail: &fail,
             relaxed,
-            per_step,
+            per_step: std::cell::Cell::new(match per_step {
+                StepInterval::Fixed(n) => n,
+                StepInterval::Daly { .. } => 1,
+            }),
+            daly: std::cell::Cell::new(match per_step {
+                StepInterval::Fixed(_) => None,
+                StepInterval::Daly { mtbf_seconds } => Some((mtbf_seconds, (0, 0))),
+            }),
             max_cycles: opts.its,
             progress: &report,
             reported: std::cell::Cell::new(sim.domain.ts.cycle),
         };
-        let elapsed = sim.run_with(opts.its, |sim| cycles(sim, &how), |_| {})?;
+        let elapsed = sim.run_with(
+            opts.its,
+            |sim| {
+                cycles(sim, &how)?;
+                after_step(&how);
+                Ok(())
+            },
+            |_| {},
+        )?;
         Ok(rank0.then(|| FinalReport::new(&sim.domain, elapsed, opts.nx, num_ranks)))
     });
     match outcome {

@@ -233,7 +233,10 @@ fn a_step_of_four_cycles_is_bit_exact_and_reports_each_cycle_once() {
         at.join(", ")
     );
     let config = CdConfig::parse(&text, "relaxed.toml").expect("valid configuration");
-    assert_eq!(containment::cycles_per_step(&config).unwrap(), 4);
+    assert_eq!(
+        containment::cycles_per_step(&config).unwrap(),
+        containment::StepInterval::Fixed(4)
+    );
     let seen = std::sync::Mutex::new(Vec::new());
     let out = containment::run(&opts(), 8, config, |d| {
         seen.lock().unwrap().push(d.ts.cycle)
@@ -273,19 +276,42 @@ fn a_step_of_four_cycles_is_bit_exact_and_reports_each_cycle_once() {
     assert!(inner.writes_squashed > 0);
 }
 
-/// Daly's interval needs the number of steps ahead, which LULESH does not know: refused by name.
+/// `[cd.step] interval = "daly"`: the first execution of "step" is one cycle, measured; the
+/// later ones span Daly's n for that measurement (the report's interval), and a soft error in
+/// "step" and in "rank_step" still gives the fault-free numbers. An MTBF of a nanosecond makes
+/// n = 1 (a step per cycle); of 10^9 s, one execution for every cycle after the first.
 #[test]
-fn a_daly_interval_for_step_is_refused_with_its_reason() {
-    let config = CdConfig::parse(
-        "[cd.step]\ninterval = \"daly\"\nmtbf_seconds = 60.0\n",
-        "daly.toml",
-    )
-    .expect("valid configuration");
-    let err = containment::run(&opts(), 8, config, |_| {})
-        .expect_err("refused")
-        .to_string();
-    assert!(
-        err.contains("[cd.step] interval = \"daly\"") && err.contains("number of cycles"),
-        "{err}"
-    );
+fn a_daly_interval_spans_the_cycles_the_formula_gives_and_stays_bit_exact() {
+    let want = clean();
+    for (mtbf, n_is_one) in [("1e-9", true), ("1e9", false)] {
+        let text = format!(
+            "[cd.step]\ninterval = \"daly\"\nmtbf_seconds = {mtbf}\n\
+             inject = {{ at = [{{ rank = 1, iteration = 1, kind = \"soft\" }}] }}\n\
+             {RELAXED}inject = {{ at = [{{ rank = 6, iteration = 1, kind = \"soft\" }}] }}\n"
+        );
+        let out = run(&text);
+        assert_eq!(physics(&out.report), physics(&want), "M = {mtbf}");
+        let step = out.cd_report.cd(STEP_CD).unwrap();
+        let chosen = step
+            .interval
+            .clone()
+            .expect("the report notes the interval");
+        assert!(chosen.daly && chosen.preserve_ns > 0 && chosen.step_ns > 0);
+        let executions = if n_is_one {
+            assert_eq!(chosen.steps, 1, "M = {mtbf}");
+            u64::from(CYCLES) + 1
+        } else {
+            assert!(chosen.steps >= u64::from(CYCLES), "M = {mtbf}: {chosen:?}");
+            // The measured cycle, then the rest in one execution, run twice (the soft error).
+            3
+        };
+        assert_eq!(step.executions, executions * 8, "M = {mtbf}");
+        assert_eq!(step.reexecutions, 8, "M = {mtbf}");
+        let inner = out.cd_report.cd(RANK_CD).unwrap();
+        assert_eq!(
+            (inner.reexecutions, inner.escalations),
+            (1, 0),
+            "M = {mtbf}"
+        );
+    }
 }

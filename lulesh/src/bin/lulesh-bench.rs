@@ -422,12 +422,24 @@ const MEDIA: &[(&str, &str, &str)] = &[
     ("buddy_one_copy", "buddy_copies = 1\n", "medium = \"buddy\""),
     ("file", "", "medium = \"file\""),
     ("xor_k4", "", "medium = \"xor\"\nxor_group = 4"),
+    // Daly's interval for an MTBF of one hour (issue 13): "step" preserves every n cycles.
+    (
+        "buddy_daly",
+        "",
+        "medium = \"buddy\"\ninterval = \"daly\"\nmtbf_seconds = 3600.0",
+    ),
+    (
+        "xor_k4_daly",
+        "",
+        "medium = \"xor\"\nxor_group = 4\ninterval = \"daly\"\nmtbf_seconds = 3600.0",
+    ),
 ];
 
 /// Failure-free cost of each preservation medium (the file medium writes on a thread of its
 /// own, the xor medium keeps groups of 4): LULESH `-s 15 --ranks 8` (`-s 5` with
-/// `--quick`) with a strict CD per cycle preserving on that medium, against the same run
-/// without CDs, in rotating order within each repetition.
+/// `--quick`) with a strict CD per cycle preserving on that medium (the `_daly` cases: per n
+/// cycles, n from Daly's formula for the measured preservation time and an MTBF of one hour),
+/// against the same run without CDs, in rotating order within each repetition.
 fn media_lines(args: &BenchArgs) -> Vec<Line> {
     let size = if args.quick { 5 } else { 15 };
     let opts = Options {
