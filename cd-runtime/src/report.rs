@@ -60,7 +60,8 @@ pub struct CdStats {
     /// Relaxed CDs: entries spilled to files.
     #[serde(default)]
     pub entries_spilled: u64,
-    /// Relaxed CDs: nanoseconds spent logging.
+    /// Relaxed CDs: nanoseconds spent logging (making entries in the hook; the time-stamp
+    /// counter summed per execution, converted at its end).
     #[serde(default)]
     pub log_ns: u64,
     /// Relaxed CDs: entries served from the log in replays.

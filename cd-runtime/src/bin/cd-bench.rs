@@ -35,6 +35,11 @@
 //! - `strict_agreement` / `world`: ns per completion of an empty world-spanning CD, whose
 //!   cost is its agreement (a reduction over the world), against `barrier_world`
 //!   (`pgas::barrier()`).
+//! - `relaxed_logged_put` / `8B`: ns per 8-byte `rput` (waited) from rank 0 to rank 1 inside
+//!   a relaxed CD with logging (the hook's entry: the bytes, then the ack's EC/IWC), against
+//!   `rput_8B_unlogged`, the same put directly in the strict CD around it (no hook), in the
+//!   same job, alternating; `relaxed_logged_get` / `8B` the same for an `rget` (the entry
+//!   keeps the bytes read), against `rget_8B_unlogged`.
 //! - `recovery` / `step`: the time of one world CD that fails on rank 0 and re-executes
 //!   (restoring 1 MiB), against the forward time of the same CD without a failure.
 //!
@@ -141,6 +146,67 @@ fn main() {
                 Line::new("preserve_buddy", "1MiB", buddy, "GB/s", Better::Higher)
                     .baseline("rput_1MiB", rput),
             ));
+        }
+        pgas::barrier_on(&world);
+
+        // -- the cost of logging one operation in a relaxed CD ---------------------------
+        // Rank 0 puts (gets) 8 bytes to rank 1, `ops / 10` times per execution of a world
+        // CD, inside a relaxed CD (logged: the hook makes an entry with the bytes and the
+        // ack's counters) or directly in the strict CD (no hook), alternating.
+        let word = pgas::new_::<u64>(0).expect("a word of segment");
+        let peer = pgas::broadcast(&world, word, 1).wait();
+        let per_cd = ops / 10;
+        let timed = |relaxed: bool, get: bool| -> f64 {
+            let mut ns = 0.0;
+            cd::strict("lcsa", |_| {
+                let mut body = |_: &cd::Cd| {
+                    if measuring {
+                        ns = ns_per_op(per_cd, || {
+                            if get {
+                                black_box(pgas::rget(peer).wait());
+                            } else {
+                                pgas::rput(black_box(7u64), peer).wait();
+                            }
+                        });
+                    }
+                    Ok(())
+                };
+                if relaxed {
+                    cd::relaxed("logged", body)
+                } else {
+                    body(&cd::current())
+                }
+            })
+            .unwrap();
+            ns
+        };
+        let mut logged = [Vec::new(), Vec::new()];
+        let mut plain = [Vec::new(), Vec::new()];
+        for _ in 0..reps.max(1) {
+            for (k, get) in [false, true].into_iter().enumerate() {
+                logged[k].push(timed(true, get));
+                plain[k].push(timed(false, get));
+            }
+        }
+        if measuring {
+            for (k, (op, base)) in [
+                ("relaxed_logged_put", "rput_8B_unlogged"),
+                ("relaxed_logged_get", "rget_8B_unlogged"),
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                lines.push(line(
+                    Line::new(
+                        op,
+                        "8B",
+                        bench_report::median(&mut logged[k]),
+                        "ns",
+                        Better::Lower,
+                    )
+                    .baseline(base, bench_report::median(&mut plain[k])),
+                ));
+            }
         }
         pgas::barrier_on(&world);
 

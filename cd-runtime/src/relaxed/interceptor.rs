@@ -10,7 +10,6 @@
 //! accesses: never logged, simply re-executed.
 
 use std::rc::Rc;
-use std::time::Instant;
 
 use gasnet_bridge::{AtomicOp, AtomicResult, WriteAck};
 use pgas::hook::{
@@ -19,6 +18,7 @@ use pgas::hook::{
 };
 
 use crate::buddy::Bytes;
+use crate::clock;
 use crate::frame::{CdKind, Frame};
 use crate::relaxed::ReplayEvent;
 use crate::relaxed::classes;
@@ -46,7 +46,7 @@ pub(crate) fn logging_frame(rt: &CdRuntime) -> Option<Rc<Frame>> {
 
 /// Appends an entry to the innermost logging relaxed CD's store.
 fn log(rt: &CdRuntime, op: u64, kind: EntryKind) {
-    let start = Instant::now();
+    let start = clock::now();
     let frame = logging_frame(rt);
     dependencies::note(rt, &kind, frame.is_some());
     let Some(frame) = frame else {
@@ -76,11 +76,10 @@ fn log(rt: &CdRuntime, op: u64, kind: EntryKind) {
     if let Some(limit) = frame.settings.log_spill_bytes {
         crate::relaxed::run::spill(rt, &frame, limit);
     }
-    let mut stats = rt.stats.borrow_mut();
-    let s = stats.entry(&frame.name, frame.level);
-    s.entries_logged += 1;
-    s.bytes_logged += size;
-    s.log_ns += start.elapsed().as_nanos() as u64;
+    let mut rx = frame.rx.borrow_mut();
+    rx.logged.entries += 1;
+    rx.logged.bytes += size;
+    rx.logged.ticks += clock::since(start);
 }
 
 /// Completes the entry of operation `op` in the innermost logging relaxed CD's store.
@@ -93,11 +92,7 @@ fn complete(rt: &CdRuntime, op: u64, f: impl FnOnce(&mut EntryKind)) {
         let before = e.size();
         f(&mut e.kind);
         let grown = e.size().saturating_sub(before) as u64;
-        drop(rx);
-        rt.stats
-            .borrow_mut()
-            .entry(&frame.name, frame.level)
-            .bytes_logged += grown;
+        rx.logged.bytes += grown;
     }
 }
 

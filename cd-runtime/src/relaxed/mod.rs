@@ -87,6 +87,9 @@ pub(crate) struct RelaxedFrame {
     /// Privatized regions this execution computes in shadow memory (a completed CD
     /// re-executed inside an enclosing replay), freed when the execution ends.
     pub(crate) shadows: Vec<shadow::Shadow>,
+    /// What this execution logged so far, added to the report when it ends (a lookup of the
+    /// report's table per operation cost more than the logging itself).
+    pub(crate) logged: LoggedCounts,
     /// Classification errors found in this CD's accesses.
     pub(crate) class_errors: Vec<ClassificationError>,
     /// Blocks whose `delete_` was deferred during this CD (its relaxed children's pushed
@@ -102,6 +105,14 @@ pub(crate) struct RelaxedFrame {
     /// Why this CD's log is incomplete: a rank loss took entries (or dependency notes) that
     /// no replica held. Cleared with the log (`clear`).
     pub(crate) log_lost: Option<String>,
+}
+
+/// Entries and bytes a CD's execution logged, and the time spent ([`crate::clock`] ticks).
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct LoggedCounts {
+    pub(crate) entries: u64,
+    pub(crate) bytes: u64,
+    pub(crate) ticks: u64,
 }
 
 impl RelaxedFrame {

@@ -252,6 +252,14 @@ fn finish<R>(
         let finals = log_privatized(rt, frame);
         shadow::complete(rt, frame, &finals);
     }
+    {
+        let logged = std::mem::take(&mut frame.rx.borrow_mut().logged);
+        let mut stats = rt.stats.borrow_mut();
+        let s = stats.entry(&frame.name, frame.level);
+        s.entries_logged += logged.entries;
+        s.bytes_logged += logged.bytes;
+        s.log_ns += crate::clock::to_ns(logged.ticks);
+    }
     shadow::close(rt, frame);
     frame.release_entries(rt);
     let popped = rt.frames.borrow_mut().pop();
@@ -361,11 +369,11 @@ fn log_privatized(rt: &CdRuntime, frame: &Frame) -> Vec<(Region, Vec<u8>)> {
             },
         };
         let size = e.size() as u64;
-        frame.rx.borrow_mut().store.push(e);
-        let mut stats = rt.stats.borrow_mut();
-        let s = stats.entry(&frame.name, frame.level);
-        s.entries_logged += 1;
-        s.bytes_logged += size;
+        let mut rx = frame.rx.borrow_mut();
+        rx.store.push(e);
+        rx.logged.entries += 1;
+        rx.logged.bytes += size;
+        drop(rx);
         finals.push((r, bytes));
     }
     finals
