@@ -186,19 +186,7 @@ impl Cd {
     pub fn preserve_slice_on<T: Pod>(&self, name: &str, data: &mut [T], medium: Medium) {
         match self.step(name) {
             Step::Skip => {}
-            Step::Restore(i) => runtime::with(|rt| {
-                let bytes = load_bytes(rt, &self.frame, i);
-                let dst: &mut [u8] = bytemuck::cast_slice_mut(data);
-                assert_eq!(
-                    bytes.len(),
-                    dst.len(),
-                    "CD {:?}: `{name}` was preserved with {} bytes and is restored into {}",
-                    self.frame.name,
-                    bytes.len(),
-                    dst.len()
-                );
-                dst.copy_from_slice(&bytes);
-            }),
+            Step::Restore(i) => self.restore_slice(name, i, data),
             Step::Save => runtime::with(|rt| {
                 let start = Instant::now();
                 let bytes: &[u8] = bytemuck::cast_slice(data);
@@ -394,6 +382,55 @@ impl Cd {
                 );
             }),
         }
+    }
+
+    /// Preserves a slice of plain-old-data by reference to the nearest ancestor's entry of the
+    /// same name (the parent just copied it and the slice has not changed since); in a
+    /// re-execution, restores it from there. Unlike [`Cd::preserve_slice`] on the local medium,
+    /// which finds such a reference by comparing the bytes with the ancestor's copy, nothing
+    /// is read.
+    ///
+    /// # Panics
+    /// If no ancestor preserved `name`.
+    pub fn preserve_slice_reference<T: Pod>(&self, name: &str, data: &mut [T]) {
+        match self.step(name) {
+            Step::Skip => {}
+            Step::Restore(i) => self.restore_slice(name, i, data),
+            Step::Save => runtime::with(|rt| {
+                assert!(
+                    upstream(rt, &self.frame, name, |_| true),
+                    "CD {:?}: preserve_slice_reference(`{name}`) but no enclosing CD preserved \
+                     `{name}`",
+                    self.frame.name
+                );
+                let bytes = std::mem::size_of_val(data);
+                self.record(
+                    rt,
+                    name,
+                    Store::Reference,
+                    bytes,
+                    Medium::Local,
+                    Instant::now(),
+                );
+            }),
+        }
+    }
+
+    /// Restores `data` from entry `index` (preserved as a slice of the same length).
+    fn restore_slice<T: Pod>(&self, name: &str, index: usize, data: &mut [T]) {
+        runtime::with(|rt| {
+            let bytes = load_bytes(rt, &self.frame, index);
+            let dst: &mut [u8] = bytemuck::cast_slice_mut(data);
+            assert_eq!(
+                bytes.len(),
+                dst.len(),
+                "CD {:?}: `{name}` was preserved with {} bytes and is restored into {}",
+                self.frame.name,
+                bytes.len(),
+                dst.len()
+            );
+            dst.copy_from_slice(&bytes);
+        })
     }
 
     fn record(

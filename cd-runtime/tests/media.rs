@@ -363,6 +363,65 @@ fn preserve_by_reference_restores_from_the_parent() {
     assert!(faulty.report.cd("parent").unwrap().bytes_local > 0);
 }
 
+/// `preserve_slice_reference`: a slice the parent just preserved, referred to without a copy
+/// or a comparison, restored from the parent's copy in the child's re-executions; with no
+/// ancestor's entry of that name it panics naming the CD and the entry.
+#[test]
+fn a_slice_preserved_by_reference_restores_from_the_parent() {
+    let program = |cfg: CdConfig| {
+        run(2, cfg, || {
+            let mut x: Vec<f64> = (0..N).map(|i| (i * 5) as f64).collect();
+            for it in 0..3 {
+                cd::strict("parent", |c| {
+                    c.preserve_slice("x", &mut x);
+                    cd::strict("child", |c| {
+                        c.preserve_slice_reference("x", &mut x);
+                        step(&mut x, it);
+                        Ok(())
+                    })?;
+                    step(&mut x, 11);
+                    Ok(())
+                })?;
+            }
+            Ok(x)
+        })
+        .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let clean = program(CdConfig::default());
+    let faulty = program(config(
+        "[cd.child]\ninject = { at = [{ rank = 0, iteration = 0, kind = \"soft\" }, \
+         { rank = 1, iteration = 2, kind = \"soft\" }] }\n",
+    ));
+    assert_eq!(faulty.results, clean.results);
+    let child = faulty.report.cd("child").unwrap();
+    assert_eq!(child.reexecutions, 4, "both ranks, twice");
+    assert_eq!(child.bytes_local, 0, "nothing copied");
+    assert_eq!(
+        child.bytes_by_reference,
+        (2 * 3 * N * 8) as u64,
+        "one reference per first execution"
+    );
+
+    let orphan = std::panic::catch_unwind(|| {
+        run(1, CdConfig::default(), || {
+            let mut x = vec![1.0f64; 4];
+            cd::strict("alone", |c| {
+                c.preserve_slice_reference("x", &mut x);
+                Ok(())
+            })
+        })
+    });
+    let message = match orphan {
+        Ok(Err(e)) => e.to_string(),
+        Ok(Ok(_)) => panic!("a reference with no enclosing copy was accepted"),
+        Err(p) => p.downcast_ref::<String>().cloned().unwrap_or_default(),
+    };
+    assert!(
+        message.contains("preserve_slice_reference(`x`)") && message.contains("alone"),
+        "{message}"
+    );
+}
+
 #[test]
 fn a_durable_child_does_not_refer_to_a_local_parent_copy() {
     // The child asks for its copy on the buddy: referring to the parent's local copy (lost

@@ -136,11 +136,12 @@ pub fn program_config(cli: Option<&Path>) -> Result<Option<CdConfig>, LuleshErro
 /// in the next (in a re-execution: restores it).
 fn preserve_cycle_state(c: &cd::Cd, d: &mut Domain, relaxed: bool) {
     // One batch: on the xor medium the group encodes all of it in one round.
-    c.preserve_batch(|c| preserve_cycle_entries(c, d, relaxed));
+    c.preserve_batch(|c| preserve_cycle_entries(c, d, relaxed, false));
 }
 
-/// The entries of [`preserve_cycle_state`].
-fn preserve_cycle_entries(c: &cd::Cd, d: &mut Domain, relaxed: bool) {
+/// The entries of [`preserve_cycle_state`]; the arrays `by_reference` to the parent's copies
+/// (the relaxed CD right inside "step", which just preserved them: nothing copied or compared).
+fn preserve_cycle_entries(c: &cd::Cd, d: &mut Domain, relaxed: bool, by_reference: bool) {
     if relaxed {
         let mut seq = distributed::halo_sequence();
         c.preserve("halo_sequence", &mut seq);
@@ -170,7 +171,11 @@ fn preserve_cycle_entries(c: &cd::Cd, d: &mut Domain, relaxed: bool) {
         ("p", p),
         ("q", q),
     ] {
-        c.preserve_slice(name, field);
+        if by_reference {
+            c.preserve_slice_reference(name, field);
+        } else {
+            c.preserve_slice(name, field);
+        }
     }
     c.preserve("time", &mut ts.time);
     c.preserve("deltatime", &mut ts.deltatime);
@@ -298,6 +303,8 @@ pub enum StepInterval {
 struct Stepping<'a> {
     fail: &'a dyn Fn(LuleshError) -> Infallible,
     relaxed: bool,
+    /// The relaxed CD's configured medium is the local one.
+    inner_local: bool,
     /// Cycles per execution of "step" ([`cycles_per_step`]; 1 until Daly's interval is
     /// chosen).
     per_step: std::cell::Cell<u32>,
@@ -367,8 +374,9 @@ fn cycles_after_preservation(
         return cycle_run(sim, how);
     }
     cd::relaxed(RANK_CD, |r| {
-        // References to the copies "step" just made (equal bytes): nothing copied again.
-        preserve_cycle_state(r, &mut sim.domain, true);
+        // On the local medium, references to the copies "step" just made: nothing copied
+        // or compared. (On another medium, e.g. the buddy's for a rank loss, its own copies.)
+        preserve_cycle_entries(r, &mut sim.domain, true, how.inner_local);
         if r.is_reexecution() {
             regenerate_volume_and_sound_speed(&mut sim.domain);
         }
@@ -435,6 +443,7 @@ pub fn run(
     };
     config.report = false;
     let relaxed = relaxed_configured(&config);
+    let inner_local = config.settings(RANK_CD, 2).medium == cd_runtime::Medium::Local;
     let per_step = cycles_per_step(&config)?;
     let arrival = if relaxed {
         Arrival::Flags
@@ -458,6 +467,7 @@ pub fn run(
         let how = Stepping {
             fail: &fail,
             relaxed,
+            inner_local,
             per_step: std::cell::Cell::new(match per_step {
                 StepInterval::Fixed(n) => n,
                 StepInterval::Daly { .. } => 1,
