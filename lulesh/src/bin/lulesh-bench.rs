@@ -36,6 +36,11 @@
 //! - `relaxed_logging_overhead_paired` / `lulesh_s15_r8`: the median over repetitions of each
 //!   repetition's relaxed time over its no-CD time (both runs of one repetition are
 //!   neighbours in time, so slow drifts of the machine cancel); unit `x`, no baseline.
+//! - `relaxed_logging_overhead` / `lulesh_s15_r8_step4` (and `_paired`): the same with
+//!   `[cd.step] interval = 4` (`lulesh/configs/relaxed-step4.toml`): the strict CD and the
+//!   relaxed CDs inside it span four cycles, so the step's agreement and copy come once per
+//!   four cycles (the "a strict CD per time step, or per k steps"), in the same
+//!   repetitions, against the same no-CD runs.
 //! - `relaxed_logging_overhead` / `lulesh_s15_r8_same_comm`: the same relaxed runs against
 //!   runs without CDs using the relaxed runs' halo arrivals (flags), `lulesh_no_cd_flags_s15_r8`:
 //!   the cost of the CDs alone.
