@@ -31,7 +31,9 @@
 //! - `recovery_rank_loss` / `xor_k4_1MiB`: in the same job, the time of one world CD
 //!   preserving 1 MiB per rank on the xor medium in which rank 1 loses its memory (segment and
 //!   copies) and the group rebuilds its copy before the re-execution, against
-//!   `forward_xor_k4_1MiB`, the same CD without a loss.
+//!   `forward_xor_k4_1MiB`, the same CD without a loss; `buddy_1MiB` and `file_1MiB` the same
+//!   on the buddy medium (rank 1 fetches its copy back from its buddy) and the file medium
+//!   (it reads its file back), against their own forward CDs.
 //! - `strict_agreement` / `world`: ns per completion of an empty world-spanning CD, whose
 //!   cost is its agreement (a reduction over the world), against `barrier_world`
 //!   (`pgas::barrier()`).
@@ -341,11 +343,15 @@ fn xor_lines(args: &BenchArgs, copies: usize, steps: usize) -> Vec<Line> {
     let losses: Vec<String> = (0..(reps + 1) * steps)
         .map(|i| format!("{{ rank = 1, iteration = {i}, kind = \"rank_loss\" }}"))
         .collect();
+    let losses = losses.join(", ");
     let config = CdConfig::parse(
         &format!(
             "[defaults]\nxor_group = 4\nmedium = \"xor\"\n\
-             [cd.xor_recovery]\ninject = {{ at = [{}] }}\n",
-            losses.join(", ")
+             [cd.xor_recovery]\ninject = {{ at = [{losses}] }}\n\
+             [cd.buddy_forward]\nmedium = \"buddy\"\n\
+             [cd.buddy_recovery]\nmedium = \"buddy\"\ninject = {{ at = [{losses}] }}\n\
+             [cd.file_forward]\nmedium = \"file\"\n\
+             [cd.file_recovery]\nmedium = \"file\"\ninject = {{ at = [{losses}] }}\n"
         ),
         "<cd-bench>",
     )
@@ -444,19 +450,23 @@ fn xor_lines(args: &BenchArgs, copies: usize, steps: usize) -> Vec<Line> {
             })
             .unwrap();
         };
-        let forward = time_all(reps, steps as u64, || run_step("xor_forward"));
-        let recovery = time_all(reps, steps as u64, || run_step("xor_recovery"));
-        if measuring {
-            lines.push(line(
-                Line::new(
-                    "recovery_rank_loss",
-                    "xor_k4_1MiB",
-                    recovery,
-                    "ns",
-                    Better::Lower,
-                )
-                .baseline("forward_xor_k4_1MiB", forward),
-            ));
+        for (medium, case) in [
+            ("xor", "xor_k4_1MiB"),
+            ("buddy", "buddy_1MiB"),
+            ("file", "file_1MiB"),
+        ] {
+            let forward = time_all(reps, steps as u64, || {
+                run_step(&format!("{medium}_forward"))
+            });
+            let recovery = time_all(reps, steps as u64, || {
+                run_step(&format!("{medium}_recovery"))
+            });
+            if measuring {
+                lines.push(line(
+                    Line::new("recovery_rank_loss", case, recovery, "ns", Better::Lower)
+                        .baseline(&format!("forward_{case}"), forward),
+                ));
+            }
         }
         Ok(lines)
     })
