@@ -189,3 +189,36 @@ fn without_faults_the_cd_run_equals_the_plain_run() {
     let step = out.cd_report.cd("step").unwrap();
     assert_eq!((step.executions, step.reexecutions), (50, 0));
 }
+
+/// `lulesh/configs/daly.toml` (buddy copies, Daly's interval for an MTBF of an hour) with a
+/// rank loss in the long second execution of "step": the run ends with the fault-free numbers,
+/// the report notes the interval Daly's formula chose (more than one cycle per execution), and
+/// the loss re-executed that execution's cycles on every rank.
+#[test]
+fn the_daly_configuration_survives_a_rank_loss_bit_for_bit() {
+    let o = opts(5, 9_999_999);
+    let clean = distributed::run(&o, 8, |_| {})
+        .expect("fault-free run")
+        .expect("rank 0 runs in this process");
+    let text = format!(
+        "{}inject = {{ at = [{{ rank = 2, iteration = 1, kind = \"rank_loss\" }}] }}\n",
+        include_str!("../configs/daly.toml")
+    );
+    let out = run_cd(&o, 8, &text).expect("the loss is contained");
+    assert_eq!(physics(&out.report), physics(&clean));
+    let step = out.cd_report.cd(containment::STEP_CD).expect("step ran");
+    let chosen = step
+        .interval
+        .clone()
+        .expect("the interval is in the report");
+    assert!(chosen.daly && chosen.steps > 1, "{chosen:?}");
+    assert_eq!(
+        step.reexecutions, 8,
+        "every rank re-executed the execution with the loss"
+    );
+    assert!(
+        step.executions >= 3 * 8,
+        "the measured cycle, then executions of n cycles: {}",
+        step.executions
+    );
+}
