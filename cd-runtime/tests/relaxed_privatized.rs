@@ -261,3 +261,55 @@ fn a_privatized_region_re_executed_when_its_own_cd_failed_is_recomputed_in_place
     );
     assert_eq!(out.report.cd("inner").unwrap().reexecutions, 1);
 }
+
+/// The recovering CD privatized the region too (its child declared it again): the recovering
+/// CD itself never completed, so it re-executes in place, even though its log holds its
+/// child's privatized entry for the region; the child, which had completed, runs in a
+/// shadow, and the region its parent's restore set back gets the child's logged bytes.
+#[test]
+fn a_recovering_cd_that_privatized_the_region_re_executes_it_in_place() {
+    let out = run(2, faults(), || {
+        let me = rank_me();
+        let buf = pgas::new_array::<u64>(4).unwrap();
+        buf.write_local_slice(&[1, 2, 3, 4]).unwrap();
+        let seen = RefCell::new(Vec::new());
+        cd::strict("outer", |_| {
+            cd::relaxed("pz", |c| {
+                if me == 1 {
+                    // Restored when "pz" recovers: the region starts over from [1, 2, 3, 4].
+                    c.preserve_global("buf", buf, 4);
+                    let p = c.privatized("out", buf, 4);
+                    cd::relaxed("inner", |i| {
+                        let q = i.privatized("out", p, 4);
+                        let mut v = [0u64; 4];
+                        q.read_local_slice(&mut v).unwrap();
+                        q.write_local_slice(&[v[0], v[1], v[2] * 10, v[3] * 10])
+                            .unwrap();
+                        Ok(())
+                    })?;
+                    let mut v = [0u64; 4];
+                    p.read_local_slice(&mut v).unwrap();
+                    p.write_local_slice(&[v[0] + 100, v[1] + 100, v[2], v[3]])
+                        .unwrap();
+                    seen.borrow_mut().push(p == buf);
+                }
+                Ok(())
+            })?;
+            barrier();
+            Ok(())
+        })?;
+        let mut mine = [0u64; 4];
+        buf.read_local_slice(&mut mine).unwrap();
+        Ok((mine, seen.into_inner()))
+    })
+    .unwrap();
+    let (mine, seen) = &out.results[1];
+    assert_eq!(*mine, [101, 102, 30, 40]);
+    assert_eq!(
+        *seen,
+        [true, true],
+        "the recovering CD computes in the region itself"
+    );
+    let pz = out.report.cd("pz").unwrap();
+    assert_eq!((pz.reexecutions, pz.escalations), (1, 0));
+}

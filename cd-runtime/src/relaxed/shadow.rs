@@ -54,7 +54,7 @@ pub(crate) fn open<T: Pod>(
     ptr: GlobalPtr<T>,
     len: usize,
 ) -> GlobalPtr<T> {
-    if !completed_before(rt, region) {
+    if !completed_before(rt, frame, region) {
         return ptr;
     }
     if let Some(s) = frame
@@ -103,11 +103,16 @@ pub(crate) fn open<T: Pod>(
     block
 }
 
-/// Whether the replay running on this rank holds, ahead of its cursor, the privatized entry of
-/// `region` (its CD completed in the first execution).
-fn completed_before(rt: &CdRuntime, region: &Region) -> bool {
+/// Whether `frame` runs inside the CD a replay on this rank re-executes, and that replay holds,
+/// ahead of its cursor, the privatized entry of `region` (its CD completed in the first
+/// execution). The recovering CD itself never completed: its own regions are still private
+/// (an entry for the same region would be a child's).
+fn completed_before(rt: &CdRuntime, frame: &Frame, region: &Region) -> bool {
     let replay = rt.relaxed.replay.borrow();
-    let Some(r) = replay.as_ref().filter(|r| !r.forward) else {
+    let Some(r) = replay
+        .as_ref()
+        .filter(|r| !r.forward && frame.level > r.level)
+    else {
         return false;
     };
     r.remaining().iter().any(|e| {
