@@ -6,16 +6,17 @@
 //! The protocol, per privatized region R of a CD C on this rank:
 //! - **Forward execution**: [`Cd::privatized`](crate::Cd::privatized) returns R's own pointer;
 //!   at C's completion R's final bytes are logged once (`run::log_privatized`).
-//! - **Re-execution of a C that had completed** (the replayed log holds C's privatized entry
-//!   for R ahead of the cursor): `privatized` allocates a block of the same size in this rank's
+//! - **Re-execution of a C that had completed** (C runs inside the recovering CD, and the
+//!   replayed log holds C's privatized entry for R ahead of the cursor): `privatized` allocates a block of the same size in this rank's
 //!   segment (outside the program's hook: the allocation log does not see it), copies R's
 //!   current bytes into it and returns the block's pointer; the body computes there. At C's
 //!   completion the shadow's bytes are compared with the logged ones (a difference is a
 //!   replay error: the body is not deterministic), R is left alone unless its bytes differ
 //!   from the logged ones (then the logged bytes are written back: R was damaged), the
 //!   logged entry is consumed, and the shadow is freed.
-//! - **Re-execution of a C that had not completed** (C itself failed, or the log ran out
-//!   inside it): no entry exists, R is still private to C, so C re-executes in place.
+//! - **Re-execution of a C that had not completed** (C is the recovering CD, or the log ran
+//!   out inside it): R is still private to C, so C re-executes in place (also when C's log
+//!   holds a child's entry for the same region).
 //!
 //! Reading chosen where the spec is silent: the shadow starts as a copy of R's bytes when
 //! `privatized` is called (a body that reads R before writing it reads the values R holds
