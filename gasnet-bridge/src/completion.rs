@@ -73,6 +73,20 @@ impl WriteHandle {
         }
     }
 
+    /// True if this write's completion implies `earlier`'s, with the same ack (on the mpi
+    /// conduit: window puts to one target, this one started later); a caller tracking many
+    /// writes may then keep this handle alone. False whenever that is not known.
+    #[inline]
+    pub fn completes_after(&self, earlier: &WriteHandle) -> bool {
+        match (&self.state, &earlier.state) {
+            #[cfg(feature = "mpi")]
+            (WriteState::Pending(world, later), WriteState::Pending(other, first)) => {
+                std::rc::Rc::ptr_eq(world, other) && world.write_completes_after(*first, *later)
+            }
+            _ => false,
+        }
+    }
+
     /// Waits until the write completed, and returns its ack. It runs no AM handlers (on mpi
     /// it makes progress on the conduit's own messages only), so it may be used inside a
     /// handler.

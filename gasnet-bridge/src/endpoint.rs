@@ -267,6 +267,19 @@ impl Endpoint {
         }
     }
 
+    /// Completes the one-sided operations in flight that need no message to complete (the mpi
+    /// conduit's window puts and gets: one flush per target), without taking messages off the
+    /// wire or running handlers; returns whether there were any. Free when there are none (smp:
+    /// always). Lets a wait for a put's completion skip a full round of [`Endpoint::poll`].
+    #[inline]
+    pub fn flush_rma(&self) -> bool {
+        match &self.conduit {
+            Conduit::Smp(_) => false,
+            #[cfg(feature = "mpi")]
+            Conduit::Mpi(world) => world.flush_rma(),
+        }
+    }
+
     /// Reads `dst.len()` bytes from `rank`'s segment at `offset`.
     #[inline]
     pub fn get(&self, rank: usize, offset: usize, dst: &mut [u8]) -> Result<(), BridgeError> {

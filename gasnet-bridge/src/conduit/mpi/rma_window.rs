@@ -51,13 +51,16 @@ const CHUNK: usize = 1 << 20;
 /// flood that never makes progress).
 const STAGE_LIMIT: usize = 64 << 20;
 
-/// Ids of window operations carry this bit, the target in bits 40..63 and a sequence number in
+/// Ids of window operations carry this bit, the target in bits 40..62 and a sequence number in
 /// bits 0..40, so they never collide with the ids of active-message operations.
 const WINDOW_ID: u64 = 1 << 63;
+/// Ids of window gets carry this bit too: only they have data to discard when their handle is
+/// dropped, so dropping a put's handle never looks anything up.
+const GET_ID: u64 = 1 << 62;
 const TARGET_SHIFT: u32 = 40;
 const SEQ_MASK: u64 = (1 << TARGET_SHIFT) - 1;
 /// Ranks a window id can name.
-const MAX_TARGETS: usize = 1 << (63 - TARGET_SHIFT);
+const MAX_TARGETS: usize = 1 << (62 - TARGET_SHIFT);
 
 /// Where the window's memory comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -122,7 +125,19 @@ pub(super) fn is_window_id(id: u64) -> bool {
 
 #[inline]
 fn target_of(id: u64) -> usize {
-    ((id & !WINDOW_ID) >> TARGET_SHIFT) as usize
+    ((id & !(WINDOW_ID | GET_ID)) >> TARGET_SHIFT) as usize
+}
+
+/// True if window operation `later`'s completion implies `earlier`'s: two puts to one target,
+/// `later` started after `earlier` (a flush of a target completes every operation started
+/// toward it before the flush, and the acks of window puts are all [`WriteAck::UNCOUNTED`]).
+#[inline]
+pub(super) fn put_completes_after(earlier: u64, later: u64) -> bool {
+    const KIND: u64 = WINDOW_ID | GET_ID;
+    earlier & KIND == WINDOW_ID
+        && later & KIND == WINDOW_ID
+        && target_of(earlier) == target_of(later)
+        && (earlier & SEQ_MASK) < (later & SEQ_MASK)
 }
 
 /// Bytes of small non-blocking puts, kept until the flush that completes them.
@@ -484,7 +499,7 @@ impl RmaWindow {
             },
             "MPI_Get",
         )?;
-        let id = self.started(target);
+        let id = self.started(target) | GET_ID;
         self.st.borrow_mut().gets.push(PendingGet {
             id,
             buf,
@@ -522,7 +537,11 @@ impl RmaWindow {
     }
 
     /// The handle of `id` was dropped: its data (if a get) is discarded.
+    #[inline]
     pub(super) fn forget(&self, id: u64) {
+        if id & GET_ID == 0 {
+            return; // a put: nothing kept for it but its number
+        }
         let Ok(mut st) = self.st.try_borrow_mut() else {
             return;
         };
@@ -631,7 +650,28 @@ mod tests {
         let id = WINDOW_ID | (5u64 << TARGET_SHIFT) | 42;
         assert!(is_window_id(id) && !is_window_id(42));
         assert_eq!(target_of(id), 5);
+        assert_eq!(target_of(id | GET_ID), 5);
+        assert_eq!(
+            target_of(WINDOW_ID | ((MAX_TARGETS as u64 - 1) << TARGET_SHIFT)),
+            MAX_TARGETS - 1
+        );
         assert_eq!(id & SEQ_MASK, 42);
+    }
+
+    #[test]
+    fn only_a_later_put_to_the_same_target_completes_after_another() {
+        let put = |target: u64, seq: u64| WINDOW_ID | (target << TARGET_SHIFT) | seq;
+        assert!(put_completes_after(put(3, 7), put(3, 8)));
+        assert!(
+            !put_completes_after(put(3, 8), put(3, 7)),
+            "started earlier"
+        );
+        assert!(!put_completes_after(put(3, 7), put(3, 7)));
+        assert!(!put_completes_after(put(3, 7), put(4, 8)), "another target");
+        assert!(!put_completes_after(put(3, 7) | GET_ID, put(3, 8)), "a get");
+        assert!(!put_completes_after(put(3, 7), put(3, 8) | GET_ID), "a get");
+        assert!(!put_completes_after(7, 8), "active-message operations");
+        assert!(!put_completes_after(put(3, 7), 8));
     }
 
     #[test]
