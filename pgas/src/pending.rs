@@ -10,7 +10,17 @@
 //! remote-completion rpc (after the data landed, so the rpc sees it).
 //!
 //! **Progress completes them.** Every round of pgas progress (any wait, [`crate::progress`])
-//! polls the conduit once and then checks each put's handle without further progress.
+//! polls the conduit once and then checks each put's handle without further progress. A wait
+//! first completes the puts that need no message (the mpi conduit's window: one flush per
+//! target, `Endpoint::flush_rma`) and returns at once if that was what it waited for.
+//!
+//! **A flood costs one record.** A put that asks for nothing but a promise's count (or for
+//! nothing at all), with no hook, is folded into the record before it when the conduit says its
+//! completion implies that one's (window puts to one target, `WriteHandle::completes_after`):
+//! the record keeps the later handle and counts both puts, and its completion removes both
+//! dependencies at once. Each put still adds its dependency when it starts, so `Promise`
+//! counting is unchanged; a hooked put or one with a future or a remote rpc keeps a record of
+//! its own, so the hook sees each put's ack.
 //!
 //! **Gets and atomics** to another host travel the same way ([`PendingRead`]): `rget`,
 //! `rget_slice` and the atomic domain's operations return a pending future that the reply
@@ -31,7 +41,7 @@
 use std::rc::Rc;
 
 use gasnet_bridge::completion::{AtomicHandle, OwnedGetHandle, WriteHandle};
-use gasnet_bridge::{AtomicOp, AtomicResult};
+use gasnet_bridge::{AtomicOp, AtomicResult, WriteAck};
 
 use crate::future::Fulfiller;
 use crate::hook::{Interceptor, OpId, Rma};
@@ -53,6 +63,8 @@ pub(crate) struct PendingPut {
     pub(crate) promise: Option<Promise<()>>,
     /// The remote-completion rpc, sent once the data has landed.
     pub(crate) remote: Option<RemoteSend>,
+    /// Puts this record completes: more than one once later puts were folded into it.
+    puts: usize,
 }
 
 impl PendingPut {
@@ -67,12 +79,35 @@ impl PendingPut {
             operation: None,
             promise: None,
             remote: None,
+            puts: 1,
         }
     }
 
-    /// Runs what the ack completes.
-    fn complete(self, rt: &Runtime) {
-        let ack = self.handle.wait(rt.ep());
+    /// Folds `later` (a put started after every put of this record) into this record if both
+    /// complete nothing but a promise's count (the same promise, or none), no hook saw them,
+    /// and `later`'s completion implies this record's; else hands it back.
+    #[inline]
+    pub(crate) fn absorb(&mut self, later: PendingPut) -> Result<(), PendingPut> {
+        let plain =
+            |p: &PendingPut| p.hooked.is_none() && p.operation.is_none() && p.remote.is_none();
+        let same_promise = match (&self.promise, &later.promise) {
+            (None, None) => true,
+            (Some(a), Some(b)) => a.same_as(b),
+            _ => false,
+        };
+        if !(plain(self) && plain(&later) && same_promise)
+            || !later.handle.completes_after(&self.handle)
+        {
+            return Err(later);
+        }
+        // The earlier handle is dropped: the later one's completion stands for it.
+        self.handle = later.handle;
+        self.puts += later.puts;
+        Ok(())
+    }
+
+    /// Runs what the ack completes (`ack`: what the handle yielded).
+    fn complete(self, rt: &Runtime, ack: WriteAck) {
         if let Some((hook, id, rma)) = self.hooked {
             rt.acks_pending.set(rt.acks_pending.get() - 1);
             hook.after_put(id, &rma, ack);
@@ -84,9 +119,24 @@ impl PendingPut {
             f.fulfill(());
         }
         if let Some(p) = self.promise {
-            p.fulfill_anonymous(1);
+            p.fulfill_anonymous(self.puts);
         }
     }
+}
+
+/// Keeps `p` until its ack arrives, folded into the latest record when it can be (see the
+/// module doc).
+#[inline]
+pub(crate) fn push_put(rt: &Runtime, p: PendingPut) {
+    let mut list = rt.pending_puts.borrow_mut();
+    let p = match list.last_mut() {
+        Some(last) => match last.absorb(p) {
+            Ok(()) => return,
+            Err(p) => p,
+        },
+        None => p,
+    };
+    list.push(p);
 }
 
 /// The hook's view of a get in flight: the hook, its operation and the range read.
@@ -163,22 +213,24 @@ pub(crate) fn complete_arrived(rt: &Runtime) {
     if rt.nothing_in_flight() {
         return;
     }
-    let arrived: Vec<PendingPut> = {
+    // The list of arrived puts is reused from round to round (a latency loop would allocate
+    // one per put otherwise); a completion that makes progress itself finds it taken and
+    // uses a fresh one.
+    let mut arrived = std::mem::take(&mut *rt.arrived_puts.borrow_mut());
+    {
         let mut list = rt.pending_puts.borrow_mut();
-        let mut arrived = Vec::new();
         let mut i = 0;
         while i < list.len() {
-            if list[i].handle.arrived().is_some() {
-                arrived.push(list.swap_remove(i));
-            } else {
-                i += 1;
+            match list[i].handle.arrived() {
+                Some(ack) => arrived.push((list.swap_remove(i), ack)),
+                None => i += 1,
             }
         }
-        arrived
-    };
-    for p in arrived {
-        p.complete(rt);
     }
+    for (p, ack) in arrived.drain(..) {
+        p.complete(rt, ack);
+    }
+    *rt.arrived_puts.borrow_mut() = arrived;
     let replies: Vec<(PendingRead, Reply)> = {
         let mut list = rt.pending_reads.borrow_mut();
         let mut replies = Vec::new();

@@ -97,7 +97,7 @@ fn put_future(rt: &Runtime, pending: Option<PendingPut>) -> Future<()> {
     };
     let (future, fulfiller) = Future::pending_for(Awaiting::new("the ack of an rput"));
     p.operation = Some(fulfiller);
-    rt.pending_puts.borrow_mut().push(p);
+    crate::pending::push_put(rt, p);
     future
 }
 
@@ -359,7 +359,7 @@ impl<'p> Completions<'p> {
             None => None,
         };
         pending.remote = self.remote.map(|send| (target, send));
-        rt.pending_puts.borrow_mut().push(pending);
+        crate::pending::push_put(rt, pending);
         CxFutures { source, operation }
     }
 
