@@ -73,6 +73,17 @@ impl WriteHandle {
         }
     }
 
+    /// True if a flush of the one-sided path completes this write, with no message (the mpi
+    /// conduit's window puts; [`Endpoint::flush_rma`]), so that waiting on it is that flush.
+    #[inline]
+    pub fn completes_by_flush(&self) -> bool {
+        match &self.state {
+            WriteState::Done(_) => false,
+            #[cfg(feature = "mpi")]
+            WriteState::Pending(world, id) => world.is_window_write(*id),
+        }
+    }
+
     /// True if this write's completion implies `earlier`'s, with the same ack (on the mpi
     /// conduit: window puts to one target, this one started later); a caller tracking many
     /// writes may then keep this handle alone. False whenever that is not known.

@@ -4,6 +4,9 @@
 //! value (no allocation: most smp operations complete at once), or pending on a shared slot
 //! that the runtime fills when the operation completes, during some call that makes progress.
 //! Continuations attached with [`Future::then`] run at that moment, on the rank's thread.
+//! The operation future of a put that a flush completes (the mpi conduit's window) holds the
+//! put's handle instead of a slot: no allocation, and waiting is that flush; a continuation
+//! attached to it turns it into a slot that progress fills, like any other.
 //!
 //! Waiting ([`Future::wait`]) makes progress, so it can never deadlock on work that only this
 //! rank can do. `Future<T>` also implements [`std::future::Future`]; polled from an executor on
@@ -14,6 +17,7 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
 
+use gasnet_bridge::completion::WriteHandle;
 use gasnet_bridge::sleep::Awaiting;
 
 use crate::runtime;
@@ -27,6 +31,9 @@ pub struct Future<T: 'static> {
 enum State<T: 'static> {
     Ready(T),
     Pending(Rc<Slot<T>>),
+    /// A write that a flush completes (`WriteHandle::completes_by_flush`) and the value to
+    /// give once it has.
+    Write(WriteHandle, T),
     /// The value was moved out by `poll`.
     Taken,
 }
@@ -89,11 +96,31 @@ impl<T: 'static> Future<T> {
         )
     }
 
+    /// A future of `value` once the write of `handle` (one that a flush completes) is complete.
+    #[inline]
+    pub(crate) fn of_write(handle: WriteHandle, value: T) -> Future<T> {
+        Future {
+            state: State::Write(handle, value),
+        }
+    }
+
+    /// The future of a write's value as a slot that progress fills (for a continuation).
+    fn tracked(handle: WriteHandle, value: T) -> Future<T> {
+        let (future, fulfiller) = Future::<()>::pending_for(Awaiting::new("the ack of an rput"));
+        runtime::with(|rt| {
+            let mut p = crate::pending::PendingPut::new(handle, None);
+            p.operation = Some(fulfiller);
+            crate::pending::push_put(rt, p);
+        });
+        future.then(move |()| value)
+    }
+
     /// True if the value is available without waiting.
     pub fn is_ready(&self) -> bool {
         match &self.state {
             State::Ready(_) => true,
             State::Pending(slot) => slot.ready.get(),
+            State::Write(handle, _) => handle.arrived().is_some(),
             State::Taken => false,
         }
     }
@@ -107,6 +134,11 @@ impl<T: 'static> Future<T> {
                     runtime::progress_until_for(slot.awaiting, || slot.ready.get());
                 }
                 take(&slot)
+            }
+            State::Write(handle, value) => {
+                // A flush of the target (when not done yet): it runs no handler.
+                runtime::with(|rt| handle.wait(rt.ep()));
+                value
             }
             State::Taken => panic!("wait on a future whose value was already taken by poll"),
         }
@@ -135,6 +167,12 @@ impl<T: 'static> Future<T> {
                 let (future, fulfiller) = Future::pending();
                 *slot.continuation.borrow_mut() = Some(Box::new(move |v| fulfiller.fulfill(f(v))));
                 future
+            }
+            State::Write(handle, value) => {
+                if handle.arrived().is_some() {
+                    return Future::ready(f(value));
+                }
+                Future::tracked(handle, value).then(f)
             }
             State::Taken => panic!("then on a future whose value was already taken by poll"),
         }
@@ -226,6 +264,12 @@ impl<T: 'static> std::future::Future for Future<T> {
                 }
                 slot.ready.get()
             }
+            State::Write(handle, _) => {
+                if handle.arrived().is_none() {
+                    runtime::progress();
+                }
+                handle.arrived().is_some()
+            }
             State::Taken => panic!("a future polled after it returned its value"),
         };
         if !ready {
@@ -237,6 +281,7 @@ impl<T: 'static> std::future::Future for Future<T> {
         match std::mem::replace(&mut this.state, State::Taken) {
             State::Ready(v) => Poll::Ready(v),
             State::Pending(slot) => Poll::Ready(take(&slot)),
+            State::Write(_, v) => Poll::Ready(v),
             State::Taken => unreachable!(),
         }
     }
@@ -249,6 +294,10 @@ impl<T: std::fmt::Debug + 'static> std::fmt::Debug for Future<T> {
             State::Pending(s) => f
                 .debug_struct("Future::Pending")
                 .field("ready", &s.ready.get())
+                .finish(),
+            State::Write(h, _) => f
+                .debug_struct("Future::Write")
+                .field("ready", &h.arrived().is_some())
                 .finish(),
             State::Taken => f.write_str("Future::Taken"),
         }

@@ -15,12 +15,16 @@
 //! target, `Endpoint::flush_rma`) and returns at once if that was what it waited for.
 //!
 //! **A flood costs one record.** A put that asks for nothing but a promise's count (or for
-//! nothing at all), with no hook, is folded into the record before it when the conduit says its
-//! completion implies that one's (window puts to one target, `WriteHandle::completes_after`):
-//! the record keeps the later handle and counts both puts, and its completion removes both
-//! dependencies at once. Each put still adds its dependency when it starts, so `Promise`
-//! counting is unchanged; a hooked put or one with a future or a remote rpc keeps a record of
-//! its own, so the hook sees each put's ack.
+//! nothing at all), with no hook, is folded into the latest record ([`fold_put`]) when the
+//! conduit says its completion implies that one's (window puts to one target,
+//! `WriteHandle::completes_after`): the record keeps the later handle and counts both puts,
+//! and its completion removes both dependencies at once. Each put still adds its dependency
+//! when it starts, so `Promise` counting is unchanged; a hooked put or one with a remote rpc
+//! keeps a record of its own, so the hook sees each put's ack.
+//!
+//! **A window put's operation future holds its handle** (`Future::of_write`, no record here):
+//! waiting on it is one flush of its target. Such puts are in no list, so [`Runtime::quiet`]
+//! flushes the window first; the flush completes them whether or not anyone waits.
 //!
 //! **Gets and atomics** to another host travel the same way ([`PendingRead`]): `rget`,
 //! `rget_slice` and the atomic domain's operations return a pending future that the reply
@@ -51,12 +55,15 @@ use crate::runtime::Runtime;
 /// A remote-completion rpc still to send: the target rank and the sending closure.
 pub(crate) type RemoteSend = (usize, Box<dyn FnOnce(usize)>);
 
+/// The hook's view of a put in flight: the hook, its operation and the range written.
+pub(crate) type HookedPut = (Rc<dyn Interceptor>, OpId, Rma);
+
 /// What a put's ack completes.
 pub(crate) struct PendingPut {
     /// The conduit's handle; yields the target's EC and IWC.
     pub(crate) handle: WriteHandle,
     /// The hook that saw the put start, its operation and range (`after_put` on the ack).
-    pub(crate) hooked: Option<(Rc<dyn Interceptor>, OpId, Rma)>,
+    pub(crate) hooked: Option<HookedPut>,
     /// The operation future to fulfil.
     pub(crate) operation: Option<Fulfiller<()>>,
     /// A promise counting operation completion (one dependency held).
@@ -69,10 +76,7 @@ pub(crate) struct PendingPut {
 
 impl PendingPut {
     /// A put that only its handle tracks (no completion asked for).
-    pub(crate) fn new(
-        handle: WriteHandle,
-        hooked: Option<(Rc<dyn Interceptor>, OpId, Rma)>,
-    ) -> Self {
+    pub(crate) fn new(handle: WriteHandle, hooked: Option<HookedPut>) -> Self {
         PendingPut {
             handle,
             hooked,
@@ -81,29 +85,6 @@ impl PendingPut {
             remote: None,
             puts: 1,
         }
-    }
-
-    /// Folds `later` (a put started after every put of this record) into this record if both
-    /// complete nothing but a promise's count (the same promise, or none), no hook saw them,
-    /// and `later`'s completion implies this record's; else hands it back.
-    #[inline]
-    pub(crate) fn absorb(&mut self, later: PendingPut) -> Result<(), PendingPut> {
-        let plain =
-            |p: &PendingPut| p.hooked.is_none() && p.operation.is_none() && p.remote.is_none();
-        let same_promise = match (&self.promise, &later.promise) {
-            (None, None) => true,
-            (Some(a), Some(b)) => a.same_as(b),
-            _ => false,
-        };
-        if !(plain(self) && plain(&later) && same_promise)
-            || !later.handle.completes_after(&self.handle)
-        {
-            return Err(later);
-        }
-        // The earlier handle is dropped: the later one's completion stands for it.
-        self.handle = later.handle;
-        self.puts += later.puts;
-        Ok(())
     }
 
     /// Runs what the ack completes (`ack`: what the handle yielded).
@@ -124,19 +105,42 @@ impl PendingPut {
     }
 }
 
-/// Keeps `p` until its ack arrives, folded into the latest record when it can be (see the
-/// module doc).
+/// Keeps `p` until its ack arrives.
 #[inline]
 pub(crate) fn push_put(rt: &Runtime, p: PendingPut) {
+    rt.pending_puts.borrow_mut().push(p);
+}
+
+/// Folds an unhooked put that completes nothing but `promise`'s count (one dependency, added
+/// already), or nothing, into the latest record, if that record completes the same and
+/// `handle`'s completion implies its own; else hands the handle back.
+#[inline]
+pub(crate) fn fold_put(
+    rt: &Runtime,
+    handle: WriteHandle,
+    promise: Option<&Promise<()>>,
+) -> Result<(), WriteHandle> {
     let mut list = rt.pending_puts.borrow_mut();
-    let p = match list.last_mut() {
-        Some(last) => match last.absorb(p) {
-            Ok(()) => return,
-            Err(p) => p,
-        },
-        None => p,
+    let Some(last) = list.last_mut() else {
+        return Err(handle);
     };
-    list.push(p);
+    let same_promise = match (&last.promise, promise) {
+        (None, None) => true,
+        (Some(a), Some(b)) => a.same_as(b),
+        _ => false,
+    };
+    if !same_promise
+        || last.hooked.is_some()
+        || last.operation.is_some()
+        || last.remote.is_some()
+        || !handle.completes_after(&last.handle)
+    {
+        return Err(handle);
+    }
+    // The earlier handle is dropped: the later one's completion stands for it.
+    last.handle = handle;
+    last.puts += 1;
+    Ok(())
 }
 
 /// The hook's view of a get in flight: the hook, its operation and the range read.

@@ -12,13 +12,14 @@
 //! atomics still wait for their reply inside the call.
 
 use bytemuck::Pod;
+use gasnet_bridge::completion::WriteHandle;
 use gasnet_bridge::sleep::Awaiting;
 use serde::Serialize;
 
 use crate::future::Future;
 use crate::global_ptr::GlobalPtr;
 use crate::hook::{GetAction, PutAction, Rma};
-use crate::pending::PendingPut;
+use crate::pending::{HookedPut, PendingPut, fold_put, push_put};
 use crate::promise::Promise;
 use crate::rpc::{RpcFn, rpc_ff};
 use crate::runtime::{self, Runtime};
@@ -51,11 +52,15 @@ pub(crate) fn put_bytes(rt: &Runtime, rank: usize, offset: usize, bytes: &[u8]) 
     hook.after_put(id, &rma, ack);
 }
 
+/// A put that left for memory this process does not map: its handle, and the hook that saw it
+/// start (it sees the ack when it arrives).
+type Started = (WriteHandle, Option<HookedPut>);
+
 /// Starts a put of `bytes` at (`rank`, `offset`) through the hook, if any: `None` when it is
 /// complete already (memory this process maps) or the hook suppressed it, else what its ack
-/// must still complete (see `pending.rs`). The hook sees the ack when it arrives.
+/// must still complete (see `pending.rs`).
 #[inline]
-fn start_put(rt: &Runtime, rank: usize, offset: usize, bytes: &[u8]) -> Option<PendingPut> {
+fn start_put(rt: &Runtime, rank: usize, offset: usize, bytes: &[u8]) -> Option<Started> {
     let Some((hook, id)) = rt.hook_op() else {
         let handle = rt
             .ep()
@@ -63,7 +68,7 @@ fn start_put(rt: &Runtime, rank: usize, offset: usize, bytes: &[u8]) -> Option<P
             .unwrap_or_else(|e| panic!("rput: {e}"));
         return match handle.completed_at_once() {
             Some(_) => None,
-            None => Some(PendingPut::new(handle, None)),
+            None => Some((handle, None)),
         };
     };
     let rma = Rma {
@@ -85,19 +90,24 @@ fn start_put(rt: &Runtime, rank: usize, offset: usize, bytes: &[u8]) -> Option<P
             hook.after_put(id, &rma, ack);
             None
         }
-        None => Some(PendingPut::new(handle, Some((hook, id, rma)))),
+        None => Some((handle, Some((hook, id, rma)))),
     }
 }
 
-/// The future of a put started by [`start_put`]: ready, or completed by its ack.
+/// The future of a put started by [`start_put`]: ready, holding the handle of a window put
+/// that no hook saw (waiting on it flushes the target), or completed by its ack.
 #[inline]
-fn put_future(rt: &Runtime, pending: Option<PendingPut>) -> Future<()> {
-    let Some(mut p) = pending else {
+fn put_future(rt: &Runtime, started: Option<Started>) -> Future<()> {
+    let Some((handle, hooked)) = started else {
         return Future::ready(());
     };
+    if hooked.is_none() && handle.completes_by_flush() {
+        return Future::of_write(handle, ());
+    }
+    let mut p = PendingPut::new(handle, hooked);
     let (future, fulfiller) = Future::pending_for(Awaiting::new("the ack of an rput"));
     p.operation = Some(fulfiller);
-    crate::pending::push_put(rt, p);
+    push_put(rt, p);
     future
 }
 
@@ -340,26 +350,54 @@ impl<'p> Completions<'p> {
 
     /// Reports every event of a put whose ack is still to come: the source is free (the
     /// conduit copied it), the operation completes, and the rpc leaves, when the ack arrives.
-    fn complete_later(self, rt: &Runtime, mut pending: PendingPut, target: usize) -> CxFutures {
+    fn complete_later(self, rt: &Runtime, started: Started, target: usize) -> CxFutures {
+        let (handle, hooked) = started;
         let source = match self.source {
             Some(Notify::Future) => Some(Future::ready(())),
             Some(Notify::Promise(_)) | None => None,
         };
+        let promise = match self.operation {
+            Some(Notify::Promise(p)) => {
+                p.require_anonymous(1);
+                Some(p)
+            }
+            Some(Notify::Future) | None => None,
+        };
+        // A put of a flood that only counts on a promise needs no record of its own.
+        let handle = match self.operation {
+            Some(Notify::Promise(_)) | None if hooked.is_none() && self.remote.is_none() => {
+                match fold_put(rt, handle, promise) {
+                    Ok(()) => {
+                        return CxFutures {
+                            source,
+                            operation: None,
+                        };
+                    }
+                    Err(handle) => handle,
+                }
+            }
+            Some(Notify::Future)
+                if hooked.is_none() && self.remote.is_none() && handle.completes_by_flush() =>
+            {
+                return CxFutures {
+                    source,
+                    operation: Some(Future::of_write(handle, ())),
+                };
+            }
+            _ => handle,
+        };
+        let mut pending = PendingPut::new(handle, hooked);
         let operation = match self.operation {
             Some(Notify::Future) => {
                 let (future, fulfiller) = Future::pending_for(Awaiting::new("the ack of an rput"));
                 pending.operation = Some(fulfiller);
                 Some(future)
             }
-            Some(Notify::Promise(p)) => {
-                p.require_anonymous(1);
-                pending.promise = Some(p.clone());
-                None
-            }
-            None => None,
+            Some(Notify::Promise(_)) | None => None,
         };
+        pending.promise = promise.cloned();
         pending.remote = self.remote.map(|send| (target, send));
-        crate::pending::push_put(rt, pending);
+        push_put(rt, pending);
         CxFutures { source, operation }
     }
 

@@ -316,10 +316,15 @@ impl Runtime {
     /// synchronization or scope entry outside the handler quiets instead.
     #[inline]
     pub(crate) fn quiet(&self) {
-        if self.nothing_in_flight() || self.ep().in_handler() {
+        if self.ep().in_handler() {
             return;
         }
-        if self.complete_without_messages(&mut || self.nothing_in_flight()) {
+        // Window puts whose futures hold their handles are in no list (`pending.rs`): the
+        // flush completes them, and whatever in the lists waited for it.
+        if self.ep().flush_rma() && !self.nothing_in_flight() {
+            crate::pending::complete_arrived(self);
+        }
+        if self.nothing_in_flight() {
             return;
         }
         self.ep().wait_for(

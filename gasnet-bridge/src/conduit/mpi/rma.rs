@@ -14,7 +14,7 @@ use crate::error::BridgeError;
 
 use super::MpiWorld;
 use super::calls::{check, mpi_len, must, null_request, uint8};
-use super::rma_window::{RmaWindow, is_window_id, put_completes_after};
+use super::rma_window::{RmaWindow, is_window_id, is_window_put, put_completes_after};
 use super::state::Op;
 use super::wire::{
     F_UNCOUNTED, Header, K_ATOMIC, K_GET, K_GET_NB, K_GETV, K_PUT, K_PUTV, TAG_GET, encode_op,
@@ -46,6 +46,12 @@ impl MpiWorld {
             }
             _ => false,
         }
+    }
+
+    /// True if `id` names a put on the window (completed by a flush of its target).
+    #[inline]
+    pub(crate) fn is_window_write(&self, id: u64) -> bool {
+        self.rma.is_some() && is_window_put(id)
     }
 
     /// True if write `later`'s completion implies write `earlier`'s (same ack): two window

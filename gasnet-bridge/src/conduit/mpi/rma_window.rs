@@ -123,6 +123,12 @@ pub(super) fn is_window_id(id: u64) -> bool {
     id & WINDOW_ID != 0
 }
 
+/// True if `id` names a window put (not a get).
+#[inline]
+pub(super) fn is_window_put(id: u64) -> bool {
+    id & (WINDOW_ID | GET_ID) == WINDOW_ID
+}
+
 #[inline]
 fn target_of(id: u64) -> usize {
     ((id & !(WINDOW_ID | GET_ID)) >> TARGET_SHIFT) as usize
@@ -133,9 +139,8 @@ fn target_of(id: u64) -> usize {
 /// toward it before the flush, and the acks of window puts are all [`WriteAck::UNCOUNTED`]).
 #[inline]
 pub(super) fn put_completes_after(earlier: u64, later: u64) -> bool {
-    const KIND: u64 = WINDOW_ID | GET_ID;
-    earlier & KIND == WINDOW_ID
-        && later & KIND == WINDOW_ID
+    is_window_put(earlier)
+        && is_window_put(later)
         && target_of(earlier) == target_of(later)
         && (earlier & SEQ_MASK) < (later & SEQ_MASK)
 }
