@@ -180,13 +180,15 @@ impl Staging {
         dst.as_ptr()
     }
 
-    /// Every staged put has completed: the chunks may be reused (two kept).
+    /// Every staged put has completed: the chunks may be reused (two kept besides the current
+    /// one, which stays current: a put-and-wait loop resets after every put and so touches
+    /// no list).
+    #[inline]
     fn reset(&mut self) {
-        self.free.append(&mut self.full);
-        if let Some(c) = self.current.take() {
-            self.free.push(c);
+        if !self.full.is_empty() {
+            self.free.append(&mut self.full);
+            self.free.truncate(2);
         }
-        self.free.truncate(2);
         self.used = 0;
         self.total = 0;
     }
@@ -440,10 +442,15 @@ impl RmaWindow {
             )?;
             return Ok(id);
         }
-        if self.st.borrow().staging.total + src.len() > STAGE_LIMIT {
-            self.flush_dirty()?;
-        }
-        let staged = self.st.borrow_mut().staging.stage(src);
+        let staged = {
+            let mut st = self.st.borrow_mut();
+            if st.staging.total + src.len() > STAGE_LIMIT {
+                drop(st);
+                self.flush_dirty()?;
+                st = self.st.borrow_mut();
+            }
+            st.staging.stage(src)
+        };
         // The staged bytes stay in their chunk until a flush of every dirty target resets it.
         self.start_put(target, offset, staged, len)
     }
@@ -691,6 +698,10 @@ mod tests {
         assert_eq!(s.total, CHUNK + 2);
         s.reset();
         assert_eq!(s.total, 0);
-        assert!(s.free.len() <= 2);
+        assert!(s.free.len() <= 2 && s.full.is_empty());
+        // The current chunk is reused from its start.
+        let c = s.stage(&[4]);
+        assert_eq!(c, b, "the current chunk's first byte again");
+        assert_eq!(s.total, 1);
     }
 }
