@@ -350,12 +350,11 @@ impl<'p> Completions<'p> {
 
     /// Reports every event of a put whose ack is still to come: the source is free (the
     /// conduit copied it), the operation completes, and the rpc leaves, when the ack arrives.
+    /// Inlined for a flood's sake: a put that only counts on a promise folds into the latest
+    /// record (`pending.rs`) without its handle and completions being moved around first.
+    #[inline]
     fn complete_later(self, rt: &Runtime, started: Started, target: usize) -> CxFutures {
         let (handle, hooked) = started;
-        let source = match self.source {
-            Some(Notify::Future) => Some(Future::ready(())),
-            Some(Notify::Promise(_)) | None => None,
-        };
         let promise = match self.operation {
             Some(Notify::Promise(p)) => {
                 p.require_anonymous(1);
@@ -363,29 +362,51 @@ impl<'p> Completions<'p> {
             }
             Some(Notify::Future) | None => None,
         };
-        // A put of a flood that only counts on a promise needs no record of its own.
+        let plain = hooked.is_none() && self.remote.is_none();
         let handle = match self.operation {
-            Some(Notify::Promise(_)) | None if hooked.is_none() && self.remote.is_none() => {
-                match fold_put(rt, handle, promise) {
-                    Ok(()) => {
-                        return CxFutures {
-                            source,
-                            operation: None,
-                        };
-                    }
-                    Err(handle) => handle,
+            Some(Notify::Promise(_)) | None if plain => match fold_put(rt, handle, promise) {
+                Ok(()) => {
+                    let source = match self.source {
+                        Some(Notify::Future) => Some(Future::ready(())),
+                        Some(Notify::Promise(_)) | None => None,
+                    };
+                    return CxFutures {
+                        source,
+                        operation: None,
+                    };
                 }
-            }
-            Some(Notify::Future)
-                if hooked.is_none() && self.remote.is_none() && handle.completes_by_flush() =>
-            {
-                return CxFutures {
-                    source,
-                    operation: Some(Future::of_write(handle, ())),
-                };
-            }
+                Err(handle) => handle,
+            },
             _ => handle,
         };
+        self.record_later(rt, (handle, hooked), promise, target)
+    }
+
+    /// [`Completions::complete_later`] for a put that needs a record of its own (or a future
+    /// holding its handle); `promise` had its dependency added already.
+    #[inline(never)]
+    fn record_later(
+        self,
+        rt: &Runtime,
+        started: Started,
+        promise: Option<&Promise<()>>,
+        target: usize,
+    ) -> CxFutures {
+        let (handle, hooked) = started;
+        let source = match self.source {
+            Some(Notify::Future) => Some(Future::ready(())),
+            Some(Notify::Promise(_)) | None => None,
+        };
+        if let Some(Notify::Future) = self.operation
+            && hooked.is_none()
+            && self.remote.is_none()
+            && handle.completes_by_flush()
+        {
+            return CxFutures {
+                source,
+                operation: Some(Future::of_write(handle, ())),
+            };
+        }
         let mut pending = PendingPut::new(handle, hooked);
         let operation = match self.operation {
             Some(Notify::Future) => {
