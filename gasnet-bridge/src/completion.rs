@@ -12,6 +12,13 @@ use crate::counters::WriteAck;
 use crate::endpoint::Endpoint;
 use crate::error::BridgeError;
 
+/// A write that a flush completes, reduced to its number ([`WriteHandle::into_flush_id`]): no
+/// reference, nothing to drop, eight bytes. What a layer above keeps per put when it tracks
+/// many (a future's state); [`Endpoint::flushed`] tests it, [`Endpoint::complete_flush`]
+/// completes it. Its ack is [`WriteAck::UNCOUNTED`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlushId(pub(crate) u64);
+
 /// Completion of a non-blocking write (put or long AM); yields the target's EC/IWC.
 #[derive(Debug)]
 #[must_use = "a write handle must be waited on or tested to learn its completion"]
@@ -73,14 +80,14 @@ impl WriteHandle {
         }
     }
 
-    /// True if a flush of the one-sided path completes this write, with no message (the mpi
-    /// conduit's window puts; [`Endpoint::flush_rma`]), so that waiting on it is that flush.
+    /// The write's number if a flush of the one-sided path completes it, with no message
+    /// (the mpi conduit's window puts; [`Endpoint::flush_rma`]), else the handle back.
     #[inline]
-    pub fn completes_by_flush(&self) -> bool {
+    pub fn into_flush_id(self) -> Result<FlushId, WriteHandle> {
         match &self.state {
-            WriteState::Done(_) => false,
             #[cfg(feature = "mpi")]
-            WriteState::Pending(world, id) => world.is_window_write(*id),
+            WriteState::Pending(world, id) if world.is_window_write(*id) => Ok(FlushId(*id)),
+            _ => Err(self),
         }
     }
 

@@ -5,8 +5,9 @@
 //! that the runtime fills when the operation completes, during some call that makes progress.
 //! Continuations attached with [`Future::then`] run at that moment, on the rank's thread.
 //! The operation future of a put that a flush completes (the mpi conduit's window) holds the
-//! put's handle instead of a slot: no allocation, and waiting is that flush; a continuation
-//! attached to it turns it into a slot that progress fills, like any other.
+//! put's number instead of a slot (`FlushId`, eight bytes: a future is no larger for it): no
+//! allocation, and waiting is that flush; a continuation attached to it turns it into a slot
+//! that progress fills, like any other.
 //!
 //! Waiting ([`Future::wait`]) makes progress, so it can never deadlock on work that only this
 //! rank can do. `Future<T>` also implements [`std::future::Future`]; polled from an executor on
@@ -17,7 +18,7 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
 
-use gasnet_bridge::completion::WriteHandle;
+use gasnet_bridge::FlushId;
 use gasnet_bridge::sleep::Awaiting;
 
 use crate::runtime;
@@ -31,9 +32,9 @@ pub struct Future<T: 'static> {
 enum State<T: 'static> {
     Ready(T),
     Pending(Rc<Slot<T>>),
-    /// A write that a flush completes (`WriteHandle::completes_by_flush`) and the value to
-    /// give once it has.
-    Write(WriteHandle, T),
+    /// A write that a flush completes (`WriteHandle::into_flush_id`); only in a `Future<()>`
+    /// (see [`Future::of_write`]), whose value it gives once the write has completed.
+    Write(FlushId),
     /// The value was moved out by `poll`.
     Taken,
 }
@@ -96,23 +97,15 @@ impl<T: 'static> Future<T> {
         )
     }
 
-    /// A future of `value` once the write of `handle` (one that a flush completes) is complete.
-    #[inline]
-    pub(crate) fn of_write(handle: WriteHandle, value: T) -> Future<T> {
-        Future {
-            state: State::Write(handle, value),
-        }
-    }
-
-    /// The future of a write's value as a slot that progress fills (for a continuation).
-    fn tracked(handle: WriteHandle, value: T) -> Future<T> {
+    /// The future of write `id` as a slot that progress fills (for a continuation).
+    fn tracked(id: FlushId) -> Future<T> {
         let (future, fulfiller) = Future::<()>::pending_for(Awaiting::new("the ack of an rput"));
         runtime::with(|rt| {
-            let mut p = crate::pending::PendingPut::new(handle, None);
+            let mut p = crate::pending::PendingPut::new(rt.ep().write_handle(id), None);
             p.operation = Some(fulfiller);
             crate::pending::push_put(rt, p);
         });
-        future.then(move |()| value)
+        future.then(|()| unit::<T>())
     }
 
     /// True if the value is available without waiting.
@@ -120,7 +113,7 @@ impl<T: 'static> Future<T> {
         match &self.state {
             State::Ready(_) => true,
             State::Pending(slot) => slot.ready.get(),
-            State::Write(handle, _) => handle.arrived().is_some(),
+            State::Write(id) => runtime::with(|rt| rt.ep().flushed(*id)),
             State::Taken => false,
         }
     }
@@ -135,10 +128,10 @@ impl<T: 'static> Future<T> {
                 }
                 take(&slot)
             }
-            State::Write(handle, value) => {
+            State::Write(id) => {
                 // A flush of the target (when not done yet): it runs no handler.
-                runtime::with(|rt| handle.wait(rt.ep()));
-                value
+                runtime::with(|rt| rt.ep().complete_flush(id));
+                unit::<T>()
             }
             State::Taken => panic!("wait on a future whose value was already taken by poll"),
         }
@@ -168,11 +161,11 @@ impl<T: 'static> Future<T> {
                 *slot.continuation.borrow_mut() = Some(Box::new(move |v| fulfiller.fulfill(f(v))));
                 future
             }
-            State::Write(handle, value) => {
-                if handle.arrived().is_some() {
-                    return Future::ready(f(value));
+            State::Write(id) => {
+                if runtime::with(|rt| rt.ep().flushed(id)) {
+                    return Future::ready(f(unit::<T>()));
                 }
-                Future::tracked(handle, value).then(f)
+                Future::tracked(id).then(f)
             }
             State::Taken => panic!("then on a future whose value was already taken by poll"),
         }
@@ -205,6 +198,26 @@ fn collapse<T: 'static>(f: Future<T>) -> Future<T> {
         State::Pending(slot) if slot.ready.get() => Future::ready(take(&slot)),
         state => Future { state },
     }
+}
+
+impl Future<()> {
+    /// The future of write `id` (one that a flush completes): waiting is that flush.
+    #[inline]
+    pub(crate) fn of_write(id: FlushId) -> Future<()> {
+        Future {
+            state: State::Write(id),
+        }
+    }
+}
+
+/// The value of a completed write's future: `()`, the only `T` whose future holds a write
+/// ([`Future::of_write`]); a compile-time type check, no allocation (`()` is zero-sized).
+#[inline]
+fn unit<T: 'static>() -> T {
+    let unit: Box<dyn std::any::Any> = Box::new(());
+    *unit
+        .downcast::<T>()
+        .expect("only a Future<()> holds a write")
 }
 
 fn take<T>(slot: &Slot<T>) -> T {
@@ -264,12 +277,12 @@ impl<T: 'static> std::future::Future for Future<T> {
                 }
                 slot.ready.get()
             }
-            State::Write(handle, _) => {
-                if handle.arrived().is_none() {
-                    runtime::progress();
+            State::Write(id) => runtime::with(|rt| {
+                if !rt.ep().flushed(*id) {
+                    crate::runtime::progress();
                 }
-                handle.arrived().is_some()
-            }
+                rt.ep().flushed(*id)
+            }),
             State::Taken => panic!("a future polled after it returned its value"),
         };
         if !ready {
@@ -281,7 +294,7 @@ impl<T: 'static> std::future::Future for Future<T> {
         match std::mem::replace(&mut this.state, State::Taken) {
             State::Ready(v) => Poll::Ready(v),
             State::Pending(slot) => Poll::Ready(take(&slot)),
-            State::Write(_, v) => Poll::Ready(v),
+            State::Write(_) => Poll::Ready(unit::<T>()),
             State::Taken => unreachable!(),
         }
     }
@@ -295,10 +308,7 @@ impl<T: std::fmt::Debug + 'static> std::fmt::Debug for Future<T> {
                 .debug_struct("Future::Pending")
                 .field("ready", &s.ready.get())
                 .finish(),
-            State::Write(h, _) => f
-                .debug_struct("Future::Write")
-                .field("ready", &h.arrived().is_some())
-                .finish(),
+            State::Write(id) => f.debug_tuple("Future::Write").field(id).finish(),
             State::Taken => f.write_str("Future::Taken"),
         }
     }

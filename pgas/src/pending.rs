@@ -22,7 +22,7 @@
 //! when it starts, so `Promise` counting is unchanged; a hooked put or one with a remote rpc
 //! keeps a record of its own, so the hook sees each put's ack.
 //!
-//! **A window put's operation future holds its handle** (`Future::of_write`, no record here):
+//! **A window put's operation future holds its number** (`Future::of_write`, no record here):
 //! waiting on it is one flush of its target. Such puts are in no list, so [`Runtime::quiet`]
 //! flushes the window first; the flush completes them whether or not anyone waits.
 //!

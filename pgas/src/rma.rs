@@ -94,16 +94,21 @@ fn start_put(rt: &Runtime, rank: usize, offset: usize, bytes: &[u8]) -> Option<S
     }
 }
 
-/// The future of a put started by [`start_put`]: ready, holding the handle of a window put
-/// that no hook saw (waiting on it flushes the target), or completed by its ack.
+/// The future of a put started by [`start_put`]: ready, holding the put's number if it is a
+/// window put that no hook saw (waiting on it flushes the target), or completed by its ack.
+/// Inlined whole: an out-of-line cross-host part measured 8 ns slower per rput-and-wait.
 #[inline]
 fn put_future(rt: &Runtime, started: Option<Started>) -> Future<()> {
     let Some((handle, hooked)) = started else {
         return Future::ready(());
     };
-    if hooked.is_none() && handle.completes_by_flush() {
-        return Future::of_write(handle, ());
-    }
+    let handle = match hooked {
+        None => match handle.into_flush_id() {
+            Ok(id) => return Future::of_write(id),
+            Err(handle) => handle,
+        },
+        Some(_) => handle,
+    };
     let mut p = PendingPut::new(handle, hooked);
     let (future, fulfiller) = Future::pending_for(Awaiting::new("the ack of an rput"));
     p.operation = Some(fulfiller);
@@ -383,7 +388,7 @@ impl<'p> Completions<'p> {
     }
 
     /// [`Completions::complete_later`] for a put that needs a record of its own (or a future
-    /// holding its handle); `promise` had its dependency added already.
+    /// holding the put's number); `promise` had its dependency added already.
     #[inline(never)]
     fn record_later(
         self,
@@ -397,16 +402,20 @@ impl<'p> Completions<'p> {
             Some(Notify::Future) => Some(Future::ready(())),
             Some(Notify::Promise(_)) | None => None,
         };
-        if let Some(Notify::Future) = self.operation
-            && hooked.is_none()
-            && self.remote.is_none()
-            && handle.completes_by_flush()
-        {
-            return CxFutures {
-                source,
-                operation: Some(Future::of_write(handle, ())),
-            };
-        }
+        let handle = match self.operation {
+            Some(Notify::Future) if hooked.is_none() && self.remote.is_none() => {
+                match handle.into_flush_id() {
+                    Ok(id) => {
+                        return CxFutures {
+                            source,
+                            operation: Some(Future::of_write(id)),
+                        };
+                    }
+                    Err(handle) => handle,
+                }
+            }
+            _ => handle,
+        };
         let mut pending = PendingPut::new(handle, hooked);
         let operation = match self.operation {
             Some(Notify::Future) => {

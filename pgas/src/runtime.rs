@@ -319,7 +319,7 @@ impl Runtime {
         if self.ep().in_handler() {
             return;
         }
-        // Window puts whose futures hold their handles are in no list (`pending.rs`): the
+        // Window puts whose futures hold only their numbers are in no list (`pending.rs`): the
         // flush completes them, and whatever in the lists waited for it.
         if self.ep().flush_rma() && !self.nothing_in_flight() {
             crate::pending::complete_arrived(self);

@@ -257,12 +257,12 @@ fn gets_and_atomics_are_in_flight_together() {
 }
 
 /// Floods that the window path tracks cheaply (pgas/src/pending.rs): puts counted on one
-/// promise fold into one record per target, and an rput's future holds its handle. Every put is
-/// still counted on its promise one by one, two promises interleaved on one target each
-/// complete on their own, a continuation on a held handle runs, a fence completes held
-/// handles (`is_ready` without a wait), and every byte of every put (1 B to 20 KiB, past the
-/// staging limit) is at its target once its completion says so, read back without a barrier.
-/// Each rank writes a region of its own in every other rank's array.
+/// promise fold into one record per target, and an rput's future holds its number. Every put
+/// is still counted on its promise one by one, two promises interleaved on one target each
+/// complete on their own, a continuation on such a future runs, a fence completes the puts of
+/// held futures (`is_ready` without a wait), and every byte of every put (1 B to 20 KiB, past
+/// the staging limit) is at its target once its completion says so, read back without a
+/// barrier. Each rank writes a region of its own in every other rank's array.
 #[test]
 fn folded_and_handle_holding_puts_complete_every_byte() {
     const BIG: usize = 2560;

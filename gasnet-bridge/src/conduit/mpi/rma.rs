@@ -48,6 +48,12 @@ impl MpiWorld {
         }
     }
 
+    /// Whether window write `id` has completed (no flush).
+    #[inline]
+    pub(crate) fn flushed(&self, id: u64) -> bool {
+        self.window_of(id).is_some_and(|w| w.done(id))
+    }
+
     /// True if `id` names a put on the window (completed by a flush of its target).
     #[inline]
     pub(crate) fn is_window_write(&self, id: u64) -> bool {
