@@ -324,7 +324,7 @@ fn folded_and_handle_holding_puts_complete_every_byte() {
                 let chained = std::rc::Rc::new(std::cell::Cell::new(0usize));
                 for &t in &others {
                     let region = at(t, 0).cast::<u8>();
-                    for i in 2 * FLOOD..3 * FLOOD {
+                    for (i, &w) in want.iter().enumerate().take(3 * FLOOD).skip(2 * FLOOD) {
                         let f = if i % 2 == 0 {
                             // One byte at a time: eight puts per word.
                             let fs: Vec<Future<()>> = (8 * i..8 * i + 8)
@@ -332,7 +332,7 @@ fn folded_and_handle_holding_puts_complete_every_byte() {
                                 .collect();
                             when_all(fs).then(|_| ())
                         } else {
-                            rput(want[i], at(t, i))
+                            rput(w, at(t, i))
                         };
                         if i % 7 == 0 {
                             let c = chained.clone();
