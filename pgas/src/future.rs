@@ -119,20 +119,16 @@ impl<T: 'static> Future<T> {
     }
 
     /// Waits, making progress, and returns the value.
+    #[inline]
     pub fn wait(self) -> T {
         match self.state {
             State::Ready(v) => v,
-            State::Pending(slot) => {
-                if !slot.ready.get() {
-                    runtime::progress_until_for(slot.awaiting, || slot.ready.get());
-                }
-                take(&slot)
-            }
             State::Write(id) => {
                 // A flush of the target (when not done yet): it runs no handler.
                 runtime::with(|rt| rt.ep().complete_flush(id));
                 unit::<T>()
             }
+            State::Pending(slot) => wait_slot(slot),
             State::Taken => panic!("wait on a future whose value was already taken by poll"),
         }
     }
@@ -218,6 +214,16 @@ fn unit<T: 'static>() -> T {
     *unit
         .downcast::<T>()
         .expect("only a Future<()> holds a write")
+}
+
+/// [`Future::wait`] on a slot: out of line, so that waiting on a future that is ready at once
+/// (smp, one host) or holds a write stays small enough to inline.
+#[inline(never)]
+fn wait_slot<T>(slot: Rc<Slot<T>>) -> T {
+    if !slot.ready.get() {
+        runtime::progress_until_for(slot.awaiting, || slot.ready.get());
+    }
+    take(&slot)
 }
 
 fn take<T>(slot: &Slot<T>) -> T {
