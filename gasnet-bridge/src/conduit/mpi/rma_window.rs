@@ -21,9 +21,11 @@
 //! that lives until the next flush, a large one is followed by `MPI_Win_flush_local`; it stays
 //! in flight until something flushes its target: user progress (`poll`), a wait on its
 //! handle, a barrier, the end of the job, or an active-message request to the same target
-//! (which keeps today's order of a put before a later request to the same rank). Many puts
-//! thus complete with one flush. Operations are numbered per process; a target's flush
-//! completes every operation numbered below the count at the time of that flush.
+//! (which keeps today's order of a put before a later request to the same rank), or
+//! `Endpoint::flush_rma`. Many puts thus complete with one flush. Operations are numbered per
+//! process; a target's flush completes every operation numbered below the count at the time of
+//! that flush, so a later put's completion implies an earlier one's to the same target
+//! ([`put_completes_after`]), which lets a caller track a flood by its last handle.
 //!
 //! Atomics stay active messages (an `MPI_Fetch_and_op` per atomic was not measured to pay).
 
