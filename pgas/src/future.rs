@@ -5,9 +5,9 @@
 //! that the runtime fills when the operation completes, during some call that makes progress.
 //! Continuations attached with [`Future::then`] run at that moment, on the rank's thread.
 //! The operation future of a put that a flush completes (the mpi conduit's window) holds the
-//! put's number instead of a slot (`FlushId`, eight bytes: a future is no larger for it): no
-//! allocation, and waiting is that flush; a continuation attached to it turns it into a slot
-//! that progress fills, like any other.
+//! put's number instead of a slot (`FlushId`: eight bytes like the slot's pointer, no `Drop`):
+//! no allocation, and waiting is that flush; a continuation attached to it turns it into a
+//! slot that progress fills, like any other.
 //!
 //! Waiting ([`Future::wait`]) makes progress, so it can never deadlock on work that only this
 //! rank can do. `Future<T>` also implements [`std::future::Future`]; polled from an executor on
