@@ -272,6 +272,10 @@ pub struct BenchArgs {
     /// Fewer operations per repetition, for smoke tests.
     #[arg(long)]
     pub quick: bool,
+    /// Only the lines of these benches (comma-separated `bench` names; a bench that does not
+    /// know how to skip a measurement still prints every line it measured).
+    #[arg(long, value_delimiter = ',')]
+    pub only: Vec<String>,
 }
 
 impl BenchArgs {
@@ -285,6 +289,12 @@ impl BenchArgs {
     /// that takes options of its own out first.
     pub fn from_args(program: &str, args: impl IntoIterator<Item = String>) -> BenchArgs {
         BenchArgs::parse_from(std::iter::once(program.to_owned()).chain(args))
+    }
+
+    /// Whether the lines of `bench` are wanted (`--only` names it, or is absent): lets a
+    /// profile or an A/B run measure a few lines without the rest of the binary's time.
+    pub fn wants(&self, bench: &str) -> bool {
+        self.only.is_empty() || self.only.iter().any(|b| b == bench)
     }
 
     /// Parses arguments (without the program name); `Ok(None)` means help was asked for.
@@ -397,6 +407,10 @@ mod tests {
         assert!(p(&["--ranks", "1"]).unwrap_err().contains("at least 2"));
         assert!(p(&["--reps", "0"]).unwrap_err().contains("at least 1"));
         assert!(p(&["--bogus"]).unwrap_err().contains("--bogus"));
+        assert!(a.wants("anything"));
+        let only = p(&["--only", "rput_flood,rput_latency"]).unwrap().unwrap();
+        assert!(only.wants("rput_flood") && only.wants("rput_latency"));
+        assert!(!only.wants("rget_latency"));
     }
 
     #[test]

@@ -12,6 +12,13 @@ use crate::counters::WriteAck;
 use crate::endpoint::Endpoint;
 use crate::error::BridgeError;
 
+/// A write that a flush completes, reduced to its number ([`WriteHandle::into_flush_id`]): no
+/// reference, nothing to drop, eight bytes. What a layer above keeps per put when it tracks
+/// many (a future's state); [`Endpoint::flushed`] tests it, [`Endpoint::complete_flush`]
+/// completes it. Its ack is [`WriteAck::UNCOUNTED`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlushId(pub(crate) u64);
+
 /// Completion of a non-blocking write (put or long AM); yields the target's EC/IWC.
 #[derive(Debug)]
 #[must_use = "a write handle must be waited on or tested to learn its completion"]
@@ -70,6 +77,31 @@ impl WriteHandle {
             WriteState::Done(ack) => Some(*ack),
             #[cfg(feature = "mpi")]
             WriteState::Pending(world, id) => world.test_ack(*id),
+        }
+    }
+
+    /// The write's number if a flush of the one-sided path completes it, with no message
+    /// (the mpi conduit's window puts; [`Endpoint::flush_rma`]), else the handle back.
+    #[inline]
+    pub fn into_flush_id(self) -> Result<FlushId, WriteHandle> {
+        match &self.state {
+            #[cfg(feature = "mpi")]
+            WriteState::Pending(world, id) if world.is_window_write(*id) => Ok(FlushId(*id)),
+            _ => Err(self),
+        }
+    }
+
+    /// True if this write's completion implies `earlier`'s, with the same ack (on the mpi
+    /// conduit: window puts to one target, this one started later); a caller tracking many
+    /// writes may then keep this handle alone. False whenever that is not known.
+    #[inline]
+    pub fn completes_after(&self, earlier: &WriteHandle) -> bool {
+        match (&self.state, &earlier.state) {
+            #[cfg(feature = "mpi")]
+            (WriteState::Pending(world, later), WriteState::Pending(other, first)) => {
+                std::rc::Rc::ptr_eq(world, other) && world.write_completes_after(*first, *later)
+            }
+            _ => false,
         }
     }
 

@@ -267,6 +267,59 @@ impl Endpoint {
         }
     }
 
+    /// Completes the one-sided operations in flight that need no message to complete (the mpi
+    /// conduit's window puts and gets: one flush per target), without taking messages off the
+    /// wire or running handlers; returns whether there were any. Free when there are none (smp:
+    /// always). Lets a wait for a put's completion skip a full round of [`Endpoint::poll`].
+    #[inline]
+    pub fn flush_rma(&self) -> bool {
+        match &self.conduit {
+            Conduit::Smp(_) => false,
+            #[cfg(feature = "mpi")]
+            Conduit::Mpi(world) => world.flush_rma(),
+        }
+    }
+
+    /// Whether write `id` has completed (no progress, no flush).
+    #[inline]
+    pub fn flushed(&self, id: crate::completion::FlushId) -> bool {
+        match &self.conduit {
+            Conduit::Smp(_) => {
+                let _ = id;
+                true
+            }
+            #[cfg(feature = "mpi")]
+            Conduit::Mpi(world) => world.flushed(id.0),
+        }
+    }
+
+    /// The handle of write `id` again, for a caller that tracks it with other handles.
+    pub fn write_handle(&self, id: crate::completion::FlushId) -> WriteHandle {
+        match &self.conduit {
+            Conduit::Smp(_) => {
+                let _ = id; // never made on smp, where every write completes at once
+                WriteHandle::complete(WriteAck::UNCOUNTED)
+            }
+            #[cfg(feature = "mpi")]
+            Conduit::Mpi(world) => WriteHandle::pending(world.clone(), id.0),
+        }
+    }
+
+    /// Completes write `id`: a flush of its target unless that came already. Runs no handler
+    /// (so it may be used inside one).
+    #[inline]
+    pub fn complete_flush(&self, id: crate::completion::FlushId) {
+        match &self.conduit {
+            Conduit::Smp(_) => {
+                let _ = id;
+            }
+            #[cfg(feature = "mpi")]
+            Conduit::Mpi(world) => {
+                world.wait_ack(id.0);
+            }
+        }
+    }
+
     /// Reads `dst.len()` bytes from `rank`'s segment at `offset`.
     #[inline]
     pub fn get(&self, rank: usize, offset: usize, dst: &mut [u8]) -> Result<(), BridgeError> {

@@ -42,7 +42,7 @@ pub mod vector;
 
 pub use active_message::{HandlerId, HandlerTable, MAX_ARGS, MAX_MEDIUM, Payload, Token};
 pub use atomic::{AtomicOp, AtomicResult};
-pub use completion::{AccessRegion, GetHandle, WriteHandle};
+pub use completion::{AccessRegion, FlushId, GetHandle, WriteHandle};
 pub use conduit::ConduitKind;
 pub use config::{DEFAULT_SEGMENT_BYTES, LaunchConfig};
 pub use counters::{WriteAck, WriteCounting};

@@ -4,6 +4,10 @@
 //! value (no allocation: most smp operations complete at once), or pending on a shared slot
 //! that the runtime fills when the operation completes, during some call that makes progress.
 //! Continuations attached with [`Future::then`] run at that moment, on the rank's thread.
+//! The operation future of a put that a flush completes (the mpi conduit's window) holds the
+//! put's number instead of a slot (`FlushId`: eight bytes like the slot's pointer, no `Drop`):
+//! no allocation, and waiting is that flush; a continuation attached to it turns it into a
+//! slot that progress fills, like any other.
 //!
 //! Waiting ([`Future::wait`]) makes progress, so it can never deadlock on work that only this
 //! rank can do. `Future<T>` also implements [`std::future::Future`]; polled from an executor on
@@ -14,6 +18,7 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
 
+use gasnet_bridge::FlushId;
 use gasnet_bridge::sleep::Awaiting;
 
 use crate::runtime;
@@ -27,6 +32,9 @@ pub struct Future<T: 'static> {
 enum State<T: 'static> {
     Ready(T),
     Pending(Rc<Slot<T>>),
+    /// A write that a flush completes (`WriteHandle::into_flush_id`); only in a `Future<()>`
+    /// (see [`Future::of_write`]), whose value it gives once the write has completed.
+    Write(FlushId),
     /// The value was moved out by `poll`.
     Taken,
 }
@@ -89,25 +97,38 @@ impl<T: 'static> Future<T> {
         )
     }
 
+    /// The future of write `id` as a slot that progress fills (for a continuation).
+    fn tracked(id: FlushId) -> Future<T> {
+        let (future, fulfiller) = Future::<()>::pending_for(Awaiting::new("the ack of an rput"));
+        runtime::with(|rt| {
+            let mut p = crate::pending::PendingPut::new(rt.ep().write_handle(id), None);
+            p.operation = Some(fulfiller);
+            crate::pending::push_put(rt, p);
+        });
+        future.then(|()| unit::<T>())
+    }
+
     /// True if the value is available without waiting.
     pub fn is_ready(&self) -> bool {
         match &self.state {
             State::Ready(_) => true,
             State::Pending(slot) => slot.ready.get(),
+            State::Write(id) => runtime::with(|rt| rt.ep().flushed(*id)),
             State::Taken => false,
         }
     }
 
     /// Waits, making progress, and returns the value.
+    #[inline]
     pub fn wait(self) -> T {
         match self.state {
             State::Ready(v) => v,
-            State::Pending(slot) => {
-                if !slot.ready.get() {
-                    runtime::progress_until_for(slot.awaiting, || slot.ready.get());
-                }
-                take(&slot)
+            State::Write(id) => {
+                // A flush of the target (when not done yet): it runs no handler.
+                runtime::with(|rt| rt.ep().complete_flush(id));
+                unit::<T>()
             }
+            State::Pending(slot) => wait_slot(slot),
             State::Taken => panic!("wait on a future whose value was already taken by poll"),
         }
     }
@@ -135,6 +156,12 @@ impl<T: 'static> Future<T> {
                 let (future, fulfiller) = Future::pending();
                 *slot.continuation.borrow_mut() = Some(Box::new(move |v| fulfiller.fulfill(f(v))));
                 future
+            }
+            State::Write(id) => {
+                if runtime::with(|rt| rt.ep().flushed(id)) {
+                    return Future::ready(f(unit::<T>()));
+                }
+                Future::tracked(id).then(f)
             }
             State::Taken => panic!("then on a future whose value was already taken by poll"),
         }
@@ -167,6 +194,36 @@ fn collapse<T: 'static>(f: Future<T>) -> Future<T> {
         State::Pending(slot) if slot.ready.get() => Future::ready(take(&slot)),
         state => Future { state },
     }
+}
+
+impl Future<()> {
+    /// The future of write `id` (one that a flush completes): waiting is that flush.
+    #[inline]
+    pub(crate) fn of_write(id: FlushId) -> Future<()> {
+        Future {
+            state: State::Write(id),
+        }
+    }
+}
+
+/// The value of a completed write's future: `()`, the only `T` whose future holds a write
+/// ([`Future::of_write`]); a compile-time type check, no allocation (`()` is zero-sized).
+#[inline]
+fn unit<T: 'static>() -> T {
+    let unit: Box<dyn std::any::Any> = Box::new(());
+    *unit
+        .downcast::<T>()
+        .expect("only a Future<()> holds a write")
+}
+
+/// [`Future::wait`] on a slot: out of line, so that waiting on a future that is ready at once
+/// (smp, one host) or holds a write stays small enough to inline.
+#[inline(never)]
+fn wait_slot<T>(slot: Rc<Slot<T>>) -> T {
+    if !slot.ready.get() {
+        runtime::progress_until_for(slot.awaiting, || slot.ready.get());
+    }
+    take(&slot)
 }
 
 fn take<T>(slot: &Slot<T>) -> T {
@@ -226,6 +283,12 @@ impl<T: 'static> std::future::Future for Future<T> {
                 }
                 slot.ready.get()
             }
+            State::Write(id) => runtime::with(|rt| {
+                if !rt.ep().flushed(*id) {
+                    crate::runtime::progress();
+                }
+                rt.ep().flushed(*id)
+            }),
             State::Taken => panic!("a future polled after it returned its value"),
         };
         if !ready {
@@ -237,6 +300,7 @@ impl<T: 'static> std::future::Future for Future<T> {
         match std::mem::replace(&mut this.state, State::Taken) {
             State::Ready(v) => Poll::Ready(v),
             State::Pending(slot) => Poll::Ready(take(&slot)),
+            State::Write(_) => Poll::Ready(unit::<T>()),
             State::Taken => unreachable!(),
         }
     }
@@ -250,6 +314,7 @@ impl<T: std::fmt::Debug + 'static> std::fmt::Debug for Future<T> {
                 .debug_struct("Future::Pending")
                 .field("ready", &s.ready.get())
                 .finish(),
+            State::Write(id) => f.debug_tuple("Future::Write").field(id).finish(),
             State::Taken => f.write_str("Future::Taken"),
         }
     }

@@ -10,7 +10,21 @@
 //! remote-completion rpc (after the data landed, so the rpc sees it).
 //!
 //! **Progress completes them.** Every round of pgas progress (any wait, [`crate::progress`])
-//! polls the conduit once and then checks each put's handle without further progress.
+//! polls the conduit once and then checks each put's handle without further progress. A wait
+//! first completes the puts that need no message (the mpi conduit's window: one flush per
+//! target, `Endpoint::flush_rma`) and returns at once if that was what it waited for.
+//!
+//! **A flood costs one record.** A put that asks for nothing but a promise's count (or for
+//! nothing at all), with no hook, is folded into the latest record ([`fold_put`]) when the
+//! conduit says its completion implies that one's (window puts to one target,
+//! `WriteHandle::completes_after`): the record keeps the later handle and counts both puts,
+//! and its completion removes both dependencies at once. Each put still adds its dependency
+//! when it starts, so `Promise` counting is unchanged; a hooked put or one with a remote rpc
+//! keeps a record of its own, so the hook sees each put's ack.
+//!
+//! **A window put's operation future holds its number** (`Future::of_write`, no record here):
+//! waiting on it is one flush of its target. Such puts are in no list, so [`Runtime::quiet`]
+//! flushes the window first; the flush completes them whether or not anyone waits.
 //!
 //! **Gets and atomics** to another host travel the same way ([`PendingRead`]): `rget`,
 //! `rget_slice` and the atomic domain's operations return a pending future that the reply
@@ -31,7 +45,7 @@
 use std::rc::Rc;
 
 use gasnet_bridge::completion::{AtomicHandle, OwnedGetHandle, WriteHandle};
-use gasnet_bridge::{AtomicOp, AtomicResult};
+use gasnet_bridge::{AtomicOp, AtomicResult, WriteAck};
 
 use crate::future::Fulfiller;
 use crate::hook::{Interceptor, OpId, Rma};
@@ -41,38 +55,40 @@ use crate::runtime::Runtime;
 /// A remote-completion rpc still to send: the target rank and the sending closure.
 pub(crate) type RemoteSend = (usize, Box<dyn FnOnce(usize)>);
 
+/// The hook's view of a put in flight: the hook, its operation and the range written.
+pub(crate) type HookedPut = (Rc<dyn Interceptor>, OpId, Rma);
+
 /// What a put's ack completes.
 pub(crate) struct PendingPut {
     /// The conduit's handle; yields the target's EC and IWC.
     pub(crate) handle: WriteHandle,
     /// The hook that saw the put start, its operation and range (`after_put` on the ack).
-    pub(crate) hooked: Option<(Rc<dyn Interceptor>, OpId, Rma)>,
+    pub(crate) hooked: Option<HookedPut>,
     /// The operation future to fulfil.
     pub(crate) operation: Option<Fulfiller<()>>,
     /// A promise counting operation completion (one dependency held).
     pub(crate) promise: Option<Promise<()>>,
     /// The remote-completion rpc, sent once the data has landed.
     pub(crate) remote: Option<RemoteSend>,
+    /// Puts this record completes: more than one once later puts were folded into it.
+    puts: usize,
 }
 
 impl PendingPut {
     /// A put that only its handle tracks (no completion asked for).
-    pub(crate) fn new(
-        handle: WriteHandle,
-        hooked: Option<(Rc<dyn Interceptor>, OpId, Rma)>,
-    ) -> Self {
+    pub(crate) fn new(handle: WriteHandle, hooked: Option<HookedPut>) -> Self {
         PendingPut {
             handle,
             hooked,
             operation: None,
             promise: None,
             remote: None,
+            puts: 1,
         }
     }
 
-    /// Runs what the ack completes.
-    fn complete(self, rt: &Runtime) {
-        let ack = self.handle.wait(rt.ep());
+    /// Runs what the ack completes (`ack`: what the handle yielded).
+    fn complete(self, rt: &Runtime, ack: WriteAck) {
         if let Some((hook, id, rma)) = self.hooked {
             rt.acks_pending.set(rt.acks_pending.get() - 1);
             hook.after_put(id, &rma, ack);
@@ -84,9 +100,47 @@ impl PendingPut {
             f.fulfill(());
         }
         if let Some(p) = self.promise {
-            p.fulfill_anonymous(1);
+            p.fulfill_anonymous(self.puts);
         }
     }
+}
+
+/// Keeps `p` until its ack arrives.
+#[inline]
+pub(crate) fn push_put(rt: &Runtime, p: PendingPut) {
+    rt.pending_puts.borrow_mut().push(p);
+}
+
+/// Folds an unhooked put that completes nothing but `promise`'s count (one dependency, added
+/// already), or nothing, into the latest record, if that record completes the same and
+/// `handle`'s completion implies its own; else hands the handle back.
+#[inline]
+pub(crate) fn fold_put(
+    rt: &Runtime,
+    handle: WriteHandle,
+    promise: Option<&Promise<()>>,
+) -> Result<(), WriteHandle> {
+    let mut list = rt.pending_puts.borrow_mut();
+    let Some(last) = list.last_mut() else {
+        return Err(handle);
+    };
+    let same_promise = match (&last.promise, promise) {
+        (None, None) => true,
+        (Some(a), Some(b)) => a.same_as(b),
+        _ => false,
+    };
+    if !same_promise
+        || last.hooked.is_some()
+        || last.operation.is_some()
+        || last.remote.is_some()
+        || !handle.completes_after(&last.handle)
+    {
+        return Err(handle);
+    }
+    // The earlier handle is dropped: the later one's completion stands for it.
+    last.handle = handle;
+    last.puts += 1;
+    Ok(())
 }
 
 /// The hook's view of a get in flight: the hook, its operation and the range read.
@@ -163,22 +217,24 @@ pub(crate) fn complete_arrived(rt: &Runtime) {
     if rt.nothing_in_flight() {
         return;
     }
-    let arrived: Vec<PendingPut> = {
+    // The list of arrived puts is reused from round to round (a latency loop would allocate
+    // one per put otherwise); a completion that makes progress itself finds it taken and
+    // uses a fresh one.
+    let mut arrived = std::mem::take(&mut *rt.arrived_puts.borrow_mut());
+    {
         let mut list = rt.pending_puts.borrow_mut();
-        let mut arrived = Vec::new();
         let mut i = 0;
         while i < list.len() {
-            if list[i].handle.arrived().is_some() {
-                arrived.push(list.swap_remove(i));
-            } else {
-                i += 1;
+            match list[i].handle.arrived() {
+                Some(ack) => arrived.push((list.swap_remove(i), ack)),
+                None => i += 1,
             }
         }
-        arrived
-    };
-    for p in arrived {
-        p.complete(rt);
     }
+    for (p, ack) in arrived.drain(..) {
+        p.complete(rt, ack);
+    }
+    *rt.arrived_puts.borrow_mut() = arrived;
     let replies: Vec<(PendingRead, Reply)> = {
         let mut list = rt.pending_reads.borrow_mut();
         let mut replies = Vec::new();

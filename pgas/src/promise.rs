@@ -71,6 +71,12 @@ impl<T: 'static> Promise<T> {
         );
     }
 
+    /// True if `other` is this very promise (a clone of it), not merely an equal one.
+    #[inline]
+    pub(crate) fn same_as(&self, other: &Promise<T>) -> bool {
+        Rc::ptr_eq(&self.inner, &other.inner)
+    }
+
     /// Removes `n` dependencies; at zero the future completes.
     ///
     /// # Panics

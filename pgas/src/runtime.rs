@@ -60,6 +60,8 @@ pub(crate) struct Runtime {
     pub(crate) deferred_frees: RefCell<BTreeSet<usize>>,
     /// Puts still waiting for their acks (another host's memory; see `pending.rs`).
     pub(crate) pending_puts: RefCell<Vec<crate::pending::PendingPut>>,
+    /// Room for the puts one round of progress completes (kept from round to round).
+    pub(crate) arrived_puts: RefCell<Vec<(crate::pending::PendingPut, gasnet_bridge::WriteAck)>>,
     /// Gets and atomics to other hosts whose reply has not come yet.
     pub(crate) pending_reads: RefCell<Vec<crate::pending::PendingRead>>,
     /// True while a pgas message (an rpc, a reply, a collective step) is being handled.
@@ -141,6 +143,7 @@ impl Runtime {
             acks_pending: Cell::new(0),
             deferred_frees: RefCell::new(BTreeSet::new()),
             pending_puts: RefCell::new(Vec::new()),
+            arrived_puts: RefCell::new(Vec::new()),
             pending_reads: RefCell::new(Vec::new()),
             in_handler: Cell::new(false),
             serving: Cell::new(None),
@@ -313,7 +316,15 @@ impl Runtime {
     /// synchronization or scope entry outside the handler quiets instead.
     #[inline]
     pub(crate) fn quiet(&self) {
-        if self.nothing_in_flight() || self.ep().in_handler() {
+        if self.ep().in_handler() {
+            return;
+        }
+        // Window puts whose futures hold only their numbers are in no list (`pending.rs`): the
+        // flush completes them, and whatever in the lists waited for it.
+        if self.ep().flush_rma() && !self.nothing_in_flight() {
+            crate::pending::complete_arrived(self);
+        }
+        if self.nothing_in_flight() {
             return;
         }
         self.ep().wait_for(
@@ -323,6 +334,21 @@ impl Runtime {
                 self.nothing_in_flight()
             },
         );
+    }
+
+    /// Before a wait's rounds of progress: if operations that complete without messages are in
+    /// flight (the mpi conduit's window puts and gets), completes them and what they complete
+    /// (`pending.rs`), and returns whether `done` then holds. A put's wait thus costs one flush
+    /// of its target instead of a progress round (a flush, the receive test of the message
+    /// path, a back-off), and runs no handler, as a wait on a future found ready runs none.
+    /// Not inside a handler, where a wait must still refuse to block.
+    #[inline]
+    fn complete_without_messages(&self, done: &mut impl FnMut() -> bool) -> bool {
+        if self.nothing_in_flight() || self.ep().in_handler() || !self.ep().flush_rma() {
+            return false;
+        }
+        crate::pending::complete_arrived(self);
+        done()
     }
 
     /// Completes everything in flight before the rank leaves: waves of (sent, handled)
@@ -454,6 +480,9 @@ pub fn poll_until(mut done: impl FnMut() -> bool) {
 /// Makes progress until `done()` holds (spinning, then yielding, then parking).
 pub(crate) fn progress_until(mut done: impl FnMut() -> bool) {
     with(|rt| {
+        if rt.complete_without_messages(&mut done) {
+            return;
+        }
         rt.ep().wait_until(|| {
             crate::pending::complete_arrived(rt);
             done()
@@ -468,6 +497,9 @@ pub(crate) fn progress_until_for(
 ) {
     let mut done = done;
     with(|rt| {
+        if rt.complete_without_messages(&mut done) {
+            return;
+        }
         rt.ep().wait_for(awaiting, || {
             crate::pending::complete_arrived(rt);
             done()

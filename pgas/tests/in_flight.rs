@@ -255,3 +255,142 @@ fn gets_and_atomics_are_in_flight_together() {
         }
     }
 }
+
+/// Floods that the window path tracks cheaply (pgas/src/pending.rs): puts counted on one
+/// promise fold into one record per target, and an rput's future holds its number. Every put
+/// is still counted on its promise one by one, two promises interleaved on one target each
+/// complete on their own, a continuation on such a future runs, a fence completes the puts of
+/// held futures (`is_ready` without a wait), and every byte of every put (1 B to 20 KiB, past
+/// the staging limit) is at its target once its completion says so, read back without a
+/// barrier. Each rank writes a region of its own in every other rank's array.
+#[test]
+fn folded_and_handle_holding_puts_complete_every_byte() {
+    const BIG: usize = 2560;
+    const WORDS: usize = 3 * FLOOD + 3 * BIG;
+    for n in common::ranks_in(&[2, 3, 4]) {
+        run(n, 4, RpcTable::new(), move || {
+            let all = arrays(WORDS * n);
+            let (me, n) = (rank_me(), rank_n());
+            let others: Vec<usize> = (1..n).map(|k| (me + k) % n).collect();
+            // Word `i` of this rank's region at rank `t`.
+            let at = |t: usize, i: usize| all[t] + (me * WORDS + i);
+            let read = |t: usize, from: usize, len: usize| {
+                rget_slice(all[t] + (me * WORDS + from), len).wait()
+            };
+            for round in 1..=2u64 {
+                let want: Vec<u64> = (0..WORDS).map(|i| word(me, i, round)).collect();
+                // Two promises interleaved, every put to every other rank (targets alternate,
+                // so a record folds only puts of one target and one promise).
+                let (p, q) = (Promise::new(), Promise::new());
+                let mut counted = (0usize, 0usize);
+                for i in 0..FLOOD {
+                    for &t in &others {
+                        let (pr, c) = if i % 3 == 0 {
+                            (&q, &mut counted.1)
+                        } else {
+                            (&p, &mut counted.0)
+                        };
+                        let _ = rput_with(
+                            &want[i..=i],
+                            at(t, i),
+                            Completions::new().operation_promise(pr),
+                        );
+                        *c += 1;
+                    }
+                }
+                // Puts asking for no completion fold too; the barrier at the end of the round
+                // completes them (checked there).
+                for i in FLOOD..2 * FLOOD {
+                    for &t in &others {
+                        let _ = rput_with(&want[i..=i], at(t, i), Completions::new());
+                    }
+                }
+                if cross_host() {
+                    assert_eq!(p.outstanding(), counted.0 + 1, "one dependency per put");
+                    assert_eq!(q.outstanding(), counted.1 + 1, "one dependency per put");
+                }
+                q.finalize().wait();
+                assert_eq!(q.outstanding(), 0);
+                p.finalize().wait();
+                assert_eq!(p.outstanding(), 0);
+                for &t in &others {
+                    for (i, w) in read(t, 0, FLOOD).iter().enumerate() {
+                        assert_eq!(*w, want[i], "round {round}: promised word {i} at rank {t}");
+                    }
+                }
+                // Operation futures: byte-sized, word-sized and 20 KiB puts, some chained.
+                let bytes: Vec<u8> = bytemuck::cast_slice::<u64, u8>(&want).to_vec();
+                let mut futures: Vec<Future<()>> = Vec::new();
+                let chained = std::rc::Rc::new(std::cell::Cell::new(0usize));
+                for &t in &others {
+                    let region = at(t, 0).cast::<u8>();
+                    for (i, &w) in want.iter().enumerate().take(3 * FLOOD).skip(2 * FLOOD) {
+                        let f = if i % 2 == 0 {
+                            // One byte at a time: eight puts per word.
+                            let fs: Vec<Future<()>> = (8 * i..8 * i + 8)
+                                .map(|b| rput_slice(&bytes[b..=b], region + b))
+                                .collect();
+                            when_all(fs).then(|_| ())
+                        } else {
+                            rput(w, at(t, i))
+                        };
+                        if i % 7 == 0 {
+                            let c = chained.clone();
+                            futures.push(f.then(move |()| c.set(c.get() + 1)));
+                        } else {
+                            futures.push(f);
+                        }
+                    }
+                    for k in 0..3 {
+                        let from = 3 * FLOOD + k * BIG;
+                        futures.push(rput_slice(&want[from..from + BIG], at(t, from)));
+                    }
+                }
+                when_all(futures).wait();
+                let chains = (2 * FLOOD..3 * FLOOD).filter(|i| i % 7 == 0).count();
+                assert_eq!(
+                    chained.get(),
+                    chains * others.len(),
+                    "every continuation ran"
+                );
+                for &t in &others {
+                    let got = read(t, 2 * FLOOD, WORDS - 2 * FLOOD);
+                    for (k, w) in got.iter().enumerate() {
+                        let i = 2 * FLOOD + k;
+                        assert_eq!(*w, want[i], "round {round}: word {i} at rank {t}");
+                    }
+                }
+                // Futures kept unwaited: a synchronization (a fence, which sends nothing)
+                // completes their puts.
+                let kept: Vec<Future<()>> = (0..FLOOD)
+                    .map(|i| rput(want[i] ^ 1, at(others[0], i)))
+                    .collect();
+                pgas::fence();
+                assert!(
+                    kept.iter().all(Future::is_ready),
+                    "a fence completes held puts"
+                );
+                drop(kept);
+                barrier();
+                // Every other rank's region here, read locally: the puts with no completion
+                // and the kept ones of the rank on the left landed by the barrier.
+                let left = (me + n - 1) % n;
+                let got = rget_slice(all[me], WORDS * n).wait();
+                for from in (0..n).filter(|&r| r != me) {
+                    for i in 0..WORDS {
+                        let mut w = word(from, i, round);
+                        if from == left && i < FLOOD {
+                            w ^= 1;
+                        }
+                        assert_eq!(
+                            got[from * WORDS + i],
+                            w,
+                            "round {round}: word {i} of {from}"
+                        );
+                    }
+                }
+                barrier();
+            }
+        });
+    }
+}

@@ -63,6 +63,14 @@ struct Sizes {
     flood_bytes: usize,
     reps: usize,
     ranks: usize,
+    args: BenchArgs,
+}
+
+impl Sizes {
+    /// Whether any of `benches` is wanted (`--only`; the same answer on every rank).
+    fn wants(&self, benches: &[&str]) -> bool {
+        benches.iter().any(|b| self.args.wants(b))
+    }
 }
 
 /// Operations of one repetition of a flood of `size`-byte puts: about `flood_bytes` of
@@ -83,6 +91,7 @@ fn main() {
         flood_bytes: if args.quick { 4 << 20 } else { 32 << 20 },
         reps: args.reps,
         ranks: mpi_world.map_or(args.ranks, |(_, size)| size),
+        args: args.clone(),
     };
     let conduit = gasnet_bridge::conduit::selected().unwrap_or_else(|e| {
         eprintln!("pgas-bench: {e}");
@@ -103,11 +112,18 @@ fn main() {
             COLLECTIVE_RANKS
         }
     };
-    lines.extend(
-        collective_lines(&sizes, wide)
-            .into_iter()
-            .map(|l| l.on(conduit.name(), wide)),
-    );
+    if sizes.wants(&[
+        "reduce_all_tree",
+        "reduce_all_u64_tree",
+        "broadcast_tree",
+        "barrier_async_tree",
+    ]) {
+        lines.extend(
+            collective_lines(&sizes, wide)
+                .into_iter()
+                .map(|l| l.on(conduit.name(), wide)),
+        );
+    }
     if conduit == gasnet_bridge::ConduitKind::Mpi {
         // On the mpi conduit the baselines are raw MPI between the same two processes
         // (BENCHMARKS.md); every process takes part, rank 0 prints.
@@ -289,22 +305,26 @@ fn pgas_lines(s: &Sizes, am_rtt: f64) -> Vec<Line> {
                 })
             };
             let api_put = || ns_per_op(ops, || rput(black_box(7u64), word).wait());
-            let (bridge, no_hook) = paired(reps, raw_put, api_put);
-            lines.push(
-                Line::new("rput_latency", "8B", no_hook, "ns", Better::Lower)
-                    .baseline("bridge_put_8B", bridge),
-            );
+            if s.wants(&["rput_latency"]) {
+                let (bridge, no_hook) = paired(reps, raw_put, api_put);
+                lines.push(
+                    Line::new("rput_latency", "8B", no_hook, "ns", Better::Lower)
+                        .baseline("bridge_put_8B", bridge),
+                );
+            }
             let hooked = || {
                 pgas::set_hook(Rc::new(NoopHook));
                 let t = api_put();
                 pgas::clear_hook();
                 t
             };
-            let (no_hook, hooked) = paired(reps, api_put, hooked);
-            lines.push(
-                Line::new("hook_overhead", "rput_8B", hooked, "ns", Better::Lower)
-                    .baseline("rput_8B_no_hook", no_hook),
-            );
+            if s.wants(&["hook_overhead"]) {
+                let (no_hook, hooked) = paired(reps, api_put, hooked);
+                lines.push(
+                    Line::new("hook_overhead", "rput_8B", hooked, "ns", Better::Lower)
+                        .baseline("rput_8B_no_hook", no_hook),
+                );
+            }
             let raw_get = || {
                 let mut dst = [0u8; 8];
                 pgas::__bench_endpoint(|ep| {
@@ -312,11 +332,13 @@ fn pgas_lines(s: &Sizes, am_rtt: f64) -> Vec<Line> {
                 })
             };
             let api_get = || ns_per_op(ops, || black_box(rget(word).wait()).into_unit());
-            let (bridge, got) = paired(reps, raw_get, api_get);
-            lines.push(
-                Line::new("rget_latency", "8B", got, "ns", Better::Lower)
-                    .baseline("bridge_get_8B", bridge),
-            );
+            if s.wants(&["rget_latency"]) {
+                let (bridge, got) = paired(reps, raw_get, api_get);
+                lines.push(
+                    Line::new("rget_latency", "8B", got, "ns", Better::Lower)
+                        .baseline("bridge_get_8B", bridge),
+                );
+            }
             let ad = AtomicDomain::<u64>::new();
             let raw_add = || {
                 pgas::__bench_endpoint(|ep| {
@@ -326,25 +348,32 @@ fn pgas_lines(s: &Sizes, am_rtt: f64) -> Vec<Line> {
                 })
             };
             let api_add = || ns_per_op(ops, || black_box(ad.fetch_add(word, 1).wait()).into_unit());
-            let (bridge, fadd) = paired(reps, raw_add, api_add);
-            lines.push(
-                Line::new("atomic_fetch_add", "u64", fadd, "ns", Better::Lower)
-                    .baseline("bridge_atomic_fetch_add", bridge),
-            );
+            if s.wants(&["atomic_fetch_add"]) {
+                let (bridge, fadd) = paired(reps, raw_add, api_add);
+                lines.push(
+                    Line::new("atomic_fetch_add", "u64", fadd, "ns", Better::Lower)
+                        .baseline("bridge_atomic_fetch_add", bridge),
+                );
+            }
             let round_trips = ops / 10;
-            let flood = median_of(reps, || {
-                let start = Instant::now();
-                for _ in 0..round_trips {
-                    rpc_ff(1, ff, ());
-                }
-                rpc(1, noop, ()).wait(); // FIFO per pair: every rpc_ff before it has run
-                start.elapsed().as_nanos() as f64 / round_trips as f64
-            });
-            lines.push(
-                Line::new("rpc_ff_flood", "empty", flood, "ns", Better::Lower)
-                    .baseline("bridge_am_roundtrip", am_rtt),
-            );
-            for size in FLOOD_SIZES {
+            let flood = || {
+                median_of(reps, || {
+                    let start = Instant::now();
+                    for _ in 0..round_trips {
+                        rpc_ff(1, ff, ());
+                    }
+                    rpc(1, noop, ()).wait(); // FIFO per pair: every rpc_ff before it has run
+                    start.elapsed().as_nanos() as f64 / round_trips as f64
+                })
+            };
+            if s.wants(&["rpc_ff_flood"]) {
+                lines.push(
+                    Line::new("rpc_ff_flood", "empty", flood(), "ns", Better::Lower)
+                        .baseline("bridge_am_roundtrip", am_rtt),
+                );
+            }
+            let floods = ["rput_bandwidth", "rput_bandwidth_promise"];
+            for size in FLOOD_SIZES.into_iter().filter(|_| s.wants(&floods)) {
                 let n = flood_count(s, size);
                 let src = vec![3u8; size];
                 let case = size_name(size);
@@ -374,15 +403,28 @@ fn pgas_lines(s: &Sizes, am_rtt: f64) -> Vec<Line> {
                     .baseline(&bname, bridge),
                 );
             }
-            lines.push(rput_flood(s, target, at));
-            lines.push(gups(s, word));
-            lines.extend(strided_lines(s, target.cast::<f64>()));
-            lines.push(strided_column_line(s, target));
-            lines.push(irregular_line(s, target.cast::<f64>()));
+            if s.wants(&["rput_flood"]) {
+                lines.push(rput_flood(s, target, at));
+            }
+            if s.wants(&["gups"]) {
+                lines.push(gups(s, word));
+            }
+            if s.wants(&["rput_strided", "rget_strided"]) {
+                lines.extend(strided_lines(s, target.cast::<f64>()));
+                lines.push(strided_column_line(s, target));
+            }
+            if s.wants(&["rput_irregular"]) {
+                lines.push(irregular_line(s, target.cast::<f64>()));
+            }
         }
         barrier();
-        lines.extend(rpc_roundtrip(s, noop, stop, &stops, am_rtt, &floor));
+        if s.wants(&["rpc_roundtrip", "rpc_roundtrip_floor"]) {
+            lines.extend(rpc_roundtrip(s, noop, stop, &stops, am_rtt, &floor));
+        }
         barrier();
+        if !s.wants(&["barrier", "allreduce_u64", "reduce_all_u64", "reduce_all"]) {
+            return lines;
+        }
         let raw_barrier = || {
             pgas::__bench_endpoint(|ep| {
                 ep.barrier().unwrap();

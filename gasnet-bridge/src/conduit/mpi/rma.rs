@@ -14,7 +14,7 @@ use crate::error::BridgeError;
 
 use super::MpiWorld;
 use super::calls::{check, mpi_len, must, null_request, uint8};
-use super::rma_window::{RmaWindow, is_window_id};
+use super::rma_window::{RmaWindow, is_window_id, is_window_put, put_completes_after};
 use super::state::Op;
 use super::wire::{
     F_UNCOUNTED, Header, K_ATOMIC, K_GET, K_GET_NB, K_GETV, K_PUT, K_PUTV, TAG_GET, encode_op,
@@ -32,11 +32,39 @@ impl MpiWorld {
     /// Completes the window operations in flight (user progress, barriers, end of job).
     #[inline]
     pub(super) fn flush_window(&self) {
-        if let Some(w) = &self.rma
-            && w.any_dirty()
-        {
-            must(w.flush_dirty());
+        self.flush_rma();
+    }
+
+    /// Completes the window operations in flight, as user progress would but without taking
+    /// messages off the wire; returns whether there were any.
+    #[inline]
+    pub(crate) fn flush_rma(&self) -> bool {
+        match &self.rma {
+            Some(w) if w.any_dirty() => {
+                must(w.flush_dirty());
+                true
+            }
+            _ => false,
         }
+    }
+
+    /// Whether window write `id` has completed (no flush).
+    #[inline]
+    pub(crate) fn flushed(&self, id: u64) -> bool {
+        self.window_of(id).is_some_and(|w| w.done(id))
+    }
+
+    /// True if `id` names a put on the window (completed by a flush of its target).
+    #[inline]
+    pub(crate) fn is_window_write(&self, id: u64) -> bool {
+        self.rma.is_some() && is_window_put(id)
+    }
+
+    /// True if write `later`'s completion implies write `earlier`'s (same ack): two window
+    /// puts to one target, `later` started after.
+    #[inline]
+    pub(crate) fn write_completes_after(&self, earlier: u64, later: u64) -> bool {
+        self.rma.is_some() && put_completes_after(earlier, later)
     }
 
     #[inline]

@@ -21,9 +21,11 @@
 //! that lives until the next flush, a large one is followed by `MPI_Win_flush_local`; it stays
 //! in flight until something flushes its target: user progress (`poll`), a wait on its
 //! handle, a barrier, the end of the job, or an active-message request to the same target
-//! (which keeps today's order of a put before a later request to the same rank). Many puts
-//! thus complete with one flush. Operations are numbered per process; a target's flush
-//! completes every operation numbered below the count at the time of that flush.
+//! (which keeps today's order of a put before a later request to the same rank), or
+//! `Endpoint::flush_rma`. Many puts thus complete with one flush. Operations are numbered per
+//! process; a target's flush completes every operation numbered below the count at the time of
+//! that flush, so a later put's completion implies an earlier one's to the same target
+//! ([`put_completes_after`]), which lets a caller track a flood by its last handle.
 //!
 //! Atomics stay active messages (an `MPI_Fetch_and_op` per atomic was not measured to pay).
 
@@ -51,13 +53,16 @@ const CHUNK: usize = 1 << 20;
 /// flood that never makes progress).
 const STAGE_LIMIT: usize = 64 << 20;
 
-/// Ids of window operations carry this bit, the target in bits 40..63 and a sequence number in
+/// Ids of window operations carry this bit, the target in bits 40..62 and a sequence number in
 /// bits 0..40, so they never collide with the ids of active-message operations.
 const WINDOW_ID: u64 = 1 << 63;
+/// Ids of window gets carry this bit too: only they have data to discard when their handle is
+/// dropped, so dropping a put's handle never looks anything up.
+const GET_ID: u64 = 1 << 62;
 const TARGET_SHIFT: u32 = 40;
 const SEQ_MASK: u64 = (1 << TARGET_SHIFT) - 1;
 /// Ranks a window id can name.
-const MAX_TARGETS: usize = 1 << (63 - TARGET_SHIFT);
+const MAX_TARGETS: usize = 1 << (62 - TARGET_SHIFT);
 
 /// Where the window's memory comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,9 +125,26 @@ pub(super) fn is_window_id(id: u64) -> bool {
     id & WINDOW_ID != 0
 }
 
+/// True if `id` names a window put (not a get).
+#[inline]
+pub(super) fn is_window_put(id: u64) -> bool {
+    id & (WINDOW_ID | GET_ID) == WINDOW_ID
+}
+
 #[inline]
 fn target_of(id: u64) -> usize {
-    ((id & !WINDOW_ID) >> TARGET_SHIFT) as usize
+    ((id & !(WINDOW_ID | GET_ID)) >> TARGET_SHIFT) as usize
+}
+
+/// True if window operation `later`'s completion implies `earlier`'s: two puts to one target,
+/// `later` started after `earlier` (a flush of a target completes every operation started
+/// toward it before the flush, and the acks of window puts are all [`WriteAck::UNCOUNTED`]).
+#[inline]
+pub(super) fn put_completes_after(earlier: u64, later: u64) -> bool {
+    is_window_put(earlier)
+        && is_window_put(later)
+        && target_of(earlier) == target_of(later)
+        && (earlier & SEQ_MASK) < (later & SEQ_MASK)
 }
 
 /// Bytes of small non-blocking puts, kept until the flush that completes them.
@@ -160,13 +182,15 @@ impl Staging {
         dst.as_ptr()
     }
 
-    /// Every staged put has completed: the chunks may be reused (two kept).
+    /// Every staged put has completed: the chunks may be reused (two kept besides the current
+    /// one, which stays current: a put-and-wait loop resets after every put and so touches
+    /// no list).
+    #[inline]
     fn reset(&mut self) {
-        self.free.append(&mut self.full);
-        if let Some(c) = self.current.take() {
-            self.free.push(c);
+        if !self.full.is_empty() {
+            self.free.append(&mut self.full);
+            self.free.truncate(2);
         }
-        self.free.truncate(2);
         self.used = 0;
         self.total = 0;
     }
@@ -420,10 +444,15 @@ impl RmaWindow {
             )?;
             return Ok(id);
         }
-        if self.st.borrow().staging.total + src.len() > STAGE_LIMIT {
-            self.flush_dirty()?;
-        }
-        let staged = self.st.borrow_mut().staging.stage(src);
+        let staged = {
+            let mut st = self.st.borrow_mut();
+            if st.staging.total + src.len() > STAGE_LIMIT {
+                drop(st);
+                self.flush_dirty()?;
+                st = self.st.borrow_mut();
+            }
+            st.staging.stage(src)
+        };
         // The staged bytes stay in their chunk until a flush of every dirty target resets it.
         self.start_put(target, offset, staged, len)
     }
@@ -484,7 +513,7 @@ impl RmaWindow {
             },
             "MPI_Get",
         )?;
-        let id = self.started(target);
+        let id = self.started(target) | GET_ID;
         self.st.borrow_mut().gets.push(PendingGet {
             id,
             buf,
@@ -522,7 +551,11 @@ impl RmaWindow {
     }
 
     /// The handle of `id` was dropped: its data (if a get) is discarded.
+    #[inline]
     pub(super) fn forget(&self, id: u64) {
+        if id & GET_ID == 0 {
+            return; // a put: nothing kept for it but its number
+        }
         let Ok(mut st) = self.st.try_borrow_mut() else {
             return;
         };
@@ -631,7 +664,28 @@ mod tests {
         let id = WINDOW_ID | (5u64 << TARGET_SHIFT) | 42;
         assert!(is_window_id(id) && !is_window_id(42));
         assert_eq!(target_of(id), 5);
+        assert_eq!(target_of(id | GET_ID), 5);
+        assert_eq!(
+            target_of(WINDOW_ID | ((MAX_TARGETS as u64 - 1) << TARGET_SHIFT)),
+            MAX_TARGETS - 1
+        );
         assert_eq!(id & SEQ_MASK, 42);
+    }
+
+    #[test]
+    fn only_a_later_put_to_the_same_target_completes_after_another() {
+        let put = |target: u64, seq: u64| WINDOW_ID | (target << TARGET_SHIFT) | seq;
+        assert!(put_completes_after(put(3, 7), put(3, 8)));
+        assert!(
+            !put_completes_after(put(3, 8), put(3, 7)),
+            "started earlier"
+        );
+        assert!(!put_completes_after(put(3, 7), put(3, 7)));
+        assert!(!put_completes_after(put(3, 7), put(4, 8)), "another target");
+        assert!(!put_completes_after(put(3, 7) | GET_ID, put(3, 8)), "a get");
+        assert!(!put_completes_after(put(3, 7), put(3, 8) | GET_ID), "a get");
+        assert!(!put_completes_after(7, 8), "active-message operations");
+        assert!(!put_completes_after(put(3, 7), 8));
     }
 
     #[test]
@@ -646,6 +700,10 @@ mod tests {
         assert_eq!(s.total, CHUNK + 2);
         s.reset();
         assert_eq!(s.total, 0);
-        assert!(s.free.len() <= 2);
+        assert!(s.free.len() <= 2 && s.full.is_empty());
+        // The current chunk is reused from its start.
+        let c = s.stage(&[4]);
+        assert_eq!(c, b, "the current chunk's first byte again");
+        assert_eq!(s.total, 1);
     }
 }
