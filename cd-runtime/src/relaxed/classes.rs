@@ -107,7 +107,7 @@ impl Cd {
     /// CD runs, usable by others after; logged once, at completion, as its final bytes.
     /// Returns the pointer the body must use for the region: `ptr`, or, when an enclosing
     /// relaxed CD replays this CD after it completed, a shadow copy (others may be reading
-    /// the region by then; [`crate::relaxed::shadow`] tells the protocol). No effect in a strict CD
+    /// the region by then; `relaxed/shadow.rs` tells the protocol). No effect in a strict CD
     /// (e.g. one the configuration makes strict with `kind = "strict"`): returns `ptr`.
     #[must_use = "the body must compute the region through the returned pointer (a shadow copy in a re-execution)"]
     pub fn privatized<T: Pod>(&self, name: &str, ptr: GlobalPtr<T>, len: usize) -> GlobalPtr<T> {
