@@ -121,6 +121,9 @@ impl WriteHandle {
 
 #[cfg(feature = "mpi")]
 impl Drop for WriteHandle {
+    /// Inline: every put drops its handle, and a completed one (smp, mapped memory) has
+    /// nothing to do; a call per put here cost the smp put path of the mpi build.
+    #[inline]
     fn drop(&mut self) {
         if let WriteState::Pending(world, id) = &self.state {
             // Taken by `wait`, or abandoned: a late ack for it is then ignored.
