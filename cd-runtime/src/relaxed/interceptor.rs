@@ -107,7 +107,7 @@ fn next_entry(rt: &CdRuntime) -> Option<LogEntry> {
             drop(replay);
             crate::relaxed::fence::lower(rt);
             if let Err(e) = landed {
-                mismatch(rt, e);
+                replay_error(rt, e);
             }
             rt.relaxed.event(ReplayEvent::Forward {
                 ec: pgas::resilience::epoch(),
@@ -130,10 +130,6 @@ fn served(rt: &CdRuntime, lsn: u64, what: &'static str) {
         r.replayed += 1;
     }
     rt.relaxed.event(ReplayEvent::Served { lsn, what });
-}
-
-fn mismatch(rt: &CdRuntime, what: String) {
-    replay_error(rt, what);
 }
 
 /// Records an error of the running replay: the recovering CD escalates when its body ends.
@@ -179,7 +175,7 @@ fn describe(e: &LogEntry) -> String {
 }
 
 fn diverged(rt: &CdRuntime, doing: String, e: &LogEntry) {
-    mismatch(
+    replay_error(
         rt,
         format!(
             "the re-execution did {doing} where the log (LSN {}) has {}: the body is not \
@@ -207,7 +203,7 @@ impl Interceptor for RelaxedHook {
                     match e.put_to(rma.rank, rma.offset) {
                         Some(logged) => {
                             if logged != bytes {
-                                mismatch(
+                                replay_error(
                                     rt,
                                     format!(
                                         "squashed put to rank {} at offset {} (LSN {}) differs \
@@ -345,7 +341,7 @@ impl Interceptor for RelaxedHook {
                         return RpcAction::Served(Vec::new());
                     };
                     if logged != args {
-                        mismatch(
+                        replay_error(
                             rt,
                             format!(
                                 "rpc `{}` to rank {} (LSN {}) has other arguments than logged: \
@@ -646,7 +642,7 @@ pub(crate) fn apply_incoming(rt: &CdRuntime, ec: Option<u64>) {
     };
     for w in &due {
         if let Err(e) = epochs::apply(rt, w) {
-            mismatch(rt, e);
+            replay_error(rt, e);
         }
         rt.relaxed.event(match &w.what {
             IncomingWhat::Rpc { name, .. } => ReplayEvent::IncomingRpc {

@@ -138,29 +138,24 @@ pub(crate) fn bytes_at(frame: &Frame, offset: usize) -> usize {
 /// order), and repairs a shadowed region whose bytes differ from the logged ones.
 pub(crate) fn complete(rt: &CdRuntime, frame: &Frame, finals: &[(Region, Vec<u8>)]) {
     for (region, recomputed) in finals {
-        let logged = {
+        let taken = {
             let mut replay = rt.relaxed.replay.borrow_mut();
             let Some(r) = replay.as_mut().filter(|r| !r.forward) else {
                 return;
             };
-            match r.take_privatized(region.offset) {
-                Some((lsn, bytes)) => (lsn, bytes),
-                None => {
-                    drop(replay);
-                    interceptor::replay_error(
-                        rt,
-                        format!(
-                            "the re-executed CD {:?} completed with privatized region `{}`, \
-                             which the log does not hold at this point: the body is not \
-                             deterministic",
-                            frame.name, region.name
-                        ),
-                    );
-                    continue;
-                }
-            }
+            r.take_privatized(region.offset)
         };
-        let (lsn, bytes) = logged;
+        let Some((lsn, bytes)) = taken else {
+            interceptor::replay_error(
+                rt,
+                format!(
+                    "the re-executed CD {:?} completed with privatized region `{}`, which the \
+                     log does not hold at this point: the body is not deterministic",
+                    frame.name, region.name
+                ),
+            );
+            continue;
+        };
         if bytes != *recomputed {
             interceptor::replay_error(
                 rt,
