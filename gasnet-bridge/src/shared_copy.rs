@@ -11,7 +11,8 @@
 //! # Model (x86-64)
 //!
 //! The copies are inline assembly (`mov` / `movdqu` for up to 64 bytes, 32-byte `vmovdqu`
-//! loops when the CPU has AVX, `rep movsb` otherwise; `rep stosb` to fill). To the Rust abstract machine an `asm!`
+//! loops when the CPU has AVX, `rep movsb` from 32 KiB on CPUs with fast strings (ERMS) and
+//! over 64 bytes on CPUs without AVX; `rep stosb` to fill). To the Rust abstract machine an `asm!`
 //! block is an opaque operation on the memory its pointers reach, like a call into foreign
 //! code: the compiler neither sees nor reorders its accesses, assumes nothing about the bytes
 //! afterwards, and there is no Rust-level data race to be undefined, because the accesses are
@@ -115,6 +116,13 @@ pub unsafe fn store<T: Pod>(dst: *mut T, value: T) {
     unsafe { copy_in(dst.cast(), bytemuck::bytes_of(&value)) }
 }
 
+/// Bytes from which the x86-64 copy uses `rep movsb` where the CPU has fast strings (ERMS):
+/// on the 2-core EPYC machine it copies 64 KiB to 16 MiB 20-40 % faster than the AVX loop
+/// (from the caches and to them alike), ties at 16 KiB and loses below (its start-up costs
+/// 4 KiB 0.76x, 256 B 0.17x).
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+const REP_MOVSB_MIN: usize = 32 << 10;
+
 #[cfg(target_arch = "x86_64")]
 mod arch {
     use std::arch::asm;
@@ -200,6 +208,12 @@ mod arch {
                 a = out(xmm_reg) _, b = out(xmm_reg) _, c = out(xmm_reg) _, e = out(xmm_reg) _,
                 options(nostack, preserves_flags))
         };
+    }
+
+    /// Whether the CPU has enhanced `rep movsb` (ERMS), detected once as [`has_avx`] is.
+    #[inline(always)]
+    fn has_erms() -> bool {
+        std::arch::is_x86_feature_detected!("ermsb")
     }
 
     /// Whether the 32-byte loop may run: AVX in the CPU and enabled by the OS, detected once
@@ -296,7 +310,7 @@ mod arch {
     }
 
     /// [`copy`] for any length: two possibly overlapping moves up to 64 bytes, then a 32-byte
-    /// AVX loop (or `rep movsb` without AVX).
+    /// AVX loop, or `rep movsb` from [`super::REP_MOVSB_MIN`] bytes with ERMS (and without AVX).
     ///
     /// # Safety
     /// Both ranges valid for `len` bytes and not overlapping.
@@ -325,6 +339,7 @@ mod arch {
                 }
                 17..=32 => copy_upto32(dst, src, len),
                 33..=64 => copy_upto64(dst, src, len),
+                _ if len >= super::REP_MOVSB_MIN && has_erms() => rep_movsb(dst, src, len),
                 _ if has_avx() => copy_avx(dst, src, len),
                 _ => rep_movsb(dst, src, len),
             }
@@ -414,15 +429,17 @@ mod tests {
     /// both ends: exactly the bytes asked for move, and the bytes around them stay.
     #[test]
     fn every_size_class_at_every_alignment() {
-        let s = Shared::new(8192);
+        let s = Shared::new(128 << 10);
         let lens = [
             0usize, 1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 127, 128, 129, 255,
             256, 300, 1000, 4095,
+            // Either side of `rep movsb`'s threshold.
+            super::REP_MOVSB_MIN - 1, super::REP_MOVSB_MIN, super::REP_MOVSB_MIN + 1, 100_003,
         ];
         for &len in &lens {
             for off in 0..9 {
                 let src = pattern(len, off as u8);
-                // SAFETY: 0xAA fill and the copy stay inside the 8192-byte buffer.
+                // SAFETY: 0xAA fill and the copy stay inside the 128 KiB buffer.
                 unsafe {
                     fill(s.base, 0xAA, s.len);
                     copy_in(s.base.add(64 + off), &src);
@@ -493,18 +510,30 @@ mod tests {
     /// every byte read is one some writer wrote.
     #[test]
     fn racing_copies_tear_but_never_invent() {
-        let s = Arc::new(Shared::new(4096));
+        racing_copies(1024);
+    }
+
+    /// [`racing_copies_tear_but_never_invent`] with blocks that `rep movsb` copies.
+    #[test]
+    fn racing_large_copies_tear_but_never_invent() {
+        racing_copies(super::REP_MOVSB_MIN + 8);
+    }
+
+    fn racing_copies(block_len: usize) {
+        let word_at = block_len.next_multiple_of(64) + 1024;
+        let add_at = word_at + 1024;
+        let s = Arc::new(Shared::new(add_at + 1024));
         let stop = Arc::new(AtomicBool::new(false));
         let mut threads = Vec::new();
         for value in [0x1111_1111_1111_1111u64, 0x2222_2222_2222_2222] {
             let (s, stop) = (s.clone(), stop.clone());
             threads.push(std::thread::spawn(move || {
-                let block = vec![value.to_ne_bytes()[0]; 1024];
+                let block = vec![value.to_ne_bytes()[0]; block_len];
                 while !stop.load(Ordering::Relaxed) {
                     // SAFETY: inside the buffer.
                     unsafe {
                         copy_in(s.base, &block);
-                        store(s.base.add(2048).cast::<u64>(), value);
+                        store(s.base.add(word_at).cast::<u64>(), value);
                     }
                 }
             }));
@@ -513,8 +542,8 @@ mod tests {
             let s = s.clone();
             let stop = stop.clone();
             std::thread::spawn(move || {
-                // SAFETY: 3072 is 8-byte aligned and inside the buffer.
-                let word = unsafe { AtomicU64::from_ptr(s.base.add(3072).cast()) };
+                // SAFETY: `add_at` is 64-byte aligned and inside the buffer.
+                let word = unsafe { AtomicU64::from_ptr(s.base.add(add_at).cast()) };
                 let mut n = 0;
                 while !stop.load(Ordering::Relaxed) {
                     word.fetch_add(1, Ordering::Relaxed);
@@ -523,12 +552,12 @@ mod tests {
                 n
             })
         };
-        let mut block = vec![0u8; 1024];
+        let mut block = vec![0u8; block_len];
         for _ in 0..20_000 {
             // SAFETY: inside the buffer.
             let word: u64 = unsafe {
                 copy_out(s.base, &mut block);
-                load(s.base.add(2048).cast::<u64>())
+                load(s.base.add(word_at).cast::<u64>())
             };
             assert!(block.iter().all(|&b| b == 0 || b == 0x11 || b == 0x22));
             assert!(
@@ -542,7 +571,7 @@ mod tests {
         }
         let adds = adder.join().unwrap();
         // SAFETY: the writers have been joined.
-        let counted: u64 = unsafe { load(s.base.add(3072).cast::<u64>()) };
+        let counted: u64 = unsafe { load(s.base.add(add_at).cast::<u64>()) };
         assert_eq!(counted, adds, "no atomic add lost to the copies around it");
     }
 }
