@@ -28,7 +28,7 @@ impl BufferPool {
 
     /// An empty buffer with room for `len` bytes: the smallest free one that fits without
     /// wasting more than half of it, or a new one.
-    fn take(&self, len: usize) -> Vec<u8> {
+    pub(crate) fn take(&self, len: usize) -> Vec<u8> {
         let reused = {
             let mut free = self.free.borrow_mut();
             free.iter()

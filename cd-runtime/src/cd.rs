@@ -203,8 +203,8 @@ impl Cd {
                 } else if medium == Medium::Buddy {
                     // Put straight from the program's memory; a local copy only if asked.
                     let key = self.frame.key(name);
-                    let held = rt.rpcs.store(rt, key, bytes);
-                    let local = (rt.config.buddy_copies > 1).then(|| rt.pool.copy_of(bytes));
+                    let mut local = (rt.config.buddy_copies > 1).then(|| rt.pool.take(bytes.len()));
+                    let held = rt.rpcs.store(rt, key, bytes, local.as_mut());
                     buddy_entry(rt, &self.frame, key, held, bytes.len(), local)
                 } else {
                     save_bytes(rt, &self.frame, name, medium, rt.pool.copy_of(bytes))
@@ -490,7 +490,7 @@ fn save_bytes(rt: &CdRuntime, frame: &Frame, name: &str, medium: Medium, bytes: 
     let key = frame.key(name);
     match medium {
         Medium::Buddy => {
-            let held = rt.rpcs.store(rt, key, &bytes);
+            let held = rt.rpcs.store(rt, key, &bytes, None);
             let len = bytes.len();
             let local = if rt.config.buddy_copies > 1 {
                 Some(bytes)

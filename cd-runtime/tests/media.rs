@@ -960,3 +960,50 @@ fn one_buddy_copy_escalates_when_the_buddy_lost_it_and_two_recover() {
     );
     assert!(msg.contains("set buddy_copies = 2"), "{msg}");
 }
+
+/// With two buddy copies the preservation makes the local copy chunk by chunk (128 KiB),
+/// each chunk put to the buddy from it: arrays of several chunks and a ragged end restore bit
+/// for bit from either copy. In a world CD, soft errors restore from the local copies, rank
+/// 1's loss restores it from its buddy's copy, and rank 2's loss (rank 1's buddy) leaves rank
+/// 1 its local copy, then stored again at the buddy before the soft error that follows. A chunk put to the wrong offset, or a local copy missing a
+/// chunk, changes the answer.
+#[test]
+fn two_buddy_copies_of_many_chunks_restore_from_either() {
+    let program = |cfg: CdConfig| {
+        run(3, cfg, || {
+            let me = pgas::rank_me();
+            // 3 chunks and 3 bytes, and exactly 2 chunks.
+            let mut ragged: Vec<u8> = (0..3 * (128 << 10) + 3)
+                .map(|i: usize| (i.wrapping_mul(131) ^ (i >> 17) ^ me) as u8)
+                .collect();
+            let mut even: Vec<u64> = (0..(256 << 10) / 8).map(|i| (i * 7 + me) as u64).collect();
+            for it in 0..6u64 {
+                cd::strict("own", |c| {
+                    c.preserve_slice("ragged", &mut ragged);
+                    c.preserve_slice("even", &mut even);
+                    for (i, b) in ragged.iter_mut().enumerate() {
+                        *b = b.wrapping_mul(3).wrapping_add((i as u64 ^ it) as u8);
+                    }
+                    for (i, w) in even.iter_mut().enumerate() {
+                        *w = w.rotate_left(5) ^ (i as u64 + it);
+                    }
+                    Ok(())
+                })?;
+            }
+            Ok((ragged, even))
+        })
+        .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let clean = program(CdConfig::default());
+    let faulty = program(config(
+        "buddy_copies = 2\nbuddy_domain = \"rank\"\n[cd.own]\nmedium = \"buddy\"\n\
+         inject = { at = [{ rank = 0, iteration = 1, kind = \"soft\" }, \
+                          { rank = 1, iteration = 2, kind = \"rank_loss\" }, \
+                          { rank = 2, iteration = 3, kind = \"rank_loss\" }, \
+                          { rank = 1, iteration = 4, kind = \"soft\" }] }\n",
+    ));
+    assert!(faulty.results == clean.results, "a different answer");
+    let s = faulty.report.cd("own").unwrap();
+    assert_eq!((s.reexecutions, s.escalations), (4 * 3, 0), "{s:?}");
+    assert_eq!(s.bytes_buddy_rpc, 0, "every copy in a slot: {s:?}");
+}
