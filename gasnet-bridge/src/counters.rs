@@ -22,6 +22,26 @@
 //! rank and process, so no write can slip uncounted past a rank that relies on its IWC. In a
 //! job that does not count, acks are [`WriteAck::UNCOUNTED`] and the IWC stays 0.
 //!
+//! # The counting switch ([`WriteCounting::Switched`])
+//!
+//! What a resilience runtime launches: counting is possible, but each target counts only
+//! once it has switched counting on for itself ([`WriteCounters::switch_on`]), which
+//! cd-runtime does when the rank's first relaxed CD (or dependency-tracking strict CD)
+//! begins. Until then a write costs what it costs in a job that does not count: after its
+//! bytes land, the writer loads the target's switch (a plain load of a line every writer
+//! shares; the target writes it only when it switches) and acks [`WriteAck::UNCOUNTED`].
+//!
+//! The switch-on is an asymmetric Dekker handshake ([`crate::membarrier`]): the writer stores
+//! the bytes, then loads the switch, with only a compiler fence between; the target stores the
+//! switch, then makes every writer thread execute a full fence (`membarrier(2)`), then reads
+//! the IWC. Either the writer's load comes after the target's fence, sees on and counts (the
+//! IWC it produces may still be at or below the value the target reads: those bytes landed
+//! before the read, with the same Release/Acquire as always), or it came before, and the
+//! fence made the writer's bytes visible before the target reads anything. So an uncounted
+//! write is one that landed before the switch-on: every write after it has an IWC, and the
+//! IWC stays gapless, as the counted writes are exactly the ones that incremented it.
+//! Switching off is a plain store: a writer that still sees on counts, which is harmless.
+//!
 //! The EC reported in an ack is read just after the write was counted. If the target moves to
 //! a new epoch at the same instant, the write may be attributed to either epoch; that is a race
 //! between an unsynchronized write and a synchronization, which the replay protocol tolerates
@@ -52,26 +72,67 @@ pub enum WriteCounting {
     Off,
     /// Every write is counted at its target and its ack carries the target's EC and IWC.
     On,
+    /// Writes are counted at targets that switched counting on
+    /// ([`crate::Endpoint::count_incoming_writes`]); elsewhere as [`WriteCounting::Off`].
+    /// Where the kernel lacks `membarrier(2)` the job runs as [`WriteCounting::On`].
+    Switched,
 }
 
 impl WriteCounting {
-    /// Counts one write into `counters` if this job counts writes; the ack describes it.
+    /// Whether writes can be counted in this mode (at some time, at some target).
+    pub fn may_count(self) -> bool {
+        self != WriteCounting::Off
+    }
+
+    /// Counts one write into `counters` if this job counts writes there now; the ack
+    /// describes it. Called after the write's bytes are in place.
     #[inline]
     pub fn count(self, counters: &WriteCounters) -> WriteAck {
         match self {
             WriteCounting::On => counters.count_write(),
             WriteCounting::Off => WriteAck::UNCOUNTED,
+            WriteCounting::Switched => {
+                // The light side of the switch's handshake: the bytes' stores stay before the
+                // switch's load (the target's membarrier orders the hardware).
+                crate::membarrier::light();
+                if counters.switched_on() {
+                    counters.count_write()
+                } else {
+                    WriteAck::UNCOUNTED
+                }
+            }
         }
     }
 
-    /// Counts `n >= 1` writes with consecutive IWC values if this job counts writes; the ack
-    /// describes the last one.
+    /// Counts `n >= 1` writes with consecutive IWC values if this job counts writes there
+    /// now; the ack describes the last one.
     #[inline]
     pub fn count_n(self, counters: &WriteCounters, n: u64) -> WriteAck {
         match self {
             WriteCounting::On => counters.count_writes(n),
             WriteCounting::Off => WriteAck::UNCOUNTED,
+            WriteCounting::Switched => {
+                crate::membarrier::light();
+                if counters.switched_on() {
+                    counters.count_writes(n)
+                } else {
+                    WriteAck::UNCOUNTED
+                }
+            }
         }
+    }
+}
+
+/// The mode a job asking for `wanted` runs in, this process having registered (or failed to
+/// register) for the switch's barrier over `scope`: [`WriteCounting::Switched`] becomes
+/// [`WriteCounting::On`] where `membarrier(2)` cannot be used.
+pub(crate) fn effective_counting(
+    wanted: WriteCounting,
+    scope: crate::membarrier::Scope,
+) -> WriteCounting {
+    match wanted {
+        WriteCounting::Switched if crate::membarrier::register(scope).is_err() => WriteCounting::On,
+        other => other,
     }
 }
 
@@ -84,6 +145,8 @@ impl WriteCounting {
 pub struct WriteCounters {
     ec: AtomicU64,
     iwc: AtomicU64,
+    /// Non-zero while the owner counts incoming writes ([`WriteCounting::Switched`] only).
+    switch: AtomicU64,
 }
 
 impl WriteCounters {
@@ -121,6 +184,30 @@ impl WriteCounters {
     #[inline]
     pub fn set_ec(&self, ec: u64) {
         self.ec.store(ec, Ordering::Release);
+    }
+
+    /// Whether the owner has switched counting on ([`WriteCounting::Switched`]).
+    #[inline]
+    pub fn switched_on(&self) -> bool {
+        // Relaxed: the ordering against the writer's bytes comes from the handshake (module
+        // doc), not from this load.
+        self.switch.load(Ordering::Relaxed) != 0
+    }
+
+    /// Switches counting on (the owning rank only): after this returns, every write that is
+    /// not counted landed before it, and [`WriteCounters::iwc`] may be read as the count of
+    /// the writes before. `scope` reaches every thread that can write here.
+    pub fn switch_on(&self, scope: crate::membarrier::Scope) {
+        if self.switched_on() {
+            return;
+        }
+        self.switch.store(1, Ordering::Relaxed);
+        crate::membarrier::heavy(scope);
+    }
+
+    /// Switches counting off (the owning rank only). Writers that still see it on count.
+    pub fn switch_off(&self) {
+        self.switch.store(0, Ordering::Relaxed);
     }
 }
 

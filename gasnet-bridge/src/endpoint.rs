@@ -204,12 +204,47 @@ impl Endpoint {
         self.counters().iwc()
     }
 
-    /// Whether this job counts incoming writes (fixed at launch, the same on every rank).
+    /// Whether this job counts incoming writes (fixed at launch, the same on every rank;
+    /// [`WriteCounting::Switched`] asked for runs as [`WriteCounting::On`] where the kernel
+    /// lacks `membarrier(2)`).
     pub fn write_counting(&self) -> WriteCounting {
         match &self.conduit {
             Conduit::Smp(world) => world.write_counting,
             #[cfg(feature = "mpi")]
             Conduit::Mpi(world) => world.write_counting(),
+        }
+    }
+
+    /// Starts counting the writes into this rank's segment, in a job launched with
+    /// [`WriteCounting::Switched`] (elsewhere nothing changes). When it returns, every write
+    /// into the segment that was not counted has landed, so [`Endpoint::incoming_writes`]
+    /// read afterwards is a valid start of a gapless sequence. Costs a `membarrier(2)` the
+    /// first time; nothing while already on.
+    pub fn count_incoming_writes(&self) {
+        match &self.conduit {
+            Conduit::Smp(world) => world.switch_counting(self.rank, true),
+            #[cfg(feature = "mpi")]
+            Conduit::Mpi(world) => world.switch_counting(true),
+        }
+    }
+
+    /// Stops counting the writes into this rank's segment ([`WriteCounting::Switched`] only):
+    /// acks of later writes are [`WriteAck::UNCOUNTED`] (a writer racing with the switch may
+    /// still count).
+    pub fn stop_counting_incoming_writes(&self) {
+        match &self.conduit {
+            Conduit::Smp(world) => world.switch_counting(self.rank, false),
+            #[cfg(feature = "mpi")]
+            Conduit::Mpi(world) => world.switch_counting(false),
+        }
+    }
+
+    /// Whether writes into this rank's segment are counted now.
+    pub fn counts_incoming_writes(&self) -> bool {
+        match self.write_counting() {
+            WriteCounting::On => true,
+            WriteCounting::Off => false,
+            WriteCounting::Switched => self.counters().switched_on(),
         }
     }
 

@@ -33,6 +33,7 @@ pub mod error;
 pub mod failure;
 pub mod launch;
 pub mod limits;
+pub mod membarrier;
 pub mod segment;
 pub mod shared_copy;
 pub mod sleep;

@@ -431,10 +431,36 @@ mod tests {
     fn every_size_class_at_every_alignment() {
         let s = Shared::new(128 << 10);
         let lens = [
-            0usize, 1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 127, 128, 129, 255,
-            256, 300, 1000, 4095,
+            0usize,
+            1,
+            2,
+            3,
+            4,
+            5,
+            7,
+            8,
+            9,
+            15,
+            16,
+            17,
+            31,
+            32,
+            33,
+            63,
+            64,
+            127,
+            128,
+            129,
+            255,
+            256,
+            300,
+            1000,
+            4095,
             // Either side of `rep movsb`'s threshold.
-            super::REP_MOVSB_MIN - 1, super::REP_MOVSB_MIN, super::REP_MOVSB_MIN + 1, 100_003,
+            super::REP_MOVSB_MIN - 1,
+            super::REP_MOVSB_MIN,
+            super::REP_MOVSB_MIN + 1,
+            100_003,
         ];
         for &len in &lens {
             for off in 0..9 {

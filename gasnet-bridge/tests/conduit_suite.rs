@@ -56,9 +56,10 @@ fn word(ep: &Endpoint, rank: usize, offset: usize) -> u64 {
 
 type Check = (&'static str, fn(usize));
 
-const CHECKS: [Check; 15] = [
+const CHECKS: [Check; 16] = [
     ("puts carry the target's EC and IWC", puts_and_counters),
     ("a job that does not count writes", uncounting_job),
+    ("the counting switch", counting_switch),
     ("uncounted puts land without counting", uncounted_puts),
     ("large puts and gets", large_transfers),
     ("vector puts and gets", vector_transfers),
@@ -316,6 +317,75 @@ fn uncounting_job(n: usize) {
         ep.get(me, 4096, &mut got).unwrap();
         assert_eq!(got, pattern(left as u64 + 9, 300_000), "the put landed");
         assert_eq!(word(ep, me, 64), 1, "the atomic landed");
+        ep.barrier().unwrap();
+    })
+    .unwrap();
+}
+
+/// A job with the counting switch (what cd-runtime launches): writes of every kind into a
+/// rank land uncounted until it switches counting on, are counted from IWC 1 while it is on
+/// (the small and large put, the non-blocking put, the atomic and the long AM: 5 writes, the
+/// EC the target set in each ack), and land uncounted again once it switched off.
+fn counting_switch(n: usize) {
+    let mut t = HandlerTable::new();
+    let longs = per_rank();
+    let l = longs.clone();
+    let long = t.register("long", move |_tok| {
+        l[_tok.endpoint().rank()].fetch_add(1, Ordering::Relaxed);
+    });
+    let job = LaunchConfig::new(n)
+        .segment_bytes(SEG)
+        .write_counting(WriteCounting::Switched);
+    launch(&job, t, |ep| {
+        let (me, n) = (ep.rank(), ep.ranks());
+        assert_eq!(ep.write_counting(), WriteCounting::Switched);
+        let right = (me + 1) % n;
+        let small = pattern(me as u64, 8);
+        let large = pattern(me as u64 + 9, 300_000);
+        let all_kinds = |round: u64| -> Vec<WriteAck> {
+            let mut acks = vec![ep.put(right, 0, &small).unwrap()];
+            acks.push(ep.put_nb(right, 4096, &large).unwrap().wait(ep));
+            acks.push(ep.put(right, 1024, &large[..100]).unwrap());
+            acks.push(
+                ep.atomic(right, 64, AtomicOp::FetchAdd(1))
+                    .unwrap()
+                    .ack
+                    .unwrap(),
+            );
+            acks.push(
+                ep.am_request_long(right, long, &[0], &small, 128)
+                    .unwrap()
+                    .wait(ep),
+            );
+            ep.wait_until(|| longs[me].load(Ordering::Relaxed) == round);
+            acks
+        };
+        assert!(!ep.counts_incoming_writes(), "off at the start");
+        ep.barrier().unwrap();
+        let off = all_kinds(1);
+        assert!(off.iter().all(|&a| a == WriteAck::UNCOUNTED), "{off:?}");
+        ep.barrier().unwrap();
+        assert_eq!(ep.incoming_writes(), 0);
+        ep.set_epoch(7);
+        ep.count_incoming_writes();
+        assert!(ep.counts_incoming_writes());
+        ep.barrier().unwrap();
+        let on = all_kinds(2);
+        let want: Vec<WriteAck> = (1..=5).map(|iwc| WriteAck { ec: 7, iwc }).collect();
+        assert_eq!(on, want, "counted from 1 at a target that switched on");
+        ep.barrier().unwrap();
+        assert_eq!(ep.incoming_writes(), 5);
+        ep.stop_counting_incoming_writes();
+        ep.barrier().unwrap();
+        let again = all_kinds(3);
+        assert!(again.iter().all(|&a| a == WriteAck::UNCOUNTED), "{again:?}");
+        ep.barrier().unwrap();
+        assert_eq!(ep.incoming_writes(), 5, "not counted once switched off");
+        let left = (me + n - 1) % n;
+        let mut got = vec![0u8; large.len()];
+        ep.get(me, 4096, &mut got).unwrap();
+        assert_eq!(got, pattern(left as u64 + 9, 300_000), "the puts landed");
+        assert_eq!(word(ep, me, 64), 3, "every atomic landed");
         ep.barrier().unwrap();
     })
     .unwrap();

@@ -1,7 +1,8 @@
 //! The NIC-like counters: the IWC counts exactly the writes a rank received (puts, long AMs,
 //! writing atomics, rpcs counted by their handler; not gets, loads or failed CAS), acks for
 //! one target carry IWC values 1..=N without gap or repeat and increasing per initiator, and
-//! every ack carries the EC its target set for the phase.
+//! every ack carries the EC its target set for the phase. The same with the counting switch
+//! (`WriteCounting::Switched`), every rank switching on before the first write.
 
 mod common;
 
@@ -10,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::{pattern, within};
-use gasnet_bridge::{AtomicOp, HandlerTable, Payload, WriteAck};
+use gasnet_bridge::{AtomicOp, HandlerTable, Payload, WriteAck, WriteCounting};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -36,6 +37,10 @@ enum Kind {
 }
 
 fn run(n: usize, phases: usize, ops: usize, seed: u64) {
+    run_in(WriteCounting::On, n, phases, ops, seed)
+}
+
+fn run_in(mode: WriteCounting, n: usize, phases: usize, ops: usize, seed: u64) {
     let expected: Arc<Vec<AtomicU64>> = Arc::new((0..n).map(|_| AtomicU64::new(0)).collect());
     // Acks of long AMs as seen by the target's handler: (target, source, ack).
     let long_seen: Arc<Mutex<Vec<(usize, usize, WriteAck)>>> = Arc::default();
@@ -70,8 +75,14 @@ fn run(n: usize, phases: usize, ops: usize, seed: u64) {
     let exp = expected.clone();
     let rr = rpc_replies.clone();
     let results = within(Duration::from_secs(30), "counters", || {
-        gasnet_bridge::launch(&common::config(n, n * REGION + WORDS), t, |ep| {
+        let job = common::config(n, n * REGION + WORDS).write_counting(mode);
+        gasnet_bridge::launch(&job, t, |ep| {
             let me = ep.rank();
+            // (Switched would run as On on a kernel without membarrier; this one has it.)
+            assert_eq!(ep.write_counting(), mode);
+            ep.count_incoming_writes();
+            assert!(ep.counts_incoming_writes());
+            ep.barrier().unwrap();
             let mut rng = SmallRng::seed_from_u64(seed + me as u64);
             let mut acks: Vec<(usize, Kind, WriteAck)> = Vec::new();
             let mut my_word = vec![0u64; n]; // value of my private word at each target
@@ -268,4 +279,9 @@ fn counters_8_ranks() {
 #[test]
 fn counters_16_ranks() {
     run(16, 3, 100, 33);
+}
+
+#[test]
+fn counters_switched_on_8_ranks() {
+    run_in(WriteCounting::Switched, 8, 4, 200, 44);
 }

@@ -15,6 +15,9 @@
 //! - `put_latency` / `8B`: one blocking 8-byte `put` after another in the default job (which
 //!   does not count incoming writes), `OPS` per repetition; `memcpy_8B`, `mpi_put_flush_8B`.
 //! - `put_latency` / `8B_counting_job` (smp): the same in a job that counts incoming writes;
+//!   `put_8B_default_job`. `8B_switch_off`: in a job with the counting switch (what
+//!   cd-runtime launches) whose target has not switched counting on (a job with strict CDs
+//!   only); `8B_switch_on`: the same after the target switched on; both against
 //!   `put_8B_default_job`.
 //! - `put_rate` / `8B`, Mop/s: the puts of `put_latency` / `8B` (same default job, `OPS` per
 //!   repetition) as a rate, paired with its baseline in every repetition: `memcpy_rate_8B`
@@ -218,18 +221,18 @@ fn main() {
         .find(|l| l.bench == "put_latency" && l.case == "8B")
         .map(|l| l.value)
     {
-        let counting = counting_put_ns(reps, ops);
-        lines.push(
-            Line::new(
-                "put_latency",
-                "8B_counting_job",
-                counting,
-                "ns",
-                Better::Lower,
-            )
-            .baseline("put_8B_default_job", default_put)
-            .on(conduit.name(), 2),
-        );
+        for (case, mode, switch_on) in [
+            ("8B_counting_job", WriteCounting::On, false),
+            ("8B_switch_off", WriteCounting::Switched, false),
+            ("8B_switch_on", WriteCounting::Switched, true),
+        ] {
+            let ns = counting_put_ns(mode, switch_on, reps, ops);
+            lines.push(
+                Line::new("put_latency", case, ns, "ns", Better::Lower)
+                    .baseline("put_8B_default_job", default_put)
+                    .on(conduit.name(), 2),
+            );
+        }
     }
     let std_barrier = std_barrier_ns(args.ranks, reps, ops / 20);
     if let Some(l) = lines.iter_mut().find(|l| l.bench == "barrier") {
@@ -238,13 +241,17 @@ fn main() {
     print(&lines, args.json);
 }
 
-/// Rank 0's 8-byte blocking put into rank 1 in a two-rank smp job that counts incoming
-/// writes (`WriteCounting::On`).
-fn counting_put_ns(reps: usize, ops: u64) -> f64 {
+/// ns per 8-byte blocking put from rank 0 into rank 1 in a two-rank smp job counting as
+/// `mode`, rank 1 having switched counting on if `switch_on`.
+fn counting_put_ns(mode: WriteCounting, switch_on: bool, reps: usize, ops: u64) -> f64 {
     let job = LaunchConfig::new(2)
         .segment_bytes(1 << 16)
-        .write_counting(WriteCounting::On);
+        .write_counting(mode);
     let per_rank = launch(&job, HandlerTable::new(), |ep| {
+        if switch_on && ep.rank() == 1 {
+            ep.count_incoming_writes();
+        }
+        ep.barrier().unwrap();
         let src = 42u64.to_ne_bytes();
         let ns = (ep.rank() == 0).then(|| {
             median_of(reps, || {

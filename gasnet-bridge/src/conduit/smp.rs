@@ -13,9 +13,10 @@ use crate::active_message::HandlerTable;
 use crate::barrier::CentralBarrier;
 use crate::conduit::smp_inbox::{Inbox, Outgoing};
 use crate::config::LaunchConfig;
-use crate::counters::{WriteAck, WriteCounters, WriteCounting};
+use crate::counters::{WriteAck, WriteCounters, WriteCounting, effective_counting};
 use crate::error::BridgeError;
 use crate::failure::Failure;
+use crate::membarrier::Scope;
 use crate::segment::Segment;
 use crate::sleep::Sleeper;
 use crate::topology::Topology;
@@ -58,7 +59,7 @@ impl SmpWorld {
                 .map(|r| Segment::new(r, config.segment_bytes))
                 .collect(),
             counters: (0..n).map(|_| CachePadded::default()).collect(),
-            write_counting: config.write_counting,
+            write_counting: effective_counting(config.write_counting, Scope::Process),
             inboxes: (0..n).map(|_| Inbox::new(n)).collect(),
             sleepers: (0..n)
                 .map(|_| CachePadded::new(Sleeper::with_spin(Sleeper::spin_rounds_for(n)).waking()))
@@ -68,6 +69,19 @@ impl SmpWorld {
             traffic: (0..n).map(|_| CachePadded::default()).collect(),
             failure: Failure::default(),
             handlers,
+        }
+    }
+
+    /// Switches counting of the writes into `rank`'s segment on or off (the rank's own
+    /// thread; [`WriteCounting::Switched`] only, else nothing changes).
+    pub(crate) fn switch_counting(&self, rank: usize, on: bool) {
+        if self.write_counting == WriteCounting::Switched {
+            if on {
+                // Writers are the job's threads, all in this process.
+                self.counters[rank].switch_on(Scope::Process);
+            } else {
+                self.counters[rank].switch_off();
+            }
         }
     }
 

@@ -42,6 +42,7 @@ use crate::counters::WriteCounters;
 use crate::endpoint::Endpoint;
 use crate::error::{BridgeError, LaunchError};
 use crate::failure::{PeerFailure, Stopped, panic_message};
+use crate::membarrier::Scope;
 use crate::topology::Topology;
 
 use inbox::{Inbox, Outboxes};
@@ -76,6 +77,9 @@ pub struct MpiWorld {
     /// The MPI-3 window over every segment that carries RMA to ranks this process does not
     /// map (`rma_window.rs`); `None` keeps that RMA on active messages.
     rma: Option<RmaWindow>,
+    /// Which threads can write into this rank's segment and count there: the write-counting
+    /// switch's barrier reaches them (`Host` when processes of this host map it).
+    counting_scope: Scope,
     st: RefCell<State>,
     shared: Arc<Shared>,
     watchdog: RefCell<Option<Watchdog>>,
@@ -110,6 +114,18 @@ impl MpiWorld {
             .as_ref()
             .expect("own segment is mapped")
             .counters()
+    }
+
+    /// Switches counting of the writes into this rank's segment on or off
+    /// ([`WriteCounting::Switched`](crate::WriteCounting::Switched) only).
+    pub(crate) fn switch_counting(&self, on: bool) {
+        if self.write_counting() == crate::WriteCounting::Switched {
+            if on {
+                self.counters().switch_on(self.counting_scope);
+            } else {
+                self.counters().switch_off();
+            }
+        }
     }
 
     /// Whether this job counts incoming writes (the mode every mapping was made with).

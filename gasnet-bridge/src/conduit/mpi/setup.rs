@@ -12,7 +12,9 @@ use ::mpi::ffi;
 
 use crate::active_message::HandlerTable;
 use crate::config::LaunchConfig;
+use crate::counters::{WriteCounting, effective_counting};
 use crate::error::BridgeError;
+use crate::membarrier::Scope;
 use crate::sleep::Sleeper;
 use crate::topology::Topology;
 
@@ -189,6 +191,40 @@ fn post_slots(comm: ffi::MPI_Comm) -> Result<Vec<Slot>, BridgeError> {
     Ok(slots)
 }
 
+/// The write-counting mode of the job (collective): [`WriteCounting::Switched`] only if every
+/// process could register for the switch's barrier over `scope`, else [`WriteCounting::On`]
+/// everywhere (a process that cannot make writers fence must see every write counted).
+fn agree_counting(
+    comm: ffi::MPI_Comm,
+    wanted: WriteCounting,
+    scope: Scope,
+) -> Result<WriteCounting, BridgeError> {
+    if wanted != WriteCounting::Switched {
+        return Ok(wanted);
+    }
+    let refuses = u64::from(effective_counting(wanted, scope) != WriteCounting::Switched);
+    let mut any = 0u64;
+    // SAFETY: one u64 in and out, both live across this blocking collective.
+    check(
+        unsafe {
+            ffi::MPI_Allreduce(
+                (&raw const refuses).cast(),
+                (&raw mut any).cast(),
+                1,
+                ffi::RSMPI_UINT64_T,
+                ffi::RSMPI_MAX,
+                comm,
+            )
+        },
+        "MPI_Allreduce(write counting)",
+    )?;
+    Ok(if any == 0 {
+        WriteCounting::Switched
+    } else {
+        WriteCounting::On
+    })
+}
+
 impl MpiWorld {
     /// Sets up a job over every process of `MPI_COMM_WORLD` (collective). MPI is initialized.
     pub(super) fn new(
@@ -208,7 +244,11 @@ impl MpiWorld {
         // Whether this process maps any segment but its own, and reaches some rank through MPI.
         let alone = !pshm || node_ranks.len() == 1;
         let needs = ranks > node_ranks.len() || (!pshm && ranks > 1);
-        let flavor = RmaWindow::agree(comm, ranks, needs, alone, config.write_counting)?;
+        // Processes of this host write into each other's segments and count there; without
+        // shared memory every write into a segment is applied by its own rank's thread.
+        let counting_scope = if alone { Scope::Thread } else { Scope::Host };
+        let write_counting = agree_counting(comm, config.write_counting, counting_scope)?;
+        let flavor = RmaWindow::agree(comm, ranks, needs, alone, write_counting)?;
         let (mut rma, own_segment) = match flavor {
             Some(Flavor::Allocate) => {
                 let (w, base) = RmaWindow::allocate(comm, ranks, segment_len)?;
@@ -223,7 +263,7 @@ impl MpiWorld {
             ranks,
             segment_len,
             pshm,
-            config.write_counting,
+            write_counting,
             own_segment,
         )?;
         if flavor == Some(Flavor::Create) {
@@ -271,6 +311,7 @@ impl MpiWorld {
             mapped: host.mapped.into_boxed_slice(),
             mpi_peers,
             rma,
+            counting_scope,
             outboxes: Outboxes::new(rank, host.outboxes),
             inbox: host.inbox.map(Inbox::new),
             st: RefCell::new(State {
