@@ -42,6 +42,8 @@ pub(crate) struct CdRuntime {
     /// The xor medium: this rank's checksum groups and what it heard of their losses.
     pub(crate) xor: XorStore,
     pub(crate) xor_rpcs: XorRpcs,
+    /// This rank has switched counting its incoming writes on ([`CdRuntime::count_incoming_writes`]).
+    counting: Cell<bool>,
 }
 
 thread_local! {
@@ -97,6 +99,25 @@ impl CdRuntime {
             .last()
             .cloned()
             .expect("the root CD is always on the stack")
+    }
+
+    /// Makes sure the writes into this rank are counted from now on: the first relaxed CD
+    /// (or dependency-tracking strict CD) on the rank switches counting on, for the rest of
+    /// the job (`WriteCounting::Switched`, which [`launch`] asks for; a job of strict CDs
+    /// alone never pays for counting). Call before reading the IWC a CD starts from.
+    ///
+    /// Writes that landed before carry no IWC (their acks are `UNCOUNTED`): no replay window
+    /// starts before this, and a loss recovery that would rebuild such a write from a
+    /// neighbour's log refuses and escalates (`replay::rebuild_before_begin`).
+    ///
+    /// **Reading chosen:** counting stays on once on. Switching it off when the LCSA
+    /// completes would leave uncounted the puts that neighbours, already in the next
+    /// instance, make before this rank begins it, which a loss recovery rebuilds.
+    pub(crate) fn count_incoming_writes(&self) {
+        if !self.counting.get() {
+            pgas::resilience::count_incoming_writes();
+            self.counting.set(true);
+        }
     }
 
     /// The innermost strict CD (the LCSA of the relaxed CDs running inside it; the root at
@@ -382,9 +403,9 @@ where
     // Room for the buddy medium's copies (`buddy.rs`), so that the program's own allocations
     // keep what it asked for (and a page more, to align the region's block).
     let mut job = job.clone();
-    // Relaxed CDs read the IWC and the acks' target counters (replay order, gap checks); the
-    // mode is the job's, fixed before any rank starts, so no write escapes the count.
-    job.write_counting = gasnet_bridge::WriteCounting::On;
+    // Relaxed CDs read the IWC and the acks' target counters (replay order, gap checks): each
+    // rank switches counting on when it first needs it (`CdRuntime::count_incoming_writes`).
+    job.write_counting = gasnet_bridge::WriteCounting::Switched;
     // Room for the writer marks (`relaxed/writers.rs`): a word per rank and the heap's
     // block overhead.
     job.segment_bytes = job.segment_bytes.saturating_add(ranks * 8 + 256);
@@ -424,6 +445,7 @@ where
             relaxed: crate::relaxed::RankState::new(relaxed_rpcs),
             xor,
             xor_rpcs,
+            counting: Cell::new(false),
         });
         CURRENT.with(|c| *c.borrow_mut() = Some(rt.clone()));
         // No rank's body starts before every rank has its runtime: an rpc of the runtime's

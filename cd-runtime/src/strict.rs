@@ -222,6 +222,10 @@ pub(crate) fn run<R>(
             {
                 let mut rx = frame.rx.borrow_mut();
                 if limited.is_none() {
+                    if tracking {
+                        // Its limited re-execution gathers the writes of a gapless window.
+                        rt.count_incoming_writes();
+                    }
                     // A limited attempt keeps the window of the execution it repeats.
                     rx.ec_begin = pgas::resilience::epoch();
                     rx.iwc_begin = pgas::resilience::incoming_writes();

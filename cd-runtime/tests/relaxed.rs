@@ -39,7 +39,9 @@ fn worked_example_counters_and_replay_order() {
         if me == 2 {
             (buf + 2).write_local(Z).unwrap();
         }
-        // T1's IWC to 10 (writes before the CD, unlogged) and every EC to 5.
+        // T1's IWC to 10 (writes before the CD, unlogged) and every EC to 5. (The job counts
+        // a rank's writes from its first relaxed CD on; the example counts from the start.)
+        resilience::count_incoming_writes();
         internal_barrier();
         if me == 1 {
             while resilience::incoming_writes() < 10 {

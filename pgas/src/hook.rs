@@ -6,8 +6,8 @@
 //! an rpc or a collective from a log instead of the network, suppress a put or an rpc reply,
 //! replay logged allocation addresses and defer frees. With no hook installed the only cost
 //! is one predictable branch per operation. The acks carry the target's counters only in a
-//! job that counts writes (`gasnet_bridge::WriteCounting::On`); otherwise they are
-//! `WriteAck::UNCOUNTED`.
+//! job that counts writes (`gasnet_bridge::WriteCounting::On`, or `Switched` at a target that
+//! switched counting on); otherwise they are `WriteAck::UNCOUNTED`.
 //!
 //! # What the hook sees
 //!

@@ -6,8 +6,10 @@
 //! - the rank's counters: read the Incoming Write Counter ([`incoming_writes`]) and the Epoch
 //!   Counter ([`epoch`]); rewind the EC to a saved value ([`set_epoch`]). Writes are counted,
 //!   and acks carry the target's EC and IWC, only in a job launched with
-//!   `LaunchConfig::write_counting(WriteCounting::On)` (cd-runtime's launch does this; the
-//!   default job does not count, which makes a small put cheaper);
+//!   `LaunchConfig::write_counting(WriteCounting::On)`, or with `WriteCounting::Switched`
+//!   at targets that switched counting on ([`count_incoming_writes`]; cd-runtime's launch
+//!   does this, and switches on when a rank first needs its IWC). The default job does not
+//!   count, which makes a small put cheaper;
 //! - a path for its own traffic that the hook does not see ([`internal`]): preserving state at
 //!   a buddy rank, gathering logs, agreeing on a CD's outcome are not the program's
 //!   communication and must not be logged or replayed as such;
@@ -44,6 +46,19 @@ use crate::runtime;
 /// atomics) that have landed in its segment so far (0 in a job that does not count writes).
 pub fn incoming_writes() -> u64 {
     runtime::with(|rt| rt.ep().incoming_writes())
+}
+
+/// Starts counting the writes into this rank's segment, in a job launched with
+/// `WriteCounting::Switched` (elsewhere nothing changes); a write that is not counted landed
+/// before this returns, so [`incoming_writes`] read afterwards starts a gapless sequence. The
+/// first call costs a `membarrier(2)`; later ones a load.
+pub fn count_incoming_writes() {
+    runtime::with(|rt| rt.ep().count_incoming_writes())
+}
+
+/// Whether writes into this rank's segment are counted now.
+pub fn counts_incoming_writes() -> bool {
+    runtime::with(|rt| rt.ep().counts_incoming_writes())
 }
 
 /// This rank's Epoch Counter (the same as [`crate::epoch`]).

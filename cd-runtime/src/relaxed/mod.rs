@@ -351,7 +351,9 @@ impl RankState {
 
 /// What the gather request returns: the writes into the asker, and how many of its writes
 /// into the asker still wait for their ack (the asker asks again).
-type GatherReply = (Vec<Incoming>, u64);
+/// The writes asked for, how many writes into the asker still wait for their ack, and how
+/// many the logs hold that the asker did not count (it had not switched counting on).
+type GatherReply = (Vec<Incoming>, u64, u64);
 
 /// A class check: (asker rank, asker CD, offset, len) → the touched region, as (declaring
 /// CD, "class:region").
@@ -362,7 +364,7 @@ type CheckReply = Option<(String, String)>;
 #[derive(Clone, Copy)]
 pub(crate) struct RelaxedRpcs {
     /// (target, iwc_begin, iwc_end): the writes into `target` with IWC in that range from
-    /// this rank's logs.
+    /// this rank's logs, with the counts of [`GatherReply`].
     pub(crate) gather: RpcFn<(usize, u64, u64), GatherReply>,
     /// (asker rank, asker CD, offset, len): the declared private/privatized region of this
     /// rank the access touches, if any, as (this rank's CD, region name).

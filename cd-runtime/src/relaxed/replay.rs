@@ -95,21 +95,25 @@ impl Replay {
 
 /// Serves a gather request from `target`: the writes into it with IWC in
 /// `(iwc_begin, iwc_end]` from every store of this rank (the running CDs' and those their
-/// completed children pushed up), and how many of its writes into `target` still wait for
-/// their ack.
+/// completed children pushed up), how many of its writes into `target` still wait for
+/// their ack, and how many landed uncounted (`target` had not switched counting on).
 pub(crate) fn serve_gather(
     rt: &CdRuntime,
     target: usize,
     iwc_begin: u64,
     iwc_end: u64,
-) -> (Vec<Incoming>, u64) {
+) -> (Vec<Incoming>, u64, u64) {
     let mut out = Vec::new();
+    let mut uncounted = 0;
     let pending = for_each_logged(rt, target, |e| {
+        if e.write_into(target).is_some_and(|c| c.iwc == 0) {
+            uncounted += 1;
+        }
         if let Some(w) = incoming_of(rt.rank, e, target, iwc_begin, iwc_end) {
             out.push(w);
         }
     });
-    (out, pending)
+    (out, pending, uncounted)
 }
 
 /// How many of this rank's writes into `target` still wait for their ack ([`RESTORING`]
@@ -280,7 +284,7 @@ pub(crate) fn gather(
         let mut again = Vec::new();
         let mut restoring = false;
         for (r, fut) in futures {
-            let (writes, pending) = internal(|| fut.wait());
+            let (writes, pending, _) = internal(|| fut.wait());
             if pending == RESTORING {
                 restoring = true;
                 again.push(r);
@@ -318,7 +322,12 @@ pub(crate) fn gather(
 /// back: a re-execution waiting for them waited forever. Writes no log holds (made outside
 /// logging relaxed CDs, before the LCSA) and atomics or rpcs are not rebuilt: the region
 /// they wrote must be preserved (`preserve_global`) to survive a loss, as before.
-pub(crate) fn rebuild_before_begin(rt: &CdRuntime, frame: &Frame) {
+///
+/// The puts were made in the LCSA's instance; any that landed before this rank switched
+/// counting on carry no IWC (`CdRuntime::count_incoming_writes`), so their order is unknown:
+/// if the logs hold one, the rebuild is refused (an error: the CD escalates).
+pub(crate) fn rebuild_before_begin(rt: &CdRuntime, frame: &Frame) -> Result<(), String> {
+    let mut uncounted = 0;
     let iwc_begin = frame.rx.borrow().iwc_begin;
     let mut got: Vec<Incoming> = Vec::new();
     let mut ask = other_members(&rt.lcsa(), rt.rank);
@@ -338,15 +347,25 @@ pub(crate) fn rebuild_before_begin(rt: &CdRuntime, frame: &Frame) {
         });
         let mut again = Vec::new();
         for (r, fut) in futures {
-            let (writes, pending) = internal(|| fut.wait());
+            let (writes, pending, not_counted) = internal(|| fut.wait());
             got.retain(|w| w.from != r);
             got.extend(writes);
+            uncounted += not_counted;
             if pending > 0 {
                 again.push(r);
             }
         }
         ask = again;
         pgas::progress();
+    }
+    if uncounted > 0 {
+        return Err(format!(
+            "rank {} lost its memory in CD {:?}; {uncounted} write(s) into it that other \
+             ranks logged before the CD began landed before it counted incoming writes (it \
+             switches counting on at its first relaxed or dependency-tracking CD), so they \
+             cannot be put back in order",
+            rt.rank, frame.name
+        ));
     }
     got.sort_by_key(|w| w.iwc);
     got.dedup_by_key(|w| w.iwc);
@@ -356,6 +375,7 @@ pub(crate) fn rebuild_before_begin(rt: &CdRuntime, frame: &Frame) {
             let _ = epochs::apply(rt, &w);
         }
     }
+    Ok(())
 }
 
 /// Starts the recovery of `cd` (a relaxed CD whose execution failed): steps 1-2 of the

@@ -63,6 +63,8 @@ pub fn relaxed<R>(
     rt.frames.borrow_mut().push(frame.clone());
     let logging = frame.settings.logging;
     enter(&rt, logging);
+    // Before the IWC this CD starts from is read: its replay window must be gapless.
+    rt.count_incoming_writes();
     {
         let mut rx = frame.rx.borrow_mut();
         rx.ec_begin = pgas::resilience::epoch();
@@ -80,7 +82,9 @@ pub fn relaxed<R>(
         let injected = injector::for_execution(&rt, &frame, name, attempt);
         if attempt > 0 {
             if after_loss {
-                replay::rebuild_before_begin(&rt, &frame);
+                if let Err(cause) = replay::rebuild_before_begin(&rt, &frame) {
+                    return escalate_replay(&rt, &frame, attempt, cause, logging);
+                }
             }
             if let Err(cause) = replay::begin(&rt, &cd, after_loss) {
                 rt.relaxed.finish_trace();
