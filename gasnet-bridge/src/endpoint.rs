@@ -410,7 +410,7 @@ impl Endpoint {
     /// header, nor direct shared-memory copies). For tests and benchmarks that count messages.
     pub fn messages_sent(&self) -> u64 {
         match &self.conduit {
-            Conduit::Smp(world) => world.traffic[self.rank].sent.load(Ordering::SeqCst),
+            Conduit::Smp(world) => world.traffic[self.rank].sent.load(Ordering::Relaxed),
             #[cfg(feature = "mpi")]
             Conduit::Mpi(world) => world.messages_sent(),
         }

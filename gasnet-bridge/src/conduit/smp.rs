@@ -21,11 +21,20 @@ use crate::segment::Segment;
 use crate::sleep::Sleeper;
 use crate::topology::Topology;
 
-/// One rank's message counts.
+/// One rank's message counts, each written only by the rank's own thread (a plain store of
+/// the next value, `Release`: no locked instruction on the message path).
 #[derive(Debug, Default)]
 pub(crate) struct Traffic {
     pub(crate) sent: AtomicU64,
     pub(crate) handled: AtomicU64,
+}
+
+impl Traffic {
+    /// Adds one to `counter`, which only the calling rank's thread writes.
+    #[inline]
+    fn bump(counter: &AtomicU64) {
+        counter.store(counter.load(Ordering::Relaxed) + 1, Ordering::Release);
+    }
 }
 
 /// Everything the ranks of one smp job share.
@@ -122,8 +131,9 @@ impl SmpWorld {
         args: &[u64],
         body: Outgoing<'_>,
     ) {
-        // Counted before it is queued, so a queued message is always counted as sent.
-        self.traffic[source].sent.fetch_add(1, Ordering::SeqCst);
+        // Counted before it is queued, so a queued message is always counted as sent (the
+        // lane's release of the message orders this store before the target's handling).
+        Traffic::bump(&self.traffic[source].sent);
         // SAFETY: forwarded contract: this thread is the lane's only sender.
         unsafe {
             self.inboxes[target]
@@ -151,29 +161,35 @@ impl SmpWorld {
     /// waiting for quiescence.
     #[inline]
     pub(crate) fn handled(&self, rank: usize) {
-        self.traffic[rank].handled.fetch_add(1, Ordering::SeqCst);
+        Traffic::bump(&self.traffic[rank].handled);
         if self.finished() == self.ranks() {
             self.wake_all();
         }
     }
 
-    /// True if, at some instant during the call, no message was queued or being handled.
+    /// True if no message is queued or being handled, once every body has returned (the
+    /// caller saw [`SmpWorld::finished`] equal the rank count, with `Acquire`).
     ///
-    /// All handled counters are read first, then all sent counters. Counters only grow and a
-    /// message is counted as sent before it is handled, so with t the instant between the two
-    /// passes, `handled read <= handled(t) <= sent(t) <= sent read`; equal sums force
-    /// `handled(t) == sent(t)`: nothing was in flight at t. Once every body has returned only
-    /// handlers send, so that state is final.
+    /// All handled counters are read first (`Acquire`), then all sent counters; H and S are
+    /// the messages those reads count. A message's `sent` store happens before its handling
+    /// (the lane releases the message after it, the target acquires it), and a handler's
+    /// sends happen before its `handled` store, so whatever H holds, S holds, with the sends
+    /// of its handlers: equal sums make H = S, every message in S handled. A message m not
+    /// in S was sent by the handler of some p whose `handled` store the first pass missed
+    /// (else m would be in S), so p is not in H = S either; going up that chain ends at a
+    /// message a body sent, which is in S (bodies returned before `finished` was read): a
+    /// contradiction. So every message sent is handled, and with only handlers left to send,
+    /// that is final.
     pub(crate) fn quiet(&self) -> bool {
         let handled: u64 = self
             .traffic
             .iter()
-            .map(|t| t.handled.load(Ordering::SeqCst))
+            .map(|t| t.handled.load(Ordering::Acquire))
             .sum();
         let sent: u64 = self
             .traffic
             .iter()
-            .map(|t| t.sent.load(Ordering::SeqCst))
+            .map(|t| t.sent.load(Ordering::Acquire))
             .sum();
         handled == sent
     }
