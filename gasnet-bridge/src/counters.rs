@@ -79,11 +79,6 @@ pub enum WriteCounting {
 }
 
 impl WriteCounting {
-    /// Whether writes can be counted in this mode (at some time, at some target).
-    pub fn may_count(self) -> bool {
-        self != WriteCounting::Off
-    }
-
     /// Counts one write into `counters` if this job counts writes there now; the ack
     /// describes it. Called after the write's bytes are in place.
     #[inline]

@@ -36,7 +36,7 @@ impl Mapped {
     #[inline]
     pub(super) fn counters(&self) -> &WriteCounters {
         // SAFETY: the counters page lies in the shared window, which outlives every use (the
-        // world frees it in `teardown`, after the endpoint is gone); it holds two u64 atomics
+        // world frees it in `teardown`, after the endpoint is gone); it holds three u64 atomics
         // only ever accessed atomically (`WriteCounters` is `repr(C)`), zeroed at creation.
         unsafe { self.counters.as_ref() }
     }
