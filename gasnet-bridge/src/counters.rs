@@ -86,16 +86,7 @@ impl WriteCounting {
         match self {
             WriteCounting::On => counters.count_write(),
             WriteCounting::Off => WriteAck::UNCOUNTED,
-            WriteCounting::Switched => {
-                // The light side of the switch's handshake: the bytes' stores stay before the
-                // switch's load (the target's membarrier orders the hardware).
-                crate::membarrier::light();
-                if counters.switched_on() {
-                    counters.count_write()
-                } else {
-                    WriteAck::UNCOUNTED
-                }
-            }
+            WriteCounting::Switched => counters.count_write_if_switched_on(),
         }
     }
 
@@ -179,6 +170,20 @@ impl WriteCounters {
     #[inline]
     pub fn set_ec(&self, ec: u64) {
         self.ec.store(ec, Ordering::Release);
+    }
+
+    /// [`WriteCounting::count`] in a [`WriteCounting::Switched`] job: counts the write if the
+    /// owner switched counting on.
+    #[inline]
+    pub fn count_write_if_switched_on(&self) -> WriteAck {
+        // The light side of the switch's handshake: the bytes' stores stay before the
+        // switch's load (the target's membarrier orders the hardware).
+        crate::membarrier::light();
+        if self.switched_on() {
+            self.count_write()
+        } else {
+            WriteAck::UNCOUNTED
+        }
     }
 
     /// Whether the owner has switched counting on ([`WriteCounting::Switched`]).
