@@ -86,7 +86,7 @@ impl WriteCounting {
         match self {
             WriteCounting::On => counters.count_write(),
             WriteCounting::Off => WriteAck::UNCOUNTED,
-            WriteCounting::Switched => counters.count_write_if_switched_on(),
+            WriteCounting::Switched => counters.count_if_switched_on(1),
         }
     }
 
@@ -97,13 +97,24 @@ impl WriteCounting {
         match self {
             WriteCounting::On => counters.count_writes(n),
             WriteCounting::Off => WriteAck::UNCOUNTED,
-            WriteCounting::Switched => {
-                crate::membarrier::light();
-                if counters.switched_on() {
-                    counters.count_writes(n)
-                } else {
-                    WriteAck::UNCOUNTED
-                }
+            WriteCounting::Switched => counters.count_if_switched_on(n),
+        }
+    }
+
+    /// Switches counting of the writes into `counters` (their owner's) on or off in a
+    /// [`WriteCounting::Switched`] job; other modes have nothing to switch. `scope` reaches
+    /// every thread that can write there.
+    pub(crate) fn switch(
+        self,
+        counters: &WriteCounters,
+        on: bool,
+        scope: crate::membarrier::Scope,
+    ) {
+        if self == WriteCounting::Switched {
+            if on {
+                counters.switch_on(scope);
+            } else {
+                counters.switch_off();
             }
         }
     }
@@ -172,15 +183,15 @@ impl WriteCounters {
         self.ec.store(ec, Ordering::Release);
     }
 
-    /// [`WriteCounting::count`] in a [`WriteCounting::Switched`] job: counts the write if the
-    /// owner switched counting on.
+    /// [`WriteCounting::count_n`] in a [`WriteCounting::Switched`] job: counts `n >= 1`
+    /// writes if the owner switched counting on.
     #[inline]
-    pub fn count_write_if_switched_on(&self) -> WriteAck {
+    pub fn count_if_switched_on(&self, n: u64) -> WriteAck {
         // The light side of the switch's handshake: the bytes' stores stay before the
         // switch's load (the target's membarrier orders the hardware).
         crate::membarrier::light();
         if self.switched_on() {
-            self.count_write()
+            self.count_writes(n)
         } else {
             WriteAck::UNCOUNTED
         }

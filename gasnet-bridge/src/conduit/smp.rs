@@ -84,14 +84,9 @@ impl SmpWorld {
     /// Switches counting of the writes into `rank`'s segment on or off (the rank's own
     /// thread; [`WriteCounting::Switched`] only, else nothing changes).
     pub(crate) fn switch_counting(&self, rank: usize, on: bool) {
-        if self.write_counting == WriteCounting::Switched {
-            if on {
-                // Writers are the job's threads, all in this process.
-                self.counters[rank].switch_on(Scope::Process);
-            } else {
-                self.counters[rank].switch_off();
-            }
-        }
+        // Writers are the job's threads, all in this process.
+        self.write_counting
+            .switch(&self.counters[rank], on, Scope::Process);
     }
 
     /// Counts a write that landed in `rank`'s segment, if the job counts writes.

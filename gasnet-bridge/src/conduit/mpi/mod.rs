@@ -119,13 +119,8 @@ impl MpiWorld {
     /// Switches counting of the writes into this rank's segment on or off
     /// ([`WriteCounting::Switched`](crate::WriteCounting::Switched) only).
     pub(crate) fn switch_counting(&self, on: bool) {
-        if self.write_counting() == crate::WriteCounting::Switched {
-            if on {
-                self.counters().switch_on(self.counting_scope);
-            } else {
-                self.counters().switch_off();
-            }
-        }
+        self.write_counting()
+            .switch(self.counters(), on, self.counting_scope);
     }
 
     /// Whether this job counts incoming writes (the mode every mapping was made with).
