@@ -141,8 +141,9 @@ impl Endpoint {
         }
     }
 
-    /// True if a put or get to `rank` travels as an active message (mpi, a rank this process
-    /// does not map, in a job without the RMA window: see the mpi conduit's README).
+    /// True if a put to `rank` travels as an active message (mpi, a rank this process does
+    /// not map, in a job without the RMA window or toward a rank that counts writes now: see
+    /// the mpi conduit's README).
     pub fn rma_by_messages(&self, rank: usize) -> bool {
         match &self.conduit {
             Conduit::Smp(_) => {
@@ -150,7 +151,7 @@ impl Endpoint {
                 false
             }
             #[cfg(feature = "mpi")]
-            Conduit::Mpi(world) => !world.maps(rank) && !world.has_rma_window(),
+            Conduit::Mpi(world) => world.puts_by_messages(rank),
         }
     }
 

@@ -56,10 +56,14 @@ fn word(ep: &Endpoint, rank: usize, offset: usize) -> u64 {
 
 type Check = (&'static str, fn(usize));
 
-const CHECKS: [Check; 16] = [
+const CHECKS: [Check; 17] = [
     ("puts carry the target's EC and IWC", puts_and_counters),
     ("a job that does not count writes", uncounting_job),
     ("the counting switch", counting_switch),
+    (
+        "the counting switch with puts in flight",
+        switch_with_puts_in_flight,
+    ),
     ("uncounted puts land without counting", uncounted_puts),
     ("large puts and gets", large_transfers),
     ("vector puts and gets", vector_transfers),
@@ -386,6 +390,127 @@ fn counting_switch(n: usize) {
         ep.get(me, 4096, &mut got).unwrap();
         assert_eq!(got, pattern(left as u64 + 9, 300_000), "the puts landed");
         assert_eq!(word(ep, me, 64), 3, "every atomic landed");
+        ep.barrier().unwrap();
+    })
+    .unwrap();
+}
+
+/// Rank 0 switches counting on while every other rank streams non-blocking puts at it (across
+/// processes with `PGAS_MPI_PSHM=0` these are MPI-3 window puts, in flight until flushed; the
+/// writers make internal progress between them without flushing rank 0, by atomics on a third
+/// rank). Each writer's puts are uncounted up to some put and counted from it on; the
+/// uncounted ones had all landed when the switch-on returned (rank 0's snapshot holds them);
+/// the puts a writer started after it saw a flag rank 0 set after its switch-on are all
+/// counted; the counted ones of all writers carry IWC values 1..=IWC, each once.
+fn switch_with_puts_in_flight(n: usize) {
+    // Rank 0's segment: writer w's slots in the w-th MiB, its report (3 words and one IWC per
+    // counted put, at most one per slot) from 4 MiB on.
+    const REGION: usize = 1 << 20;
+    const SLOTS: usize = REGION / 8;
+    const REPORTS: usize = 4 << 20;
+    const REPORT: usize = REGION + 4096;
+    const SEGMENT: usize = REPORTS + 3 * REPORT;
+    const AFTER_FLAG: usize = 32;
+    assert!(n <= 4, "the layout holds three writers");
+    let job = LaunchConfig::new(n)
+        .segment_bytes(SEGMENT)
+        .write_counting(WriteCounting::Switched);
+    launch(&job, HandlerTable::new(), |ep| {
+        let (me, n) = (ep.rank(), ep.ranks());
+        ep.barrier().unwrap();
+        if me == 0 {
+            ep.wait_until(|| (1..n).all(|w| word(ep, 0, w * REGION) != 0));
+            // Writers that already answered may have counted puts by now: the IWC need not be 0.
+            ep.count_incoming_writes();
+            let mut snapshot = vec![0u8; REPORTS];
+            ep.get(0, 0, &mut snapshot).unwrap();
+            for w in 1..n {
+                ep.put(w, 0, &1u64.to_ne_bytes()).unwrap();
+            }
+            ep.barrier().unwrap(); // writers done and reported
+            let slot = |bytes: &[u8], w: usize, k: usize| {
+                let at = w * REGION + k * 8;
+                u64::from_ne_bytes(bytes[at..at + 8].try_into().unwrap())
+            };
+            let mut now = vec![0u8; SEGMENT];
+            ep.get(0, 0, &mut now).unwrap();
+            let mut iwcs = Vec::new();
+            for w in 1..n {
+                let report = |i: usize| slot(&now, 0, (REPORTS + (w - 1) * REPORT) / 8 + i);
+                let (first_counted, puts, counted) =
+                    (report(0) as usize, report(1) as usize, report(2) as usize);
+                assert_eq!(first_counted + counted, puts, "writer {w}");
+                for k in 0..puts {
+                    let v = ((w as u64) << 32) | (k as u64 + 1);
+                    assert_eq!(slot(&now, w, k), v, "writer {w}'s put {k} landed");
+                    if k < first_counted {
+                        assert_eq!(
+                            slot(&snapshot, w, k),
+                            v,
+                            "writer {w}'s uncounted put {k} (of {first_counted}) had not \
+                             landed when the switch-on returned"
+                        );
+                    }
+                }
+                iwcs.extend((0..counted).map(|i| report(3 + i)));
+            }
+            iwcs.sort_unstable();
+            let total = ep.incoming_writes();
+            assert_eq!(
+                iwcs,
+                (1..=total).collect::<Vec<_>>(),
+                "counted puts carry IWC 1..={total}, each once"
+            );
+        } else {
+            let third = (1..n).find(|&r| r != me);
+            let mut handles = Vec::new();
+            let mut after_flag = None;
+            let mut k = 0;
+            while after_flag.is_none_or(|a| a < AFTER_FLAG) {
+                assert!(k < SLOTS, "rank {me}: slots exhausted");
+                let v = ((me as u64) << 32) | (k as u64 + 1);
+                handles.push(ep.put_nb(0, me * REGION + k * 8, &v.to_ne_bytes()).unwrap());
+                k += 1;
+                if let Some(a) = &mut after_flag {
+                    *a += 1;
+                } else if k.is_multiple_of(16) {
+                    // Internal progress that does not flush the puts to rank 0.
+                    match third {
+                        Some(r) => drop(ep.atomic(r, 8, AtomicOp::FetchAdd(1)).unwrap()),
+                        None => drop(ep.poll()),
+                    }
+                    if word(ep, me, 0) == 1 {
+                        after_flag = Some(0);
+                    } else if k == SLOTS - 2 * AFTER_FLAG {
+                        ep.wait_until(|| word(ep, me, 0) == 1);
+                        after_flag = Some(0);
+                    }
+                }
+            }
+            let acks: Vec<WriteAck> = handles.into_iter().map(|h| h.wait(ep)).collect();
+            let first_counted = acks
+                .iter()
+                .position(|a| *a != WriteAck::UNCOUNTED)
+                .expect("the puts after the flag are counted");
+            let counted = &acks[first_counted..];
+            assert!(
+                counted
+                    .windows(2)
+                    .all(|p| p[0].iwc < p[1].iwc && p[1] != WriteAck::UNCOUNTED),
+                "rank {me}: uncounted or out-of-order acks after the first counted: {counted:?}"
+            );
+            assert!(counted.len() * 8 + 24 <= REPORT, "report fits");
+            let mut report = vec![
+                first_counted as u64,
+                acks.len() as u64,
+                counted.len() as u64,
+            ];
+            report.extend(counted.iter().map(|a| a.iwc));
+            let bytes: Vec<u8> = report.iter().flat_map(|x| x.to_ne_bytes()).collect();
+            ep.put_uncounted(0, REPORTS + (me - 1) * REPORT, &bytes)
+                .unwrap();
+            ep.barrier().unwrap();
+        }
         ep.barrier().unwrap();
     })
     .unwrap();

@@ -14,7 +14,7 @@
 //! The lines (rank 0 to rank 1; baseline on smp, then on mpi where it differs):
 //! - `put_latency` / `8B`: one blocking 8-byte `put` after another in the default job (which
 //!   does not count incoming writes), `OPS` per repetition; `memcpy_8B`, `mpi_put_flush_8B`.
-//! - `put_latency` / `8B_counting_job` (smp): the same in a job that counts incoming writes;
+//! - `put_latency` / `8B_counting_job`: the same in a job that counts incoming writes;
 //!   `put_8B_default_job`. `8B_switch_off`: in a job with the counting switch (what
 //!   cd-runtime launches) whose target has not switched counting on (a job with strict CDs
 //!   only); `8B_switch_on`: the same after the target switched on; both against
@@ -205,6 +205,35 @@ fn main() {
     });
 
     let mut lines = per_rank.into_iter().next().unwrap_or_default();
+    // What counting incoming writes costs a put: the same put in a job that counts (what
+    // cd-runtime launches), against this job's default, which does not. On mpi every process
+    // takes part in these jobs (launching is collective); rank 0's process measures.
+    let default_put = lines
+        .iter()
+        .find(|l| l.bench == "put_latency" && l.case == "8B")
+        .map(|l| l.value);
+    if default_put.is_some() || conduit == gasnet_bridge::ConduitKind::Mpi {
+        for (case, mode, switch_on) in [
+            ("8B_counting_job", WriteCounting::On, false),
+            ("8B_switch_off", WriteCounting::Switched, false),
+            ("8B_switch_on", WriteCounting::Switched, true),
+        ] {
+            // On mpi the job has every process as a rank (ranks past 1 only wait).
+            let ranks = if conduit == gasnet_bridge::ConduitKind::Mpi {
+                args.ranks
+            } else {
+                2
+            };
+            let ns = counting_put_ns(ranks, mode, switch_on, reps, ops);
+            if let (Some(ns), Some(default_put)) = (ns, default_put) {
+                lines.push(
+                    Line::new("put_latency", case, ns, "ns", Better::Lower)
+                        .baseline("put_8B_default_job", default_put)
+                        .on(conduit.name(), 2),
+                );
+            }
+        }
+    }
     if conduit == gasnet_bridge::ConduitKind::Mpi {
         #[cfg(feature = "mpi")]
         mpi_baselines(&mut lines, ops, flood_bytes, reps);
@@ -214,26 +243,6 @@ fn main() {
         print(&lines, args.json);
         return;
     }
-    // What counting incoming writes costs a put: the same put in a job that counts (what
-    // cd-runtime launches), against this job's default, which does not.
-    if let Some(default_put) = lines
-        .iter()
-        .find(|l| l.bench == "put_latency" && l.case == "8B")
-        .map(|l| l.value)
-    {
-        for (case, mode, switch_on) in [
-            ("8B_counting_job", WriteCounting::On, false),
-            ("8B_switch_off", WriteCounting::Switched, false),
-            ("8B_switch_on", WriteCounting::Switched, true),
-        ] {
-            let ns = counting_put_ns(mode, switch_on, reps, ops);
-            lines.push(
-                Line::new("put_latency", case, ns, "ns", Better::Lower)
-                    .baseline("put_8B_default_job", default_put)
-                    .on(conduit.name(), 2),
-            );
-        }
-    }
     let std_barrier = std_barrier_ns(args.ranks, reps, ops / 20);
     if let Some(l) = lines.iter_mut().find(|l| l.bench == "barrier") {
         l.baseline = Some(("std_barrier".into(), std_barrier));
@@ -241,10 +250,16 @@ fn main() {
     print(&lines, args.json);
 }
 
-/// ns per 8-byte blocking put from rank 0 into rank 1 in a two-rank smp job counting as
-/// `mode`, rank 1 having switched counting on if `switch_on`.
-fn counting_put_ns(mode: WriteCounting, switch_on: bool, reps: usize, ops: u64) -> f64 {
-    let job = LaunchConfig::new(2)
+/// ns per 8-byte blocking put from rank 0 into rank 1 in a job of `ranks` counting as `mode`,
+/// rank 1 having switched counting on if `switch_on`; `None` in a process without rank 0 (mpi).
+fn counting_put_ns(
+    ranks: usize,
+    mode: WriteCounting,
+    switch_on: bool,
+    reps: usize,
+    ops: u64,
+) -> Option<f64> {
+    let job = LaunchConfig::new(ranks)
         .segment_bytes(1 << 16)
         .write_counting(mode);
     let per_rank = launch(&job, HandlerTable::new(), |ep| {
@@ -267,7 +282,7 @@ fn counting_put_ns(mode: WriteCounting, switch_on: bool, reps: usize, ops: u64) 
         eprintln!("bridge-bench: {e}");
         std::process::exit(1)
     });
-    per_rank[0].expect("rank 0 measured")
+    per_rank.into_iter().next().flatten()
 }
 
 /// Raw MPI between the same two processes, in place of the smp baselines (collective: every

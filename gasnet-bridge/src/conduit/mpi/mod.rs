@@ -7,6 +7,7 @@
 mod am;
 pub mod baseline;
 mod calls;
+mod counting;
 mod inbox;
 mod process;
 mod progress;
@@ -28,7 +29,7 @@ pub use rma_window::RMA_ENV;
 pub use watchdog::{FANOUT, WATCHDOG_ADDR_ENV};
 pub use wire::{CREDITS, EAGER, INLINE_MAX, SLOTS};
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -80,6 +81,13 @@ pub struct MpiWorld {
     /// Which threads can write into this rank's segment and count there: the write-counting
     /// switch's barrier reaches them (`Host` when processes of this host map it).
     counting_scope: Scope,
+    /// By rank: targets that told this rank they count incoming writes now (a notice of
+    /// `K_COUNTING`); puts to them go as active messages instead of through the window, so
+    /// their IWC counts each one. Only ever set in a [`WriteCounting::Switched`] job with a
+    /// window (`rma_window.rs`, "The counting switch across processes").
+    ///
+    /// [`WriteCounting::Switched`]: crate::WriteCounting::Switched
+    counts_now: Box<[Cell<bool>]>,
     st: RefCell<State>,
     shared: Arc<Shared>,
     watchdog: RefCell<Option<Watchdog>>,
@@ -116,13 +124,6 @@ impl MpiWorld {
             .counters()
     }
 
-    /// Switches counting of the writes into this rank's segment on or off
-    /// ([`WriteCounting::Switched`](crate::WriteCounting::Switched) only).
-    pub(crate) fn switch_counting(&self, on: bool) {
-        self.write_counting()
-            .switch(self.counters(), on, self.counting_scope);
-    }
-
     /// Whether this job counts incoming writes (the mode every mapping was made with).
     pub(crate) fn write_counting(&self) -> crate::counters::WriteCounting {
         self.own().counting()
@@ -137,9 +138,10 @@ impl MpiWorld {
         self.mapped[self.rank].as_ref().expect("own segment")
     }
 
-    /// True if RMA to ranks this process does not map goes through the MPI-3 window.
-    pub(crate) fn has_rma_window(&self) -> bool {
-        self.rma.is_some()
+    /// True if a put to `rank` travels as an active message: a rank this process does not
+    /// map, without the RMA window or counting writes now (`counting.rs`).
+    pub(crate) fn puts_by_messages(&self, rank: usize) -> bool {
+        !self.maps(rank) && (self.rma.is_none() || self.counts_now(rank))
     }
 
     /// True if this process maps `rank`'s segment (a rank of this host, with PSHM).

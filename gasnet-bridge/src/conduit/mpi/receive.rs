@@ -15,8 +15,8 @@ use super::calls::{check, mpi_len, must, null_request, uint8};
 use super::state::{Deferred, Inflight, Op, State};
 use super::wire::{
     B_LONG, B_MEDIUM, B_SHORT, CREDITS, F_CREDIT, F_PLACED, F_REPLY, F_SEPARATE, F_UNCOUNTED,
-    Header, INLINE_MAX, K_ACK, K_AM, K_ATOMIC, K_ATOMIC_REPLY, K_CREDIT, K_GET, K_GET_NB,
-    K_GET_REPLY, K_GETV, K_PUT, K_PUTV, TAG_GET, TAG_PAYLOAD, decode_op,
+    Header, INLINE_MAX, K_ACK, K_AM, K_ATOMIC, K_ATOMIC_REPLY, K_COUNTING, K_COUNTING_ACK,
+    K_CREDIT, K_GET, K_GET_NB, K_GET_REPLY, K_GETV, K_PUT, K_PUTV, TAG_GET, TAG_PAYLOAD, decode_op,
 };
 
 impl MpiWorld {
@@ -367,6 +367,11 @@ impl MpiWorld {
                 st.handled += 1;
             }
             K_CREDIT => st.handled += 1,
+            K_COUNTING => self.serve_counting_notice(st, source, h.a != 0),
+            K_COUNTING_ACK => {
+                st.counting_acks += 1;
+                st.handled += 1;
+            }
             other => panic!("malformed message from rank {source}: kind {other}"),
         }
     }

@@ -84,7 +84,9 @@ impl MpiWorld {
         if let Some(m) = self.mapped(rank)? {
             return m.write_counted(offset, src);
         }
-        if let Some(w) = &self.rma {
+        if let Some(w) = &self.rma
+            && !self.counts_now(rank)
+        {
             w.put(rank, offset, src)?;
             return Ok(WriteAck::UNCOUNTED);
         }
@@ -121,7 +123,9 @@ impl MpiWorld {
         if let Some(m) = self.mapped(rank)? {
             return Ok(WriteHandle::complete(m.write_counted(offset, src)?));
         }
-        if let Some(w) = &self.rma {
+        if let Some(w) = &self.rma
+            && !self.counts_now(rank)
+        {
             let id = w.put_nb(rank, offset, src)?;
             return Ok(WriteHandle::pending(self.clone(), id));
         }

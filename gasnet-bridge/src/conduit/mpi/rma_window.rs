@@ -1,17 +1,22 @@
 //! Cross-host RMA through an MPI-3 window over every rank's segment (passive target).
 //!
 //! **When.** A job creates this window only if some rank reaches another through MPI (another
-//! host, or `PGAS_MPI_PSHM=0`), the job does not count writes ([`WriteCounting::Off`]) and
-//! `PGAS_MPI_RMA` is not `am`; all three are agreed by every process at set-up (creating a
-//! window is collective). Otherwise puts and gets to other hosts stay active messages.
+//! host, or `PGAS_MPI_PSHM=0`), the job does not count every write ([`WriteCounting::Off`] or
+//! [`WriteCounting::Switched`], not [`WriteCounting::On`]) and `PGAS_MPI_RMA` is not `am`; all
+//! three are agreed by every process at set-up (creating a window is collective). Otherwise
+//! puts and gets to other hosts stay active messages.
 //!
-//! **Why not when counting.** With [`WriteCounting::On`] (relaxed CDs) the ack of a put must
-//! carry the IWC value *this* write produced after its bytes landed, gapless per target. On a
-//! window that costs a flush, an `MPI_Fetch_and_op` on the target's counter and a second
-//! flush: two round trips where the active-message path needs one. So a counting job keeps the
-//! active-message path, and the IWC stays exact by construction. In a job that does not count,
-//! every ack is [`WriteAck::UNCOUNTED`] on either path, so an interception hook sees the same
-//! acks (when the flush completes the put) whichever path carried the bytes.
+//! **Never for a counted write.** A counted put's ack must carry the IWC value *this* write
+//! produced after its bytes landed, gapless per target. On a window that costs a flush, an
+//! `MPI_Fetch_and_op` on the target's counter and a second flush: two round trips where the
+//! active-message path needs one. So a put the target counts always travels as an active
+//! message, and the IWC stays exact by construction: in a [`WriteCounting::On`] job every put
+//! to another host does; in a [`WriteCounting::Switched`] job (what cd-runtime launches) the
+//! puts to a rank that switched counting on do, the others use the window (`counting.rs`
+//! tells how a switch-on moves a writer from one to the other without a write slipping
+//! uncounted past it). An uncounted put's ack is [`WriteAck::UNCOUNTED`] on either path, so an
+//! interception hook sees the same acks (when the flush completes the put) whichever path
+//! carried the bytes.
 //!
 //! **How.** One window on the job communicator over every segment ([`Flavor`]:
 //! `MPI_Win_allocate` when no process maps another's segment, else `MPI_Win_create` over the
@@ -238,10 +243,10 @@ impl RmaWindow {
     ) -> Result<Option<Flavor>, BridgeError> {
         let wanted = RmaPath::from_env().map_err(|e| BridgeError::Conduit(e.to_string()))?
             == RmaPath::Window
-            && counting == WriteCounting::Off
+            && counting != WriteCounting::On
             && ranks <= MAX_TARGETS;
         // MAX over (needs, refuses, shares): one process reaching another through MPI makes
-        // the window useful; one refusing it (switch or counting) keeps everyone on active
+        // the window useful; one refusing it (switch, or counting every write) keeps everyone on active
         // messages; one mapping another's segment needs the segments where they are.
         let mine = [u64::from(needs), u64::from(!wanted), u64::from(!alone)];
         let mut all = [0u64; 3];
@@ -616,6 +621,15 @@ impl RmaWindow {
             st.staging.reset();
         }
         Ok(())
+    }
+
+    /// `MPI_Win_sync`: a memory barrier between this process's view of its own segment and
+    /// the window's, so that bytes other ranks' completed puts wrote are seen by plain loads
+    /// (MPI's separate memory model requires it; in the unified model it is a fence).
+    pub(super) fn sync(&self) -> Result<(), BridgeError> {
+        // SAFETY: `win` is locked on every rank for the whole job (a passive-target epoch,
+        // which `MPI_Win_sync` requires).
+        check(unsafe { ffi::MPI_Win_sync(self.win) }, "MPI_Win_sync")
     }
 
     /// Flushes every target with operations in flight.

@@ -1,7 +1,7 @@
 //! Setting a job up: ranks numbered host by host, the job's communicators, the shared window,
 //! the watchdog, and the pre-posted receives.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
 use std::ffi::c_int;
 use std::rc::Rc;
@@ -312,6 +312,7 @@ impl MpiWorld {
             mpi_peers,
             rma,
             counting_scope,
+            counts_now: (0..ranks).map(|_| Cell::new(false)).collect(),
             outboxes: Outboxes::new(rank, host.outboxes),
             inbox: host.inbox.map(Inbox::new),
             st: RefCell::new(State {
@@ -333,6 +334,7 @@ impl MpiWorld {
                 barrier: None,
                 tick: 0,
                 barrier_tick: 0,
+                counting_acks: 0,
             }),
             shared,
             watchdog: RefCell::new(Some(dog)),

@@ -105,4 +105,7 @@ pub(super) struct State {
     pub(super) barrier: Option<ffi::MPI_Request>,
     pub(super) tick: u32,
     pub(super) barrier_tick: u32,
+    /// Answers ([`K_COUNTING_ACK`](super::wire::K_COUNTING_ACK)) to this rank's latest
+    /// switch-on notices.
+    pub(super) counting_acks: usize,
 }

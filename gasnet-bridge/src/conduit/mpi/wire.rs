@@ -42,6 +42,13 @@ pub(super) const K_GETV: u8 = 9;
 pub(super) const K_GET_NB: u8 = 10;
 /// The data of non-blocking get `id`: `b` bytes, inline or on `TAG_PAYLOAD` after it.
 pub(super) const K_GET_REPLY: u8 = 11;
+/// The sender switched counting of the writes into its segment on (`a` = 1) or off (`a` = 0):
+/// the receiver sends its later puts to it as active messages (on) or through the window
+/// again (off). Answered by [`K_COUNTING_ACK`] after the receiver flushed its window puts to
+/// the sender (on only). See `rma_window.rs`, "The counting switch across processes".
+pub(super) const K_COUNTING: u8 = 12;
+/// The answer to a switch-on notice: every window put from this rank to its target landed.
+pub(super) const K_COUNTING_ACK: u8 = 13;
 
 /// The message spent a credit of its sender.
 pub(super) const F_CREDIT: u8 = 1;
