@@ -333,7 +333,6 @@ impl MpiWorld {
                 handled: 0,
                 barrier: None,
                 tick: 0,
-                barrier_tick: 0,
                 counting_acks: 0,
             }),
             shared,

@@ -104,7 +104,6 @@ pub(super) struct State {
     pub(super) handled: u64,
     pub(super) barrier: Option<ffi::MPI_Request>,
     pub(super) tick: u32,
-    pub(super) barrier_tick: u32,
     /// Answers ([`K_COUNTING_ACK`](super::wire::K_COUNTING_ACK)) to this rank's latest
     /// switch-on notices.
     pub(super) counting_acks: usize,
