@@ -56,7 +56,7 @@ fn word(ep: &Endpoint, rank: usize, offset: usize) -> u64 {
 
 type Check = (&'static str, fn(usize));
 
-const CHECKS: [Check; 17] = [
+const CHECKS: [Check; 18] = [
     ("puts carry the target's EC and IWC", puts_and_counters),
     ("a job that does not count writes", uncounting_job),
     ("the counting switch", counting_switch),
@@ -86,6 +86,7 @@ const CHECKS: [Check; 17] = [
         window_mixed,
     ),
     ("uncounted RMA refuses bad addresses", window_errors),
+    ("uncounted vector puts and gets", window_vectors),
 ];
 
 /// A job that does not count writes: under mpirun across processes (or `PGAS_MPI_PSHM=0`) its
@@ -639,6 +640,99 @@ fn vector_transfers(n: usize) {
             pattern(left as u64 * 10, 8)[3..8],
             "untouched by the refused put"
         );
+        ep.barrier().unwrap();
+    })
+    .unwrap();
+}
+
+/// Vector puts and gets in a job that does not count (across processes: one MPI call with the
+/// pieces as a datatype), then in a job with the counting switch toward a rank that switched
+/// on (active messages, counted): a strided row (one `hvector`), irregular pieces in order
+/// with empty ones (`hindexed`), gets in any order with overlaps, a single piece, and puts
+/// whose pieces overlap or go backwards, which land in order, the later piece winning.
+fn window_vectors(n: usize) {
+    fn exercise(ep: &Endpoint, counted: bool) {
+        let (me, n) = (ep.rank(), ep.ranks());
+        let right = (me + 1) % n;
+        let strided: Vec<(usize, usize)> = (0..64).map(|k| (8192 + 4096 * k, 8)).collect();
+        let irregular: Vec<(usize, usize)> = (0..700)
+            .map(|k| (600_000 + 50 * k + k % 3, k % 11))
+            .collect();
+        let single = [(1_000_000, 300)];
+        let mut writes = 0;
+        for (c, pieces) in [&strided[..], &irregular[..], &single[..]]
+            .iter()
+            .enumerate()
+        {
+            let total: usize = pieces.iter().map(|p| p.1).sum();
+            let src = pattern((me * 31 + c) as u64, total);
+            let ack = ep.put_vector(right, pieces, &src).unwrap();
+            if counted {
+                writes += pieces.len() as u64;
+                assert_eq!(ack.iwc, writes, "counted vector put, case {c}");
+            } else {
+                assert_eq!(ack, WriteAck::UNCOUNTED, "case {c}");
+            }
+            let mut at = 0;
+            for &(offset, len) in pieces.iter() {
+                let mut one = vec![0u8; len];
+                ep.get(right, offset, &mut one).unwrap();
+                assert_eq!(one, src[at..at + len], "piece at {offset}, case {c}");
+                at += len;
+            }
+            // The same pieces read back in reverse order, each twice.
+            let again: Vec<(usize, usize)> = pieces.iter().rev().flat_map(|&p| [p, p]).collect();
+            let mut back = vec![0u8; 2 * total];
+            ep.get_vector(right, &again, &mut back).unwrap();
+            let mut want = Vec::new();
+            let mut end = total;
+            for &(_, len) in pieces.iter().rev() {
+                let piece = &src[end - len..end];
+                want.extend_from_slice(piece);
+                want.extend_from_slice(piece);
+                end -= len;
+            }
+            assert_eq!(back, want, "reversed doubled get, case {c}");
+        }
+        // Overlapping and backward pieces: written in order, the later one winning.
+        let a = pattern(me as u64 + 500, 16);
+        let b = pattern(me as u64 + 600, 16);
+        let both: Vec<u8> = a.iter().chain(&b).copied().collect();
+        ep.put_vector(right, &[(2_000_000, 16), (2_000_008, 16)], &both)
+            .unwrap();
+        ep.put_vector(right, &[(2_100_008, 16), (2_100_000, 16)], &both)
+            .unwrap();
+        let mut got = [0u8; 24];
+        ep.get(right, 2_000_000, &mut got).unwrap();
+        assert_eq!(got[..8], a[..8], "overlap: first piece's head");
+        assert_eq!(got[8..], b[..], "overlap: the later piece wins");
+        ep.get(right, 2_100_000, &mut got).unwrap();
+        assert_eq!(got[..16], b[..], "backward: second piece");
+        assert_eq!(got[16..], a[8..], "backward: the first piece's tail");
+        let bad = ep.put_vector(right, &[(0, 4), (SEG - 2, 4)], &[9; 8]);
+        assert!(
+            matches!(bad, Err(BridgeError::OutOfSegment { .. })),
+            "{bad:?}"
+        );
+        let bad = ep.get_vector(right, &[(8, 1), (SEG, 1)], &mut [0; 2]);
+        assert!(
+            matches!(bad, Err(BridgeError::OutOfSegment { .. })),
+            "{bad:?}"
+        );
+    }
+    launch(&uncounted_config(n), HandlerTable::new(), |ep| {
+        ep.barrier().unwrap();
+        exercise(ep, false);
+        ep.barrier().unwrap();
+    })
+    .unwrap();
+    let job = LaunchConfig::new(n)
+        .segment_bytes(SEG)
+        .write_counting(WriteCounting::Switched);
+    launch(&job, HandlerTable::new(), |ep| {
+        ep.count_incoming_writes();
+        ep.barrier().unwrap();
+        exercise(ep, true);
         ep.barrier().unwrap();
     })
     .unwrap();

@@ -25,6 +25,8 @@
 //!   flush of `mpi_put_flush_8B`).
 //! - `get_latency` / `8B`, `atomic_fetch_add` / `u64`: `OPS` blocking gets / fetch-adds;
 //!   `memcpy_8B` (`mpi_put_flush_8B`), `raw_atomic` (a local `fetch_add`).
+//! - `put_vector` / `64x8B`: `OPS / 10` blocking vector puts of 64 pieces of 8 bytes, 4 KiB
+//!   apart; `put_512B` (as many blocking contiguous puts of the same 512 bytes).
 //! - `put_bandwidth` / 8B .. 4MiB, GB/s: non-blocking puts waited one by one, about 32 MiB per
 //!   repetition; `memcpy_<size>` into a page-aligned buffer, `mpi_put_<size>`.
 //! - `am_roundtrip` / `short`: `OPS / 10` short request / reply round trips per repetition,
@@ -143,6 +145,23 @@ fn main() {
             lines.push(line(
                 Line::new("atomic_fetch_add", "u64", remote, "ns", Better::Lower)
                     .baseline("raw_atomic", raw),
+            ));
+            // 64 pieces of 8 B, 4 KiB apart, as one vector put, against one 512 B put.
+            let pieces: Vec<(usize, usize)> = (0..64).map(|k| (4096 * (k + 1), 8)).collect();
+            let src = [5u8; 512];
+            let contiguous = median_of(reps, || {
+                ns_per_op(ops / 10, || {
+                    black_box(ep.put(1, 0, black_box(&src)).unwrap());
+                })
+            });
+            let vector = median_of(reps, || {
+                ns_per_op(ops / 10, || {
+                    black_box(ep.put_vector(1, black_box(&pieces), &src).unwrap());
+                })
+            });
+            lines.push(line(
+                Line::new("put_vector", "64x8B", vector, "ns", Better::Lower)
+                    .baseline("put_512B", contiguous),
             ));
         }
         ep.barrier().unwrap();

@@ -8,6 +8,7 @@ mod am;
 pub mod baseline;
 mod calls;
 mod counting;
+mod datatype;
 mod inbox;
 mod process;
 mod progress;

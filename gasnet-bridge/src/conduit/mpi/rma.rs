@@ -227,7 +227,9 @@ impl MpiWorld {
     }
 
     /// A vector put ([`Endpoint::put_vector`]): direct copies into mapped memory, else one
-    /// request carrying the piece list and the packed bytes, answered by one ack.
+    /// `MPI_Put` with the pieces as its datatype through the window (uncounted, pieces in
+    /// order), else one request carrying the piece list and the packed bytes, answered by one
+    /// ack.
     pub(crate) fn put_vector(
         &self,
         ep: &Endpoint,
@@ -251,6 +253,12 @@ impl MpiWorld {
         if pieces.is_empty() {
             return Ok(WriteAck::default());
         }
+        if let Some(w) = &self.rma
+            && !self.counts_now(rank)
+            && w.put_pieces(rank, pieces, src)?
+        {
+            return Ok(WriteAck::UNCOUNTED);
+        }
         let mut body = Vec::with_capacity(crate::vector::GROUP_BYTES + src.len());
         let groups = crate::vector::encode_pieces(pieces, &mut body);
         body.extend_from_slice(src);
@@ -270,7 +278,8 @@ impl MpiWorld {
     }
 
     /// A vector get ([`Endpoint::get_vector`]): direct copies from mapped memory, else one
-    /// request carrying the piece list, answered by one message with the gathered bytes.
+    /// `MPI_Get` with the pieces as its datatype through the window, else one request
+    /// carrying the piece list, answered by one message with the gathered bytes.
     pub(crate) fn get_vector(
         &self,
         ep: &Endpoint,
@@ -287,6 +296,9 @@ impl MpiWorld {
         }
         if pieces.is_empty() {
             return Ok(());
+        }
+        if let Some(w) = &self.rma {
+            return w.get_pieces(rank, pieces, dst);
         }
         mpi_len(dst.len())?;
         let mut list = Vec::new();

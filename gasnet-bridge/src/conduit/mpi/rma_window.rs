@@ -32,7 +32,9 @@
 //! that flush, so a later put's completion implies an earlier one's to the same target
 //! ([`put_completes_after`]), which lets a caller track a flood by its last handle.
 //!
-//! Atomics stay active messages (an `MPI_Fetch_and_op` per atomic was not measured to pay).
+//! Vector puts and gets are one `MPI_Put` / `MPI_Get` whose target datatype lists the pieces
+//! (`datatype.rs`). Atomics stay active messages (an `MPI_Fetch_and_op` per atomic was not
+//! measured to pay).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -45,6 +47,7 @@ use crate::counters::{WriteAck, WriteCounting};
 use crate::error::BridgeError;
 
 use super::calls::{check, mpi_len, uint8};
+use super::datatype::TargetPieces;
 
 /// Environment switch of the cross-host RMA path: `window` (the default) or `am`.
 pub const RMA_ENV: &str = "PGAS_MPI_RMA";
@@ -486,6 +489,74 @@ impl RmaWindow {
                 )
             },
             "MPI_Get",
+        )?;
+        self.started(target);
+        self.flush(target)
+    }
+
+    /// A blocking vector put: `src` (the pieces' bytes back to back) into `pieces` of
+    /// `target`'s segment (non-empty, each checked) as one `MPI_Put` with the pieces as its
+    /// target datatype (`datatype.rs`), then `MPI_Win_flush`. False, and nothing sent, if
+    /// the pieces overlap or go backwards (the caller sends them as a message).
+    pub(super) fn put_pieces(
+        &self,
+        target: usize,
+        pieces: &[(usize, usize)],
+        src: &[u8],
+    ) -> Result<bool, BridgeError> {
+        let Some(to) = TargetPieces::for_put(pieces)? else {
+            return Ok(false);
+        };
+        debug_assert_eq!(to.bytes as usize, src.len());
+        // SAFETY: `src` is borrowed until the flush below completed the put; the datatype
+        // covers `to.bytes` bytes (the length of `src`) in pieces the caller checked against
+        // the segment (the window's size), from displacement `to.base`.
+        check(
+            unsafe {
+                ffi::MPI_Put(
+                    src.as_ptr().cast(),
+                    to.bytes,
+                    uint8(),
+                    target as c_int,
+                    to.base as ffi::MPI_Aint,
+                    1,
+                    to.datatype(),
+                    self.win,
+                )
+            },
+            "MPI_Put(pieces)",
+        )?;
+        self.started(target);
+        self.flush(target)?;
+        Ok(true)
+    }
+
+    /// A blocking vector get: `pieces` of `target`'s segment (non-empty, each checked) into
+    /// `dst` back to back, as one `MPI_Get` with the pieces as its target datatype.
+    pub(super) fn get_pieces(
+        &self,
+        target: usize,
+        pieces: &[(usize, usize)],
+        dst: &mut [u8],
+    ) -> Result<(), BridgeError> {
+        let from = TargetPieces::for_get(pieces)?;
+        debug_assert_eq!(from.bytes as usize, dst.len());
+        // SAFETY: `dst` is exclusively borrowed until the flush below completed the get; the
+        // datatype covers `from.bytes` bytes (the length of `dst`) in checked pieces.
+        check(
+            unsafe {
+                ffi::MPI_Get(
+                    dst.as_mut_ptr().cast(),
+                    from.bytes,
+                    uint8(),
+                    target as c_int,
+                    from.base as ffi::MPI_Aint,
+                    1,
+                    from.datatype(),
+                    self.win,
+                )
+            },
+            "MPI_Get(pieces)",
         )?;
         self.started(target);
         self.flush(target)
