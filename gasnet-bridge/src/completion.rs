@@ -19,6 +19,24 @@ use crate::error::BridgeError;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FlushId(pub(crate) u64);
 
+impl FlushId {
+    /// True if this write's completion implies `earlier`'s (a later put to the same target:
+    /// a flush completes every put started toward its target before it), so a caller tracking
+    /// a flood may keep this number alone.
+    #[inline]
+    pub fn implies(self, earlier: FlushId) -> bool {
+        #[cfg(feature = "mpi")]
+        {
+            crate::conduit::mpi::put_completes_after(earlier.0, self.0)
+        }
+        #[cfg(not(feature = "mpi"))]
+        {
+            let _ = earlier;
+            false
+        }
+    }
+}
+
 /// Completion of a non-blocking write (put or long AM); yields the target's EC/IWC.
 #[derive(Debug)]
 #[must_use = "a write handle must be waited on or tested to learn its completion"]

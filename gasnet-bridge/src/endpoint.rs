@@ -306,6 +306,30 @@ impl Endpoint {
         }
     }
 
+    /// Starts a put that a flush completes, if this put takes such a path (the mpi conduit's
+    /// window: a rank this process does not map and that does not count writes now): `src` is
+    /// reusable on return and the put is known by its number alone, no handle, no reference
+    /// (a flood's form; [`FlushId::implies`] folds many into one). `None` if the put takes
+    /// another path (then use [`Endpoint::put_nb`]), or the rank does not exist.
+    ///
+    /// [`FlushId::implies`]: crate::FlushId::implies
+    #[inline]
+    pub fn put_nb_flush(
+        &self,
+        rank: usize,
+        offset: usize,
+        src: &[u8],
+    ) -> Option<Result<crate::completion::FlushId, BridgeError>> {
+        match &self.conduit {
+            Conduit::Smp(_) => {
+                let _ = (rank, offset, src);
+                None
+            }
+            #[cfg(feature = "mpi")]
+            Conduit::Mpi(world) => world.put_nb_flush(rank, offset, src),
+        }
+    }
+
     /// Completes the one-sided operations in flight that need no message to complete (the mpi
     /// conduit's window puts and gets: one flush per target), without taking messages off the
     /// wire or running handlers; returns whether there were any. Free when there are none (smp:

@@ -56,7 +56,7 @@ fn word(ep: &Endpoint, rank: usize, offset: usize) -> u64 {
 
 type Check = (&'static str, fn(usize));
 
-const CHECKS: [Check; 18] = [
+const CHECKS: [Check; 19] = [
     ("puts carry the target's EC and IWC", puts_and_counters),
     ("a job that does not count writes", uncounting_job),
     ("the counting switch", counting_switch),
@@ -87,6 +87,7 @@ const CHECKS: [Check; 18] = [
     ),
     ("uncounted RMA refuses bad addresses", window_errors),
     ("uncounted vector puts and gets", window_vectors),
+    ("puts known by their number", flush_ids),
 ];
 
 /// A job that does not count writes: under mpirun across processes (or `PGAS_MPI_PSHM=0`) its
@@ -643,6 +644,72 @@ fn vector_transfers(n: usize) {
         ep.barrier().unwrap();
     })
     .unwrap();
+}
+
+/// `put_nb_flush`: a number for a put to a rank reached through the window (none for a rank
+/// this process maps, on smp, or toward a rank that counts writes); a later number to the same
+/// target implies an earlier one, not the reverse, nor across targets; `flush_rma` completes
+/// them all, and every byte is there after the barrier.
+fn flush_ids(n: usize) {
+    const PUTS: usize = 3000;
+    let run = |job: LaunchConfig, switch_on: bool| {
+        launch(&job, HandlerTable::new(), move |ep| {
+            let (me, n) = (ep.rank(), ep.ranks());
+            let right = (me + 1) % n;
+            let left = (me + n - 1) % n;
+            if switch_on {
+                ep.count_incoming_writes();
+            }
+            ep.barrier().unwrap();
+            // The window: neither mapped nor reached by messages (`PGAS_MPI_RMA=am`, or a
+            // target that switched counting on).
+            let window = !ep.maps(right) && !ep.rma_by_messages(right);
+            assert!(
+                !(window && switch_on),
+                "a counting target is reached by messages"
+            );
+            let mut ids = Vec::new();
+            for i in 0..PUTS {
+                let v = ((me * PUTS + i) as u64).to_ne_bytes();
+                match ep.put_nb_flush(right, i * 8, &v) {
+                    Some(id) => ids.push(id.unwrap()),
+                    None => {
+                        assert!(!window, "rank {me}: no number for a window put");
+                        ep.put(right, i * 8, &v).unwrap();
+                    }
+                }
+            }
+            assert_eq!(ids.len(), if window { PUTS } else { 0 });
+            assert!(
+                ep.put_nb_flush(n, 0, &[0]).is_none(),
+                "no such rank: no number"
+            );
+            if let [first, .., last] = ids[..] {
+                assert!(last.implies(first) && !first.implies(last) && !first.implies(first));
+                if n > 2 {
+                    let other = ep
+                        .put_nb_flush((me + 2) % n, PUTS * 8, &[1])
+                        .unwrap()
+                        .unwrap();
+                    assert!(!other.implies(first), "across targets");
+                }
+                ep.flush_rma();
+                assert!(ids.iter().all(|&id| ep.flushed(id)), "flushed");
+                assert!(ep.put_nb_flush(right, SEG, &[0]).unwrap().is_err());
+            }
+            ep.barrier().unwrap();
+            for i in 0..PUTS {
+                assert_eq!(word(ep, me, i * 8), (left * PUTS + i) as u64, "put {i}");
+            }
+            ep.barrier().unwrap();
+        })
+        .unwrap();
+    };
+    run(uncounted_config(n), false);
+    let switched = LaunchConfig::new(n)
+        .segment_bytes(SEG)
+        .write_counting(WriteCounting::Switched);
+    run(switched, true);
 }
 
 /// Vector puts and gets in a job that does not count (across processes: one MPI call with the

@@ -44,6 +44,7 @@
 
 use std::rc::Rc;
 
+use gasnet_bridge::FlushId;
 use gasnet_bridge::completion::{AtomicHandle, OwnedGetHandle, WriteHandle};
 use gasnet_bridge::{AtomicOp, AtomicResult, WriteAck};
 
@@ -58,10 +59,39 @@ pub(crate) type RemoteSend = (usize, Box<dyn FnOnce(usize)>);
 /// The hook's view of a put in flight: the hook, its operation and the range written.
 pub(crate) type HookedPut = (Rc<dyn Interceptor>, OpId, Rma);
 
+/// How a put in flight is known to the conduit.
+pub(crate) enum PutHandle {
+    /// A handle that yields the target's EC and IWC.
+    Write(WriteHandle),
+    /// The number of a window put that a flush completes (`Endpoint::put_nb_flush`); its ack
+    /// is `WriteAck::UNCOUNTED`.
+    Flush(FlushId),
+}
+
+impl PutHandle {
+    /// The ack if it has arrived, making no progress.
+    fn arrived(&self, rt: &Runtime) -> Option<WriteAck> {
+        match self {
+            PutHandle::Write(h) => h.arrived(),
+            PutHandle::Flush(id) => rt.ep().flushed(*id).then_some(WriteAck::UNCOUNTED),
+        }
+    }
+
+    /// True if this put's completion implies `earlier`'s, with the same ack.
+    #[inline]
+    fn completes_after(&self, earlier: &PutHandle) -> bool {
+        match (self, earlier) {
+            (PutHandle::Write(later), PutHandle::Write(first)) => later.completes_after(first),
+            (PutHandle::Flush(later), PutHandle::Flush(first)) => later.implies(*first),
+            _ => false,
+        }
+    }
+}
+
 /// What a put's ack completes.
 pub(crate) struct PendingPut {
-    /// The conduit's handle; yields the target's EC and IWC.
-    pub(crate) handle: WriteHandle,
+    /// The conduit's handle or number; yields the target's EC and IWC.
+    pub(crate) handle: PutHandle,
     /// The hook that saw the put start, its operation and range (`after_put` on the ack).
     pub(crate) hooked: Option<HookedPut>,
     /// The operation future to fulfil.
@@ -78,10 +108,23 @@ impl PendingPut {
     /// A put that only its handle tracks (no completion asked for).
     pub(crate) fn new(handle: WriteHandle, hooked: Option<HookedPut>) -> Self {
         PendingPut {
-            handle,
+            handle: PutHandle::Write(handle),
             hooked,
             operation: None,
             promise: None,
+            remote: None,
+            puts: 1,
+        }
+    }
+
+    /// A put known by `handle` that completes nothing but `promise`'s count (its dependency
+    /// added already), if any.
+    pub(crate) fn flushed(handle: PutHandle, promise: Option<Promise<()>>) -> Self {
+        PendingPut {
+            handle,
+            hooked: None,
+            operation: None,
+            promise,
             remote: None,
             puts: 1,
         }
@@ -105,6 +148,31 @@ impl PendingPut {
     }
 }
 
+/// [`fold_put`] for a window put known by its number: folds it into the latest record if
+/// that record is one of such puts (which complete nothing but a promise's count) for the same
+/// promise and an earlier put to the same target. Returns whether it folded.
+#[inline]
+pub(crate) fn fold_flush(rt: &Runtime, id: FlushId, promise: Option<&Promise<()>>) -> bool {
+    let mut list = rt.pending_puts.borrow_mut();
+    let Some(last) = list.last_mut() else {
+        return false;
+    };
+    let PutHandle::Flush(first) = last.handle else {
+        return false;
+    };
+    let same_promise = match (&last.promise, promise) {
+        (None, None) => true,
+        (Some(a), Some(b)) => a.same_as(b),
+        _ => false,
+    };
+    if !same_promise || !id.implies(first) {
+        return false;
+    }
+    last.handle = PutHandle::Flush(id);
+    last.puts += 1;
+    true
+}
+
 /// Keeps `p` until its ack arrives.
 #[inline]
 pub(crate) fn push_put(rt: &Runtime, p: PendingPut) {
@@ -114,12 +182,16 @@ pub(crate) fn push_put(rt: &Runtime, p: PendingPut) {
 /// Folds an unhooked put that completes nothing but `promise`'s count (one dependency, added
 /// already), or nothing, into the latest record, if that record completes the same and
 /// `handle`'s completion implies its own; else hands the handle back.
+///
+/// A window put known by its number alone (`PutHandle::Flush`, from `Endpoint::put_nb_flush`)
+/// folds without a handle ever being made: a promise flood across hosts then costs the
+/// conduit's put, a dependency and this check per put.
 #[inline]
 pub(crate) fn fold_put(
     rt: &Runtime,
-    handle: WriteHandle,
+    handle: PutHandle,
     promise: Option<&Promise<()>>,
-) -> Result<(), WriteHandle> {
+) -> Result<(), PutHandle> {
     let mut list = rt.pending_puts.borrow_mut();
     let Some(last) = list.last_mut() else {
         return Err(handle);
@@ -225,7 +297,7 @@ pub(crate) fn complete_arrived(rt: &Runtime) {
         let mut list = rt.pending_puts.borrow_mut();
         let mut i = 0;
         while i < list.len() {
-            match list[i].handle.arrived() {
+            match list[i].handle.arrived(rt) {
                 Some(ack) => arrived.push((list.swap_remove(i), ack)),
                 None => i += 1,
             }

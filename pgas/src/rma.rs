@@ -353,6 +353,41 @@ impl<'p> Completions<'p> {
         }
     }
 
+    /// True if operation completion is a promise's count or not asked for, and no remote rpc
+    /// is: what a put's record may fold ([`crate::pending::fold_put`]).
+    #[inline]
+    fn folds(&self) -> bool {
+        self.remote.is_none() && !matches!(self.operation, Some(Notify::Future))
+    }
+
+    /// Reports the events of a window put known by its number ([`Completions::folds`] held):
+    /// the source is free, the promise holds one more dependency, which the record the put
+    /// folds into (or a new one) removes when a flush completes it.
+    #[inline]
+    fn complete_flushed(self, rt: &Runtime, id: gasnet_bridge::FlushId) -> CxFutures {
+        let promise = match self.operation {
+            Some(Notify::Promise(p)) => {
+                p.require_anonymous(1);
+                Some(p)
+            }
+            Some(Notify::Future) | None => None,
+        };
+        let source = match self.source {
+            Some(Notify::Future) => Some(Future::ready(())),
+            Some(Notify::Promise(_)) | None => None,
+        };
+        if !crate::pending::fold_flush(rt, id, promise) {
+            push_put(
+                rt,
+                PendingPut::flushed(crate::pending::PutHandle::Flush(id), promise.cloned()),
+            );
+        }
+        CxFutures {
+            source,
+            operation: None,
+        }
+    }
+
     /// Reports every event of a put whose ack is still to come: the source is free (the
     /// conduit copied it), the operation completes, and the rpc leaves, when the ack arrives.
     /// Inlined for a flood's sake: a put that only counts on a promise folds into the latest
@@ -369,19 +404,22 @@ impl<'p> Completions<'p> {
         };
         let plain = hooked.is_none() && self.remote.is_none();
         let handle = match self.operation {
-            Some(Notify::Promise(_)) | None if plain => match fold_put(rt, handle, promise) {
-                Ok(()) => {
-                    let source = match self.source {
-                        Some(Notify::Future) => Some(Future::ready(())),
-                        Some(Notify::Promise(_)) | None => None,
-                    };
-                    return CxFutures {
-                        source,
-                        operation: None,
-                    };
+            Some(Notify::Promise(_)) | None if plain => {
+                match fold_put(rt, crate::pending::PutHandle::Write(handle), promise) {
+                    Ok(()) => {
+                        let source = match self.source {
+                            Some(Notify::Future) => Some(Future::ready(())),
+                            Some(Notify::Promise(_)) | None => None,
+                        };
+                        return CxFutures {
+                            source,
+                            operation: None,
+                        };
+                    }
+                    Err(crate::pending::PutHandle::Write(handle)) => handle,
+                    Err(crate::pending::PutHandle::Flush(_)) => unreachable!("a handle was folded"),
                 }
-                Err(handle) => handle,
-            },
+            }
             _ => handle,
         };
         self.record_later(rt, (handle, hooked), promise, target)
@@ -456,12 +494,21 @@ impl<'p> Completions<'p> {
 pub fn rput_with<T: Pod>(src: &[T], dst: GlobalPtr<T>, cx: Completions<'_>) -> CxFutures {
     not_null(dst, "rput");
     cx.start();
-    runtime::with(
-        |rt| match start_put(rt, dst.rank(), dst.offset(), bytemuck::cast_slice(src)) {
+    runtime::with(|rt| {
+        let bytes = bytemuck::cast_slice(src);
+        // A put that completes nothing but a promise's count, unhooked, through the window:
+        // known by its number alone (no handle to make, move and drop per put).
+        if cx.folds() && !rt.hooked() {
+            if let Some(id) = rt.ep().put_nb_flush(dst.rank(), dst.offset(), bytes) {
+                let id = id.unwrap_or_else(|e| panic!("rput: {e}"));
+                return cx.complete_flushed(rt, id);
+            }
+        }
+        match start_put(rt, dst.rank(), dst.offset(), bytes) {
             None => cx.complete(dst.rank()),
             Some(p) => cx.complete_later(rt, p, dst.rank()),
-        },
-    )
+        }
+    })
 }
 
 /// `rget` into `dst` with explicit completions (source completion does not apply to a get and

@@ -27,6 +27,7 @@ mod wire;
 pub(crate) use am::OutBody;
 pub(crate) use process::world_shape;
 pub use rma_window::RMA_ENV;
+pub(crate) use rma_window::put_completes_after;
 pub use watchdog::{FANOUT, WATCHDOG_ADDR_ENV};
 pub use wire::{CREDITS, EAGER, INLINE_MAX, SLOTS};
 

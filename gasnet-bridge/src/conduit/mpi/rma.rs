@@ -133,6 +133,22 @@ impl MpiWorld {
         Ok(WriteHandle::pending(self.clone(), id))
     }
 
+    /// [`Endpoint::put_nb_flush`]: a window put known by its number, if `rank` is reached
+    /// through the window and does not count writes now.
+    #[inline]
+    pub(crate) fn put_nb_flush(
+        &self,
+        rank: usize,
+        offset: usize,
+        src: &[u8],
+    ) -> Option<Result<crate::completion::FlushId, BridgeError>> {
+        let w = self.rma.as_ref()?;
+        if !matches!(self.mapped.get(rank), Some(None)) || self.counts_now(rank) {
+            return None;
+        }
+        Some(w.put_nb(rank, offset, src).map(crate::completion::FlushId))
+    }
+
     pub(super) fn start_put(
         &self,
         ep: &Endpoint,

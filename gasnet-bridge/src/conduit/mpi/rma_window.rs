@@ -148,7 +148,7 @@ fn target_of(id: u64) -> usize {
 /// `later` started after `earlier` (a flush of a target completes every operation started
 /// toward it before the flush, and the acks of window puts are all [`WriteAck::UNCOUNTED`]).
 #[inline]
-pub(super) fn put_completes_after(earlier: u64, later: u64) -> bool {
+pub(crate) fn put_completes_after(earlier: u64, later: u64) -> bool {
     is_window_put(earlier)
         && is_window_put(later)
         && target_of(earlier) == target_of(later)
@@ -418,7 +418,12 @@ impl RmaWindow {
 
     /// Numbers an operation just started toward `target` and marks the target dirty.
     fn started(&self, target: usize) -> u64 {
-        let mut st = self.st.borrow_mut();
+        Self::number(&mut self.st.borrow_mut(), target)
+    }
+
+    /// [`RmaWindow::started`] on state already borrowed.
+    #[inline]
+    fn number(st: &mut InFlight, target: usize) -> u64 {
         let seq = st.next_seq;
         st.next_seq += 1;
         if !st.is_dirty[target] {
@@ -452,17 +457,35 @@ impl RmaWindow {
             )?;
             return Ok(id);
         }
-        let staged = {
-            let mut st = self.st.borrow_mut();
-            if st.staging.total + src.len() > STAGE_LIMIT {
-                drop(st);
-                self.flush_dirty()?;
-                st = self.st.borrow_mut();
-            }
-            st.staging.stage(src)
-        };
+        let mut st = self.st.borrow_mut();
+        if st.staging.total + src.len() > STAGE_LIMIT {
+            drop(st);
+            self.flush_dirty()?;
+            st = self.st.borrow_mut();
+        }
         // The staged bytes stay in their chunk until a flush of every dirty target resets it.
-        self.start_put(target, offset, staged, len)
+        let staged = st.staging.stage(src);
+        // One borrow for staging, the put and its number (a flood's per-put cost); MPI_Put
+        // calls back into nothing of this process.
+        // SAFETY: the staged bytes stay unchanged until a flush of every dirty target, which
+        // completes this put first; the target range was checked against the segment (the
+        // window's size), and the window is locked on every target.
+        check(
+            unsafe {
+                ffi::MPI_Put(
+                    staged.cast(),
+                    len,
+                    uint8(),
+                    target as c_int,
+                    offset as ffi::MPI_Aint,
+                    len,
+                    uint8(),
+                    self.win,
+                )
+            },
+            "MPI_Put",
+        )?;
+        Ok(Self::number(&mut st, target))
     }
 
     /// A blocking get: `MPI_Get` and `MPI_Win_flush`.
