@@ -6,7 +6,7 @@
 //! `membarrier(2)` over every process mapping the segment). A window put is different: it is
 //! applied by MPI, possibly long after the writer's call returned, and never looks at the
 //! switch. So in a [`WriteCounting::Switched`] job with a window (`rma_window.rs`), each
-//! writer keeps one bit per target, `counts_now`, and sends its puts to a target whose bit is
+//! writer keeps one bit per target, `window_puts`, and sends its puts to a target whose bit is
 //! set as active messages, which the target's own thread applies and counts. The target's
 //! switch-on is:
 //!
@@ -77,16 +77,19 @@ impl MpiWorld {
         }
     }
 
-    /// Whether puts to `rank` must go as active messages, `rank` counting writes now.
+    /// Whether puts to `rank` go through the window now (not mapped, a window job, `rank` not
+    /// counting writes); false for a rank that does not exist.
     #[inline]
-    pub(super) fn counts_now(&self, rank: usize) -> bool {
-        self.counts_now.get(rank).is_some_and(|c| c.get())
+    pub(super) fn window_puts(&self, rank: usize) -> bool {
+        self.window_puts.get(rank).is_some_and(|c| c.get())
     }
 
     /// Serves a counting notice from `target` (`on` or off): remembers it, and for a
     /// switch-on flushes this rank's window puts to `target` and answers.
     pub(super) fn serve_counting_notice(&self, st: &mut State, target: usize, on: bool) {
-        self.counts_now[target].set(on);
+        if self.rma.is_some() && !self.maps(target) {
+            self.window_puts[target].set(!on);
+        }
         if on {
             if let Some(w) = &self.rma
                 && w.is_dirty(target)

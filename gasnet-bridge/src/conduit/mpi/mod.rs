@@ -83,13 +83,11 @@ pub struct MpiWorld {
     /// Which threads can write into this rank's segment and count there: the write-counting
     /// switch's barrier reaches them (`Host` when processes of this host map it).
     counting_scope: Scope,
-    /// By rank: targets that told this rank they count incoming writes now (a notice of
-    /// `K_COUNTING`); puts to them go as active messages instead of through the window, so
-    /// their IWC counts each one. Only ever set in a [`WriteCounting::Switched`] job with a
-    /// window (`rma_window.rs`, "The counting switch across processes").
-    ///
-    /// [`WriteCounting::Switched`]: crate::WriteCounting::Switched
-    counts_now: Box<[Cell<bool>]>,
+    /// By rank: whether puts to it go through the window now: a rank this process does not
+    /// map, in a job with the window, that has not told this rank it counts incoming writes
+    /// (a notice of `K_COUNTING`; puts to such a rank go as active messages, so its IWC
+    /// counts each one: `counting.rs`). One byte per rank, read by every put.
+    window_puts: Box<[Cell<bool>]>,
     st: RefCell<State>,
     shared: Arc<Shared>,
     watchdog: RefCell<Option<Watchdog>>,
@@ -143,7 +141,7 @@ impl MpiWorld {
     /// True if a put to `rank` travels as an active message: a rank this process does not
     /// map, without the RMA window or counting writes now (`counting.rs`).
     pub(crate) fn puts_by_messages(&self, rank: usize) -> bool {
-        !self.maps(rank) && (self.rma.is_none() || self.counts_now(rank))
+        !self.maps(rank) && !self.window_puts(rank)
     }
 
     /// True if this process maps `rank`'s segment (a rank of this host, with PSHM).

@@ -85,7 +85,7 @@ impl MpiWorld {
             return m.write_counted(offset, src);
         }
         if let Some(w) = &self.rma
-            && !self.counts_now(rank)
+            && self.window_puts(rank)
         {
             w.put(rank, offset, src)?;
             return Ok(WriteAck::UNCOUNTED);
@@ -124,7 +124,7 @@ impl MpiWorld {
             return Ok(WriteHandle::complete(m.write_counted(offset, src)?));
         }
         if let Some(w) = &self.rma
-            && !self.counts_now(rank)
+            && self.window_puts(rank)
         {
             let id = w.put_nb(rank, offset, src)?;
             return Ok(WriteHandle::pending(self.clone(), id));
@@ -142,10 +142,10 @@ impl MpiWorld {
         offset: usize,
         src: &[u8],
     ) -> Option<Result<crate::completion::FlushId, BridgeError>> {
-        let w = self.rma.as_ref()?;
-        if !matches!(self.mapped.get(rank), Some(None)) || self.counts_now(rank) {
+        if !self.window_puts(rank) {
             return None;
         }
+        let w = self.rma.as_ref()?;
         Some(w.put_nb(rank, offset, src).map(crate::completion::FlushId))
     }
 
@@ -270,7 +270,7 @@ impl MpiWorld {
             return Ok(WriteAck::default());
         }
         if let Some(w) = &self.rma
-            && !self.counts_now(rank)
+            && self.window_puts(rank)
             && w.put_pieces(rank, pieces, src)?
         {
             return Ok(WriteAck::UNCOUNTED);

@@ -160,34 +160,51 @@ pub(crate) fn put_completes_after(earlier: u64, later: u64) -> bool {
 struct Staging {
     /// Chunks in use; `Box<[u8]>` never moves its bytes, which MPI may still read.
     full: Vec<Box<[u8]>>,
-    current: Option<Box<[u8]>>,
+    /// The chunk being filled (empty before the first put).
+    current: Box<[u8]>,
     used: usize,
     /// Chunks free for reuse.
     free: Vec<Box<[u8]>>,
-    /// Bytes staged since the last reset.
-    total: usize,
 }
 
 impl Staging {
-    /// Copies `src` into a chunk; the pointer stays valid until [`Staging::reset`].
-    fn stage(&mut self, src: &[u8]) -> *const u8 {
-        if self.current.is_none() || self.used + src.len() > CHUNK {
-            if let Some(c) = self.current.take() {
-                self.full.push(c);
-            }
-            self.current = Some(
-                self.free
-                    .pop()
-                    .unwrap_or_else(|| vec![0u8; CHUNK].into_boxed_slice()),
-            );
-            self.used = 0;
+    /// Copies `src` (at most [`STAGE_MAX`] bytes) into a chunk; the pointer stays valid until
+    /// [`Staging::reset`]. `None` if [`STAGE_LIMIT`] bytes are staged already: flush first.
+    /// The common case is one comparison and the copy (a flood of small puts pays it per put).
+    #[inline]
+    fn stage(&mut self, src: &[u8]) -> Option<*const u8> {
+        if self.used + src.len() > self.current.len() && !self.next_chunk() {
+            return None;
         }
-        let chunk = self.current.as_mut().expect("a current chunk");
-        let dst = &mut chunk[self.used..self.used + src.len()];
+        let dst = &mut self.current[self.used..self.used + src.len()];
         dst.copy_from_slice(src);
         self.used += src.len();
-        self.total += src.len();
-        dst.as_ptr()
+        Some(dst.as_ptr())
+    }
+
+    /// Bytes staged since the last reset (at most one chunk's worth more than counted).
+    fn total(&self) -> usize {
+        self.full.len() * CHUNK + self.used
+    }
+
+    /// Moves on to a fresh chunk (the current one is full, or there is none yet); false if
+    /// [`STAGE_LIMIT`] bytes are staged already.
+    #[cold]
+    #[inline(never)]
+    fn next_chunk(&mut self) -> bool {
+        if self.total() >= STAGE_LIMIT {
+            return false;
+        }
+        let fresh = self
+            .free
+            .pop()
+            .unwrap_or_else(|| vec![0u8; CHUNK].into_boxed_slice());
+        let old = std::mem::replace(&mut self.current, fresh);
+        if !old.is_empty() {
+            self.full.push(old);
+        }
+        self.used = 0;
+        true
     }
 
     /// Every staged put has completed: the chunks may be reused (two kept besides the current
@@ -200,7 +217,6 @@ impl Staging {
             self.free.truncate(2);
         }
         self.used = 0;
-        self.total = 0;
     }
 }
 
@@ -374,6 +390,7 @@ impl RmaWindow {
     }
 
     /// Checks that `offset..offset + len` lies in a segment; MPI is never asked otherwise.
+    #[inline]
     fn check(&self, target: usize, offset: usize, len: usize) -> Result<c_int, BridgeError> {
         match offset.checked_add(len) {
             Some(end) if end <= self.segment_len => mpi_len(len),
@@ -441,6 +458,10 @@ impl RmaWindow {
     }
 
     /// A non-blocking put; `src` is free on return; the id completes at a flush of `target`.
+    ///
+    /// Inlined, with its rare paths out of line: a flood of small puts pays this per put
+    /// (`pgas-bench` `rput_flood` / `8B` across processes, ROADMAP).
+    #[inline]
     pub(super) fn put_nb(
         &self,
         target: usize,
@@ -449,22 +470,22 @@ impl RmaWindow {
     ) -> Result<u64, BridgeError> {
         let len = self.check(target, offset, src.len())?;
         if src.len() > STAGE_MAX {
-            let id = self.start_put(target, offset, src.as_ptr(), len)?;
-            // SAFETY: `win` is locked on `target`; completes locally the puts to it.
-            check(
-                unsafe { ffi::MPI_Win_flush_local(target as c_int, self.win) },
-                "MPI_Win_flush_local",
-            )?;
-            return Ok(id);
+            return self.put_nb_large(target, offset, src, len);
         }
         let mut st = self.st.borrow_mut();
-        if st.staging.total + src.len() > STAGE_LIMIT {
-            drop(st);
-            self.flush_dirty()?;
-            st = self.st.borrow_mut();
-        }
         // The staged bytes stay in their chunk until a flush of every dirty target resets it.
-        let staged = st.staging.stage(src);
+        let staged = match st.staging.stage(src) {
+            Some(staged) => staged,
+            None => {
+                // A flood that never makes progress: complete it, then stage afresh.
+                drop(st);
+                self.flush_dirty()?;
+                st = self.st.borrow_mut();
+                st.staging
+                    .stage(src)
+                    .expect("a reset staging takes a small put")
+            }
+        };
         // One borrow for staging, the put and its number (a flood's per-put cost); MPI_Put
         // calls back into nothing of this process.
         // SAFETY: the staged bytes stay unchanged until a flush of every dirty target, which
@@ -486,6 +507,25 @@ impl RmaWindow {
             "MPI_Put",
         )?;
         Ok(Self::number(&mut st, target))
+    }
+
+    /// [`RmaWindow::put_nb`] of more than [`STAGE_MAX`] bytes: put from `src` itself, then
+    /// wait for local completion.
+    #[inline(never)]
+    fn put_nb_large(
+        &self,
+        target: usize,
+        offset: usize,
+        src: &[u8],
+        len: c_int,
+    ) -> Result<u64, BridgeError> {
+        let id = self.start_put(target, offset, src.as_ptr(), len)?;
+        // SAFETY: `win` is locked on `target`; completes locally the puts to it.
+        check(
+            unsafe { ffi::MPI_Win_flush_local(target as c_int, self.win) },
+            "MPI_Win_flush_local",
+        )?;
+        Ok(id)
     }
 
     /// A blocking get: `MPI_Get` and `MPI_Win_flush`.
@@ -799,19 +839,39 @@ mod tests {
     #[test]
     fn staged_bytes_stay_put_until_reset() {
         let mut s = Staging::default();
-        let a = s.stage(&[1, 2, 3]);
+        let a = s.stage(&[1, 2, 3]).unwrap();
         let big = vec![9u8; CHUNK - 1];
-        let b = s.stage(&big);
+        let b = s.stage(&big).unwrap();
         // SAFETY: `a` points at 3 staged bytes, alive until `reset`.
         assert_eq!(unsafe { std::slice::from_raw_parts(a, 3) }, &[1, 2, 3]);
         assert_ne!(a, b, "a second chunk");
-        assert_eq!(s.total, CHUNK + 2);
+        assert_eq!(s.total(), 2 * CHUNK - 1);
         s.reset();
-        assert_eq!(s.total, 0);
+        assert_eq!(s.total(), 0);
         assert!(s.free.len() <= 2 && s.full.is_empty());
         // The current chunk is reused from its start.
-        let c = s.stage(&[4]);
+        let c = s.stage(&[4]).unwrap();
         assert_eq!(c, b, "the current chunk's first byte again");
-        assert_eq!(s.total, 1);
+        assert_eq!(s.total(), 1);
+    }
+
+    #[test]
+    fn staging_refuses_past_its_limit_until_reset() {
+        let mut s = Staging::default();
+        let piece = vec![3u8; STAGE_MAX];
+        let mut staged = 0;
+        while s.stage(&piece).is_some() {
+            staged += piece.len();
+            assert!(staged <= STAGE_LIMIT + CHUNK, "the limit holds");
+        }
+        assert!(
+            staged >= STAGE_LIMIT - CHUNK,
+            "refused only near the limit: {staged}"
+        );
+        s.reset();
+        assert!(
+            s.stage(&piece).is_some(),
+            "a reset staging takes puts again"
+        );
     }
 }

@@ -292,6 +292,13 @@ impl MpiWorld {
         // Senders of this host that found every ring of an inbox taken use MPI too.
         let mpi_peers =
             !host.ring_per_sender || (0..ranks).any(|r| r != rank && host.outboxes[r].is_none());
+        // Until a target switches counting on, the window carries the puts to every rank this
+        // process does not map.
+        let window_puts = host
+            .mapped
+            .iter()
+            .map(|m| Cell::new(rma.is_some() && m.is_none()))
+            .collect();
         Ok(Rc::new(MpiWorld {
             rank,
             ranks,
@@ -312,7 +319,7 @@ impl MpiWorld {
             mpi_peers,
             rma,
             counting_scope,
-            counts_now: (0..ranks).map(|_| Cell::new(false)).collect(),
+            window_puts,
             outboxes: Outboxes::new(rank, host.outboxes),
             inbox: host.inbox.map(Inbox::new),
             st: RefCell::new(State {
