@@ -177,7 +177,15 @@ impl Staging {
             return None;
         }
         let dst = &mut self.current[self.used..self.used + src.len()];
-        dst.copy_from_slice(src);
+        // A word (the common small put) as one move; other lengths through memcpy.
+        if let (Ok(word), Ok(to)) = (
+            <&[u8; 8]>::try_from(src),
+            <&mut [u8; 8]>::try_from(&mut *dst),
+        ) {
+            *to = *word;
+        } else {
+            dst.copy_from_slice(src);
+        }
         self.used += src.len();
         Some(dst.as_ptr())
     }
