@@ -148,6 +148,45 @@ fn a_barrier_completes_puts_whose_futures_were_dropped() {
     }
 }
 
+/// A rank that returns from its body with puts in flight loses none: rank 0 starts its puts
+/// (futures dropped, a promise-counted flood never waited on, puts asking for nothing) and
+/// returns at once, making no progress; rank 1 waits, polling only (no barrier, which would
+/// complete them), until every word is there. The end of the job must complete them (on the
+/// cross-host path they are window puts that nothing has flushed when rank 0 returns).
+#[test]
+fn puts_in_flight_when_their_rank_returns_still_land() {
+    for n in common::ranks_in(&[2, 3, 4]) {
+        run(n, 4, RpcTable::new(), move || {
+            let all = arrays(3 * FLOOD);
+            barrier();
+            match rank_me() {
+                0 => {
+                    let target = all[1];
+                    let p = Promise::new();
+                    for i in 0..FLOOD {
+                        drop(rput_slice(&[word(0, i, 1)], target + i));
+                        let cx = Completions::new().operation_promise(&p);
+                        let _ = rput_with(&[word(0, i, 2)], target + (FLOOD + i), cx);
+                        let _ = rput_with(
+                            &[word(0, i, 3)],
+                            target + (2 * FLOOD + i),
+                            Completions::new(),
+                        );
+                    }
+                    // Returns with `p` unfinalized and every put possibly in flight.
+                }
+                1 => {
+                    let want: Vec<u64> = (1..=3u64)
+                        .flat_map(|round| (0..FLOOD).map(move |i| word(0, i, round)))
+                        .collect();
+                    pgas::poll_until(|| rget_slice(all[1], 3 * FLOOD).wait() == want);
+                }
+                _ => {}
+            }
+        });
+    }
+}
+
 /// Remote-completion rpcs run at this process's ranks.
 static LANDED: AtomicU64 = AtomicU64::new(0);
 
