@@ -6,9 +6,9 @@
 //! `membarrier(2)` over every process mapping the segment). A window put is different: it is
 //! applied by MPI, possibly long after the writer's call returned, and never looks at the
 //! switch. So in a [`WriteCounting::Switched`] job with a window (`rma_window.rs`), each
-//! writer keeps one bit per target, `window_puts`, and sends its puts to a target whose bit is
-//! set as active messages, which the target's own thread applies and counts. The target's
-//! switch-on is:
+//! writer keeps one byte per target, `window_puts`, set while that target does not count, and
+//! sends its puts to a target whose byte is clear as active messages, which the target's own
+//! thread applies and counts. The target's switch-on is:
 //!
 //! 1. store the switch (and the membarrier, for the processes of its host);
 //! 2. send [`K_COUNTING`] (on) to every rank that does not map its segment, then make internal
@@ -16,7 +16,7 @@
 //! 3. `MPI_Win_sync`, then return (the caller reads the IWC after).
 //!
 //! A writer's handler of the notice (internal progress: it runs in any wait, never delayed
-//! behind user code that polls) sets the bit, flushes its window puts to the target, then
+//! behind user code that polls) clears the byte, flushes its window puts to the target, then
 //! answers. A writer runs on one thread, so each of its puts either started before the
 //! handler, went through the window and has landed at the target before the answer left, or
 //! started after it, went as an active message and is counted by the target's thread, whose
