@@ -71,6 +71,12 @@ pub(crate) fn put_pieces(
     src: &[u8],
 ) {
     check_pieces(rt, op, rank, pieces);
+    put_checked_pieces(rt, op, rank, pieces, src);
+}
+
+/// [`put_pieces`] of pieces already checked against `rank`'s segment (a strided block whose
+/// whole span was checked).
+fn put_checked_pieces(rt: &Runtime, op: &str, rank: usize, pieces: &[(usize, usize)], src: &[u8]) {
     if let [(offset, _)] = pieces {
         return put_bytes(rt, rank, *offset, src);
     }
@@ -284,18 +290,38 @@ fn strided_runs<T: 'static, const N: usize>(
     (local, pieces)
 }
 
-/// The bytes of the local runs `(first element, elements)` of `src`, back to back (borrowed
-/// when there is one run).
-fn pack<'a, T: Pod>(src: &'a [T], runs: &[(usize, usize)]) -> Cow<'a, [u8]> {
-    if let [(at, len)] = runs {
-        return Cow::Borrowed(bytemuck::cast_slice(&src[*at..at + len]));
+/// The remote pieces of a strided block (byte offset, bytes) and the local runs' bytes back to
+/// back (borrowed when there is one run), in one pass: a small block across hosts is mostly
+/// this bookkeeping (`rput_strided` / `64x8B`).
+fn strided_packed<'a, T: Pod, const N: usize>(
+    src: &'a [T],
+    local_strides: &[usize; N],
+    remote: GlobalPtr<T>,
+    remote_strides: &[usize; N],
+    extents: &[usize; N],
+) -> (Runs, Cow<'a, [u8]>) {
+    let size = size_of::<T>();
+    let runs = run_count(local_strides, remote_strides, extents);
+    let mut pieces = Vec::with_capacity(runs);
+    if runs == 1 {
+        let mut local = (0, 0);
+        for_each_run(local_strides, remote_strides, extents, |l, r, run| {
+            local = (l, run);
+            pieces.push(((remote + r).offset(), run * size));
+        });
+        let (at, len) = local;
+        return (
+            pieces,
+            Cow::Borrowed(bytemuck::cast_slice(&src[at..at + len])),
+        );
     }
-    let total: usize = runs.iter().map(|r| r.1).sum();
-    let mut out = Vec::with_capacity(total * size_of::<T>());
-    for &(at, len) in runs {
-        out.extend_from_slice(bytemuck::cast_slice(&src[at..at + len]));
-    }
-    Cow::Owned(out)
+    let elements: usize = extents.iter().product();
+    let mut bytes = Vec::with_capacity(elements * size);
+    for_each_run(local_strides, remote_strides, extents, |l, r, run| {
+        pieces.push(((remote + r).offset(), run * size));
+        bytes.extend_from_slice(bytemuck::cast_slice(&src[l..l + run]));
+    });
+    (pieces, Cow::Owned(bytes))
 }
 
 /// Writes the strided block of `src` to the strided block at `dst`, as one message to
@@ -332,9 +358,9 @@ pub fn rput_strided<T: Pod, const N: usize>(
                 );
             });
         } else {
-            let (local, pieces) = strided_runs(&src_strides, dst, &dst_strides, &extents);
-            let bytes = pack(src, &local);
-            put_pieces(rt, "rput_strided", dst.rank(), &pieces, &bytes);
+            // `direct` checked the block's whole span against the segment.
+            let (pieces, bytes) = strided_packed(src, &src_strides, dst, &dst_strides, &extents);
+            put_checked_pieces(rt, "rput_strided", dst.rank(), &pieces, &bytes);
         }
     });
     Future::ready(())
