@@ -102,6 +102,23 @@ impl Sleeper {
     /// The spin rounds for a job of `ranks` ranks on this machine.
     pub fn spin_rounds_for(ranks: usize) -> u32 {
         let cores = thread::available_parallelism().map_or(1, |n| n.get());
+        Self::spin_rounds(ranks, cores)
+    }
+
+    /// The spin rounds for one of `processes` processes of a host, whatever this process's
+    /// own CPU affinity: a launcher that binds each process to one core (Open MPI does, with
+    /// as many processes as cores) makes [`std::thread::available_parallelism`] say 1, and a
+    /// process would then yield after 20 rounds although its core is its own (a bridge AM
+    /// round trip across 2 processes spent about 20 % of its time in `sched_yield`).
+    pub fn spin_rounds_for_host(processes: usize) -> u32 {
+        // SAFETY: sysconf with a valid name has no preconditions.
+        let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+        let cores = usize::try_from(online).ok().filter(|&c| c > 0);
+        let cores = cores.unwrap_or_else(|| thread::available_parallelism().map_or(1, |n| n.get()));
+        Self::spin_rounds(processes, cores)
+    }
+
+    fn spin_rounds(ranks: usize, cores: usize) -> u32 {
         if ranks > cores {
             OVERSUBSCRIBED_SPIN_ROUNDS
         } else {
@@ -367,6 +384,15 @@ mod tests {
         assert_eq!(Sleeper::spin_rounds_for(cores), SPIN_ROUNDS);
         assert_eq!(
             Sleeper::spin_rounds_for(cores + 1),
+            OVERSUBSCRIBED_SPIN_ROUNDS
+        );
+        // The host's processors, not this process's affinity (at least as many).
+        // SAFETY: as in `spin_rounds_for_host`.
+        let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) } as usize;
+        assert!(online >= cores);
+        assert_eq!(Sleeper::spin_rounds_for_host(online), SPIN_ROUNDS);
+        assert_eq!(
+            Sleeper::spin_rounds_for_host(online + 1),
             OVERSUBSCRIBED_SPIN_ROUNDS
         );
         let s = Sleeper::with_spin(3);

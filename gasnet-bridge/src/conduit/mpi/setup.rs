@@ -278,9 +278,10 @@ impl MpiWorld {
 
         // The processes of this host share its cores: with more of them than cores, a wait
         // spins 20 rounds, not 2000 (a spinning process holds the core the one it waits for
-        // needs).
+        // needs). Counted against the host's processors, not this process's affinity, which
+        // the launcher may have narrowed to one core.
         let shared = Arc::new(Shared::with_sleeper(Sleeper::with_spin(
-            Sleeper::spin_rounds_for(node_ranks.len()),
+            Sleeper::spin_rounds_for_host(node_ranks.len()),
         )));
         shared.sleeper.register_current();
         let dog = Watchdog::start(comm, rank, &hosts.by_job_rank(), shared.clone())?;
