@@ -114,34 +114,31 @@ fn start_other<V: 'static>(
     op: AtomicOp,
     value: fn(u64) -> V,
 ) -> Future<V> {
-    {
-        if rt.ep().maps(rank) || rt.ep().in_handler() {
-            // Inside a handler too: an rpc function may wait for its own atomic.
-            return Future::ready(value(apply(rt, rank, offset, op).previous));
-        }
-        let hook = rt.hook_op();
-        if let Some((h, id)) = &hook {
-            if let AtomicAction::Served(r) = h.before_atomic(*id, rank, offset, op) {
-                return Future::ready(value(r.previous));
-            }
-        }
-        let handle = rt
-            .ep()
-            .atomic_nb(rank, offset, op)
-            .unwrap_or_else(|e| panic!("atomic: {e}"));
-        let hooked = hook.map(|(h, id)| {
-            rt.acks_pending.set(rt.acks_pending.get() + 1);
-            (h, id, rank, offset, op)
-        });
-        let (future, fulfiller) =
-            Future::pending_for(Awaiting::new("the reply of a remote atomic"));
-        rt.pending_reads.borrow_mut().push(PendingRead::Atomic {
-            handle,
-            hooked,
-            deliver: Box::new(move |r| fulfiller.fulfill(value(r.previous))),
-        });
-        future
+    if rt.ep().maps(rank) || rt.ep().in_handler() {
+        // Inside a handler too: an rpc function may wait for its own atomic.
+        return Future::ready(value(apply(rt, rank, offset, op).previous));
     }
+    let hook = rt.hook_op();
+    if let Some((h, id)) = &hook {
+        if let AtomicAction::Served(r) = h.before_atomic(*id, rank, offset, op) {
+            return Future::ready(value(r.previous));
+        }
+    }
+    let handle = rt
+        .ep()
+        .atomic_nb(rank, offset, op)
+        .unwrap_or_else(|e| panic!("atomic: {e}"));
+    let hooked = hook.map(|(h, id)| {
+        rt.acks_pending.set(rt.acks_pending.get() + 1);
+        (h, id, rank, offset, op)
+    });
+    let (future, fulfiller) = Future::pending_for(Awaiting::new("the reply of a remote atomic"));
+    rt.pending_reads.borrow_mut().push(PendingRead::Atomic {
+        handle,
+        hooked,
+        deliver: Box::new(move |r| fulfiller.fulfill(value(r.previous))),
+    });
+    future
 }
 
 impl<T: AtomicValue> AtomicDomain<T> {

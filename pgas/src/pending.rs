@@ -76,16 +76,6 @@ impl PutHandle {
             PutHandle::Flush(id) => rt.ep().flushed(*id).then_some(WriteAck::UNCOUNTED),
         }
     }
-
-    /// True if this put's completion implies `earlier`'s, with the same ack.
-    #[inline]
-    fn completes_after(&self, earlier: &PutHandle) -> bool {
-        match (self, earlier) {
-            (PutHandle::Write(later), PutHandle::Write(first)) => later.completes_after(first),
-            (PutHandle::Flush(later), PutHandle::Flush(first)) => later.implies(*first),
-            _ => false,
-        }
-    }
 }
 
 /// What a put's ack completes.
@@ -148,9 +138,23 @@ impl PendingPut {
     }
 }
 
+/// True if a record counting on `held` completes the same promise as a put counting on
+/// `promise` (the very promise, or neither counts on one).
+#[inline]
+fn same_promise(held: &Option<Promise<()>>, promise: Option<&Promise<()>>) -> bool {
+    match (held, promise) {
+        (None, None) => true,
+        (Some(a), Some(b)) => a.same_as(b),
+        _ => false,
+    }
+}
+
 /// [`fold_put`] for a window put known by its number: folds it into the latest record if
 /// that record is one of such puts (which complete nothing but a promise's count) for the same
 /// promise and an earlier put to the same target. Returns whether it folded.
+///
+/// Such a put never has a handle made: a promise flood across hosts costs the conduit's put,
+/// a dependency and this check per put.
 #[inline]
 pub(crate) fn fold_flush(rt: &Runtime, id: FlushId, promise: Option<&Promise<()>>) -> bool {
     let mut list = rt.pending_puts.borrow_mut();
@@ -160,12 +164,7 @@ pub(crate) fn fold_flush(rt: &Runtime, id: FlushId, promise: Option<&Promise<()>
     let PutHandle::Flush(first) = last.handle else {
         return false;
     };
-    let same_promise = match (&last.promise, promise) {
-        (None, None) => true,
-        (Some(a), Some(b)) => a.same_as(b),
-        _ => false,
-    };
-    if !same_promise || !id.implies(first) {
+    if !same_promise(&last.promise, promise) || !id.implies(first) {
         return false;
     }
     last.handle = PutHandle::Flush(id);
@@ -181,36 +180,31 @@ pub(crate) fn push_put(rt: &Runtime, p: PendingPut) {
 
 /// Folds an unhooked put that completes nothing but `promise`'s count (one dependency, added
 /// already), or nothing, into the latest record, if that record completes the same and
-/// `handle`'s completion implies its own; else hands the handle back.
-///
-/// A window put known by its number alone (`PutHandle::Flush`, from `Endpoint::put_nb_flush`)
-/// folds without a handle ever being made: a promise flood across hosts then costs the
-/// conduit's put, a dependency and this check per put.
+/// `handle`'s completion implies its own; else hands the handle back. (A window put known by
+/// its number folds through [`fold_flush`].)
 #[inline]
 pub(crate) fn fold_put(
     rt: &Runtime,
-    handle: PutHandle,
+    handle: WriteHandle,
     promise: Option<&Promise<()>>,
-) -> Result<(), PutHandle> {
+) -> Result<(), WriteHandle> {
     let mut list = rt.pending_puts.borrow_mut();
     let Some(last) = list.last_mut() else {
         return Err(handle);
     };
-    let same_promise = match (&last.promise, promise) {
-        (None, None) => true,
-        (Some(a), Some(b)) => a.same_as(b),
-        _ => false,
+    let PutHandle::Write(first) = &last.handle else {
+        return Err(handle);
     };
-    if !same_promise
+    if !same_promise(&last.promise, promise)
         || last.hooked.is_some()
         || last.operation.is_some()
         || last.remote.is_some()
-        || !handle.completes_after(&last.handle)
+        || !handle.completes_after(first)
     {
         return Err(handle);
     }
     // The earlier handle is dropped: the later one's completion stands for it.
-    last.handle = handle;
+    last.handle = PutHandle::Write(handle);
     last.puts += 1;
     Ok(())
 }

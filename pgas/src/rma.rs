@@ -353,6 +353,16 @@ impl<'p> Completions<'p> {
         }
     }
 
+    /// Source completion of a put whose source is free on return: a ready future if asked for
+    /// as one (a promise counting it had its dependency checked, added and removed at once).
+    #[inline]
+    fn source_at_once(&self) -> Option<Future<()>> {
+        match self.source {
+            Some(Notify::Future) => Some(Future::ready(())),
+            Some(Notify::Promise(_)) | None => None,
+        }
+    }
+
     /// True if operation completion is a promise's count or not asked for, and no remote rpc
     /// is: what a put's record may fold ([`crate::pending::fold_put`]).
     #[inline]
@@ -372,10 +382,7 @@ impl<'p> Completions<'p> {
             }
             Some(Notify::Future) | None => None,
         };
-        let source = match self.source {
-            Some(Notify::Future) => Some(Future::ready(())),
-            Some(Notify::Promise(_)) | None => None,
-        };
+        let source = self.source_at_once();
         if !crate::pending::fold_flush(rt, id, promise) {
             push_put(
                 rt,
@@ -404,22 +411,15 @@ impl<'p> Completions<'p> {
         };
         let plain = hooked.is_none() && self.remote.is_none();
         let handle = match self.operation {
-            Some(Notify::Promise(_)) | None if plain => {
-                match fold_put(rt, crate::pending::PutHandle::Write(handle), promise) {
-                    Ok(()) => {
-                        let source = match self.source {
-                            Some(Notify::Future) => Some(Future::ready(())),
-                            Some(Notify::Promise(_)) | None => None,
-                        };
-                        return CxFutures {
-                            source,
-                            operation: None,
-                        };
-                    }
-                    Err(crate::pending::PutHandle::Write(handle)) => handle,
-                    Err(crate::pending::PutHandle::Flush(_)) => unreachable!("a handle was folded"),
+            Some(Notify::Promise(_)) | None if plain => match fold_put(rt, handle, promise) {
+                Ok(()) => {
+                    return CxFutures {
+                        source: self.source_at_once(),
+                        operation: None,
+                    };
                 }
-            }
+                Err(handle) => handle,
+            },
             _ => handle,
         };
         self.record_later(rt, (handle, hooked), promise, target)
@@ -436,10 +436,7 @@ impl<'p> Completions<'p> {
         target: usize,
     ) -> CxFutures {
         let (handle, hooked) = started;
-        let source = match self.source {
-            Some(Notify::Future) => Some(Future::ready(())),
-            Some(Notify::Promise(_)) | None => None,
-        };
+        let source = self.source_at_once();
         let handle = match self.operation {
             Some(Notify::Future) if hooked.is_none() && self.remote.is_none() => {
                 match handle.into_flush_id() {

@@ -190,7 +190,7 @@ impl Staging {
         Some(dst.as_ptr())
     }
 
-    /// Bytes staged since the last reset (at most one chunk's worth more than counted).
+    /// Bytes staged since the last reset, each filled chunk counted whole (so an upper bound).
     fn total(&self) -> usize {
         self.full.len() * CHUNK + self.used
     }
@@ -421,24 +421,72 @@ impl RmaWindow {
         len: c_int,
     ) -> Result<u64, BridgeError> {
         // SAFETY: the caller keeps `len` bytes at `src` unchanged until local completion;
-        // the target range was checked against the segment (the window's size), and the window
-        // is locked on every target.
-        check(
-            unsafe {
-                ffi::MPI_Put(
-                    src.cast(),
-                    len,
-                    uint8(),
-                    target as c_int,
-                    offset as ffi::MPI_Aint,
-                    len,
-                    uint8(),
-                    self.win,
-                )
-            },
-            "MPI_Put",
-        )?;
+        // the target range was checked against the segment (the window's size).
+        unsafe { self.raw_put(src, len, target, offset, (len, uint8())) }?;
         Ok(self.started(target))
+    }
+
+    /// `MPI_Put` of `count` bytes at `src` into `target`'s segment from byte `disp`, laid out
+    /// there as `target_layout` (a count and a datatype): the one place this file calls it.
+    ///
+    /// # Safety
+    /// The `count` bytes at `src` stay unchanged until the put completes locally (a flush or
+    /// `MPI_Win_flush_local` of `target`), and the layout from `disp` lies in the segment
+    /// (the window's size). The window is locked on every target for the whole job.
+    #[inline]
+    unsafe fn raw_put(
+        &self,
+        src: *const u8,
+        count: c_int,
+        target: usize,
+        disp: usize,
+        (target_count, target_type): (c_int, ffi::MPI_Datatype),
+    ) -> Result<(), BridgeError> {
+        // SAFETY: forwarded to the caller (above).
+        let rc = unsafe {
+            ffi::MPI_Put(
+                src.cast(),
+                count,
+                uint8(),
+                target as c_int,
+                disp as ffi::MPI_Aint,
+                target_count,
+                target_type,
+                self.win,
+            )
+        };
+        check(rc, "MPI_Put")
+    }
+
+    /// `MPI_Get` of `count` bytes into `dst` from `target`'s segment at byte `disp`, laid out
+    /// there as `target_layout`: the one place this file calls it.
+    ///
+    /// # Safety
+    /// Nothing reads, writes or frees the `count` bytes at `dst` until a flush of `target`
+    /// completes the get, and the layout from `disp` lies in the segment.
+    #[inline]
+    unsafe fn raw_get(
+        &self,
+        dst: *mut u8,
+        count: c_int,
+        target: usize,
+        disp: usize,
+        (target_count, target_type): (c_int, ffi::MPI_Datatype),
+    ) -> Result<(), BridgeError> {
+        // SAFETY: forwarded to the caller (above).
+        let rc = unsafe {
+            ffi::MPI_Get(
+                dst.cast(),
+                count,
+                uint8(),
+                target as c_int,
+                disp as ffi::MPI_Aint,
+                target_count,
+                target_type,
+                self.win,
+            )
+        };
+        check(rc, "MPI_Get")
     }
 
     /// Numbers an operation just started toward `target` and marks the target dirty.
@@ -497,23 +545,8 @@ impl RmaWindow {
         // One borrow for staging, the put and its number (a flood's per-put cost); MPI_Put
         // calls back into nothing of this process.
         // SAFETY: the staged bytes stay unchanged until a flush of every dirty target, which
-        // completes this put first; the target range was checked against the segment (the
-        // window's size), and the window is locked on every target.
-        check(
-            unsafe {
-                ffi::MPI_Put(
-                    staged.cast(),
-                    len,
-                    uint8(),
-                    target as c_int,
-                    offset as ffi::MPI_Aint,
-                    len,
-                    uint8(),
-                    self.win,
-                )
-            },
-            "MPI_Put",
-        )?;
+        // completes this put first; the target range was checked against the segment.
+        unsafe { self.raw_put(staged, len, target, offset, (len, uint8())) }?;
         Ok(Self::number(&mut st, target))
     }
 
@@ -546,21 +579,7 @@ impl RmaWindow {
         let len = self.check(target, offset, dst.len())?;
         // SAFETY: `dst` is exclusively borrowed until the flush below has completed the get;
         // the range was checked against the window's size.
-        check(
-            unsafe {
-                ffi::MPI_Get(
-                    dst.as_mut_ptr().cast(),
-                    len,
-                    uint8(),
-                    target as c_int,
-                    offset as ffi::MPI_Aint,
-                    len,
-                    uint8(),
-                    self.win,
-                )
-            },
-            "MPI_Get",
-        )?;
+        unsafe { self.raw_get(dst.as_mut_ptr(), len, target, offset, (len, uint8())) }?;
         self.started(target);
         self.flush(target)
     }
@@ -582,21 +601,7 @@ impl RmaWindow {
         // SAFETY: `src` is borrowed until the flush below completed the put; the datatype
         // covers `to.bytes` bytes (the length of `src`) in pieces the caller checked against
         // the segment (the window's size), from displacement `to.base`.
-        check(
-            unsafe {
-                ffi::MPI_Put(
-                    src.as_ptr().cast(),
-                    to.bytes,
-                    uint8(),
-                    target as c_int,
-                    to.base as ffi::MPI_Aint,
-                    1,
-                    to.datatype(),
-                    self.win,
-                )
-            },
-            "MPI_Put(pieces)",
-        )?;
+        unsafe { self.raw_put(src.as_ptr(), to.bytes, target, to.base, (1, to.datatype())) }?;
         self.started(target);
         self.flush(target)?;
         Ok(true)
@@ -614,21 +619,8 @@ impl RmaWindow {
         debug_assert_eq!(from.bytes as usize, dst.len());
         // SAFETY: `dst` is exclusively borrowed until the flush below completed the get; the
         // datatype covers `from.bytes` bytes (the length of `dst`) in checked pieces.
-        check(
-            unsafe {
-                ffi::MPI_Get(
-                    dst.as_mut_ptr().cast(),
-                    from.bytes,
-                    uint8(),
-                    target as c_int,
-                    from.base as ffi::MPI_Aint,
-                    1,
-                    from.datatype(),
-                    self.win,
-                )
-            },
-            "MPI_Get(pieces)",
-        )?;
+        let layout = (1, from.datatype());
+        unsafe { self.raw_get(dst.as_mut_ptr(), from.bytes, target, from.base, layout) }?;
         self.started(target);
         self.flush(target)
     }
@@ -645,21 +637,7 @@ impl RmaWindow {
         let mut buf = vec![0u8; len];
         // SAFETY: `buf`'s heap bytes do not move when the Vec moves into `gets` below, and it
         // is neither read nor dropped before the flush of `target` completes the get.
-        check(
-            unsafe {
-                ffi::MPI_Get(
-                    buf.as_mut_ptr().cast(),
-                    count,
-                    uint8(),
-                    target as c_int,
-                    offset as ffi::MPI_Aint,
-                    count,
-                    uint8(),
-                    self.win,
-                )
-            },
-            "MPI_Get",
-        )?;
+        unsafe { self.raw_get(buf.as_mut_ptr(), count, target, offset, (count, uint8())) }?;
         let id = self.started(target) | GET_ID;
         self.st.borrow_mut().gets.push(PendingGet {
             id,
