@@ -10,8 +10,6 @@ use std::cell::Cell;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-#[cfg(feature = "mpi")]
-use crate::active_message::{Args, Body, Message};
 use crate::active_message::{HandlerId, MAX_MEDIUM, MessageView, Token};
 use crate::atomic::{AtomicOp, AtomicResult};
 use crate::barrier::Phase;
@@ -582,9 +580,14 @@ impl Endpoint {
             }
             #[cfg(feature = "mpi")]
             Conduit::Mpi(world) => {
-                let message = self.message(target, handler, args, is_reply, Body::Short)?;
+                self.check(target, handler, args)?;
+                let head = crate::conduit::mpi::AmHead {
+                    handler: handler.0,
+                    is_reply,
+                    args,
+                };
                 world
-                    .send_am(self, target, message, crate::conduit::mpi::OutBody::Short)
+                    .send_am(self, target, head, crate::conduit::mpi::OutBody::Short)
                     .map(|_| ())
             }
         }
@@ -622,12 +625,17 @@ impl Endpoint {
             }
             #[cfg(feature = "mpi")]
             Conduit::Mpi(world) => {
-                let message = self.message(target, handler, args, is_reply, Body::Short)?;
+                self.check(target, handler, args)?;
+                let head = crate::conduit::mpi::AmHead {
+                    handler: handler.0,
+                    is_reply,
+                    args,
+                };
                 world
                     .send_am(
                         self,
                         target,
-                        message,
+                        head,
                         crate::conduit::mpi::OutBody::Medium(payload),
                     )
                     .map(|_| ())
@@ -662,12 +670,17 @@ impl Endpoint {
             }
             #[cfg(feature = "mpi")]
             Conduit::Mpi(world) => {
-                let message = self.message(target, handler, args, is_reply, Body::Short)?;
+                self.check(target, handler, args)?;
+                let head = crate::conduit::mpi::AmHead {
+                    handler: handler.0,
+                    is_reply,
+                    args,
+                };
                 world
                     .send_am(
                         self,
                         target,
-                        message,
+                        head,
                         crate::conduit::mpi::OutBody::Long { payload, offset },
                     )
                     .map(|h| h.expect("a long message is acknowledged"))
@@ -693,32 +706,6 @@ impl Endpoint {
             });
         }
         Ok(())
-    }
-
-    #[cfg(feature = "mpi")]
-    fn message(
-        &self,
-        target: usize,
-        handler: HandlerId,
-        args: &[u64],
-        is_reply: bool,
-        body: Body,
-    ) -> Result<Message, BridgeError> {
-        let ranks = self.ranks();
-        if target >= ranks {
-            return Err(BridgeError::NoSuchRank {
-                rank: target,
-                ranks,
-            });
-        }
-        self.handlers().validate(handler)?;
-        Ok(Message {
-            source: self.rank as u32,
-            handler: handler.0,
-            is_reply,
-            args: Args::new(args)?,
-            body,
-        })
     }
 
     // ---- progress -------------------------------------------------------------------------

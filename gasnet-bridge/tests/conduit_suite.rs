@@ -56,7 +56,7 @@ fn word(ep: &Endpoint, rank: usize, offset: usize) -> u64 {
 
 type Check = (&'static str, fn(usize));
 
-const CHECKS: [Check; 19] = [
+const CHECKS: [Check; 20] = [
     ("puts carry the target's EC and IWC", puts_and_counters),
     ("a job that does not count writes", uncounting_job),
     ("the counting switch", counting_switch),
@@ -88,7 +88,40 @@ const CHECKS: [Check; 19] = [
     ("uncounted RMA refuses bad addresses", window_errors),
     ("uncounted vector puts and gets", window_vectors),
     ("puts known by their number", flush_ids),
+    ("a job on another thread", job_on_another_thread),
 ];
+
+/// A job launched from a thread other than the one that ran the earlier jobs: on mpi below
+/// `MPI_THREAD_SERIALIZED` (the default on the main thread) every rank refuses it before any
+/// MPI call, naming the level and the way out; at `SERIALIZED` and above, and on smp, it runs.
+fn job_on_another_thread(n: usize) {
+    let outcome = std::thread::scope(|s| {
+        s.spawn(|| {
+            launch(&config(n), HandlerTable::new(), |ep| {
+                ep.barrier().unwrap();
+                ep.ranks()
+            })
+        })
+        .join()
+        .unwrap()
+    });
+    #[cfg(feature = "mpi")]
+    if gasnet_bridge::conduit::selected().unwrap() == ConduitKind::Mpi {
+        let level = gasnet_bridge::conduit::mpi::thread_level_name().unwrap();
+        if matches!(level, "MPI_THREAD_SINGLE" | "MPI_THREAD_FUNNELED") {
+            let e = outcome
+                .expect_err("refused below MPI_THREAD_SERIALIZED")
+                .to_string();
+            assert!(
+                e.contains(level) && e.contains("PGAS_MPI_THREAD=serialized"),
+                "{e}"
+            );
+            return;
+        }
+    }
+    let ranks = outcome.expect("a job on another thread runs");
+    assert!(ranks.iter().all(|&r| r == n), "{ranks:?}");
+}
 
 /// A job that does not count writes: under mpirun across processes (or `PGAS_MPI_PSHM=0`) its
 /// RMA goes through the MPI-3 window (`rma_window.rs`) unless `PGAS_MPI_RMA=am`.

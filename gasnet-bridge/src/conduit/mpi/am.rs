@@ -3,7 +3,7 @@
 
 use std::rc::Rc;
 
-use crate::active_message::{Body, Message};
+use crate::active_message::{Args, Body, Message};
 use crate::completion::WriteHandle;
 use crate::endpoint::Endpoint;
 use crate::error::BridgeError;
@@ -13,6 +13,15 @@ use super::calls::mpi_len;
 use super::shm_ring::Ring;
 use super::state::Deferred;
 use super::wire::{F_PLACED, Header};
+
+/// Who handles a user AM and with which arguments, as the sender gives them (borrowed: a
+/// message to another rank is encoded straight from them).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct AmHead<'a> {
+    pub(crate) handler: u16,
+    pub(crate) is_reply: bool,
+    pub(crate) args: &'a [u64],
+}
 
 /// What a user AM carries besides its arguments, as the sender gives it.
 #[derive(Debug, Clone, Copy)]
@@ -25,13 +34,13 @@ pub(crate) enum OutBody<'a> {
 impl MpiWorld {
     // ---- active messages ----------------------------------------------------------------
 
-    /// Sends a user AM (`message` carries handler, arguments, reply flag) with `body`; for a
-    /// long message, returns the handle of its write.
+    /// Sends a user AM (`head`: handler, reply flag, arguments, checked by the caller) with
+    /// `body`; for a long message, returns the handle of its write.
     pub(crate) fn send_am(
         self: &Rc<Self>,
         ep: &Endpoint,
         target: usize,
-        mut message: Message,
+        head: AmHead<'_>,
         body: OutBody<'_>,
     ) -> Result<Option<WriteHandle>, BridgeError> {
         let (payload, long_offset) = match body {
@@ -44,7 +53,7 @@ impl MpiWorld {
         };
         if target == self.rank {
             let mut handle = None;
-            message.body = match body {
+            let body = match body {
                 OutBody::Long { payload, offset } => {
                     let ack = self.own().write_counted(offset, payload)?;
                     handle = Some(WriteHandle::complete(ack));
@@ -57,6 +66,13 @@ impl MpiWorld {
                 OutBody::Short => Body::Short,
                 OutBody::Medium(p) => Body::Medium(p.to_vec()),
             };
+            let message = Message {
+                source: self.rank as u32,
+                handler: head.handler,
+                is_reply: head.is_reply,
+                args: Args::new(head.args)?,
+                body,
+            };
             let mut st = self.st.borrow_mut();
             st.sent += 1;
             st.deferred.push_back(Deferred {
@@ -66,11 +82,11 @@ impl MpiWorld {
             return Ok(handle);
         }
         if let Some(ring) = self.outboxes.ring(target) {
-            return self.send_am_shm(target, ring, &message, body);
+            return self.send_am_shm(target, ring, head, body);
         }
         mpi_len(payload.len())?;
-        let spend = !message.is_reply && self.take_credit(ep, target);
-        let mut h = Header::am(&message, &body);
+        let spend = !head.is_reply && self.take_credit(ep, target);
+        let mut h = Header::am(head, &body);
         let mut handle = None;
         if let Some(offset) = long_offset {
             let id = self.new_op();
@@ -78,7 +94,7 @@ impl MpiWorld {
             h.a = offset as u64;
             handle = Some(WriteHandle::pending(self.clone(), id));
         }
-        self.send_with_payload(target, h, message.args.as_slice(), payload, spend)?;
+        self.send_with_payload(target, h, head.args, payload, spend)?;
         Ok(handle)
     }
 
@@ -89,10 +105,10 @@ impl MpiWorld {
         &self,
         target: usize,
         ring: &Ring,
-        message: &Message,
+        head: AmHead<'_>,
         body: OutBody<'_>,
     ) -> Result<Option<WriteHandle>, BridgeError> {
-        let mut h = Header::am(message, &body);
+        let mut h = Header::am(head, &body);
         let mut handle = None;
         let inline = match body {
             OutBody::Short => &[][..],
@@ -108,7 +124,7 @@ impl MpiWorld {
                 &[][..]
             }
         };
-        let args = message.args.as_slice();
+        let args = head.args;
         let len = Header::encoded_len(args.len(), inline.len());
         // No room: the target has not taken our earlier messages yet. Take our own traffic
         // off the wire meanwhile (never user handlers), so two ranks filling each other's

@@ -24,7 +24,7 @@ mod watchdog;
 mod window;
 mod wire;
 
-pub(crate) use am::OutBody;
+pub(crate) use am::{AmHead, OutBody};
 pub(crate) use process::world_shape;
 pub use rma_window::RMA_ENV;
 pub(crate) use rma_window::put_completes_after;
@@ -89,6 +89,9 @@ pub struct MpiWorld {
     /// counts each one: `counting.rs`). One byte per rank, read by every put.
     window_puts: Box<[Cell<bool>]>,
     st: RefCell<State>,
+    /// The bytes of the user AM `poll` runs straight off the wire (`progress.rs`): a receive
+    /// buffer, swapped with the slot's so that the slot is posted again at once.
+    direct: RefCell<Box<[u8]>>,
     shared: Arc<Shared>,
     watchdog: RefCell<Option<Watchdog>>,
 }
@@ -200,7 +203,7 @@ where
             "an earlier job of this process failed; MPI cannot start another one".into(),
         ));
     }
-    process::process()?;
+    process::check_thread(process::process()?)?;
     let world = MpiWorld::new(config, handlers).map_err(|e| LaunchError::Conduit(e.to_string()))?;
     let me = world.rank;
     let endpoint = Endpoint::with_conduit(me, Conduit::Mpi(world.clone()));
@@ -248,12 +251,5 @@ where
 
 /// The MPI thread level this process runs with (for benchmarks and diagnostics).
 pub fn thread_level_name() -> Option<&'static str> {
-    let p = process::process().ok()?;
-    // SAFETY: reading link-time constants of rsmpi's C shim.
-    let multiple = unsafe { ffi::RSMPI_THREAD_MULTIPLE };
-    Some(if p.thread_level >= multiple {
-        "MPI_THREAD_MULTIPLE"
-    } else {
-        "MPI_THREAD_SERIALIZED"
-    })
+    Some(process::process().ok()?.thread_level.name())
 }

@@ -5,7 +5,7 @@ use std::ffi::c_int;
 
 use ::mpi::ffi;
 
-use crate::active_message::Body;
+use crate::active_message::{Body, MessageView, Payload};
 use crate::counters::WriteAck;
 use crate::endpoint::Endpoint;
 use crate::error::BridgeError;
@@ -14,7 +14,19 @@ use crate::sleep::Backoff;
 use super::MpiWorld;
 use super::calls::{check, must, test, uint8};
 use super::state::{Inflight, Op, Ready, State};
-use super::wire::{EAGER, SLOTS, TAG_MSG};
+use super::wire::{B_MEDIUM, EAGER, F_REPLY, Header, SLOTS, TAG_MSG};
+
+/// What a round took off the MPI wire.
+enum Taken {
+    Nothing,
+    /// Handled, or queued for `poll`.
+    Queued,
+    /// A user AM left in `MpiWorld::direct`.
+    Direct {
+        source: usize,
+        len: usize,
+    },
+}
 
 impl MpiWorld {
     // ---- progress -----------------------------------------------------------------------
@@ -24,8 +36,16 @@ impl MpiWorld {
     /// payloads. Returns how much happened.
     #[inline]
     pub(super) fn progress(&self) -> usize {
+        self.round(false).0
+    }
+
+    /// [`progress`](Self::progress); with `direct`, a user AM that arrives through MPI with
+    /// its body, when no older one waits, is left in `self.direct` for the caller to run
+    /// (returned as its sender and length) instead of being queued.
+    #[inline]
+    fn round(&self, direct: bool) -> (usize, Option<(usize, usize)>) {
         let Ok(mut st) = self.st.try_borrow_mut() else {
-            return 0; // re-entered from inside progress: the outer round continues
+            return (0, None); // re-entered from inside progress: the outer round continues
         };
         let st = &mut *st;
         let mut work = 0;
@@ -50,8 +70,16 @@ impl MpiWorld {
                 }
             }
         }
+        let mut ready = None;
         if self.mpi_peers {
-            work += self.take_mpi_messages(st);
+            match self.take_mpi_message(st, direct) {
+                Taken::Nothing => {}
+                Taken::Queued => work += 1,
+                Taken::Direct { source, len } => {
+                    work += 1;
+                    ready = Some((source, len));
+                }
+            }
         }
         if let Some(inbox) = &self.inbox {
             work += inbox.drain(|source, bytes| self.take_off_wire(st, source, bytes));
@@ -118,46 +146,53 @@ impl MpiWorld {
                 }
             }
         }
-        work
+        (work, ready)
     }
 
-    /// Takes the messages that arrived through MPI off the wire, in arrival order; returns
-    /// how many.
-    pub(super) fn take_mpi_messages(&self, st: &mut State) -> usize {
-        let mut work = 0;
+    /// Takes the oldest message that arrived through MPI off the wire, if one has: handled
+    /// or queued, or (with `direct`, see [`round`](Self::round)) swapped into `self.direct`.
+    ///
+    /// One per round, because a test of a receive that has not completed runs a round of the
+    /// library's progress engine (about as long as a message's one-way trip on one host):
+    /// testing the next slot before the caller handles this message would put that round
+    /// between a request and its reply. Callers that want more run more rounds, after
+    /// handling this one ([`poll`](Self::poll) does).
+    fn take_mpi_message(&self, st: &mut State, direct: bool) -> Taken {
         if st.unposted > 0 {
             self.repost(st);
         }
-        loop {
-            let head = st.head;
-            let mut flag: c_int = 0;
-            // SAFETY: a zeroed MPI_Status is a valid value to be overwritten.
-            let mut status: ffi::MPI_Status = unsafe { std::mem::zeroed() };
-            // SAFETY: the slot's request was posted by this module on its own buffer (the
-            // head slot is always posted: `repost` runs before half the ring is used up).
-            let rc = unsafe { ffi::MPI_Test(&mut st.slots[head].req, &mut flag, &mut status) };
-            must(check(rc, "MPI_Test(receive)"));
-            if flag == 0 {
-                break;
-            }
-            let mut count: c_int = 0;
-            // SAFETY: `status` was filled by the completed receive.
-            must(check(
-                unsafe { ffi::MPI_Get_count(&status, uint8(), &mut count) },
-                "MPI_Get_count",
-            ));
-            let source = status.MPI_SOURCE as usize;
-            let buf = std::mem::take(&mut st.slots[head].buf);
-            self.take_off_wire(st, source, &buf[..count.max(0) as usize]);
-            st.slots[head].buf = buf;
-            st.head = (head + 1) % SLOTS;
-            st.unposted += 1;
-            if st.unposted >= SLOTS / 2 {
-                self.repost(st);
-            }
-            work += 1;
+        let head = st.head;
+        let mut flag: c_int = 0;
+        // SAFETY: a zeroed MPI_Status is a valid value to be overwritten.
+        let mut status: ffi::MPI_Status = unsafe { std::mem::zeroed() };
+        // SAFETY: the slot's request was posted by this module on its own buffer (the head
+        // slot is always posted: `repost` runs at the start of every round that takes one).
+        let rc = unsafe { ffi::MPI_Test(&mut st.slots[head].req, &mut flag, &mut status) };
+        must(check(rc, "MPI_Test(receive)"));
+        if flag == 0 {
+            return Taken::Nothing;
         }
-        work
+        let mut count: c_int = 0;
+        // SAFETY: `status` was filled by the completed receive.
+        must(check(
+            unsafe { ffi::MPI_Get_count(&status, uint8(), &mut count) },
+            "MPI_Get_count",
+        ));
+        let source = status.MPI_SOURCE as usize;
+        let len = count.max(0) as usize;
+        st.head = (head + 1) % SLOTS;
+        st.unposted += 1;
+        let slot = &mut st.slots[head].buf;
+        if direct && st.deferred.is_empty() && Header::is_inline_am(&slot[..len]) {
+            // The slot gets the spare buffer and is posted again with it; the bytes stay
+            // where they arrived, for the caller.
+            std::mem::swap(slot, &mut *self.direct.borrow_mut());
+            return Taken::Direct { source, len };
+        }
+        let buf = std::mem::take(slot);
+        self.take_off_wire(st, source, &buf[..len]);
+        st.slots[head].buf = buf;
+        Taken::Queued
     }
 
     /// Posts the receives of the slots taken off the wire since the last call, in the order
@@ -186,38 +221,75 @@ impl MpiWorld {
 }
 
 impl MpiWorld {
-    /// Internal progress, then up to `batch` user handlers in arrival order.
+    /// Rounds of internal progress, each followed by the user handlers it made ready (in
+    /// arrival order), until a round does nothing or `batch` handlers ran.
     pub(crate) fn poll(&self, ep: &Endpoint, batch: usize) -> usize {
         // User progress completes window operations: one flush for all started since the last.
         self.flush_window();
-        let work = self.progress();
+        let mut total = 0;
         let mut ran = 0;
-        while ran < batch {
-            let message = {
-                let mut st = self.st.borrow_mut();
-                let st = &mut *st;
-                let Some(front) = st.deferred.front() else {
+        loop {
+            let (work, direct) = self.round(true);
+            let before = ran;
+            if let Some((source, len)) = direct {
+                self.run_direct(ep, source, len);
+                ran += 1;
+            }
+            while ran < batch {
+                let Some(message) = self.next_ready() else {
                     break;
                 };
-                if let Some(key) = front.wait {
-                    let Some(ready) = st.ready.remove(&key) else {
-                        break;
-                    };
-                    let mut d = st.deferred.pop_front().expect("front");
-                    match (ready, &mut d.message.body) {
-                        (Ready::Medium(buf), body) => *body = Body::Medium(buf),
-                        (Ready::Long(a), Body::Long { ack, .. }) => *ack = a,
-                        (Ready::Long(_), _) => unreachable!("long payload for a long message"),
-                    }
-                    d.message
-                } else {
-                    st.deferred.pop_front().expect("front").message
-                }
-            };
-            ep.run_handler(message.view());
-            ran += 1;
+                ep.run_handler(message.view());
+                ran += 1;
+            }
+            total += work + (ran - before);
+            // A round that took nothing ends the call; its empty test came after the handlers
+            // of the round before, so a reply they sent is already on its way.
+            if work == 0 || ran >= batch {
+                return total;
+            }
         }
-        work + ran
+    }
+
+    /// Runs the handler of the user AM a round left in `self.direct` (`len` bytes from
+    /// `source`), reading its arguments and payload where they arrived.
+    fn run_direct(&self, ep: &Endpoint, source: usize, len: usize) {
+        // Only `poll`'s own rounds write `self.direct`, and handlers cannot poll, so the
+        // bytes stay put while the handler runs (a wait inside it makes internal rounds).
+        let bytes = self.direct.borrow();
+        let Some((h, args, inline)) = Header::decode(&bytes[..len]) else {
+            panic!("malformed message of {len} bytes from rank {source} (a different program?)");
+        };
+        self.account(&mut self.st.borrow_mut(), source, &h);
+        ep.run_handler(MessageView {
+            source: source as u32,
+            handler: h.handler,
+            is_reply: h.flags & F_REPLY != 0,
+            args: args.as_slice(),
+            payload: if h.body == B_MEDIUM {
+                Payload::Medium(inline)
+            } else {
+                Payload::None
+            },
+        });
+    }
+
+    /// The oldest user AM taken off the wire whose payload has arrived, if it is first in line.
+    fn next_ready(&self) -> Option<crate::active_message::Message> {
+        let mut st = self.st.borrow_mut();
+        let st = &mut *st;
+        let front = st.deferred.front()?;
+        let Some(key) = front.wait else {
+            return Some(st.deferred.pop_front().expect("front").message);
+        };
+        let ready = st.ready.remove(&key)?;
+        let mut d = st.deferred.pop_front().expect("front");
+        match (ready, &mut d.message.body) {
+            (Ready::Medium(buf), body) => *body = Body::Medium(buf),
+            (Ready::Long(a), Body::Long { ack, .. }) => *ack = a,
+            (Ready::Long(_), _) => unreachable!("long payload for a long message"),
+        }
+        Some(d.message)
     }
 
     /// Makes internal progress until `done` holds; unwinds if another rank failed.

@@ -150,15 +150,10 @@ impl MpiWorld {
         Ok(req)
     }
 
-    /// Handles one message just received from `source`.
+    /// Takes the credits a message from `source` returns, and owes one back if it spent one
+    /// (sending the owed ones at once when half of [`CREDITS`] are).
     #[inline]
-    pub(super) fn take_off_wire(&self, st: &mut State, source: usize, bytes: &[u8]) {
-        let Some((h, args, inline)) = Header::decode(bytes) else {
-            panic!(
-                "malformed message of {} bytes from rank {source} (a different program?)",
-                bytes.len()
-            );
-        };
+    pub(super) fn account(&self, st: &mut State, source: usize, h: &Header) {
         st.credits[source] += h.credits;
         if h.flags & F_CREDIT != 0 {
             st.to_return[source] += 1;
@@ -170,6 +165,18 @@ impl MpiWorld {
                 must(self.send_msg(st, source, credit, &[], &[], false));
             }
         }
+    }
+
+    /// Handles one message just received from `source`.
+    #[inline]
+    pub(super) fn take_off_wire(&self, st: &mut State, source: usize, bytes: &[u8]) {
+        let Some((h, args, inline)) = Header::decode(bytes) else {
+            panic!(
+                "malformed message of {} bytes from rank {source} (a different program?)",
+                bytes.len()
+            );
+        };
+        self.account(st, source, &h);
         let separate = h.flags & F_SEPARATE != 0;
         let own = self.own();
         let (offset, len) = (h.a as usize, h.b as usize);
@@ -352,6 +359,9 @@ impl MpiWorld {
                 st.handled += 1;
             }
             K_ACK => {
+                st.acks_due = st.acks_due.checked_sub(1).unwrap_or_else(|| {
+                    panic!("malformed message from rank {source}: an unexpected acknowledgement")
+                });
                 if let Some(op) = st.ops.get_mut(&h.id) {
                     *op = Op::Ack(WriteAck { ec: h.c, iwc: h.d });
                 }

@@ -28,6 +28,7 @@ impl MpiWorld {
         spend_credit: bool,
     ) -> Result<(), BridgeError> {
         h.credits = std::mem::take(&mut st.to_return[dest]);
+        st.acks_due += u64::from(h.is_acked_write());
         if spend_credit {
             h.flags |= F_CREDIT;
             st.credits[dest] -= 1;

@@ -23,7 +23,7 @@ use super::calls::{allgather_text, check, null_request, uint8};
 use super::inbox::{Inbox, Outboxes};
 use super::process::{self, JOB_ACTIVE};
 use super::rma_window::{Flavor, RmaWindow};
-use super::state::{Slot, State};
+use super::state::{BarrierState, Slot, State};
 use super::watchdog::{Shared, Watchdog};
 use super::window::map_host;
 use super::wire::{CREDITS, EAGER, SLOTS, TAG_MSG};
@@ -339,10 +339,12 @@ impl MpiWorld {
                 next_op: 0,
                 sent: 0,
                 handled: 0,
-                barrier: None,
+                barrier: BarrierState::Idle,
+                acks_due: 0,
                 tick: 0,
                 counting_acks: 0,
             }),
+            direct: RefCell::new(vec![0u8; EAGER].into_boxed_slice()),
             shared,
             watchdog: RefCell::new(Some(dog)),
         }))

@@ -69,6 +69,15 @@ pub(super) struct Deferred {
     pub(super) wait: Option<u64>,
 }
 
+/// This rank's part of a barrier.
+pub(super) enum BarrierState {
+    Idle,
+    /// Notified: the `MPI_Ibarrier` waits until every write this rank sent as a message is
+    /// acknowledged, so that when the barrier completes, every rank's writes have landed.
+    Draining,
+    Posted(ffi::MPI_Request),
+}
+
 /// Completion of an operation this rank started.
 pub(super) enum Op {
     Waiting,
@@ -84,8 +93,8 @@ pub(super) struct State {
     /// receives in posting order, so it completes first).
     pub(super) head: usize,
     /// Slots taken off the wire whose receive is not posted again yet: the `unposted` slots
-    /// just before `head`, in ring order. Re-posting waits until the next progress round so
-    /// that it is off the latency path (a reply goes out before its slot is re-posted).
+    /// just before `head`, in ring order. The next round posts them before its test, so a
+    /// reply goes out before its slot is posted again.
     pub(super) unposted: usize,
     /// Message buffers of completed sends, reused for the next ones (at most [`SLOTS`]).
     pub(super) spare: Vec<Vec<u8>>,
@@ -102,7 +111,11 @@ pub(super) struct State {
     /// Messages sent on `TAG_MSG` (and to itself), and messages fully handled.
     pub(super) sent: u64,
     pub(super) handled: u64,
-    pub(super) barrier: Option<ffi::MPI_Request>,
+    /// Where this rank's split-phase barrier stands.
+    pub(super) barrier: BarrierState,
+    /// Acknowledgements this rank still awaits for the writes it sent as messages (puts,
+    /// vector puts, long AMs), forgotten ones included: a barrier waits for them.
+    pub(super) acks_due: u64,
     pub(super) tick: u32,
     /// Answers ([`K_COUNTING_ACK`](super::wire::K_COUNTING_ACK)) to this rank's latest
     /// switch-on notices.

@@ -8,26 +8,36 @@ use crate::error::BridgeError;
 
 use super::MpiWorld;
 use super::calls::{check, must, null_request, test};
+use super::state::BarrierState;
 
 impl MpiWorld {
     // ---- barrier and end of job ---------------------------------------------------------
 
+    /// Enters the barrier without waiting: window puts are flushed now, and the barrier
+    /// itself starts once every write this rank sent as a message is acknowledged (a later
+    /// `barrier_test` starts it), so that every write started before the barrier has landed
+    /// when it completes, whichever path it took.
     pub(crate) fn barrier_notify(&self) -> Result<(), BridgeError> {
-        // Window puts land before the barrier, as active-message puts are acked before it.
         self.flush_window();
-        let mut req = null_request();
-        // SAFETY: the job communicator is valid until teardown.
-        check(
-            unsafe { ffi::MPI_Ibarrier(self.comm, &mut req) },
-            "MPI_Ibarrier",
-        )?;
-        self.st.borrow_mut().barrier = Some(req);
-        Ok(())
+        self.st.borrow_mut().barrier = BarrierState::Draining;
+        self.barrier_test().map(|_| ())
     }
 
     pub(crate) fn barrier_test(&self) -> Result<bool, BridgeError> {
         let mut st = self.st.borrow_mut();
-        let Some(req) = st.barrier.as_mut() else {
+        if let BarrierState::Draining = st.barrier {
+            if st.acks_due > 0 {
+                return Ok(false);
+            }
+            let mut req = null_request();
+            // SAFETY: the job communicator is valid until teardown.
+            check(
+                unsafe { ffi::MPI_Ibarrier(self.comm, &mut req) },
+                "MPI_Ibarrier",
+            )?;
+            st.barrier = BarrierState::Posted(req);
+        }
+        let BarrierState::Posted(req) = &mut st.barrier else {
             return Ok(true);
         };
         // Testing a non-blocking collective runs its schedule, so every round of a waiting
@@ -36,7 +46,7 @@ impl MpiWorld {
         // rounds per time slice, and 1.3x at 2 (`pgas-bench` `barrier` / `world`, ROADMAP).
         let done = test(req, "MPI_Test(barrier)")?;
         if done {
-            st.barrier = None;
+            st.barrier = BarrierState::Idle;
         }
         Ok(done)
     }

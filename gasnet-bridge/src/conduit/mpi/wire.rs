@@ -3,10 +3,10 @@
 
 use std::ffi::c_int;
 
-use crate::active_message::{Args, MAX_ARGS, Message};
+use crate::active_message::{Args, MAX_ARGS};
 use crate::atomic::AtomicOp;
 
-use super::am::OutBody;
+use super::am::{AmHead, OutBody};
 
 /// Pre-posted receive buffers per process.
 pub const SLOTS: usize = 64;
@@ -93,7 +93,7 @@ impl Header {
     }
 
     /// The header of a user AM: its handler, reply flag, body kind and payload length.
-    pub(super) fn am(message: &Message, body: &OutBody<'_>) -> Header {
+    pub(super) fn am(head: AmHead<'_>, body: &OutBody<'_>) -> Header {
         let (body, len) = match body {
             OutBody::Short => (B_SHORT, 0),
             OutBody::Medium(p) => (B_MEDIUM, p.len()),
@@ -101,8 +101,8 @@ impl Header {
         };
         Header {
             kind: K_AM,
-            flags: if message.is_reply { F_REPLY } else { 0 },
-            handler: message.handler,
+            flags: if head.is_reply { F_REPLY } else { 0 },
+            handler: head.handler,
             body,
             b: len as u64,
             ..Header::default()
@@ -135,6 +135,26 @@ impl Header {
             out[HDR + 8 * i..HDR + 8 * i + 8].copy_from_slice(&w.to_le_bytes());
         }
         out[HDR + 8 * args.len()..].copy_from_slice(inline);
+    }
+
+    /// Whether the target answers this message with a [`K_ACK`]: it writes into the
+    /// target's segment (a put, a vector put, a long AM whose payload was not placed).
+    #[inline]
+    pub(super) fn is_acked_write(&self) -> bool {
+        match self.kind {
+            K_PUT | K_PUTV => true,
+            K_AM => self.body == B_LONG && self.flags & F_PLACED == 0,
+            _ => false,
+        }
+    }
+
+    /// Whether `bytes` hold a user AM whose body came with it (short, or medium inline): one
+    /// whose handler can run on these bytes alone.
+    #[inline]
+    pub(super) fn is_inline_am(bytes: &[u8]) -> bool {
+        bytes.len() >= HDR
+            && bytes[0] == K_AM
+            && (bytes[3] == B_SHORT || (bytes[3] == B_MEDIUM && bytes[2] & F_SEPARATE == 0))
     }
 
     /// Splits a received message into header, arguments and inline payload.
