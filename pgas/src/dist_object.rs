@@ -138,7 +138,7 @@ impl<T: Serialize + DeserializeOwned + 'static> DistObject<T> {
                 }
             }
             let (future, fulfiller) = Future::pending();
-            let slot = rt.replies.insert(Box::new(move |_, bytes| {
+            let reply = Box::new(move |_, bytes: &[u8]| {
                 let v = postcard::from_bytes(bytes).unwrap_or_else(|e| {
                     wire::malformed(rank, &format!("a dist_object that does not decode: {e}"))
                 });
@@ -146,7 +146,8 @@ impl<T: Serialize + DeserializeOwned + 'static> DistObject<T> {
                     h.after_fetch(id, &fetch, bytes);
                 }
                 fulfiller.fulfill(v);
-            }));
+            });
+            let slot = rt.replies.insert(crate::rpc::ReplyTo::Call(reply));
             wire::send(rt, rank, Kind::DistFetch, &[self.id, slot], &[]);
             future
         })

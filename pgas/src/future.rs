@@ -68,6 +68,27 @@ impl<T: 'static> Fulfiller<T> {
     }
 }
 
+impl<T: serde::de::DeserializeOwned + 'static> Fulfiller<T> {
+    /// This fulfiller as the completion of an rpc whose reply's bytes encode the value: the
+    /// future's own slot, so an rpc allocates nothing else to wait for its reply.
+    pub(crate) fn into_reply_landing(self) -> Rc<dyn ReplyLanding> {
+        self.slot
+    }
+}
+
+/// Where an rpc's reply lands: a pending future's slot, its value type erased behind the
+/// decoding of the reply's bytes.
+pub(crate) trait ReplyLanding {
+    /// Decodes `bytes` (the reply of rpc `name` from `rank`) and completes the future.
+    fn land(self: Rc<Self>, rank: usize, name: &'static str, bytes: &[u8]);
+}
+
+impl<T: serde::de::DeserializeOwned + 'static> ReplyLanding for Slot<T> {
+    fn land(self: Rc<Self>, rank: usize, name: &'static str, bytes: &[u8]) {
+        Fulfiller { slot: self }.fulfill(crate::rpc::decode_reply(rank, name, bytes));
+    }
+}
+
 impl<T: 'static> Future<T> {
     /// A future that is already ready with `value` (UPC++ `make_future`).
     pub fn ready(value: T) -> Future<T> {

@@ -13,13 +13,14 @@
 
 use std::cell::RefCell;
 use std::marker::PhantomData;
+use std::rc::Rc;
 
 use gasnet_bridge::sleep::Awaiting;
 use gasnet_bridge::{Token, WriteAck};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::future::Future;
+use crate::future::{Future, ReplyLanding};
 use crate::hook::{ReplyAction, RpcAction, RpcCall, RpcReply};
 use crate::runtime::{self, Runtime};
 use crate::wire::{self, Kind};
@@ -174,31 +175,44 @@ impl RpcTable {
 /// Reply continuations waiting for their rpc's reply, by slot.
 #[derive(Default)]
 pub(crate) struct PendingReplies {
-    slots: RefCell<Vec<Option<ReplyFn>>>,
+    slots: RefCell<Vec<Option<ReplyTo>>>,
     free: RefCell<Vec<usize>>,
 }
 
 type ReplyFn = Box<dyn FnOnce(WriteAck, &[u8])>;
 
+/// What completes when an rpc's reply arrives.
+pub(crate) enum ReplyTo {
+    /// The future of a plain rpc, with what names the call in an error (no allocation
+    /// besides the future's slot).
+    Future {
+        landing: Rc<dyn ReplyLanding>,
+        rank: usize,
+        name: &'static str,
+    },
+    /// Anything else (a hooked rpc, an acknowledgement, a dist_object fetch).
+    Call(ReplyFn),
+}
+
 impl PendingReplies {
-    pub(crate) fn insert(&self, f: ReplyFn) -> u64 {
+    pub(crate) fn insert(&self, to: ReplyTo) -> u64 {
         let mut slots = self.slots.borrow_mut();
         match self.free.borrow_mut().pop() {
             Some(i) => {
-                slots[i] = Some(f);
+                slots[i] = Some(to);
                 i as u64
             }
             None => {
-                slots.push(Some(f));
+                slots.push(Some(to));
                 (slots.len() - 1) as u64
             }
         }
     }
 
-    fn take(&self, slot: u64) -> Option<ReplyFn> {
-        let f = self.slots.borrow_mut().get_mut(slot as usize)?.take()?;
+    fn take(&self, slot: u64) -> Option<ReplyTo> {
+        let to = self.slots.borrow_mut().get_mut(slot as usize)?.take()?;
         self.free.borrow_mut().push(slot as usize);
-        Some(f)
+        Some(to)
     }
 }
 
@@ -245,14 +259,19 @@ where
         }
         let (future, fulfiller) =
             Future::pending_for(Awaiting::from_rank("the reply of an rpc", rank).woken());
-        let slot = rt.replies.insert(Box::new(move |ack, reply| {
-            let value = decode_reply(rank, call.name, reply);
-            if let Some((h, id)) = hook {
+        let slot = rt.replies.insert(match hook {
+            None => ReplyTo::Future {
+                landing: fulfiller.into_reply_landing(),
+                rank,
+                name: call.name,
+            },
+            Some((h, id)) => ReplyTo::Call(Box::new(move |ack, reply| {
+                let value = decode_reply(rank, call.name, reply);
                 runtime::with(|rt| rt.acks_pending.set(rt.acks_pending.get() - 1));
                 h.after_rpc(id, &call, ack, reply);
-            }
-            fulfiller.fulfill(value);
-        }));
+                fulfiller.fulfill(value);
+            })),
+        });
         wire::send(
             rt,
             rank,
@@ -282,10 +301,10 @@ where
                     return;
                 }
                 rt.acks_pending.set(rt.acks_pending.get() + 1);
-                let slot = rt.replies.insert(Box::new(move |ack, _| {
+                let slot = rt.replies.insert(ReplyTo::Call(Box::new(move |ack, _| {
                     runtime::with(|rt| rt.acks_pending.set(rt.acks_pending.get() - 1));
                     h.after_rpc(id, &call, ack, &[]);
-                }));
+                })));
                 slot | ACK_ONLY
             }
             None => NO_REPLY,
@@ -300,7 +319,7 @@ where
     })
 }
 
-fn decode_reply<R: DeserializeOwned>(rank: usize, name: &str, bytes: &[u8]) -> R {
+pub(crate) fn decode_reply<R: DeserializeOwned>(rank: usize, name: &str, bytes: &[u8]) -> R {
     postcard::from_bytes(bytes)
         .unwrap_or_else(|e| panic!("malformed reply of rpc {name:?} from rank {rank}: {e}"))
 }
@@ -490,11 +509,18 @@ pub(crate) fn handle_reply(rt: &Runtime, source: usize, header: &[u64], payload:
     let [slot, ec, iwc, ..] = *header else {
         wire::malformed(source, "an rpc reply without its header")
     };
-    let f = rt
+    let to = rt
         .replies
         .take(slot)
         .unwrap_or_else(|| wire::malformed(source, &format!("a reply to unknown rpc slot {slot}")));
-    f(WriteAck { ec, iwc }, payload);
+    match to {
+        ReplyTo::Future {
+            landing,
+            rank,
+            name,
+        } => landing.land(rank, name, payload),
+        ReplyTo::Call(f) => f(WriteAck { ec, iwc }, payload),
+    }
 }
 
 #[cfg(test)]
