@@ -125,7 +125,7 @@ impl MpiWorld {
             }
         };
         let args = head.args;
-        let len = Header::encoded_len(args.len(), inline.len());
+        let len = h.encoded_len(args.len(), inline.len());
         // No room: the target has not taken our earlier messages yet. Take our own traffic
         // off the wire meanwhile (never user handlers), so two ranks filling each other's
         // rings both make room, even from inside handlers.
