@@ -216,7 +216,7 @@ fn rpc_roundtrip(
     let me = pgas::rank_me();
     let round_trips = s.ops / 10;
     let mut served = 0;
-    let once = || {
+    let mut once = || {
         if me == 0 {
             let ns = ns_per_op(round_trips, || rpc(1, noop, ()).wait());
             rpc_ff(1, stop, ());
@@ -233,19 +233,32 @@ fn rpc_roundtrip(
     };
     #[cfg(feature = "mpi")]
     if gasnet_bridge::conduit::selected().ok() == Some(gasnet_bridge::ConduitKind::Mpi) {
-        let pingpong = gasnet_bridge::conduit::mpi::baseline::PingPong::new()
-            .unwrap_or_else(|e| fail_with(&e));
+        use gasnet_bridge::conduit::mpi::baseline::PingPong;
+        let pingpong = PingPong::new().unwrap_or_else(|e| fail_with(&e));
         let raw = || pingpong.run(round_trips).unwrap_or_else(|e| fail_with(&e));
-        let (raw, rtt) = paired(s.reps, raw, once);
+        let (raw, rtt) = paired(s.reps, raw, &mut once);
+        // The same round trip against the MPI calls any active-message layer makes, raw: an
+        // rpc and its reply are 40 bytes each on the wire.
+        let posted = PingPong::am_pattern(40).unwrap_or_else(|e| fail_with(&e));
+        let floor = || posted.run(round_trips).unwrap_or_else(|e| fail_with(&e));
+        let (floor, rtt_floor) = paired(s.reps, floor, &mut once);
         if me != 0 {
             return Vec::new();
         }
         return vec![
             Line::new("rpc_roundtrip", "empty", rtt, "ns", Better::Lower)
                 .baseline("mpi_pingpong_8B", raw),
+            Line::new(
+                "rpc_roundtrip",
+                "empty_vs_posted",
+                rtt_floor,
+                "ns",
+                Better::Lower,
+            )
+            .baseline("mpi_posted_isend_40B", floor),
         ];
     }
-    let (floor, rtt) = paired(s.reps, || floor.run(me, round_trips), once);
+    let (floor, rtt) = paired(s.reps, || floor.run(me, round_trips), &mut once);
     if me != 0 {
         return Vec::new();
     }

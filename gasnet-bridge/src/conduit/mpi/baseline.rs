@@ -40,21 +40,47 @@ pub fn pingpong_8b(ops: u64, reps: usize) -> Result<f64, BridgeError> {
     Ok(if rank == 0 { median(samples) } else { 0.0 })
 }
 
-/// A raw 8-byte `MPI_Send`/`MPI_Recv` ping-pong between ranks 0 and 1 on a private duplicate
-/// of `MPI_COMM_WORLD`, so that it can run *inside* a job, alternating with the operation it
-/// is the baseline of (both then see the same machine state): its messages never match the
-/// conduit's pre-posted receives, which live on the job's own communicator.
+/// A raw ping-pong between ranks 0 and 1 on a private duplicate of `MPI_COMM_WORLD`, so that
+/// it can run *inside* a job, alternating with the operation it is the baseline of (both then
+/// see the same machine state): its messages never match the conduit's pre-posted receives,
+/// which live on the job's own communicator.
 ///
 /// Creating and dropping one are collective over `MPI_COMM_WORLD` (every process, same point).
 pub struct PingPong {
     comm: ffi::MPI_Comm,
     rank: usize,
     size: usize,
+    pattern: Pattern,
+}
+
+/// How a [`PingPong`] moves its messages.
+#[derive(Debug, Clone, Copy)]
+enum Pattern {
+    /// 8 bytes with `MPI_Send` and `MPI_Recv` from the peer: MPI's fastest round trip.
+    Blocking8,
+    /// What an active-message layer over MPI must do at least, raw: each side keeps a receive
+    /// from any source pre-posted, sends `bytes` bytes with `MPI_Isend`, tests the receive
+    /// until it completes and posts it again.
+    Posted { bytes: usize },
 }
 
 impl PingPong {
-    /// Duplicates the world communicator (collective).
+    /// An 8-byte `MPI_Send`/`MPI_Recv` ping-pong (duplicates the world communicator:
+    /// collective).
     pub fn new() -> Result<PingPong, BridgeError> {
+        PingPong::with(Pattern::Blocking8)
+    }
+
+    /// The message pattern of an active-message layer over MPI with messages of `bytes`
+    /// bytes (at most 8 KiB), raw: pre-posted receives of any source, `MPI_Isend`,
+    /// `MPI_Test` (collective, as [`PingPong::new`]).
+    pub fn am_pattern(bytes: usize) -> Result<PingPong, BridgeError> {
+        PingPong::with(Pattern::Posted {
+            bytes: bytes.min(RECV_BYTES),
+        })
+    }
+
+    fn with(pattern: Pattern) -> Result<PingPong, BridgeError> {
         let (world, rank, size) = world()?;
         // SAFETY: reading a link-time constant exported by rsmpi's C shim.
         let mut comm = unsafe { ffi::RSMPI_COMM_NULL };
@@ -63,7 +89,12 @@ impl PingPong {
             unsafe { ffi::MPI_Comm_dup(world, &mut comm) },
             "MPI_Comm_dup",
         )?;
-        Ok(PingPong { comm, rank, size })
+        Ok(PingPong {
+            comm,
+            rank,
+            size,
+            pattern,
+        })
     }
 
     /// `ops` round trips; nanoseconds per round trip on rank 0, 0 on the other ranks. Ranks 0
@@ -73,10 +104,19 @@ impl PingPong {
         if self.size < 2 || self.rank >= 2 {
             return Ok(0.0);
         }
+        let start = Instant::now();
+        match self.pattern {
+            Pattern::Blocking8 => self.blocking(ops)?,
+            Pattern::Posted { bytes } => self.posted(ops, bytes)?,
+        }
+        let ns = start.elapsed().as_nanos() as f64 / ops.max(1) as f64;
+        Ok(if self.rank == 0 { ns } else { 0.0 })
+    }
+
+    fn blocking(&self, ops: u64) -> Result<(), BridgeError> {
         let peer = 1 - self.rank as c_int;
         let mut buf = [0u8; 8];
         let p = buf.as_mut_ptr().cast::<c_void>();
-        let start = Instant::now();
         for _ in 0..ops {
             // SAFETY: `buf` holds the 8 bytes of every send and receive; the communicator is
             // this object's; STATUS_IGNORE is allowed.
@@ -97,10 +137,83 @@ impl PingPong {
                 }
             }
         }
-        let ns = start.elapsed().as_nanos() as f64 / ops.max(1) as f64;
-        Ok(if self.rank == 0 { ns } else { 0.0 })
+        Ok(())
+    }
+
+    /// Rank 0 sends first; each side posts its receive again before waiting for its send,
+    /// except after the last round trip, so nothing is left posted.
+    fn posted(&self, ops: u64, bytes: usize) -> Result<(), BridgeError> {
+        let peer = 1 - self.rank as c_int;
+        let out = vec![0u8; bytes];
+        let mut inbox = vec![0u8; RECV_BYTES];
+        let mut recv = super::calls::null_request();
+        let post = |recv: &mut ffi::MPI_Request, inbox: &mut [u8]| {
+            // SAFETY: `inbox` outlives the receive, which completes (is tested to the end)
+            // before the next post and before this function returns.
+            check(
+                unsafe {
+                    ffi::MPI_Irecv(
+                        inbox.as_mut_ptr().cast(),
+                        RECV_BYTES as c_int,
+                        uint8(),
+                        ffi::RSMPI_ANY_SOURCE,
+                        8,
+                        self.comm,
+                        recv,
+                    )
+                },
+                "MPI_Irecv",
+            )
+        };
+        let send = || -> Result<ffi::MPI_Request, BridgeError> {
+            let mut req = super::calls::null_request();
+            // SAFETY: `out` outlives the send, which is waited on in the same round.
+            check(
+                unsafe {
+                    ffi::MPI_Isend(
+                        out.as_ptr().cast(),
+                        bytes as c_int,
+                        uint8(),
+                        peer,
+                        8,
+                        self.comm,
+                        &mut req,
+                    )
+                },
+                "MPI_Isend",
+            )?;
+            Ok(req)
+        };
+        let arrive = |recv: &mut ffi::MPI_Request| -> Result<(), BridgeError> {
+            while !super::calls::test(recv, "MPI_Test")? {}
+            Ok(())
+        };
+        post(&mut recv, &mut inbox)?;
+        for i in 0..ops {
+            let more = i + 1 < ops;
+            let mut sent = if self.rank == 0 {
+                let s = send()?;
+                arrive(&mut recv)?;
+                s
+            } else {
+                arrive(&mut recv)?;
+                send()?
+            };
+            if more {
+                post(&mut recv, &mut inbox)?;
+            }
+            // SAFETY: a request of this round's send; STATUS_IGNORE is allowed.
+            check(
+                unsafe { ffi::MPI_Wait(&mut sent, ffi::RSMPI_STATUS_IGNORE) },
+                "MPI_Wait",
+            )?;
+        }
+        Ok(())
     }
 }
+
+/// Receive buffer of [`Pattern::Posted`] (the conduit's pre-posted size).
+const RECV_BYTES: usize = super::wire::EAGER;
 
 impl Drop for PingPong {
     fn drop(&mut self) {
