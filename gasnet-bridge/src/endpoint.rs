@@ -41,7 +41,7 @@ fn rank_list(ranks: &[usize]) -> String {
 }
 
 /// Most messages one `poll` runs before returning, so a flood cannot starve the caller.
-const POLL_BATCH: usize = 64;
+pub(crate) const POLL_BATCH: usize = 64;
 
 /// One rank's view of the job: identity, segments, AMs, RMA, atomics, barrier, counters.
 #[derive(Debug)]

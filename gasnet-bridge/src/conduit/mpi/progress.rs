@@ -16,6 +16,15 @@ use super::calls::{check, must, test, uint8};
 use super::state::{Inflight, Op, Ready, State};
 use super::wire::{B_MEDIUM, EAGER, F_REPLY, Header, SLOTS, TAG_MSG};
 
+/// When [`MpiWorld::poll_rounds`] stops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Until {
+    /// At the first round that does nothing (`poll`).
+    Idle,
+    /// As `Idle`, or after the first round that ran user handlers (a wait's polls).
+    Handled,
+}
+
 /// What a round took off the MPI wire.
 enum Taken {
     Nothing,
@@ -224,6 +233,13 @@ impl MpiWorld {
     /// Rounds of internal progress, each followed by the user handlers it made ready (in
     /// arrival order), until a round does nothing or `batch` handlers ran.
     pub(crate) fn poll(&self, ep: &Endpoint, batch: usize) -> usize {
+        self.poll_rounds(ep, batch, Until::Idle)
+    }
+
+    /// [`poll`](Self::poll), ending after the first round that ran handlers if `until` says
+    /// so: a wait checks its condition then, before the empty round (a turn of MPI's progress
+    /// engine) that would otherwise end the call; its next call goes on where this one left.
+    fn poll_rounds(&self, ep: &Endpoint, batch: usize, until: Until) -> usize {
         // User progress completes window operations: one flush for all started since the last.
         self.flush_window();
         let mut total = 0;
@@ -245,7 +261,7 @@ impl MpiWorld {
             total += work + (ran - before);
             // A round that took nothing ends the call; its empty test came after the handlers
             // of the round before, so a reply they sent is already on its way.
-            if work == 0 || ran >= batch {
+            if work == 0 || ran >= batch || (until == Until::Handled && ran > before) {
                 return total;
             }
         }
@@ -342,7 +358,7 @@ impl MpiWorld {
             if done() {
                 return;
             }
-            if ep.poll() > 0 {
+            if self.poll_rounds(ep, crate::endpoint::POLL_BATCH, Until::Handled) > 0 {
                 backoff.reset();
             } else {
                 self.shared.failure.check();
