@@ -143,13 +143,26 @@ impl PingPong {
     /// Rank 0 sends first; each side posts its receive again before waiting for its send,
     /// except after the last round trip, so nothing is left posted.
     fn posted(&self, ops: u64, bytes: usize) -> Result<(), BridgeError> {
-        let peer = 1 - self.rank as c_int;
-        let out = vec![0u8; bytes];
+        let mut out = vec![0u8; bytes];
         let mut inbox = vec![0u8; RECV_BYTES];
+        let outcome = self.posted_rounds(ops, &mut out, &mut inbox);
+        if outcome.is_err() {
+            // A failed MPI call may leave a receive posted into `inbox` or a send reading
+            // `out`: the buffers are never freed then.
+            std::mem::forget(out);
+            std::mem::forget(inbox);
+        }
+        outcome
+    }
+
+    fn posted_rounds(&self, ops: u64, out: &mut [u8], inbox: &mut [u8]) -> Result<(), BridgeError> {
+        let peer = 1 - self.rank as c_int;
+        let bytes = out.len();
         let mut recv = super::calls::null_request();
         let post = |recv: &mut ffi::MPI_Request, inbox: &mut [u8]| {
-            // SAFETY: `inbox` outlives the receive, which completes (is tested to the end)
-            // before the next post and before this function returns.
+            // SAFETY: `inbox` stays allocated until the receive completes: it is tested to
+            // the end before the next post and before a successful return, and `posted`
+            // never frees it after a failure.
             check(
                 unsafe {
                     ffi::MPI_Irecv(
@@ -167,7 +180,8 @@ impl PingPong {
         };
         let send = || -> Result<ffi::MPI_Request, BridgeError> {
             let mut req = super::calls::null_request();
-            // SAFETY: `out` outlives the send, which is waited on in the same round.
+            // SAFETY: `out` stays allocated until the send completes: it is waited on in the
+            // same round, and `posted` never frees it after a failure.
             check(
                 unsafe {
                     ffi::MPI_Isend(
@@ -188,7 +202,7 @@ impl PingPong {
             while !super::calls::test(recv, "MPI_Test")? {}
             Ok(())
         };
-        post(&mut recv, &mut inbox)?;
+        post(&mut recv, inbox)?;
         for i in 0..ops {
             let more = i + 1 < ops;
             let mut sent = if self.rank == 0 {
@@ -200,7 +214,7 @@ impl PingPong {
                 send()?
             };
             if more {
-                post(&mut recv, &mut inbox)?;
+                post(&mut recv, inbox)?;
             }
             // SAFETY: a request of this round's send; STATUS_IGNORE is allowed.
             check(
