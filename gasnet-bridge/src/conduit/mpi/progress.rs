@@ -19,10 +19,21 @@ use super::wire::{B_MEDIUM, EAGER, F_REPLY, Header, SLOTS, TAG_MSG};
 /// When [`MpiWorld::poll_rounds`] stops.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Until {
-    /// At the first round that does nothing (`poll`).
+    /// At the first round that takes no MPI message (`poll`).
     Idle,
     /// As `Idle`, or after the first round that ran user handlers (a wait's polls).
     Handled,
+}
+
+/// What a round of progress did.
+#[derive(Debug, Default)]
+struct Round {
+    /// Messages taken, sends and payloads completed.
+    work: usize,
+    /// A user AM left in `MpiWorld::direct`, by sender and length.
+    direct: Option<(usize, usize)>,
+    /// Whether the round took a message off the MPI wire (it takes one at most).
+    from_mpi: bool,
 }
 
 /// What a round took off the MPI wire.
@@ -45,16 +56,16 @@ impl MpiWorld {
     /// payloads. Returns how much happened.
     #[inline]
     pub(super) fn progress(&self) -> usize {
-        self.round(false).0
+        self.round(false).work
     }
 
     /// [`progress`](Self::progress); with `direct`, a user AM that arrives through MPI with
     /// its body, when no older one waits, is left in `self.direct` for the caller to run
-    /// (returned as its sender and length) instead of being queued.
+    /// instead of being queued.
     #[inline]
-    fn round(&self, direct: bool) -> (usize, Option<(usize, usize)>) {
+    fn round(&self, direct: bool) -> Round {
         let Ok(mut st) = self.st.try_borrow_mut() else {
-            return (0, None); // re-entered from inside progress: the outer round continues
+            return Round::default(); // re-entered from inside progress: the outer round continues
         };
         let st = &mut *st;
         let mut work = 0;
@@ -80,15 +91,17 @@ impl MpiWorld {
             }
         }
         let mut ready = None;
+        let mut from_mpi = false;
         if self.mpi_peers {
             match self.take_mpi_message(st, direct) {
                 Taken::Nothing => {}
-                Taken::Queued => work += 1,
+                Taken::Queued => from_mpi = true,
                 Taken::Direct { source, len } => {
-                    work += 1;
+                    from_mpi = true;
                     ready = Some((source, len));
                 }
             }
+            work += usize::from(from_mpi);
         }
         if let Some(inbox) = &self.inbox {
             work += inbox.drain(|source, bytes| self.take_off_wire(st, source, bytes));
@@ -155,7 +168,11 @@ impl MpiWorld {
                 }
             }
         }
-        (work, ready)
+        Round {
+            work,
+            direct: ready,
+            from_mpi,
+        }
     }
 
     /// Takes the oldest message that arrived through MPI off the wire, if one has: handled
@@ -231,7 +248,7 @@ impl MpiWorld {
 
 impl MpiWorld {
     /// Rounds of internal progress, each followed by the user handlers it made ready (in
-    /// arrival order), until a round does nothing or `batch` handlers ran.
+    /// arrival order), until a round takes no MPI message or `batch` handlers ran.
     pub(crate) fn poll(&self, ep: &Endpoint, batch: usize) -> usize {
         self.poll_rounds(ep, batch, Until::Idle)
     }
@@ -245,7 +262,11 @@ impl MpiWorld {
         let mut total = 0;
         let mut ran = 0;
         loop {
-            let (work, direct) = self.round(true);
+            let Round {
+                work,
+                direct,
+                from_mpi,
+            } = self.round(true);
             let before = ran;
             if let Some((source, len)) = direct {
                 self.run_direct(ep, source, len);
@@ -259,9 +280,10 @@ impl MpiWorld {
                 ran += 1;
             }
             total += work + (ran - before);
-            // A round that took nothing ends the call; its empty test came after the handlers
-            // of the round before, so a reply they sent is already on its way.
-            if work == 0 || ran >= batch || (until == Until::Handled && ran > before) {
+            // A round empties the rings and completed payloads but takes one MPI message, so
+            // only a round that took one is followed by another; the empty test that ends the
+            // call then comes after the handlers, so a reply they sent is already on its way.
+            if !from_mpi || ran >= batch || (until == Until::Handled && ran > before) {
                 return total;
             }
         }
