@@ -124,6 +124,23 @@ impl Args {
         })
     }
 
+    /// The arguments encoded as consecutive little-endian words in `bytes` (at most
+    /// [`MAX_ARGS`] of them; `None` if more, or if `bytes` is not whole words).
+    #[inline]
+    pub(crate) fn from_le_bytes(bytes: &[u8]) -> Option<Args> {
+        if bytes.len() > 8 * MAX_ARGS || !bytes.len().is_multiple_of(8) {
+            return None;
+        }
+        let mut words = [0u64; MAX_ARGS];
+        for (w, b) in words.iter_mut().zip(bytes.chunks_exact(8)) {
+            *w = u64::from_le_bytes(b.try_into().expect("8 bytes"));
+        }
+        Some(Args {
+            len: (bytes.len() / 8) as u8,
+            words,
+        })
+    }
+
     pub(crate) fn as_slice(&self) -> &[u64] {
         &self.words[..self.len as usize]
     }

@@ -313,6 +313,7 @@ impl MpiWorld {
     }
 
     /// The oldest user AM taken off the wire whose payload has arrived, if it is first in line.
+    #[inline]
     fn next_ready(&self) -> Option<crate::active_message::Message> {
         let mut st = self.st.borrow_mut();
         let st = &mut *st;

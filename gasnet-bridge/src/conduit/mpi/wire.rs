@@ -144,10 +144,10 @@ impl Header {
         v.clear();
         v.reserve(HDR + 8 * args.len() + inline.len());
         v.extend_from_slice(&self.fixed(mask, args.len()));
-        for (i, w) in words.iter().enumerate() {
-            if mask & (1 << i) != 0 {
-                v.extend_from_slice(&w.to_le_bytes());
-            }
+        let mut rest = mask;
+        while rest != 0 {
+            v.extend_from_slice(&words[rest.trailing_zeros() as usize].to_le_bytes());
+            rest &= rest - 1;
         }
         for w in args {
             v.extend_from_slice(&w.to_le_bytes());
@@ -189,12 +189,12 @@ impl Header {
     pub(super) fn write(&self, out: &mut [u8], args: &[u64], inline: &[u8]) {
         let (mask, words) = self.present();
         out[..FIXED].copy_from_slice(&self.fixed(mask, args.len()));
-        let mut at = FIXED;
-        for (i, w) in words.iter().enumerate() {
-            if mask & (1 << i) != 0 {
-                out[at..at + 8].copy_from_slice(&w.to_le_bytes());
-                at += 8;
-            }
+        let (mut at, mut rest) = (FIXED, mask);
+        while rest != 0 {
+            let w = words[rest.trailing_zeros() as usize];
+            out[at..at + 8].copy_from_slice(&w.to_le_bytes());
+            at += 8;
+            rest &= rest - 1;
         }
         for w in args {
             out[at..at + 8].copy_from_slice(&w.to_le_bytes());
@@ -238,16 +238,11 @@ impl Header {
         }
         let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
         let mut fields = [u64::from(small), 0, 0, 0, 0, 0];
-        let mut at = FIXED;
-        for (i, f) in fields.iter_mut().enumerate() {
-            if mask & (1 << i) != 0 {
-                *f = word(at);
-                at += 8;
-            }
-        }
-        let mut words = [0u64; MAX_ARGS];
-        for (i, w) in words.iter_mut().take(nargs).enumerate() {
-            *w = word(words_end + 8 * i);
+        let (mut at, mut rest) = (FIXED, mask);
+        while rest != 0 {
+            fields[rest.trailing_zeros() as usize] = word(at);
+            at += 8;
+            rest &= rest - 1;
         }
         let h = Header {
             kind,
@@ -262,7 +257,7 @@ impl Header {
             c: fields[4],
             d: fields[5],
         };
-        let args = Args::new(&words[..nargs]).ok()?;
+        let args = Args::from_le_bytes(&bytes[words_end..args_end])?;
         Some((h, args, &bytes[args_end..]))
     }
 }
