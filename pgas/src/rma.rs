@@ -148,19 +148,25 @@ fn not_null<T>(p: GlobalPtr<T>, op: &str) {
 #[inline]
 pub fn rput<T: Pod>(value: T, dst: GlobalPtr<T>) -> Future<()> {
     not_null(dst, "rput");
-    runtime::with(|rt| {
-        let p = start_put(rt, dst.rank(), dst.offset(), bytemuck::bytes_of(&value));
-        put_future(rt, p)
-    })
+    runtime::with(|rt| put_now(rt, dst.rank(), dst.offset(), bytemuck::bytes_of(&value)))
 }
 
 /// Writes `src` to `dst ..`; the future completes when the write is done at the target.
 pub fn rput_slice<T: Pod>(src: &[T], dst: GlobalPtr<T>) -> Future<()> {
     not_null(dst, "rput");
-    runtime::with(|rt| {
-        let p = start_put(rt, dst.rank(), dst.offset(), bytemuck::cast_slice(src));
-        put_future(rt, p)
-    })
+    runtime::with(|rt| put_now(rt, dst.rank(), dst.offset(), bytemuck::cast_slice(src)))
+}
+
+/// Starts a put and returns its operation future: an unhooked window put is known by its
+/// number alone from the start (no handle made, reference-counted and converted).
+#[inline]
+fn put_now(rt: &Runtime, rank: usize, offset: usize, bytes: &[u8]) -> Future<()> {
+    if !rt.hooked()
+        && let Some(id) = rt.ep().put_nb_flush(rank, offset, bytes)
+    {
+        return Future::of_write(id.unwrap_or_else(|e| panic!("rput: {e}")));
+    }
+    put_future(rt, start_put(rt, rank, offset, bytes))
 }
 
 /// Reads the `T` at `src`. From memory this process maps the future is ready on return;

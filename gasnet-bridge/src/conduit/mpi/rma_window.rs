@@ -507,10 +507,29 @@ impl RmaWindow {
     }
 
     /// A blocking put: `MPI_Put` and `MPI_Win_flush`; complete at the target on return.
+    ///
+    /// When nothing else is in flight (no put toward `target`, no get at all), the put is not
+    /// numbered and its flush completes nothing else, so neither is recorded: the two MPI
+    /// calls alone (`put_latency` / `8B` across processes paid 7 ns of bookkeeping over them).
+    #[inline]
     pub(super) fn put(&self, target: usize, offset: usize, src: &[u8]) -> Result<(), BridgeError> {
         let len = self.check(target, offset, src.len())?;
-        self.start_put(target, offset, src.as_ptr(), len)?;
-        self.flush(target)
+        let alone = {
+            let st = self.st.borrow();
+            !st.is_dirty[target] && st.gets.is_empty()
+        };
+        if !alone {
+            self.start_put(target, offset, src.as_ptr(), len)?;
+            return self.flush(target);
+        }
+        // SAFETY: `src` is borrowed until this returns, after the flush completed the put;
+        // the target range was checked against the segment.
+        unsafe { self.raw_put(src.as_ptr(), len, target, offset, (len, uint8())) }?;
+        // SAFETY: `win` is locked on every rank; `target` was checked above.
+        check(
+            unsafe { ffi::MPI_Win_flush(target as c_int, self.win) },
+            "MPI_Win_flush",
+        )
     }
 
     /// A non-blocking put; `src` is free on return; the id completes at a flush of `target`.
