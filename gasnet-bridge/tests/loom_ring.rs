@@ -11,20 +11,21 @@
 //! `&*ptr.cast::<AtomicU64>()`, which loom's tracked atomics cannot stand in for without a
 //! layer in the hot path; so this file is a line-by-line copy of the protocol:
 //!
-//! * `padded` (shm_ring.rs lines 70-72) and `SKIP` (line 52), verbatim.
-//! * `Ring::try_push` (lines 115-153) → [`Producer::try_push`]: the room check against the
+//! * `padded` (shm_ring.rs lines 75-77, with the model's `ALIGN`) and `SKIP` (line 56),
+//!   verbatim.
+//! * `Ring::try_push` (lines 120-158) → [`Producer::try_push`]: the room check against the
 //!   cached head reading and its Acquire re-read, the fill, the Relaxed clear of the next
 //!   record start when `end < seen_head + DATA`, the Release publication of the word (or
 //!   the Relaxed word then the Release `SKIP` for a wrapped record), the tail update.
-//! * `Ring::drain` (lines 157-189) → [`Consumer::drain`]: the Relaxed head load, the Acquire
+//! * `Ring::drain` (lines 162-194) → [`Consumer::drain`]: the Relaxed head load, the Acquire
 //!   word load, `SKIP` handling and its checks, `take`, the Relaxed clear of the word, the
 //!   Release store of the head after every record.
-//! * `Ring::is_empty` (lines 193-196) → [`Consumer::is_empty`].
+//! * `Ring::is_empty` (lines 198-201) → [`Consumer::is_empty`].
 //!
 //! [`the_mirrored_lines_are_unchanged`] (a normal test) fails when any of those statements
 //! changes in shm_ring.rs, pointing here.
 //!
-//! Differences, by necessity: `DATA` is 64 bytes and `MAX_RECORD` 16 (the real ring's bound
+//! Differences, by necessity: `DATA` is 64 bytes, `MAX_RECORD` 16 and `ALIGN` 8 (the bound
 //! `DATA >= 2 * (MAX_RECORD + 16)` holds); the data area is 8 loom `AtomicU64` slots and the
 //! record bytes are written and read 8 at a time with Relaxed atomics, because the same
 //! memory is a record word on one lap and record bytes on another (loom cannot track one
@@ -41,12 +42,15 @@ use loom::sync::atomic::{AtomicU64, Ordering};
 use std::cell::Cell;
 
 const DATA: usize = 64;
+/// Record alignment: 8 here (the real ring's is a cache line, 64; the protocol does not
+/// depend on it, and 8 lets the 64-byte model hold several records).
+const ALIGN: usize = 8;
 const MAX_RECORD: usize = 16;
 const SKIP: u64 = u64::MAX;
 const _: () = assert!(DATA >= 2 * (MAX_RECORD + 16));
 
 fn padded(len: usize) -> usize {
-    8 + len.next_multiple_of(8)
+    (8 + len).next_multiple_of(ALIGN)
 }
 
 /// The ring's shared memory: the head, then DATA bytes as 8-byte slots.
@@ -243,7 +247,7 @@ fn the_mirrored_lines_are_unchanged() {
     let src = include_str!("../src/conduit/mpi/shm_ring.rs");
     let mirrored = [
         "const SKIP: u64 = u64::MAX;",
-        "fn padded(len: usize) -> usize {\n    8 + len.next_multiple_of(8)\n}",
+        "fn padded(len: usize) -> usize {\n    (8 + len).next_multiple_of(ALIGN)\n}",
         "let skip = if offset + need > DATA {\n            DATA - offset\n        } else {\n            0\n        };",
         "let end = tail + skip + need;\n        if end - self.seen_head.get() > DATA {",
         ".set(self.head().load(Ordering::Acquire) as usize);\n            if end - self.seen_head.get() > DATA {\n                return false;",
