@@ -126,6 +126,7 @@ impl Args {
 
     /// The arguments encoded as consecutive little-endian words in `bytes` (at most
     /// [`MAX_ARGS`] of them; `None` if more, or if `bytes` is not whole words).
+    #[cfg(feature = "mpi")]
     #[inline]
     pub(crate) fn from_le_bytes(bytes: &[u8]) -> Option<Args> {
         if bytes.len() > 8 * MAX_ARGS || !bytes.len().is_multiple_of(8) {
