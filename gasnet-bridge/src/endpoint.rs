@@ -580,12 +580,7 @@ impl Endpoint {
             }
             #[cfg(feature = "mpi")]
             Conduit::Mpi(world) => {
-                self.check(target, handler, args)?;
-                let head = crate::conduit::mpi::AmHead {
-                    handler: handler.0,
-                    is_reply,
-                    args,
-                };
+                let head = self.am_head(target, handler, args, is_reply)?;
                 world
                     .send_am(self, target, head, crate::conduit::mpi::OutBody::Short)
                     .map(|_| ())
@@ -625,12 +620,7 @@ impl Endpoint {
             }
             #[cfg(feature = "mpi")]
             Conduit::Mpi(world) => {
-                self.check(target, handler, args)?;
-                let head = crate::conduit::mpi::AmHead {
-                    handler: handler.0,
-                    is_reply,
-                    args,
-                };
+                let head = self.am_head(target, handler, args, is_reply)?;
                 world
                     .send_am(
                         self,
@@ -670,12 +660,7 @@ impl Endpoint {
             }
             #[cfg(feature = "mpi")]
             Conduit::Mpi(world) => {
-                self.check(target, handler, args)?;
-                let head = crate::conduit::mpi::AmHead {
-                    handler: handler.0,
-                    is_reply,
-                    args,
-                };
+                let head = self.am_head(target, handler, args, is_reply)?;
                 world
                     .send_am(
                         self,
@@ -686,6 +671,25 @@ impl Endpoint {
                     .map(|h| h.expect("a long message is acknowledged"))
             }
         }
+    }
+
+    /// Checks a message (as [`Endpoint::check`]) and names its handler, reply flag and
+    /// arguments for the mpi conduit.
+    #[cfg(feature = "mpi")]
+    #[inline]
+    fn am_head<'a>(
+        &self,
+        target: usize,
+        handler: HandlerId,
+        args: &'a [u64],
+        is_reply: bool,
+    ) -> Result<crate::conduit::mpi::AmHead<'a>, BridgeError> {
+        self.check(target, handler, args)?;
+        Ok(crate::conduit::mpi::AmHead {
+            handler: handler.0,
+            is_reply,
+            args,
+        })
     }
 
     /// Checks a message's target, handler and argument count.

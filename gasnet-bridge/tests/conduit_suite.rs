@@ -39,6 +39,18 @@ fn config(ranks: usize) -> LaunchConfig {
         .write_counting(WriteCounting::On)
 }
 
+/// Reads each piece of `rank`'s segment with a plain get: together, in order, they hold `src`
+/// (what a vector put of case `c` wrote there).
+fn pieces_hold(ep: &Endpoint, rank: usize, pieces: &[(usize, usize)], src: &[u8], c: usize) {
+    let mut at = 0;
+    for &(offset, len) in pieces {
+        let mut one = vec![0u8; len];
+        ep.get(rank, offset, &mut one).unwrap();
+        assert_eq!(one, src[at..at + len], "piece at {offset}, case {c}");
+        at += len;
+    }
+}
+
 fn pattern(key: u64, len: usize) -> Vec<u8> {
     (0..len)
         .map(|i| {
@@ -647,13 +659,7 @@ fn vector_transfers(n: usize) {
                 back, src,
                 "get_vector returns what put_vector wrote, case {c}"
             );
-            let mut at = 0;
-            for &(offset, len) in pieces.iter() {
-                let mut one = vec![0u8; len];
-                ep.get(right, offset, &mut one).unwrap();
-                assert_eq!(one, src[at..at + len], "piece at {offset}, case {c}");
-                at += len;
-            }
+            pieces_hold(ep, right, pieces, &src, c);
         }
         let bad = ep.put_vector(right, &[(0, 4), (SEG - 2, 4)], &[9; 8]);
         assert!(
@@ -783,13 +789,7 @@ fn window_vectors(n: usize) {
             } else {
                 assert_eq!(ack, WriteAck::UNCOUNTED, "case {c}");
             }
-            let mut at = 0;
-            for &(offset, len) in pieces.iter() {
-                let mut one = vec![0u8; len];
-                ep.get(right, offset, &mut one).unwrap();
-                assert_eq!(one, src[at..at + len], "piece at {offset}, case {c}");
-                at += len;
-            }
+            pieces_hold(ep, right, pieces, &src, c);
             // The same pieces read back in reverse order, each twice.
             let again: Vec<(usize, usize)> = pieces.iter().rev().flat_map(|&p| [p, p]).collect();
             let mut back = vec![0u8; 2 * total];

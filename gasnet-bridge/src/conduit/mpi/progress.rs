@@ -51,9 +51,9 @@ enum Taken {
 impl MpiWorld {
     // ---- progress -----------------------------------------------------------------------
 
-    /// One round of internal progress: completes sends, takes messages off the wire in
-    /// arrival order (handling the conduit's own at once, queueing user AMs), completes
-    /// payloads. Returns how much happened.
+    /// One round of internal progress: completes sends, takes the next MPI message and every
+    /// ring record off the wire (handling the conduit's own at once, queueing user AMs in
+    /// arrival order), completes payloads. Returns how much happened.
     #[inline]
     pub(super) fn progress(&self) -> usize {
         self.round(false).work

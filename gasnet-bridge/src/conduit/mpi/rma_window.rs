@@ -525,11 +525,7 @@ impl RmaWindow {
         // SAFETY: `src` is borrowed until this returns, after the flush completed the put;
         // the target range was checked against the segment.
         unsafe { self.raw_put(src.as_ptr(), len, target, offset, (len, uint8())) }?;
-        // SAFETY: `win` is locked on every rank; `target` was checked above.
-        check(
-            unsafe { ffi::MPI_Win_flush(target as c_int, self.win) },
-            "MPI_Win_flush",
-        )
+        self.raw_flush(target)
     }
 
     /// A non-blocking put; `src` is free on return; the id completes at a flush of `target`.
@@ -727,14 +723,20 @@ impl RmaWindow {
         !self.st.borrow().dirty.is_empty()
     }
 
-    /// `MPI_Win_flush` on `target`: every operation started toward it has completed there.
-    pub(super) fn flush(&self, target: usize) -> Result<(), BridgeError> {
+    /// `MPI_Win_flush` on `target` alone, recording nothing.
+    #[inline]
+    fn raw_flush(&self, target: usize) -> Result<(), BridgeError> {
         // SAFETY: `win` is locked on every rank; `target` is a rank of its communicator (the
         // callers checked it, or took it from an operation started on it).
         check(
             unsafe { ffi::MPI_Win_flush(target as c_int, self.win) },
             "MPI_Win_flush",
-        )?;
+        )
+    }
+
+    /// `MPI_Win_flush` on `target`: every operation started toward it has completed there.
+    pub(super) fn flush(&self, target: usize) -> Result<(), BridgeError> {
+        self.raw_flush(target)?;
         let mut st = self.st.borrow_mut();
         let st = &mut *st;
         st.flushed_below[target] = st.next_seq;

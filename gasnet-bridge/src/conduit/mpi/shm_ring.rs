@@ -17,9 +17,9 @@
 //! A record at position `p` (positions grow without bound; the offset is `p % DATA`) is a
 //! `u64` word, then its bytes, padded to [`ALIGN`] (a cache line, so that the producer
 //! writing one record and the consumer reading the one before never share a line: the
-//! same-host rpc round trip measured 10 ns less than with records packed to 8 bytes). The word is 0 while nothing is published there,
-//! `len + 1` for a record of `len` bytes, or [`SKIP`] when the next record starts again at
-//! offset 0 (a record never wraps). The consumer watches the word at its head, so a message
+//! same-host rpc round trip measured 10 ns less than with records packed to 8 bytes). The
+//! word is 0 while nothing is published there, `len + 1` for a record of `len` bytes, or
+//! [`SKIP`] when the next record starts again at offset 0 (a record never wraps). The consumer watches the word at its head, so a message
 //! costs the consumer only the cache lines of the record itself: there is no shared tail.
 //!
 //! * The producer writes the record's bytes, then clears the word at the record's end (the

@@ -140,19 +140,9 @@ impl Header {
     /// Replaces `v`'s contents with the message's bytes, reusing its allocation.
     #[inline]
     pub(super) fn encode_into(&self, v: &mut Vec<u8>, args: &[u64], inline: &[u8]) {
-        let (mask, words) = self.present();
         v.clear();
-        v.reserve(HDR + 8 * args.len() + inline.len());
-        v.extend_from_slice(&self.fixed(mask, args.len()));
-        let mut rest = mask;
-        while rest != 0 {
-            v.extend_from_slice(&words[rest.trailing_zeros() as usize].to_le_bytes());
-            rest &= rest - 1;
-        }
-        for w in args {
-            v.extend_from_slice(&w.to_le_bytes());
-        }
-        v.extend_from_slice(inline);
+        v.resize(self.encoded_len(args.len(), inline.len()), 0);
+        self.write(v, args, inline);
     }
 
     /// The fixed 8 bytes of the header, for `nargs` arguments and the words in `mask`.
