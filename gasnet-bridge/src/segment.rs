@@ -6,15 +6,16 @@
 //! lent by a conduit (`Segment::borrowed`), that stay valid until the `Segment` is dropped;
 //! the job keeps every segment alive until all rank threads have been joined. The bytes are
 //! shared by all ranks at once, so no Rust reference to them (`&[u8]`, `&mut [u8]`) is ever
-//! created, and every access is race-free by construction: bytes move only through
-//! [`shared_copy`] (inline-assembly copies outside the Rust abstract
-//! machine, see its model) after a bounds check, and 64-bit words are touched as
-//! `AtomicU64`.
+//! created: bytes move only through [`shared_copy`] (inline-assembly copies outside the
+//! Rust abstract machine, see its model) after a bounds check, and 64-bit words are touched
+//! as `AtomicU64`.
 //!
 //! Conflicting accesses to the same bytes from two ranks without synchronization between
-//! them are a program error, as in UPC++ and GASNet, but never undefined behaviour: the bytes
-//! then read may be torn or stale, nothing else. Every access is bounds-checked, so none can
-//! leave the segment.
+//! them are a program error, as in UPC++ and GASNet. Two racing transfers read torn or stale
+//! bytes, nothing else. A transfer racing with a remote atomic on the same word is a
+//! mixed-size race that Rust's model does not define; its outcome is x86-64's (the
+//! `shared_copy` module doc says exactly what is and is not promised). Every access is
+//! bounds-checked, so none can leave the segment.
 
 use std::alloc::{Layout, alloc_zeroed, dealloc};
 use std::ptr::NonNull;

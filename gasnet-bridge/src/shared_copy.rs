@@ -8,30 +8,39 @@
 //! volatile access cannot be used on such memory. Every access to segment bytes therefore
 //! goes through this module or through an [`AtomicU64`](std::sync::atomic::AtomicU64) view.
 //!
-//! # Model (x86-64)
+//! # Model (x86-64), and what it does not cover
 //!
 //! The copies are inline assembly (`mov` / `movdqu` for up to 64 bytes, 32-byte `vmovdqu`
 //! loops when the CPU has AVX, `rep movsb` from 32 KiB on CPUs with fast strings (ERMS) and
 //! over 64 bytes on CPUs without AVX; `rep stosb` to fill). To the Rust abstract machine an `asm!`
 //! block is an opaque operation on the memory its pointers reach, like a call into foreign
-//! code: the compiler neither sees nor reorders its accesses, assumes nothing about the bytes
-//! afterwards, and there is no Rust-level data race to be undefined, because the accesses are
-//! the hardware's. x86-64 defines every racing access: each aligned load or store of up to 8
-//! bytes is single-copy atomic, wider and unaligned ones may tear at any byte boundary, and
-//! nothing else can happen. So a racy program reads torn or stale values, never causes UB.
-//! This is the reasoning of crates that implement atomics on possibly-uninitialised data in
-//! inline assembly; the observable effect of each copy can be described as a sequence of
-//! per-byte relaxed atomic accesses in unspecified order, which Rust code could have
-//! performed. Memory ordering is the caller's business: these copies order nothing (they are
+//! code: the compiler neither sees nor reorders its accesses and assumes nothing about the
+//! bytes afterwards. Two such copies racing on the same bytes are two hardware accesses, and
+//! x86-64 defines them: each aligned load or store of up to 8 bytes is single-copy atomic,
+//! wider and unaligned ones may tear at any byte boundary, and nothing else can happen. The
+//! observable effect of each copy is a sequence of per-byte relaxed accesses in unspecified
+//! order. Memory ordering is the caller's business: these copies order nothing (they are
 //! relaxed); completion flags, counters and barriers supply the happens-before edges, as
 //! GASNet's and UPC++'s memory models say.
 //!
-//! # Elsewhere
+//! **What this does not make defined in Rust's model.** A racy program can also mix these
+//! byte-granular copies with [`AtomicU64`](std::sync::atomic::AtomicU64) read-modify-writes
+//! (remote atomics) on the same word at the same time. That is a *mixed-size* race, which
+//! Rust's memory model does not allow (atomic accesses of different sizes to overlapping
+//! bytes must not race); its outcome here is the one x86-64 gives (each byte is either
+//! before or after the atomic update; the atomic is never lost or torn), relied on as a
+//! property of the hardware, not promised by the language. A correctly synchronized program,
+//! one that does not mix plain transfers and atomics on a word without synchronization (the
+//! rule UPC++ and GASNet-EX state for their atomic domains), never reaches that case.
 //!
-//! On other architectures the copies fall back to per-byte relaxed atomics
-//! ([`AtomicU8`](std::sync::atomic::AtomicU8)): race-free, much slower, and still mixing
-//! access sizes with [`AtomicU64`](std::sync::atomic::AtomicU64) views, which Rust documents
-//! as allowed only when not racing. The supported platform is x86-64.
+//! # Other architectures
+//!
+//! Only x86-64 is supported, and other targets fail to compile. A portable fallback through
+//! per-byte `AtomicU8` views is not sound as safe code would use it: the private side of a
+//! copy is an ordinary `&[u8]`, whose pointer lacks the write provenance an atomic view
+//! requires, and the mixed-size race above would become one between Rust atomics, which the
+//! language leaves undefined rather than to the hardware. A port needs its own assembly
+//! copies with the same per-byte model, argued for that architecture.
 //!
 //! # Safety contract of every function here
 //!
@@ -120,7 +129,6 @@ pub unsafe fn store<T: Pod>(dst: *mut T, value: T) {
 /// on the 2-core EPYC machine it copies 64 KiB to 16 MiB 20-40 % faster than the AVX loop
 /// (from the caches and to them alike), ties at 16 KiB and loses below (its start-up costs
 /// 4 KiB 0.76x, 256 B 0.17x).
-#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 const REP_MOVSB_MIN: usize = 32 << 10;
 
 #[cfg(target_arch = "x86_64")]
@@ -361,31 +369,10 @@ mod arch {
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-mod arch {
-    use std::sync::atomic::{AtomicU8, Ordering};
-
-    /// # Safety
-    /// Both ranges valid for `len` bytes and not overlapping.
-    pub(super) unsafe fn copy(dst: *mut u8, src: *const u8, len: usize) {
-        for i in 0..len {
-            // SAFETY: in bounds (caller); bytes are always aligned for `AtomicU8`, and a
-            // private byte viewed as atomic is fine too (nobody else accesses it).
-            unsafe {
-                let v = AtomicU8::from_ptr(src.add(i).cast_mut()).load(Ordering::Relaxed);
-                AtomicU8::from_ptr(dst.add(i)).store(v, Ordering::Relaxed);
-            }
-        }
-    }
-
-    /// # Safety
-    /// `dst` valid for `len` bytes.
-    pub(super) unsafe fn fill(dst: *mut u8, byte: u8, len: usize) {
-        for i in 0..len {
-            // SAFETY: as in `copy`.
-            unsafe { AtomicU8::from_ptr(dst.add(i)).store(byte, Ordering::Relaxed) };
-        }
-    }
-}
+compile_error!(
+    "gasnet-bridge supports only x86-64: its shared-memory copies are x86-64 assembly whose \
+     per-byte model is argued for that architecture (see the `shared_copy` module doc)"
+);
 
 #[cfg(test)]
 mod tests {
