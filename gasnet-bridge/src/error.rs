@@ -63,6 +63,15 @@ pub enum BridgeError {
     #[error("conduit error: {0}")]
     Conduit(String),
 
+    /// A completion handle was asked about its operation after its job had ended, and the
+    /// answer needs the job's communication, which is gone.
+    #[error(
+        "a completion handle was used after its job ended (returned or failed) while its \
+         operation was still unanswered; nothing can answer it now (wait on handles before \
+         the job's body returns)"
+    )]
+    JobEnded,
+
     /// A vector put or get whose pieces do not add up to its local buffer.
     #[error(
         "vector transfer of {pieces} pieces totalling {total} bytes with a local buffer of \

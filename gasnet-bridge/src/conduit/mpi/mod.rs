@@ -10,6 +10,7 @@ mod calls;
 mod counting;
 mod datatype;
 mod inbox;
+mod lent;
 mod process;
 mod progress;
 mod receive;
@@ -89,6 +90,9 @@ pub struct MpiWorld {
     /// counts each one: `counting.rs`). One byte per rank, read by every put.
     window_puts: Box<[Cell<bool>]>,
     st: RefCell<State>,
+    /// The job has ended (torn down, or failed): no MPI call may be made for it any more, so
+    /// a handle that outlived it gets [`BridgeError::JobEnded`] instead of progress.
+    ended: Cell<bool>,
     /// The bytes of the user AM `poll` runs straight off the wire (`progress.rs`): a receive
     /// buffer, swapped with the slot's so that the slot is posted again at once.
     direct: RefCell<Box<[u8]>>,
@@ -238,6 +242,7 @@ where
                 }
                 (me, message)
             };
+            world.ended.set(true);
             // MPI objects of a failed job cannot be freed (that is collective): keep them.
             std::mem::forget(world);
             if message == watchdog::lost_message(rank) {

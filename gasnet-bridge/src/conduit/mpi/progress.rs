@@ -64,6 +64,9 @@ impl MpiWorld {
     /// instead of being queued.
     #[inline]
     fn round(&self, direct: bool) -> Round {
+        if self.ended.get() {
+            job_ended();
+        }
         let Ok(mut st) = self.st.try_borrow_mut() else {
             return Round::default(); // re-entered from inside progress: the outer round continues
         };
@@ -89,6 +92,9 @@ impl MpiWorld {
                     Err(e) => panic!("{e}"),
                 }
             }
+        }
+        if !st.abandoned.is_empty() && st.tick.is_multiple_of(16) {
+            work += Self::sweep_abandoned(st);
         }
         let mut ready = None;
         let mut from_mpi = false;
@@ -392,4 +398,11 @@ impl MpiWorld {
             }
         }
     }
+}
+
+/// A handle that outlived its job asked for progress (`MpiWorld::ended`).
+#[cold]
+#[inline(never)]
+fn job_ended() -> ! {
+    panic!("{}", BridgeError::JobEnded)
 }

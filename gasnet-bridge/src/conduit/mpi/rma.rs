@@ -1,10 +1,7 @@
 //! Puts, gets and atomics: through the shared window to ranks of this host, as requests over
 //! MPI to the others, and the acknowledgements that carry the target's EC and IWC back.
 
-use std::ffi::c_int;
 use std::rc::Rc;
-
-use ::mpi::ffi;
 
 use crate::atomic::{AtomicOp, AtomicResult};
 use crate::completion::{AtomicHandle, OwnedGetHandle, WriteHandle};
@@ -13,7 +10,8 @@ use crate::endpoint::Endpoint;
 use crate::error::BridgeError;
 
 use super::MpiWorld;
-use super::calls::{check, mpi_len, must, null_request, uint8};
+use super::calls::{mpi_len, must};
+use super::lent::Landing;
 use super::rma_window::{RmaWindow, is_window_id, is_window_put, put_completes_after};
 use super::state::Op;
 use super::wire::{
@@ -209,8 +207,16 @@ impl MpiWorld {
         self.blocking_get(rank, dst, h, &[], spend)
     }
 
-    /// Posts the receive of a blocking get's data into `dst` (on `TAG_GET`), sends request
-    /// `h` (with `payload`) to `rank`, and waits for the data.
+    /// Posts the receive of a blocking get's data (on `TAG_GET`), sends request `h` (with
+    /// `payload`) to `rank`, waits for the data and copies it into `dst`.
+    ///
+    /// The data lands in a buffer of the conduit's, not in `dst` (`lent.rs`): the wait may
+    /// unwind (another rank failed) while the reply is still on its way. Only one blocking
+    /// get is outstanding per process (it waits, and no user handler runs meanwhile;
+    /// non-blocking gets answer on `TAG_PAYLOAD` or inline), so (source, `TAG_GET`) matches
+    /// this receive's reply only; a request that could not be sent cancels its receive, so
+    /// that the next get's is the only one posted. One abandoned by an unwind stays posted:
+    /// the job has failed by then.
     fn blocking_get(
         &self,
         rank: usize,
@@ -220,26 +226,12 @@ impl MpiWorld {
         spend: bool,
     ) -> Result<(), BridgeError> {
         let len = mpi_len(dst.len())?;
-        let mut req = null_request();
-        // SAFETY: `dst` is exclusively borrowed until `wait_request` below returns, i.e. until
-        // the receive completed. Only one blocking get (plain or vector) is outstanding per
-        // process (it waits, and no user handler runs meanwhile; non-blocking gets answer on
-        // `TAG_PAYLOAD` or inline), so the (source, TAG_GET) pair matches this receive's reply
-        // only.
-        let rc = unsafe {
-            ffi::MPI_Irecv(
-                dst.as_mut_ptr().cast(),
-                len,
-                uint8(),
-                rank as c_int,
-                TAG_GET,
-                self.comm,
-                &mut req,
-            )
-        };
-        check(rc, "MPI_Irecv(get)")?;
-        self.send_with_payload(rank, h, &[], payload, spend)?;
-        self.wait_request(&mut req)
+        let landing = Landing::post(self, len, rank, TAG_GET)?;
+        if let Err(e) = self.send_with_payload(rank, h, &[], payload, spend) {
+            landing.cancel();
+            return Err(e);
+        }
+        landing.wait_into(dst)
     }
 
     /// A vector put ([`Endpoint::put_vector`]): direct copies into mapped memory, else one
@@ -491,6 +483,9 @@ impl MpiWorld {
         if let Some(w) = self.window_of(id) {
             // A flush is the window's only completion test; it waits for this target only.
             return Some(must(w.complete(id)));
+        }
+        if let Some(ack) = self.peek_ack(id) {
+            return Some(ack);
         }
         self.progress();
         match self.st.borrow().ops.get(&id) {

@@ -36,7 +36,7 @@
 //! (`datatype.rs`). Atomics stay active messages (an `MPI_Fetch_and_op` per atomic was not
 //! measured to pay).
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
 use std::ptr::NonNull;
@@ -48,6 +48,7 @@ use crate::error::BridgeError;
 
 use super::calls::{check, mpi_len, uint8};
 use super::datatype::TargetPieces;
+use super::lent::lent_memory_lost;
 
 /// Environment switch of the cross-host RMA path: `window` (the default) or `am`.
 pub const RMA_ENV: &str = "PGAS_MPI_RMA";
@@ -253,6 +254,8 @@ struct InFlight {
 /// The job's RMA window over every rank's segment, locked for the whole job.
 pub(super) struct RmaWindow {
     win: ffi::MPI_Win,
+    /// Freed with its job: a handle that outlived the job may not flush it.
+    freed: Cell<bool>,
     segment_len: usize,
     st: RefCell<InFlight>,
 }
@@ -384,6 +387,7 @@ impl RmaWindow {
         )?;
         Ok(RmaWindow {
             win,
+            freed: Cell::new(false),
             segment_len,
             st: RefCell::new(InFlight {
                 next_seq: 0,
@@ -520,12 +524,15 @@ impl RmaWindow {
         };
         if !alone {
             self.start_put(target, offset, src.as_ptr(), len)?;
-            return self.flush(target);
+            self.flush_lent(target);
+            return Ok(());
         }
-        // SAFETY: `src` is borrowed until this returns, after the flush completed the put;
-        // the target range was checked against the segment.
+        // SAFETY: `src` is borrowed until this returns, after the flush completed the put (a
+        // failed flush ends the process: `flush_lent`); the target range was checked.
         unsafe { self.raw_put(src.as_ptr(), len, target, offset, (len, uint8())) }?;
         self.raw_flush(target)
+            .unwrap_or_else(|e| lent_memory_lost(e));
+        Ok(())
     }
 
     /// A non-blocking put; `src` is free on return; the id completes at a flush of `target`.
@@ -580,7 +587,8 @@ impl RmaWindow {
         check(
             unsafe { ffi::MPI_Win_flush_local(target as c_int, self.win) },
             "MPI_Win_flush_local",
-        )?;
+        )
+        .unwrap_or_else(|e| lent_memory_lost(e));
         Ok(id)
     }
 
@@ -592,11 +600,12 @@ impl RmaWindow {
         dst: &mut [u8],
     ) -> Result<(), BridgeError> {
         let len = self.check(target, offset, dst.len())?;
-        // SAFETY: `dst` is exclusively borrowed until the flush below has completed the get;
-        // the range was checked against the window's size.
+        // SAFETY: `dst` is exclusively borrowed until the flush below has completed the get
+        // (a failed flush ends the process); the range was checked against the window's size.
         unsafe { self.raw_get(dst.as_mut_ptr(), len, target, offset, (len, uint8())) }?;
         self.started(target);
-        self.flush(target)
+        self.flush_lent(target);
+        Ok(())
     }
 
     /// A blocking vector put: `src` (the pieces' bytes back to back) into `pieces` of
@@ -613,12 +622,12 @@ impl RmaWindow {
             return Ok(false);
         };
         debug_assert_eq!(to.bytes as usize, src.len());
-        // SAFETY: `src` is borrowed until the flush below completed the put; the datatype
-        // covers `to.bytes` bytes (the length of `src`) in pieces the caller checked against
-        // the segment (the window's size), from displacement `to.base`.
+        // SAFETY: `src` is borrowed until the flush below completed the put (a failed flush
+        // ends the process); the datatype covers `to.bytes` bytes (the length of `src`) in
+        // pieces the caller checked against the segment, from displacement `to.base`.
         unsafe { self.raw_put(src.as_ptr(), to.bytes, target, to.base, (1, to.datatype())) }?;
         self.started(target);
-        self.flush(target)?;
+        self.flush_lent(target);
         Ok(true)
     }
 
@@ -632,12 +641,14 @@ impl RmaWindow {
     ) -> Result<(), BridgeError> {
         let from = TargetPieces::for_get(pieces)?;
         debug_assert_eq!(from.bytes as usize, dst.len());
-        // SAFETY: `dst` is exclusively borrowed until the flush below completed the get; the
-        // datatype covers `from.bytes` bytes (the length of `dst`) in checked pieces.
+        // SAFETY: `dst` is exclusively borrowed until the flush below completed the get (a
+        // failed flush ends the process); the datatype covers `from.bytes` bytes (the length
+        // of `dst`) in checked pieces.
         let layout = (1, from.datatype());
         unsafe { self.raw_get(dst.as_mut_ptr(), from.bytes, target, from.base, layout) }?;
         self.started(target);
-        self.flush(target)
+        self.flush_lent(target);
+        Ok(())
     }
 
     /// A non-blocking get of `len` bytes into a buffer of its own; the id completes at a flush
@@ -726,12 +737,21 @@ impl RmaWindow {
     /// `MPI_Win_flush` on `target` alone, recording nothing.
     #[inline]
     fn raw_flush(&self, target: usize) -> Result<(), BridgeError> {
+        if self.freed.get() {
+            return Err(BridgeError::JobEnded);
+        }
         // SAFETY: `win` is locked on every rank; `target` is a rank of its communicator (the
         // callers checked it, or took it from an operation started on it).
         check(
             unsafe { ffi::MPI_Win_flush(target as c_int, self.win) },
             "MPI_Win_flush",
         )
+    }
+
+    /// [`RmaWindow::flush`] of an operation on the caller's memory: a failed flush leaves it
+    /// in an unknown state, and MPI cannot cancel it, so the process ends (`lent.rs`).
+    fn flush_lent(&self, target: usize) {
+        self.flush(target).unwrap_or_else(|e| lent_memory_lost(e));
     }
 
     /// `MPI_Win_flush` on `target`: every operation started toward it has completed there.
@@ -793,6 +813,7 @@ impl RmaWindow {
             unsafe { ffi::MPI_Win_unlock_all(win) },
             "MPI_Win_unlock_all",
         )?;
+        self.freed.set(true);
         // SAFETY: freed once, before the memory under it (the host's window).
         check(
             unsafe { ffi::MPI_Win_free(&mut win) },

@@ -56,11 +56,11 @@ impl MpiWorld {
     }
 
     /// Sends `bytes` on `TAG_PAYLOAD` and waits (making internal progress) until MPI no longer
-    /// needs them.
+    /// needs them: the bytes are lent, so the wait does not unwind before that (`lent.rs`).
     pub(super) fn send_payload(&self, dest: usize, bytes: &[u8]) -> Result<(), BridgeError> {
         let mut req = null_request();
-        // SAFETY: `bytes` stays borrowed until `wait_request` returns, i.e. until the send
-        // completed; on an unwind (a peer failed) the process is being abandoned.
+        // SAFETY: `bytes` stays borrowed until `wait_lent` returns, which it does (by value or
+        // by unwinding) only once the send has completed or failed.
         let rc = unsafe {
             ffi::MPI_Isend(
                 bytes.as_ptr().cast(),
@@ -73,7 +73,7 @@ impl MpiWorld {
             )
         };
         check(rc, "MPI_Isend(payload)")?;
-        self.wait_request(&mut req)
+        self.wait_lent(&mut req)
     }
 
     /// Outside handlers, waits (internally) until a credit toward `dest` is free; true if the

@@ -323,6 +323,7 @@ impl MpiWorld {
             window_puts,
             outboxes: Outboxes::new(rank, host.outboxes),
             inbox: host.inbox.map(Inbox::new),
+            ended: Cell::new(false),
             st: RefCell::new(State {
                 slots,
                 head: 0,
@@ -331,6 +332,7 @@ impl MpiWorld {
                 credits: vec![CREDITS; ranks],
                 to_return: vec![0; ranks],
                 sends: Vec::new(),
+                abandoned: Vec::new(),
                 inflight: Vec::new(),
                 ready: HashMap::new(),
                 next_key: 0,

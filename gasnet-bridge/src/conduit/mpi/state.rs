@@ -102,6 +102,9 @@ pub(super) struct State {
     pub(super) to_return: Vec<u32>,
     /// Sends not yet complete, with the buffer they read from (empty for segment memory).
     pub(super) sends: Vec<(ffi::MPI_Request, Vec<u8>)>,
+    /// Receives into conduit buffers whose blocking call ended early (`lent.rs`): freed
+    /// when MPI completes them, never before.
+    pub(super) abandoned: Vec<(ffi::MPI_Request, Vec<u8>)>,
     pub(super) inflight: Vec<Inflight>,
     pub(super) ready: HashMap<u64, Ready>,
     pub(super) next_key: u64,

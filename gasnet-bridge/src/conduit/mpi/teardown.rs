@@ -96,6 +96,7 @@ impl MpiWorld {
 
     /// Frees the job's MPI objects (collective); the world must not be used afterwards.
     pub(super) fn teardown(&self) -> Result<(), BridgeError> {
+        self.leak_abandoned();
         {
             let mut st = self.st.borrow_mut();
             for s in &mut st.slots {
@@ -138,6 +139,7 @@ impl MpiWorld {
         if let Some(dog) = self.watchdog.borrow_mut().take() {
             dog.shutdown();
         }
+        self.ended.set(true);
         Ok(())
     }
 }
