@@ -83,6 +83,9 @@ const HELLO_TIMEOUT: Duration = Duration::from_secs(2);
 const ADDR_LEN: usize = 64;
 /// Environment variable: when `1`, each listening rank prints its address on stderr.
 const VERBOSE_ENV: &str = "PGAS_MPI_WATCHDOG_VERBOSE";
+/// Environment variable, for tests of the start-up against strangers: milliseconds a rank
+/// waits before connecting to its parent, so that a test can connect first.
+const CONNECT_DELAY_ENV: &str = "PGAS_MPI_WATCHDOG_CONNECT_DELAY_MS";
 
 /// Rank `r`'s parent in the tree.
 fn parent(r: usize) -> Option<usize> {
@@ -335,6 +338,12 @@ impl Watchdog {
         let addrs = exchange_addresses(comm, ranks, mine)?;
         let mut conns = Vec::new();
         if let Some(p) = parent(me) {
+            if let Some(ms) = std::env::var(CONNECT_DELAY_ENV)
+                .ok()
+                .and_then(|v| v.trim().parse().ok())
+            {
+                std::thread::sleep(Duration::from_millis(ms));
+            }
             let addr = addrs[p]
                 .ok_or_else(|| conduit_err("connect", format!("rank {p} published no address")))?;
             conns.push((p, connect_parent(me, addr, &secret)?));
