@@ -7,11 +7,11 @@
 //! rank connecting to its parent first sends [`HELLO_LEN`] bytes: [`MAGIC`], its rank
 //! (little-endian u64) and the secret. The parent compares the secret in constant time and
 //! accepts the connection only from a child it expects and has not heard from yet; anything
-//! else is closed and reported on stderr, and the job goes on.
+//! else is closed and reported on stderr (rate-limited, `refusals.rs`), and the job goes on.
 
 use std::fmt;
 use std::io::Read;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
+use std::net::{IpAddr, Ipv4Addr, ToSocketAddrs};
 
 use crate::error::BridgeError;
 
@@ -64,6 +64,8 @@ pub(crate) enum Refusal {
     Closed(usize),
     /// No whole greeting arrived in time.
     Silent,
+    /// Closed unread to make room: too many connections were waiting to greet.
+    Crowded,
 }
 
 impl fmt::Display for Refusal {
@@ -78,6 +80,7 @@ impl fmt::Display for Refusal {
                 write!(f, "closed after {n} bytes, before a whole greeting")
             }
             Refusal::Silent => write!(f, "no greeting in time"),
+            Refusal::Crowded => write!(f, "dropped: too many connections waiting to greet"),
         }
     }
 }
@@ -106,15 +109,6 @@ pub(crate) fn verify(bytes: &[u8; HELLO_LEN], secret: &Secret) -> Result<u64, Re
     Ok(u64::from_le_bytes(
         bytes[8..16].try_into().expect("8 bytes"),
     ))
-}
-
-/// Says on stderr that a connection was refused; the job goes on.
-pub(crate) fn report(me: usize, from: Option<SocketAddr>, why: &Refusal) {
-    let from = from.map_or_else(|| "an unknown address".into(), |a| a.to_string());
-    crate::stderr_line::stderr_line(format_args!(
-        "gasnet-bridge (mpi conduit): rank {me}: watchdog refused a connection from {from}: \
-         {why}; the job goes on"
-    ));
 }
 
 /// The address a rank on `host` listens on for its children: the loopback address when

@@ -10,7 +10,9 @@
 //! their children share their host, see `handshake.rs`); the addresses are exchanged over MPI,
 //! and every connection is authenticated with the job's secret (`handshake.rs`). A listener
 //! stays open for the job's life: anything else that connects is refused and reported on
-//! stderr, and the job goes on.
+//! stderr, and the job goes on. Any local user can connect, so a stranger can neither hold up
+//! the start-up or the watchdog (greetings are read side by side, each within a deadline, a
+//! bounded number at once, `lobby.rs`) nor flood stderr (`refusals.rs`).
 //!
 //! The kernel closes a process's sockets however it ends, SIGKILL included, so:
 //!
@@ -45,7 +47,10 @@
 //! other users' processes and stray connections, not an attacker who can read the job's
 //! network traffic.
 
+mod backoff;
 mod handshake;
+mod lobby;
+mod refusals;
 
 pub use handshake::WATCHDOG_ADDR_ENV;
 
@@ -65,7 +70,9 @@ use crate::sleep::Sleeper;
 
 use super::calls::{allgather_text, check, uint8};
 use super::process::SIGTERM_READ;
-use handshake::{HELLO_LEN, Refusal, Secret};
+use handshake::{Refusal, Secret};
+use lobby::Lobby;
+use refusals::RefusalLog;
 
 /// Children per rank in the watchdog's tree.
 pub const FANOUT: usize = 8;
@@ -77,12 +84,13 @@ pub(crate) const EXIT_DEADLINE: Duration = Duration::from_secs(5);
 pub(crate) const TERM_GRACE: Duration = Duration::from_millis(700);
 /// How long connecting the tree may take at start-up.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(60);
-/// How long a new connection has to send its whole greeting.
-const HELLO_TIMEOUT: Duration = Duration::from_secs(2);
 /// Bytes of one rank's published listening address (`ip:port`, nul-padded).
 const ADDR_LEN: usize = 64;
 /// Environment variable: when `1`, each listening rank prints its address on stderr.
 const VERBOSE_ENV: &str = "PGAS_MPI_WATCHDOG_VERBOSE";
+/// Environment variable, for tests of the start-up against strangers: milliseconds a rank
+/// waits before connecting to its parent, so that a test can connect first.
+const CONNECT_DELAY_ENV: &str = "PGAS_MPI_WATCHDOG_CONNECT_DELAY_MS";
 
 /// Rank `r`'s parent in the tree.
 fn parent(r: usize) -> Option<usize> {
@@ -225,72 +233,69 @@ fn connect_parent(me: usize, addr: SocketAddr, secret: &Secret) -> Result<TcpStr
     Ok(stream)
 }
 
-/// Accepts this rank's children on `listener`, refusing and reporting anything else.
+/// Accepts this rank's children in `lobby`, refusing and reporting anything else, within
+/// [`CONNECT_TIMEOUT`] in all.
 fn accept_children(
     me: usize,
     ranks: usize,
-    listener: &TcpListener,
+    lobby: &mut Lobby,
     secret: &Secret,
+    log: &mut RefusalLog,
 ) -> Result<Vec<(usize, TcpStream)>, BridgeError> {
     let expected = children(me, ranks);
     let mut conns: Vec<(usize, TcpStream)> = Vec::with_capacity(expected.len());
     let start = Instant::now();
     while conns.len() < expected.len() {
-        match listener.accept() {
-            Ok((mut stream, from)) => {
-                let greeted = read_hello_blocking(&mut stream).and_then(|h| {
-                    let r = handshake::verify(&h, secret)?;
-                    let known = usize::try_from(r)
-                        .ok()
-                        .filter(|r| expected.contains(r) && !conns.iter().any(|c| c.0 == *r));
-                    known.ok_or(Refusal::Unexpected(r))
-                });
-                match greeted {
-                    Ok(child) => {
-                        let _ = stream.set_nodelay(true);
-                        conns.push((child, stream));
-                    }
-                    Err(why) => handshake::report(me, Some(from), &why),
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                if start.elapsed() > CONNECT_TIMEOUT {
-                    return Err(conduit_err(
-                        "accept",
-                        format!(
-                            "only {} of rank {me}'s {} children connected",
-                            conns.len(),
-                            expected.len()
-                        ),
-                    ));
-                }
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            Err(e) => return Err(conduit_err("accept", e)),
+        if start.elapsed() > CONNECT_TIMEOUT {
+            let cause = lobby
+                .last_error()
+                .map_or_else(String::new, |e| format!(" (last accept error: {e})"));
+            return Err(conduit_err(
+                "accept",
+                format!(
+                    "only {} of rank {me}'s {} children connected within {} s{cause}",
+                    conns.len(),
+                    expected.len(),
+                    CONNECT_TIMEOUT.as_secs()
+                ),
+            ));
         }
+        let mut fds = Vec::new();
+        lobby.watch(Instant::now(), &mut fds);
+        poll(&mut fds);
+        let now = Instant::now();
+        for g in lobby.step(&fds, now, log) {
+            let judged = handshake::verify(&g.hello, secret).and_then(|r| {
+                usize::try_from(r)
+                    .ok()
+                    .filter(|r| expected.contains(r) && !conns.iter().any(|c| c.0 == *r))
+                    .ok_or(Refusal::Unexpected(r))
+            });
+            match judged {
+                Ok(child) => {
+                    g.stream
+                        .set_nonblocking(false)
+                        .map_err(|e| conduit_err("accept", e))?;
+                    let _ = g.stream.set_nodelay(true);
+                    conns.push((child, g.stream));
+                }
+                Err(why) => log.refused(g.from, &why, now),
+            }
+        }
+        log.tick(now);
     }
     Ok(conns)
 }
 
-/// Reads a whole greeting from a new connection, within [`HELLO_TIMEOUT`].
-fn read_hello_blocking(stream: &mut TcpStream) -> Result<[u8; HELLO_LEN], Refusal> {
-    let _ = stream.set_nonblocking(false);
-    let _ = stream.set_read_timeout(Some(HELLO_TIMEOUT));
-    let mut h = [0u8; HELLO_LEN];
-    let mut got = 0;
-    while got < HELLO_LEN {
-        match stream.read(&mut h[got..]) {
-            Ok(0) => return Err(Refusal::Closed(got)),
-            Ok(k) => {
-                got += k;
-                handshake::check_prefix(&h[..got])?;
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(_) => return Err(Refusal::Silent),
-        }
+/// Waits up to 20 ms for one of `fds` to be ready (their `revents` say which); an
+/// interrupted wait reports nothing ready.
+fn poll(fds: &mut [libc::pollfd]) {
+    // SAFETY: `fds` is a valid, exclusively borrowed array of pollfd of the given length; the
+    // descriptors are open (their owners outlive the call).
+    let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 20) };
+    if n < 0 {
+        fds.iter_mut().for_each(|f| f.revents = 0);
     }
-    let _ = stream.set_read_timeout(None);
-    Ok(h)
 }
 
 impl Watchdog {
@@ -310,17 +315,15 @@ impl Watchdog {
         };
         bcast(comm, &mut secret, "MPI_Bcast(watchdog secret)")?;
         let kids = children(me, ranks);
-        let listener = if kids.is_empty() {
+        let mut lobby = if kids.is_empty() {
             None
         } else {
             let elsewhere = kids.clone().any(|c| hosts[c] != hosts[me]);
             let ip = handshake::listen_ip(&hosts[me], elsewhere)?;
             let l = TcpListener::bind((ip, 0)).map_err(|e| conduit_err("bind", e))?;
-            l.set_nonblocking(true)
-                .map_err(|e| conduit_err("listen", e))?;
-            Some(l)
+            Some(Lobby::new(l).map_err(|e| conduit_err("listen", e))?)
         };
-        let mine = match &listener {
+        let mine = match &lobby {
             Some(l) => Some(
                 l.local_addr()
                     .map_err(|e| conduit_err("local address", e))?,
@@ -335,21 +338,29 @@ impl Watchdog {
         let addrs = exchange_addresses(comm, ranks, mine)?;
         let mut conns = Vec::new();
         if let Some(p) = parent(me) {
+            if let Some(ms) = std::env::var(CONNECT_DELAY_ENV)
+                .ok()
+                .and_then(|v| v.trim().parse().ok())
+            {
+                std::thread::sleep(Duration::from_millis(ms));
+            }
             let addr = addrs[p]
                 .ok_or_else(|| conduit_err("connect", format!("rank {p} published no address")))?;
             conns.push((p, connect_parent(me, addr, &secret)?));
         }
-        if let Some(l) = &listener {
-            conns.extend(accept_children(me, ranks, l, &secret)?);
+        let mut log = RefusalLog::new(me);
+        if let Some(l) = &mut lobby {
+            conns.extend(accept_children(me, ranks, l, &secret, &mut log)?);
         }
-        Self::spawn(me, shared, conns, listener, secret)
+        Self::spawn(me, shared, conns, lobby, log, secret)
     }
 
     fn spawn(
         me: usize,
         shared: Arc<Shared>,
         conns: Vec<(usize, TcpStream)>,
-        listener: Option<TcpListener>,
+        lobby: Option<Lobby>,
+        log: RefusalLog,
         secret: Secret,
     ) -> Result<Watchdog, BridgeError> {
         let mut readers = Vec::with_capacity(conns.len());
@@ -367,7 +378,7 @@ impl Watchdog {
         };
         let thread = std::thread::Builder::new()
             .name(format!("gasnet-bridge watchdog {me}"))
-            .spawn(move || watcher.run(readers, listener))
+            .spawn(move || watcher.run(readers, lobby, log))
             .map_err(|e| conduit_err("thread", e))?;
         Ok(Watchdog {
             me,
@@ -444,16 +455,8 @@ struct Peer {
     said_bye: bool,
 }
 
-/// A connection accepted after start-up, not greeted yet.
-struct Pending {
-    stream: TcpStream,
-    from: Option<SocketAddr>,
-    buf: Vec<u8>,
-    since: Instant,
-}
-
 impl Watcher {
-    fn run(self, readers: Vec<(usize, TcpStream)>, listener: Option<TcpListener>) {
+    fn run(self, readers: Vec<(usize, TcpStream)>, mut lobby: Option<Lobby>, mut log: RefusalLog) {
         let mut peers: Vec<Peer> = readers
             .into_iter()
             .map(|(rank, stream)| Peer {
@@ -464,9 +467,7 @@ impl Watcher {
                 said_bye: false,
             })
             .collect();
-        let mut pending: Vec<Pending> = Vec::new();
         let term_fd = SIGTERM_READ.load(Ordering::Acquire);
-        let listen_fd = listener.as_ref().map(|l| l.as_raw_fd());
         let mut term_at: Option<Instant> = None;
         let mut stop_at: Option<Instant> = None;
         loop {
@@ -476,6 +477,7 @@ impl Watcher {
                 let waiting = peers.iter().any(|p| p.open && !p.said_bye)
                     && since.elapsed() < Duration::from_secs(10);
                 if !waiting {
+                    log.finish();
                     return;
                 }
             }
@@ -484,7 +486,6 @@ impl Watcher {
                     self.exit_on_term();
                 }
             }
-            self.expire(&mut pending);
             let watch = |fd: i32| libc::pollfd {
                 fd,
                 events: libc::POLLIN,
@@ -494,81 +495,37 @@ impl Watcher {
                 .iter()
                 .filter(|p| p.open)
                 .map(|p| watch(p.stream.as_raw_fd()))
-                .chain(pending.iter().map(|p| watch(p.stream.as_raw_fd())))
-                .chain(listen_fd.map(watch))
                 .chain((term_fd >= 0).then(|| watch(term_fd)))
                 .collect();
-            // SAFETY: `fds` is a valid array of pollfd of the given length; the descriptors
-            // are open (owned by `peers`, `pending`, `listener` or the process-wide pipe).
-            let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 20) };
-            if n <= 0 {
-                continue;
+            let own = fds.len();
+            if let Some(l) = &lobby {
+                l.watch(Instant::now(), &mut fds);
             }
-            let ready = |fd: i32| fds.iter().any(|f| f.fd == fd && f.revents != 0);
+            poll(&mut fds);
+            let (own_fds, lobby_fds) = fds.split_at(own);
+            let ready = |fd: i32| own_fds.iter().any(|f| f.fd == fd && f.revents != 0);
             if term_fd >= 0 && ready(term_fd) {
                 let mut b = [0u8; 16];
                 // SAFETY: reading into a local buffer from the non-blocking pipe.
                 unsafe { libc::read(term_fd, b.as_mut_ptr().cast(), b.len()) };
                 term_at.get_or_insert_with(Instant::now);
             }
-            if let (Some(l), Some(fd)) = (&listener, listen_fd) {
-                if ready(fd) {
-                    while let Ok((stream, from)) = l.accept() {
-                        let _ = stream.set_nonblocking(true);
-                        pending.push(Pending {
-                            stream,
-                            from: Some(from),
-                            buf: Vec::new(),
-                            since: Instant::now(),
-                        });
-                    }
+            let now = Instant::now();
+            if let Some(l) = &mut lobby {
+                // The tree is complete: every greeting is refused, even with the secret.
+                for g in l.step(lobby_fds, now, &mut log) {
+                    let why = match handshake::verify(&g.hello, &self.secret) {
+                        Ok(r) => Refusal::Unexpected(r),
+                        Err(why) => why,
+                    };
+                    log.refused(g.from, &why, now);
                 }
             }
-            pending.retain_mut(|p| !ready(p.stream.as_raw_fd()) || self.greet(p));
+            log.tick(now);
             for peer in peers.iter_mut() {
                 if peer.open && ready(peer.stream.as_raw_fd()) {
                     self.read_peer(peer);
                 }
-            }
-        }
-    }
-
-    /// Refuses the connections that have not greeted in time.
-    fn expire(&self, pending: &mut Vec<Pending>) {
-        pending.retain(|p| {
-            let late = p.since.elapsed() > HELLO_TIMEOUT;
-            if late {
-                handshake::report(self.me, p.from, &Refusal::Silent);
-            }
-            !late
-        });
-    }
-
-    /// Reads what a connection accepted after start-up sent; false once it is refused (every
-    /// such connection is: the tree is complete, so even the right secret is unexpected).
-    fn greet(&self, p: &mut Pending) -> bool {
-        let mut chunk = [0u8; HELLO_LEN];
-        let want = HELLO_LEN - p.buf.len();
-        let verdict = match p.stream.read(&mut chunk[..want]) {
-            Ok(0) => Err(Refusal::Closed(p.buf.len())),
-            Ok(k) => {
-                p.buf.extend_from_slice(&chunk[..k]);
-                handshake::check_prefix(&p.buf).and_then(|()| {
-                    let Ok(whole) = <[u8; HELLO_LEN]>::try_from(&p.buf[..]) else {
-                        return Ok(());
-                    };
-                    let r = handshake::verify(&whole, &self.secret)?;
-                    Err(Refusal::Unexpected(r))
-                })
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(()),
-            Err(_) => Err(Refusal::Closed(p.buf.len())),
-        };
-        match verdict {
-            Ok(()) => true,
-            Err(why) => {
-                handshake::report(self.me, p.from, &why);
-                false
             }
         }
     }
