@@ -54,6 +54,17 @@ pub enum PgasError {
         source_rank: usize,
         reason: String,
     },
+    /// A message (an rpc's arguments or result, a collective's value) larger than pgas sends.
+    #[error(
+        "a pgas message of {len} bytes to rank {target} exceeds the {max} bytes one message may \
+         have (an rpc's arguments or result, a collective's value): move bulk data with \
+         rput/rget"
+    )]
+    MessageTooLarge {
+        target: usize,
+        len: usize,
+        max: usize,
+    },
     /// A team argument is out of range.
     #[error("{0}")]
     Team(String),
