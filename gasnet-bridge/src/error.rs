@@ -82,6 +82,20 @@ pub enum BridgeError {
         total: usize,
         buffer: usize,
     },
+
+    /// A vector put or get larger than one transfer may be (see
+    /// [`crate::vector::max_pieces`]).
+    #[error(
+        "vector transfer of {pieces} pieces totalling {total} bytes exceeds what one transfer \
+         may move: at most {max_pieces} pieces and {segment_len} bytes (the segment size); \
+         split it into several transfers"
+    )]
+    VectorTooLarge {
+        pieces: usize,
+        total: usize,
+        max_pieces: usize,
+        segment_len: usize,
+    },
 }
 
 /// A configuration value that cannot be used, naming where it came from.

@@ -72,7 +72,7 @@ fn apply(rt: &Runtime, rank: usize, offset: usize, op: AtomicOp) -> AtomicResult
 }
 
 fn run<T: AtomicValue>(p: GlobalPtr<T>, op: AtomicOp) -> u64 {
-    assert!(!p.is_null(), "atomic through a null global pointer");
+    p.check_access("atomic");
     runtime::with(|rt| apply(rt, p.rank(), p.offset(), op).previous)
 }
 
@@ -91,7 +91,7 @@ fn start<T: AtomicValue, V: 'static>(
     op: AtomicOp,
     value: fn(u64) -> V,
 ) -> Future<V> {
-    assert!(!p.is_null(), "atomic through a null global pointer");
+    p.check_access("atomic");
     let (rank, offset) = (p.rank(), p.offset());
     runtime::with(|rt| {
         if !rt.hooked() && rt.ep().maps(rank) {

@@ -41,6 +41,17 @@ pub enum PgasError {
     /// A null global pointer was used for an access.
     #[error("{op} through a null global pointer")]
     Null { op: &'static str },
+    /// An access to the bytes every segment keeps for the pgas runtime, below the first
+    /// allocation.
+    #[error(
+        "offset {offset} of rank {rank}'s segment lies in bytes 0..{reserved}, which pgas keeps \
+         for its runtime in every segment: access only memory from new_ or new_array"
+    )]
+    Reserved {
+        rank: usize,
+        offset: usize,
+        reserved: usize,
+    },
     /// `local()` of memory this rank cannot address directly.
     #[error("global pointer to rank {rank} is not local to rank {me} (different node)")]
     NotLocal { rank: usize, me: usize },
@@ -53,6 +64,17 @@ pub enum PgasError {
         what: &'static str,
         source_rank: usize,
         reason: String,
+    },
+    /// A message (an rpc's arguments or result, a collective's value) larger than pgas sends.
+    #[error(
+        "a pgas message of {len} bytes to rank {target} exceeds the {max} bytes one message may \
+         have (an rpc's arguments or result, a collective's value): move bulk data with \
+         rput/rget"
+    )]
+    MessageTooLarge {
+        target: usize,
+        len: usize,
+        max: usize,
     },
     /// A team argument is out of range.
     #[error("{0}")]

@@ -4,6 +4,11 @@
 //! safe, and every access through the pointer is bounds-checked by the communication core.
 //! Only plain-old-data types (`bytemuck::Pod`) can be pointed to, because their bytes travel
 //! between ranks as they are.
+//!
+//! A pointer can be made to any offset (from raw parts, by arithmetic, by casting or
+//! deserializing bytes), so accesses, not constructors, keep the program out of the bytes
+//! every segment keeps for the runtime below the first allocation: each one refuses a pointer
+//! there ([`PgasError::Reserved`]).
 
 use std::marker::PhantomData;
 use std::ops::{Add, Sub};
@@ -13,7 +18,7 @@ use gasnet_bridge::shared_copy;
 use serde::{Deserialize, Serialize};
 
 use crate::error::PgasError;
-use crate::runtime;
+use crate::runtime::{self, RESERVED};
 
 const NULL_RANK: u32 = u32::MAX;
 
@@ -185,6 +190,35 @@ impl<T: 'static> GlobalPtr<T> {
     /// True if this rank can address the pointee directly (same node).
     pub fn is_local(&self) -> bool {
         !self.is_null() && runtime::with(|rt| rt.is_local_rank(self.rank()))
+    }
+
+    /// Panics, naming `op`, unless an access may start here: not at the null pointer, nor in
+    /// the bytes every segment keeps for the runtime (see [`PgasError::Reserved`]). The
+    /// communication core checks the end of the range against the segment. One comparison:
+    /// the null pointer's offset, 0, lies in the reserved bytes too.
+    #[inline]
+    pub(crate) fn check_access(self, op: &str) {
+        if self.offset < RESERVED as u64 {
+            self.refuse(op)
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn refuse(self, op: &str) -> ! {
+        if self.is_null() {
+            panic!("{op} through a null global pointer");
+        }
+        panic!("{op}: {}", reserved(self.rank(), self.offset()))
+    }
+}
+
+/// The refusal of an access at `offset` of `rank`'s segment, below the program's memory.
+pub(crate) fn reserved(rank: usize, offset: usize) -> PgasError {
+    PgasError::Reserved {
+        rank,
+        offset,
+        reserved: RESERVED,
     }
 }
 

@@ -101,12 +101,10 @@ pub fn internal<R>(f: impl FnOnce() -> R) -> R {
 /// memory region registered without a counting event.
 ///
 /// # Panics
-/// If `dst` is null or `dst .. dst + src.len()` is not inside the target's segment.
+/// If `dst` is null, in the bytes the runtime keeps below the first allocation, or
+/// `dst .. dst + src.len()` is not inside the target's segment.
 pub fn rput_uncounted<T: Pod>(src: &[T], dst: GlobalPtr<T>) {
-    assert!(
-        !dst.is_null(),
-        "rput_uncounted through a null global pointer"
-    );
+    dst.check_access("rput_uncounted");
     runtime::with(|rt| {
         rt.ep()
             .put_uncounted(dst.rank(), dst.offset(), bytemuck::cast_slice(src))

@@ -2,8 +2,9 @@
 //!
 //! Completions are values: [`Completions`] says which events the caller wants to learn about
 //! (source buffer reusable, operation complete, an rpc run at the target once the data has
-//! landed) and how (a future, or a promise that counts it). Invalid pointers (null, another
-//! rank's segment overrun) panic with the bridge's error, which names rank, offset and length.
+//! landed) and how (a future, or a promise that counts it). Invalid pointers (null, into the
+//! bytes the runtime keeps below the first allocation, another rank's segment overrun) panic
+//! with the error, which names rank, offset and length.
 //!
 //! A put into memory this process maps is complete when the call returns (its futures are
 //! ready); a put to another host returns once its source is copied, and its operation
@@ -139,21 +140,16 @@ pub(crate) fn get_bytes(rt: &Runtime, rank: usize, offset: usize, dst: &mut [u8]
     hook.after_get(id, &rma, dst);
 }
 
-#[inline]
-fn not_null<T>(p: GlobalPtr<T>, op: &str) {
-    assert!(!p.is_null(), "{op} through a null global pointer");
-}
-
 /// Writes `value` to `dst`; the future completes when the write is done at the target.
 #[inline]
 pub fn rput<T: Pod>(value: T, dst: GlobalPtr<T>) -> Future<()> {
-    not_null(dst, "rput");
+    dst.check_access("rput");
     runtime::with(|rt| put_now(rt, dst.rank(), dst.offset(), bytemuck::bytes_of(&value)))
 }
 
 /// Writes `src` to `dst ..`; the future completes when the write is done at the target.
 pub fn rput_slice<T: Pod>(src: &[T], dst: GlobalPtr<T>) -> Future<()> {
-    not_null(dst, "rput");
+    dst.check_access("rput");
     runtime::with(|rt| put_now(rt, dst.rank(), dst.offset(), bytemuck::cast_slice(src)))
 }
 
@@ -173,7 +169,7 @@ fn put_now(rt: &Runtime, rank: usize, offset: usize, bytes: &[u8]) -> Future<()>
 /// from another host it completes when the data arrives (many gets can be in flight).
 #[inline]
 pub fn rget<T: Pod>(src: GlobalPtr<T>) -> Future<T> {
-    not_null(src, "rget");
+    src.check_access("rget");
     let mut value = T::zeroed();
     runtime::with(|rt| {
         start_get(
@@ -191,7 +187,7 @@ pub fn rget<T: Pod>(src: GlobalPtr<T>) -> Future<T> {
 /// Reads `len` elements from `src ..` (ready on return from mapped memory, completed by the
 /// reply from another host).
 pub fn rget_slice<T: Pod>(src: GlobalPtr<T>, len: usize) -> Future<Vec<T>> {
-    not_null(src, "rget");
+    src.check_access("rget");
     let mut out = vec![T::zeroed(); len];
     let pending = runtime::with(|rt| {
         start_get(
@@ -272,7 +268,7 @@ fn start_get(rt: &Runtime, rank: usize, offset: usize, dst: &mut [u8]) -> Option
 
 /// Reads `dst.len()` elements from `src ..` into `dst`, returning when they are there.
 pub fn rget_into<T: Pod>(src: GlobalPtr<T>, dst: &mut [T]) {
-    not_null(src, "rget");
+    src.check_access("rget");
     runtime::with(|rt| get_bytes(rt, src.rank(), src.offset(), bytemuck::cast_slice_mut(dst)));
 }
 
@@ -495,7 +491,7 @@ impl<'p> Completions<'p> {
 /// `rput` of a slice with explicit completions.
 #[inline]
 pub fn rput_with<T: Pod>(src: &[T], dst: GlobalPtr<T>, cx: Completions<'_>) -> CxFutures {
-    not_null(dst, "rput");
+    dst.check_access("rput");
     cx.start();
     runtime::with(|rt| {
         let bytes = bytemuck::cast_slice(src);
@@ -518,7 +514,7 @@ pub fn rput_with<T: Pod>(src: &[T], dst: GlobalPtr<T>, cx: Completions<'_>) -> C
 /// is reported together with operation completion).
 #[inline]
 pub fn rget_with<T: Pod>(src: GlobalPtr<T>, dst: &mut [T], cx: Completions<'_>) -> CxFutures {
-    not_null(src, "rget");
+    src.check_access("rget");
     cx.start();
     runtime::with(|rt| get_bytes(rt, src.rank(), src.offset(), bytemuck::cast_slice_mut(dst)));
     cx.complete(src.rank())

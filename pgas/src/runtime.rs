@@ -191,6 +191,9 @@ impl Runtime {
             }
             .into());
         }
+        if offset < RESERVED {
+            return Err(crate::global_ptr::reserved(rank, offset));
+        }
         match offset.checked_add(len) {
             Some(end) if end <= self.ep().segment_len() => Ok(()),
             _ => Err(gasnet_bridge::BridgeError::OutOfSegment {

@@ -35,10 +35,11 @@ use crate::future::Future;
 use crate::global_ptr::GlobalPtr;
 use crate::hook::{GetAction, PutAction, Rma};
 use crate::rma::{get_bytes, put_bytes};
-use crate::runtime::{self, Runtime};
+use crate::runtime::{self, RESERVED, Runtime};
 
-/// Checks that every remote piece `(offset, len)` lies in `rank`'s segment, before anything
-/// is sent or reported to the hook.
+/// Checks that every remote piece `(offset, len)` lies in the program's part of `rank`'s
+/// segment (from the end of the runtime's reserved bytes to the segment's end), before
+/// anything is sent or reported to the hook.
 fn check_pieces(rt: &Runtime, op: &str, rank: usize, pieces: &[(usize, usize)]) {
     let ep = rt.ep();
     let ranks = ep.ranks();
@@ -47,6 +48,9 @@ fn check_pieces(rt: &Runtime, op: &str, rank: usize, pieces: &[(usize, usize)]) 
     }
     let segment_len = ep.segment_len();
     for &(offset, len) in pieces {
+        if offset < RESERVED {
+            panic!("{op}: {}", crate::global_ptr::reserved(rank, offset));
+        }
         if offset.checked_add(len).is_none_or(|end| end > segment_len) {
             panic!(
                 "{op}: {}",
@@ -604,6 +608,8 @@ pub fn __rput_strided_run_by_run<T: Pod, const N: usize>(
     dst_strides: [usize; N],
     extents: [usize; N],
 ) {
+    // The runs start at or after `dst` (strides are not negative).
+    dst.check_access("rput_strided");
     runtime::with(|rt| {
         for_each_run(&src_strides, &dst_strides, &extents, |s, t, run| {
             let d = dst + t;
@@ -627,6 +633,7 @@ pub fn __rget_strided_run_by_run<T: Pod, const N: usize>(
     dst_strides: [usize; N],
     extents: [usize; N],
 ) {
+    src.check_access("rget_strided");
     runtime::with(|rt| {
         for_each_run(&src_strides, &dst_strides, &extents, |s, t, run| {
             let p = src + s;

@@ -62,12 +62,13 @@ fn null_and_out_of_segment_accesses_name_rank_and_cause() {
         });
         assert_names(&e, n - 1, "exceeds the segment size");
         let e = fails(n, RpcTable::new(), || {
-            rput_slice(&[0u8; 16], GlobalPtr::from_raw(rank_n() + 2, 4096)).wait()
+            rput_slice(&[0u8; 16], GlobalPtr::from_raw(rank_n() + 2, MIB)).wait()
         });
         assert_names(&e, n - 1, "does not exist");
         let e = fails(n, RpcTable::new(), || {
             let ad = AtomicDomain::<u64>::new();
-            ad.fetch_add(GlobalPtr::from_raw(0, 4100), 1).wait();
+            let words = new_array::<u64>(2).unwrap();
+            ad.fetch_add((words.cast::<u8>() + 4).cast(), 1).wait();
         });
         assert_names(&e, n - 1, "aligned");
         // A transfer may not count on a promise whose future is ready (UPC++'s rule); the

@@ -5,7 +5,7 @@ use std::ffi::c_int;
 
 use ::mpi::ffi;
 
-use crate::active_message::{Body, Message};
+use crate::active_message::{Body, MAX_MEDIUM, Message};
 use crate::atomic::AtomicResult;
 use crate::counters::WriteAck;
 use crate::error::BridgeError;
@@ -18,6 +18,58 @@ use super::wire::{
     Header, INLINE_MAX, K_ACK, K_AM, K_ATOMIC, K_ATOMIC_REPLY, K_COUNTING, K_COUNTING_ACK,
     K_CREDIT, K_GET, K_GET_NB, K_GET_REPLY, K_GETV, K_PUT, K_PUTV, TAG_GET, TAG_PAYLOAD, decode_op,
 };
+
+/// The payload of `h` carried inline in its message: the first `h.b` bytes of `inline`.
+///
+/// # Panics
+/// Naming `source`, if the header announces more bytes than the message carries.
+fn inline_payload<'a>(source: usize, h: &Header, inline: &'a [u8]) -> &'a [u8] {
+    usize::try_from(h.b)
+        .ok()
+        .and_then(|len| inline.get(..len))
+        .unwrap_or_else(|| {
+            panic!(
+                "malformed message from rank {source}: a payload of {} bytes announced where \
+                 the message carries {}",
+                h.b,
+                inline.len()
+            )
+        })
+}
+
+/// A zeroed buffer for the payload of `h` that follows it on `TAG_PAYLOAD`, of the `h.b`
+/// bytes the header announces. The length is checked before anything is allocated against
+/// what a sender may send with such a header: a medium AM's payload at most [`MAX_MEDIUM`], a
+/// get's data at most the segment, a vector request its piece list and, for a put, at most a
+/// segment of data ([`crate::vector::max_request_bytes`]).
+///
+/// # Panics
+/// Naming `source`, if the header announces more, or is not one of those.
+fn payload_buffer(source: usize, h: &Header, segment_len: usize) -> Vec<u8> {
+    let malformed = |what: &dyn std::fmt::Display| -> ! {
+        panic!("malformed message from rank {source}: {what}")
+    };
+    let max = match (h.kind, h.body) {
+        (K_AM, B_MEDIUM) => MAX_MEDIUM,
+        (K_GET_REPLY, _) => segment_len,
+        (K_PUTV | K_GETV, _) => {
+            let (pieces, groups) = (h.a as usize, h.c as usize);
+            crate::vector::max_request_bytes(pieces, groups, h.kind == K_PUTV, segment_len)
+                .unwrap_or_else(|e| malformed(&e))
+        }
+        (kind, body) => malformed(&format_args!(
+            "a separate payload on a message of kind {kind}, body {body}"
+        )),
+    };
+    match usize::try_from(h.b) {
+        Ok(len) if len <= max => vec![0u8; len],
+        _ => malformed(&format_args!(
+            "a payload of {} bytes announced, more than the {max} bytes a sender may send \
+             with this header (kind {})",
+            h.b, h.kind
+        )),
+    }
+}
 
 impl MpiWorld {
     pub(super) fn send_ack(
@@ -48,13 +100,9 @@ impl MpiWorld {
         put: bool,
         body: &[u8],
     ) {
-        let Some((list, data)) = crate::vector::decode_pieces(body, groups, pieces) else {
-            panic!(
-                "malformed vector request from rank {origin}: {pieces} pieces in {} bytes",
-                body.len()
-            );
-        };
         let own = self.own();
+        let (list, data) = crate::vector::decode_pieces(body, groups, pieces, own.segment.len())
+            .unwrap_or_else(|e| panic!("malformed vector request from rank {origin}: {e}"));
         let malformed =
             |e: BridgeError| -> ! { panic!("malformed vector request from rank {origin}: {e}") };
         if put {
@@ -68,12 +116,8 @@ impl MpiWorld {
             .unwrap_or_else(|e| malformed(e));
             must(self.send_ack(st, origin, id, ack));
         } else {
-            let total = list
-                .iter()
-                .try_fold(0usize, |acc, &(_, len)| acc.checked_add(len))
-                .unwrap_or_else(|| {
-                    panic!("malformed vector get from rank {origin}: size overflows")
-                });
+            // `decode_pieces` bounded the sum by the segment's size.
+            let total = list.iter().map(|&(_, len)| len).sum();
             let mut out = vec![0u8; total];
             crate::vector::gather(&own.segment, &list, &mut out).unwrap_or_else(|e| malformed(e));
             let mut req = null_request();
@@ -200,7 +244,7 @@ impl MpiWorld {
                 match h.body {
                     B_SHORT => {}
                     B_MEDIUM if separate => {
-                        let mut buf = vec![0u8; len];
+                        let mut buf = payload_buffer(source, &h, own.segment.len());
                         let req = self.post_payload(buf.as_mut_ptr(), len, source);
                         let key = st.next_key;
                         st.next_key += 1;
@@ -239,7 +283,8 @@ impl MpiWorld {
                                 ack: WriteAck::default(),
                             };
                         } else {
-                            let ack = must(own.write_counted(offset, &inline[..len]));
+                            let payload = inline_payload(source, &h, inline);
+                            let ack = must(own.write_counted(offset, payload));
                             must(self.send_ack(st, source, h.id, ack));
                             message.body = Body::Long { offset, len, ack };
                         }
@@ -260,10 +305,11 @@ impl MpiWorld {
                         counted,
                     });
                 } else {
+                    let payload = inline_payload(source, &h, inline);
                     let ack = if counted {
-                        must(own.write_counted(offset, &inline[..len]))
+                        must(own.write_counted(offset, payload))
                     } else {
-                        must(own.segment.write(offset, &inline[..len]));
+                        must(own.segment.write(offset, payload));
                         WriteAck::default()
                     };
                     must(self.send_ack(st, source, h.id, ack));
@@ -273,7 +319,7 @@ impl MpiWorld {
             K_PUTV | K_GETV => {
                 let (pieces, groups, put) = (h.a as usize, h.c as usize, h.kind == K_PUTV);
                 if separate {
-                    let mut buf = vec![0u8; len];
+                    let mut buf = payload_buffer(source, &h, own.segment.len());
                     let req = self.post_payload(buf.as_mut_ptr(), len, source);
                     st.inflight.push(Inflight::Vector {
                         req: req.unwrap_or_else(|e| panic!("{e}")),
@@ -285,7 +331,7 @@ impl MpiWorld {
                         put,
                     });
                 } else {
-                    let body = &inline[..len];
+                    let body = inline_payload(source, &h, inline);
                     self.serve_vector(st, source, h.id, (pieces, groups), put, body);
                 }
             }
@@ -319,7 +365,7 @@ impl MpiWorld {
             }
             K_GET_REPLY => {
                 if separate {
-                    let mut buf = vec![0u8; len];
+                    let mut buf = payload_buffer(source, &h, own.segment.len());
                     let req = self.post_payload(buf.as_mut_ptr(), len, source);
                     st.inflight.push(Inflight::GetReply {
                         req: req.unwrap_or_else(|e| panic!("{e}")),
@@ -327,8 +373,9 @@ impl MpiWorld {
                         id: h.id,
                     });
                 } else {
+                    let payload = inline_payload(source, &h, inline);
                     if let Some(op) = st.ops.get_mut(&h.id) {
-                        *op = Op::Got(inline[..len].to_vec());
+                        *op = Op::Got(payload.to_vec());
                     }
                     st.handled += 1;
                 }
@@ -383,6 +430,114 @@ impl MpiWorld {
                 st.handled += 1;
             }
             other => panic!("malformed message from rank {source}: kind {other}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vector::GROUP_BYTES;
+    use std::panic::{UnwindSafe, catch_unwind};
+
+    const SEG: usize = 1 << 20;
+
+    /// The message of the panic `f` ends with.
+    fn panic_of<R>(f: impl FnOnce() -> R + UnwindSafe) -> String {
+        let payload = catch_unwind(f).err().expect("the call was refused");
+        match payload.downcast::<String>() {
+            Ok(s) => *s,
+            Err(p) => p.downcast_ref::<&str>().unwrap_or(&"?").to_string(),
+        }
+    }
+
+    fn header(kind: u8, body: u8, a: u64, b: u64, c: u64) -> Header {
+        Header {
+            kind,
+            body,
+            flags: F_SEPARATE,
+            a,
+            b,
+            c,
+            ..Header::default()
+        }
+    }
+
+    /// Each separate payload's length is bounded by what its sender may send before a buffer
+    /// is allocated for it (a `vec![0; 1 << 40]` would reserve a TiB), and a refusal names
+    /// the sender; the largest lengths a sender may send are accepted.
+    #[test]
+    fn a_garbled_payload_length_is_refused_before_allocating_naming_the_sender() {
+        let huge = 1u64 << 40;
+        let refused = [
+            (
+                header(K_AM, B_MEDIUM, 0, huge, 0),
+                "more than the 65536 bytes",
+            ),
+            (
+                header(K_AM, B_MEDIUM, 0, MAX_MEDIUM as u64 + 1, 0),
+                "more than the 65536 bytes",
+            ),
+            (
+                header(K_GET_REPLY, 0, 0, SEG as u64 + 1, 0),
+                "more than the 1048576 bytes",
+            ),
+            (header(K_PUTV, 0, huge, 64, 1), "pieces announced"),
+            (header(K_GETV, 0, 4, huge, 2), "more than the 64 bytes"),
+            (
+                header(K_GETV, 0, 1, 64, 2),
+                "2 groups of pieces announced for 1 pieces",
+            ),
+            (
+                header(K_PUTV, 0, 4, (2 * GROUP_BYTES + SEG + 1) as u64, 2),
+                "more than the 1048640 bytes",
+            ),
+            (
+                header(K_PUT, 0, 0, 8, 0),
+                "a separate payload on a message of kind 2",
+            ),
+        ];
+        for (h, cause) in refused {
+            let message = panic_of(|| payload_buffer(7, &h, SEG));
+            assert!(
+                message.starts_with("malformed message from rank 7: ") && message.contains(cause),
+                "{h:?}: {message}"
+            );
+        }
+        let accepted = [
+            (header(K_AM, B_MEDIUM, 0, MAX_MEDIUM as u64, 0), MAX_MEDIUM),
+            (header(K_GET_REPLY, 0, 0, SEG as u64, 0), SEG),
+            (header(K_GETV, 0, 4, 64, 2), 64),
+            (
+                header(K_PUTV, 0, 4, (2 * GROUP_BYTES + SEG) as u64, 2),
+                2 * GROUP_BYTES + SEG,
+            ),
+        ];
+        for (h, len) in accepted {
+            assert_eq!(payload_buffer(7, &h, SEG).len(), len, "{h:?}");
+        }
+    }
+
+    /// An inline payload announced longer than the message is refused naming the sender
+    /// (rather than a slice index panic that names no one).
+    #[test]
+    fn an_inline_length_beyond_the_message_is_refused_naming_the_sender() {
+        let bytes = [1u8, 2, 3, 4];
+        let h = |b: u64| Header {
+            kind: K_PUT,
+            b,
+            ..Header::default()
+        };
+        assert_eq!(inline_payload(3, &h(3), &bytes), &[1, 2, 3]);
+        for b in [5, u64::MAX] {
+            let message = panic_of(|| inline_payload(3, &h(b), &bytes));
+            assert_eq!(
+                message,
+                format!(
+                    "malformed message from rank 3: a payload of {b} bytes announced where the \
+                     message carries 4"
+                )
+            );
         }
     }
 }

@@ -254,7 +254,7 @@ impl MpiWorld {
                 src,
             );
         }
-        crate::vector::total_len(pieces, src.len())?;
+        crate::vector::total_len(pieces, src.len(), self.segment_len)?;
         for &(offset, len) in pieces {
             self.check_range(rank, offset, len)?;
         }
@@ -298,7 +298,7 @@ impl MpiWorld {
         if let Some(m) = self.mapped(rank)? {
             return crate::vector::gather(&m.segment, pieces, dst);
         }
-        crate::vector::total_len(pieces, dst.len())?;
+        crate::vector::total_len(pieces, dst.len(), self.segment_len)?;
         for &(offset, len) in pieces {
             self.check_range(rank, offset, len)?;
         }
