@@ -69,26 +69,28 @@ pub fn run_job(
     let arrived = comm::register_rpcs(&mut rpcs);
     let body = || {
         comm::start_rank(arrived, job.mode, arrival);
-        if pgas::rank_me() == 0 {
+        let r = if pgas::rank_me() == 0 {
             let mut out: Box<dyn Write> = if print {
                 Box::new(std::io::LineWriter::new(std::io::stdout()))
             } else {
                 Box::new(std::io::sink())
             };
-            let r = run(cfg, &mut out).map(Some).map_err(|e| e.to_string());
+            let r = run(cfg, &mut out).map(Some);
             let _ = out.flush();
             r
         } else {
-            run(cfg, &mut std::io::sink())
-                .map(|_| None)
-                .map_err(|e| e.to_string())
-        }
+            run(cfg, &mut std::io::sink()).map(|_| None)
+        };
+        // A rank that cannot go on (rank 0's report could not be written: a closed pipe, a
+        // full disk) stops the job: returning alone would leave the others waiting for it in
+        // their next collective. The run's own errors are `Other`; the rest come from writes.
+        r.unwrap_or_else(|e| match e.kind() {
+            std::io::ErrorKind::Other => pgas::stop(e.to_string()),
+            _ => pgas::stop(format!("writing the report to stdout: {e}")),
+        })
     };
     let (results, cd_report) = match cd_config {
-        None => (
-            pgas::launch(&config, rpcs, body).map_err(|e| e.to_string())?,
-            None,
-        ),
+        None => (pgas::launch(&config, rpcs, body).map_err(job_error)?, None),
         Some(mut c) => {
             c.report = false;
             let out = cd::launch(&config, c, rpcs, || Ok(body())).map_err(|e| e.to_string())?;
@@ -100,10 +102,17 @@ pub fn run_job(
     };
     let mut report = None;
     for (rank, r) in here.into_iter().zip(results) {
-        let r = r?;
         if rank == 0 {
             report = r;
         }
     }
     Ok(report.map(|report| JobOutput { report, cd_report }))
+}
+
+/// The line a failed job prints: a rank's stop (or panic) with its message as it is.
+fn job_error(e: pgas::LaunchError) -> String {
+    match e {
+        pgas::LaunchError::RankPanicked { rank, message } => format!("rank {rank}: {message}"),
+        e => e.to_string(),
+    }
 }

@@ -86,3 +86,57 @@ fn zero_threads() {
         "--threads must be at least 1",
     );
 }
+
+/// Runs `hpgmg 4 1 --ranks 8` with stdout into `stdout` and returns (status, stderr), failing
+/// the test if it does not end within a minute.
+fn run_with_stdout(stdout: std::process::Stdio) -> (std::process::ExitStatus, String) {
+    use std::time::{Duration, Instant};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hpgmg"))
+        .args(["4", "1", "--ranks", "8"])
+        .stdout(stdout)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run hpgmg");
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for hpgmg") {
+            break status;
+        }
+        if start.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            panic!("hpgmg hangs when its report cannot be written");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let stderr = std::io::read_to_string(child.stderr.take().expect("stderr")).expect("utf-8");
+    (status, stderr)
+}
+
+/// Rank 0's report cannot be written (a full disk: /dev/full, or a reader that went away):
+/// rank 0 stops the whole job with one line, instead of leaving the other ranks waiting for
+/// it in their next reduction, forever.
+#[test]
+fn unwritable_report_stops_every_rank() {
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .expect("/dev/full");
+    let (status, stderr) = run_with_stdout(full.into());
+    assert!(!status.success(), "a report that cannot be written fails");
+    assert_eq!(stderr.lines().count(), 1, "one line: {stderr:?}");
+    assert!(
+        stderr.contains("rank 0: writing the report to stdout: No space left on device"),
+        "{stderr:?}"
+    );
+    // A pipe whose reader has gone once the report is under way (the reduction that hung).
+    let (reader, writer) = std::io::pipe().expect("pipe");
+    let drain = std::thread::spawn(move || {
+        let mut reader = reader;
+        let mut head = [0u8; 2000];
+        std::io::Read::read_exact(&mut reader, &mut head).expect("the report's start");
+    });
+    let (status, stderr) = run_with_stdout(writer.into());
+    drain.join().expect("reader");
+    assert!(!status.success(), "a report that cannot be written fails");
+    assert!(stderr.contains("Broken pipe"), "{stderr:?}");
+}

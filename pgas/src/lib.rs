@@ -53,7 +53,9 @@ pub use rma::{
     Completions, CxFutures, rget, rget_into, rget_slice, rget_with, rput, rput_slice, rput_with,
 };
 pub use rpc::{RpcFn, RpcTable, rpc, rpc_ff};
-pub use runtime::{in_launch, launch, launch_from_env, poll_until, progress, rank_me, rank_n};
+pub use runtime::{
+    in_launch, launch, launch_from_env, poll_until, progress, rank_me, rank_n, stop,
+};
 pub use strided::{
     rget_irregular, rget_regular, rget_strided, rput_irregular, rput_regular, rput_strided,
 };

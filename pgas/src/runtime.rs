@@ -510,6 +510,15 @@ pub(crate) fn progress_until_for(
     })
 }
 
+/// Ends the job on every rank with `message`, already worded for the user: this rank unwinds
+/// without a panic message, the others are woken and unwind quietly, and [`launch`] returns
+/// [`LaunchError::RankPanicked`](crate::LaunchError::RankPanicked) with `message`. For a rank
+/// that cannot go on (its output failed, its input is bad): returning alone instead would
+/// leave the other ranks waiting for it in their next collective, forever.
+pub fn stop(message: impl Into<String>) -> ! {
+    std::panic::resume_unwind(Box::new(gasnet_bridge::failure::Stopped(message.into())))
+}
+
 /// True when called on a rank inside [`launch`].
 pub fn in_launch() -> bool {
     !CURRENT.with(|c| c.get()).is_null()

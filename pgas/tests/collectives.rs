@@ -2,7 +2,8 @@
 //! root with an operation that is not commutative, floating-point sums whose bits depend on
 //! the team size only (never on which message came first), many collectives of mixed kinds
 //! back to back and in flight together on the world, on split teams and on one-member teams;
-//! each under every [`Algorithm`], which must agree to the bit.
+//! each under every [`Algorithm`], which must agree to the bit; and HPGMG's reductions
+//! thousands of times beside a competing load.
 
 mod common;
 
@@ -247,6 +248,81 @@ fn word_reduction_has_the_bits_of_the_message_reduction_under_every_algorithm() 
                 assert_eq!(words, want, "{what}: reduce_all_u64");
                 assert_eq!(messages, want, "{what}: reduce_all");
             }
+        }
+    }
+}
+
+/// Spins `n` threads (a competing load on the machine's cores) until the guard is dropped.
+struct Load(
+    std::sync::Arc<std::sync::atomic::AtomicBool>,
+    Vec<std::thread::JoinHandle<()>>,
+);
+
+impl Load {
+    fn start(n: usize) -> Load {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let threads = (0..n)
+            .map(|_| {
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        std::hint::spin_loop();
+                    }
+                })
+            })
+            .collect();
+        Load(stop, threads)
+    }
+}
+
+impl Drop for Load {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+        for t in self.1.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// HPGMG's pattern of collectives, thousands of times on 8 and 16 ranks beside two spinning
+/// threads: a max-norm (`reduce_all` of an `f64`), a dot product (`allgather` of each rank's
+/// partial sums, summed in one order everywhere) and a convergence test on their results, as
+/// in a V-cycle's loop. Every rank must see the same bits every time, and a rank that left the
+/// loop early would leave the others waiting in a reduction (the job's watchdog reports that).
+#[test]
+fn hpgmg_reductions_thousands_of_times_under_competing_load() {
+    for n in ranks_in(&[8, 16]) {
+        let rounds = if n > 8 { 750 } else { 1500 };
+        let _load = Load::start(2);
+        let out = run(n, 4, RpcTable::new(), move || {
+            let me = rank_me();
+            let mut seen = 0u64;
+            let mut i = 0u64;
+            loop {
+                let mine = (mix(i ^ (me as u64) << 20) % 1000) as f64 / 7.0;
+                let norm = reduce_all(&world(), mine, ops::max).wait();
+                let want = (0..n)
+                    .map(|r| (mix(i ^ (r as u64) << 20) % 1000) as f64 / 7.0)
+                    .fold(f64::MIN, f64::max);
+                assert_eq!(norm.to_bits(), want.to_bits(), "norm {i} on rank {me}");
+                let parts = allgather(&world(), (me, mine * 0.5)).wait();
+                let dot: f64 = parts.iter().map(|&(_, p)| p).sum();
+                assert!(parts.iter().enumerate().all(|(r, &(w, _))| r == w));
+                seen = seen
+                    .wrapping_mul(31)
+                    .wrapping_add(norm.to_bits() ^ dot.to_bits());
+                i += 1;
+                // The loop's end is decided from the reductions' results, as HPGMG's is.
+                if i as usize >= rounds && dot >= 0.0 {
+                    break;
+                }
+            }
+            (i, seen)
+        });
+        let (rounds0, seen0) = out[0];
+        for (r, &(rounds, seen)) in common::by_rank(n, &out) {
+            assert_eq!((rounds, seen), (rounds0, seen0), "rank {r} of {n}");
         }
     }
 }
