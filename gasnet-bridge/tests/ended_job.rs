@@ -9,7 +9,7 @@
 //! * A job that fails (rank 2 panics) while rank 0 waits for a put to rank 1, which does not
 //!   poll: the handle's `test` afterwards panics with `JobEnded`.
 //!
-//! Runs itself under `mpirun -n 3` (`--child MODE`); needs the `mpi` feature
+//! Runs itself under `mpirun -n 3` (`--child MODE`); built only with the `mpi` feature
 //! (`cargo test -p gasnet-bridge --features mpi --test ended_job`).
 
 use std::cell::RefCell;
@@ -166,15 +166,6 @@ fn main() {
         return;
     }
     if args.iter().any(|a| a == "--list") {
-        return;
-    }
-    if !cfg!(feature = "mpi") {
-        assert!(
-            !std::env::var("CI").is_ok_and(|v| v.trim() == "true"),
-            "ended_job: built without the mpi feature; under CI=true run it with \
-             `cargo test -p gasnet-bridge --features mpi --test ended_job`"
-        );
-        eprintln!("ended_job: built without the mpi feature; nothing to run");
         return;
     }
     if !gasnet_bridge::conduit::require_mpirun("ended_job") {

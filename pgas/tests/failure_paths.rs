@@ -9,9 +9,8 @@
 //! wakes up and answers the get. The late answer must land in memory the conduit owns, never
 //! in the caller's freed (and reused) buffer.
 //!
-//! Runs itself under `mpirun -n 3` (`--child`); needs the `mpi` feature
-//! (`cargo test -p pgas --features mpi --test failure_paths`). Without it there is nothing to
-//! test (a get on smp is a copy), except under `CI=true`, where that is a failure.
+//! Runs itself under `mpirun -n 3` (`--child`); built only with the `mpi` feature
+//! (`cargo test -p pgas --features mpi --test failure_paths`): on smp a get is a copy.
 
 use std::io::{BufRead, BufReader};
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -94,15 +93,6 @@ fn main() {
         child();
     }
     if args.iter().any(|a| a == "--list") {
-        return;
-    }
-    if !cfg!(feature = "mpi") {
-        assert!(
-            !std::env::var("CI").is_ok_and(|v| v.trim() == "true"),
-            "failure_paths: built without the mpi feature; under CI=true run it with \
-             `cargo test -p pgas --features mpi --test failure_paths`"
-        );
-        eprintln!("failure_paths: built without the mpi feature; nothing to run");
         return;
     }
     if !gasnet_bridge::conduit::require_mpirun("failure_paths") {
