@@ -7,7 +7,8 @@
 //! * A job that ends normally completed every operation (the end is quiescent), so its
 //!   handles answer: the put's ack, the get's bytes, the atomic's result.
 //! * A job that fails (rank 2 panics) while rank 0 waits for a put to rank 1, which does not
-//!   poll: the handle's `test` afterwards panics with `JobEnded`.
+//!   poll: the handle's `test` afterwards panics with `JobEnded`; an access region holding
+//!   such a put is dropped by the unwind without waiting for it.
 //!
 //! Runs itself under `mpirun -n 3` (`--child MODE`); built only with the `mpi` feature
 //! (`cargo test -p gasnet-bridge --features mpi --test ended_job`).
@@ -124,6 +125,35 @@ fn failed() {
     std::thread::sleep(Duration::from_secs(30));
 }
 
+/// A job in which rank 2 fails while rank 0 holds an access region with a put to rank 1 (which
+/// does not poll) unanswered: rank 0 unwinds through the region's drop, which must not wait
+/// for the ack (a second panic there would abort the process) and returns the failure.
+fn region() {
+    let r = launch(&config(), HandlerTable::new(), |ep| {
+        ep.barrier().unwrap();
+        match ep.rank() {
+            0 => {
+                let mut region = ep.access_region();
+                region.put(1, 0, &[7u8; 4096]).unwrap();
+                ep.wait_until(|| false);
+                drop(region);
+            }
+            1 => std::thread::sleep(Duration::from_secs(30)),
+            _ => {
+                std::thread::sleep(Duration::from_millis(300));
+                panic!("rank 2 fails on purpose");
+            }
+        }
+    });
+    if gasnet_bridge::returned_ranks(3).is_some_and(|r| r.start == 0) {
+        match r {
+            Err(e) => println!("verdict: unwound ({e})"),
+            Ok(_) => println!("verdict: wrong: the job did not fail"),
+        }
+    }
+    std::thread::sleep(Duration::from_secs(30));
+}
+
 /// Runs `mpirun -n 3 ... --child mode` with `env` and returns rank 0's verdict.
 fn run(mode: &str, env: &[(&str, &str)]) -> String {
     let mut c = gasnet_bridge::conduit::mpirun_command(3);
@@ -161,6 +191,7 @@ fn main() {
         match args.get(i + 1).map(String::as_str) {
             Some("ended") => ended_normally(),
             Some("failed") => failed(),
+            Some("region") => region(),
             other => panic!("unknown child mode {other:?}"),
         }
         return;
@@ -182,4 +213,10 @@ fn main() {
     let verdict = run("failed", &[("PGAS_MPI_RMA", "am")]);
     assert_eq!(verdict, "refused", "a handle kept past a failed job");
     eprintln!("ended_job: failed job: the kept handle's test was refused");
+    let verdict = run("region", &[("PGAS_MPI_RMA", "am")]);
+    assert!(
+        verdict.starts_with("unwound"),
+        "an access region dropped by a peer's failure: {verdict}"
+    );
+    eprintln!("ended_job: failed job: an access region's drop let the rank unwind");
 }
