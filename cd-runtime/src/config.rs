@@ -6,7 +6,7 @@
 //! seed = 7                      # injector and cd::rng() seed
 //! report = true                 # print the table at the end
 //! report_file = "cd-report.json"
-//! file_dir = "/tmp/cd-files"    # where the file medium writes
+//! file_dir = "/scratch/me"     # the job's private directory for its files is made in here
 //! buddy_segment_bytes = 16777216 # segment room per rank for copies of the buddy medium
 //! memory_budget_bytes = 1073741824 # local preserved bytes per rank before the oldest spill to files
 //! buddy_domain = "node"         # buddies on other nodes ("node") or just other ranks ("rank")
@@ -46,6 +46,14 @@
 //!
 //! An unknown key, a value of the wrong type or out of range, or a missing file is an error that
 //! names the file, the line and the key.
+//!
+//! ## `file_dir`: where the job's files go
+//!
+//! Each launch makes a fresh directory of its own, with a random name and mode 0700, inside
+//! `file_dir` (made at mode 0700 if missing), or in the system's temporary directory without
+//! it, and removes it at the end; the files in it are 0600 (`private_files.rs`). A `file_dir` that is a symbolic link, that other
+//! users may write to without the sticky bit, or that another user (not root) owns, is refused
+//! (key `file_dir`): whoever controls it could read the job's files or swap them.
 //!
 //! ## `buddy_segment_bytes`: room for the buddy medium's copies
 //!
@@ -451,7 +459,8 @@ pub struct CdConfig {
     pub report: bool,
     /// Write the report as JSON here.
     pub report_file: Option<PathBuf>,
-    /// Directory of the file medium.
+    /// The directory in which each launch makes its own private directory for its files (file
+    /// medium, spilled logs, memory-budget spills); `None`: the system's temporary directory.
     pub file_dir: Option<PathBuf>,
     /// Bytes [`crate::launch`] adds to each rank's segment for the copies of the buddy medium
     /// it keeps for other ranks (a multiple of 64; 0: every buddy copy goes by rpc).
@@ -979,7 +988,8 @@ impl CdConfig {
 
     /// Checks what can be checked against a job of `ranks` ranks before it starts: exact
     /// faults name existing ranks, `file_dir` is a directory this process can write in (it is
-    /// created if missing), `report_file` can be written.
+    /// created if missing) that no other user can redirect (not a symbolic link, not writable
+    /// by others without the sticky bit, not another user's), `report_file` can be written.
     pub fn check_job(&self, ranks: usize) -> Result<(), ConfigError> {
         if let Some(k) = self.xor_group_sizes().into_iter().find(|&k| k > ranks) {
             return Err(self.config_error(
@@ -1004,25 +1014,9 @@ impl CdConfig {
             });
         }
         if let Some(dir) = &self.file_dir {
-            let bad = |m: String| self.config_error("file_dir", m);
-            if dir.exists() && !dir.is_dir() {
-                return Err(bad(format!(
-                    "{} is not a directory (the file medium keeps its copies there)",
-                    dir.display()
-                )));
-            }
-            std::fs::create_dir_all(dir).map_err(|e| {
-                bad(format!(
-                    "cannot create the directory {}: {e}",
-                    dir.display()
-                ))
-            })?;
-            static PROBES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-            let n = PROBES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let probe = dir.join(format!(".cd-probe-{}-{n}", std::process::id()));
-            std::fs::write(&probe, b"")
-                .map_err(|e| bad(format!("cannot write in {}: {e}", dir.display())))?;
-            let _ = std::fs::remove_file(&probe);
+            // The job's own directory, made and removed again: the proof it can be made there.
+            crate::private_files::PrivateDir::create(Some(dir))
+                .map_err(|e| self.config_error("file_dir", e.to_string()))?;
         }
         if let Some(path) = &self.report_file {
             let bad = |m: String| self.config_error("report_file", m);

@@ -23,6 +23,9 @@
 //! did so at once). An emulated rank loss does not stop the thread: the disk outlives the
 //! rank's memory.
 //!
+//! The files are created in the job's private directory, exclusively, at mode 0600
+//! (`private_files.rs`).
+//!
 //! Measured: `lulesh-bench` (`LULESH_BENCH=media`), `lulesh_medium_overhead` /
 //! `file_s15_r8` against no CDs; see ROADMAP.md.
 
@@ -31,6 +34,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Sender, channel};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
+
+use crate::private_files;
 
 /// One queued piece of work for the writer thread.
 enum Job {
@@ -142,7 +147,7 @@ impl FileWriter {
         use std::os::unix::fs::FileExt;
         self.wait();
         let mut bytes = vec![0u8; slot.len];
-        std::fs::File::open(&slot.path)?.read_exact_at(&mut bytes, slot.offset)?;
+        private_files::open_file(&slot.path)?.read_exact_at(&mut bytes, slot.offset)?;
         Ok(bytes)
     }
 
@@ -229,14 +234,8 @@ fn start(done: Arc<Done>) -> (Sender<Job>, JoinHandle<()>) {
                     Some(file) => file.write_all_at(&bytes, offset),
                     None => path
                         .parent()
-                        .map_or(Ok(()), std::fs::create_dir_all)
-                        .and_then(|()| {
-                            std::fs::OpenOptions::new()
-                                .create(true)
-                                .truncate(false)
-                                .write(true)
-                                .open(&path)
-                        })
+                        .map_or(Ok(()), private_files::create_dir)
+                        .and_then(|()| private_files::create_file(&path))
                         .and_then(|file| {
                             file.write_all_at(&bytes, offset)?;
                             open.insert(path.clone(), file);
@@ -329,6 +328,41 @@ mod tests {
             .unwrap_or_default();
         assert!(message.contains("CD \"step\", entry `x`"), "{message}");
         assert!(message.contains("not-a-dir"), "{message}");
+        drop(w);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn arenas_are_the_owners_alone_and_a_planted_symlink_is_not_followed() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = scratch("planted");
+        std::fs::create_dir_all(&dir).unwrap();
+        let victim = dir.join("victim.txt");
+        std::fs::write(&victim, b"precious").unwrap();
+        // Where the writer would put level 0's arena: a link to a file of the planter's choice.
+        std::os::unix::fs::symlink(&victim, dir.join("level0.bin")).unwrap();
+        let w = FileWriter::new(dir.clone());
+        let _ = w.write(0, vec![9; 64], "CD \"step\", entry `x`".into());
+        let message = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.wait()))
+            .expect_err("the planted link ends the rank");
+        let message = message
+            .downcast_ref::<String>()
+            .cloned()
+            .unwrap_or_default();
+        assert!(message.contains("level0.bin"), "{message}");
+        assert_eq!(
+            std::fs::read(&victim).unwrap(),
+            b"precious",
+            "not written through"
+        );
+        drop(w);
+        let w = FileWriter::new(dir.join("rank0"));
+        let slot = w.write(1, vec![5; 64], "CD \"inner\", entry `y`".into());
+        w.wait();
+        let mode = std::fs::metadata(&slot.path).unwrap().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{}", slot.path.display());
+        let mode = std::fs::metadata(dir.join("rank0")).unwrap().mode() & 0o777;
+        assert_eq!(mode, 0o700, "the rank's directory");
         drop(w);
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -39,6 +39,7 @@ mod frame;
 pub mod injector;
 pub mod interval;
 mod macro_support;
+mod private_files;
 pub mod relaxed;
 pub mod report;
 mod restart;

@@ -6,6 +6,9 @@
 //! child's segments (all its LSNs are newer than the parent's entries so far); spilling turns
 //! the oldest in-memory segments into files. Reading a store back gives the entries in LSN
 //! order whatever mix of memory and files holds them.
+//!
+//! A spilled file is created in the job's private directory, exclusively, at mode 0600
+//! (`private_files.rs`).
 
 use std::path::{Path, PathBuf};
 
@@ -13,6 +16,23 @@ use gasnet_bridge::AtomicOp;
 use serde::{Deserialize, Serialize};
 
 use crate::buddy::Bytes;
+use crate::private_files;
+
+/// The entries of the spilled file `path`.
+fn read_spilled(path: &Path) -> std::io::Result<Vec<LogEntry>> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    private_files::open_file(path)?.read_to_end(&mut bytes)?;
+    postcard::from_bytes(&bytes)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+}
+
+/// Writes `entries` to the new file `path` (it must not exist).
+fn write_spilled(path: &Path, entries: &[LogEntry]) -> std::io::Result<()> {
+    use std::io::Write;
+    let encoded = postcard::to_allocvec(entries).map_err(std::io::Error::other)?;
+    private_files::create_file(path)?.write_all(&encoded)
+}
 
 /// The target's counters for a write, from its ack.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -493,11 +513,10 @@ impl LogStore {
         }
         let newer = all.split_off(cut);
         if !all.is_empty() {
-            std::fs::create_dir_all(dir)?;
+            private_files::create_dir(dir)?;
             let n = rest.len();
             let path = dir.join(format!("{stem}-{}-{n}.log", all[0].lsn));
-            let encoded = postcard::to_allocvec(&all).map_err(std::io::Error::other)?;
-            std::fs::write(&path, encoded)?;
+            write_spilled(&path, &all)?;
             spilled = all.len();
             rest.push(Segment::File {
                 path,
@@ -518,12 +537,7 @@ impl LogStore {
         for s in &self.segments {
             match s {
                 Segment::Mem(v) => out.extend(v.iter().cloned()),
-                Segment::File { path, .. } => {
-                    let bytes = std::fs::read(path)?;
-                    let v: Vec<LogEntry> = postcard::from_bytes(&bytes)
-                        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
-                    out.extend(v);
-                }
+                Segment::File { path, .. } => out.extend(read_spilled(path)?),
             }
         }
         Ok(out)
@@ -541,12 +555,11 @@ impl LogStore {
             if index + n > start {
                 match s {
                     Segment::Mem(v) => out.extend(v[start.saturating_sub(index)..].iter().cloned()),
-                    Segment::File { path, .. } => {
-                        let bytes = std::fs::read(path)?;
-                        let v: Vec<LogEntry> = postcard::from_bytes(&bytes)
-                            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
-                        out.extend(v.into_iter().skip(start.saturating_sub(index)));
-                    }
+                    Segment::File { path, .. } => out.extend(
+                        read_spilled(path)?
+                            .into_iter()
+                            .skip(start.saturating_sub(index)),
+                    ),
                 }
             }
             index += n;
@@ -559,12 +572,7 @@ impl LogStore {
         for s in &self.segments {
             match s {
                 Segment::Mem(v) => v.iter().for_each(&mut f),
-                Segment::File { path, .. } => {
-                    let bytes = std::fs::read(path)?;
-                    let v: Vec<LogEntry> = postcard::from_bytes(&bytes)
-                        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
-                    v.iter().for_each(&mut f);
-                }
+                Segment::File { path, .. } => read_spilled(path)?.iter().for_each(&mut f),
             }
         }
         Ok(())
@@ -663,6 +671,35 @@ mod tests {
             "clear deletes the files"
         );
         let _ = std::fs::remove_dir(&dir);
+    }
+
+    #[test]
+    fn a_spill_is_the_owners_alone_and_does_not_follow_a_planted_symlink() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = std::env::temp_dir().join(format!("cd-log-test4-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let victim = dir.join("victim.txt");
+        std::fs::write(&victim, b"precious").unwrap();
+        // The name the first spill of stem "p" takes (LSN 0, segment 0).
+        std::os::unix::fs::symlink(&victim, dir.join("p-0-0.log")).unwrap();
+        let mut s = LogStore::default();
+        for lsn in 0..10 {
+            s.push(write(lsn, 100));
+        }
+        let e = s.maybe_spill(500, &dir, "p").unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::AlreadyExists, "{e}");
+        assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+        let mut s = LogStore::default();
+        for lsn in 0..10 {
+            s.push(write(lsn, 100));
+        }
+        assert!(s.maybe_spill(500, &dir, "q").unwrap() > 0);
+        let spilled = dir.join("q-0-0.log");
+        let mode = std::fs::metadata(&spilled).unwrap().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{}", spilled.display());
+        s.clear();
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
