@@ -51,7 +51,8 @@
 //!
 //! Each launch makes a fresh directory of its own, with a random name and mode 0700, inside
 //! `file_dir` (made at mode 0700 if missing), or in the system's temporary directory without
-//! it, and removes it at the end; the files in it are 0600 (`private_files.rs`). A `file_dir` that is a symbolic link, that other
+//! it, and removes it at the end; the files in it are 0600 and checked by a checksum when read
+//! back (`private_files.rs`, `checksum.rs`). A `file_dir` that is a symbolic link, that other
 //! users may write to without the sticky bit, or that another user (not root) owns, is refused
 //! (key `file_dir`): whoever controls it could read the job's files or swap them.
 //!
@@ -1037,6 +1038,16 @@ impl CdConfig {
             }
         }
         Ok(())
+    }
+
+    /// True when some CD may keep preserved state in files: a table sets `medium = "file"`, or
+    /// a memory budget moves copies to files.
+    pub(crate) fn keeps_files(&self) -> bool {
+        self.memory_budget_bytes.is_some()
+            || std::iter::once(&self.defaults)
+                .chain(self.levels.values())
+                .chain(self.names.values())
+                .any(|s| s.medium == Some(Medium::File))
     }
 
     /// The checksum group sizes (`xor_group`) written anywhere in the configuration, in

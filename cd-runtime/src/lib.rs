@@ -31,6 +31,7 @@
 mod buddy;
 mod buffer_pool;
 pub mod cd;
+mod checksum;
 mod clock;
 pub mod config;
 pub mod error;

@@ -261,7 +261,14 @@ fn hint(config: &CdConfig, e: &CdError) -> String {
     let table = config.table_of(cd);
     let failures = FaultKinds(kinds.0 & !FaultKinds::UNRESTORABLE.0);
     if kinds.contains(FaultKinds::UNRESTORABLE) {
-        if s.medium == crate::config::Medium::Xor {
+        if reason.contains(crate::checksum::FAILED) {
+            format!(
+                "a preserved file changed on disk after it was written (a failing disk, or \
+                 another process writing into file_dir): check the disk that holds file_dir, \
+                 or keep the CD's copies in memory (medium = \"buddy\" in {table}, no \
+                 memory_budget_bytes)"
+            )
+        } else if s.medium == crate::config::Medium::Xor {
             format!(
                 "an xor checksum group survives the loss of one member until it is rebuilt: \
                  place groups on different nodes (buddy_domain = \"node\"), use smaller \

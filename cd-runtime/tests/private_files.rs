@@ -1,6 +1,7 @@
 //! The job's files (file medium, memory-budget spills, spilled relaxed logs) are its own: kept
 //! in a fresh directory no other user can read or redirect, never written through a planted
-//! symbolic link, and removed when the job ends.
+//! symbolic link, checked when read back (a copy changed on disk escalates, naming the file,
+//! instead of being restored or replayed), and removed when the job ends.
 //!
 //! The tests find the files a job writes through this process's open file descriptors
 //! (`/proc/self/fd`): the file medium's writer keeps its arenas open. They run one at a time
@@ -10,6 +11,7 @@ mod common;
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -64,6 +66,27 @@ fn the_open_file(suffix: &str) -> PathBuf {
         );
         std::thread::sleep(Duration::from_millis(2));
     }
+}
+
+/// Waits until `path` starts with `bytes` (written by the writer thread), then flips a bit of
+/// its byte at `at`.
+fn corrupt_once_written(path: &Path, bytes: &[u8], at: usize) {
+    let start = Instant::now();
+    while std::fs::read(path).map_or(true, |b| !b.starts_with(bytes)) {
+        assert!(start.elapsed() < Duration::from_secs(20), "never written");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    flip_bit(path, at);
+}
+
+fn flip_bit(path: &Path, at: usize) {
+    let mut b = std::fs::read(path).unwrap();
+    b[at] ^= 0x10;
+    // Rewritten in place (same inode: the writer keeps it open).
+    use std::io::{Seek, Write};
+    let mut f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    f.seek(std::io::SeekFrom::Start(at as u64)).unwrap();
+    f.write_all(&b[at..at + 1]).unwrap();
 }
 
 fn walk(dir: &Path) -> Vec<PathBuf> {
@@ -215,5 +238,151 @@ fn a_planted_symlink_where_a_file_would_go_is_not_followed_and_the_files_go_at_t
         before,
         "the job's own directory is gone, the rest kept"
     );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// How a corrupted file medium copy ends the run: a strict CD "step" (under the root, which
+/// cannot re-execute) preserves `x` (into a file: `cfg` says how), and a soft error is
+/// injected into its second instance on rank 1 after rank 1's copy was changed on disk.
+fn corrupted_copy_escalates(cfg: &str) {
+    let _one = one_job();
+    let executions = AtomicUsize::new(0);
+    let err = run(2, config(cfg), || {
+        let me = pgas::rank_me();
+        let mut x: Vec<f64> = (0..32).map(|i| (i + 10 * me) as f64).collect();
+        for it in 0..3u64 {
+            cd::strict("step", |c| {
+                c.preserve_slice("x", &mut x);
+                if it == 1 {
+                    executions.fetch_add(1, Ordering::SeqCst);
+                    if me == 1 {
+                        let arena = the_open_file("rank1/level1.bin");
+                        corrupt_once_written(&arena, bytemuck::cast_slice(&x), 5);
+                    }
+                }
+                common::step(&mut x, it);
+                Ok(())
+            })?;
+        }
+        Ok(())
+    })
+    .expect_err("the changed copy is not restored: the run stops");
+    let CdLaunchError::Escalated { message, .. } = &err else {
+        panic!("an escalation, got {err:?}");
+    };
+    assert!(!message.contains('\n'), "one line: {message}");
+    assert!(
+        message.contains("rank1/level1.bin"),
+        "names the file: {message}"
+    );
+    assert!(message.contains("failed its checksum"), "{message}");
+    assert!(message.contains("`x`"), "names the entry: {message}");
+    assert_eq!(
+        executions.load(Ordering::SeqCst),
+        2,
+        "instance 1 ran once per rank: no re-execution from the changed copy"
+    );
+}
+
+#[test]
+fn a_flipped_byte_in_a_file_medium_copy_escalates_naming_the_file() {
+    corrupted_copy_escalates(
+        "[cd.step]\nmedium = \"file\"\n\
+         inject = { at = [{ rank = 1, iteration = 1, kind = \"soft\" }] }\n",
+    );
+}
+
+#[test]
+fn a_flipped_byte_in_a_memory_budget_spill_escalates_naming_the_file() {
+    corrupted_copy_escalates(
+        "memory_budget_bytes = 64\n[cd.step]\nmedium = \"local\"\n\
+         inject = { at = [{ rank = 1, iteration = 1, kind = \"soft\" }] }\n",
+    );
+}
+
+/// A relaxed CD "sp" inside a strict "outer" (which does not re-execute: retries = 0) spills
+/// its log to files; rank 1's new spilled files are changed on disk in the instance where a
+/// soft error is injected, so its recovery by replay reads them back: it refuses them and
+/// escalates, and the line that ends the run names the file.
+#[test]
+fn a_flipped_byte_in_a_spilled_relaxed_log_escalates_naming_the_file() {
+    let _one = one_job();
+    let dir = scratch("log");
+    let cfg = config(&format!(
+        "file_dir = {:?}\n[cd.outer]\nretries = 0\n\
+         [cd.sp]\ncheck_classes = false\nlog_spill_bytes = 64\n\
+         inject = {{ at = [{{ rank = 1, iteration = 1, kind = \"soft\" }}] }}\n",
+        dir.display()
+    ));
+    let corrupted: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+    let err = run(2, cfg, || {
+        let me = pgas::rank_me();
+        let buf = pgas::new_array::<u64>(64).unwrap();
+        let bufs: Vec<pgas::GlobalPtr<u64>> = pgas::reduce_all(
+            &pgas::world(),
+            vec![(me, buf)],
+            |mut a: Vec<(usize, pgas::GlobalPtr<u64>)>, b| {
+                a.extend(b);
+                a
+            },
+        )
+        .wait()
+        .into_iter()
+        .fold(vec![buf; 2], |mut v, (r, p)| {
+            v[r] = p;
+            v
+        });
+        cd::strict("outer", |_| {
+            // The failing instance is the last: the other rank, which does not recover, has
+            // no later barrier in which to wait for rank 1.
+            for round in 0..2u64 {
+                let logs = || -> Vec<PathBuf> {
+                    walk(&dir)
+                        .into_iter()
+                        .filter(|p| {
+                            p.extension().is_some_and(|e| e == "log")
+                                && p.parent().is_some_and(|l| l.ends_with("rank1/logs"))
+                        })
+                        .collect()
+                };
+                let before = if me == 1 { logs() } else { Vec::new() };
+                cd::relaxed("sp", |c| {
+                    c.preserve_global("in", buf, 16);
+                    pgas::barrier();
+                    for k in 0..16 {
+                        pgas::rput(round * 100 + k as u64, bufs[1 - me] + k).wait();
+                    }
+                    pgas::barrier();
+                    if me == 1 && round == 1 && c.attempt() == 0 {
+                        // Spilled synchronously while the body logged its puts.
+                        let new: Vec<PathBuf> =
+                            logs().into_iter().filter(|p| !before.contains(p)).collect();
+                        assert!(!new.is_empty(), "the body's log spilled");
+                        for p in &new {
+                            let len = std::fs::metadata(p).unwrap().len() as usize;
+                            flip_bit(p, len / 2);
+                        }
+                        *corrupted.lock().unwrap() = new;
+                    }
+                    Ok(())
+                })?;
+            }
+            Ok(())
+        })
+    })
+    .expect_err("the changed log is not replayed: the run stops");
+    let CdLaunchError::Escalated { message, .. } = &err else {
+        panic!("an escalation, got {err:?}");
+    };
+    assert!(!message.contains('\n'), "one line: {message}");
+    assert!(message.contains("failed its checksum"), "{message}");
+    let corrupted = corrupted.into_inner().unwrap();
+    assert!(
+        corrupted
+            .iter()
+            .any(|p| message.contains(&p.display().to_string())),
+        "names a changed file ({corrupted:?}): {message}"
+    );
+    assert!(walk(&dir).is_empty(), "the job's files are gone");
     std::fs::remove_dir_all(&dir).unwrap();
 }
