@@ -185,9 +185,10 @@
 //! rule of the resulting kind still holds: a CD made strict inside a relaxed CD is refused (a
 //! panic naming it), since its completion would delete the relaxed logs.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
@@ -269,6 +270,69 @@ struct InjectFile {
     soft_error: Option<Spanned<f64>>,
     rank_loss: Option<Spanned<f64>>,
     at: Option<Vec<Spanned<ExactFault>>>,
+    /// `at` as the settings share it, built once when the file is parsed.
+    #[serde(skip)]
+    exact: ExactFaults,
+}
+
+impl InjectFile {
+    /// Builds [`InjectFile::exact`] from `at`.
+    fn index(&mut self) {
+        if let Some(at) = &self.at {
+            self.exact = ExactFaults::new(at.iter().map(|f| f.get_ref().clone()).collect());
+        }
+    }
+}
+
+/// The exact faults of one table (`inject.at`) in the order written, indexed by rank and
+/// iteration: every CD that takes its faults from the table shares them (its settings hold a
+/// reference, not a copy), and finding the fault of an execution is one hash lookup, however
+/// many faults the table lists.
+#[derive(Debug, Clone, Default)]
+pub struct ExactFaults(Arc<ExactFaultList>);
+
+/// The faults of [`ExactFaults`] and their index.
+#[derive(Debug, Default)]
+struct ExactFaultList {
+    faults: Vec<ExactFault>,
+    /// (rank, iteration) to the first fault written for it.
+    first: HashMap<(usize, u64), usize>,
+}
+
+impl ExactFaults {
+    /// The faults `faults`, in this order.
+    pub fn new(faults: Vec<ExactFault>) -> ExactFaults {
+        let mut first = HashMap::with_capacity(faults.len());
+        for (i, f) in faults.iter().enumerate() {
+            first.entry((f.rank, f.iteration)).or_insert(i);
+        }
+        ExactFaults(Arc::new(ExactFaultList { faults, first }))
+    }
+
+    /// The first fault written for instance `iteration` on `rank`, if any.
+    pub fn find(&self, rank: usize, iteration: u64) -> Option<&ExactFault> {
+        self.0
+            .first
+            .get(&(rank, iteration))
+            .map(|&i| &self.0.faults[i])
+    }
+
+    /// The faults, in the order written.
+    pub fn as_slice(&self) -> &[ExactFault] {
+        &self.0.faults
+    }
+}
+
+impl PartialEq for ExactFaults {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl From<Vec<ExactFault>> for ExactFaults {
+    fn from(faults: Vec<ExactFault>) -> Self {
+        ExactFaults::new(faults)
+    }
 }
 
 /// One table of settings, as written in the file.
@@ -351,7 +415,8 @@ struct ConfigFile {
 /// Where a key of the configuration was written: file and line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Place {
-    file: PathBuf,
+    /// Shared by every place in one file.
+    file: Arc<Path>,
     line: usize,
 }
 
@@ -359,8 +424,8 @@ struct Place {
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct FaultSite {
     place: Place,
-    /// The table it is in (`cd.step`, `level.1`, `defaults`).
-    table: String,
+    /// The table it is in (`cd.step`, `level.1`, `defaults`), shared by its faults.
+    table: Arc<str>,
     rank: usize,
     iteration: u64,
     kind: FaultKind,
@@ -374,7 +439,7 @@ pub struct Injection {
     /// Probability that an execution loses the rank's memory.
     pub rank_loss: f64,
     /// Faults at exact (rank, iteration) places.
-    pub at: Vec<ExactFault>,
+    pub at: ExactFaults,
 }
 
 /// The settings that apply to one CD, after merging defaults, its level and its name.
@@ -488,6 +553,8 @@ pub struct CdConfig {
     /// `report_file`), for messages.
     places: BTreeMap<String, Place>,
     faults: Vec<FaultSite>,
+    /// The indices in `faults` of the faults at each (rank, iteration).
+    sites_at: HashMap<(usize, u64), Vec<usize>>,
     /// The file read (`None` for the default configuration and inline text).
     source: Option<PathBuf>,
 }
@@ -510,13 +577,38 @@ impl Default for CdConfig {
             names: BTreeMap::new(),
             places: BTreeMap::new(),
             faults: Vec::new(),
+            sites_at: HashMap::new(),
             source: None,
         }
     }
 }
 
-fn line_of(text: &str, span: Range<usize>) -> usize {
-    text[..span.start.min(text.len())].matches('\n').count() + 1
+/// The line numbers of a text's byte offsets: its newlines are found once, so placing each of
+/// many keys is a binary search instead of a count from the start of the text.
+struct Lines {
+    newlines: Vec<usize>,
+}
+
+impl Lines {
+    fn new(text: &str) -> Lines {
+        Lines {
+            newlines: text.match_indices('\n').map(|(i, _)| i).collect(),
+        }
+    }
+
+    /// The 1-based line on which `span` starts.
+    fn of(&self, span: Range<usize>) -> usize {
+        self.newlines.partition_point(|&n| n < span.start) + 1
+    }
+}
+
+/// The indices of `faults` by (rank, iteration).
+fn sites_at(faults: &[FaultSite]) -> HashMap<(usize, u64), Vec<usize>> {
+    let mut at: HashMap<(usize, u64), Vec<usize>> = HashMap::with_capacity(faults.len());
+    for (i, f) in faults.iter().enumerate() {
+        at.entry((f.rank, f.iteration)).or_default().push(i);
+    }
+    at
 }
 
 /// The key whose value starts at `at` (`rank` in `{ rank = -1 }`): the name before the `=`
@@ -585,9 +677,10 @@ impl CdConfig {
     /// Parses configuration text; `file` names it in errors.
     pub fn parse(text: &str, file: impl AsRef<Path>) -> Result<CdConfig, ConfigError> {
         let file = file.as_ref().to_path_buf();
+        let lines = Lines::new(text);
         let err = |span: Option<Range<usize>>, key: Option<String>, message: String| ConfigError {
             file: file.clone(),
-            line: span.map(|s| line_of(text, s)),
+            line: span.map(|s| lines.of(s)),
             key,
             message,
         };
@@ -600,17 +693,22 @@ impl CdConfig {
                 .or_else(|| key_in(e.message()));
             err(e.span(), key, e.message().trim().to_string())
         })?;
+        let shared_file: Arc<Path> = file.as_path().into();
         let place = |span: Range<usize>| Place {
-            file: file.clone(),
-            line: line_of(text, span),
+            file: shared_file.clone(),
+            line: lines.of(span),
         };
         let mut places = BTreeMap::new();
         let mut faults = Vec::new();
-        let mut sites = |s: &SettingsFile, table: &str| {
+        let mut sites = |s: &mut SettingsFile, table: &str| {
+            let table: Arc<str> = table.into();
+            if let Some(inject) = &mut s.inject {
+                inject.index();
+            }
             for f in s.inject.iter().flat_map(|i| i.at.iter().flatten()) {
                 faults.push(FaultSite {
                     place: place(f.span()),
-                    table: table.to_string(),
+                    table: table.clone(),
                     rank: f.get_ref().rank,
                     iteration: f.get_ref().iteration,
                     kind: f.get_ref().kind,
@@ -825,9 +923,9 @@ impl CdConfig {
         let node_mtbf_seconds = seconds(&raw.node_mtbf_seconds, "node_mtbf_seconds")?;
         let recovery_seconds =
             seconds(&raw.recovery_seconds, "recovery_seconds")?.unwrap_or(DEFAULT_RECOVERY_SECONDS);
-        let defaults = raw.defaults.unwrap_or_default();
+        let mut defaults = raw.defaults.unwrap_or_default();
         check(&defaults, "defaults.", None)?;
-        sites(&defaults, "defaults");
+        sites(&mut defaults, "defaults");
         let mut levels = BTreeMap::new();
         for (k, v) in raw.level.unwrap_or_default() {
             let level: usize = k.parse().map_err(|_| {
@@ -839,18 +937,18 @@ impl CdConfig {
             })?;
             places.insert(format!("level.{level}"), place(v.span()));
             let span = v.span();
-            let v = v.into_inner();
+            let mut v = v.into_inner();
             check(&v, &format!("level.{k}."), Some(span))?;
-            sites(&v, &format!("level.{level}"));
+            sites(&mut v, &format!("level.{level}"));
             levels.insert(level, v);
         }
         let mut names = BTreeMap::new();
         for (k, v) in raw.cd.unwrap_or_default() {
             places.insert(format!("cd.{k}"), place(v.span()));
             let span = v.span();
-            let v = v.into_inner();
+            let mut v = v.into_inner();
             check(&v, &format!("cd.{k}."), Some(span))?;
-            sites(&v, &format!("cd.{k}"));
+            sites(&mut v, &format!("cd.{k}"));
             names.insert(k, v);
         }
         for (key, v) in [
@@ -876,6 +974,7 @@ impl CdConfig {
             levels,
             names,
             places,
+            sites_at: sites_at(&faults),
             faults,
             source: (file != Path::new("<string>")).then_some(file),
         })
@@ -948,8 +1047,8 @@ impl CdConfig {
                 if let Some(p) = &inj.rank_loss {
                     s.inject.rank_loss = *p.get_ref();
                 }
-                if let Some(at) = &inj.at {
-                    s.inject.at = at.iter().map(|f| f.get_ref().clone()).collect();
+                if inj.at.is_some() {
+                    s.inject.at = inj.exact.clone();
                 }
             }
         }
@@ -966,7 +1065,7 @@ impl CdConfig {
     pub fn table_of(&self, name: &str) -> String {
         let key = format!("cd.{name}");
         match (self.places.get(&key), &self.source) {
-            (Some(p), _) if p.file != Path::new("<string>") => {
+            (Some(p), _) if *p.file != *Path::new("<string>") => {
                 format!("[{key}] ({}:{})", p.file.display(), p.line)
             }
             (_, Some(f)) => format!("[{key}] of {}", f.display()),
@@ -978,7 +1077,7 @@ impl CdConfig {
         let place = self.places.get(key);
         ConfigError {
             file: place
-                .map(|p| p.file.clone())
+                .map(|p| p.file.to_path_buf())
                 .or_else(|| self.source.clone())
                 .unwrap_or_else(|| PathBuf::from("<config>")),
             line: place.map(|p| p.line),
@@ -1003,7 +1102,7 @@ impl CdConfig {
         }
         if let Some(f) = self.faults.iter().find(|f| f.rank >= ranks) {
             return Err(ConfigError {
-                file: f.place.file.clone(),
+                file: f.place.file.to_path_buf(),
                 line: Some(f.place.line),
                 key: Some(format!("{}.inject.at.rank", f.table)),
                 message: format!(
@@ -1115,13 +1214,9 @@ impl CdConfig {
         rank: usize,
         iteration: u64,
     ) -> Vec<usize> {
-        if !self
-            .faults
-            .iter()
-            .any(|f| f.rank == rank && f.iteration == iteration)
-        {
+        let Some(candidates) = self.sites_at.get(&(rank, iteration)) else {
             return Vec::new();
-        }
+        };
         let sets_at = |l: Option<&SettingsFile>| {
             l.is_some_and(|l| l.inject.as_ref().is_some_and(|i| i.at.is_some()))
         };
@@ -1134,11 +1229,10 @@ impl CdConfig {
         } else {
             return Vec::new();
         };
-        self.faults
+        candidates
             .iter()
-            .enumerate()
-            .filter(|(_, f)| f.table == table && f.rank == rank && f.iteration == iteration)
-            .map(|(i, _)| i)
+            .copied()
+            .filter(|&i| *self.faults[i].table == *table)
             .collect()
     }
 
@@ -1147,6 +1241,7 @@ impl CdConfig {
     /// naming the file and line and the fault. A fault is reached when its rank begins that
     /// instance of a CD whose settings take their `at` from the fault's table.
     pub fn unreached(&self, reached: &[usize]) -> Vec<String> {
+        let reached: HashSet<usize> = reached.iter().copied().collect();
         self.faults
             .iter()
             .enumerate()
@@ -1180,8 +1275,9 @@ impl CdConfig {
         self.names.extend(parsed.names);
         self.places.extend(parsed.places);
         let table = format!("cd.{name}");
-        self.faults.retain(|f| f.table != table);
+        self.faults.retain(|f| *f.table != *table);
         self.faults.extend(parsed.faults);
+        self.sites_at = sites_at(&self.faults);
         Ok(self)
     }
 }
@@ -1230,8 +1326,8 @@ mod tests {
         assert_eq!((s.medium, s.retries), (Medium::Buddy, 1));
         assert_eq!(s.inject.soft_error, 0.5);
         assert_eq!(
-            s.inject.at,
-            vec![ExactFault {
+            s.inject.at.as_slice(),
+            [ExactFault {
                 rank: 2,
                 iteration: 3,
                 kind: FaultKind::RankLoss

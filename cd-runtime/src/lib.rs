@@ -130,8 +130,8 @@ pub use cd_macros::relaxed;
 /// ```
 pub use cd_macros::strict;
 pub use config::{
-    BuddyDomain, CdConfig, CdKindSetting, CdSettings, ExactFault, FaultKind, Injection, Interval,
-    LogMedium, Medium,
+    BuddyDomain, CdConfig, CdKindSetting, CdSettings, ExactFault, ExactFaults, FaultKind,
+    Injection, Interval, LogMedium, Medium,
 };
 pub use error::{CdError, CdLaunchError, ConfigError, FaultKinds};
 pub use interval::{daly_steps, strict_steps};
