@@ -47,6 +47,16 @@
 //! An unknown key, a value of the wrong type or out of range, or a missing file is an error that
 //! names the file, the line and the key.
 //!
+//! ## `retries`: at most [`MAX_RETRIES`]
+//!
+//! A CD re-executes at most `retries` times (default 2) before it escalates; more than
+//! [`MAX_RETRIES`] (1000) is refused, naming the key: a failure that comes back that often is
+//! not contained by re-executing again, and a run would spend its time repeating it without a
+//! word. For the same reason a CD that fails every execution, an injection probability of 1
+//! (`inject.soft_error` or `inject.rank_loss`) with `retries` above 0 where it applies, is
+//! refused, naming the probability's key and where its `retries` come from; with
+//! `retries = 0` it escalates at once, which is a valid test.
+//!
 //! ## `file_dir`: where the job's files go
 //!
 //! Each launch makes a fresh directory of its own, with a random name and mode 0700, inside
@@ -516,6 +526,10 @@ pub const DEFAULT_RECOVERY_SECONDS: f64 = 60.0;
 /// overflow.
 const MAX_BUDDY_SEGMENT_BYTES: i64 = 1 << 40;
 
+/// Largest `retries` accepted: a CD that fails a thousand times in a row has a failure that
+/// comes back, which more re-executions only repeat (each one as long as the CD), silently.
+pub const MAX_RETRIES: i64 = 1000;
+
 /// The whole configuration.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CdConfig {
@@ -600,6 +614,90 @@ impl Lines {
     fn of(&self, span: Range<usize>) -> usize {
         self.newlines.partition_point(|&n| n < span.start) + 1
     }
+}
+
+/// A CD whose every execution fails (an injection probability of 1) with retries to spend:
+/// it never completes, and its retries repeat the failure without a word. Checked for a CD
+/// of each name table (or none) at each level table (or none): the tables that set
+/// neither an injection probability nor `retries` change nothing, so only the others are
+/// combined. The key of the probability, its place and the message, if some CD is such.
+fn hopeless(
+    defaults: &SettingsFile,
+    levels: &BTreeMap<usize, SettingsFile>,
+    names: &BTreeMap<String, SettingsFile>,
+) -> Option<(String, Range<usize>, String)> {
+    let matters = |s: &SettingsFile| {
+        s.retries.is_some()
+            || s.inject
+                .as_ref()
+                .is_some_and(|i| i.soft_error.is_some() || i.rank_loss.is_some())
+    };
+    let levels: Vec<(String, &SettingsFile)> = std::iter::once(None)
+        .chain(levels.iter().filter(|(_, s)| matters(s)).map(Some))
+        .map(|l| {
+            l.map_or((String::new(), defaults), |(k, s)| {
+                (format!("level.{k}."), s)
+            })
+        })
+        .collect();
+    let names = std::iter::once(None).chain(names.iter().filter(|(_, s)| matters(s)).map(Some));
+    for name in names {
+        for (level_at, level) in &levels {
+            // Most specific first: the name's table, the level's, the defaults.
+            let mut layers: Vec<(String, &SettingsFile)> = Vec::with_capacity(3);
+            if let Some((k, s)) = name {
+                layers.push((format!("cd.{k}."), s));
+            }
+            if !level_at.is_empty() {
+                layers.push((level_at.clone(), level));
+            }
+            layers.push(("defaults.".into(), defaults));
+            let retries = layers
+                .iter()
+                .find_map(|(at, s)| s.retries.as_ref().map(|r| (*r.get_ref(), at.clone())));
+            let spent = retries
+                .as_ref()
+                .map_or(CdSettings::default().retries as i64, |r| r.0);
+            if spent == 0 {
+                continue;
+            }
+            for (key, pick) in [
+                (
+                    "soft_error",
+                    (|i: &InjectFile| i.soft_error.clone()) as fn(&InjectFile) -> _,
+                ),
+                ("rank_loss", |i: &InjectFile| i.rank_loss.clone()),
+            ] {
+                let p = layers
+                    .iter()
+                    .find_map(|(at, s)| s.inject.as_ref().and_then(pick).map(|p| (p, at)));
+                let Some((p, at)) = p.filter(|(p, _)| *p.get_ref() >= 1.0) else {
+                    continue;
+                };
+                let from = match &retries {
+                    Some((_, r_at)) => format!("`{r_at}retries`"),
+                    None => "the default".into(),
+                };
+                let what = if key == "soft_error" {
+                    "fail its check"
+                } else {
+                    "lose its rank's memory"
+                };
+                return Some((
+                    format!("{at}inject.{key}"),
+                    p.span(),
+                    format!(
+                        "{key} = {} makes every execution of the CD {what}, so it can never \
+                         complete, and retries = {spent} ({from}) would only repeat the \
+                         failure: set {key} below 1, or retries = 0 there to see the \
+                         escalation at once",
+                        p.get_ref()
+                    ),
+                ));
+            }
+        }
+    }
+    None
 }
 
 /// The indices of `faults` by (rank, iteration).
@@ -795,11 +893,16 @@ impl CdConfig {
                 ));
             }
             if let Some(r) = &s.retries {
-                if !(0..=1_000_000).contains(r.get_ref()) {
+                if !(0..=MAX_RETRIES).contains(r.get_ref()) {
                     return Err(err(
                         Some(r.span()),
                         Some(format!("{at}retries")),
-                        format!("must be between 0 and 1000000, got {}", r.get_ref()),
+                        format!(
+                            "must be between 0 and {MAX_RETRIES} (re-executions before the CD \
+                             escalates; a failure that comes back that often is not \
+                             contained by more), got {}",
+                            r.get_ref()
+                        ),
                     ));
                 }
             }
@@ -950,6 +1053,9 @@ impl CdConfig {
             check(&v, &format!("cd.{k}."), Some(span))?;
             sites(&mut v, &format!("cd.{k}"));
             names.insert(k, v);
+        }
+        if let Some((key, span, message)) = hopeless(&defaults, &levels, &names) {
+            return Err(err(Some(span), Some(key), message));
         }
         for (key, v) in [
             ("file_dir", &raw.file_dir),
