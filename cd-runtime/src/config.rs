@@ -6,7 +6,7 @@
 //! seed = 7                      # injector and cd::rng() seed
 //! report = true                 # print the table at the end
 //! report_file = "cd-report.json"
-//! file_dir = "/tmp/cd-files"    # where the file medium writes
+//! file_dir = "/scratch/me"     # the job's private directory for its files is made in here
 //! buddy_segment_bytes = 16777216 # segment room per rank for copies of the buddy medium
 //! memory_budget_bytes = 1073741824 # local preserved bytes per rank before the oldest spill to files
 //! buddy_domain = "node"         # buddies on other nodes ("node") or just other ranks ("rank")
@@ -46,6 +46,25 @@
 //!
 //! An unknown key, a value of the wrong type or out of range, or a missing file is an error that
 //! names the file, the line and the key.
+//!
+//! ## `retries`: at most [`MAX_RETRIES`]
+//!
+//! A CD re-executes at most `retries` times (default 2) before it escalates; more than
+//! [`MAX_RETRIES`] (1000) is refused, naming the key: a failure that comes back that often is
+//! not contained by re-executing again, and a run would spend its time repeating it without a
+//! word. For the same reason a CD that fails every execution, an injection probability of 1
+//! (`inject.soft_error` or `inject.rank_loss`) with `retries` above 0 where it applies, is
+//! refused, naming the probability's key and where its `retries` come from; with
+//! `retries = 0` it escalates at once, which is a valid test.
+//!
+//! ## `file_dir`: where the job's files go
+//!
+//! Each launch makes a fresh directory of its own, with a random name and mode 0700, inside
+//! `file_dir` (made at mode 0700 if missing), or in the system's temporary directory without
+//! it, and removes it at the end; the files in it are 0600 and checked by a checksum when read
+//! back (`private_files.rs`, `checksum.rs`). A `file_dir` that is a symbolic link, that other
+//! users may write to without the sticky bit, or that another user (not root) owns, is refused
+//! (key `file_dir`): whoever controls it could read the job's files or swap them.
 //!
 //! ## `buddy_segment_bytes`: room for the buddy medium's copies
 //!
@@ -176,9 +195,10 @@
 //! rule of the resulting kind still holds: a CD made strict inside a relaxed CD is refused (a
 //! panic naming it), since its completion would delete the relaxed logs.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
@@ -260,6 +280,69 @@ struct InjectFile {
     soft_error: Option<Spanned<f64>>,
     rank_loss: Option<Spanned<f64>>,
     at: Option<Vec<Spanned<ExactFault>>>,
+    /// `at` as the settings share it, built once when the file is parsed.
+    #[serde(skip)]
+    exact: ExactFaults,
+}
+
+impl InjectFile {
+    /// Builds [`InjectFile::exact`] from `at`.
+    fn index(&mut self) {
+        if let Some(at) = &self.at {
+            self.exact = ExactFaults::new(at.iter().map(|f| f.get_ref().clone()).collect());
+        }
+    }
+}
+
+/// The exact faults of one table (`inject.at`) in the order written, indexed by rank and
+/// iteration: every CD that takes its faults from the table shares them (its settings hold a
+/// reference, not a copy), and finding the fault of an execution is one hash lookup, however
+/// many faults the table lists.
+#[derive(Debug, Clone, Default)]
+pub struct ExactFaults(Arc<ExactFaultList>);
+
+/// The faults of [`ExactFaults`] and their index.
+#[derive(Debug, Default)]
+struct ExactFaultList {
+    faults: Vec<ExactFault>,
+    /// (rank, iteration) to the first fault written for it.
+    first: HashMap<(usize, u64), usize>,
+}
+
+impl ExactFaults {
+    /// The faults `faults`, in this order.
+    pub fn new(faults: Vec<ExactFault>) -> ExactFaults {
+        let mut first = HashMap::with_capacity(faults.len());
+        for (i, f) in faults.iter().enumerate() {
+            first.entry((f.rank, f.iteration)).or_insert(i);
+        }
+        ExactFaults(Arc::new(ExactFaultList { faults, first }))
+    }
+
+    /// The first fault written for instance `iteration` on `rank`, if any.
+    pub fn find(&self, rank: usize, iteration: u64) -> Option<&ExactFault> {
+        self.0
+            .first
+            .get(&(rank, iteration))
+            .map(|&i| &self.0.faults[i])
+    }
+
+    /// The faults, in the order written.
+    pub fn as_slice(&self) -> &[ExactFault] {
+        &self.0.faults
+    }
+}
+
+impl PartialEq for ExactFaults {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl From<Vec<ExactFault>> for ExactFaults {
+    fn from(faults: Vec<ExactFault>) -> Self {
+        ExactFaults::new(faults)
+    }
 }
 
 /// One table of settings, as written in the file.
@@ -342,7 +425,8 @@ struct ConfigFile {
 /// Where a key of the configuration was written: file and line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Place {
-    file: PathBuf,
+    /// Shared by every place in one file.
+    file: Arc<Path>,
     line: usize,
 }
 
@@ -350,8 +434,8 @@ struct Place {
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct FaultSite {
     place: Place,
-    /// The table it is in (`cd.step`, `level.1`, `defaults`).
-    table: String,
+    /// The table it is in (`cd.step`, `level.1`, `defaults`), shared by its faults.
+    table: Arc<str>,
     rank: usize,
     iteration: u64,
     kind: FaultKind,
@@ -365,7 +449,7 @@ pub struct Injection {
     /// Probability that an execution loses the rank's memory.
     pub rank_loss: f64,
     /// Faults at exact (rank, iteration) places.
-    pub at: Vec<ExactFault>,
+    pub at: ExactFaults,
 }
 
 /// The settings that apply to one CD, after merging defaults, its level and its name.
@@ -442,6 +526,10 @@ pub const DEFAULT_RECOVERY_SECONDS: f64 = 60.0;
 /// overflow.
 const MAX_BUDDY_SEGMENT_BYTES: i64 = 1 << 40;
 
+/// Largest `retries` accepted: a CD that fails a thousand times in a row has a failure that
+/// comes back, which more re-executions only repeat (each one as long as the CD), silently.
+pub const MAX_RETRIES: i64 = 1000;
+
 /// The whole configuration.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CdConfig {
@@ -451,7 +539,8 @@ pub struct CdConfig {
     pub report: bool,
     /// Write the report as JSON here.
     pub report_file: Option<PathBuf>,
-    /// Directory of the file medium.
+    /// The directory in which each launch makes its own private directory for its files (file
+    /// medium, spilled logs, memory-budget spills); `None`: the system's temporary directory.
     pub file_dir: Option<PathBuf>,
     /// Bytes [`crate::launch`] adds to each rank's segment for the copies of the buddy medium
     /// it keeps for other ranks (a multiple of 64; 0: every buddy copy goes by rpc).
@@ -478,6 +567,8 @@ pub struct CdConfig {
     /// `report_file`), for messages.
     places: BTreeMap<String, Place>,
     faults: Vec<FaultSite>,
+    /// The indices in `faults` of the faults at each (rank, iteration).
+    sites_at: HashMap<(usize, u64), Vec<usize>>,
     /// The file read (`None` for the default configuration and inline text).
     source: Option<PathBuf>,
 }
@@ -500,13 +591,122 @@ impl Default for CdConfig {
             names: BTreeMap::new(),
             places: BTreeMap::new(),
             faults: Vec::new(),
+            sites_at: HashMap::new(),
             source: None,
         }
     }
 }
 
-fn line_of(text: &str, span: Range<usize>) -> usize {
-    text[..span.start.min(text.len())].matches('\n').count() + 1
+/// The line numbers of a text's byte offsets: its newlines are found once, so placing each of
+/// many keys is a binary search instead of a count from the start of the text.
+struct Lines {
+    newlines: Vec<usize>,
+}
+
+impl Lines {
+    fn new(text: &str) -> Lines {
+        Lines {
+            newlines: text.match_indices('\n').map(|(i, _)| i).collect(),
+        }
+    }
+
+    /// The 1-based line on which `span` starts.
+    fn of(&self, span: Range<usize>) -> usize {
+        self.newlines.partition_point(|&n| n < span.start) + 1
+    }
+}
+
+/// A CD whose every execution fails (an injection probability of 1) with retries to spend:
+/// it never completes, and its retries repeat the failure without a word. Checked for a CD
+/// of each name table (or none) at each level table (or none): the tables that set
+/// neither an injection probability nor `retries` change nothing, so only the others are
+/// combined. The key of the probability, its place and the message, if some CD is such.
+fn hopeless(
+    defaults: &SettingsFile,
+    levels: &BTreeMap<usize, SettingsFile>,
+    names: &BTreeMap<String, SettingsFile>,
+) -> Option<(String, Range<usize>, String)> {
+    let matters = |s: &SettingsFile| {
+        s.retries.is_some()
+            || s.inject
+                .as_ref()
+                .is_some_and(|i| i.soft_error.is_some() || i.rank_loss.is_some())
+    };
+    let levels: Vec<(String, &SettingsFile)> = std::iter::once(None)
+        .chain(levels.iter().filter(|(_, s)| matters(s)).map(Some))
+        .map(|l| {
+            l.map_or((String::new(), defaults), |(k, s)| {
+                (format!("level.{k}."), s)
+            })
+        })
+        .collect();
+    let names = std::iter::once(None).chain(names.iter().filter(|(_, s)| matters(s)).map(Some));
+    for name in names {
+        for (level_at, level) in &levels {
+            // Most specific first: the name's table, the level's, the defaults.
+            let mut layers: Vec<(String, &SettingsFile)> = Vec::with_capacity(3);
+            if let Some((k, s)) = name {
+                layers.push((format!("cd.{k}."), s));
+            }
+            if !level_at.is_empty() {
+                layers.push((level_at.clone(), level));
+            }
+            layers.push(("defaults.".into(), defaults));
+            let retries = layers
+                .iter()
+                .find_map(|(at, s)| s.retries.as_ref().map(|r| (*r.get_ref(), at.clone())));
+            let spent = retries
+                .as_ref()
+                .map_or(CdSettings::default().retries as i64, |r| r.0);
+            if spent == 0 {
+                continue;
+            }
+            for (key, pick) in [
+                (
+                    "soft_error",
+                    (|i: &InjectFile| i.soft_error.clone()) as fn(&InjectFile) -> _,
+                ),
+                ("rank_loss", |i: &InjectFile| i.rank_loss.clone()),
+            ] {
+                let p = layers
+                    .iter()
+                    .find_map(|(at, s)| s.inject.as_ref().and_then(pick).map(|p| (p, at)));
+                let Some((p, at)) = p.filter(|(p, _)| *p.get_ref() >= 1.0) else {
+                    continue;
+                };
+                let from = match &retries {
+                    Some((_, r_at)) => format!("`{r_at}retries`"),
+                    None => "the default".into(),
+                };
+                let what = if key == "soft_error" {
+                    "fail its check"
+                } else {
+                    "lose its rank's memory"
+                };
+                return Some((
+                    format!("{at}inject.{key}"),
+                    p.span(),
+                    format!(
+                        "{key} = {} makes every execution of the CD {what}, so it can never \
+                         complete, and retries = {spent} ({from}) would only repeat the \
+                         failure: set {key} below 1, or retries = 0 there to see the \
+                         escalation at once",
+                        p.get_ref()
+                    ),
+                ));
+            }
+        }
+    }
+    None
+}
+
+/// The indices of `faults` by (rank, iteration).
+fn sites_at(faults: &[FaultSite]) -> HashMap<(usize, u64), Vec<usize>> {
+    let mut at: HashMap<(usize, u64), Vec<usize>> = HashMap::with_capacity(faults.len());
+    for (i, f) in faults.iter().enumerate() {
+        at.entry((f.rank, f.iteration)).or_default().push(i);
+    }
+    at
 }
 
 /// The key whose value starts at `at` (`rank` in `{ rank = -1 }`): the name before the `=`
@@ -575,9 +775,10 @@ impl CdConfig {
     /// Parses configuration text; `file` names it in errors.
     pub fn parse(text: &str, file: impl AsRef<Path>) -> Result<CdConfig, ConfigError> {
         let file = file.as_ref().to_path_buf();
+        let lines = Lines::new(text);
         let err = |span: Option<Range<usize>>, key: Option<String>, message: String| ConfigError {
             file: file.clone(),
-            line: span.map(|s| line_of(text, s)),
+            line: span.map(|s| lines.of(s)),
             key,
             message,
         };
@@ -590,17 +791,22 @@ impl CdConfig {
                 .or_else(|| key_in(e.message()));
             err(e.span(), key, e.message().trim().to_string())
         })?;
+        let shared_file: Arc<Path> = file.as_path().into();
         let place = |span: Range<usize>| Place {
-            file: file.clone(),
-            line: line_of(text, span),
+            file: shared_file.clone(),
+            line: lines.of(span),
         };
         let mut places = BTreeMap::new();
         let mut faults = Vec::new();
-        let mut sites = |s: &SettingsFile, table: &str| {
+        let mut sites = |s: &mut SettingsFile, table: &str| {
+            let table: Arc<str> = table.into();
+            if let Some(inject) = &mut s.inject {
+                inject.index();
+            }
             for f in s.inject.iter().flat_map(|i| i.at.iter().flatten()) {
                 faults.push(FaultSite {
                     place: place(f.span()),
-                    table: table.to_string(),
+                    table: table.clone(),
                     rank: f.get_ref().rank,
                     iteration: f.get_ref().iteration,
                     kind: f.get_ref().kind,
@@ -687,11 +893,16 @@ impl CdConfig {
                 ));
             }
             if let Some(r) = &s.retries {
-                if !(0..=1_000_000).contains(r.get_ref()) {
+                if !(0..=MAX_RETRIES).contains(r.get_ref()) {
                     return Err(err(
                         Some(r.span()),
                         Some(format!("{at}retries")),
-                        format!("must be between 0 and 1000000, got {}", r.get_ref()),
+                        format!(
+                            "must be between 0 and {MAX_RETRIES} (re-executions before the CD \
+                             escalates; a failure that comes back that often is not \
+                             contained by more), got {}",
+                            r.get_ref()
+                        ),
                     ));
                 }
             }
@@ -815,9 +1026,9 @@ impl CdConfig {
         let node_mtbf_seconds = seconds(&raw.node_mtbf_seconds, "node_mtbf_seconds")?;
         let recovery_seconds =
             seconds(&raw.recovery_seconds, "recovery_seconds")?.unwrap_or(DEFAULT_RECOVERY_SECONDS);
-        let defaults = raw.defaults.unwrap_or_default();
+        let mut defaults = raw.defaults.unwrap_or_default();
         check(&defaults, "defaults.", None)?;
-        sites(&defaults, "defaults");
+        sites(&mut defaults, "defaults");
         let mut levels = BTreeMap::new();
         for (k, v) in raw.level.unwrap_or_default() {
             let level: usize = k.parse().map_err(|_| {
@@ -829,19 +1040,22 @@ impl CdConfig {
             })?;
             places.insert(format!("level.{level}"), place(v.span()));
             let span = v.span();
-            let v = v.into_inner();
+            let mut v = v.into_inner();
             check(&v, &format!("level.{k}."), Some(span))?;
-            sites(&v, &format!("level.{level}"));
+            sites(&mut v, &format!("level.{level}"));
             levels.insert(level, v);
         }
         let mut names = BTreeMap::new();
         for (k, v) in raw.cd.unwrap_or_default() {
             places.insert(format!("cd.{k}"), place(v.span()));
             let span = v.span();
-            let v = v.into_inner();
+            let mut v = v.into_inner();
             check(&v, &format!("cd.{k}."), Some(span))?;
-            sites(&v, &format!("cd.{k}"));
+            sites(&mut v, &format!("cd.{k}"));
             names.insert(k, v);
+        }
+        if let Some((key, span, message)) = hopeless(&defaults, &levels, &names) {
+            return Err(err(Some(span), Some(key), message));
         }
         for (key, v) in [
             ("file_dir", &raw.file_dir),
@@ -866,6 +1080,7 @@ impl CdConfig {
             levels,
             names,
             places,
+            sites_at: sites_at(&faults),
             faults,
             source: (file != Path::new("<string>")).then_some(file),
         })
@@ -938,8 +1153,8 @@ impl CdConfig {
                 if let Some(p) = &inj.rank_loss {
                     s.inject.rank_loss = *p.get_ref();
                 }
-                if let Some(at) = &inj.at {
-                    s.inject.at = at.iter().map(|f| f.get_ref().clone()).collect();
+                if inj.at.is_some() {
+                    s.inject.at = inj.exact.clone();
                 }
             }
         }
@@ -956,7 +1171,7 @@ impl CdConfig {
     pub fn table_of(&self, name: &str) -> String {
         let key = format!("cd.{name}");
         match (self.places.get(&key), &self.source) {
-            (Some(p), _) if p.file != Path::new("<string>") => {
+            (Some(p), _) if *p.file != *Path::new("<string>") => {
                 format!("[{key}] ({}:{})", p.file.display(), p.line)
             }
             (_, Some(f)) => format!("[{key}] of {}", f.display()),
@@ -968,7 +1183,7 @@ impl CdConfig {
         let place = self.places.get(key);
         ConfigError {
             file: place
-                .map(|p| p.file.clone())
+                .map(|p| p.file.to_path_buf())
                 .or_else(|| self.source.clone())
                 .unwrap_or_else(|| PathBuf::from("<config>")),
             line: place.map(|p| p.line),
@@ -979,7 +1194,8 @@ impl CdConfig {
 
     /// Checks what can be checked against a job of `ranks` ranks before it starts: exact
     /// faults name existing ranks, `file_dir` is a directory this process can write in (it is
-    /// created if missing), `report_file` can be written.
+    /// created if missing) that no other user can redirect (not a symbolic link, not writable
+    /// by others without the sticky bit, not another user's), `report_file` can be written.
     pub fn check_job(&self, ranks: usize) -> Result<(), ConfigError> {
         if let Some(k) = self.xor_group_sizes().into_iter().find(|&k| k > ranks) {
             return Err(self.config_error(
@@ -992,7 +1208,7 @@ impl CdConfig {
         }
         if let Some(f) = self.faults.iter().find(|f| f.rank >= ranks) {
             return Err(ConfigError {
-                file: f.place.file.clone(),
+                file: f.place.file.to_path_buf(),
                 line: Some(f.place.line),
                 key: Some(format!("{}.inject.at.rank", f.table)),
                 message: format!(
@@ -1004,25 +1220,9 @@ impl CdConfig {
             });
         }
         if let Some(dir) = &self.file_dir {
-            let bad = |m: String| self.config_error("file_dir", m);
-            if dir.exists() && !dir.is_dir() {
-                return Err(bad(format!(
-                    "{} is not a directory (the file medium keeps its copies there)",
-                    dir.display()
-                )));
-            }
-            std::fs::create_dir_all(dir).map_err(|e| {
-                bad(format!(
-                    "cannot create the directory {}: {e}",
-                    dir.display()
-                ))
-            })?;
-            static PROBES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-            let n = PROBES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let probe = dir.join(format!(".cd-probe-{}-{n}", std::process::id()));
-            std::fs::write(&probe, b"")
-                .map_err(|e| bad(format!("cannot write in {}: {e}", dir.display())))?;
-            let _ = std::fs::remove_file(&probe);
+            // The job's own directory, made and removed again: the proof it can be made there.
+            crate::private_files::PrivateDir::create(Some(dir))
+                .map_err(|e| self.config_error("file_dir", e.to_string()))?;
         }
         if let Some(path) = &self.report_file {
             let bad = |m: String| self.config_error("report_file", m);
@@ -1043,6 +1243,16 @@ impl CdConfig {
             }
         }
         Ok(())
+    }
+
+    /// True when some CD may keep preserved state in files: a table sets `medium = "file"`, or
+    /// a memory budget moves copies to files.
+    pub(crate) fn keeps_files(&self) -> bool {
+        self.memory_budget_bytes.is_some()
+            || std::iter::once(&self.defaults)
+                .chain(self.levels.values())
+                .chain(self.names.values())
+                .any(|s| s.medium == Some(Medium::File))
     }
 
     /// The checksum group sizes (`xor_group`) written anywhere in the configuration, in
@@ -1110,13 +1320,9 @@ impl CdConfig {
         rank: usize,
         iteration: u64,
     ) -> Vec<usize> {
-        if !self
-            .faults
-            .iter()
-            .any(|f| f.rank == rank && f.iteration == iteration)
-        {
+        let Some(candidates) = self.sites_at.get(&(rank, iteration)) else {
             return Vec::new();
-        }
+        };
         let sets_at = |l: Option<&SettingsFile>| {
             l.is_some_and(|l| l.inject.as_ref().is_some_and(|i| i.at.is_some()))
         };
@@ -1129,11 +1335,10 @@ impl CdConfig {
         } else {
             return Vec::new();
         };
-        self.faults
+        candidates
             .iter()
-            .enumerate()
-            .filter(|(_, f)| f.table == table && f.rank == rank && f.iteration == iteration)
-            .map(|(i, _)| i)
+            .copied()
+            .filter(|&i| *self.faults[i].table == *table)
             .collect()
     }
 
@@ -1142,6 +1347,7 @@ impl CdConfig {
     /// naming the file and line and the fault. A fault is reached when its rank begins that
     /// instance of a CD whose settings take their `at` from the fault's table.
     pub fn unreached(&self, reached: &[usize]) -> Vec<String> {
+        let reached: HashSet<usize> = reached.iter().copied().collect();
         self.faults
             .iter()
             .enumerate()
@@ -1175,8 +1381,9 @@ impl CdConfig {
         self.names.extend(parsed.names);
         self.places.extend(parsed.places);
         let table = format!("cd.{name}");
-        self.faults.retain(|f| f.table != table);
+        self.faults.retain(|f| *f.table != *table);
         self.faults.extend(parsed.faults);
+        self.sites_at = sites_at(&self.faults);
         Ok(self)
     }
 }
@@ -1225,8 +1432,8 @@ mod tests {
         assert_eq!((s.medium, s.retries), (Medium::Buddy, 1));
         assert_eq!(s.inject.soft_error, 0.5);
         assert_eq!(
-            s.inject.at,
-            vec![ExactFault {
+            s.inject.at.as_slice(),
+            [ExactFault {
                 rank: 2,
                 iteration: 3,
                 kind: FaultKind::RankLoss

@@ -150,17 +150,28 @@ pub enum CdLaunchError {
         /// What the system said.
         reason: String,
     },
+    /// The job's private directory for its files (file medium, spilled logs) could not be
+    /// made: `file_dir`, or the system's temporary directory without it, is unusable.
+    #[error(
+        "cannot make the job's private directory for its files: {reason}; set file_dir in \
+         the CD configuration to a directory you own"
+    )]
+    Files {
+        /// Which directory and why (one line).
+        reason: String,
+    },
     /// A rank failed otherwise (a panic, a lost process) or the job could not start.
     #[error(transparent)]
     Job(#[from] gasnet_bridge::LaunchError),
 }
 
 impl CdLaunchError {
-    /// The exit status a program ends with for this error: 2 for a configuration error, 3 for
-    /// an escalation past the root, 4 for a report that cannot be written, 1 otherwise.
+    /// The exit status a program ends with for this error: 2 for a configuration error (or
+    /// an unusable directory for its files), 3 for an escalation past the root, 4 for a report
+    /// that cannot be written, 1 otherwise.
     pub fn exit_code(&self) -> u8 {
         match self {
-            CdLaunchError::Config(_) => 2,
+            CdLaunchError::Config(_) | CdLaunchError::Files { .. } => 2,
             CdLaunchError::Escalated { .. } => 3,
             CdLaunchError::Report { .. } => 4,
             CdLaunchError::Job(_) => 1,

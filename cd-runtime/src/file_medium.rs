@@ -23,6 +23,12 @@
 //! did so at once). An emulated rank loss does not stop the thread: the disk outlives the
 //! rank's memory.
 //!
+//! **Checked when read back.** Each entry is followed in its arena by its checksum
+//! (`checksum.rs`, computed on the writer thread, off the critical path too); a read whose
+//! bytes fail it is an error naming the file ([`FileReadError::Corrupted`]), which makes the CD
+//! escalate before it would restore them (`frame::unreadable_files`). The files are created
+//! in the job's private directory, exclusively, at mode 0600 (`private_files.rs`).
+//!
 //! Measured: `lulesh-bench` (`LULESH_BENCH=media`), `lulesh_medium_overhead` /
 //! `file_s15_r8` against no CDs; see ROADMAP.md.
 
@@ -31,6 +37,38 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Sender, channel};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
+
+use thiserror::Error;
+
+use crate::checksum;
+use crate::private_files;
+
+/// Why a file medium entry cannot be read back.
+#[derive(Debug, Error)]
+pub enum FileReadError {
+    /// The file could not be opened or read.
+    #[error("cannot read {}: {source}", path.display())]
+    Io {
+        /// The arena file.
+        path: PathBuf,
+        /// What the system said.
+        source: std::io::Error,
+    },
+    /// The bytes read back are not the bytes written.
+    #[error(
+        "{} (bytes {offset}..{end}) {}: it changed on disk after it was written",
+        path.display(),
+        checksum::FAILED
+    )]
+    Corrupted {
+        /// The arena file.
+        path: PathBuf,
+        /// Where the entry starts in it.
+        offset: u64,
+        /// Where the entry (and its checksum) ends.
+        end: u64,
+    },
+}
 
 /// One queued piece of work for the writer thread.
 enum Job {
@@ -44,7 +82,8 @@ enum Job {
     },
 }
 
-/// Where one preserved entry lies: a slice of its level's arena file.
+/// Where one preserved entry lies: a slice of its level's arena file (its bytes, then their
+/// checksum).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct FileSlot {
     pub(crate) path: PathBuf,
@@ -113,7 +152,7 @@ impl FileWriter {
                 offset: arena.next,
                 len: bytes.len(),
             };
-            arena.next += bytes.len() as u64;
+            arena.next += (bytes.len() + checksum::LEN) as u64;
             arena.live += 1;
             slot
         };
@@ -137,12 +176,25 @@ impl FileWriter {
         }
     }
 
-    /// The bytes of `slot`, once every queued write is done.
-    pub(crate) fn read(&self, slot: &FileSlot) -> std::io::Result<Vec<u8>> {
+    /// The bytes of `slot`, once every queued write is done, if their checksum holds.
+    pub(crate) fn read(&self, slot: &FileSlot) -> Result<Vec<u8>, FileReadError> {
         use std::os::unix::fs::FileExt;
         self.wait();
-        let mut bytes = vec![0u8; slot.len];
-        std::fs::File::open(&slot.path)?.read_exact_at(&mut bytes, slot.offset)?;
+        let mut bytes = vec![0u8; slot.len + checksum::LEN];
+        private_files::open_file(&slot.path)
+            .and_then(|file| file.read_exact_at(&mut bytes, slot.offset))
+            .map_err(|source| FileReadError::Io {
+                path: slot.path.clone(),
+                source,
+            })?;
+        if checksum::verified(&bytes).is_none() {
+            return Err(FileReadError::Corrupted {
+                path: slot.path.clone(),
+                offset: slot.offset,
+                end: slot.offset + bytes.len() as u64,
+            });
+        }
+        bytes.truncate(slot.len);
         Ok(bytes)
     }
 
@@ -216,7 +268,6 @@ fn start(done: Arc<Done>) -> (Sender<Job>, JoinHandle<()>) {
     let thread = std::thread::Builder::new()
         .name("cd-file-writer".into())
         .spawn(move || {
-            use std::os::unix::fs::FileExt;
             let mut open: std::collections::HashMap<PathBuf, std::fs::File> = Default::default();
             for job in jobs {
                 let Job::Write {
@@ -226,19 +277,13 @@ fn start(done: Arc<Done>) -> (Sender<Job>, JoinHandle<()>) {
                     what,
                 } = job;
                 let result = match open.get(&path) {
-                    Some(file) => file.write_all_at(&bytes, offset),
+                    Some(file) => write_checked(file, offset, &bytes),
                     None => path
                         .parent()
-                        .map_or(Ok(()), std::fs::create_dir_all)
-                        .and_then(|()| {
-                            std::fs::OpenOptions::new()
-                                .create(true)
-                                .truncate(false)
-                                .write(true)
-                                .open(&path)
-                        })
+                        .map_or(Ok(()), private_files::create_dir)
+                        .and_then(|()| private_files::create_file(&path))
                         .and_then(|file| {
-                            file.write_all_at(&bytes, offset)?;
+                            write_checked(&file, offset, &bytes)?;
                             open.insert(path.clone(), file);
                             Ok(())
                         }),
@@ -256,6 +301,27 @@ fn start(done: Arc<Done>) -> (Sender<Job>, JoinHandle<()>) {
         })
         .expect("start the file medium's writer thread");
     (sender, thread)
+}
+
+/// Writes `bytes` at `offset` of `file`, then their checksum right after them.
+fn write_checked(file: &std::fs::File, offset: u64, bytes: &[u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    file.write_all_at(bytes, offset)?;
+    file.write_all_at(&checksum::trailer(bytes), offset + bytes.len() as u64)
+}
+
+/// Flips one bit at `offset` of the file `path` (tests of the checksum).
+#[cfg(test)]
+pub(crate) fn flip_bit(path: &std::path::Path, offset: u64) {
+    use std::os::unix::fs::FileExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .unwrap();
+    let mut b = [0u8];
+    file.read_exact_at(&mut b, offset).unwrap();
+    file.write_all_at(&[b[0] ^ 0x10], offset).unwrap();
 }
 
 #[cfg(test)]
@@ -329,6 +395,63 @@ mod tests {
             .unwrap_or_default();
         assert!(message.contains("CD \"step\", entry `x`"), "{message}");
         assert!(message.contains("not-a-dir"), "{message}");
+        drop(w);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn arenas_are_the_owners_alone_and_a_planted_symlink_is_not_followed() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = scratch("planted");
+        std::fs::create_dir_all(&dir).unwrap();
+        let victim = dir.join("victim.txt");
+        std::fs::write(&victim, b"precious").unwrap();
+        // Where the writer would put level 0's arena: a link to a file of the planter's choice.
+        std::os::unix::fs::symlink(&victim, dir.join("level0.bin")).unwrap();
+        let w = FileWriter::new(dir.clone());
+        let _ = w.write(0, vec![9; 64], "CD \"step\", entry `x`".into());
+        let message = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.wait()))
+            .expect_err("the planted link ends the rank");
+        let message = message
+            .downcast_ref::<String>()
+            .cloned()
+            .unwrap_or_default();
+        assert!(message.contains("level0.bin"), "{message}");
+        assert_eq!(
+            std::fs::read(&victim).unwrap(),
+            b"precious",
+            "not written through"
+        );
+        drop(w);
+        let w = FileWriter::new(dir.join("rank0"));
+        let slot = w.write(1, vec![5; 64], "CD \"inner\", entry `y`".into());
+        w.wait();
+        let mode = std::fs::metadata(&slot.path).unwrap().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{}", slot.path.display());
+        let mode = std::fs::metadata(dir.join("rank0")).unwrap().mode() & 0o777;
+        assert_eq!(mode, 0o700, "the rank's directory");
+        drop(w);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_flipped_bit_is_refused_naming_the_file() {
+        let dir = scratch("flip");
+        let w = FileWriter::new(dir.clone());
+        let a = w.write(0, vec![1; 100], "a".into());
+        let b = w.write(0, vec![2; 100], "b".into());
+        assert_eq!(w.read(&b).unwrap(), vec![2; 100]);
+        flip_bit(&a.path, a.offset + 37);
+        let e = w.read(&a).unwrap_err();
+        assert!(matches!(e, FileReadError::Corrupted { .. }), "{e}");
+        let text = e.to_string();
+        assert!(text.contains(&a.path.display().to_string()), "{text}");
+        assert!(text.contains(checksum::FAILED), "{text}");
+        assert_eq!(
+            w.read(&b).unwrap(),
+            vec![2; 100],
+            "the next entry is intact"
+        );
         drop(w);
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -277,6 +277,41 @@ pub(crate) fn restorable(
     })
 }
 
+/// Why entries that the innermost CD on this rank would restore from files (its own on the
+/// file medium or moved there by the memory budget, or the ancestors' its references name)
+/// cannot be restored: a file fails its checksum or cannot be read. `None` if every one reads
+/// back intact. Reads them all back, so it is asked only before a re-execution: an entry
+/// changed on disk then escalates, like one lost with a rank, instead of being restored.
+pub(crate) fn unreadable_files(rt: &CdRuntime) -> Option<String> {
+    let frames = rt.frames.borrow();
+    let index = frames.len() - 1;
+    let why = RefCell::new(Vec::new());
+    let check = |name: &str, store: &Store| {
+        if let Store::File(slot) = store {
+            if let Err(e) = rt.files.read(slot) {
+                why.borrow_mut().push(format!(
+                    "the preserved copy of `{name}` on rank {} cannot be restored: {e}",
+                    rt.rank
+                ));
+                return false;
+            }
+        }
+        true
+    };
+    for e in frames[index].state.borrow().entries.iter() {
+        match &e.store {
+            Store::Reference => {
+                find_in_ancestors(&frames, index, &e.name, &|s| check(&e.name, s));
+            }
+            s => {
+                check(&e.name, s);
+            }
+        }
+    }
+    let why = why.into_inner();
+    (!why.is_empty()).then(|| why.join("; "))
+}
+
 /// Why entries of `frame` on the buddy medium can no longer be restored on this rank (no
 /// local copy, and the buddy lost its copy with its memory), for the line of an escalation;
 /// `None` if none.

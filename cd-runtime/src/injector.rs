@@ -103,11 +103,7 @@ pub fn decide(
     attempt: u32,
 ) -> Option<Injected> {
     if attempt == 0 {
-        if let Some(f) = inject
-            .at
-            .iter()
-            .find(|f| f.rank == rank && f.iteration == iteration)
-        {
+        if let Some(f) = inject.at.find(rank, iteration) {
             return Some(match f.kind {
                 FaultKind::Soft => Injected::SoftError,
                 FaultKind::RankLoss => Injected::RankLoss,
@@ -162,7 +158,8 @@ mod tests {
                 rank: 2,
                 iteration: 4,
                 kind: FaultKind::RankLoss,
-            }],
+            }]
+            .into(),
             ..Injection::default()
         };
         assert_eq!(decide(&inj, 0, 2, "x", 4, 0), Some(Injected::RankLoss));

@@ -31,6 +31,7 @@
 mod buddy;
 mod buffer_pool;
 pub mod cd;
+mod checksum;
 mod clock;
 pub mod config;
 pub mod error;
@@ -39,6 +40,7 @@ mod frame;
 pub mod injector;
 pub mod interval;
 mod macro_support;
+mod private_files;
 pub mod relaxed;
 pub mod report;
 mod restart;
@@ -128,8 +130,8 @@ pub use cd_macros::relaxed;
 /// ```
 pub use cd_macros::strict;
 pub use config::{
-    BuddyDomain, CdConfig, CdKindSetting, CdSettings, ExactFault, FaultKind, Injection, Interval,
-    LogMedium, Medium,
+    BuddyDomain, CdConfig, CdKindSetting, CdSettings, ExactFault, ExactFaults, FaultKind,
+    Injection, Interval, LogMedium, Medium,
 };
 pub use error::{CdError, CdLaunchError, ConfigError, FaultKinds};
 pub use interval::{daly_steps, strict_steps};

@@ -261,7 +261,14 @@ fn hint(config: &CdConfig, e: &CdError) -> String {
     let table = config.table_of(cd);
     let failures = FaultKinds(kinds.0 & !FaultKinds::UNRESTORABLE.0);
     if kinds.contains(FaultKinds::UNRESTORABLE) {
-        if s.medium == crate::config::Medium::Xor {
+        if reason.contains(crate::checksum::FAILED) {
+            format!(
+                "a preserved file changed on disk after it was written (a failing disk, or \
+                 another process writing into file_dir): check the disk that holds file_dir, \
+                 or keep the CD's copies in memory (medium = \"buddy\" in {table}, no \
+                 memory_budget_bytes)"
+            )
+        } else if s.medium == crate::config::Medium::Xor {
             format!(
                 "an xor checksum group survives the loss of one member until it is rebuilt: \
                  place groups on different nodes (buddy_domain = \"node\"), use smaller \
@@ -390,15 +397,13 @@ where
     let relaxed_rpcs = crate::relaxed::RelaxedRpcs::register(&mut rpcs);
     let xor_rpcs = XorRpcs::register(&mut rpcs);
     let xor_sizes = config.xor_group_sizes();
-    // The default directory is unique to this launch: named by the process alone, two jobs
-    // running at once in one process (tests) wrote the same file names (keys follow the CD
-    // tree) and the first to end deleted the other's files.
-    static LAUNCHES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let own_dir = config.file_dir.is_none();
-    let file_dir = config.file_dir.clone().unwrap_or_else(|| {
-        let n = LAUNCHES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        std::env::temp_dir().join(format!("cd-files-{}-{n}", std::process::id()))
-    });
+    // This launch's own directory (in the process: each process under mpirun makes its own),
+    // inside `file_dir` or the temporary directory; removed on every exit path.
+    let private_dir = crate::private_files::PrivateDir::create(config.file_dir.as_deref())
+        .map_err(|e| CdLaunchError::Files {
+            reason: e.to_string(),
+        })?;
+    let file_dir = private_dir.path().to_path_buf();
     let ranks = job.ranks;
     // Room for the buddy medium's copies (`buddy.rs`), so that the program's own allocations
     // keep what it asked for (and a page more, to align the region's block).
@@ -517,16 +522,9 @@ where
         }
         value
     });
-    // Remove what this launch made (also when the job failed), never a configured directory's
-    // other contents: removing `file_dir` recursively deleted whatever the user kept there.
-    if own_dir {
-        let _ = std::fs::remove_dir_all(&file_dir);
-    } else {
-        for r in 0..ranks {
-            let _ = std::fs::remove_dir(file_dir.join(format!("rank{r}")).join("logs"));
-            let _ = std::fs::remove_dir(file_dir.join(format!("rank{r}")));
-        }
-    }
+    // What this launch made goes (also when the job failed); a configured `file_dir` keeps
+    // whatever else it holds.
+    drop(private_dir);
     let results = results.map_err(|e| match e {
         gasnet_bridge::LaunchError::RankPanicked { rank, message }
             if message.starts_with(ESCALATION) =>

@@ -339,7 +339,7 @@ pub(crate) fn run<R>(
             .settings
             .contain
             .contains(FaultKinds(agreed.0 & !FaultKinds::UNRESTORABLE.0));
-        let why = if agreed.contains(FaultKinds::UNRESTORABLE) {
+        let mut why = if agreed.contains(FaultKinds::UNRESTORABLE) {
             Some("a rank lost the state this CD preserved (kept in its own memory)".to_string())
         } else if !contained {
             Some(format!("this CD is not configured to contain {agreed}"))
@@ -348,6 +348,30 @@ pub(crate) fn run<R>(
         } else {
             None
         };
+        // About to re-execute: the files it would restore from are read back first, so that
+        // one changed on disk escalates as a lost copy does instead of being restored. `why` is
+        // agreed, so every rank of the CD makes this agreement or none does.
+        let mut unreadable = None;
+        let mut files_lost = false;
+        if why.is_none() && rt.config.keeps_files() {
+            unreadable = crate::frame::unreadable_files(&rt);
+            if unreadable.is_some() {
+                kinds = kinds.union(FaultKinds::UNRESTORABLE);
+            }
+            let lost = agree(
+                &frame.team,
+                if unreadable.is_some() {
+                    FaultKinds::UNRESTORABLE
+                } else {
+                    FaultKinds::NONE
+                },
+            );
+            if lost.contains(FaultKinds::UNRESTORABLE) {
+                files_lost = true;
+                agreed = agreed.union(FaultKinds::UNRESTORABLE);
+                why = Some("a rank cannot restore the state this CD preserved in files".into());
+            }
+        }
         if let Some(why) = why {
             rt.stats.borrow_mut().entry(name, frame.level).escalations += 1;
             // Every rank of the CD gives the same reason (that of the lowest rank that saw a
@@ -357,8 +381,13 @@ pub(crate) fn run<R>(
             let own = !frame.state.borrow().failure.is_empty()
                 || kinds.contains(FaultKinds::UNRESTORABLE)
                 || matches!(out, Err(ref e) if !matches!(e, CdError::Escalated { .. }));
-            let (first, reasons) =
-                agree_reason(&frame.team, own.then(|| (rt.rank, reason_of(&out, &frame))));
+            // A file that failed its check is the cause to name, whichever rank failed first.
+            let mine = if files_lost {
+                unreadable.map(|why| (rt.rank, why))
+            } else {
+                own.then(|| (rt.rank, reason_of(&out, &frame)))
+            };
+            let (first, reasons) = agree_reason(&frame.team, mine);
             let reason = match first {
                 Some(r) => format!("{why}; on rank {r}: {reasons}"),
                 None => format!("{why}; {}", reason_of(&out, &frame)),

@@ -119,13 +119,83 @@ fn probabilities_out_of_range() {
         "level.1.inject.rank_loss",
         "got 7",
     );
-    // In range, both ends.
+    // In range, both ends (a certain failure without retries: it escalates at once).
     let c = CdConfig::parse(
-        "[cd.step]\ninject = { soft_error = 0.0, rank_loss = 1.0 }\n",
+        "[cd.step]\nretries = 0\ninject = { soft_error = 0.0, rank_loss = 1.0 }\n",
         "cd.toml",
     )
     .unwrap();
     assert_eq!(c.settings("step", 1).inject.rank_loss, 1.0);
+}
+
+#[test]
+fn retries_are_capped_naming_the_key_and_the_limit() {
+    at(
+        &err("[cd.step]\nretries = 1000000\n"),
+        2,
+        "cd.step.retries",
+        "between 0 and 1000",
+    );
+    at(
+        &err("[level.1]\nretries = 1001\n"),
+        2,
+        "level.1.retries",
+        "got 1001",
+    );
+    let c = CdConfig::parse("[defaults]\nretries = 1000\n", "cd.toml").unwrap();
+    assert_eq!(
+        c.settings("step", 1).retries,
+        1000,
+        "the limit itself is allowed"
+    );
+}
+
+/// A CD that fails in every execution (an injection probability of 1) and has retries left
+/// can never complete: refused, naming the probability's key and where the retries come from.
+#[test]
+fn a_cd_that_can_never_complete_is_refused_naming_the_keys() {
+    at(
+        &err("[cd.step]\nretries = 1000000\ninject = { soft_error = 1.0 }\n"),
+        2,
+        "cd.step.retries",
+        "between 0 and 1000",
+    );
+    let e = err("[cd.step]\nretries = 5\ninject = { soft_error = 1.0 }\n");
+    at(&e, 3, "cd.step.inject.soft_error", "never");
+    assert!(e.to_string().contains("`cd.step.retries`"), "{e}");
+    assert!(e.to_string().contains("retries = 5"), "{e}");
+    // The retries from another table, or the default.
+    let e = err("[defaults]\nretries = 3\n[cd.step]\ninject = { rank_loss = 1.0 }\n");
+    at(&e, 4, "cd.step.inject.rank_loss", "`defaults.retries`");
+    let e = err("[level.2]\n\ninject = { soft_error = 1.0 }\n");
+    at(
+        &e,
+        3,
+        "level.2.inject.soft_error",
+        "retries = 2 (the default)",
+    );
+    // A name's probability with a level's retries: the CD at that level never completes.
+    let e = err(
+        "[defaults]\nretries = 0\n[level.1]\nretries = 1\n[cd.step]\ninject = { soft_error = 1.0 }\n",
+    );
+    at(&e, 6, "cd.step.inject.soft_error", "`level.1.retries`");
+    assert_eq!(e.to_string().lines().count(), 1, "{e}");
+    // Another table's `retries = 0` does not help: the CD keeps the default.
+    let e = err("[cd.step]\ninject = { soft_error = 1.0 }\n[cd.other]\nretries = 0\n");
+    at(
+        &e,
+        2,
+        "cd.step.inject.soft_error",
+        "retries = 2 (the default)",
+    );
+    // Without retries to spend, or below 1, it is a valid (if harsh) test.
+    for ok in [
+        "[cd.step]\nretries = 0\ninject = { soft_error = 1.0 }\n",
+        "[defaults]\nretries = 0\n[cd.step]\ninject = { soft_error = 1.0 }\n",
+        "[cd.step]\nretries = 1000\ninject = { soft_error = 0.999 }\n",
+    ] {
+        CdConfig::parse(ok, "cd.toml").unwrap_or_else(|e| panic!("{ok}: {e}"));
+    }
 }
 
 #[test]

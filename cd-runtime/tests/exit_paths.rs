@@ -56,12 +56,13 @@ fn an_escalation_is_one_line_naming_cd_rank_cause_and_fix() {
 
 #[test]
 fn retries_exhausted_says_to_raise_them() {
-    let cfg = config("[cd.step]\nretries = 1\ninject = { soft_error = 1.0 }\n");
+    let cfg = config("[cd.step]\nretries = 1\n");
     let err = run(2, cfg, || {
         let mut x = vec![1.0; 8];
         cd::strict("step", |c| {
             c.preserve("x", &mut x);
-            Ok(())
+            // Wrong in every execution.
+            Err::<(), _>(cd::CdError::detected("the check failed"))
         })?;
         Ok(())
     })
@@ -70,7 +71,7 @@ fn retries_exhausted_says_to_raise_them() {
     assert!(matches!(err, CdLaunchError::Escalated { .. }), "{err:?}");
     assert!(msg.contains("1 retries exhausted"), "{msg}");
     assert!(
-        msg.contains("on rank 0: injected soft error on rank 0"),
+        msg.contains("on rank 0: CD \"step\" detected an error: the check failed"),
         "{msg}"
     );
     assert!(msg.contains("raise `retries` in [cd.step]"), "{msg}");

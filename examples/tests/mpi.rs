@@ -532,3 +532,109 @@ fn a_stopped_rank_gets_a_hang_report_from_the_others() {
         );
     }
 }
+
+/// The launcher's SIGTERM (what mpirun sends every process when one fails) ends each process
+/// through the mpi conduit's watchdog, by `_exit`, which runs no destructor: each process
+/// still removes its own private directory of CD files before it exits, so the job's
+/// `file_dir` is left empty.
+#[test]
+fn the_files_go_when_the_launcher_terminates_the_processes() {
+    let Some(_job) = mpi_or_skip("the_files_go_when_the_launcher_terminates_the_processes") else {
+        return;
+    };
+    let n = 3;
+    let dir = std::env::temp_dir().join(format!("examples-mpi-{}-term", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir(&dir).unwrap();
+    let cfg = dir.with_extension("toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "file_dir = {:?}\n[cd.iteration]\nmedium = \"file\"\n",
+            dir.display().to_string()
+        ),
+    )
+    .unwrap();
+    let cfg_arg = cfg.display().to_string();
+    let mut job = pgas::mpirun::mpirun_command(n)
+        .arg("--quiet")
+        .args([CD_STENCIL, "--n", "16", "--iters", "100000000"])
+        .args(["--cd-config", &cfg_arg])
+        .env_remove("PGAS_RANKS")
+        .env_remove("PGAS_CONDUIT")
+        .env_remove("CD_CONFIG")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start mpirun");
+    // Each process's own directory, once its arena is written (the job runs its CDs).
+    let job_dirs = || -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(&dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| {
+                std::fs::read_dir(p)
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                    .any(|rank| rank.path().join("level1.bin").exists())
+            })
+            .collect()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while job_dirs().len() < n && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let running = job_dirs();
+    // The rank processes are mpirun's children.
+    let launcher = job.id().to_string();
+    let pids: Vec<String> = String::from_utf8_lossy(
+        &Command::new("pgrep")
+            .args(["-P", &launcher])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .lines()
+    .map(|l| l.trim().to_string())
+    .collect();
+    let signal = |sig: &str| {
+        for pid in &pids {
+            let _ = Command::new("kill").args([sig, pid]).status();
+        }
+    };
+    if running.len() < n || pids.len() != n {
+        signal("-KILL");
+        let _ = job.kill();
+        let _ = job.wait();
+        panic!("{n} running processes with their files: {running:?}, pids {pids:?}");
+    }
+    signal("-TERM");
+    let status = loop {
+        if let Some(s) = job.try_wait().unwrap() {
+            break s;
+        }
+        if std::time::Instant::now() > deadline + std::time::Duration::from_secs(30) {
+            signal("-KILL");
+            let _ = job.kill();
+            panic!("the job did not end after SIGTERM");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    let _ = std::io::Read::read_to_string(&mut job.stderr.take().unwrap(), &mut stderr);
+    let left: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_file(&cfg);
+    assert!(!status.success(), "{stderr}");
+    assert!(
+        stderr.contains("terminated by SIGTERM"),
+        "the watchdog ended the processes: {stderr}"
+    );
+    assert!(left.is_empty(), "left behind: {left:?}");
+}

@@ -30,6 +30,7 @@ pub mod config;
 pub mod counters;
 pub mod endpoint;
 pub mod error;
+pub mod exit_cleanup;
 pub mod failure;
 pub mod launch;
 pub mod limits;

@@ -6,13 +6,81 @@
 //! child's segments (all its LSNs are newer than the parent's entries so far); spilling turns
 //! the oldest in-memory segments into files. Reading a store back gives the entries in LSN
 //! order whatever mix of memory and files holds them.
+//!
+//! A spilled file is created in the job's private directory, exclusively, at mode 0600
+//! (`private_files.rs`), and ends with the checksum of its entries (`checksum.rs`): a file
+//! changed on disk is an error naming it ([`SpillReadError::Corrupted`]), so a recovery
+//! escalates instead of replaying it.
 
 use std::path::{Path, PathBuf};
 
 use gasnet_bridge::AtomicOp;
 use serde::{Deserialize, Serialize};
+use thiserror::Error;
 
 use crate::buddy::Bytes;
+use crate::checksum;
+use crate::private_files;
+
+/// Why a spilled log file cannot be read back.
+#[derive(Debug, Error)]
+pub enum SpillReadError {
+    /// The file could not be opened or read.
+    #[error("cannot read the spilled log {}: {source}", path.display())]
+    Io {
+        /// The spilled file.
+        path: PathBuf,
+        /// What the system said.
+        source: std::io::Error,
+    },
+    /// The file's bytes are not those written.
+    #[error(
+        "the spilled log {} {}: it changed on disk after it was written, so it is not \
+         replayed",
+        path.display(),
+        checksum::FAILED
+    )]
+    Corrupted {
+        /// The spilled file.
+        path: PathBuf,
+    },
+    /// The file's checksum holds but its entries do not decode.
+    #[error("the spilled log {} does not decode: {reason}", path.display())]
+    Decode {
+        /// The spilled file.
+        path: PathBuf,
+        /// What the decoder said.
+        reason: String,
+    },
+}
+
+/// The entries of the spilled file `path`, if its checksum holds.
+fn read_spilled(path: &Path) -> Result<Vec<LogEntry>, SpillReadError> {
+    use std::io::Read;
+    let mut stored = Vec::new();
+    private_files::open_file(path)
+        .and_then(|mut file| file.read_to_end(&mut stored))
+        .map_err(|source| SpillReadError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    let bytes = checksum::verified(&stored).ok_or_else(|| SpillReadError::Corrupted {
+        path: path.to_path_buf(),
+    })?;
+    postcard::from_bytes(bytes).map_err(|e| SpillReadError::Decode {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })
+}
+
+/// Writes `entries` to the new file `path` (it must not exist), their checksum after them.
+fn write_spilled(path: &Path, entries: &[LogEntry]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut encoded = postcard::to_allocvec(entries).map_err(std::io::Error::other)?;
+    let sum = checksum::trailer(&encoded);
+    encoded.extend_from_slice(&sum);
+    private_files::create_file(path)?.write_all(&encoded)
+}
 
 /// The target's counters for a write, from its ack.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -383,7 +451,7 @@ impl LogEntry {
 #[derive(Debug)]
 enum Segment {
     Mem(Vec<LogEntry>),
-    /// A postcard file of `Vec<LogEntry>` with `count` entries.
+    /// A postcard file of `Vec<LogEntry>` with `count` entries, then its checksum.
     File {
         path: PathBuf,
         count: usize,
@@ -493,11 +561,10 @@ impl LogStore {
         }
         let newer = all.split_off(cut);
         if !all.is_empty() {
-            std::fs::create_dir_all(dir)?;
+            private_files::create_dir(dir)?;
             let n = rest.len();
             let path = dir.join(format!("{stem}-{}-{n}.log", all[0].lsn));
-            let encoded = postcard::to_allocvec(&all).map_err(std::io::Error::other)?;
-            std::fs::write(&path, encoded)?;
+            write_spilled(&path, &all)?;
             spilled = all.len();
             rest.push(Segment::File {
                 path,
@@ -513,24 +580,19 @@ impl LogStore {
     }
 
     /// Every entry in LSN order, reading spilled files back.
-    pub fn entries(&self) -> std::io::Result<Vec<LogEntry>> {
+    pub fn entries(&self) -> Result<Vec<LogEntry>, SpillReadError> {
         let mut out = Vec::with_capacity(self.count);
         for s in &self.segments {
             match s {
                 Segment::Mem(v) => out.extend(v.iter().cloned()),
-                Segment::File { path, .. } => {
-                    let bytes = std::fs::read(path)?;
-                    let v: Vec<LogEntry> = postcard::from_bytes(&bytes)
-                        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
-                    out.extend(v);
-                }
+                Segment::File { path, .. } => out.extend(read_spilled(path)?),
             }
         }
         Ok(out)
     }
 
     /// The entries from index `start` on, in LSN order (reading spilled files back).
-    pub fn entries_from(&self, start: usize) -> std::io::Result<Vec<LogEntry>> {
+    pub fn entries_from(&self, start: usize) -> Result<Vec<LogEntry>, SpillReadError> {
         let mut out = Vec::with_capacity(self.count.saturating_sub(start));
         let mut index = 0;
         for s in &self.segments {
@@ -541,12 +603,11 @@ impl LogStore {
             if index + n > start {
                 match s {
                     Segment::Mem(v) => out.extend(v[start.saturating_sub(index)..].iter().cloned()),
-                    Segment::File { path, .. } => {
-                        let bytes = std::fs::read(path)?;
-                        let v: Vec<LogEntry> = postcard::from_bytes(&bytes)
-                            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
-                        out.extend(v.into_iter().skip(start.saturating_sub(index)));
-                    }
+                    Segment::File { path, .. } => out.extend(
+                        read_spilled(path)?
+                            .into_iter()
+                            .skip(start.saturating_sub(index)),
+                    ),
                 }
             }
             index += n;
@@ -555,16 +616,11 @@ impl LogStore {
     }
 
     /// Calls `f` on every entry in LSN order (reading spilled files back one at a time).
-    pub fn for_each(&self, mut f: impl FnMut(&LogEntry)) -> std::io::Result<()> {
+    pub fn for_each(&self, mut f: impl FnMut(&LogEntry)) -> Result<(), SpillReadError> {
         for s in &self.segments {
             match s {
                 Segment::Mem(v) => v.iter().for_each(&mut f),
-                Segment::File { path, .. } => {
-                    let bytes = std::fs::read(path)?;
-                    let v: Vec<LogEntry> = postcard::from_bytes(&bytes)
-                        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
-                    v.iter().for_each(&mut f);
-                }
+                Segment::File { path, .. } => read_spilled(path)?.iter().for_each(&mut f),
             }
         }
         Ok(())
@@ -663,6 +719,69 @@ mod tests {
             "clear deletes the files"
         );
         let _ = std::fs::remove_dir(&dir);
+    }
+
+    #[test]
+    fn a_flipped_byte_in_a_spilled_log_is_refused_naming_the_file() {
+        let dir = std::env::temp_dir().join(format!("cd-log-test3-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut s = LogStore::default();
+        for lsn in 0..10 {
+            s.push(write(lsn, 100));
+        }
+        assert!(s.maybe_spill(500, &dir, "f").unwrap() > 0);
+        let file = std::fs::read_dir(&dir)
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path();
+        crate::file_medium::flip_bit(&file, 40);
+        let name = file.display().to_string();
+        for e in [
+            s.entries().unwrap_err(),
+            s.entries_from(0).unwrap_err(),
+            s.for_each(|_| {}).unwrap_err(),
+        ] {
+            assert!(matches!(e, SpillReadError::Corrupted { .. }), "{e}");
+            let text = e.to_string();
+            assert!(
+                text.contains(&name) && text.contains(checksum::FAILED),
+                "{text}"
+            );
+            assert!(!text.contains('\n'), "one line: {text}");
+        }
+        s.clear();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_spill_is_the_owners_alone_and_does_not_follow_a_planted_symlink() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = std::env::temp_dir().join(format!("cd-log-test4-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let victim = dir.join("victim.txt");
+        std::fs::write(&victim, b"precious").unwrap();
+        // The name the first spill of stem "p" takes (LSN 0, segment 0).
+        std::os::unix::fs::symlink(&victim, dir.join("p-0-0.log")).unwrap();
+        let mut s = LogStore::default();
+        for lsn in 0..10 {
+            s.push(write(lsn, 100));
+        }
+        let e = s.maybe_spill(500, &dir, "p").unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::AlreadyExists, "{e}");
+        assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+        let mut s = LogStore::default();
+        for lsn in 0..10 {
+            s.push(write(lsn, 100));
+        }
+        assert!(s.maybe_spill(500, &dir, "q").unwrap() > 0);
+        let spilled = dir.join("q-0-0.log");
+        let mode = std::fs::metadata(&spilled).unwrap().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{}", spilled.display());
+        s.clear();
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

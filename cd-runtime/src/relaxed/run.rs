@@ -81,6 +81,10 @@ pub fn relaxed<R>(
         let start = Instant::now();
         let injected = injector::for_execution(&rt, &frame, name, attempt);
         if attempt > 0 {
+            // A preserved copy changed on disk is not restored: the CD escalates.
+            if let Some(cause) = crate::frame::unreadable_files(&rt) {
+                return escalate_replay(&rt, &frame, attempt, cause, logging);
+            }
             if after_loss {
                 if let Err(cause) = replay::rebuild_before_begin(&rt, &frame) {
                     return escalate_replay(&rt, &frame, attempt, cause, logging);

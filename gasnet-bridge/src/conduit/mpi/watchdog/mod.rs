@@ -160,6 +160,7 @@ impl Shared {
                             EXIT_DEADLINE.as_secs()
                         ));
                     }
+                    crate::exit_cleanup::run();
                     // SAFETY: _exit ends the process at once; nothing of ours needs running.
                     unsafe { libc::_exit(1) };
                 });
@@ -609,6 +610,7 @@ impl Watcher {
                 143
             }
         };
+        crate::exit_cleanup::run();
         // SAFETY: _exit ends the process at once; MPI cannot be finalized in this state.
         unsafe { libc::_exit(code) }
     }
