@@ -728,6 +728,9 @@ fn key_in(message: &str) -> Option<String> {
     Some(message[start..start + len].to_string())
 }
 
+/// Lines [`CdConfig::unreached`] spends on faults one by one before it counts the rest.
+pub const UNREACHED_LINES: usize = 10;
+
 impl CdConfig {
     /// Reads the configuration from `path`.
     pub fn from_file(path: impl AsRef<Path>) -> Result<CdConfig, ConfigError> {
@@ -1344,14 +1347,24 @@ impl CdConfig {
 
     /// The exact faults (`inject = { at = [...] }`) the run never reached, given those it
     /// reached ([`CdConfig::exact_sites`] of every execution, on every rank): one line each,
-    /// naming the file and line and the fault. A fault is reached when its rank begins that
-    /// instance of a CD whose settings take their `at` from the fault's table.
+    /// naming the file and line and the fault, for the first [`UNREACHED_LINES`], then one
+    /// line with the count of the others (a generated list may hold many thousands). A fault
+    /// is reached when its rank begins that instance of a CD whose settings take their `at`
+    /// from the fault's table.
     pub fn unreached(&self, reached: &[usize]) -> Vec<String> {
         let reached: HashSet<usize> = reached.iter().copied().collect();
-        self.faults
+        let missed = self
+            .faults
             .iter()
             .enumerate()
             .filter(|(i, _)| !reached.contains(i))
+            .count();
+        let mut lines: Vec<String> = self
+            .faults
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !reached.contains(i))
+            .take(UNREACHED_LINES)
             .map(|(_, f)| {
                 let kind = match f.kind {
                     FaultKind::Soft => "soft",
@@ -1371,7 +1384,14 @@ impl CdConfig {
                     f.table
                 )
             })
-            .collect()
+            .collect();
+        if missed > UNREACHED_LINES {
+            lines.push(format!(
+                "... and {} more exact faults of the configuration were never injected",
+                missed - UNREACHED_LINES
+            ));
+        }
+        lines
     }
 
     /// Sets the settings table of CDs named `name` from TOML text (for programs and tests
@@ -1418,6 +1438,28 @@ mod tests {
              takes its faults from [cd.step]; check the rank and the iteration"
         );
         assert_eq!(c.unreached(&[0, 1, 2]), Vec::<String>::new());
+    }
+
+    #[test]
+    fn thousands_of_unreached_faults_take_a_few_lines() {
+        let at: Vec<String> = (0..5000)
+            .map(|i| format!("{{ rank = 0, iteration = {}, kind = \"soft\" }}", 1000 + i))
+            .collect();
+        let c = parse(&format!(
+            "[cd.step]\ninject = {{ at = [{}] }}\n",
+            at.join(", ")
+        ))
+        .unwrap();
+        let lines = c.unreached(&[]);
+        assert_eq!(lines.len(), UNREACHED_LINES + 1, "{:?}", &lines[..3]);
+        assert!(lines[0].contains("iteration = 1000,"), "{}", lines[0]);
+        assert_eq!(
+            lines[UNREACHED_LINES],
+            format!(
+                "... and {} more exact faults of the configuration were never injected",
+                5000 - UNREACHED_LINES
+            )
+        );
     }
 
     #[test]

@@ -131,7 +131,7 @@ pub use cd_macros::relaxed;
 pub use cd_macros::strict;
 pub use config::{
     BuddyDomain, CdConfig, CdKindSetting, CdSettings, ExactFault, ExactFaults, FaultKind,
-    Injection, Interval, LogMedium, Medium,
+    Injection, Interval, LogMedium, Medium, UNREACHED_LINES,
 };
 pub use error::{CdError, CdLaunchError, ConfigError, FaultKinds};
 pub use interval::{daly_steps, strict_steps};
