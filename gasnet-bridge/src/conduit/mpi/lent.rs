@@ -14,11 +14,14 @@
 //!   progress completes and frees them (or teardown leaks the buffer if MPI never finishes).
 //! * **Sends finish before the unwind** ([`MpiWorld::wait_lent`]): a send from lent bytes is
 //!   waited for with internal progress but without the failure check, which comes only once
-//!   MPI has let go of the bytes. A send to a live rank completes; one to a rank that died
-//!   may not, and then the process waits for the watchdog's deadline rather than return.
+//!   MPI has let go of the bytes, as does a panic raised inside progress meanwhile (a
+//!   malformed message). A send to a live rank completes; one to a rank that died may not,
+//!   and then the process waits for the watchdog's deadline rather than return.
 //! * **Window operations whose flush fails end the process** ([`lent_memory_lost`]): MPI
 //!   offers no way to cancel an RMA operation, so after a failed `MPI_Win_flush` the bytes
 //!   may still be in use and no return is safe.
+
+use std::panic::AssertUnwindSafe;
 
 use ::mpi::ffi;
 
@@ -117,20 +120,41 @@ impl Drop for Landing<'_> {
 impl MpiWorld {
     /// Waits for a request on lent memory with internal progress, without unwinding while
     /// it is outstanding; then unwinds if another rank failed meanwhile, as other waits do.
+    /// A panic inside progress (a malformed message) is held until the request is done, with
+    /// `MPI_Test` alone driving MPI from then on.
     pub(super) fn wait_lent(&self, req: &mut ffi::MPI_Request) -> Result<(), BridgeError> {
         let mut backoff = Backoff::new();
+        let mut held = None;
         loop {
             match test(req, "MPI_Test(lent)") {
                 Ok(true) => break,
                 Ok(false) => {}
                 // MPI reports the request failed: it no longer uses the bytes.
-                Err(e) => return Err(e),
+                Err(e) => {
+                    if let Some(payload) = held {
+                        std::panic::resume_unwind(payload);
+                    }
+                    return Err(e);
+                }
             }
-            if self.progress() > 0 {
+            let worked = match held {
+                Some(_) => false,
+                None => match std::panic::catch_unwind(AssertUnwindSafe(|| self.progress())) {
+                    Ok(work) => work > 0,
+                    Err(payload) => {
+                        held = Some(payload);
+                        false
+                    }
+                },
+            };
+            if worked {
                 backoff.reset();
             } else {
                 backoff.snooze(&self.shared.sleeper, || true);
             }
+        }
+        if let Some(payload) = held {
+            std::panic::resume_unwind(payload);
         }
         self.shared.failure.check();
         Ok(())
