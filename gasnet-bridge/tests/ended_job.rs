@@ -34,6 +34,10 @@ thread_local! {
     static KEPT: RefCell<Kept> = RefCell::default();
 }
 
+/// How long rank 0 waits after the barrier before its put: rank 1 may still be polling in the
+/// barrier (and would answer) just after rank 0 left it, but not this long after.
+const SETTLE: Duration = Duration::from_millis(1000);
+
 fn config() -> LaunchConfig {
     LaunchConfig::new(3).segment_bytes(1 << 20)
 }
@@ -89,13 +93,14 @@ fn failed() {
         ep.barrier().unwrap();
         match ep.rank() {
             0 => {
+                std::thread::sleep(SETTLE);
                 let put = ep.put_nb(1, 0, &42u64.to_le_bytes()).unwrap();
                 KEPT.with_borrow_mut(|k| k.put = Some(put));
                 ep.wait_until(|| false);
             }
             1 => std::thread::sleep(Duration::from_secs(30)),
             _ => {
-                std::thread::sleep(Duration::from_millis(300));
+                std::thread::sleep(SETTLE + Duration::from_millis(300));
                 panic!("rank 2 fails on purpose");
             }
         }
@@ -133,6 +138,7 @@ fn region() {
         ep.barrier().unwrap();
         match ep.rank() {
             0 => {
+                std::thread::sleep(SETTLE);
                 let mut region = ep.access_region();
                 region.put(1, 0, &[7u8; 4096]).unwrap();
                 ep.wait_until(|| false);
@@ -140,7 +146,7 @@ fn region() {
             }
             1 => std::thread::sleep(Duration::from_secs(30)),
             _ => {
-                std::thread::sleep(Duration::from_millis(300));
+                std::thread::sleep(SETTLE + Duration::from_millis(300));
                 panic!("rank 2 fails on purpose");
             }
         }

@@ -23,6 +23,9 @@ use pgas::{GlobalPtr, LaunchConfig, RpcTable};
 const WORDS: usize = 8192;
 /// What rank 1's array holds (what its late answer would write).
 const SERVED: u64 = 0xabab_abab_abab_abab;
+/// How long rank 0 waits after the barrier before its get: rank 1 may still be polling in the
+/// barrier (and would answer at once) just after rank 0 left it, but not this long after.
+const SETTLE: Duration = Duration::from_millis(1000);
 /// What rank 0's fresh buffer holds.
 const MARKER: u64 = 0x1111_1111_1111_1111;
 
@@ -49,15 +52,16 @@ fn child() {
         pgas::barrier();
         match me {
             2 => {
-                std::thread::sleep(Duration::from_millis(300));
+                std::thread::sleep(SETTLE + Duration::from_millis(300));
                 panic!("rank 2 fails on purpose");
             }
             1 => {
                 // Not polling: rank 0's get request waits here until after the failure.
-                std::thread::sleep(Duration::from_millis(1500));
+                std::thread::sleep(SETTLE + Duration::from_millis(1500));
                 poll_for(Duration::from_secs(30));
             }
             _ => {
+                std::thread::sleep(SETTLE);
                 let mut dst = vec![0u64; WORDS];
                 let got = catch_unwind(AssertUnwindSafe(|| pgas::rget_into(served, &mut dst)));
                 if got.is_ok() {
@@ -68,7 +72,8 @@ fn child() {
                 drop(dst);
                 let fresh = vec![MARKER; WORDS];
                 let same = fresh.as_ptr() as usize == old;
-                // Rank 1 answers at about 1.5 s; the watchdog ends the job 5 s after the failure.
+                // Rank 1 answers about 1.2 s after the failure; the watchdog ends the job 5 s
+                // after it.
                 poll_for(Duration::from_millis(2500));
                 match fresh.iter().position(|&w| w != MARKER) {
                     None => println!("verdict: intact (same address: {same})"),
