@@ -417,8 +417,8 @@ mod tests {
                 .last_error()
                 .is_some_and(|e| e.raw_os_error() == Some(libc::EMFILE))
         );
-        // Polls time out every 20 ms and the paused listener is retried at most every
-        // MAX_PAUSE: a few dozen rounds in 500 ms, where a spin makes thousands.
+        // Polls time out after POLL_MS and the paused listener is retried at most every
+        // MAX_PAUSE, so rounds are few; a spinning listener makes them by the thousand.
         assert!(
             rounds < 100,
             "{rounds} rounds in 500 ms: the listener spins"
