@@ -490,7 +490,7 @@ where
         let total =
             pgas::resilience::internal(|| pgas::reduce_one(&pgas::world(), mine, merge, 0).wait());
         if let Some((mut report, reached)) = total {
-            let mut unused = config.unused(&report);
+            let mut unused = config.unused(report.cds.iter().map(|c| (c.name.as_str(), c.level)));
             unused.extend(config.unreached(&reached));
             for line in &unused {
                 eprint_line(&format!("cd: warning: {line}"));
