@@ -11,6 +11,7 @@ mod counting;
 mod datatype;
 mod inbox;
 mod lent;
+mod outgoing;
 mod process;
 mod progress;
 mod receive;
@@ -25,7 +26,7 @@ mod watchdog;
 mod window;
 mod wire;
 
-pub(crate) use am::{AmHead, OutBody};
+pub(crate) use outgoing::{AmHead, OutBody};
 pub(crate) use process::world_shape;
 pub use rma_window::RMA_ENV;
 pub(crate) use rma_window::put_completes_after;

@@ -9,7 +9,7 @@ use ::mpi::ffi;
 
 use crate::error::{BridgeError, LaunchError};
 
-use super::calls::check;
+use super::calls::{bytemuck_bytes, check};
 
 /// What `MPI_Init_thread` gave this process.
 #[derive(Debug)]
@@ -267,11 +267,6 @@ fn install_sigterm_hook() {
 
 /// Read end of the SIGTERM pipe; -1 when the hook could not be installed.
 pub(crate) static SIGTERM_READ: AtomicI32 = AtomicI32::new(-1);
-
-pub(super) fn bytemuck_bytes(chars: &[c_char]) -> &[u8] {
-    // SAFETY: c_char and u8 have the same size and alignment; any bit pattern is a valid u8.
-    unsafe { std::slice::from_raw_parts(chars.as_ptr().cast(), chars.len()) }
-}
 
 /// This host's name as MPI reports it.
 pub(crate) fn processor_name() -> String {

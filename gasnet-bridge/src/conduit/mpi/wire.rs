@@ -6,7 +6,7 @@ use std::ffi::c_int;
 use crate::active_message::{Args, MAX_ARGS};
 use crate::atomic::AtomicOp;
 
-use super::am::{AmHead, OutBody};
+use super::outgoing::{AmHead, OutBody};
 
 /// Pre-posted receive buffers per process.
 pub const SLOTS: usize = 64;
