@@ -3,8 +3,8 @@
 
 use std::ffi::c_int;
 
-use crate::active_message::{Args, MAX_ARGS};
 use crate::atomic::AtomicOp;
+use crate::message::{Args, MAX_ARGS};
 
 use super::outgoing::{AmHead, OutBody};
 
