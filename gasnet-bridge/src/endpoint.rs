@@ -216,6 +216,8 @@ impl Endpoint {
 
     /// Writes `src` into `rank`'s segment at `offset`; returns once the bytes are there, with
     /// the target's EC and the IWC value this write produced.
+    // Always inlined: the hottest call of the smp conduit; with the `mpi` feature's arm it is
+    // too large to be inlined by default, and its ack would travel through memory.
     #[inline(always)]
     pub fn put(&self, rank: usize, offset: usize, src: &[u8]) -> Result<WriteAck, BridgeError> {
         self.driver.put(self.in_handler.get(), rank, offset, src)

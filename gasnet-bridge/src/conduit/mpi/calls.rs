@@ -86,8 +86,8 @@ pub(super) fn null_request() -> ffi::MPI_Request {
     unsafe { ffi::RSMPI_REQUEST_NULL }
 }
 
-/// `len` as an MPI count. Inlined, its error out of line: every put pays the test (an
-/// out-of-line call measured 20% of a window put flood's cycles).
+/// `len` as an MPI count. Inlined, its error out of line: every put pays the test, and a
+/// call per put would be a large share of a window put flood's cycles.
 #[inline]
 pub(super) fn mpi_len(len: usize) -> Result<c_int, BridgeError> {
     match c_int::try_from(len) {

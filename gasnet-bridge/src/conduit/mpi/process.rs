@@ -27,8 +27,8 @@ pub(crate) struct Process {
 /// thread will execute"; this conduit reads it as "only one thread calls MPI", which is what
 /// implementations rely on (Open MPI and MPICH start threads of their own at every level).
 /// The level matters for speed: Open MPI 4.1 locks a mutex in every send and progress call
-/// at any level above `Single`, `Funneled` included (measured: +45 ns per 72-byte MPI round
-/// trip in C, +60 to +100 ns per active-message round trip here, on one host).
+/// at any level above `Single`, `Funneled` included, which every round trip pays
+/// (docs/benchmarks.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum ThreadLevel {
     /// `MPI_THREAD_SINGLE`: jobs run on the thread that initialized MPI.

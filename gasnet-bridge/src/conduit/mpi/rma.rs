@@ -62,12 +62,10 @@ impl MpiWorld {
         self.rma.is_some() && put_completes_after(earlier, later)
     }
 
-    /// Out of line: inlined into `Endpoint::put`, it made that function too large to inline
-    /// into its callers, and every put paid for it, the smp conduit's (the other arm of the
-    /// same match) too, in every binary built with the feature: an 8-byte put took 4.7 ns
-    /// against 1.2 ns on smp, and 4.7 against 2.2 ns into a mapped segment under mpirun
-    /// (`bridge-bench`, `put_latency` / `8B`). Keeping the mapped case inline here measured as
-    /// slow as inlining all of it.
+    /// Out of line: inlined into `Endpoint::put`, it makes that function too large to inline
+    /// into its callers, and every put pays for it, the smp conduit's (the other arm of the
+    /// same match) too, in every binary built with the feature. Keeping only the mapped case
+    /// inline here is as slow as inlining all of it.
     #[inline(never)]
     pub(crate) fn put(
         &self,

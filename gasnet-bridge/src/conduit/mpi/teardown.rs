@@ -43,9 +43,9 @@ impl MpiWorld {
             return Ok(true);
         };
         // Testing a non-blocking collective runs its schedule, so every round of a waiting
-        // rank tests it. Testing every 4th round (to leave the loop to point-to-point
-        // traffic) cost 3.5x at 16 processes on 2 cores, where a process may get only a few
-        // rounds per time slice, and 1.3x at 2 (`pgas-bench` `barrier` / `world`, ROADMAP).
+        // rank tests it: testing only every few rounds (to leave the loop to point-to-point
+        // traffic) slows the barrier most when processes outnumber cores, where a process
+        // gets only a few rounds per time slice.
         let done = test(req, "MPI_Test(barrier)")?;
         if done {
             st.barrier = BarrierState::Idle;
