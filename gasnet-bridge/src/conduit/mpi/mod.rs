@@ -6,7 +6,6 @@
 //! told in `../README.md`.
 
 mod am;
-pub mod baseline;
 mod calls;
 mod counting;
 mod datatype;
