@@ -1,4 +1,4 @@
-//! The interception hook: one trait, installed per rank, that sees every communication and
+//! The interception hook: one trait, installed per rank (`runtime_hooks::set_hook`), that sees every communication and
 //! synchronization the rank initiates, like an MPI profiling (PMPI) layer.
 //!
 //! This is how a resilience layer logs and replays without `pgas` knowing about it: it can
@@ -24,8 +24,8 @@
 //! | `new_`, `new_array`; `delete_` | `before_alloc`, `after_alloc`; `before_free` |
 //!
 //! **Collectives** are seen as a whole, not as the messages they are built from: a
-//! replaying rank needs the collective's *result* (RELAXED_CDS.md: "collective: its result as
-//! a read entry; the collective's synchronization as EC steps"). `after_collective` gets the
+//! replaying rank needs the collective's *result* (logged as a read entry; its synchronization
+//! as EC steps, docs/relaxed-cds.md). `after_collective` gets the
 //! postcard encoding of the value the collective returns on this rank (see
 //! [`CollectiveKind`]); `before_collective` may return those bytes instead, and the rank then
 //! takes no part in the collective at all (it sends nothing, uses no sequence number, waits
@@ -36,14 +36,12 @@
 //! ack, with the target's EC and IWC) and `after_rpc` may run after the call that started the
 //! operation returned — from [`progress`](crate::progress) or any waiting call — and in any
 //! order with respect to other operations: a log entry is created at `before_*` and completed
-//! at `after_*`. (On today's conduits a put's ack arrives before `rput` returns; rpc acks
-//! arrive with the reply.) [`crate::resilience::pending_acks`] counts the acks still to come.
+//! at `after_*`. (An rpc's ack arrives with its reply.)
+//! [`pending_acks`](crate::runtime_hooks::pending_acks) counts the acks still to come.
 //!
 //! **Not seen**: accesses to co-located memory through `local()` / `read_local` /
 //! `write_local` (local accesses are never logged), the messages inside collectives, and all
-//! traffic of a resilience runtime's own scope ([`crate::resilience::internal`]).
-
-use std::rc::Rc;
+//! traffic of a resilience runtime's own scope ([`internal`](crate::runtime_hooks::internal)).
 
 use gasnet_bridge::{AtomicOp, AtomicResult, WriteAck};
 
@@ -336,12 +334,14 @@ pub trait Interceptor {
     }
 }
 
-/// Installs `hook` on the calling rank (replacing any previous one).
-pub fn set_hook(hook: Rc<dyn Interceptor>) {
-    crate::runtime::with(|rt| rt.set_hook(Some(hook)));
-}
-
-/// Removes the calling rank's hook.
-pub fn clear_hook() {
-    crate::runtime::with(|rt| rt.set_hook(None));
+/// The program's rpc request whose function is running on this rank: its sender and the
+/// counters this rank gave it (the ack the sender logs, so `iwc` names the request there).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServedRequest {
+    /// The rank that sent the request.
+    pub source: usize,
+    /// This rank's EC when the request was counted.
+    pub ec: u64,
+    /// This rank's IWC after counting the request (0 in a job that does not count writes).
+    pub iwc: u64,
 }
