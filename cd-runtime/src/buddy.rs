@@ -12,7 +12,7 @@
 //! allocations keep the room they asked for). The region is allocated on the first request,
 //! and handed out in *slots*: an owner asks its buddy once, by rpc, for a slot of a size
 //! ([`BuddyRpcs::reserve`]), and writes its bytes there with one uncounted rput
-//! (`pgas::resilience::rput_uncounted`), followed by a tag the owner remembers; a restore after
+//! (`pgas::runtime_hooks::rput_uncounted`), followed by a tag the owner remembers; a restore after
 //! the owner's loss reads bytes and tag back in one rpc served in the buddy's thread, so a
 //! buddy that loses its memory meanwhile (it may be on another team, and its loss notice may
 //! not have arrived) yields a wrong tag, never a half-wiped copy: the entry counts as lost. A completed CD's slots go back to the owner's list of free slots, not to the
@@ -44,7 +44,7 @@
 //! as before, in a serialized rpc into the buddy's private memory (a map keyed by owner and
 //! entry key), slower; the report counts those bytes (`bytes_buddy_rpc`).
 //!
-//! **Not the program's communication.** Every message goes through `pgas::resilience::internal`
+//! **Not the program's communication.** Every message goes through `pgas::runtime_hooks::internal`
 //! and the copies through `rput_uncounted`: the program's interception hook never sees them, no
 //! synchronization of them is an epoch, and the buddy's Incoming Write Counter does not count
 //! them. (A put inside `internal` would be counted: the buddy's relaxed CDs check that the IWC
@@ -66,7 +66,7 @@
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use pgas::resilience::internal;
+use pgas::runtime_hooks::internal;
 use pgas::{GlobalPtr, RpcFn, RpcTable};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -535,7 +535,7 @@ impl BuddyRpcs {
     /// remembers for the slot.
     fn put_tagged(&self, rt: &CdRuntime, slot: Slot, bytes: &[u8]) {
         let at = GlobalPtr::<u8>::from_raw(rt.buddy_rank, slot.offset);
-        pgas::resilience::rput_uncounted(bytes, at);
+        pgas::runtime_hooks::rput_uncounted(bytes, at);
         self.put_tag(rt, slot, bytes.len());
     }
 
@@ -552,7 +552,7 @@ impl BuddyRpcs {
         for chunk in bytes.chunks(COPY_CHUNK) {
             let from = local.len();
             local.extend_from_slice(chunk);
-            pgas::resilience::rput_uncounted(&local[from..], at + (from - start));
+            pgas::runtime_hooks::rput_uncounted(&local[from..], at + (from - start));
         }
         self.put_tag(rt, slot, bytes.len());
     }
@@ -562,7 +562,7 @@ impl BuddyRpcs {
         let tag = pgas::mix64(((rt.rank as u64) << 40) ^ (rt.buddy.next_tag.get() + 1));
         rt.buddy.next_tag.set(rt.buddy.next_tag.get() + 1);
         let at = GlobalPtr::<u8>::from_raw(rt.buddy_rank, slot.offset);
-        pgas::resilience::rput_uncounted(&tag.to_ne_bytes(), at + len);
+        pgas::runtime_hooks::rput_uncounted(&tag.to_ne_bytes(), at + len);
         rt.buddy.tags.borrow_mut().insert(slot.offset, tag);
     }
 

@@ -237,7 +237,7 @@ impl Cd {
         }
         let mut data = if own {
             let mut data = vec![T::zeroed(); len];
-            let iwc_before = pgas::resilience::incoming_writes();
+            let iwc_before = pgas::runtime_hooks::incoming_writes();
             ptr.read_local_slice(&mut data)
                 .unwrap_or_else(|e| panic!("CD {:?}: `{name}`: {e}", self.frame.name));
             // Strict CDs note their regions too: a dependency-limited re-execution restores
@@ -250,13 +250,13 @@ impl Cd {
                         offset: ptr.offset(),
                         len: len * std::mem::size_of::<T>(),
                         iwc_before,
-                        iwc_after: pgas::resilience::incoming_writes(),
+                        iwc_after: pgas::runtime_hooks::incoming_writes(),
                     });
                 }
             }
             data
         } else {
-            pgas::resilience::internal(|| pgas::rget_slice(ptr, len).wait())
+            pgas::runtime_hooks::internal(|| pgas::rget_slice(ptr, len).wait())
         };
         let restoring = matches!(self.step_peek(name), Step::Restore(_));
         self.preserve_slice(name, &mut data);
@@ -265,7 +265,7 @@ impl Cd {
                 ptr.write_local_slice(&data)
                     .unwrap_or_else(|e| panic!("CD {:?}: `{name}`: {e}", self.frame.name));
             } else {
-                pgas::resilience::internal(|| pgas::rput_slice(&data, ptr).wait());
+                pgas::runtime_hooks::internal(|| pgas::rput_slice(&data, ptr).wait());
             }
         }
     }

@@ -115,7 +115,7 @@ impl CdRuntime {
     /// instance, make before this rank begins it, which a loss recovery rebuilds.
     pub(crate) fn count_incoming_writes(&self) {
         if !self.counting.get() {
-            pgas::resilience::count_incoming_writes();
+            pgas::runtime_hooks::count_incoming_writes();
             self.counting.set(true);
         }
     }
@@ -175,7 +175,7 @@ impl CdRuntime {
         // Until the replicas are back, other ranks' gathers are told to ask again (telling
         // the owners below waits for rpcs, so this rank serves requests meanwhile).
         self.relaxed.restoring.set(true);
-        pgas::fault::emulate_memory_loss();
+        pgas::runtime_hooks::emulate_memory_loss();
         let frames: Vec<Rc<Frame>> = self.frames.borrow().clone();
         for f in &frames {
             f.lose_local();
@@ -455,8 +455,8 @@ where
         CURRENT.with(|c| *c.borrow_mut() = Some(rt.clone()));
         // No rank's body starts before every rank has its runtime: an rpc of the runtime's
         // (a buddy slot, a gather) reaching a rank that had none yet found nothing to serve it.
-        pgas::resilience::internal(pgas::barrier);
-        pgas::resilience::keep_until_job_end(RankGuard(rt.clone()));
+        pgas::runtime_hooks::internal(pgas::barrier);
+        pgas::runtime_hooks::keep_until_job_end(RankGuard(rt.clone()));
         let out = body();
         let value = match out {
             Ok(v) => v,
@@ -487,8 +487,9 @@ where
             ra.extend(rb);
             (a.merge(b), ra)
         };
-        let total =
-            pgas::resilience::internal(|| pgas::reduce_one(&pgas::world(), mine, merge, 0).wait());
+        let total = pgas::runtime_hooks::internal(|| {
+            pgas::reduce_one(&pgas::world(), mine, merge, 0).wait()
+        });
         if let Some((mut report, reached)) = total {
             let mut unused = config.unused(&report);
             unused.extend(config.unreached(&reached));

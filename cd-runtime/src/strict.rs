@@ -109,8 +109,9 @@ fn agree(team: &Team, kinds: FaultKinds) -> FaultKinds {
     }
     // On the world team this is one barrier of the core plus a read of every rank's word.
     // The CD runtime's own traffic: unseen by the program's hook, no EC steps.
-    let all =
-        pgas::resilience::internal(|| pgas::reduce_all_u64(team, u64::from(kinds.0), |a, b| a | b));
+    let all = pgas::runtime_hooks::internal(|| {
+        pgas::reduce_all_u64(team, u64::from(kinds.0), |a, b| a | b)
+    });
     FaultKinds(all as u32)
 }
 
@@ -121,7 +122,7 @@ fn agree_reason(team: &Team, mine: Option<(usize, String)>) -> (Option<usize>, S
     let (rank, reasons) = if team.rank_n() == 1 {
         value
     } else {
-        pgas::resilience::internal(|| {
+        pgas::runtime_hooks::internal(|| {
             pgas::reduce_all(
                 team,
                 value,
@@ -227,8 +228,8 @@ pub(crate) fn run<R>(
                         rt.count_incoming_writes();
                     }
                     // A limited attempt keeps the window of the execution it repeats.
-                    rx.ec_begin = pgas::resilience::epoch();
-                    rx.iwc_begin = pgas::resilience::incoming_writes();
+                    rx.ec_begin = pgas::runtime_hooks::epoch();
+                    rx.iwc_begin = pgas::runtime_hooks::incoming_writes();
                     rx.eager_restored.clear();
                 }
             }
@@ -462,7 +463,7 @@ fn plan_limited(
         }
     };
     let records: Vec<Record> =
-        pgas::resilience::internal(|| pgas::allgather(&frame.team, record).wait());
+        pgas::runtime_hooks::internal(|| pgas::allgather(&frame.team, record).wait());
     let d = match reexecution_set(&records, frame.team.members(), pgas::node_of) {
         Ok(d) => d,
         Err(why) => {
@@ -528,8 +529,8 @@ pub(crate) fn end_relaxed_group(rt: &CdRuntime, frame: &Frame) {
     }
     crate::relaxed::replica::clear(rt, frame);
     frame.rx.borrow_mut().had_relaxed = false;
-    for offset in pgas::resilience::deferred_frees() {
-        pgas::resilience::free_deferred(offset)
+    for offset in pgas::runtime_hooks::deferred_frees() {
+        pgas::runtime_hooks::free_deferred(offset)
             .unwrap_or_else(|e| panic!("CD {:?}: a deferred free failed: {e}", frame.name));
     }
 }

@@ -24,7 +24,7 @@
 //! the other members' chunks there: `c = L / (g - 1)` bytes, 1/(g-1) of a buddy copy. Each
 //! member writes each of its chunks (only the bytes that hold data: the receiver knows every
 //! member's size and counts the padding as zeros) with one uncounted rput
-//! (`pgas::resilience::rput_uncounted`, as the buddy medium does: the program's hook and the
+//! (`pgas::runtime_hooks::rput_uncounted`, as the buddy medium does: the program's hook and the
 //! target's Incoming Write Counter never see them) into a slot of the column owner's *staging*
 //! block; after one barrier of the group each member XORs its slots into its parity. The
 //! next collective of the group (the next preservation's allgather) is what keeps a slot from
@@ -55,7 +55,7 @@ use std::borrow::Cow;
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
 
-use pgas::resilience::internal;
+use pgas::runtime_hooks::internal;
 use pgas::{GlobalPtr, RpcFn, RpcTable, Team};
 use thiserror::Error;
 
@@ -575,7 +575,7 @@ pub(crate) fn preserve_many(
                 // Only the bytes that hold data: the receiver counts the rest as zeros.
                 let i = if col < me { col } else { col - 1 };
                 let slot = if me < col { me } else { me - 1 };
-                pgas::resilience::rput_uncounted(
+                pgas::runtime_hooks::rput_uncounted(
                     &bytes[i * ce..i * ce + n],
                     GlobalPtr::<u8>::from_raw(team.to_world(col), at + base[e] + slot * ce),
                 );
@@ -742,7 +742,7 @@ fn rebuild_entry(rt: &CdRuntime, frame: &Frame, i: usize, k: usize) {
                     }
                 };
                 let slot = if me < x { me } else { me - 1 };
-                pgas::resilience::rput_uncounted(
+                pgas::runtime_hooks::rput_uncounted(
                     &piece,
                     GlobalPtr::<u8>::from_raw(team.to_world(x), x_off + slot * c),
                 );

@@ -672,27 +672,31 @@ fn errors_from_a_body_are_returned_not_lost() {
 #[derive(Default)]
 struct Seen(std::cell::RefCell<Vec<String>>);
 
-impl pgas::Interceptor for Seen {
+impl pgas::runtime_hooks::Interceptor for Seen {
     fn before_rpc(
         &self,
-        _: pgas::hook::OpId,
-        call: &pgas::hook::RpcCall,
+        _: pgas::runtime_hooks::OpId,
+        call: &pgas::runtime_hooks::RpcCall,
         _: &[u8],
-    ) -> pgas::hook::RpcAction {
+    ) -> pgas::runtime_hooks::RpcAction {
         self.0.borrow_mut().push(format!("rpc {}", call.name));
-        pgas::hook::RpcAction::Proceed
+        pgas::runtime_hooks::RpcAction::Proceed
     }
-    fn before_reply(&self, reply: &pgas::hook::RpcReply, _: &[u8]) -> pgas::hook::ReplyAction {
+    fn before_reply(
+        &self,
+        reply: &pgas::runtime_hooks::RpcReply,
+        _: &[u8],
+    ) -> pgas::runtime_hooks::ReplyAction {
         self.0.borrow_mut().push(format!("reply {}", reply.name));
-        pgas::hook::ReplyAction::Proceed
+        pgas::runtime_hooks::ReplyAction::Proceed
     }
     fn before_collective(
         &self,
-        _: pgas::hook::OpId,
-        c: &pgas::hook::Collective,
-    ) -> pgas::hook::CollectiveAction {
+        _: pgas::runtime_hooks::OpId,
+        c: &pgas::runtime_hooks::Collective,
+    ) -> pgas::runtime_hooks::CollectiveAction {
         self.0.borrow_mut().push(format!("{:?}", c.kind));
-        pgas::hook::CollectiveAction::Proceed
+        pgas::runtime_hooks::CollectiveAction::Proceed
     }
 }
 
@@ -700,8 +704,8 @@ impl pgas::Interceptor for Seen {
 fn buddy_preservation_and_agreement_are_not_the_programs_communication() {
     let out = run(4, config("[cd.step]\nmedium = \"buddy\"\n"), || {
         let seen = Rc::new(Seen::default());
-        pgas::set_hook(seen.clone());
-        let (ec, iwc) = (pgas::epoch(), pgas::resilience::incoming_writes());
+        pgas::runtime_hooks::set_hook(seen.clone());
+        let (ec, iwc) = (pgas::epoch(), pgas::runtime_hooks::incoming_writes());
         let g = pgas::new_array::<f64>(N).unwrap();
         let mut x: Vec<f64> = (0..N).map(|i| i as f64).collect();
         for it in 0..3 {
@@ -714,9 +718,9 @@ fn buddy_preservation_and_agreement_are_not_the_programs_communication() {
         }
         let counters = (
             pgas::epoch() - ec,
-            pgas::resilience::incoming_writes() - iwc,
+            pgas::runtime_hooks::incoming_writes() - iwc,
         );
-        pgas::clear_hook();
+        pgas::runtime_hooks::clear_hook();
         Ok((seen.0.take(), counters))
     })
     .unwrap_or_else(|e| panic!("{e}"));

@@ -1,4 +1,4 @@
-//! Relaxed CDs: the worked example of RELAXED_CDS.md with its exact counters and replay
+//! Relaxed CDs: the worked example of docs/relaxed-cds.md with its exact counters and replay
 //! order, fault-free logging equal to CDs off, a failure at every epoch, gapless incoming
 //! writes, logs emptied at strict completion, squash mismatches and uncovered combining
 //! writes escalating, misclassified accesses.
@@ -9,7 +9,7 @@ use cd_runtime as cd;
 use cd_runtime::relaxed::{RecoveryTrace, ReplayEvent};
 use cd_runtime::{CdConfig, CdError};
 use common::{config, run};
-use pgas::resilience::{self, internal};
+use pgas::runtime_hooks::{self as resilience, internal};
 use pgas::{GlobalPtr, barrier, rank_me, rget, rput, world};
 
 fn gather_ptrs<T: 'static>(p: GlobalPtr<T>) -> Vec<GlobalPtr<T>> {

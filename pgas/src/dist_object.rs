@@ -15,9 +15,9 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use crate::dist_registry::DistRegistry;
 use crate::future::Future;
 use crate::hook::{Fetch, FetchAction, RpcReply};
+use crate::messages;
 use crate::rpc::{self, PendingReplies, ReplyTo};
 use crate::runtime::{self, Runtime};
-use crate::messages;
 use crate::wire::{self, Kind};
 
 /// This rank's instance of a distributed object.
@@ -52,7 +52,8 @@ impl<T: Serialize + DeserializeOwned + 'static> DistObject<T> {
                 value,
                 owner: true,
             };
-            // Rpcs that named this instance before it existed here were deferred: they run now.
+            // Rpcs that named this instance before it existed here were deferred (their
+            // arguments cannot decode without it): they run now.
             for d in deferred {
                 rt.in_mode(d.internal, || {
                     rpc::run_request(rt, d.source, &d.header, &d.payload, d.ack)
@@ -97,9 +98,7 @@ impl<T: Serialize + DeserializeOwned + 'static> DistObject<T> {
                 }
                 fulfiller.fulfill(v);
             });
-            let slot = rt
-                .state::<PendingReplies>()
-                .insert(ReplyTo::Call(reply));
+            let slot = rt.state::<PendingReplies>().insert(ReplyTo::Call(reply));
             messages::send(rt, rank, Kind::DistFetch, &[self.id, slot], &[]);
             future
         })
@@ -115,9 +114,9 @@ impl<T: 'static> DistObject<T> {
 
 /// Another handle on the same instance (not a copy of the value). Sending a `DistObject` in
 /// an rpc moves it; sending a clone keeps this rank's owning handle, and with it the
-/// instance, alive (moving the owner into the arguments would unregister this rank's instance
+/// instance, alive: moving the owner into the arguments would unregister this rank's instance
 /// when the arguments are dropped after sending, and rpcs from other ranks naming it would
-/// then fail here).
+/// then fail here.
 impl<T: 'static> Clone for DistObject<T> {
     fn clone(&self) -> Self {
         DistObject {
@@ -154,14 +153,16 @@ impl<'de, T: 'static> Deserialize<'de> for DistObject<T> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let id = u64::deserialize(d)?;
         let value = runtime::with(|rt| rt.state::<DistRegistry>().find(id))
-        .ok_or_else(|| {
-            serde::de::Error::custom(format!(
-                "dist_object {id} is not constructed on this rank (construct it on every \
+            .ok_or_else(|| {
+                serde::de::Error::custom(format!(
+                    "dist_object {id} is not constructed on this rank (construct it on every \
                      rank, e.g. before a barrier, before sending it)"
-            ))
-        })?
-        .downcast::<T>()
-        .map_err(|_| serde::de::Error::custom(format!("dist_object {id} has another type here")))?;
+                ))
+            })?
+            .downcast::<T>()
+            .map_err(|_| {
+                serde::de::Error::custom(format!("dist_object {id} has another type here"))
+            })?;
         Ok(DistObject {
             id,
             value,

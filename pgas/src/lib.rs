@@ -25,26 +25,26 @@ mod hook;
 mod mix;
 mod wire;
 // The rank's runtime, then what it completes and how operations wait:
-mod runtime;
 pub mod future;
-pub mod promise;
-mod pending;
 mod messages;
+mod pending;
+pub mod promise;
+mod runtime;
 // The mechanisms:
-pub mod global_ptr;
 pub mod alloc;
-pub mod rma;
-pub mod strided;
 pub mod atomic_domain;
-mod dist_registry;
-pub mod rpc;
-pub mod dist_object;
-pub mod team;
 pub mod collectives;
+pub mod dist_object;
+mod dist_registry;
+pub mod global_ptr;
+pub mod rma;
+pub mod rpc;
+pub mod strided;
+pub mod team;
 // For resilience runtimes, and the job's start:
 mod fault;
-mod resilience;
 mod launch;
+mod resilience;
 
 pub use alloc::{delete_, new_, new_array, shared_bytes_in_use};
 pub use atomic_domain::{AtomicDomain, AtomicValue};
@@ -63,9 +63,7 @@ pub use rma::{
     Completions, CxFutures, rget, rget_into, rget_slice, rget_with, rput, rput_slice, rput_with,
 };
 pub use rpc::{RpcFn, RpcTable, rpc, rpc_ff};
-pub use runtime::{
-    epoch, fence, in_launch, node_of, poll_until, progress, rank_me, rank_n, stop,
-};
+pub use runtime::{epoch, fence, in_launch, node_of, poll_until, progress, rank_me, rank_n, stop};
 pub use strided::{
     rget_irregular, rget_regular, rget_strided, rput_irregular, rput_regular, rput_strided,
 };
@@ -134,4 +132,3 @@ pub mod mpirun {
         mpirun_available, mpirun_command, mpirun_program, require_mpirun,
     };
 }
-

@@ -60,7 +60,9 @@ pub(crate) fn receive(token: &Token<'_>, handle: Deliver) {
         let kind = Kind::from_word(word & !(INTERNAL | FRAGMENT))
             .unwrap_or_else(|| malformed(source, &format!("unknown message kind {word}")));
         if word & FRAGMENT == 0 {
-            return rt.in_mode(internal, || deliver(rt, token, handle, kind, &args[1..], bytes));
+            return rt.in_mode(internal, || {
+                deliver(rt, token, handle, kind, &args[1..], bytes)
+            });
         }
         if args.len() < 4 {
             malformed(source, "a fragment with fewer than four wire arguments");
@@ -94,4 +96,3 @@ fn deliver(
     let _scope = HandlerScope(rt);
     handle(rt, token, kind, header, payload);
 }
-

@@ -25,8 +25,8 @@ use crate::dist_registry::{DeferredRpc, DistRegistry};
 use crate::error::RerunError;
 use crate::future::{Future, ReplyLanding};
 use crate::hook::{ReplyAction, RpcAction, RpcCall, RpcReply, ServedRequest};
-use crate::runtime::{self, Runtime};
 use crate::messages;
+use crate::runtime::{self, Runtime};
 use crate::wire::{self, Kind, decode_reply};
 
 /// No reply is wanted (rpc_ff without a hook).
@@ -305,10 +305,12 @@ where
                     return;
                 }
                 rt.acks_pending.set(rt.acks_pending.get() + 1);
-                let slot = rt.state::<PendingReplies>().insert(ReplyTo::Call(Box::new(move |ack, _| {
-                    runtime::with(|rt| rt.acks_pending.set(rt.acks_pending.get() - 1));
-                    h.after_rpc(id, &call, ack, &[]);
-                })));
+                let slot =
+                    rt.state::<PendingReplies>()
+                        .insert(ReplyTo::Call(Box::new(move |ack, _| {
+                            runtime::with(|rt| rt.acks_pending.set(rt.acks_pending.get() - 1));
+                            h.after_rpc(id, &call, ack, &[]);
+                        })));
                 slot | ACK_ONLY
             }
             None => NO_REPLY,
@@ -435,11 +437,7 @@ pub(crate) fn run_request(
 
 /// Runs `f` with `serving` as the request being served, restoring the previous one after
 /// (also on unwind).
-fn with_serving<R>(
-    rt: &Runtime,
-    serving: Option<ServedRequest>,
-    f: impl FnOnce() -> R,
-) -> R {
+fn with_serving<R>(rt: &Runtime, serving: Option<ServedRequest>, f: impl FnOnce() -> R) -> R {
     struct Restore<'a>(&'a Runtime, Option<ServedRequest>);
     impl Drop for Restore<'_> {
         fn drop(&mut self) {
@@ -453,11 +451,7 @@ fn with_serving<R>(
 /// Re-runs the function registered as `name` with the serialized `args` on this rank, as the
 /// program's code inside an rpc function's restricted context, and returns its serialized
 /// result. Nothing is counted, sent or replied (`runtime_hooks::rerun_rpc` tells why).
-pub(crate) fn rerun(
-    rt: &Runtime,
-    name: &str,
-    args: &[u8],
-) -> Result<Vec<u8>, RerunError> {
+pub(crate) fn rerun(rt: &Runtime, name: &str, args: &[u8]) -> Result<Vec<u8>, RerunError> {
     let dist = rt.state::<DistRegistry>();
     let entry = rt
         .state::<Arc<RpcTable>>()

@@ -426,9 +426,10 @@ impl Runtime {
         let ep = self.ep();
         let mut previous = None;
         for wave in 0..MAX_WAVES {
-            // Drained first: a barrier that is already complete when a rank reaches it (always
-            // on one rank; the last arriver otherwise) polls nothing, so the barriers alone
-            // would leave unhandled rpcs unhandled, and the waves would never agree.
+            // Drain first: a barrier that is already complete when a rank reaches it (always
+            // on one rank; the last arriver otherwise) polls nothing, so a rank holding
+            // unhandled rpcs would never handle them and finalize would give up after
+            // MAX_WAVES.
             while ep.poll() > 0 {}
             ep.barrier().expect("finalize barrier");
             let base = wave * 16;

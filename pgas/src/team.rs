@@ -164,7 +164,13 @@ impl Team {
 
 /// The team of all ranks.
 pub fn world() -> Team {
-    runtime::with(|rt| rt.state::<TeamRegistry>().world.borrow().clone().expect("world team"))
+    runtime::with(|rt| {
+        rt.state::<TeamRegistry>()
+            .world
+            .borrow()
+            .clone()
+            .expect("world team")
+    })
 }
 
 /// The team of this rank alone (like `MPI_COMM_SELF`): its collectives complete at once.
@@ -175,7 +181,13 @@ pub fn solo_team() -> Team {
 
 /// The ranks on this rank's node (all ranks on the smp conduit unless nodes are emulated).
 pub fn local_team() -> Team {
-    runtime::with(|rt| rt.state::<TeamRegistry>().local.borrow().clone().expect("local team"))
+    runtime::with(|rt| {
+        rt.state::<TeamRegistry>()
+            .local
+            .borrow()
+            .clone()
+            .expect("local team")
+    })
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@
 
 use bytemuck::Pod;
 use pgas::GlobalPtr;
-use pgas::resilience::internal;
+use pgas::runtime_hooks::internal;
 use thiserror::Error;
 
 use crate::cd::Cd;

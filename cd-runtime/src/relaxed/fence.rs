@@ -40,7 +40,7 @@
 use std::cell::RefCell;
 use std::sync::atomic::{Ordering, fence};
 
-use pgas::resilience::{self, internal};
+use pgas::runtime_hooks::{self as resilience, internal};
 
 use crate::relaxed::replay;
 use crate::runtime::{self, CdRuntime};

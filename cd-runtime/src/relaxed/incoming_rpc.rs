@@ -12,7 +12,7 @@
 //! function refuses before replaying ([`check`]); a function that starts one while replayed
 //! (it did not the first time: not deterministic) is refused as it does ([`refuse_operation`]).
 
-use pgas::resilience;
+use pgas::runtime_hooks as resilience;
 
 use crate::relaxed::PreservedRegion;
 use crate::relaxed::epochs::{Incoming, IncomingWhat};

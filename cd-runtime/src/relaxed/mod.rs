@@ -140,7 +140,7 @@ impl RelaxedFrame {
             if keep.contains(&offset) {
                 continue;
             }
-            pgas::resilience::cancel_deferred_free(offset)
+            pgas::runtime_hooks::cancel_deferred_free(offset)
                 .map_err(|e| format!("cannot cancel the deferred free at {offset}: {e}"))?;
         }
         Ok(())
@@ -317,7 +317,7 @@ impl RankState {
                 .borrow_mut()
                 .get_or_insert_with(|| Rc::new(RelaxedHook))
                 .clone();
-            pgas::set_hook(hook);
+            pgas::runtime_hooks::set_hook(hook);
         }
     }
 
@@ -326,7 +326,7 @@ impl RankState {
         let n = self.hook_users.get() - 1;
         self.hook_users.set(n);
         if n == 0 {
-            pgas::clear_hook();
+            pgas::runtime_hooks::clear_hook();
         }
     }
 

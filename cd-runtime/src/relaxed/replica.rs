@@ -83,7 +83,7 @@ fn tracks(frame: &Frame) -> bool {
 /// every CD on this rank's stack. Only complete entries go (an entry still waiting for its
 /// reply is shipped by a later replication). Counted in `frame`'s `bytes_replicated`.
 pub(crate) fn replicate(rt: &CdRuntime, frame: &Frame) {
-    pgas::resilience::wait_for_acks();
+    pgas::runtime_hooks::wait_for_acks();
     let frames: Vec<Rc<Frame>> = rt.frames.borrow().clone();
     let mut parts = Vec::new();
     // (frame index, key, entries covered, own IWCs covered, notes sent)

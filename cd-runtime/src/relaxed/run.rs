@@ -67,8 +67,8 @@ pub fn relaxed<R>(
     rt.count_incoming_writes();
     {
         let mut rx = frame.rx.borrow_mut();
-        rx.ec_begin = pgas::resilience::epoch();
-        rx.iwc_begin = pgas::resilience::incoming_writes();
+        rx.ec_begin = pgas::runtime_hooks::epoch();
+        rx.iwc_begin = pgas::runtime_hooks::incoming_writes();
     }
     let cd = Cd {
         frame: frame.clone(),
@@ -254,7 +254,7 @@ fn finish<R>(
 ) -> Result<R, CdError> {
     if logging {
         // Every entry is complete (acks in) before the store moves.
-        pgas::resilience::wait_for_acks();
+        pgas::runtime_hooks::wait_for_acks();
     }
     if completed && logging {
         let finals = log_privatized(rt, frame);
@@ -364,15 +364,15 @@ fn log_privatized(rt: &CdRuntime, frame: &Frame) -> Vec<(Region, Vec<u8>)> {
         }
         let e = LogEntry {
             lsn: rt.relaxed.next_lsn(),
-            ec: pgas::resilience::epoch(),
+            ec: pgas::runtime_hooks::epoch(),
             op: 0,
             request: None,
             kind: EntryKind::Privatized {
                 offset: r.offset,
                 bytes: Bytes(bytes.clone()),
                 counters: TargetCounters {
-                    ec: pgas::resilience::epoch(),
-                    iwc: pgas::resilience::incoming_writes(),
+                    ec: pgas::runtime_hooks::epoch(),
+                    iwc: pgas::runtime_hooks::incoming_writes(),
                 },
             },
         };

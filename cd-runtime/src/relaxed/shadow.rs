@@ -27,7 +27,7 @@
 
 use bytemuck::Pod;
 use pgas::GlobalPtr;
-use pgas::resilience::internal;
+use pgas::runtime_hooks::internal;
 
 use crate::frame::Frame;
 use crate::relaxed::classes::Region;
