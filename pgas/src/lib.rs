@@ -17,19 +17,21 @@
 //! assert_eq!(out, vec![1, 4, 0]);
 //! ```
 
-// The modules in layers, each importing only those above it in this list (pgas/src/README.md).
+// The modules in layers, each importing only the layers above it (pgas/src/README.md gives the
+// order of the files within a layer).
 // Plain data and the wire format:
 pub mod error;
 mod heap;
 mod hook;
 mod mix;
 mod wire;
-// The rank's runtime, then what it completes and how operations wait:
+// The rank's runtime:
+mod runtime;
+// Futures, promises, operations in flight, and pgas messages:
 pub mod future;
 mod messages;
 mod pending;
 pub mod promise;
-mod runtime;
 // The mechanisms:
 pub mod alloc;
 pub mod atomic_domain;
@@ -41,10 +43,11 @@ pub mod rma;
 pub mod rpc;
 pub mod strided;
 pub mod team;
-// For resilience runtimes, and the job's start:
+// For resilience runtimes:
 mod fault;
-mod launch;
 mod resilience;
+// The job's start:
+mod launch;
 
 pub use alloc::{delete_, new_, new_array, shared_bytes_in_use};
 pub use atomic_domain::{AtomicDomain, AtomicValue};
