@@ -99,7 +99,8 @@ pub enum RerunError {
         reason: String,
     },
     /// The function (registered with `register_future`) returned a future that was not ready
-    /// when it returned. It has run; its result is not waited for (see [`rerun_rpc`](crate::runtime_hooks::rerun_rpc)).
+    /// when it returned. It has run; its result is not waited for (see
+    /// [`rerun_rpc`](crate::runtime_hooks::rerun_rpc)).
     #[error(
         "rpc {name:?} returned a future that was not ready: its result depends on progress \
          (other ranks, or this rank's later code) that a re-run cannot wait for"

@@ -37,8 +37,8 @@
 //! returned — from [`progress`](crate::progress) or any waiting call — and in any order with
 //! respect to other operations: a log entry is created at `before_*` and completed at `after_*`.
 //! (Into memory the process maps a put's ack arrives before `rput` returns; a put to another host
-//! is acknowledged later; rpc acks arrive with the reply.) [`pending_acks`](crate::runtime_hooks::pending_acks)
-//! counts the acks still to come.
+//! is acknowledged later; rpc acks arrive with the reply.)
+//! [`pending_acks`](crate::runtime_hooks::pending_acks) counts the acks still to come.
 //!
 //! **Not seen**: accesses to co-located memory through `local()` / `read_local` /
 //! `write_local` (local accesses are never logged), the messages inside collectives, and all
@@ -237,8 +237,9 @@ pub enum AllocAction {
 pub enum FreeAction {
     /// Free the block now.
     Proceed,
-    /// Keep the block allocated until [`free_deferred`](crate::runtime_hooks::free_deferred) frees it (a free
-    /// inside a relaxed CD waits for the CD that spans the allocation and the free).
+    /// Keep the block allocated until [`free_deferred`](crate::runtime_hooks::free_deferred)
+    /// frees it (a free inside a relaxed CD waits for the CD that spans the allocation and the
+    /// free).
     /// `delete_` returns `Ok`.
     Defer,
 }

@@ -11,8 +11,8 @@
 //!
 //! `CURRENT` is non-null only between [`Entered::new`] and the drop of the returned guard,
 //! both inside [`run_rank`], which `launch` calls in its per-rank closure, where the `Runtime`
-//! lives on the rank thread's stack and outlives the guard. Only the owning thread reads it. Dereferencing it in `with`
-//! is therefore a shared borrow of a live value; all mutable state inside uses `Cell` and
+//! lives on the rank thread's stack and outlives the guard. Only the owning thread reads it.
+//! Dereferencing it in `with` is therefore a shared borrow of a live value; all mutable state inside uses `Cell` and
 //! `RefCell`, and no `RefCell` borrow is held across a call that can run handlers.
 
 use std::any::Any;
@@ -94,7 +94,7 @@ pub(crate) struct Runtime {
     states: Vec<Box<dyn Any>>,
     /// Values a resilience runtime keeps alive until every rank of the job is done
     /// (`resilience::keep_until_job_end`).
-    pub(crate) kept: RefCell<Vec<Box<dyn std::any::Any>>>,
+    pub(crate) kept: RefCell<Vec<Box<dyn Any>>>,
 }
 
 /// Resets the thread-local pointer when the rank leaves `launch` (also on unwind).
@@ -558,9 +558,10 @@ pub(crate) fn progress_until_for(
 }
 
 /// Ends the job on every rank with `message`, already worded for the user: this rank unwinds
-/// without a panic message, the others are woken and unwind quietly, and [`launch`](crate::launch) returns
-/// [`LaunchError::RankPanicked`](gasnet_bridge::LaunchError::RankPanicked) with `message`. For a rank
-/// that cannot go on (its output failed, its input is bad): returning alone instead would
+/// without a panic message, the others are woken and unwind quietly, and
+/// [`launch`](crate::launch) returns
+/// [`LaunchError::RankPanicked`](gasnet_bridge::LaunchError::RankPanicked) with `message`. For a
+/// rank that cannot go on (its output failed, its input is bad): returning alone instead would
 /// leave the other ranks waiting for it in their next collective, forever.
 pub fn stop(message: impl Into<String>) -> ! {
     std::panic::resume_unwind(Box::new(gasnet_bridge::failure::Stopped(message.into())))
