@@ -16,6 +16,10 @@
 mod launcher;
 #[cfg(feature = "mpi")]
 pub mod mpi;
+// The mpi conduit's same-host AM ring: shared memory, not MPI, so it builds for its unit
+// tests and loom models without the feature.
+#[cfg(any(feature = "mpi", test, loom))]
+pub(crate) mod shm_ring;
 pub mod smp;
 pub(crate) mod smp_inbox;
 

@@ -5,12 +5,12 @@ use std::rc::Rc;
 
 use crate::active_message::{Args, Body, Message};
 use crate::completion::WriteHandle;
+use crate::conduit::shm_ring::Ring;
 use crate::endpoint::Endpoint;
 use crate::error::BridgeError;
 
 use super::MpiWorld;
 use super::calls::mpi_len;
-use super::shm_ring::Ring;
 use super::state::Deferred;
 use super::wire::{F_PLACED, Header};
 

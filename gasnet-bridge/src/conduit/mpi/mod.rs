@@ -18,7 +18,6 @@ mod rma;
 mod rma_window;
 mod send;
 mod setup;
-mod shm_ring;
 mod state;
 mod teardown;
 mod watchdog;
