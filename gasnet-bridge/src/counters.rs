@@ -225,7 +225,8 @@ impl WriteCounters {
     }
 }
 
-#[cfg(test)]
+// Std threads at full size; under loom the models in tests/loom_*.rs take their place.
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
     use std::sync::Arc;

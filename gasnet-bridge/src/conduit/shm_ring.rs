@@ -234,7 +234,8 @@ impl Ring {
     }
 }
 
-#[cfg(test)]
+// Std threads at full size; under loom the models in tests/loom_*.rs take their place.
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
     use std::alloc::{Layout, alloc_zeroed, dealloc};
