@@ -46,7 +46,7 @@ use std::cell::Cell;
 use crate::sync::{AtomicU64, Ordering, SharedBytes};
 
 #[cfg(not(loom))]
-use crate::active_message::{MAX_ARGS, MAX_MEDIUM};
+use crate::message::{MAX_ARGS, MAX_MEDIUM};
 
 /// Bytes of record data in one ring.
 #[cfg(not(loom))]
