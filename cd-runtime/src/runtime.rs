@@ -91,6 +91,18 @@ pub(crate) fn current_name() -> String {
     })
 }
 
+impl CdError {
+    /// A detected error of the current CD with `reason`, for a body to return.
+    ///
+    /// Here rather than in `error.rs`: the current CD's name is the runtime's to know.
+    pub fn detected(reason: impl Into<String>) -> CdError {
+        CdError::Detected {
+            cd: current_name(),
+            reason: reason.into(),
+        }
+    }
+}
+
 impl CdRuntime {
     /// The innermost CD.
     pub(crate) fn top(&self) -> Rc<Frame> {

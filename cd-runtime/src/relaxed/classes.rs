@@ -10,9 +10,9 @@
 use bytemuck::Pod;
 use pgas::GlobalPtr;
 use pgas::resilience::internal;
-use thiserror::Error;
 
 use crate::cd::Cd;
+use crate::error::ClassificationError;
 use crate::frame::CdKind;
 use crate::relaxed::interceptor::logging_frame;
 use crate::runtime::CdRuntime;
@@ -34,33 +34,6 @@ impl Region {
     fn overlaps(&self, offset: usize, len: usize) -> bool {
         offset < self.offset + self.len && self.offset < offset + len
     }
-}
-
-/// A remote access, by another CD of the relaxed group while the group runs, into a region
-/// declared private or privatized.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
-#[error(
-    "classification error: CD {cd:?} on rank {rank} accessed {len} bytes at offset {offset} of \
-     rank {owner}, inside region `{region}` that CD {owner_cd:?} on rank {owner} declared \
-     {class}"
-)]
-pub struct ClassificationError {
-    /// The accessing CD.
-    pub cd: String,
-    /// Its rank.
-    pub rank: usize,
-    /// The declaring CD.
-    pub owner_cd: String,
-    /// Its rank (the region's owner).
-    pub owner: usize,
-    /// The region's name.
-    pub region: String,
-    /// `private` or `privatized`.
-    pub class: String,
-    /// The access: byte offset and length at the owner.
-    pub offset: usize,
-    /// See `offset`.
-    pub len: usize,
 }
 
 /// The region `len` elements at `ptr`, or `None` in a strict CD (a CD the program calls

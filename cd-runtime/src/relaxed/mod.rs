@@ -34,7 +34,7 @@ use crate::relaxed::log_store::LogStore;
 use crate::relaxed::replay::Replay;
 use crate::runtime;
 
-pub use classes::ClassificationError;
+pub use crate::error::ClassificationError;
 pub use run::relaxed;
 
 /// The relaxed-CD part of a CD on this rank (strict CDs use only the store, which receives
