@@ -39,8 +39,10 @@ mod file_medium;
 mod frame;
 pub mod injector;
 pub mod interval;
+mod launch;
 mod macro_support;
 mod private_files;
+mod recovery;
 pub mod relaxed;
 pub mod report;
 mod restart;
@@ -49,6 +51,7 @@ mod runtime;
 mod spill;
 pub mod strict;
 pub mod xor;
+mod xor_entries;
 
 pub use cd::{Cd, Preservable};
 /// Runs a function's body as a relaxed child CD (recovering on this rank alone, by replaying
@@ -135,10 +138,10 @@ pub use config::{
 };
 pub use error::{CdError, CdLaunchError, ConfigError, FaultKinds};
 pub use interval::{daly_steps, strict_steps};
+pub use launch::{CdOutcome, launch, launch_from_env};
 pub use relaxed::{ClassificationError, relaxed};
 pub use report::{CdStats, FailureRecord, Report};
 pub use rng::{CdRng, rng};
-pub use runtime::{CdOutcome, launch, launch_from_env};
 pub use strict::{strict, strict_local, strict_on};
 
 #[doc(hidden)]
