@@ -37,7 +37,11 @@ pub mod config;
 pub mod error;
 mod file_medium;
 mod frame;
+/// The fault injector's decision, public for tests (feature `testing`).
+#[cfg(feature = "testing")]
 pub mod injector;
+#[cfg(not(feature = "testing"))]
+mod injector;
 pub mod interval;
 mod launch;
 mod macro_support;

@@ -20,6 +20,7 @@ pub(crate) mod replay;
 pub(crate) mod replica;
 pub(crate) mod run;
 pub(crate) mod shadow;
+mod trace;
 pub(crate) mod writers;
 
 use std::cell::{Cell, RefCell};
@@ -36,6 +37,11 @@ use crate::runtime;
 
 pub use crate::error::ClassificationError;
 pub use run::relaxed;
+/// What a recovery did, for tests (feature `testing`).
+#[cfg(feature = "testing")]
+pub use trace::{RecoveryTrace, ReplayEvent};
+#[cfg(not(feature = "testing"))]
+pub(crate) use trace::{RecoveryTrace, ReplayEvent};
 
 /// The relaxed-CD part of a CD on this rank (strict CDs use only the store, which receives
 /// their relaxed children's logs).
@@ -145,84 +151,6 @@ impl RelaxedFrame {
         }
         Ok(())
     }
-}
-
-/// One event of a recovery, in the order it happened (for tests and diagnostics).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ReplayEvent {
-    /// An incoming write applied: its initiator, EC and IWC.
-    Incoming {
-        /// The initiator rank.
-        from: usize,
-        /// Its epoch at the target.
-        ec: u64,
-        /// Its IWC at the target.
-        iwc: u64,
-    },
-    /// An incoming rpc request replayed: its function ran again (a result other than the
-    /// logged reply is a replay error).
-    IncomingRpc {
-        /// The initiator rank.
-        from: usize,
-        /// Its epoch at the target.
-        ec: u64,
-        /// Its IWC at the target.
-        iwc: u64,
-        /// The function's registered name.
-        name: String,
-    },
-    /// An incoming combining write that had landed before the CD's copy of its region was
-    /// taken: the restored copy holds it, so it is not applied again.
-    InCopy {
-        /// The initiator rank.
-        from: usize,
-        /// Its IWC at the target.
-        iwc: u64,
-    },
-    /// A synchronization of the re-executed body advanced the EC to this value.
-    Epoch(u64),
-    /// A logged entry served to the re-executed body (read, atomic, rpc reply, fetch,
-    /// collective, rng draw, allocation).
-    Served {
-        /// The entry's LSN.
-        lsn: u64,
-        /// What it was.
-        what: &'static str,
-    },
-    /// An outgoing write squashed (matched the log).
-    Squashed {
-        /// The entry's LSN.
-        lsn: u64,
-    },
-    /// A completed CD's privatized region (its byte offset) re-executed into shadow memory.
-    Shadowed {
-        /// The region's byte offset in this rank's segment.
-        offset: usize,
-    },
-    /// The log ran out: forward mode from this EC on.
-    Forward {
-        /// The EC at the switch.
-        ec: u64,
-    },
-}
-
-/// What one recovery of a relaxed CD on this rank did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RecoveryTrace {
-    /// The CD's name.
-    pub cd: String,
-    /// This rank.
-    pub rank: usize,
-    /// The CD's EC and IWC at begin.
-    pub ec_begin: u64,
-    /// See `ec_begin`.
-    pub iwc_begin: u64,
-    /// This rank's IWC when recovery started (the last incoming write to replay).
-    pub iwc_end: u64,
-    /// The ranks asked for their logs.
-    pub asked: Vec<usize>,
-    /// The events in order.
-    pub events: Vec<ReplayEvent>,
 }
 
 /// Traces kept per rank (the most recent ones).
@@ -411,6 +339,7 @@ impl RelaxedRpcs {
 
 /// Entries in the log stores of every CD this rank is in (0 after a strict CD completed
 /// with nothing relaxed around it).
+#[cfg(feature = "testing")]
 pub fn logged_entries() -> usize {
     runtime::with(|rt| {
         rt.frames
@@ -422,6 +351,7 @@ pub fn logged_entries() -> usize {
 }
 
 /// The recoveries of relaxed CDs this rank performed (most recent last; the last 64 kept).
+#[cfg(feature = "testing")]
 pub fn recoveries() -> Vec<RecoveryTrace> {
     runtime::with(|rt| rt.relaxed.traces.borrow().clone())
 }
