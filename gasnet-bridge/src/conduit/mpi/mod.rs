@@ -5,7 +5,6 @@
 //! mechanism has its own file, named for it.
 
 mod am;
-pub mod baseline;
 mod calls;
 mod counting;
 mod datatype;
