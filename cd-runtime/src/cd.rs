@@ -128,7 +128,7 @@ impl Cd {
                 let start = Instant::now();
                 // By reference only to a copy as durable as the one asked for: the ancestors'
                 // copies compared here are local ones, which a rank loss takes, so a buddy or
-                // file preservation referring to them was silently no better than local.
+                // file preservation referring to them would silently be no better than local.
                 let equal_upstream = medium == Medium::Local
                     && upstream(rt, &self.frame, name, |s| match s {
                         Store::LocalValue(v) => v.downcast_ref::<T>() == Some(value),
@@ -513,7 +513,7 @@ fn save_bytes(rt: &CdRuntime, frame: &Frame, name: &str, medium: Medium, bytes: 
         }
         Medium::Xor if frame.xor_batch.get() => Store::XorPending(bytes),
         Medium::Xor => {
-            let (store, parity) = crate::xor_entries::preserve(rt, frame, bytes);
+            let (store, parity) = crate::xor_entries::preserve(&rt.xor_context(), frame, bytes);
             rt.stats
                 .borrow_mut()
                 .entry(&frame.name, frame.level)
@@ -540,7 +540,7 @@ fn encode_xor_batch(rt: &CdRuntime, frame: &Frame) {
     if batch.is_empty() {
         return;
     }
-    let stores = crate::xor_entries::preserve_many(rt, frame, batch);
+    let stores = crate::xor_entries::preserve_many(&rt.xor_context(), frame, batch);
     let mut parity_bytes = 0;
     let mut st = frame.state.borrow_mut();
     for (i, (store, parity)) in indices.into_iter().zip(stores) {
@@ -615,7 +615,7 @@ fn load_bytes(rt: &CdRuntime, frame: &Frame, index: usize) -> Vec<u8> {
                  could not rebuild it: {}",
                 frame.name,
                 e.name,
-                crate::xor_entries::loss_reason(rt, frame)
+                crate::xor_entries::loss_reason(&rt.xor_context(), frame)
                     .unwrap_or_else(|| "the group did not rebuild it".into())
             ),
             Store::File(slot) => Some(rt.files.read(slot).unwrap_or_else(|err| {

@@ -17,7 +17,7 @@ use crate::buddy::{BuddyStore, Held};
 use crate::config::{CdConfig, CdSettings, Medium};
 use crate::error::FaultKinds;
 use crate::injector::{mix, name_hash};
-use crate::relaxed::RelaxedFrame;
+use crate::relaxed::frame_state::RelaxedFrame;
 use crate::xor::XorStore;
 
 /// Whether a CD recovers with all the ranks it spans (strict) or alone, by replay (relaxed).

@@ -12,7 +12,7 @@ use pgas::RpcTable;
 use crate::buddy::{self, BuddyRpcs};
 use crate::config::{CdConfig, LogMedium, Medium};
 use crate::error::{CdError, CdLaunchError, ConfigError, FaultKinds};
-use crate::relaxed::RelaxedRpcs;
+use crate::relaxed::rank_state::RelaxedRpcs;
 use crate::report::Report;
 use crate::runtime::{self, CdRuntime, Installed, RuntimeRpcs, eprint_line};
 use crate::xor::XorRpcs;

@@ -21,7 +21,8 @@ use crate::xor_entries;
 /// failure (without it, a second loss, of this rank, in the same CD would escalate).
 /// The xor medium's entries that one member of their group lost are rebuilt here too.
 pub(crate) fn rereplicate(rt: &CdRuntime) {
-    xor_entries::rebuild(rt);
+    let frames: Vec<Rc<Frame>> = rt.frames.borrow().clone();
+    xor_entries::rebuild(&rt.xor_context(), &frames);
     for f in rt.frames.borrow().iter() {
         for e in f.state.borrow().entries.iter() {
             if let Store::Buddy {

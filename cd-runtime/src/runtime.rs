@@ -15,9 +15,10 @@ use crate::error::CdError;
 use crate::file_medium::FileWriter;
 use crate::frame::{CdKind, Frame, Store};
 use crate::injector::{self, Injected};
-use crate::relaxed::{RankState, RelaxedRpcs};
+use crate::relaxed::rank_state::{RankState, RelaxedRpcs};
 use crate::report::Collector;
 use crate::xor::{self, XorError, XorRpcs, XorStore};
+use crate::xor_entries::XorContext;
 
 /// One rank's CD state.
 pub(crate) struct CdRuntime {
@@ -99,9 +100,9 @@ pub(crate) fn with<R>(f: impl FnOnce(&CdRuntime) -> R) -> R {
 
 /// Runs `f` with this rank's CD runtime, if this thread still has one.
 ///
-/// For the buddy rpc functions: a rank serves rpcs after its body has returned (pgas
-/// finalize), and a `forget` sent by a buddy's last CDs can arrive then; with [`with`] that
-/// panicked ("CD call outside cd_runtime::launch") and failed a job that had succeeded.
+/// For the relaxed rpc functions: a rank serves rpcs after its body has returned (pgas
+/// finalize), and a request sent by another rank's last CDs can arrive then; [`with`] would
+/// panic ("CD call outside cd_runtime::launch") and fail a job that succeeded.
 pub(crate) fn try_with<R>(f: impl FnOnce(&CdRuntime) -> R) -> Option<R> {
     let rt = CURRENT.with(|c| c.borrow().clone())?;
     Some(f(&rt))
@@ -184,6 +185,16 @@ impl CdRuntime {
     /// Counts one emulated loss of this rank's memory.
     pub(crate) fn count_loss(&self) {
         self.losses.set(self.losses.get() + 1);
+    }
+
+    /// What the xor medium's entries work with on this rank.
+    pub(crate) fn xor_context(&self) -> XorContext<'_> {
+        XorContext {
+            xor: &self.xor,
+            pool: &self.pool,
+            config: &self.config,
+            rank: self.rank,
+        }
     }
 
     /// The innermost CD.

@@ -266,7 +266,7 @@ pub(crate) fn run<R>(
         // Every rank says whether it could restore, failed or not: a rank that lost its memory
         // in an earlier, contained failure (a child's rank loss) has lost this CD's local copies
         // too, and must not be asked to re-execute because *another* rank failed now. (Checked
-        // only on failing ranks, such a rank panicked on restoring a lost entry.)
+        // only on failing ranks, such a rank would panic on restoring a lost entry.)
         if !restorable(
             &rt.frames.borrow(),
             rt.frames.borrow().len() - 1,
@@ -302,7 +302,7 @@ pub(crate) fn run<R>(
         if kinds.contains(FaultKinds::UNRESTORABLE) {
             // An xor entry two members of its group lost: the line that ends the run names the
             // group and both ranks.
-            if let Some(why) = crate::xor_entries::loss_reason(&rt, &frame) {
+            if let Some(why) = crate::xor_entries::loss_reason(&rt.xor_context(), &frame) {
                 frame.state.borrow_mut().reasons.push(why);
             }
             if let Some(why) = crate::recovery::buddy_loss_reason(&rt, &frame) {

@@ -6,12 +6,24 @@
 use pgas::GlobalPtr;
 use pgas::resilience::internal;
 
+use std::rc::Rc;
+
+use crate::buffer_pool::BufferPool;
+use crate::config::CdConfig;
 use crate::frame::{CdKind, Frame, Store};
-use crate::runtime::CdRuntime;
-use crate::xor::{XorGroup, chunk_len, chunk_of, xor_of_slots};
+use crate::xor::{XorGroup, XorStore, chunk_len, chunk_of, xor_of_slots};
+
+/// What the xor medium's entries work with: this rank's store and number, the buffer pool
+/// its parities come from, and the configuration (for messages).
+pub(crate) struct XorContext<'a> {
+    pub(crate) xor: &'a XorStore,
+    pub(crate) pool: &'a BufferPool,
+    pub(crate) config: &'a CdConfig,
+    pub(crate) rank: usize,
+}
 
 /// The group of size `k` of this rank, checked usable by `frame`.
-fn group_for<'a>(rt: &'a CdRuntime, frame: &Frame) -> (usize, &'a XorGroup) {
+fn group_for<'a>(rt: &XorContext<'a>, frame: &Frame) -> (usize, &'a XorGroup) {
     let k = frame.settings.xor_group.unwrap_or_else(|| {
         panic!(
             "CD {:?}: medium xor without xor_group: set xor_group in {}",
@@ -46,7 +58,7 @@ fn group_for<'a>(rt: &'a CdRuntime, frame: &Frame) -> (usize, &'a XorGroup) {
 /// Preserves `bytes` of entry `name` of `frame` on the xor medium (collective over this rank's
 /// checksum group): the parity of the group's copies is computed and this rank keeps its
 /// column's share. Returns the store of the entry and the parity bytes this rank holds.
-pub(crate) fn preserve(rt: &CdRuntime, frame: &Frame, bytes: Vec<u8>) -> (Store, usize) {
+pub(crate) fn preserve(rt: &XorContext, frame: &Frame, bytes: Vec<u8>) -> (Store, usize) {
     preserve_many(rt, frame, vec![bytes])
         .pop()
         .expect("one entry in, one out")
@@ -57,7 +69,7 @@ pub(crate) fn preserve(rt: &CdRuntime, frame: &Frame, bytes: Vec<u8>) -> (Store,
 /// blocks (entry after entry, each laid out as `preserve` lays out one), one barrier, then
 /// each entry's parity. Every member passes the same number of entries, in the same order.
 pub(crate) fn preserve_many(
-    rt: &CdRuntime,
+    rt: &XorContext,
     frame: &Frame,
     batch: Vec<Vec<u8>>,
 ) -> Vec<(Store, usize)> {
@@ -65,8 +77,8 @@ pub(crate) fn preserve_many(
     // Counted before the first collective: a member that finishes this preservation, runs on
     // and loses its memory can tell this rank while it still waits in the barrier below; that
     // loss took the member's copy of these entries, so it must count as after them. (Taken
-    // at the end, it did not, the lost member's copy was never rebuilt, and the group hung,
-    // the survivors in the rebuild and this rank past it.)
+    // at the end, it would not: the lost member's copy would never be rebuilt, and the group
+    // would hang, the survivors in the rebuild and this rank past it.)
     let seen = rt.xor.heard(k);
     let team = &group.team;
     let g = team.rank_n();
@@ -145,7 +157,7 @@ pub(crate) fn preserve_many(
                     .filter(|&m| m != me)
                     .map(|m| chunk_len(infos[m].0[e], m, me, ce))
                     .collect();
-                xor_of_slots(&rt.pool, offsets[me] + base[e], &valid, ce)
+                xor_of_slots(rt.pool, offsets[me] + base[e], &valid, ce)
             };
             let held = parity.len();
             let store = Store::Xor {
@@ -163,7 +175,7 @@ pub(crate) fn preserve_many(
 
 /// Why this rank cannot restore entry `name` of `frame` (an xor entry it lost, which another
 /// member of its group lost too), as a sentence for the escalation.
-pub(crate) fn loss_reason(rt: &CdRuntime, frame: &Frame) -> Option<String> {
+pub(crate) fn loss_reason(rt: &XorContext, frame: &Frame) -> Option<String> {
     let st = frame.state.borrow();
     st.entries.iter().find_map(|e| match &e.store {
         Store::Xor {
@@ -189,11 +201,10 @@ pub(crate) fn loss_reason(rt: &CdRuntime, frame: &Frame) -> Option<String> {
 /// spans them) rebuild: a CD over a smaller team leaves its ancestors' xor entries as they
 /// are, and the ancestor that holds them rebuilds them when it re-executes itself (the entries
 /// still count the loss, so a second loss in the group before then is still caught).
-pub(crate) fn rebuild(rt: &CdRuntime) {
+pub(crate) fn rebuild(rt: &XorContext, frames: &[Rc<Frame>]) {
     if rt.xor.groups.is_empty() {
         return;
     }
-    let frames: Vec<_> = rt.frames.borrow().clone();
     let Some(top) = frames.last() else { return };
     for (&k, group) in &rt.xor.groups {
         let spanned = group
@@ -237,7 +248,7 @@ pub(crate) fn rebuild(rt: &CdRuntime) {
 }
 
 /// Rebuilds entry `i` of `frame` (group size `k`), which one member of the group lost.
-fn rebuild_entry(rt: &CdRuntime, frame: &Frame, i: usize, k: usize) {
+fn rebuild_entry(rt: &XorContext, frame: &Frame, i: usize, k: usize) {
     let group = &rt.xor.groups[&k];
     // Before the first collective, as in `preserve`: a loss heard during the rebuild happened
     // after it.
@@ -299,7 +310,7 @@ fn rebuild_entry(rt: &CdRuntime, frame: &Frame, i: usize, k: usize) {
             internal(|| pgas::barrier_on(team));
             if me == x {
                 // The survivors wrote whole chunks (padded) and parities.
-                let acc = xor_of_slots(&rt.pool, x_off, &vec![c; g - 1], c);
+                let acc = xor_of_slots(rt.pool, x_off, &vec![c; g - 1], c);
                 if col == x {
                     parity = acc;
                 } else {

@@ -17,24 +17,7 @@ use crate::frame::CdKind;
 use crate::relaxed::interceptor::logging_frame;
 use crate::runtime::CdRuntime;
 
-/// A declared region of this rank's segment.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Region {
-    /// The CD that declared it.
-    pub cd: String,
-    /// The name the program gave it.
-    pub name: String,
-    /// Byte offset in the segment.
-    pub offset: usize,
-    /// Byte length.
-    pub len: usize,
-}
-
-impl Region {
-    fn overlaps(&self, offset: usize, len: usize) -> bool {
-        offset < self.offset + self.len && self.offset < offset + len
-    }
-}
+pub use super::frame_state::Region;
 
 /// The region `len` elements at `ptr`, or `None` in a strict CD (a CD the program calls
 /// relaxed but the configuration makes strict: it logs nothing and re-executes with all its

@@ -44,16 +44,7 @@ use crate::relaxed::dependencies::Dependencies;
 use crate::relaxed::log_store::LogEntry;
 use crate::runtime::CdRuntime;
 
-/// What of a CD's log its buddy holds: the replicas under `keys`, in order, hold the store's
-/// first `entries` entries and the first `iwcs` of its own IWCs; `deps` is the last snapshot
-/// of its dependency notes sent (tracking strict CDs).
-#[derive(Debug, Default)]
-pub(crate) struct Replicated {
-    pub(crate) keys: Vec<u64>,
-    pub(crate) entries: usize,
-    pub(crate) iwcs: usize,
-    pub(crate) deps: Option<Dependencies>,
-}
+pub(crate) use super::frame_state::Replicated;
 
 /// One replica: the next entries of one CD's store, its next own IWCs, and (tracking strict
 /// CDs, when they changed) a snapshot of its dependency notes.
