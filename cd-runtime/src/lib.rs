@@ -54,6 +54,9 @@ pub mod rng;
 mod runtime;
 mod spill;
 pub mod strict;
+/// Observability for tests (feature `testing`).
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod xor;
 mod xor_entries;
 
