@@ -40,8 +40,8 @@ use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 
 use crossbeam_utils::CachePadded;
 
-use crate::active_message::{Body, Message, MessageView, Payload};
 use crate::counters::WriteAck;
+use crate::message::{Body, Message, MessageView, Payload};
 
 /// Words of arguments and payload a slot holds inline.
 pub(crate) const SLOT_WORDS: usize = 14;
@@ -305,7 +305,7 @@ impl Lane {
                     source: source as u32,
                     handler,
                     is_reply,
-                    args: crate::active_message::Args::new(args)
+                    args: crate::message::Args::new(args)
                         .expect("the endpoint checked the argument count"),
                     body: match body {
                         Outgoing::Short => Body::Short,

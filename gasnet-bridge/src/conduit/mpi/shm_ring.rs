@@ -42,7 +42,7 @@ use std::cell::Cell;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::active_message::{MAX_ARGS, MAX_MEDIUM};
+use crate::message::{MAX_ARGS, MAX_MEDIUM};
 
 /// Bytes of record data in one ring.
 pub(crate) const DATA: usize = 256 << 10;
