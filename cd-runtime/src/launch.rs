@@ -69,7 +69,7 @@ fn hint(config: &CdConfig, e: &CdError) -> String {
             CdError::Detected { .. } => "return errors from inside a CD (cd::strict), which can \
                  re-execute; the root cannot"
                 .into(),
-            _ => "see cd-runtime/src/relaxed/README.md on what a relaxed CD can replay".into(),
+            _ => "see docs/relaxed-cds.md (\"Limits\") on what a relaxed CD can replay".into(),
         };
     };
     let s = config.settings(cd, *level);
