@@ -28,6 +28,9 @@
 //! assert_eq!(out.report.cd("step").unwrap().reexecutions, 2, "both ranks re-executed once");
 //! ```
 
+// Unsafe code only where a function allows it and says why (clock.rs, private_files.rs).
+#![deny(unsafe_code)]
+
 mod buddy;
 mod buffer_pool;
 pub mod cd;
