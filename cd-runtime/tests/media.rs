@@ -1011,3 +1011,49 @@ fn two_buddy_copies_of_many_chunks_restore_from_either() {
     assert_eq!((s.reexecutions, s.escalations), (4 * 3, 0), "{s:?}");
     assert_eq!(s.bytes_buddy_rpc, 0, "every copy in a slot: {s:?}");
 }
+
+/// A loop of CDs preserving an array and a growing value on the buddy medium: one slot
+/// request per entry in the whole run (then every copy is one rput into a slot reused
+/// from the previous iteration), nothing by rpc, and a soft error's re-execution restores
+/// from the rank's own copy.
+#[test]
+fn steady_state_buddy_copies_reuse_their_slots() {
+    let job = gasnet_bridge::LaunchConfig::new(3).segment_bytes(1 << 20);
+    let config = CdConfig::default()
+        .with_cd(
+            "step",
+            "medium = \"buddy\"\ninject = { at = [{ rank = 1, iteration = 7, kind = \"soft\" }] }",
+        )
+        .unwrap();
+    let out = cd::launch(&job, config, pgas::RpcTable::new(), || {
+        let me = pgas::rank_me() as f64;
+        let mut a = vec![me; 1000];
+        let mut x: Vec<u64> = vec![1, 2, 3];
+        for it in 0..20u64 {
+            cd::strict("step", |c| {
+                c.preserve_slice("a", &mut a);
+                c.preserve("x", &mut x);
+                x.push(it);
+                for v in a.iter_mut() {
+                    *v = *v * 2.0 + 1.0;
+                }
+                Ok(())
+            })?;
+        }
+        let reserves = cd::testing::buddy_slot_requests();
+        Ok((reserves, a[999], x.len()))
+    })
+    .unwrap();
+    for (rank, (reserves, last, xs)) in out.results.into_iter().enumerate() {
+        assert_eq!(reserves, 2, "rank {rank}: one slot per entry");
+        let mut want = rank as f64;
+        for _ in 0..20 {
+            want = want * 2.0 + 1.0;
+        }
+        assert_eq!((last, xs), (want, 23), "rank {rank}");
+    }
+    let s = out.report.cd("step").unwrap();
+    assert_eq!(s.reexecutions, 3);
+    assert_eq!(s.bytes_buddy_rpc, 0);
+    assert!(s.bytes_buddy >= 3 * 20 * 8000, "{s:?}");
+}

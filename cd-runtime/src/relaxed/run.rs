@@ -11,7 +11,8 @@ use crate::cd::Cd;
 use crate::config::CdKindSetting;
 use crate::error::{CdError, FaultKinds};
 use crate::frame::{CdKind, Frame};
-use crate::injector::{self, Injected};
+use crate::injector::Injected;
+use crate::recovery;
 use crate::relaxed::classes::Region;
 use crate::relaxed::log_store::{EntryKind, LogEntry, TargetCounters};
 use crate::relaxed::{fence, replay, replica, shadow};
@@ -79,10 +80,10 @@ pub fn relaxed<R>(
     loop {
         frame.begin(attempt);
         let start = Instant::now();
-        let injected = injector::for_execution(&rt, &frame, name, attempt);
+        let injected = rt.fault_for(&frame, name, attempt);
         if attempt > 0 {
             // A preserved copy changed on disk is not restored: the CD escalates.
-            if let Some(cause) = crate::frame::unreadable_files(&rt) {
+            if let Some(cause) = recovery::unreadable_files(&rt) {
                 return escalate_replay(&rt, &frame, attempt, cause, logging);
             }
             if after_loss {
@@ -109,7 +110,7 @@ pub fn relaxed<R>(
             replica::replicate(&rt, &frame);
         }
         let mut kinds = frame.state.borrow().failure.union(kinds_of(&out));
-        kinds = kinds.union(injector::take_effect(&rt, &frame, injected));
+        kinds = kinds.union(recovery::take_effect(&rt, &frame, injected));
         let own_loss = injected == Some(Injected::RankLoss);
         {
             let mut stats = rt.stats.borrow_mut();
@@ -269,7 +270,7 @@ fn finish<R>(
         s.log_ns += crate::clock::to_ns(logged.ticks);
     }
     shadow::close(rt, frame);
-    frame.release_entries(rt);
+    rt.release_entries(frame);
     let popped = rt.frames.borrow_mut().pop();
     debug_assert!(popped.is_some_and(|f| Rc::ptr_eq(&f, frame)));
     let parent = rt.top();
