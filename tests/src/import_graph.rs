@@ -314,11 +314,18 @@ fn load_module(
                     module.children.insert(name.clone());
                     file_children.push(name);
                     i += 3;
-                } else {
-                    // An inline module: its items count as this file's.
-                    if tokens.get(i + 2).map(|t| t.0.as_str()) == Some("{") {
-                        inline_ends.push(matching_brace(&tokens, i + 2));
+                } else if tokens.get(i + 2).map(|t| t.0.as_str()) == Some("{") {
+                    let end = matching_brace(&tokens, i + 2);
+                    if after_cfg_test(&tokens, i) {
+                        // Unit tests may set up with any layer of the crate: not the crate's
+                        // structure.
+                        i = end + 1;
+                    } else {
+                        // An inline module: its items count as this file's.
+                        inline_ends.push(end);
+                        i += 2;
                     }
+                } else {
                     i += 2;
                 }
             }
@@ -373,6 +380,20 @@ fn load_module(
         load_module(&child_file, child_path, owner, modules)?;
     }
     Ok(())
+}
+
+/// Whether the `mod` at `at` (after an optional visibility) is under `#[cfg(test)]`.
+fn after_cfg_test(tokens: &[(String, usize)], at: usize) -> bool {
+    let mut k = at;
+    if k > 0 && tokens[k - 1].0 == "pub" {
+        k -= 1;
+    }
+    let attr = ["#", "[", "cfg", "(", "test", ")", "]"];
+    k >= attr.len()
+        && tokens[k - attr.len()..k]
+            .iter()
+            .map(|t| t.0.as_str())
+            .eq(attr)
 }
 
 /// A path written `inline` inline modules deep, as seen from the file's module: each leading

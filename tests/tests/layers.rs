@@ -156,11 +156,12 @@ fn test_modules_comments_strings_and_macros_are_not_edges() {
             "src/a.rs",
             "use crate::b::Thing;\n// crate::b uses crate::a::f\n\
              pub fn f() -> &'static str { \"super::b::c\" }\n\
-             #[cfg(test)]\nmod tests {\n    use super::*;\n    fn t() { f(); }\n}\n",
+             #[cfg(test)]\nmod tests {\n    use super::*;\n    use crate::b::setup;\n    fn t() { f(); setup(); }\n}\n",
         ),
         (
             "src/b.rs",
-            "pub struct Thing;\nfn g() { crate::m!(); let _c = 'a'; }\n",
+            "pub struct Thing;\npub fn setup() {}\nfn g() { crate::m!(); let _c = 'a'; }\n\
+             #[cfg(test)]\nmod tests {\n    use crate::a::f;\n}\n",
         ),
     ]);
     assert!(cycles.is_empty(), "{cycles:?}");
