@@ -71,29 +71,6 @@ pub unsafe fn copy_out(src: *const u8, dst: &mut [u8]) {
     unsafe { arch::copy(dst.as_mut_ptr(), src, dst.len()) }
 }
 
-/// Copies `len` bytes between two shared ranges, which may overlap (like `memmove`).
-///
-/// # Safety
-/// Both ranges are valid shared memory (module contract).
-pub unsafe fn copy_within(src: *const u8, dst: *mut u8, len: usize) {
-    let (s, d) = (src as usize, dst as usize);
-    if s.abs_diff(d) >= len {
-        // SAFETY: the ranges are disjoint, so a forward copy reads every byte before any store
-        // of this copy could change it.
-        unsafe { arch::copy(dst, src, len) };
-        return;
-    }
-    // Overlapping ranges happen only for a copy within one segment (rare): go through a
-    // private buffer so the wide, overlapping-tail copies cannot read bytes they already
-    // wrote.
-    let mut bounce = vec![0u8; len];
-    // SAFETY: the caller's contract, one range at a time.
-    unsafe {
-        copy_out(src, &mut bounce);
-        copy_in(dst, &bounce);
-    }
-}
-
 /// Sets `len` shared bytes at `dst` to `byte`.
 ///
 /// # Safety
@@ -478,29 +455,6 @@ mod tests {
                 unsafe { copy_out(s.base.add(64 + off), &mut back) };
                 assert_eq!(back, src);
             }
-        }
-    }
-
-    #[test]
-    fn overlapping_copy_within_is_memmove() {
-        let s = Shared::new(4096);
-        for (from, to, len) in [
-            (0usize, 3usize, 200usize),
-            (3, 0, 200),
-            (10, 11, 40),
-            (0, 0, 64),
-        ] {
-            let src = pattern(512, 9);
-            let mut expect = src.clone();
-            expect.copy_within(from..from + len, to);
-            let mut got = vec![0u8; 512];
-            // SAFETY: all ranges lie in the first 512 bytes of the buffer.
-            unsafe {
-                copy_in(s.base, &src);
-                copy_within(s.base.add(from), s.base.add(to), len);
-                copy_out(s.base, &mut got);
-            }
-            assert_eq!(got, expect, "from {from} to {to} len {len}");
         }
     }
 

@@ -110,6 +110,7 @@ impl Sleeper {
     /// as many processes as cores) makes [`std::thread::available_parallelism`] say 1, and a
     /// process would then yield after 20 rounds although its core is its own (a bridge AM
     /// round trip across 2 processes spent about 20 % of its time in `sched_yield`).
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
     pub fn spin_rounds_for_host(processes: usize) -> u32 {
         // SAFETY: sysconf with a valid name has no preconditions.
         let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
@@ -246,6 +247,7 @@ pub struct Backoff {
 
 impl Backoff {
     /// A fresh wait.
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
     pub fn new() -> Self {
         Backoff::default()
     }

@@ -45,7 +45,7 @@
 use std::rc::Rc;
 
 use gasnet_bridge::FlushId;
-use gasnet_bridge::completion::{AtomicHandle, OwnedGetHandle, WriteHandle};
+use gasnet_bridge::{AtomicHandle, OwnedGetHandle, WriteHandle};
 use gasnet_bridge::{AtomicOp, AtomicResult, WriteAck};
 
 use crate::future::Fulfiller;

@@ -15,7 +15,7 @@ use std::cell::RefCell;
 use std::marker::PhantomData;
 use std::rc::Rc;
 
-use gasnet_bridge::sleep::Awaiting;
+use gasnet_bridge::Awaiting;
 use gasnet_bridge::{Token, WriteAck};
 use serde::Serialize;
 use serde::de::DeserializeOwned;

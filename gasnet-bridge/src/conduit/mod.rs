@@ -19,9 +19,11 @@ pub(crate) mod driver;
 pub(crate) mod kind;
 mod launcher;
 #[cfg(feature = "mpi")]
-pub mod mpi;
+pub(crate) mod mpi;
 pub(crate) mod smp;
 pub(crate) mod smp_inbox;
 
 pub use kind::{ConduitKind, mpi_world, select, selected};
 pub use launcher::{mpirun_available, mpirun_command, mpirun_program, require_mpirun};
+#[cfg(feature = "mpi")]
+pub use mpi::thread_level_name;
