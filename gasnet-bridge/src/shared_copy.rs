@@ -103,9 +103,9 @@ pub unsafe fn store<T: Pod>(dst: *mut T, value: T) {
 }
 
 /// Bytes from which the x86-64 copy uses `rep movsb` where the CPU has fast strings (ERMS):
-/// on the 2-core EPYC machine it copies 64 KiB to 16 MiB 20-40 % faster than the AVX loop
-/// (from the caches and to them alike), ties at 16 KiB and loses below (its start-up costs
-/// 4 KiB 0.76x, 256 B 0.17x).
+/// for large copies it beats the AVX loop, from the caches and to them alike, but its
+/// start-up cost makes it lose on small ones (`bridge-bench`'s `put_bandwidth` lines show
+/// where the two cross).
 const REP_MOVSB_MIN: usize = 32 << 10;
 
 #[cfg(target_arch = "x86_64")]
@@ -150,7 +150,7 @@ mod arch {
     scalar!(load64, store64, u64, reg, ":r", "qword");
 
     /// Copies `16 < len <= 32` bytes: the first and the last 16 (overlapping), all loads
-    /// before all stores in one block (separate load-store pairs measured twice as slow).
+    /// before all stores in one block (separate load-store pairs serialize on each other).
     ///
     /// # Safety
     /// Both ranges valid for `len` bytes, not overlapping; `16 <= len`.
@@ -277,8 +277,8 @@ mod arch {
     /// Copies `len` bytes between non-overlapping ranges, at least one of them shared.
     /// A word (8 bytes; aligned, it is one single-copy-atomic `mov`) is copied inline; every
     /// other size is one call away, so that a put's or get's whole path stays small enough to
-    /// be inlined into its caller (a put that stopped being inlined measured 2.5x slower at
-    /// 8 bytes, through a store-forwarding stall on its returned ack).
+    /// be inlined into its caller (a put that is not inlined pays a store-forwarding stall on
+    /// its returned ack, which dominates an 8-byte put).
     ///
     /// # Safety
     /// Both ranges valid for `len` bytes and not overlapping.
