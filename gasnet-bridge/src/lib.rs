@@ -48,9 +48,21 @@ mod segment;
 mod shared_copy;
 mod sleep;
 mod stderr_line;
+mod sync;
 mod token;
 mod topology;
 mod vector;
+
+/// The lock-free structures as the loom models in `tests/loom_*.rs` drive them; exists only
+/// under `RUSTFLAGS="--cfg loom"` (`.ci/loom`), where they run on loom's atomics.
+#[cfg(loom)]
+#[doc(hidden)]
+pub mod for_loom {
+    pub use crate::conduit::shm_ring::{ALIGN, DATA, MAX_RECORD, RING_BYTES, Ring};
+    pub use crate::conduit::smp_inbox::{FIRST_SLOTS, Incoming, Lane, MAX_SLOTS, Outgoing};
+    pub use crate::counters::{WriteAck, WriteCounters};
+    pub use crate::sync::SharedBytes;
+}
 
 pub use atomic::{AtomicOp, AtomicResult};
 pub use completion::{AtomicHandle, FlushId, GetHandle, OwnedGetHandle, WriteHandle};

@@ -1,13 +1,13 @@
 //! Sending user active messages: to this rank itself, through a shared-memory ring to a rank of
 //! this host, or over MPI.
 
+use crate::conduit::shm_ring::Ring;
 use crate::counters::WriteAck;
 use crate::error::BridgeError;
 use crate::message::{Args, Body, Message};
 
 use super::calls::mpi_len;
 use super::outgoing::{AmHead, OutBody};
-use super::shm_ring::Ring;
 use super::started::Started;
 use super::state::Deferred;
 use super::wire::{F_PLACED, Header};

@@ -22,7 +22,6 @@ mod rma;
 mod rma_window;
 mod send;
 mod setup;
-mod shm_ring;
 mod started;
 mod state;
 mod teardown;
