@@ -12,7 +12,7 @@
 use std::rc::Rc;
 
 use gasnet_bridge::{AtomicOp, AtomicResult, WriteAck};
-use pgas::hook::{
+use pgas::runtime_hooks::{
     AllocAction, AtomicAction, Collective, CollectiveAction, CollectiveKind, Fetch, FetchAction,
     FreeAction, GetAction, Interceptor, OpId, PutAction, Rma, RpcAction, RpcCall, SyncEvent,
 };
@@ -64,11 +64,11 @@ fn log(rt: &CdRuntime, op: u64, kind: EntryKind) {
     }
     let e = LogEntry {
         lsn: rt.relaxed.next_lsn(),
-        ec: pgas::resilience::epoch(),
+        ec: pgas::runtime_hooks::epoch(),
         op,
         // An rpc function serving another rank's request started it: a replay of that
         // request must know (see `incoming_rpc`).
-        request: pgas::resilience::serving_request().map(|r| r.iwc),
+        request: pgas::runtime_hooks::serving_request().map(|r| r.iwc),
         kind,
     };
     let size = e.size() as u64;
@@ -110,7 +110,7 @@ fn next_entry(rt: &CdRuntime) -> Option<LogEntry> {
                 replay_error(rt, e);
             }
             rt.relaxed.event(ReplayEvent::Forward {
-                ec: pgas::resilience::epoch(),
+                ec: pgas::runtime_hooks::epoch(),
             });
             None
         }

@@ -23,11 +23,11 @@ use std::collections::HashMap;
 use std::rc::Rc;
 
 use gasnet_bridge::{AtomicOp, AtomicResult, WriteAck};
-use pgas::hook::{
+use pgas::runtime_hooks::{self as resilience, internal};
+use pgas::runtime_hooks::{
     AtomicAction, Collective, CollectiveAction, CollectiveKind, Fetch, FetchAction, GetAction,
     PutAction, Rma, RpcAction, RpcCall,
 };
-use pgas::resilience::{self, internal};
 use pgas::{Promise, Team};
 
 use crate::cd::Cd;

@@ -1,0 +1,200 @@
+//! The values a key of the configuration takes: the enumerations, and the validated numbers
+//! whose range lives in their type, so a table is checked by converting its raw numbers.
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::error::FaultKinds;
+
+/// Where preserved state is kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Medium {
+    /// This rank's memory (lost with the rank).
+    Local,
+    /// Another rank's memory, reached through pgas (survives the loss of this rank).
+    Buddy,
+    /// A file on this machine.
+    File,
+    /// This rank's memory plus an XOR parity spread over a checksum group of `xor_group`
+    /// ranks on different nodes (survives the loss of one member per group; `xor.rs`).
+    Xor,
+}
+
+/// Where a relaxed CD's log is kept (`log_medium`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LogMedium {
+    /// This rank's memory only (a rank loss takes it: the CD escalates).
+    Local,
+    /// Also replicated at the buddy rank when the body ends (the rank recovers alone).
+    Buddy,
+}
+
+/// Where a rank's buddy is, relative to it (`buddy_domain`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BuddyDomain {
+    /// On another node whenever there is one (survives the loss of a node).
+    #[default]
+    Node,
+    /// The next rank (survives the loss of a rank).
+    Rank,
+}
+
+/// The kind a CD runs as, when the configuration overrides the program's call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CdKindSetting {
+    /// Recovers with every rank it spans, by agreement.
+    Strict,
+    /// Recovers alone, by replaying its log (docs/relaxed-cds.md).
+    Relaxed,
+}
+
+/// A kind of failure a level may contain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FaultKind {
+    /// Failed checks, body errors, injected soft errors.
+    Soft,
+    /// Loss of a rank's memory.
+    RankLoss,
+}
+
+impl FaultKind {
+    /// The name the configuration gives it.
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            FaultKind::Soft => "soft",
+            FaultKind::RankLoss => "rank_loss",
+        }
+    }
+}
+
+impl From<&Vec<FaultKind>> for FaultKinds {
+    fn from(kinds: &Vec<FaultKind>) -> FaultKinds {
+        kinds.iter().fold(FaultKinds::NONE, |acc, k| {
+            acc.union(match k {
+                FaultKind::Soft => FaultKinds::SOFT,
+                FaultKind::RankLoss => FaultKinds::RANK_LOSS,
+            })
+        })
+    }
+}
+
+/// How often a CD run with [`crate::strict_steps`] preserves (`interval`; the reading is in
+/// [`crate::interval`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Interval {
+    /// At every step (the default): one CD execution per step.
+    #[default]
+    Every,
+    /// At every n-th step: one CD execution per n steps.
+    Steps(u64),
+    /// At every n-th step, n from Daly's formula with the preservation time measured in the
+    /// first step and `mtbf_seconds`.
+    Daly,
+}
+
+/// `interval` as written: a name (`"every"`, `"daly"`) or a number of steps.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub(super) enum IntervalFile {
+    Steps(i64),
+    Name(String),
+}
+
+impl TryFrom<IntervalFile> for Interval {
+    type Error = ValueError;
+    fn try_from(i: IntervalFile) -> Result<Interval, ValueError> {
+        match i {
+            IntervalFile::Steps(1) => Ok(Interval::Every),
+            IntervalFile::Steps(n) => u64::try_from(n)
+                .ok()
+                .filter(|&n| n > 1)
+                .map(Interval::Steps)
+                .ok_or(ValueError::Steps(n)),
+            IntervalFile::Name(s) if s == "every" => Ok(Interval::Every),
+            IntervalFile::Name(s) if s == "daly" => Ok(Interval::Daly),
+            IntervalFile::Name(s) => Err(ValueError::IntervalName(s)),
+        }
+    }
+}
+
+/// Largest `retries` accepted: a CD that fails a thousand times in a row has a failure that
+/// comes back, which more re-executions only repeat (each one as long as the CD), silently.
+pub const MAX_RETRIES: i64 = 1000;
+
+/// Largest `buddy_segment_bytes` accepted (1 TiB), so that adding it to a segment size cannot
+/// overflow.
+const MAX_BUDDY_SEGMENT_BYTES: i64 = 1 << 40;
+
+/// Declares the validated numbers: each a newtype over its inner type, made from the raw value
+/// `n` the file holds when its rule accepts it; and [`ValueError`], whose variant of the same
+/// name says, when the rule refuses `n`, what the key takes.
+macro_rules! validated {
+    ($($(#[$doc:meta])* $name:ident($inner:ty) from $raw:ty = |$n:ident| $ok:expr,
+       $msg:literal $(, $arg:ident = $val:expr)?;)*) => {
+        /// Why a value is refused: the message says what the key takes.
+        #[derive(Debug, Clone, PartialEq, Error)]
+        pub(super) enum ValueError {
+            $(#[error($msg $(, $arg = $val)?)] $name($raw),)*
+            #[error("a number of steps must be 1 or more, got {0}")]
+            Steps(i64),
+            #[error("must be \"every\", \"daly\" or a number of steps, got {0:?}")]
+            IntervalName(String),
+        }
+
+        $($(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq)]
+        pub(super) struct $name(pub(super) $inner);
+
+        impl TryFrom<$raw> for $name {
+            type Error = ValueError;
+            fn try_from($n: $raw) -> Result<$name, ValueError> {
+                $ok.map($name).ok_or(ValueError::$name($n))
+            }
+        })*
+    };
+}
+
+validated! {
+    /// Re-executions before a CD escalates (`retries`): 0 to [`MAX_RETRIES`].
+    Retries(u32) from i64 = |n| u32::try_from(n).ok().filter(|_| n <= MAX_RETRIES),
+        "must be between 0 and {MAX_RETRIES} (re-executions before the CD escalates; a failure \
+         that comes back that often is not contained by more), got {0}";
+    /// A number of bytes, 0 or more (`log_spill_bytes`).
+    Bytes(u64) from i64 = |n| u64::try_from(n).ok(),
+        "must be a number of bytes (0 or more), got {0}";
+    /// Segment room for buddy copies (`buddy_segment_bytes`): up to 1 TiB, rounded up to 64.
+    SegmentBytes(usize) from i64 = |n| usize::try_from(n)
+            .ok()
+            .filter(|_| n <= MAX_BUDDY_SEGMENT_BYTES)
+            .map(|b| b.next_multiple_of(64)),
+        "must be a number of bytes between 0 and {MAX_BUDDY_SEGMENT_BYTES}, got {0}";
+    /// A memory budget (`memory_budget_bytes`): a positive number of bytes.
+    BudgetBytes(usize) from i64 = |n| usize::try_from(n).ok().filter(|&b| b > 0),
+        "must be a positive number of bytes (the preserved state a rank keeps in memory before \
+         the oldest copies move to files), got {0}";
+    /// Copies the buddy medium keeps (`buddy_copies`): 1 or 2.
+    BuddyCopies(usize) from i64 = |n| usize::try_from(n).ok().filter(|c| matches!(c, 1 | 2)),
+        "must be 1 (the buddy's copy alone) or 2 (a local copy too), got {0}";
+    /// Members of a checksum group (`xor_group`): 2 or more.
+    GroupSize(usize) from i64 = |n| usize::try_from(n).ok().filter(|&k| k >= 2),
+        "a checksum group needs at least 2 members (the parity of one member is a copy of it), \
+         got {0}";
+    /// Threads of a re-execution (`restart_threads`): 1 to the threads this machine runs.
+    Threads(usize) from i64 = |n| usize::try_from(n)
+            .ok()
+            .filter(|&t| (1..=gasnet_bridge::limits::max_threads()).contains(&t)),
+        "restart_threads must be between 1 (a serial restart) and {max} (the threads this \
+         machine runs), got {0}", max = gasnet_bridge::limits::max_threads();
+    /// A probability per execution (`inject.soft_error`, `inject.rank_loss`): 0 to 1.
+    Probability(f64) from f64 = |p| (0.0..=1.0).contains(&p).then_some(p),
+        "a probability must be between 0 and 1, got {0}";
+    /// A duration in seconds (`mtbf_seconds`, `node_mtbf_seconds`, `recovery_seconds`):
+    /// finite and above 0.
+    Seconds(f64) from f64 = |s| (s.is_finite() && s > 0.0).then_some(s),
+        "must be a number of seconds above 0, got {0}";
+}
