@@ -35,10 +35,10 @@ const ESCALATION: &str = "cd-runtime: stop: ";
 
 /// Ends this rank quietly with the escalation `line`: no panic hook runs, so no panic message
 /// and no backtrace; the other ranks are woken and unwind quietly too. The payload is a
-/// deliberate stop ([`gasnet_bridge::failure::Stopped`]): under mpirun the conduit prints
+/// deliberate stop ([`gasnet_bridge::for_runtimes::Stopped`]): under mpirun the conduit prints
 /// nothing about it on the other processes either, as the program prints the line itself.
 fn stop(line: String) -> ! {
-    std::panic::resume_unwind(Box::new(gasnet_bridge::failure::Stopped(format!(
+    std::panic::resume_unwind(Box::new(gasnet_bridge::for_runtimes::Stopped(format!(
         "{ESCALATION}{line}"
     ))))
 }
@@ -50,7 +50,7 @@ const CONFIG: &str = "cd-runtime: config: ";
 /// Ends this rank quietly on a configuration error found inside the job (every rank finds the
 /// same): the job returns [`CdLaunchError::Config`] with `message`.
 fn stop_config(message: String) -> ! {
-    std::panic::resume_unwind(Box::new(gasnet_bridge::failure::Stopped(format!(
+    std::panic::resume_unwind(Box::new(gasnet_bridge::for_runtimes::Stopped(format!(
         "{CONFIG}{message}"
     ))))
 }

@@ -23,7 +23,7 @@
 //! error, never followed or truncated.
 //!
 //! **Removal.** [`PrivateDir`] removes the directory and everything in it when dropped (every
-//! exit path that unwinds), and registers it with [`gasnet_bridge::exit_cleanup`] meanwhile, so
+//! exit path that unwinds), and registers it with [`gasnet_bridge::for_runtimes::exit_cleanup`] meanwhile, so
 //! the mpi conduit's watchdog removes it too before it ends the process with `_exit`.
 
 use std::fs::{DirBuilder, File, OpenOptions, Permissions};
@@ -174,7 +174,7 @@ impl PrivateDir {
             })?;
         // Removed by this value's drop (below), after the exit registry lets go of it.
         let path = dir.keep();
-        gasnet_bridge::exit_cleanup::register(&path);
+        gasnet_bridge::for_runtimes::exit_cleanup::register(&path);
         Ok(PrivateDir { path })
     }
 
@@ -188,7 +188,7 @@ impl Drop for PrivateDir {
     fn drop(&mut self) {
         // Removed before it is unregistered: an `_exit` in between finds it still registered.
         let _ = std::fs::remove_dir_all(&self.path);
-        gasnet_bridge::exit_cleanup::unregister(&self.path);
+        gasnet_bridge::for_runtimes::exit_cleanup::unregister(&self.path);
     }
 }
 
@@ -243,7 +243,10 @@ mod tests {
             let random = name.strip_prefix(PREFIX).expect("prefixed");
             assert_eq!(random.len(), RANDOM_CHARS, "{name}");
             assert!(!random.contains(&std::process::id().to_string()), "{name}");
-            assert!(gasnet_bridge::exit_cleanup::registered().contains(&d.path().to_path_buf()));
+            assert!(
+                gasnet_bridge::for_runtimes::exit_cleanup::registered()
+                    .contains(&d.path().to_path_buf())
+            );
         }
         assert_ne!(a.path(), b.path(), "two launches, two directories");
         let f = a.path().join("x.bin");
@@ -257,7 +260,7 @@ mod tests {
         drop(a);
         drop(b);
         assert!(!pa.exists() && !pb.exists(), "removed with their contents");
-        let registered = gasnet_bridge::exit_cleanup::registered();
+        let registered = gasnet_bridge::for_runtimes::exit_cleanup::registered();
         assert!(!registered.contains(&pa) && !registered.contains(&pb));
         std::fs::remove_dir(&parent).unwrap();
     }

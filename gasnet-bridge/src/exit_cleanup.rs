@@ -56,6 +56,7 @@ pub fn registered() -> Vec<PathBuf> {
 /// Removes every registered directory, recursively, and forgets them; for the moment right
 /// before `_exit`. Never blocks for long: if the registry stays locked by another thread for
 /// [`LOCK_WAIT`], it removes nothing.
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
 pub fn run() {
     let start = Instant::now();
     let mut dirs = loop {

@@ -20,32 +20,38 @@
 //! .unwrap();
 //! assert_eq!(sums, vec![3, 0, 1, 2]);
 //! ```
+//!
+//! The crate root is what a program needs. Besides it: [`conduit`] says which conduit a job
+//! uses and starts programs under `mpirun`, [`limits`] checks what the machine can hold, and
+//! [`for_runtimes`] gathers what only a runtime built on this crate needs (pgas is one).
 
-pub mod atomic;
-pub mod barrier;
-pub mod completion;
+mod atomic;
+mod barrier;
+mod completion;
 mod completion_wait;
 pub mod conduit;
-pub mod config;
-pub mod counters;
-pub mod endpoint;
-pub mod error;
-pub mod exit_cleanup;
-pub mod failure;
+mod config;
+mod counters;
+mod endpoint;
+mod error;
+mod exit_cleanup;
+mod failure;
+pub mod for_runtimes;
 mod handler_table;
 mod hang_report;
-pub mod launch;
+mod launch;
 pub mod limits;
-pub mod membarrier;
-pub mod message;
-pub mod segment;
-pub mod shared_copy;
-pub mod sleep;
-pub mod stderr_line;
+mod mapped_access;
+mod membarrier;
+mod message;
+mod segment;
+mod shared_copy;
+mod sleep;
+mod stderr_line;
 mod sync;
-pub mod token;
-pub mod topology;
-pub mod vector;
+mod token;
+mod topology;
+mod vector;
 
 /// The lock-free structures as the loom models in `tests/loom_*.rs` drive them; exists only
 /// under `RUSTFLAGS="--cfg loom"` (`.ci/loom`), where they run on loom's atomics.
@@ -59,7 +65,7 @@ pub mod for_loom {
 }
 
 pub use atomic::{AtomicOp, AtomicResult};
-pub use completion::{FlushId, GetHandle, WriteHandle};
+pub use completion::{AtomicHandle, FlushId, GetHandle, OwnedGetHandle, WriteHandle};
 pub use completion_wait::AccessRegion;
 pub use conduit::ConduitKind;
 pub use config::{DEFAULT_SEGMENT_BYTES, LaunchConfig};
@@ -70,5 +76,7 @@ pub use handler_table::{Handler, HandlerTable};
 pub use launch::{job_ranks, launch, launch_from_env, returned_ranks};
 pub use limits::LimitError;
 pub use message::{HandlerId, MAX_ARGS, MAX_MEDIUM, Payload};
+pub use sleep::Awaiting;
+pub use stderr_line::stderr_line;
 pub use token::Token;
 pub use topology::Topology;

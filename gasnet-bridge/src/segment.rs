@@ -77,19 +77,9 @@ impl Segment {
         }
     }
 
-    /// The rank that owns this segment.
-    pub fn rank(&self) -> usize {
-        self.rank
-    }
-
     /// Size in bytes.
     pub fn len(&self) -> usize {
         self.len
-    }
-
-    /// Always false: a segment has at least one byte.
-    pub fn is_empty(&self) -> bool {
-        false
     }
 
     /// Base address, for conduits and the owner's local views. Dereferencing it is subject to
@@ -129,36 +119,6 @@ impl Segment {
         self.check(offset, dst.len())?;
         // SAFETY: as in `write`.
         unsafe { shared_copy::copy_out(self.base.as_ptr().add(offset), dst) };
-        Ok(())
-    }
-
-    /// Copies `len` bytes from `src_offset` of `self` to `dst_offset` of `dst` (which may be
-    /// `self`; overlapping ranges are handled like `memmove`).
-    pub fn copy_to(
-        &self,
-        src_offset: usize,
-        dst: &Segment,
-        dst_offset: usize,
-        len: usize,
-    ) -> Result<(), BridgeError> {
-        self.check(src_offset, len)?;
-        dst.check(dst_offset, len)?;
-        // SAFETY: both ranges are inside their segments; `copy_within` tolerates overlap.
-        unsafe {
-            shared_copy::copy_within(
-                self.base.as_ptr().add(src_offset),
-                dst.base.as_ptr().add(dst_offset),
-                len,
-            )
-        };
-        Ok(())
-    }
-
-    /// Fills `len` bytes at `offset` with `byte` (used to emulate the loss of a rank's memory).
-    pub fn fill(&self, offset: usize, len: usize, byte: u8) -> Result<(), BridgeError> {
-        self.check(offset, len)?;
-        // SAFETY: the range is inside the segment.
-        unsafe { shared_copy::fill(self.base.as_ptr().add(offset), byte, len) };
         Ok(())
     }
 
@@ -239,7 +199,6 @@ mod tests {
             s.read(usize::MAX, &mut [0; 2]).is_err(),
             "overflowing range must not wrap"
         );
-        assert!(s.fill(60, 5, 0).is_err());
     }
 
     #[test]
@@ -261,21 +220,5 @@ mod tests {
             s.atomic_u64(60),
             Err(BridgeError::OutOfSegment { .. })
         ));
-    }
-
-    #[test]
-    fn copy_between_and_within_segments() {
-        let a = Segment::new(0, 64);
-        let b = Segment::new(1, 64);
-        a.write(0, &[1, 2, 3, 4, 5, 6, 7, 8]).unwrap();
-        a.copy_to(0, &b, 10, 8).unwrap();
-        let mut out = [0; 8];
-        b.read(10, &mut out).unwrap();
-        assert_eq!(out, [1, 2, 3, 4, 5, 6, 7, 8]);
-        a.copy_to(0, &a, 2, 8).unwrap(); // overlapping, like memmove
-        a.read(2, &mut out).unwrap();
-        assert_eq!(out, [1, 2, 3, 4, 5, 6, 7, 8]);
-        assert!(a.copy_to(60, &b, 0, 8).is_err());
-        assert!(a.copy_to(0, &b, 60, 8).is_err());
     }
 }

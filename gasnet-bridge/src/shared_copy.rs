@@ -71,29 +71,6 @@ pub unsafe fn copy_out(src: *const u8, dst: &mut [u8]) {
     unsafe { arch::copy(dst.as_mut_ptr(), src, dst.len()) }
 }
 
-/// Copies `len` bytes between two shared ranges, which may overlap (like `memmove`).
-///
-/// # Safety
-/// Both ranges are valid shared memory (module contract).
-pub unsafe fn copy_within(src: *const u8, dst: *mut u8, len: usize) {
-    let (s, d) = (src as usize, dst as usize);
-    if s.abs_diff(d) >= len {
-        // SAFETY: the ranges are disjoint, so a forward copy reads every byte before any store
-        // of this copy could change it.
-        unsafe { arch::copy(dst, src, len) };
-        return;
-    }
-    // Overlapping ranges happen only for a copy within one segment (rare): go through a
-    // private buffer so the wide, overlapping-tail copies cannot read bytes they already
-    // wrote.
-    let mut bounce = vec![0u8; len];
-    // SAFETY: the caller's contract, one range at a time.
-    unsafe {
-        copy_out(src, &mut bounce);
-        copy_in(dst, &bounce);
-    }
-}
-
 /// Sets `len` shared bytes at `dst` to `byte`.
 ///
 /// # Safety
@@ -126,9 +103,9 @@ pub unsafe fn store<T: Pod>(dst: *mut T, value: T) {
 }
 
 /// Bytes from which the x86-64 copy uses `rep movsb` where the CPU has fast strings (ERMS):
-/// on the 2-core EPYC machine it copies 64 KiB to 16 MiB 20-40 % faster than the AVX loop
-/// (from the caches and to them alike), ties at 16 KiB and loses below (its start-up costs
-/// 4 KiB 0.76x, 256 B 0.17x).
+/// for large copies it beats the AVX loop, from the caches and to them alike, but its
+/// start-up cost makes it lose on small ones (`bridge-bench`'s `put_bandwidth` lines show
+/// where the two cross).
 const REP_MOVSB_MIN: usize = 32 << 10;
 
 #[cfg(target_arch = "x86_64")]
@@ -173,7 +150,7 @@ mod arch {
     scalar!(load64, store64, u64, reg, ":r", "qword");
 
     /// Copies `16 < len <= 32` bytes: the first and the last 16 (overlapping), all loads
-    /// before all stores in one block (separate load-store pairs measured twice as slow).
+    /// before all stores in one block (separate load-store pairs serialize on each other).
     ///
     /// # Safety
     /// Both ranges valid for `len` bytes, not overlapping; `16 <= len`.
@@ -300,8 +277,8 @@ mod arch {
     /// Copies `len` bytes between non-overlapping ranges, at least one of them shared.
     /// A word (8 bytes; aligned, it is one single-copy-atomic `mov`) is copied inline; every
     /// other size is one call away, so that a put's or get's whole path stays small enough to
-    /// be inlined into its caller (a put that stopped being inlined measured 2.5x slower at
-    /// 8 bytes, through a store-forwarding stall on its returned ack).
+    /// be inlined into its caller (a put that is not inlined pays a store-forwarding stall on
+    /// its returned ack, which dominates an 8-byte put).
     ///
     /// # Safety
     /// Both ranges valid for `len` bytes and not overlapping.
@@ -478,29 +455,6 @@ mod tests {
                 unsafe { copy_out(s.base.add(64 + off), &mut back) };
                 assert_eq!(back, src);
             }
-        }
-    }
-
-    #[test]
-    fn overlapping_copy_within_is_memmove() {
-        let s = Shared::new(4096);
-        for (from, to, len) in [
-            (0usize, 3usize, 200usize),
-            (3, 0, 200),
-            (10, 11, 40),
-            (0, 0, 64),
-        ] {
-            let src = pattern(512, 9);
-            let mut expect = src.clone();
-            expect.copy_within(from..from + len, to);
-            let mut got = vec![0u8; 512];
-            // SAFETY: all ranges lie in the first 512 bytes of the buffer.
-            unsafe {
-                copy_in(s.base, &src);
-                copy_within(s.base.add(from), s.base.add(to), len);
-                copy_out(s.base, &mut got);
-            }
-            assert_eq!(got, expect, "from {from} to {to} len {len}");
         }
     }
 

@@ -24,8 +24,8 @@
 //!
 //! **Growing parks.** On a machine with many more ranks than cores, ranks that wait long
 //! (outside a dependency-limited re-execution, at a barrier for the slowest rank) would wake
-//! every 200 us each and take the cores from the ranks they wait for: 56 ranks parked in an
-//! agreement cost the 8 ranks of a limited re-execution about a third of their speed. A wait
+//! at every park timeout and take the cores from the ranks they wait for (many ranks parked
+//! in an agreement slow the few ranks of a limited re-execution markedly). A wait
 //! whose event wakes the rank (a future, an rpc reply, a barrier) needs no timeout for its
 //! own event, so its parks grow; the bound stays for what the rank serves meanwhile without
 //! a wake (nothing on smp, where every message wakes) and is kept short enough that a missed
@@ -50,7 +50,7 @@ use crate::error::ConfigError;
 /// Polling rounds with a spin hint before the first yield.
 pub const SPIN_ROUNDS: u32 = 2_000;
 /// Spin rounds when ranks outnumber cores: a spinning rank then holds the core that the rank
-/// it waits for needs (LULESH on 8 ranks and 2 cores spent 40% more CPU with the full spin).
+/// it waits for needs, so a full spin only burns the CPU the other rank is waiting for.
 pub const OVERSUBSCRIBED_SPIN_ROUNDS: u32 = 20;
 /// Rounds with `yield_now` before parking.
 pub const YIELD_ROUNDS: u32 = 200;
@@ -108,8 +108,9 @@ impl Sleeper {
     /// The spin rounds for one of `processes` processes of a host, whatever this process's
     /// own CPU affinity: a launcher that binds each process to one core (Open MPI does, with
     /// as many processes as cores) makes [`std::thread::available_parallelism`] say 1, and a
-    /// process would then yield after 20 rounds although its core is its own (a bridge AM
-    /// round trip across 2 processes spent about 20 % of its time in `sched_yield`).
+    /// process would then yield after a few rounds although its core is its own, and spend
+    /// its round trips in `sched_yield`.
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
     pub fn spin_rounds_for_host(processes: usize) -> u32 {
         // SAFETY: sysconf with a valid name has no preconditions.
         let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
@@ -246,6 +247,7 @@ pub struct Backoff {
 
 impl Backoff {
     /// A fresh wait.
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
     pub fn new() -> Self {
         Backoff::default()
     }

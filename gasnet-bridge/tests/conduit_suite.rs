@@ -119,7 +119,7 @@ fn job_on_another_thread(n: usize) {
     });
     #[cfg(feature = "mpi")]
     if gasnet_bridge::conduit::selected().unwrap() == ConduitKind::Mpi {
-        let level = gasnet_bridge::conduit::mpi::thread_level_name().unwrap();
+        let level = gasnet_bridge::conduit::thread_level_name().unwrap();
         if matches!(level, "MPI_THREAD_SINGLE" | "MPI_THREAD_FUNNELED") {
             let e = outcome
                 .expect_err("refused below MPI_THREAD_SERIALIZED")

@@ -19,7 +19,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use gasnet_bridge::completion::{AtomicHandle, OwnedGetHandle};
+use gasnet_bridge::{AtomicHandle, OwnedGetHandle};
 use gasnet_bridge::{AtomicOp, HandlerTable, LaunchConfig, WriteHandle, launch};
 
 /// What rank 0 keeps past the end of its job.
@@ -113,7 +113,7 @@ fn failed() {
         let tested = catch_unwind(AssertUnwindSafe(|| put.test()));
         let verdict = match tested {
             Err(payload) => {
-                let message = gasnet_bridge::failure::panic_message(&*payload);
+                let message = gasnet_bridge::for_runtimes::panic_message(&*payload);
                 if message.contains("after its job ended") {
                     "refused".to_string()
                 } else {

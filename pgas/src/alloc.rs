@@ -46,10 +46,7 @@ pub fn new_array<T: Pod>(len: usize) -> Result<GlobalPtr<T>, PgasError> {
     runtime::with(|rt| {
         let p = allocate::<T>(rt, len)?;
         let bytes = len * size_of::<T>();
-        let base = p.cast::<u8>().local_slice_ptr(bytes)?;
-        // SAFETY: `local_slice_ptr` checked that the whole range lies in this rank's segment;
-        // the block was just allocated, so no other rank holds a pointer into it yet.
-        unsafe { gasnet_bridge::shared_copy::fill(base.cast(), 0, bytes) };
+        rt.ep().fill_mapped(p.rank(), p.offset(), bytes, 0)?;
         Ok(p)
     })
 }

@@ -13,7 +13,7 @@ use crate::global_ptr::GlobalPtr;
 use crate::hook::AtomicAction;
 use crate::pending::{PendingRead, push_read};
 use crate::runtime::{self, Runtime};
-use gasnet_bridge::sleep::Awaiting;
+use gasnet_bridge::Awaiting;
 
 /// A 64-bit type the atomic domain supports.
 pub trait AtomicValue: bytemuck::Pod + PartialEq {

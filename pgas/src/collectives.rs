@@ -800,10 +800,10 @@ fn fast_reduce_u64(value: u64, op: impl Fn(u64, u64) -> u64) -> u64 {
         let k = state.fast_reductions.get();
         state.fast_reductions.set(k + 1);
         let at = crate::runtime::FAST_REDUCE_AT + (k % 2) as usize * 8;
-        let base = ep.segment_base(ep.rank()).expect("own segment");
-        // SAFETY: `at .. at + 8` lies in the runtime's reserved bytes of this rank's own
-        // segment (8-byte aligned); other ranks read it only after the barrier below.
-        unsafe { gasnet_bridge::shared_copy::store(base.add(at).cast::<u64>(), value) };
+        // `at .. at + 8` lies in the runtime's reserved bytes of this rank's own segment;
+        // other ranks read it only after the barrier below.
+        ep.store_mapped(ep.rank(), at, value)
+            .expect("the reserved bytes of the own segment");
         ep.barrier().expect("world barrier");
         let words = (0..ep.ranks()).map(|r| {
             let mut word = [0u8; 8];

@@ -14,10 +14,8 @@ pub const POISON: u8 = 0xDB;
 pub fn emulate_memory_loss() {
     runtime::with(|rt| {
         let ep = rt.ep();
-        let base = ep.segment_base(ep.rank()).expect("own segment");
         let len = ep.segment_len() - RESERVED;
-        // SAFETY: `RESERVED .. segment_len` lies inside this rank's segment; `shared_copy` is
-        // how every segment access is done (see gasnet-bridge's segment module).
-        unsafe { gasnet_bridge::shared_copy::fill(base.add(RESERVED), POISON, len) };
+        ep.fill_mapped(ep.rank(), RESERVED, len, POISON)
+            .expect("the program's bytes of the own segment");
     })
 }

@@ -18,8 +18,8 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
 
+use gasnet_bridge::Awaiting;
 use gasnet_bridge::FlushId;
-use gasnet_bridge::sleep::Awaiting;
 
 use crate::runtime;
 use crate::wire::decode_reply;

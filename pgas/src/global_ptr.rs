@@ -14,7 +14,6 @@ use std::marker::PhantomData;
 use std::ops::{Add, Sub};
 
 use bytemuck::{Pod, Zeroable};
-use gasnet_bridge::shared_copy;
 use serde::{Deserialize, Serialize};
 
 use crate::error::PgasError;
@@ -251,37 +250,36 @@ impl<T: Pod> GlobalPtr<T> {
 
     /// Reads a co-located value by copy (no communication, checked like `local()`).
     pub fn read_local(&self) -> Result<T, PgasError> {
-        let p = self.local()?;
-        // SAFETY: `local()` checked that the value lies in a segment this process maps;
-        // `shared_copy` reads it without a reference and without a data race, even against a
-        // concurrent remote write (a program error that may then read a torn value).
-        Ok(unsafe { shared_copy::load(p) })
+        // `local()` gives pgas's own refusals (null, not co-located, reserved bytes); the
+        // endpoint then reads without a data race, even against a concurrent remote write (a
+        // program error that may then read a torn value).
+        self.local()?;
+        runtime::with(|rt| Ok(rt.ep().load_mapped(self.rank(), self.offset())?))
     }
 
     /// Copies `dst.len()` co-located elements from here into `dst` (one bounds check, one
     /// copy; no communication).
     pub fn read_local_slice(&self, dst: &mut [T]) -> Result<(), PgasError> {
-        let p = self.local_slice_ptr(dst.len())?;
-        // SAFETY: `local_slice_ptr` checked that `dst.len()` elements from `p` lie in a segment
-        // this process maps; `shared_copy` is the race-free way to read it.
-        unsafe { shared_copy::copy_out(p.cast(), bytemuck::cast_slice_mut(dst)) };
-        Ok(())
+        self.local_slice_ptr(dst.len())?;
+        runtime::with(|rt| {
+            let bytes = bytemuck::cast_slice_mut(dst);
+            Ok(rt.ep().read_mapped(self.rank(), self.offset(), bytes)?)
+        })
     }
 
     /// Copies `src` into co-located memory from here (one bounds check, one copy).
     pub fn write_local_slice(&self, src: &[T]) -> Result<(), PgasError> {
-        let p = self.local_slice_ptr(src.len())?;
-        // SAFETY: as in `read_local_slice`, with the copy reversed.
-        unsafe { shared_copy::copy_in(p.cast(), bytemuck::cast_slice(src)) };
-        Ok(())
+        self.local_slice_ptr(src.len())?;
+        runtime::with(|rt| {
+            let bytes = bytemuck::cast_slice(src);
+            Ok(rt.ep().write_mapped(self.rank(), self.offset(), bytes)?)
+        })
     }
 
     /// Writes a co-located value by copy (no communication, checked like `local()`).
     pub fn write_local(&self, value: T) -> Result<(), PgasError> {
-        let p = self.local()?;
-        // SAFETY: as in `read_local`.
-        unsafe { shared_copy::store(p, value) };
-        Ok(())
+        self.local()?;
+        runtime::with(|rt| Ok(rt.ep().store_mapped(self.rank(), self.offset(), value)?))
     }
 }
 

@@ -107,6 +107,8 @@ pub use gasnet_bridge::LaunchConfig;
 /// without naming the communication core's crate).
 pub use gasnet_bridge::LaunchError;
 
+/// What a waiting rank waits for, for the hang report (`PGAS_HANG_REPORT`).
+pub use gasnet_bridge::Awaiting;
 /// The configuration error inside [`LaunchError::Config`] (a bad `PGAS_*` variable, a rank
 /// count that differs from the number of MPI processes).
 pub use gasnet_bridge::ConfigError;
@@ -122,11 +124,9 @@ pub use gasnet_bridge::limits;
 /// Which ranks' results the last [`launch`] of this process returned (all on smp, one under
 /// mpirun).
 pub use gasnet_bridge::returned_ranks;
-/// What a waiting rank waits for, for the hang report (`PGAS_HANG_REPORT`).
-pub use gasnet_bridge::sleep::Awaiting;
 /// Writes a formatted line to standard error in one write, so that the lines of different
 /// processes under mpirun never interleave: `pgas::stderr_line(format_args!("..."))`.
-pub use gasnet_bridge::stderr_line::stderr_line;
+pub use gasnet_bridge::stderr_line;
 
 /// Starting a program under `mpirun` from tests and tools: `MPIRUN` names the launcher
 /// (default `mpirun`), `MPIRUN_FLAGS` its flags (default `--allow-run-as-root --oversubscribe`).

@@ -46,7 +46,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use gasnet_bridge::FlushId;
-use gasnet_bridge::completion::{AtomicHandle, OwnedGetHandle, WriteHandle};
+use gasnet_bridge::{AtomicHandle, OwnedGetHandle, WriteHandle};
 use gasnet_bridge::{AtomicOp, AtomicResult, WriteAck};
 
 use crate::future::Fulfiller;

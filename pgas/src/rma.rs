@@ -13,8 +13,8 @@
 //! atomics still wait for their reply inside the call.
 
 use bytemuck::Pod;
-use gasnet_bridge::completion::WriteHandle;
-use gasnet_bridge::sleep::Awaiting;
+use gasnet_bridge::Awaiting;
+use gasnet_bridge::WriteHandle;
 use serde::Serialize;
 
 use crate::future::Future;
@@ -211,7 +211,7 @@ pub fn rget_slice<T: Pod>(src: GlobalPtr<T>, len: usize) -> Future<Vec<T>> {
 
 /// A get that left for another host: its future is made by [`StartedGet::finish`].
 struct StartedGet {
-    handle: gasnet_bridge::completion::OwnedGetHandle,
+    handle: gasnet_bridge::OwnedGetHandle,
     hooked: Option<HookedGet>,
 }
 

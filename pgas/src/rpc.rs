@@ -16,7 +16,7 @@ use std::marker::PhantomData;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use gasnet_bridge::sleep::Awaiting;
+use gasnet_bridge::Awaiting;
 use gasnet_bridge::{Token, WriteAck};
 use serde::Serialize;
 use serde::de::DeserializeOwned;

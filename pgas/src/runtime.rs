@@ -395,7 +395,7 @@ impl Runtime {
             return;
         }
         self.ep().wait_for(
-            gasnet_bridge::sleep::Awaiting::new("the replies of this rank's operations"),
+            gasnet_bridge::Awaiting::new("the replies of this rank's operations"),
             || {
                 self.complete_arrived();
                 self.nothing_in_flight()
@@ -541,10 +541,7 @@ pub(crate) fn progress_until(mut done: impl FnMut() -> bool) {
 }
 
 /// [`progress_until`], telling what is awaited (the hang report, `PGAS_HANG_REPORT`).
-pub(crate) fn progress_until_for(
-    awaiting: gasnet_bridge::sleep::Awaiting,
-    done: impl FnMut() -> bool,
-) {
+pub(crate) fn progress_until_for(awaiting: gasnet_bridge::Awaiting, done: impl FnMut() -> bool) {
     let mut done = done;
     with(|rt| {
         if rt.complete_without_messages(&mut done) {
@@ -564,7 +561,9 @@ pub(crate) fn progress_until_for(
 /// rank that cannot go on (its output failed, its input is bad): returning alone instead would
 /// leave the other ranks waiting for it in their next collective, forever.
 pub fn stop(message: impl Into<String>) -> ! {
-    std::panic::resume_unwind(Box::new(gasnet_bridge::failure::Stopped(message.into())))
+    std::panic::resume_unwind(Box::new(gasnet_bridge::for_runtimes::Stopped(
+        message.into(),
+    )))
 }
 
 /// True when called on a rank inside [`launch`](crate::launch).

@@ -28,7 +28,7 @@
 use std::borrow::Cow;
 
 use bytemuck::Pod;
-use gasnet_bridge::vector::piece_iwc;
+use gasnet_bridge::for_runtimes::piece_iwc;
 use gasnet_bridge::{BridgeError, WriteAck};
 
 use crate::future::Future;

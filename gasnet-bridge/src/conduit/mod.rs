@@ -19,7 +19,7 @@ pub(crate) mod driver;
 pub(crate) mod kind;
 mod launcher;
 #[cfg(feature = "mpi")]
-pub mod mpi;
+pub(crate) mod mpi;
 // The mpi conduit's same-host AM ring: shared memory, not MPI, so it builds for its unit
 // tests and loom models without the feature.
 #[cfg(any(feature = "mpi", test, loom))]
@@ -29,3 +29,5 @@ pub(crate) mod smp_inbox;
 
 pub use kind::{ConduitKind, mpi_world, select, selected};
 pub use launcher::{mpirun_available, mpirun_command, mpirun_program, require_mpirun};
+#[cfg(feature = "mpi")]
+pub use mpi::thread_level_name;

@@ -34,11 +34,8 @@ pub(crate) use job::{end_failed, end_normally, start};
 pub(crate) use outgoing::{AmHead, OutBody};
 pub(crate) use pending::{Link, Pending};
 pub(crate) use process::world_shape;
-pub use rma_window::RMA_ENV;
 pub(crate) use rma_window::put_completes_after;
 pub(crate) use started::Started;
-pub use watchdog::{FANOUT, WATCHDOG_ADDR_ENV};
-pub use wire::{CREDITS, EAGER, INLINE_MAX, SLOTS};
 pub(crate) use world::MpiWorld;
 
 /// The MPI thread level this process runs with (for benchmarks and diagnostics).

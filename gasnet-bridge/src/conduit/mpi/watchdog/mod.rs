@@ -53,8 +53,6 @@ mod lobby;
 mod poll;
 mod refusals;
 
-pub use handshake::WATCHDOG_ADDR_ENV;
-
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;

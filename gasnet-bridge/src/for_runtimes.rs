@@ -1,0 +1,14 @@
+//! What a runtime built on this crate needs and a program does not (pgas is such a runtime):
+//! how a rank stops a job on purpose, the per-piece counts of a vector put, and the directories
+//! to remove when the process ends by `_exit`.
+//!
+//! Programs use the crate root; the items here let a runtime keep its promises to them.
+
+pub use crate::failure::{Stopped, panic_message};
+pub use crate::vector::piece_iwc;
+
+/// Directories a runtime keeps on disk for a job, removed even when the process ends without
+/// unwinding (the mpi conduit's watchdog ends it by `_exit`).
+pub mod exit_cleanup {
+    pub use crate::exit_cleanup::{register, registered, unregister};
+}
