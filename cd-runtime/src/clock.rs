@@ -1,8 +1,8 @@
 //! A cheap clock for summing many short intervals (the time the relaxed hook spends logging):
 //! the time-stamp counter on x86-64, converted to nanoseconds when a sum is reported.
 //!
-//! `Instant::now()` costs about 20 ns here (the vDSO's `clock_gettime`), two of them per logged
-//! operation a third of the logging itself; `rdtsc` costs a few. The counter's rate is
+//! `Instant::now()` goes through the vDSO's `clock_gettime`, and two of them per logged
+//! operation would be a large part of the logging itself; `rdtsc` is a single instruction. The counter's rate is
 //! calibrated against `Instant` over the process's lifetime so far, at each conversion: on a
 //! CPU with an invariant counter (`constant_tsc` and `nonstop_tsc`, every x86-64 of the last
 //! decade) that ratio is the counter's frequency. Other targets use `Instant` directly.

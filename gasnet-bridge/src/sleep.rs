@@ -31,7 +31,7 @@
 //! a wake (nothing on smp, where every message wakes) and is kept short enough that a missed
 //! case costs little. A wait for a condition of the program ([`Endpoint::wait_until`], a flag
 //! a put sets) keeps [`PARK_TIMEOUT`]: puts do not wake (a wake per put into a sleeping
-//! target costs a system call, which halved small-put bandwidth when tried).
+//! target costs a system call, more than a small put itself).
 //!
 //! **Hang report** (opt-in, `PGAS_HANG_REPORT=SECONDS`): a wait that has been in the sleep
 //! phase that long without progress is *due* ([`Backoff::hang_due`]) once; the waiting call

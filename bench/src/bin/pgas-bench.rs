@@ -358,8 +358,7 @@ fn pgas_lines(s: &Sizes, am_rtt: f64) -> Vec<Line> {
                 pgas::testing::bench_endpoint(|ep| {
                     ns_per_op(ops, || {
                         // The previous value alone, as the pgas side returns: keeping the
-                        // whole 32-byte result made this loop's cost depend on code layout
-                        // (4.9 or 9.4 ns for the same instructions).
+                        // whole 32-byte result made this loop's cost depend on code layout.
                         black_box(ep.atomic(1, at, AtomicOp::FetchAdd(1)).unwrap().previous);
                     })
                 })

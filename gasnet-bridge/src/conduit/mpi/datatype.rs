@@ -8,9 +8,8 @@
 //! `None`): MPI leaves overlapping writes of one put undefined, where the active-message path
 //! writes the pieces in order, the later winning, so such a put keeps that path.
 //!
-//! Measured on this machine (a C program outside the repository, 2 processes, Open MPI 4.1's
-//! window): 64 pieces of 8 B, 4 KiB apart, cost 355 ns as an `hvector` made, used and freed
-//! per put, against 915 ns as 64 `MPI_Put`s (and 25 ns for one contiguous 512 B put).
+//! A datatype made, used and freed per put costs less than one `MPI_Put` per piece as soon as
+//! there are more than a few pieces (docs/benchmarks.md, `put_vector`).
 
 use std::ffi::c_int;
 

@@ -173,9 +173,8 @@ impl Header {
     /// [inline payload]
     /// ```
     ///
-    /// So a short AM without arguments is 8 bytes, an acknowledgement 32 at most: MPI moves a
-    /// message of 8 bytes faster than a longer one (Open MPI on one host, in one of this VM's
-    /// two states: 8-byte round trip 700 ns, 16 to 128 bytes 820-860 ns).
+    /// So a short AM without arguments is 8 bytes, an acknowledgement 32 at most: Open MPI moves
+    /// a message of 8 bytes faster than a longer one.
     pub(super) fn write(&self, out: &mut [u8], args: &[u64], inline: &[u8]) {
         let (mask, words) = self.present();
         out[..FIXED].copy_from_slice(&self.fixed(mask, args.len()));
