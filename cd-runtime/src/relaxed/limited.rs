@@ -18,6 +18,10 @@
 //! Anything that does not match (a squashed write with other bytes, a log not used up, an
 //! operation the log does not hold) fails the attempt, and the next attempt re-executes the
 //! whole group: a limited re-execution is bit-exact or falls back, never a wrong answer.
+//!
+//! This file prepares a rank of D, hands out the logged entries, runs the barriers among D
+//! and ends the re-execution; the hook serves the body's operations in the limited mode
+//! (`modes/limited.rs`) and, with ranks in D, in the live mode (`modes/live.rs`).
 
 use std::collections::HashMap;
 use std::rc::Rc;

@@ -193,7 +193,8 @@ fn for_each_logged(rt: &CdRuntime, target: usize, mut f: impl FnMut(&LogEntry)) 
     let frames: Vec<Rc<Frame>> = rt.frames.borrow().clone();
     for fr in frames {
         let Ok(rx) = fr.rx.try_borrow() else {
-            // Being written this instant (cannot happen from progress today): ask again.
+            // Being written this instant (a safeguard: progress is not expected to run while a
+            // store is borrowed): ask again.
             pending += 1;
             continue;
         };
