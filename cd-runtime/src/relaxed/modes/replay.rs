@@ -20,6 +20,7 @@ use crate::runtime::CdRuntime;
 
 /// Serves one operation from `entry`, the recovering CD's next logged entry.
 pub(crate) struct Replaying {
+    /// The entry the operation must match; it is consumed whether it does or not.
     pub(crate) entry: LogEntry,
 }
 
