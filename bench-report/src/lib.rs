@@ -1,4 +1,4 @@
-//! The report format of every benchmark in the project (see BENCHMARKS.md): one measurement
+//! The report format of every benchmark in the project (docs/benchmarks.md): one measurement
 //! per line, a median over repetitions, and the ratio against a baseline measured in the
 //! same run; JSON lines with `--json`, a readable table otherwise.
 
@@ -79,7 +79,7 @@ impl Line {
         self.baseline.as_ref().map(|(_, b)| self.value / b)
     }
 
-    /// The JSON object of BENCHMARKS.md, on one line.
+    /// The JSON object of docs/benchmarks.md, on one line.
     pub fn to_json(&self) -> String {
         let ratio = self.ratio();
         let json = JsonLine {
@@ -98,7 +98,7 @@ impl Line {
     }
 }
 
-/// A [`Line`] as BENCHMARKS.md writes it, in its field order; the baseline's three fields are
+/// A [`Line`] as docs/benchmarks.md writes it, in its field order; the baseline's three fields are
 /// left out when there is none.
 #[derive(Serialize)]
 struct JsonLine<'a> {
@@ -260,13 +260,13 @@ pub fn cacheline_roundtrip_ns(round_trips: u64, reps: usize) -> f64 {
     about = "A benchmark of the project; its lines carry a baseline measured in the same run"
 )]
 pub struct BenchArgs {
-    /// One JSON object per line (BENCHMARKS.md) instead of a table.
+    /// One JSON object per line (docs/benchmarks.md) instead of a table.
     #[arg(long)]
     pub json: bool,
     /// Rank count.
     #[arg(long, default_value_t = 2, value_parser = |s: &str| whole_at_least(s, 2))]
     pub ranks: usize,
-    /// Repetitions after warm-up; the median is reported (BENCHMARKS.md asks for at least 5).
+    /// Repetitions after warm-up; the median is reported (use at least 5 for a number to keep).
     #[arg(long, default_value_t = 7, value_parser = |s: &str| whole_at_least(s, 1))]
     pub reps: usize,
     /// Fewer operations per repetition, for smoke tests.

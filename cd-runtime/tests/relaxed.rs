@@ -1,4 +1,4 @@
-//! Relaxed CDs: the worked example of RELAXED_CDS.md with its exact counters and replay
+//! Relaxed CDs: the worked example of docs/relaxed-cds.md with its exact counters and replay
 //! order, fault-free logging equal to CDs off, a failure at every epoch, gapless incoming
 //! writes, logs emptied at strict completion, squash mismatches and uncovered combining
 //! writes escalating, misclassified accesses.

@@ -9,12 +9,13 @@ use std::marker::PhantomData;
 
 use crate::atomic::AtomicResult;
 use crate::counters::WriteAck;
-use crate::endpoint::Endpoint;
-use crate::error::BridgeError;
+
+#[cfg(feature = "mpi")]
+use crate::conduit::mpi::Pending;
 
 /// A write that a flush completes, reduced to its number ([`WriteHandle::into_flush_id`]): no
 /// reference, nothing to drop, eight bytes. What a layer above keeps per put when it tracks
-/// many (a future's state); [`Endpoint::flushed`] tests it, [`Endpoint::complete_flush`]
+/// many (a future's state); [`Endpoint::flushed`](crate::Endpoint::flushed) tests it, [`Endpoint::complete_flush`](crate::Endpoint::complete_flush)
 /// completes it. Its ack is [`WriteAck::UNCOUNTED`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FlushId(pub(crate) u64);
@@ -49,7 +50,7 @@ enum WriteState {
     Done(WriteAck),
     /// Waiting for the target's ack of operation `id` (mpi conduit).
     #[cfg(feature = "mpi")]
-    Pending(std::rc::Rc<crate::conduit::mpi::MpiWorld>, u64),
+    Pending(Pending),
 }
 
 impl WriteHandle {
@@ -61,9 +62,9 @@ impl WriteHandle {
     }
 
     #[cfg(feature = "mpi")]
-    pub(crate) fn pending(world: std::rc::Rc<crate::conduit::mpi::MpiWorld>, id: u64) -> Self {
+    pub(crate) fn pending(p: Pending) -> Self {
         WriteHandle {
-            state: WriteState::Pending(world, id),
+            state: WriteState::Pending(p),
         }
     }
 
@@ -74,17 +75,17 @@ impl WriteHandle {
         match &self.state {
             WriteState::Done(ack) => Some(*ack),
             #[cfg(feature = "mpi")]
-            WriteState::Pending(..) => None,
+            WriteState::Pending(_) => None,
         }
     }
 
     /// The ack if it has arrived, making no progress (for a caller that polls many handles
-    /// after one round of progress, [`Endpoint::poll`]).
+    /// after one round of progress, [`Endpoint::poll`](crate::Endpoint::poll)).
     pub fn arrived(&self) -> Option<WriteAck> {
         match &self.state {
             WriteState::Done(ack) => Some(*ack),
             #[cfg(feature = "mpi")]
-            WriteState::Pending(world, id) => world.peek_ack(*id),
+            WriteState::Pending(p) => p.peek_ack(),
         }
     }
 
@@ -94,17 +95,17 @@ impl WriteHandle {
         match &self.state {
             WriteState::Done(ack) => Some(*ack),
             #[cfg(feature = "mpi")]
-            WriteState::Pending(world, id) => world.test_ack(*id),
+            WriteState::Pending(p) => p.test_ack(),
         }
     }
 
     /// The write's number if a flush of the one-sided path completes it, with no message
-    /// (the mpi conduit's window puts; [`Endpoint::flush_rma`]), else the handle back.
+    /// (the mpi conduit's window puts; [`Endpoint::flush_rma`](crate::Endpoint::flush_rma)), else the handle back.
     #[inline]
     pub fn into_flush_id(self) -> Result<FlushId, WriteHandle> {
         match &self.state {
             #[cfg(feature = "mpi")]
-            WriteState::Pending(world, id) if world.is_window_write(*id) => Ok(FlushId(*id)),
+            WriteState::Pending(p) if p.is_window_write() => Ok(FlushId(p.id())),
             _ => Err(self),
         }
     }
@@ -116,41 +117,24 @@ impl WriteHandle {
     pub fn completes_after(&self, earlier: &WriteHandle) -> bool {
         match (&self.state, &earlier.state) {
             #[cfg(feature = "mpi")]
-            (WriteState::Pending(world, later), WriteState::Pending(other, first)) => {
-                std::rc::Rc::ptr_eq(world, other) && world.write_completes_after(*first, *later)
+            (WriteState::Pending(later), WriteState::Pending(first)) => {
+                later.completes_after(first)
             }
             _ => false,
         }
     }
 
-    /// Waits until the write completed, and returns its ack. It runs no AM handlers (on mpi
-    /// it makes progress on the conduit's own messages only), so it may be used inside a
-    /// handler.
-    #[inline]
-    pub fn wait(self, endpoint: &Endpoint) -> WriteAck {
-        let _ = endpoint;
+    /// The result once complete (the waits of `completion_wait.rs`).
+    pub(crate) fn wait_done(self) -> WriteAck {
         match &self.state {
             WriteState::Done(ack) => *ack,
             #[cfg(feature = "mpi")]
-            WriteState::Pending(world, id) => world.wait_ack(*id),
+            WriteState::Pending(p) => p.wait_ack(),
         }
     }
 }
 
-#[cfg(feature = "mpi")]
-impl Drop for WriteHandle {
-    /// Inline: every put drops its handle, and a completed one (smp, mapped memory) has
-    /// nothing to do; a call per put here cost the smp put path of the mpi build.
-    #[inline]
-    fn drop(&mut self) {
-        if let WriteState::Pending(world, id) = &self.state {
-            // Taken by `wait`, or abandoned: a late ack for it is then ignored.
-            world.forget_ack(*id);
-        }
-    }
-}
-
-/// Completion of a non-blocking atomic ([`Endpoint::atomic_nb`]); yields its result (the
+/// Completion of a non-blocking atomic ([`Endpoint::atomic_nb`](crate::Endpoint::atomic_nb)); yields its result (the
 /// word's previous value, and the target's EC/IWC if it wrote).
 #[derive(Debug)]
 #[must_use = "an atomic handle must be waited on or tested to learn the result"]
@@ -163,7 +147,7 @@ enum AtomicState {
     Done(AtomicResult),
     /// Waiting for the target's reply to operation `id` (mpi conduit).
     #[cfg(feature = "mpi")]
-    Pending(std::rc::Rc<crate::conduit::mpi::MpiWorld>, u64),
+    Pending(Pending),
 }
 
 impl AtomicHandle {
@@ -175,9 +159,9 @@ impl AtomicHandle {
     }
 
     #[cfg(feature = "mpi")]
-    pub(crate) fn pending(world: std::rc::Rc<crate::conduit::mpi::MpiWorld>, id: u64) -> Self {
+    pub(crate) fn pending(p: Pending) -> Self {
         AtomicHandle {
-            state: AtomicState::Pending(world, id),
+            state: AtomicState::Pending(p),
         }
     }
 
@@ -188,44 +172,32 @@ impl AtomicHandle {
         match &self.state {
             AtomicState::Done(r) => Some(*r),
             #[cfg(feature = "mpi")]
-            AtomicState::Pending(..) => None,
+            AtomicState::Pending(_) => None,
         }
     }
 
     /// The result if the reply has arrived, making no progress (poll many handles after one
-    /// round of [`Endpoint::poll`]).
+    /// round of [`Endpoint::poll`](crate::Endpoint::poll)).
     pub fn arrived(&self) -> Option<AtomicResult> {
         match &self.state {
             AtomicState::Done(r) => Some(*r),
             #[cfg(feature = "mpi")]
-            AtomicState::Pending(world, id) => world.peek_atomic(*id),
+            AtomicState::Pending(p) => p.peek_atomic(),
         }
     }
 
-    /// Waits until the atomic completed, and returns its result. It runs no AM handlers (on
-    /// mpi it makes progress on the conduit's own messages only).
-    pub fn wait(self, endpoint: &Endpoint) -> AtomicResult {
-        let _ = endpoint;
+    /// The result once complete (the waits of `completion_wait.rs`).
+    pub(crate) fn wait_done(self) -> AtomicResult {
         match &self.state {
             AtomicState::Done(r) => *r,
             #[cfg(feature = "mpi")]
-            AtomicState::Pending(world, id) => world.wait_atomic(*id),
-        }
-    }
-}
-
-#[cfg(feature = "mpi")]
-impl Drop for AtomicHandle {
-    fn drop(&mut self) {
-        if let AtomicState::Pending(world, id) = &self.state {
-            // Taken by `wait`, or abandoned: a late reply for it is then ignored.
-            world.forget_ack(*id);
+            AtomicState::Pending(p) => p.wait_atomic(),
         }
     }
 }
 
 /// Completion of a non-blocking get into a buffer the handle owns
-/// ([`Endpoint::get_nb_owned`]): nothing is borrowed, so it can outlive the call that
+/// ([`Endpoint::get_nb_owned`](crate::Endpoint::get_nb_owned)): nothing is borrowed, so it can outlive the call that
 /// started it (a future's state), and dropping it early only discards the data.
 #[derive(Debug)]
 #[must_use = "a get handle must be waited on or polled to obtain the data"]
@@ -238,7 +210,7 @@ enum GetState {
     Done(Option<Vec<u8>>),
     /// Waiting for the reply to operation `id` (mpi conduit).
     #[cfg(feature = "mpi")]
-    Pending(std::rc::Rc<crate::conduit::mpi::MpiWorld>, u64),
+    Pending(Pending),
 }
 
 impl OwnedGetHandle {
@@ -250,9 +222,9 @@ impl OwnedGetHandle {
     }
 
     #[cfg(feature = "mpi")]
-    pub(crate) fn pending(world: std::rc::Rc<crate::conduit::mpi::MpiWorld>, id: u64) -> Self {
+    pub(crate) fn pending(p: Pending) -> Self {
         OwnedGetHandle {
-            state: GetState::Pending(world, id),
+            state: GetState::Pending(p),
         }
     }
 
@@ -263,7 +235,7 @@ impl OwnedGetHandle {
         match &self.state {
             GetState::Done(_) => true,
             #[cfg(feature = "mpi")]
-            GetState::Pending(..) => false,
+            GetState::Pending(_) => false,
         }
     }
 
@@ -273,36 +245,24 @@ impl OwnedGetHandle {
         match &mut self.state {
             GetState::Done(bytes) => bytes.take(),
             #[cfg(feature = "mpi")]
-            GetState::Pending(world, id) => {
-                let bytes = world.take_got(*id)?;
+            GetState::Pending(p) => {
+                let bytes = p.take_got()?;
                 self.state = GetState::Done(None);
                 Some(bytes)
             }
         }
     }
 
-    /// Waits until the data arrived and returns it (empty if it was taken already). It runs
-    /// no AM handlers (on mpi it makes progress on the conduit's own messages only).
-    pub fn wait(mut self, endpoint: &Endpoint) -> Vec<u8> {
-        let _ = endpoint;
+    /// The result once complete (the waits of `completion_wait.rs`).
+    pub(crate) fn wait_done(mut self) -> Vec<u8> {
         match &mut self.state {
             GetState::Done(bytes) => bytes.take().unwrap_or_default(),
             #[cfg(feature = "mpi")]
-            GetState::Pending(world, id) => {
-                let bytes = world.wait_got(*id);
+            GetState::Pending(p) => {
+                let bytes = p.wait_got();
                 self.state = GetState::Done(None);
                 bytes
             }
-        }
-    }
-}
-
-#[cfg(feature = "mpi")]
-impl Drop for OwnedGetHandle {
-    fn drop(&mut self) {
-        if let GetState::Pending(world, id) = &self.state {
-            // Abandoned: a late reply is then discarded.
-            world.forget_ack(*id);
         }
     }
 }
@@ -322,87 +282,5 @@ impl GetHandle<'_> {
     /// True if the data is in the destination.
     pub fn test(&self) -> bool {
         true
-    }
-
-    /// Waits (polling `endpoint`) until the data is in the destination.
-    pub fn wait(self, endpoint: &Endpoint) {
-        let _ = endpoint;
-    }
-}
-
-/// Implicit-handle operations, completed together by [`AccessRegion::wait_all`] (or on drop).
-///
-/// Put sources are reusable as soon as `put` returns; get destinations stay borrowed by the
-/// region until it completes, which is what makes the implicit form safe.
-#[derive(Debug)]
-pub struct AccessRegion<'ep, 'buf> {
-    endpoint: &'ep Endpoint,
-    issued: usize,
-    /// Puts still waiting for their ack (never any on smp, so nothing is allocated there).
-    pending: Vec<WriteHandle>,
-    _dsts: PhantomData<&'buf mut [u8]>,
-}
-
-impl<'ep, 'buf> AccessRegion<'ep, 'buf> {
-    pub(crate) fn new(endpoint: &'ep Endpoint) -> Self {
-        AccessRegion {
-            endpoint,
-            issued: 0,
-            pending: Vec::new(),
-            _dsts: PhantomData,
-        }
-    }
-
-    /// Starts a put of `src` to `rank` at `offset`.
-    pub fn put(&mut self, rank: usize, offset: usize, src: &[u8]) -> Result<(), BridgeError> {
-        let handle = self.endpoint.put_nb(rank, offset, src)?;
-        if handle.test().is_none() {
-            self.pending.push(handle);
-        }
-        self.issued += 1;
-        Ok(())
-    }
-
-    /// Starts a get from `rank` at `offset` into `dst`.
-    pub fn get(
-        &mut self,
-        rank: usize,
-        offset: usize,
-        dst: &'buf mut [u8],
-    ) -> Result<(), BridgeError> {
-        self.endpoint.get(rank, offset, dst)?;
-        self.issued += 1;
-        Ok(())
-    }
-
-    /// Number of operations started in this region.
-    pub fn issued(&self) -> usize {
-        self.issued
-    }
-
-    /// Waits for every operation of the region; returns how many there were.
-    pub fn wait_all(mut self) -> usize {
-        self.complete();
-        self.issued
-    }
-
-    fn complete(&mut self) {
-        for handle in self.pending.drain(..) {
-            handle.wait(self.endpoint);
-        }
-    }
-}
-
-impl Drop for AccessRegion<'_, '_> {
-    /// Completes the region, except during an unwind (another rank failed, or this one
-    /// panicked): a wait there would unwind again and abort the process. Its puts' sources
-    /// were free when `put` returned and its gets completed in `get`, so nothing is left that
-    /// uses the caller's memory; the acks are forgotten with the handles.
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            self.pending.clear();
-            return;
-        }
-        self.complete();
     }
 }

@@ -1,6 +1,6 @@
 //! The NIC-like counters of one rank: the Epoch Counter (EC) and the Incoming Write Counter (IWC).
 //!
-//! Seed 003 ("Logging Mechanisms Details"): software sets the EC at every synchronization; the
+//! As in the logging design of relaxed Containment Domains: software sets the EC at every synchronization; the
 //! network interface bumps the IWC for every write that lands in the rank's memory, and the
 //! ack of a put carries the target's (EC, IWC) back to the initiator, so that a relaxed
 //! Containment Domain can later replay the writes it received epoch by epoch, in IWC order.
@@ -15,7 +15,7 @@
 //! # Counting is a job-wide mode
 //!
 //! The IWC increment is a read-modify-write on the target's counter line, which every writer
-//! of that target contends for: it was 43% of an 8-byte put on smp (`bridge-bench`,
+//! of that target contends for, a large part of a small put's cost (`bridge-bench`,
 //! `put_latency` / `8B_counted_vs_uncounted`). Only a resilience runtime reads the counters,
 //! so a job counts writes only when its [`crate::LaunchConfig`] says [`WriteCounting::On`]
 //! (cd-runtime's launch does). The mode is fixed before any rank starts and the same on every
@@ -47,8 +47,11 @@
 //! between an unsynchronized write and a synchronization, which the replay protocol tolerates
 //! because barriers advance the EC twice (entry and exit) and every reader of the data waits
 //! behind the exit.
+//!
+//! The loom model `tests/loom_counters.rs` checks this ordering on the code below, run on
+//! loom's atomics (`crate::sync`, under `--cfg loom`).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use crate::sync::{AtomicU64, Ordering};
 
 /// The target's counters as one write left them: its epoch, and the IWC value that write produced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
@@ -222,7 +225,8 @@ impl WriteCounters {
     }
 }
 
-#[cfg(test)]
+// Std threads at full size; under loom the models in tests/loom_*.rs take their place.
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
     use std::sync::Arc;

@@ -1,57 +1,48 @@
 //! A rank's handle on the job: every operation a rank initiates goes through its `Endpoint`.
 //!
 //! An endpoint belongs to its rank's thread (it is `!Sync`); AM handlers run on that thread,
-//! inside [`Endpoint::poll`], and get the same endpoint through their [`Token`].
-//!
-//! Every operation dispatches on the endpoint's `Conduit` with one `match`; the smp arm is
-//! the code the smp conduit always ran, the mpi arm forwards to the mpi world.
+//! inside [`Endpoint::poll`], and get the same endpoint through their
+//! [`Token`](crate::Token). The endpoint is the thin API over its conduit's driver
+//! (`conduit/driver.rs`), which dispatches each operation once; what stays here is what
+//! belongs to the rank whatever its conduit: the in-handler rule, the barrier phase, the
+//! message checks, and the handlers.
 
 use std::cell::Cell;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::time::Duration;
 
-use crate::active_message::{HandlerId, MAX_MEDIUM, MessageView, Token};
 use crate::atomic::{AtomicOp, AtomicResult};
 use crate::barrier::Phase;
-use crate::completion::{AccessRegion, AtomicHandle, GetHandle, OwnedGetHandle, WriteHandle};
-use crate::conduit::Conduit;
-use crate::conduit::smp::SmpWorld;
-use crate::conduit::smp_inbox::Outgoing;
+use crate::completion::{AtomicHandle, FlushId, GetHandle, OwnedGetHandle, WriteHandle};
+use crate::conduit::context::HandlerContext;
+use crate::conduit::driver::{AmBody, Driver};
+use crate::conduit::kind::ConduitKind;
 use crate::counters::{WriteAck, WriteCounters, WriteCounting};
 use crate::error::BridgeError;
-use crate::sleep::{Awaiting, Backoff};
+use crate::message::{HandlerId, MAX_ARGS, MAX_MEDIUM, MessageView};
+use crate::sleep::Awaiting;
 use crate::topology::Topology;
 
-/// What a rank in a barrier waits for (hang report).
-pub(crate) const BARRIER: &str = "a barrier";
-/// What a rank whose body returned waits for (hang report).
-pub(crate) const FINISH: &str = "the end of the job (every rank's body to return)";
-
-/// `0, 1, 2` for at most 16 ranks, then how many more.
-fn rank_list(ranks: &[usize]) -> String {
-    let mut s: Vec<String> = ranks.iter().take(16).map(usize::to_string).collect();
-    if ranks.len() > 16 {
-        s.push(format!("and {} more", ranks.len() - 16));
-    }
-    if s.is_empty() {
-        "none".into()
-    } else {
-        s.join(", ")
-    }
+/// The job's handlers as the endpoint runs them. The table's handlers take a `Token`, which
+/// holds the endpoint, so the endpoint holds the table through this trait (implemented in
+/// `handler_table.rs`, above this file).
+pub(crate) trait RunHandlers: std::fmt::Debug + Send + Sync {
+    /// Runs the handler `message` names, with a token for `endpoint`.
+    fn run(&self, endpoint: &Endpoint, message: MessageView<'_>);
+    /// Number of registered handlers.
+    fn registered(&self) -> usize;
 }
-
-/// Most messages one `poll` runs before returning, so a flood cannot starve the caller.
-pub(crate) const POLL_BATCH: usize = 64;
 
 /// One rank's view of the job: identity, segments, AMs, RMA, atomics, barrier, counters.
 #[derive(Debug)]
 pub struct Endpoint {
     rank: usize,
-    conduit: Conduit,
+    driver: Driver,
+    handlers: Arc<dyn RunHandlers>,
+    /// `handlers.registered()`, read by every message send.
+    registered: usize,
     in_handler: Cell<bool>,
     phase: Cell<Phase>,
-    /// The smp inbox lane `poll` starts with.
-    next_lane: Cell<usize>,
 }
 
 /// Resets the in-handler flag even if the handler unwinds.
@@ -63,19 +54,33 @@ impl Drop for HandlerScope<'_> {
     }
 }
 
-impl Endpoint {
-    pub(crate) fn new(rank: usize, world: Arc<SmpWorld>) -> Self {
-        Self::with_conduit(rank, Conduit::Smp(world))
+impl HandlerContext for Endpoint {
+    fn run_handler(&self, message: MessageView<'_>) {
+        self.in_handler.set(true);
+        let scope = HandlerScope(&self.in_handler);
+        self.handlers.run(self, message);
+        drop(scope);
+        // Only now, after any replies or requests the handler sent were counted.
+        self.driver.handled();
     }
 
-    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
-    pub(crate) fn with_conduit(rank: usize, conduit: Conduit) -> Self {
+    #[cold]
+    fn report_hang(&self, awaiting: Awaiting, waited: Duration) {
+        let detail = self.driver.hang_detail(awaiting.what, self.phase.get());
+        crate::hang_report::print(self.rank, self.ranks(), awaiting, waited, &detail);
+    }
+}
+
+impl Endpoint {
+    /// The endpoint of `rank` over `driver`, running `handlers`.
+    pub(crate) fn new(rank: usize, driver: Driver, handlers: Arc<dyn RunHandlers>) -> Self {
         Endpoint {
             rank,
-            conduit,
+            driver,
+            registered: handlers.registered(),
+            handlers,
             in_handler: Cell::new(false),
             phase: Cell::new(Phase::Idle),
-            next_lane: Cell::new(0),
         }
     }
 
@@ -88,29 +93,17 @@ impl Endpoint {
     /// Number of ranks in the job.
     #[inline]
     pub fn ranks(&self) -> usize {
-        match &self.conduit {
-            Conduit::Smp(world) => world.ranks(),
-            #[cfg(feature = "mpi")]
-            Conduit::Mpi(world) => world.ranks(),
-        }
+        self.driver.ranks()
     }
 
     /// The conduit this job runs on.
-    pub fn conduit(&self) -> crate::conduit::ConduitKind {
-        match &self.conduit {
-            Conduit::Smp(_) => crate::conduit::ConduitKind::Smp,
-            #[cfg(feature = "mpi")]
-            Conduit::Mpi(_) => crate::conduit::ConduitKind::Mpi,
-        }
+    pub fn conduit(&self) -> ConduitKind {
+        self.driver.kind()
     }
 
     /// The node grouping of the job (on mpi: the real hosts).
     pub fn topology(&self) -> Topology {
-        match &self.conduit {
-            Conduit::Smp(world) => world.topology,
-            #[cfg(feature = "mpi")]
-            Conduit::Mpi(world) => world.topology(),
-        }
+        self.driver.topology()
     }
 
     /// The node this rank is on.
@@ -120,11 +113,7 @@ impl Endpoint {
 
     /// Size of every rank's segment in bytes.
     pub fn segment_len(&self) -> usize {
-        match &self.conduit {
-            Conduit::Smp(world) => world.segments[self.rank].len(),
-            #[cfg(feature = "mpi")]
-            Conduit::Mpi(world) => world.segment_len(),
-        }
+        self.driver.segment_len()
     }
 
     /// Base address of `rank`'s segment if this process can address it directly: always on
@@ -132,44 +121,26 @@ impl Endpoint {
     /// window), and [`BridgeError::NotAddressable`] for the others. Use it only as the
     /// segment module allows: raw copies or atomics, no references.
     pub fn segment_base(&self, rank: usize) -> Result<*mut u8, BridgeError> {
-        match &self.conduit {
-            Conduit::Smp(world) => Ok(world.segment(rank)?.base()),
-            #[cfg(feature = "mpi")]
-            Conduit::Mpi(world) => world.segment_base(rank),
-        }
+        self.driver.segment_base(rank)
     }
 
     /// True if a put to `rank` travels as an active message (mpi, a rank this process does
     /// not map, in a job without the RMA window or toward a rank that counts writes now: see
     /// the mpi conduit's README).
     pub fn rma_by_messages(&self, rank: usize) -> bool {
-        match &self.conduit {
-            Conduit::Smp(_) => {
-                let _ = rank; // every rank is mapped on smp
-                false
-            }
-            #[cfg(feature = "mpi")]
-            Conduit::Mpi(world) => world.puts_by_messages(rank),
-        }
+        self.driver.rma_by_messages(rank)
     }
 
     /// True if this process maps `rank`'s segment (every rank on smp; on mpi the ranks of
     /// this host, unless `PGAS_MPI_PSHM=0`): RMA to it completes before its call returns.
     #[inline]
     pub fn maps(&self, rank: usize) -> bool {
-        match &self.conduit {
-            Conduit::Smp(_) => rank < self.ranks(),
-            #[cfg(feature = "mpi")]
-            Conduit::Mpi(world) => world.maps(rank),
-        }
+        self.driver.maps(rank)
     }
 
+    #[inline]
     pub(crate) fn counters(&self) -> &WriteCounters {
-        match &self.conduit {
-            Conduit::Smp(world) => &world.counters[self.rank],
-            #[cfg(feature = "mpi")]
-            Conduit::Mpi(world) => world.counters(),
-        }
+        self.driver.counters()
     }
 
     /// Whether this rank is running an AM handler now (where a blocking call panics), for
@@ -207,11 +178,7 @@ impl Endpoint {
     /// [`WriteCounting::Switched`] asked for runs as [`WriteCounting::On`] where the kernel
     /// lacks `membarrier(2)`).
     pub fn write_counting(&self) -> WriteCounting {
-        match &self.conduit {
-            Conduit::Smp(world) => world.write_counting,
-            #[cfg(feature = "mpi")]
-            Conduit::Mpi(world) => world.write_counting(),
-        }
+        self.driver.write_counting()
     }
 
     /// Starts counting the writes into this rank's segment, in a job launched with
@@ -220,22 +187,14 @@ impl Endpoint {
     /// read afterwards is a valid start of a gapless sequence. Costs a `membarrier(2)` the
     /// first time; nothing while already on.
     pub fn count_incoming_writes(&self) {
-        match &self.conduit {
-            Conduit::Smp(world) => world.switch_counting(self.rank, true),
-            #[cfg(feature = "mpi")]
-            Conduit::Mpi(world) => world.switch_counting(true),
-        }
+        self.driver.switch_counting(true);
     }
 
     /// Stops counting the writes into this rank's segment ([`WriteCounting::Switched`] only):
     /// acks of later writes are [`WriteAck::UNCOUNTED`] (a writer racing with the switch may
     /// still count).
     pub fn stop_counting_incoming_writes(&self) {
-        match &self.conduit {
-            Conduit::Smp(world) => world.switch_counting(self.rank, false),
-            #[cfg(feature = "mpi")]
-            Conduit::Mpi(world) => world.switch_counting(false),
-        }
+        self.driver.switch_counting(false);
     }
 
     /// Whether writes into this rank's segment are counted now.
@@ -257,19 +216,11 @@ impl Endpoint {
 
     /// Writes `src` into `rank`'s segment at `offset`; returns once the bytes are there, with
     /// the target's EC and the IWC value this write produced.
-    // Always inlined: in a binary with the `mpi` feature the counting switch's arm tipped it
-    // over the inlining threshold, and an 8-byte smp put returning its ack through memory
-    // took 4.7 ns instead of 1.15 (bridge-bench, `put_latency` / `8B`).
+    // Always inlined: the hottest call of the smp conduit; with the `mpi` feature's arm it is
+    // too large to be inlined by default, and its ack would travel through memory.
     #[inline(always)]
     pub fn put(&self, rank: usize, offset: usize, src: &[u8]) -> Result<WriteAck, BridgeError> {
-        match &self.conduit {
-            Conduit::Smp(world) => {
-                world.segment(rank)?.write(offset, src)?;
-                Ok(world.count_write(rank))
-            }
-            #[cfg(feature = "mpi")]
-            Conduit::Mpi(world) => world.put(self, rank, offset, src),
-        }
+        self.driver.put(self.in_handler.get(), rank, offset, src)
     }
 
     /// Writes `src` into `rank`'s segment at `offset` like [`Endpoint::put`], but the target's
@@ -282,11 +233,8 @@ impl Endpoint {
     /// A NIC does this for a memory region registered without a counting event.
     #[inline]
     pub fn put_uncounted(&self, rank: usize, offset: usize, src: &[u8]) -> Result<(), BridgeError> {
-        match &self.conduit {
-            Conduit::Smp(world) => world.segment(rank)?.write(offset, src),
-            #[cfg(feature = "mpi")]
-            Conduit::Mpi(world) => world.put_uncounted(self, rank, offset, src),
-        }
+        self.driver
+            .put_uncounted(self.in_handler.get(), rank, offset, src)
     }
 
     /// Starts a put; `src` is reusable on return, the handle yields the ack on completion.
@@ -297,11 +245,7 @@ impl Endpoint {
         offset: usize,
         src: &[u8],
     ) -> Result<WriteHandle, BridgeError> {
-        match &self.conduit {
-            Conduit::Smp(_) => self.put(rank, offset, src).map(WriteHandle::complete),
-            #[cfg(feature = "mpi")]
-            Conduit::Mpi(world) => world.put_nb(self, rank, offset, src),
-        }
+        self.driver.put_nb(self.in_handler.get(), rank, offset, src)
     }
 
     /// Starts a put that a flush completes, if this put takes such a path (the mpi conduit's
@@ -317,15 +261,8 @@ impl Endpoint {
         rank: usize,
         offset: usize,
         src: &[u8],
-    ) -> Option<Result<crate::completion::FlushId, BridgeError>> {
-        match &self.conduit {
-            Conduit::Smp(_) => {
-                let _ = (rank, offset, src);
-                None
-            }
-            #[cfg(feature = "mpi")]
-            Conduit::Mpi(world) => world.put_nb_flush(rank, offset, src),
-        }
+    ) -> Option<Result<FlushId, BridgeError>> {
+        self.driver.put_nb_flush(rank, offset, src)
     }
 
     /// Completes the one-sided operations in flight that need no message to complete (the mpi
@@ -334,61 +271,31 @@ impl Endpoint {
     /// always). Lets a wait for a put's completion skip a full round of [`Endpoint::poll`].
     #[inline]
     pub fn flush_rma(&self) -> bool {
-        match &self.conduit {
-            Conduit::Smp(_) => false,
-            #[cfg(feature = "mpi")]
-            Conduit::Mpi(world) => world.flush_rma(),
-        }
+        self.driver.flush_rma()
     }
 
     /// Whether write `id` has completed (no progress, no flush).
     #[inline]
-    pub fn flushed(&self, id: crate::completion::FlushId) -> bool {
-        match &self.conduit {
-            Conduit::Smp(_) => {
-                let _ = id;
-                true
-            }
-            #[cfg(feature = "mpi")]
-            Conduit::Mpi(world) => world.flushed(id.0),
-        }
+    pub fn flushed(&self, id: FlushId) -> bool {
+        self.driver.flushed(id)
     }
 
     /// The handle of write `id` again, for a caller that tracks it with other handles.
-    pub fn write_handle(&self, id: crate::completion::FlushId) -> WriteHandle {
-        match &self.conduit {
-            Conduit::Smp(_) => {
-                let _ = id; // never made on smp, where every write completes at once
-                WriteHandle::complete(WriteAck::UNCOUNTED)
-            }
-            #[cfg(feature = "mpi")]
-            Conduit::Mpi(world) => WriteHandle::pending(world.clone(), id.0),
-        }
+    pub fn write_handle(&self, id: FlushId) -> WriteHandle {
+        self.driver.write_handle(id)
     }
 
     /// Completes write `id`: a flush of its target unless that came already. Runs no handler
     /// (so it may be used inside one).
     #[inline]
-    pub fn complete_flush(&self, id: crate::completion::FlushId) {
-        match &self.conduit {
-            Conduit::Smp(_) => {
-                let _ = id;
-            }
-            #[cfg(feature = "mpi")]
-            Conduit::Mpi(world) => {
-                world.wait_ack(id.0);
-            }
-        }
+    pub fn complete_flush(&self, id: FlushId) {
+        self.driver.complete_flush(id)
     }
 
     /// Reads `dst.len()` bytes from `rank`'s segment at `offset`.
     #[inline]
     pub fn get(&self, rank: usize, offset: usize, dst: &mut [u8]) -> Result<(), BridgeError> {
-        match &self.conduit {
-            Conduit::Smp(world) => world.segment(rank)?.read(offset, dst),
-            #[cfg(feature = "mpi")]
-            Conduit::Mpi(world) => world.get(self, rank, offset, dst),
-        }
+        self.driver.get(self.in_handler.get(), rank, offset, dst)
     }
 
     /// Writes a vector of pieces into `rank`'s segment: piece `i` is `(offset, len)` there, and
@@ -405,17 +312,8 @@ impl Endpoint {
         pieces: &[(usize, usize)],
         src: &[u8],
     ) -> Result<WriteAck, BridgeError> {
-        match &self.conduit {
-            Conduit::Smp(world) => crate::vector::scatter_counted(
-                world.segment(rank)?,
-                world.write_counting,
-                &world.counters[rank],
-                pieces,
-                src,
-            ),
-            #[cfg(feature = "mpi")]
-            Conduit::Mpi(world) => world.put_vector(self, rank, pieces, src),
-        }
+        self.driver
+            .put_vector(self.in_handler.get(), rank, pieces, src)
     }
 
     /// Reads a vector of pieces of `rank`'s segment into `dst`, back to back: the get
@@ -426,22 +324,15 @@ impl Endpoint {
         pieces: &[(usize, usize)],
         dst: &mut [u8],
     ) -> Result<(), BridgeError> {
-        match &self.conduit {
-            Conduit::Smp(world) => crate::vector::gather(world.segment(rank)?, pieces, dst),
-            #[cfg(feature = "mpi")]
-            Conduit::Mpi(world) => world.get_vector(self, rank, pieces, dst),
-        }
+        self.driver
+            .get_vector(self.in_handler.get(), rank, pieces, dst)
     }
 
     /// Messages this rank has sent through the conduit so far: active messages, and on mpi
     /// also the requests, acks and credits of RMA across hosts (not payloads that follow their
     /// header, nor direct shared-memory copies). For tests and benchmarks that count messages.
     pub fn messages_sent(&self) -> u64 {
-        match &self.conduit {
-            Conduit::Smp(world) => world.traffic[self.rank].sent.load(Ordering::Relaxed),
-            #[cfg(feature = "mpi")]
-            Conduit::Mpi(world) => world.messages_sent(),
-        }
+        self.driver.messages_sent()
     }
 
     /// Starts a get into `dst`, which stays borrowed until the handle completes. (On mpi a
@@ -467,15 +358,8 @@ impl Endpoint {
         offset: usize,
         len: usize,
     ) -> Result<OwnedGetHandle, BridgeError> {
-        match &self.conduit {
-            Conduit::Smp(world) => {
-                let mut bytes = vec![0u8; len];
-                world.segment(rank)?.read(offset, &mut bytes)?;
-                Ok(OwnedGetHandle::complete(bytes))
-            }
-            #[cfg(feature = "mpi")]
-            Conduit::Mpi(world) => world.get_nb_owned(self, rank, offset, len),
-        }
+        self.driver
+            .get_nb_owned(self.in_handler.get(), rank, offset, len)
     }
 
     /// Starts a remote atomic on the 8-byte aligned word at `offset` of `rank`'s segment. On
@@ -487,16 +371,8 @@ impl Endpoint {
         offset: usize,
         op: AtomicOp,
     ) -> Result<AtomicHandle, BridgeError> {
-        match &self.conduit {
-            Conduit::Smp(_) => self.atomic(rank, offset, op).map(AtomicHandle::complete),
-            #[cfg(feature = "mpi")]
-            Conduit::Mpi(world) => world.atomic_nb(self, rank, offset, op),
-        }
-    }
-
-    /// Opens a region of implicit-handle puts and gets, completed by one `wait_all`.
-    pub fn access_region<'buf>(&self) -> AccessRegion<'_, 'buf> {
-        AccessRegion::new(self)
+        self.driver
+            .atomic_nb(self.in_handler.get(), rank, offset, op)
     }
 
     /// Runs a remote atomic on the 8-byte aligned word at `offset` of `rank`'s segment.
@@ -507,16 +383,7 @@ impl Endpoint {
         offset: usize,
         op: AtomicOp,
     ) -> Result<AtomicResult, BridgeError> {
-        match &self.conduit {
-            Conduit::Smp(world) => {
-                let word = world.segment(rank)?.atomic_u64(offset)?;
-                let (previous, wrote) = op.apply(word);
-                let ack = wrote.then(|| world.count_write(rank));
-                Ok(AtomicResult { previous, ack })
-            }
-            #[cfg(feature = "mpi")]
-            Conduit::Mpi(world) => world.atomic(self, rank, offset, op),
-        }
+        self.driver.atomic(self.in_handler.get(), rank, offset, op)
     }
 
     // ---- active messages ------------------------------------------------------------------
@@ -563,33 +430,18 @@ impl Endpoint {
         args: &[u64],
         is_reply: bool,
     ) -> Result<(), BridgeError> {
-        match &self.conduit {
-            Conduit::Smp(world) => {
-                self.check(target, handler, args)?;
-                // SAFETY: this endpoint is its rank's only one, so this thread is the only
-                // sender from `self.rank`.
-                unsafe {
-                    world.deliver(
-                        self.rank,
-                        target,
-                        handler.0,
-                        is_reply,
-                        args,
-                        Outgoing::Short,
-                    )
-                };
-                Ok(())
-            }
-            #[cfg(feature = "mpi")]
-            Conduit::Mpi(world) => {
-                let head = self.am_head(target, handler, args, is_reply)?;
-                world
-                    .send_am(self, target, head, crate::conduit::mpi::OutBody::Short)
-                    .map(|_| ())
-            }
-        }
+        self.check(target, handler, args)?;
+        self.driver.send(
+            self.in_handler.get(),
+            target,
+            handler.0,
+            is_reply,
+            args,
+            AmBody::Short,
+        )
     }
 
+    /// Sends a medium message (a request, or a reply if `is_reply`).
     pub(crate) fn send_medium(
         &self,
         target: usize,
@@ -604,37 +456,19 @@ impl Endpoint {
                 max: MAX_MEDIUM,
             });
         }
-        match &self.conduit {
-            Conduit::Smp(world) => {
-                self.check(target, handler, args)?;
-                // SAFETY: as in `send_short`.
-                unsafe {
-                    world.deliver(
-                        self.rank,
-                        target,
-                        handler.0,
-                        is_reply,
-                        args,
-                        Outgoing::Medium(payload),
-                    )
-                };
-                Ok(())
-            }
-            #[cfg(feature = "mpi")]
-            Conduit::Mpi(world) => {
-                let head = self.am_head(target, handler, args, is_reply)?;
-                world
-                    .send_am(
-                        self,
-                        target,
-                        head,
-                        crate::conduit::mpi::OutBody::Medium(payload),
-                    )
-                    .map(|_| ())
-            }
-        }
+        self.check(target, handler, args)?;
+        self.driver.send(
+            self.in_handler.get(),
+            target,
+            handler.0,
+            is_reply,
+            args,
+            AmBody::Medium(payload),
+        )
     }
 
+    /// Sends a long message (a request, or a reply if `is_reply`). Everything is checked
+    /// before the payload lands, so a refused message leaves no counted write behind.
     pub(crate) fn send_long(
         &self,
         target: usize,
@@ -644,54 +478,16 @@ impl Endpoint {
         offset: usize,
         is_reply: bool,
     ) -> Result<WriteHandle, BridgeError> {
-        // Everything is checked before the payload lands, so a refused message leaves no
-        // counted write behind.
-        match &self.conduit {
-            Conduit::Smp(world) => {
-                self.check(target, handler, args)?;
-                world.segments[target].write(offset, payload)?;
-                let ack = world.count_write(target);
-                let body = Outgoing::Long {
-                    offset,
-                    len: payload.len(),
-                    ack,
-                };
-                // SAFETY: as in `send_short`.
-                unsafe { world.deliver(self.rank, target, handler.0, is_reply, args, body) };
-                Ok(WriteHandle::complete(ack))
-            }
-            #[cfg(feature = "mpi")]
-            Conduit::Mpi(world) => {
-                let head = self.am_head(target, handler, args, is_reply)?;
-                world
-                    .send_am(
-                        self,
-                        target,
-                        head,
-                        crate::conduit::mpi::OutBody::Long { payload, offset },
-                    )
-                    .map(|h| h.expect("a long message is acknowledged"))
-            }
-        }
-    }
-
-    /// Checks a message (as [`Endpoint::check`]) and names its handler, reply flag and
-    /// arguments for the mpi conduit.
-    #[cfg(feature = "mpi")]
-    #[inline]
-    fn am_head<'a>(
-        &self,
-        target: usize,
-        handler: HandlerId,
-        args: &'a [u64],
-        is_reply: bool,
-    ) -> Result<crate::conduit::mpi::AmHead<'a>, BridgeError> {
         self.check(target, handler, args)?;
-        Ok(crate::conduit::mpi::AmHead {
-            handler: handler.0,
+        self.driver.send_long(
+            self.in_handler.get(),
+            target,
+            handler.0,
             is_reply,
             args,
-        })
+            payload,
+            offset,
+        )
     }
 
     /// Checks a message's target, handler and argument count.
@@ -704,11 +500,11 @@ impl Endpoint {
                 ranks,
             });
         }
-        self.handlers().validate(handler)?;
-        if args.len() > crate::active_message::MAX_ARGS {
+        handler.check(self.registered)?;
+        if args.len() > MAX_ARGS {
             return Err(BridgeError::TooManyArgs {
                 given: args.len(),
-                max: crate::active_message::MAX_ARGS,
+                max: MAX_ARGS,
             });
         }
         Ok(())
@@ -722,75 +518,7 @@ impl Endpoint {
         if self.in_handler.get() {
             return 0;
         }
-        match &self.conduit {
-            Conduit::Smp(world) => {
-                // One pass over the lanes, each drained up to what is left of the batch,
-                // starting one lane further each time so that no source is always last.
-                let inbox = &world.inboxes[self.rank];
-                let lanes = inbox.len();
-                let first = self.next_lane.get();
-                let mut ran = 0;
-                let mut source = first;
-                loop {
-                    while ran < POLL_BATCH {
-                        // SAFETY: this endpoint is the only one of its rank, so this thread
-                        // is the only target of its inbox; handlers do not nest (the guard
-                        // above), so no `pop` runs inside another.
-                        let Some(message) = (unsafe { inbox.lane(source).pop() }) else {
-                            break;
-                        };
-                        self.run_handler(message.view(source));
-                        ran += 1;
-                    }
-                    source += 1;
-                    if source == lanes {
-                        source = 0;
-                    }
-                    if source == first || ran == POLL_BATCH {
-                        break;
-                    }
-                }
-                self.next_lane
-                    .set(if first + 1 == lanes { 0 } else { first + 1 });
-                ran
-            }
-            #[cfg(feature = "mpi")]
-            Conduit::Mpi(world) => world.poll(self, POLL_BATCH),
-        }
-    }
-
-    fn handlers(&self) -> &crate::active_message::HandlerTable {
-        match &self.conduit {
-            Conduit::Smp(world) => &world.handlers,
-            #[cfg(feature = "mpi")]
-            Conduit::Mpi(world) => &world.handlers,
-        }
-    }
-
-    pub(crate) fn run_handler(&self, message: MessageView<'_>) {
-        let handlers = self.handlers();
-        let Some(handler) = handlers.get(message.handler as usize) else {
-            panic!(
-                "malformed active message from rank {}: handler {} is not registered here ({} are)",
-                message.source,
-                message.handler,
-                handlers.len()
-            );
-        };
-        self.in_handler.set(true);
-        let _scope = HandlerScope(&self.in_handler);
-        let token = Token {
-            endpoint: self,
-            message,
-            replied: Cell::new(false),
-        };
-        handler(&token);
-        // Only now, after any replies or requests the handler sent were counted.
-        match &self.conduit {
-            Conduit::Smp(world) => world.handled(self.rank),
-            #[cfg(feature = "mpi")]
-            Conduit::Mpi(world) => world.handled(),
-        }
+        self.driver.poll(self)
     }
 
     /// Polls until `done()` is true, spinning, then yielding, then parking (see `sleep`).
@@ -803,66 +531,9 @@ impl Endpoint {
     /// [`Endpoint::wait_until`], telling what is awaited: with `PGAS_HANG_REPORT=SECONDS` a
     /// wait that long without progress prints `awaiting` (and, for a barrier, the ranks that
     /// have not arrived) once to stderr, and keeps waiting.
-    pub fn wait_for(&self, awaiting: Awaiting, mut done: impl FnMut() -> bool) {
+    pub fn wait_for(&self, awaiting: Awaiting, done: impl FnMut() -> bool) {
         self.assert_may_block();
-        let world = match &self.conduit {
-            Conduit::Smp(world) => &**world,
-            #[cfg(feature = "mpi")]
-            Conduit::Mpi(world) => return world.wait_until(self, awaiting, done),
-        };
-        let inbox = &world.inboxes[self.rank];
-        let mut backoff = Backoff::for_wait(&awaiting);
-        loop {
-            if done() {
-                return;
-            }
-            if self.poll() > 0 {
-                // Traffic tends to come in bursts (a round trip, a flood): stay responsive.
-                backoff.reset();
-            } else {
-                world.failure.check();
-                backoff.snooze(&world.sleepers[self.rank], || {
-                    // SAFETY: this thread is the inbox's target (see `poll`).
-                    (unsafe { inbox.is_empty() }) && !world.failure.is_failed() && !done()
-                });
-                if let Some(waited) = backoff.hang_due() {
-                    self.report_hang(awaiting, waited);
-                }
-            }
-        }
-    }
-
-    /// Prints the hang report of a wait for `awaiting` that has lasted `waited`: one line.
-    #[cold]
-    pub(crate) fn report_hang(&self, awaiting: Awaiting, waited: std::time::Duration) {
-        let from = awaiting
-            .rank
-            .map_or(String::new(), |r| format!(" from rank {r}"));
-        let detail = match (&self.conduit, awaiting.what, self.phase.get()) {
-            (Conduit::Smp(world), BARRIER, Phase::Notified(g)) => format!(
-                " #{}; ranks not arrived: {}",
-                g + 1,
-                rank_list(&world.barrier.missing(g))
-            ),
-            (Conduit::Smp(world), FINISH, _) => format!(
-                "; {} of {} ranks have returned",
-                world.finished(),
-                world.ranks()
-            ),
-            #[cfg(feature = "mpi")]
-            (Conduit::Mpi(_), BARRIER, _) => {
-                "; MPI does not tell which ranks have arrived (look for a stopped process)".into()
-            }
-            _ => String::new(),
-        };
-        crate::stderr_line::stderr_line(format_args!(
-            "pgas: hang report: rank {} of {} has waited {:.1} s without progress for {}{from}{detail} \
-             (PGAS_HANG_REPORT; still waiting)",
-            self.rank,
-            self.ranks(),
-            waited.as_secs_f64(),
-            awaiting.what,
-        ));
+        self.driver.wait_for(self, awaiting, done)
     }
 
     fn assert_may_block(&self) {
@@ -889,21 +560,7 @@ impl Endpoint {
                 "barrier_notify called again before barrier_wait completed the previous barrier",
             ));
         }
-        let phase = match &self.conduit {
-            Conduit::Smp(world) => {
-                let (phase, released) = world.barrier.notify();
-                world.barrier.record(self.rank, phase);
-                if released {
-                    world.wake_all();
-                }
-                phase
-            }
-            #[cfg(feature = "mpi")]
-            Conduit::Mpi(world) => {
-                world.barrier_notify()?;
-                Phase::Notified(0)
-            }
-        };
+        let phase = self.driver.barrier_notify()?;
         self.phase.set(phase);
         Ok(())
     }
@@ -916,11 +573,7 @@ impl Endpoint {
             ));
         };
         self.poll();
-        let done = match &self.conduit {
-            Conduit::Smp(world) => world.barrier.is_complete(generation),
-            #[cfg(feature = "mpi")]
-            Conduit::Mpi(world) => world.barrier_test()?,
-        };
+        let done = self.driver.barrier_try(generation)?;
         if done {
             self.phase.set(Phase::Idle);
         }
@@ -937,42 +590,10 @@ impl Endpoint {
                 "barrier_wait called without barrier_notify",
             ));
         };
-        let world = match &self.conduit {
-            Conduit::Smp(world) => &**world,
-            #[cfg(feature = "mpi")]
-            Conduit::Mpi(world) => {
-                let mut failed = None;
-                self.wait_for(Awaiting::new(BARRIER).woken(), || {
-                    match world.barrier_test() {
-                        Ok(done) => done,
-                        Err(e) => {
-                            failed = Some(e);
-                            true
-                        }
-                    }
-                });
-                self.phase.set(Phase::Idle);
-                return failed.map_or(Ok(()), Err);
-            }
-        };
-        self.wait_for(Awaiting::new(BARRIER).woken(), || {
-            if world.barrier.is_complete(generation) {
-                return true;
-            }
-            let finished = world.finished();
-            // A finished rank completed all its barriers; re-read after acquiring its count.
-            if finished > 0 && !world.barrier.is_complete(generation) {
-                panic!(
-                    "rank {} waits in barrier #{} but {finished} rank(s) already returned from \
-                     the job: every rank must enter the same number of barriers",
-                    self.rank,
-                    generation + 1
-                );
-            }
-            false
-        });
+        self.assert_may_block();
+        let result = self.driver.barrier_wait(self, generation);
         self.phase.set(Phase::Idle);
-        Ok(())
+        result
     }
 
     // ---- end of the job -------------------------------------------------------------------
@@ -985,19 +606,7 @@ impl Endpoint {
             self.barrier_wait()
                 .expect("a notified barrier is waited on");
         }
-        let world = match &self.conduit {
-            Conduit::Smp(world) => &**world,
-            #[cfg(feature = "mpi")]
-            Conduit::Mpi(world) => return world.finish(self),
-        };
-        let ranks = world.ranks();
-        world.finished.fetch_add(1, Ordering::AcqRel);
-        world.wake_all();
-        // Every message must run, including replies and requests that handlers send while
-        // other ranks are already done: wait for global quiescence (see `SmpWorld::quiet`),
-        // not just for this rank's inbox to drain.
-        self.wait_for(Awaiting::new(FINISH).woken(), || {
-            world.finished() == ranks && world.quiet()
-        });
+        self.assert_may_block();
+        self.driver.finish(self);
     }
 }

@@ -1,15 +1,18 @@
-//! Starting a job on the smp conduit: one thread per rank, results or the first failure back.
+//! Starting a job: on the smp conduit one thread per rank, on the mpi conduit this process's
+//! rank; results or the first failure back.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::thread;
 
-use crate::active_message::HandlerTable;
-use crate::conduit::smp::SmpWorld;
+use crate::conduit::driver::Driver;
+use crate::conduit::kind::{ConduitKind, mpi_world, selected};
+use crate::conduit::smp::{SmpDriver, SmpWorld};
 use crate::config::LaunchConfig;
-use crate::endpoint::Endpoint;
+use crate::endpoint::{Endpoint, RunHandlers};
 use crate::error::LaunchError;
 use crate::failure::{PeerFailure, panic_message};
+use crate::handler_table::HandlerTable;
 
 /// Runs `body` on every rank of a job shaped by `config`, with the AM `handlers`, and returns
 /// each rank's result in rank order.
@@ -43,23 +46,25 @@ where
 {
     config.validate()?;
     crate::sleep::hang_report_after()?;
-    let kind = crate::conduit::selected()?;
-    config.check_fits(kind != crate::conduit::ConduitKind::Smp)?;
+    let kind = selected()?;
+    config.check_fits(kind != ConduitKind::Smp)?;
+    let handlers: Arc<dyn RunHandlers> = Arc::new(handlers);
     match kind {
-        crate::conduit::ConduitKind::Smp => {}
+        ConduitKind::Smp => {}
         #[cfg(feature = "mpi")]
-        crate::conduit::ConduitKind::Mpi => {
-            let results = crate::conduit::mpi::launch(config, handlers, |ep| {
+        ConduitKind::Mpi => {
+            let results = launch_mpi(config, handlers, |ep| {
                 LAST_RANK.store(ep.rank(), std::sync::atomic::Ordering::Relaxed);
                 body(ep)
             })?;
             return Ok(results);
         }
         #[cfg(not(feature = "mpi"))]
-        crate::conduit::ConduitKind::Mpi => unreachable!("`selected` refuses mpi without it"),
+        ConduitKind::Mpi => unreachable!("`selected` refuses mpi without it"),
     }
     LAST_RANK.store(usize::MAX, std::sync::atomic::Ordering::Relaxed);
-    let world = Arc::new(SmpWorld::new(config, handlers));
+    let world = Arc::new(SmpWorld::new(config));
+    let handlers = &handlers;
     let body = &body;
     // Rank 0 runs on the calling thread: a one-rank job starts no thread at all, and rank 0's
     // allocations come from the caller's malloc arena, as in a program without pgas (LULESH on
@@ -70,7 +75,7 @@ where
             let rank_world = world.clone();
             let spawned = thread::Builder::new()
                 .name(format!("rank {rank}"))
-                .spawn_scoped(scope, move || run_rank(rank, rank_world, body));
+                .spawn_scoped(scope, move || run_rank(rank, rank_world, handlers, body));
             match spawned {
                 Ok(t) => threads.push(t),
                 Err(e) => {
@@ -79,7 +84,7 @@ where
                 }
             }
         }
-        let first = run_rank(0, world.clone(), body);
+        let first = run_rank(0, world.clone(), handlers, body);
         std::iter::once(first)
             .chain(threads.into_iter().map(|t| t.join().unwrap_or(None)))
             .collect()
@@ -119,7 +124,7 @@ pub fn returned_ranks(ranks: usize) -> Option<std::ops::Range<usize>> {
 /// `mpirun` the number of processes (a different `given` is an error naming both), otherwise
 /// `given`, else `PGAS_RANKS`, else `default`.
 pub fn job_ranks(flag: &str, given: Option<usize>, default: usize) -> Result<usize, LaunchError> {
-    let world = crate::conduit::mpi_world()?.map(|(_, size)| size);
+    let world = mpi_world()?.map(|(_, size)| size);
     Ok(LaunchConfig::resolve_ranks(
         flag,
         given,
@@ -144,12 +149,17 @@ where
     launch(&config, handlers, body)
 }
 
-fn run_rank<R, F>(rank: usize, world: Arc<SmpWorld>, body: &F) -> Option<R>
+fn run_rank<R, F>(
+    rank: usize,
+    world: Arc<SmpWorld>,
+    handlers: &Arc<dyn RunHandlers>,
+    body: &F,
+) -> Option<R>
 where
     F: Fn(&Endpoint) -> R,
 {
-    world.sleepers[rank].register_current();
-    let endpoint = Endpoint::new(rank, world.clone());
+    let driver = Driver::Smp(SmpDriver::new(rank, world.clone()));
+    let endpoint = Endpoint::new(rank, driver, handlers.clone());
     let outcome = catch_unwind(AssertUnwindSafe(|| {
         let result = body(&endpoint);
         endpoint.finish();
@@ -163,5 +173,40 @@ where
             }
             None
         }
+    }
+}
+
+/// `launch` on the mpi conduit: this process runs one rank of a job spanning every process of
+/// `MPI_COMM_WORLD`; see [`launch`] for the rules.
+#[cfg(feature = "mpi")]
+fn launch_mpi<R, F>(
+    config: &LaunchConfig,
+    handlers: Arc<dyn RunHandlers>,
+    body: F,
+) -> Result<Vec<R>, LaunchError>
+where
+    F: Fn(&Endpoint) -> R,
+{
+    use crate::conduit::mpi;
+    let (world, link) = mpi::start(config)?;
+    let me = world.rank();
+    let driver = Driver::Mpi {
+        world: world.clone(),
+        link: link.clone(),
+    };
+    let endpoint = Endpoint::new(me, driver, handlers);
+    let outcome = catch_unwind(AssertUnwindSafe(|| {
+        let result = body(&endpoint);
+        endpoint.finish();
+        result
+    }));
+    // The endpoint goes first: the window is freed only after every reference into it.
+    drop(endpoint);
+    match outcome {
+        Ok(result) => {
+            mpi::end_normally(world)?;
+            Ok(vec![result])
+        }
+        Err(payload) => Err(mpi::end_failed(world, &link, payload)),
     }
 }

@@ -21,10 +21,10 @@
 //! assert_eq!(sums, vec![3, 0, 1, 2]);
 //! ```
 
-pub mod active_message;
 pub mod atomic;
 pub mod barrier;
 pub mod completion;
+mod completion_wait;
 pub mod conduit;
 pub mod config;
 pub mod counters;
@@ -32,24 +32,43 @@ pub mod endpoint;
 pub mod error;
 pub mod exit_cleanup;
 pub mod failure;
+mod handler_table;
+mod hang_report;
 pub mod launch;
 pub mod limits;
 pub mod membarrier;
+pub mod message;
 pub mod segment;
 pub mod shared_copy;
 pub mod sleep;
 pub mod stderr_line;
+mod sync;
+pub mod token;
 pub mod topology;
 pub mod vector;
 
-pub use active_message::{HandlerId, HandlerTable, MAX_ARGS, MAX_MEDIUM, Payload, Token};
+/// The lock-free structures as the loom models in `tests/loom_*.rs` drive them; exists only
+/// under `RUSTFLAGS="--cfg loom"` (`.ci/loom`), where they run on loom's atomics.
+#[cfg(loom)]
+#[doc(hidden)]
+pub mod for_loom {
+    pub use crate::conduit::shm_ring::{ALIGN, DATA, MAX_RECORD, RING_BYTES, Ring};
+    pub use crate::conduit::smp_inbox::{FIRST_SLOTS, Incoming, Lane, MAX_SLOTS, Outgoing};
+    pub use crate::counters::{WriteAck, WriteCounters};
+    pub use crate::sync::SharedBytes;
+}
+
 pub use atomic::{AtomicOp, AtomicResult};
-pub use completion::{AccessRegion, FlushId, GetHandle, WriteHandle};
+pub use completion::{FlushId, GetHandle, WriteHandle};
+pub use completion_wait::AccessRegion;
 pub use conduit::ConduitKind;
 pub use config::{DEFAULT_SEGMENT_BYTES, LaunchConfig};
 pub use counters::{WriteAck, WriteCounting};
 pub use endpoint::Endpoint;
 pub use error::{BridgeError, ConfigError, LaunchError};
+pub use handler_table::{Handler, HandlerTable};
 pub use launch::{job_ranks, launch, launch_from_env, returned_ranks};
 pub use limits::LimitError;
+pub use message::{HandlerId, MAX_ARGS, MAX_MEDIUM, Payload};
+pub use token::Token;
 pub use topology::Topology;

@@ -1,6 +1,6 @@
 //! Bit-exactness against the reference HPGMG-FV (hpgmg/hpgmg a93ff23, default build:
-//! fv4 + GSRB + FMG + BiCGStab, gcc -O3, one rank, one thread), numbers from
-//! /work/shared/reference/README.md and from runs of the reference binary.
+//! fv4 + GSRB + FMG + BiCGStab, gcc -O3, one rank, one thread, built outside this repository):
+//! the numbers are copied from runs of that binary.
 
 mod common;
 
@@ -93,7 +93,7 @@ fn bit_exact_6_8() {
 }
 
 /// The reference built with `-DUNLIMIT_FMG_ITERATIONS` (V-cycles after the F-cycle until
-/// ||F - A u|| / ||F|| < 1e-10), `5 1`: the residual history of /work/shared/reference, in
+/// ||F - A u|| / ||F|| < 1e-10), `5 1`: the residual history that binary prints, in
 /// the reference's lines (`\n            v-cycle=%2d  norm=%1.15e  rel=%1.15e  `).
 #[test]
 fn vcycles_after_the_fcycle_5_1() {

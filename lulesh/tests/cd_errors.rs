@@ -34,7 +34,7 @@ fn quiet(stderr: &str) {
 #[test]
 fn an_escalation_is_one_line_and_leaves_no_files() {
     let dir = std::env::temp_dir().join(format!("lulesh-cd-files-{}", std::process::id()));
-    // The root CD keeps its copies in files too: 8 ranks' worth were left behind.
+    // The root CD keeps its copies in files too: 8 ranks' worth must go with the job.
     let cfg = TempFile::new(
         "escalate.toml",
         &format!(

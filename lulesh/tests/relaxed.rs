@@ -197,9 +197,9 @@ fn the_binary_runs_relaxed_from_the_config_file_alone() {
 }
 
 /// A rank loss in the strict "step" around relaxed per-rank CDs: the lost rank's arrival flags
-/// hold the loss's fill pattern, which read as a number exceeds every sequence number. (Fix:
-/// it satisfied the next wait, the rank went on with no data, and the job hung; a flag now
-/// counts only in the waiting exchange's generation.)
+/// hold the loss's fill pattern, which read as a number exceeds every sequence number: a flag
+/// counts only in the waiting exchange's generation, or the pattern would satisfy the next
+/// wait, the rank would go on with no data, and the job would hang.
 #[test]
 fn a_rank_loss_around_relaxed_cds_is_bit_exact() {
     let want = clean();

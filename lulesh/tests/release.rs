@@ -1,7 +1,7 @@
 //! The README's headline claim, checked on the binary it names: `lulesh -s 30` (the main job,
 //! `cargo run --release -p lulesh -- -s 30`) prints the serial reference's numbers bit for bit
-//! (`../shared/reference/README.md`: 932 cycles, the full-precision origin energy and sum of
-//! energies, the symmetry test on plane 0).
+//! (the lines below, from the reference's own output: 932 cycles, the full-precision origin
+//! energy and sum of energies, the symmetry test on plane 0).
 //!
 //! `-s 30` takes seconds optimised and far too long in a debug build, so the test runs only in
 //! the release profile: `cargo test --release -p lulesh --test release` (as `.ci/run` does);

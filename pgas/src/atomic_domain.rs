@@ -83,8 +83,8 @@ fn run<T: AtomicValue>(p: GlobalPtr<T>, op: AtomicOp) -> u64 {
 ///
 /// The unhooked atomic on mapped memory is inlined whole (with the operation known at the
 /// call, it is the one locked instruction): behind calls, the operation's dispatch and the
-/// global pointer passed through memory made a smp fetch-add 2.6× the core's (`pgas-bench`
-/// `atomic_fetch_add` / `u64`, ROADMAP).
+/// global pointer passed through memory would cost more than the atomic itself (`pgas-bench`
+/// `atomic_fetch_add` / `u64` against the core's).
 #[inline]
 fn start<T: AtomicValue, V: 'static>(
     p: GlobalPtr<T>,

@@ -33,16 +33,13 @@
 //! sends the result to every member; a flat barrier is the same with empty values. Which one
 //! runs is [`Algorithm`]'s choice; by default ([`Algorithm::Auto`]) reductions, allgathers
 //! and barriers are flat on a team whose members share memory (every team on smp, a host's
-//! processes on mpi) and trees on any other, and broadcasts are trees everywhere. Measured
-//! with `pgas-bench` on smp (16 ranks on 2 cores, tree / flat, 2026-11-23): `reduce_all`
-//! 3.0×, `barrier_async` 1.9×, `broadcast` (rotating roots) 0.88× for a `u64` and 1.10× for
-//! 64 KiB. A tree's reduction has 2⌈log2 P⌉ dependent hops, each of which must wake a rank
-//! and wait for a core, where the flat one has two; a message in shared memory is a store, so
-//! the root's P − 1 of them cost little. Across hosts a hop is a network message and the
-//! root's P − 1 are serial, so the trees are the tool there as P grows; on this 2-core
-//! machine (4 processes under mpirun, `PGAS_MPI_PSHM=0`) the flat `reduce_all` was still
-//! faster (tree 1.8×): the crossover is for a cluster to measure. All algorithms give the
-//! same bits.
+//! processes on mpi) and trees on any other, and broadcasts are trees everywhere (the
+//! `*_tree` lines of `pgas-bench` compare the two; their numbers are in ROADMAP.md). A tree's
+//! reduction has 2⌈log2 P⌉ dependent hops, each of which must wake a rank and wait for a core,
+//! where the flat one has two; a message in shared memory is a store, so the root's P − 1 of
+//! them cost little. Across hosts a hop is a network message and the root's P − 1 are serial,
+//! so the trees are the tool there as P grows; where they overtake the flat ones is for a
+//! cluster to measure. All algorithms give the same bits.
 //!
 //! # Order and bits of a reduction
 //!
@@ -102,9 +99,9 @@ impl CollectiveState {
         let ready = {
             let mut mailbox = self.mailbox.borrow_mut();
             if mailbox.get(&key).map_or(0, Vec::len) >= needed {
-                // Fix: `needed == 0` (a one-member team: reduce_one, allgather, split and
-                // barrier_async on it) has no mailbox entry, and `remove` alone returned None,
-                // parking the operation as a waiter that no message would ever complete.
+                // `needed == 0` (a one-member team: reduce_one, allgather, split and
+                // barrier_async on it) has no mailbox entry: `remove` alone would give None and
+                // park the operation as a waiter that no message would ever complete.
                 Some(mailbox.remove(&key).unwrap_or_default())
             } else {
                 None
@@ -654,9 +651,9 @@ pub fn barrier_on(team: &Team) {
 /// Blocks until every rank has entered it (the world barrier of the communication core).
 pub fn barrier() {
     runtime::with(|rt| {
-        // Fix: inside an rpc the core's barrier failed with "barrier_notify called again
-        // before barrier_wait completed" (the rank was already in a barrier), which hid the
-        // cause; name it instead.
+        // Named here: inside an rpc the core's barrier would fail with "barrier_notify called
+        // again before barrier_wait completed" (the rank is already in a barrier), which hides
+        // the cause.
         assert!(
             !rt.in_handler.get(),
             "rank {}: barrier() inside an rpc function, a blocking call inside an \
@@ -696,8 +693,8 @@ where
     collective(team, CollectiveKind::Broadcast { root }, COLLECTIVE, || {
         let seq = runtime::with(|rt| rt.collectives.next_seq(team.id()));
         let value = (team.rank_me() == root).then_some(value);
-        // A tree even where the members share memory: measured, it costs about what the flat
-        // one does there (its root sends ⌈log2 P⌉ messages, and no step waits for all
+        // A tree even where the members share memory: it costs about what the flat one does
+        // there (its root sends ⌈log2 P⌉ messages, and no step waits for all
         // members), unlike the reductions (module doc).
         broadcast_seq(team, root, value, seq, algorithm() == Algorithm::Flat)
     })
@@ -745,11 +742,11 @@ where
 /// the communication core, then each rank loads every value and folds them in the tree's
 /// parenthesisation (the bits of [`reduce_all`]): P loads of shared memory after the core's
 /// barrier cost less than any message algorithm (`reduce_all_u64_tree` against
-/// `reduce_all_u64_auto` in `pgas-bench`: 3.0× on 16 ranks of smp). Where some segment is
+/// `reduce_all_u64_auto` in `pgas-bench`). Where some segment is
 /// remote (several hosts, or `PGAS_MPI_PSHM=0`) those loads would be P blocking round trips
 /// per rank, so it takes the message tree of [`reduce_all`] instead: O(log P) rounds (and
-/// under [`Algorithm::Tree`] always); measured under mpirun with 4 processes and
-/// `PGAS_MPI_PSHM=0`, 48 µs and 98 µs in two runs against 70 µs and 150 µs for the P gets. Addressability is the same on every rank (a host's
+/// under [`Algorithm::Tree`] always), which is also faster than P gets across processes.
+/// Addressability is the same on every rank (a host's
 /// processes share memory with each other and with no one else), so all ranks take the same
 /// path. Other teams take [`reduce_all`].
 ///

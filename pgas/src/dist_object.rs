@@ -95,8 +95,8 @@ impl<T: Serialize + DeserializeOwned + 'static> DistObject<T> {
                 value,
                 owner: true,
             };
-            // Fix: rpcs that named this instance before it existed here used to end the rank
-            // ("arguments do not decode"); they were deferred and run now.
+            // Rpcs that named this instance before it existed here were deferred (their
+            // arguments cannot decode without it): they run now.
             let deferred = rt
                 .dist
                 .deferred
@@ -163,9 +163,9 @@ impl<T: 'static> DistObject<T> {
 
 /// Another handle on the same instance (not a copy of the value). Sending a `DistObject` in
 /// an rpc moves it; sending a clone keeps this rank's owning handle, and with it the
-/// instance, alive. (Added: without it the only way to name an instance in an rpc was to move
-/// the owner into the arguments, which unregistered this rank's instance when the arguments
-/// were dropped after sending, so rpcs from other ranks naming it then failed here.)
+/// instance, alive: moving the owner into the arguments would unregister this rank's instance
+/// when the arguments are dropped after sending, and rpcs from other ranks naming it would
+/// then fail here.
 impl<T: 'static> Clone for DistObject<T> {
     fn clone(&self) -> Self {
         DistObject {

@@ -23,21 +23,22 @@
 //! | `fence` | `on_sync` |
 //! | `new_`, `new_array`; `delete_` | `before_alloc`, `after_alloc`; `before_free` |
 //!
-//! **Collectives** are seen as a whole, not as the messages they are built from: a
-//! replaying rank needs the collective's *result* (RELAXED_CDS.md: "collective: its result as
-//! a read entry; the collective's synchronization as EC steps"). `after_collective` gets the
-//! postcard encoding of the value the collective returns on this rank (see
-//! [`CollectiveKind`]); `before_collective` may return those bytes instead, and the rank then
-//! takes no part in the collective at all (it sends nothing, uses no sequence number, waits
-//! for no one) while its EC still steps as usual.
+//! **Collectives** are seen as a whole, not as the messages they are built from: a replaying rank
+//! needs the collective's *result*, which a relaxed-CD log keeps as a read entry while the
+//! collective's synchronization steps the EC (docs/relaxed-cds.md). `after_collective` gets the
+//! postcard encoding of the value the collective returns on this rank (see [`CollectiveKind`]);
+//! `before_collective` may return those bytes instead, and the rank then takes no part in the
+//! collective at all (it sends nothing, uses no sequence number, waits for no one) while its EC
+//! still steps as usual.
 //!
 //! **Completion is not return.** Every operation started with a hook gets an [`OpId`]; the
-//! `before_*` and `after_*` calls of one operation get the same id. `after_put` (the write's
-//! ack, with the target's EC and IWC) and `after_rpc` may run after the call that started the
-//! operation returned — from [`progress`](crate::progress) or any waiting call — and in any
-//! order with respect to other operations: a log entry is created at `before_*` and completed
-//! at `after_*`. (On today's conduits a put's ack arrives before `rput` returns; rpc acks
-//! arrive with the reply.) [`crate::resilience::pending_acks`] counts the acks still to come.
+//! `before_*` and `after_*` calls of one operation get the same id. `after_put` (the write's ack,
+//! with the target's EC and IWC) and `after_rpc` may run after the call that started the operation
+//! returned — from [`progress`](crate::progress) or any waiting call — and in any order with
+//! respect to other operations: a log entry is created at `before_*` and completed at `after_*`.
+//! (Into memory the process maps a put's ack arrives before `rput` returns; a put to another host
+//! is acknowledged later; rpc acks arrive with the reply.) [`crate::resilience::pending_acks`]
+//! counts the acks still to come.
 //!
 //! **Not seen**: accesses to co-located memory through `local()` / `read_local` /
 //! `write_local` (local accesses are never logged), the messages inside collectives, and all

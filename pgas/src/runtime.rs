@@ -362,10 +362,10 @@ impl Runtime {
         let ep = self.ep();
         let mut previous = None;
         for wave in 0..MAX_WAVES {
-            // Fix: the waves used to rely on the barriers' waiting to run incoming messages,
-            // but a barrier that is already complete when a rank reaches it (always on one
-            // rank; the last arriver otherwise) polls nothing, so a rank holding unhandled
-            // rpcs never handled them and finalize gave up after MAX_WAVES. Drain first.
+            // Drain first: a barrier that is already complete when a rank reaches it (always
+            // on one rank; the last arriver otherwise) polls nothing, so a rank holding
+            // unhandled rpcs would never handle them and finalize would give up after
+            // MAX_WAVES.
             while ep.poll() > 0 {}
             ep.barrier().expect("finalize barrier");
             let base = wave * 16;

@@ -18,12 +18,12 @@
 //!
 //! # What the hook sees
 //!
-//! Each remote piece is reported as its own put or get (its own `OpId`, `Rma`, bytes), as if
-//! sent alone, so a resilience layer logs the same entries as before. The core counts one
-//! incoming write per piece with consecutive IWC values; piece `i`'s `after_put` gets the
-//! value that piece produced. Pieces the hook suppresses (put) or serves (get) are left out of
-//! the message. With a hook installed a strided block takes the packed path even into mapped
-//! memory, so the pieces of one call always get consecutive IWC values.
+//! Each remote piece is reported as its own put or get (its own `OpId`, `Rma`, bytes), as if sent
+//! alone, so a resilience layer logs the same entries whichever path a block takes. The core counts
+//! one incoming write per piece with consecutive IWC values; piece `i`'s `after_put` gets the value
+//! that piece produced. Pieces the hook suppresses (put) or serves (get) are left out of the
+//! message. With a hook installed a strided block takes the packed path even into mapped memory, so
+//! the pieces of one call always get consecutive IWC values.
 
 use std::borrow::Cow;
 
@@ -255,7 +255,7 @@ fn for_each_run<const N: usize>(
 /// Checks the remote block (first element at `remote`, last `last` elements on) lies in its
 /// rank's segment; true if that memory is copied directly from this process (smp, or a rank
 /// of this host on mpi), where sending the runs one by one is fastest: each is a plain copy,
-/// and packing would copy every byte twice (measured by pgas-bench's `rput_strided` lines).
+/// and packing would copy every byte twice (pgas-bench's `rput_strided` lines compare both).
 /// With a hook installed the vector path is taken everywhere, so that the pieces of one call
 /// always get consecutive IWC values at the target.
 fn direct<T: 'static>(rt: &Runtime, op: &str, remote: GlobalPtr<T>, last: usize) -> bool {
@@ -598,8 +598,8 @@ pub fn rget_regular<T: Pod>(
     get_irregular(op, src.iter().map(|&p| (p, src_len)), dst)
 }
 
-/// The old way of sending a strided block, one plain put per contiguous run, kept for the
-/// benchmark that measures the one-message path against it.
+/// A strided block sent as one plain put per contiguous run: the baseline the benchmark
+/// measures the one-message path against.
 #[doc(hidden)]
 pub fn __rput_strided_run_by_run<T: Pod, const N: usize>(
     src: &[T],
@@ -623,8 +623,8 @@ pub fn __rput_strided_run_by_run<T: Pod, const N: usize>(
     });
 }
 
-/// The old way of reading a strided block, one plain get per contiguous run (benchmark
-/// baseline, like [`__rput_strided_run_by_run`]).
+/// A strided block read as one plain get per contiguous run (benchmark baseline, like
+/// [`__rput_strided_run_by_run`]).
 #[doc(hidden)]
 pub fn __rget_strided_run_by_run<T: Pod, const N: usize>(
     src: GlobalPtr<T>,

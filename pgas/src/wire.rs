@@ -5,9 +5,9 @@
 //! Argument layout of a message that fits one medium AM (almost all): `[kind, header...]`, the
 //! payload whole. A larger one travels as fragments, [`FRAGMENT`] set in the kind word:
 //! `[kind, message id, total length, fragment offset, header...]`. The id is per sender, so
-//! `(source, id)` names a message; fragments may arrive in any order. (Every message carried
-//! the fragment words before; dropping them for whole messages keeps an rpc request or reply,
-//! four words, in the first cache line of an smp inbox slot, which holds six.)
+//! `(source, id)` names a message; fragments may arrive in any order. A whole message carries
+//! no fragment words, which keeps an rpc request or reply, four words, in the first cache line
+//! of an smp inbox slot, which holds six.
 //!
 //! A message sent inside a resilience runtime's internal scope (`resilience::internal`) has
 //! [`INTERNAL`] set in its kind word, and is handled at the target in that scope too: an rpc

@@ -3,13 +3,12 @@
 //! inline.
 //!
 //! **Why lanes.** On smp an AM round trip costs what the cache lines it moves between the two
-//! cores cost; the floor is one line there and back (`cacheline_roundtrip`, about 60 ns here).
-//! The inbox it replaces, one multi-producer `SegQueue<Message>` per target, moved about six
-//! lines per message: the queue's tail index (the target polls it, every sender CASes it), the
-//! three lines of a 176-byte `Message` copied into a block slot, the slot's state word, and
-//! every 31 messages a block allocated by the sender and freed by the target (page faults in
-//! `perf`). `perf record` of a short-AM ping-pong put 30% of the cycles in `SegQueue::push` /
-//! `pop`, most on the load of the tail index, and 7% in copying and zeroing `Message`s.
+//! cores cost; the floor is one line there and back (`cacheline_roundtrip` in `bridge-bench`).
+//! A multi-producer queue per target moves several lines per message (the queue's tail index
+//! that the target polls and every sender updates with a read-modify-write, the message
+//! copied into a block slot, the slot's state word, and blocks allocated by senders and freed
+//! by the target), and the message is boxed or copied whole. A lane per pair needs none of
+//! that.
 //!
 //! A lane has one writer, so it needs no read-modify-write: the sender writes the message into
 //! the next slot and then publishes it with a release store of the slot's *stamp* (position +
@@ -28,29 +27,42 @@
 //! slot carries.
 //!
 //! **Order.** A lane is FIFO, so the messages from one rank to another run in the order they
-//! were sent, as with the queue before.
+//! were sent.
 //!
 //! **Memory.** A lane costs two padded lines until its first message; its first ring
 //! ([`FIRST_SLOTS`] slots, 4 KiB) is allocated by the first send, so a job pays for the pairs
 //! that talk, not for `ranks x ranks` rings.
+//!
+//! **Checked.** The loom model `tests/loom_lane.rs` drives this code on loom's atomics and
+//! cells (`crate::sync`, under `--cfg loom`), with rings of [`FIRST_SLOTS`] = 2 growing to 4.
 
-use std::cell::UnsafeCell;
 use std::ptr;
-use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 
 use crossbeam_utils::CachePadded;
 
-use crate::active_message::{Body, Message, MessageView, Payload};
 use crate::counters::WriteAck;
+use crate::message::{Body, Message, MessageView, Payload};
+use crate::sync::{AtomicPtr, AtomicU64, Ordering, UnsafeCell};
 
 /// Words of arguments and payload a slot holds inline.
 pub(crate) const SLOT_WORDS: usize = 14;
 /// Bytes of arguments and payload a slot holds inline.
 pub(crate) const INLINE_BYTES: usize = SLOT_WORDS * 8;
 /// Slots of a lane's first ring.
-pub(crate) const FIRST_SLOTS: usize = 32;
+#[cfg(not(loom))]
+pub const FIRST_SLOTS: usize = 32;
 /// Slots of the largest ring; a lane that needs more room links further rings of this size.
-pub(crate) const MAX_SLOTS: usize = 1024;
+#[cfg(not(loom))]
+pub const MAX_SLOTS: usize = 1024;
+
+// The loom model (`tests/loom_lane.rs`) explores every interleaving, which only rings of a few
+// slots keep tractable; growing, wrapping and linking work the same at any power of two.
+/// Slots of a lane's first ring.
+#[cfg(loom)]
+pub const FIRST_SLOTS: usize = 2;
+/// Slots of the largest ring.
+#[cfg(loom)]
+pub const MAX_SLOTS: usize = 4;
 
 // The `kind` field of a slot's metadata.
 const SHORT: u64 = 0;
@@ -103,7 +115,7 @@ impl Meta {
 
 /// What a message carries besides its arguments, as the sender hands it over.
 #[derive(Debug, Clone, Copy)]
-pub(crate) enum Outgoing<'a> {
+pub enum Outgoing<'a> {
     Short,
     Medium(&'a [u8]),
     /// The payload already sits in the target's segment.
@@ -186,7 +198,7 @@ struct ReceiveEnd {
 
 /// Messages from one rank to one rank, in order.
 #[derive(Default)]
-pub(crate) struct Lane {
+pub struct Lane {
     send: CachePadded<SendEnd>,
     receive: CachePadded<ReceiveEnd>,
     /// The lane's first ring, published by the first send (null until then).
@@ -204,7 +216,9 @@ unsafe impl Send for Lane {}
 
 /// A message taken out of a lane: copied out of its slot, or the boxed message a slot pointed
 /// to. It owns what it holds, so the slot is returned before the handler runs.
-pub(crate) enum Incoming {
+// The loom model sees this type (`crate::for_loom`) but only through `args`.
+#[cfg_attr(loom, allow(private_interfaces))]
+pub enum Incoming {
     Inline {
         meta: Meta,
         words: [u64; SLOT_WORDS],
@@ -222,6 +236,13 @@ impl std::fmt::Debug for Incoming {
 }
 
 impl Incoming {
+    /// The message's arguments, for the loom model (`tests/loom_lane.rs`), which checks them
+    /// and cannot see the crate's `MessageView`.
+    #[cfg(loom)]
+    pub fn args(&self) -> &[u64] {
+        self.view(0).args
+    }
+
     /// The message as a handler sees it, from `source`.
     pub(crate) fn view(&self, source: usize) -> MessageView<'_> {
         match self {
@@ -261,7 +282,7 @@ impl Lane {
     /// # Safety
     /// At most one thread at a time calls `push` on a lane (its source rank's endpoint, which
     /// is unique and `!Sync`).
-    pub(crate) unsafe fn push(
+    pub unsafe fn push(
         &self,
         source: usize,
         handler: u16,
@@ -305,7 +326,7 @@ impl Lane {
                     source: source as u32,
                     handler,
                     is_reply,
-                    args: crate::active_message::Args::new(args)
+                    args: crate::message::Args::new(args)
                         .expect("the endpoint checked the argument count"),
                     body: match body {
                         Outgoing::Short => Body::Short,
@@ -323,12 +344,11 @@ impl Lane {
         // SAFETY: `claim` returned a slot the target has given back (or never had) and will
         // not read before the stamp below; only this thread writes it meanwhile. Only the
         // words the message uses are written, so a short message touches one cache line.
-        unsafe {
-            let to = slot.data.get();
+        slot.data.with_mut(|to| unsafe {
             ptr::addr_of_mut!((*to).meta).write(data.meta);
             let words = ptr::addr_of_mut!((*to).words) as *mut u64;
             ptr::copy_nonoverlapping(data.words.as_ptr(), words, used);
-        }
+        });
         let tail = self.send.tail.load(Ordering::Relaxed);
         // Release: the target that acquires this stamp sees the slot's contents.
         slot.stamp.store(tail + 1, Ordering::Release);
@@ -380,7 +400,7 @@ impl Lane {
     /// # Safety
     /// At most one thread at a time calls `pop` or [`Lane::is_empty`] on a lane (its target
     /// rank's endpoint).
-    pub(crate) unsafe fn pop(&self) -> Option<Incoming> {
+    pub unsafe fn pop(&self) -> Option<Incoming> {
         let mut ring = self.receive.ring.load(Ordering::Relaxed);
         if ring.is_null() {
             // Acquire: pairs with the release that published the first ring.
@@ -418,8 +438,7 @@ impl Lane {
             // SAFETY: the stamp (acquired) says the sender has written this slot and will not
             // write it again before `head` passes it; only the words the metadata names are
             // read.
-            let incoming = unsafe {
-                let from = slot.data.get();
+            let incoming = slot.data.with(|from| unsafe {
                 let meta = Meta(ptr::addr_of!((*from).meta).read());
                 if meta.kind() == BOXED {
                     let boxed = ptr::addr_of!((*from).words[0]).read() as *mut Message;
@@ -435,7 +454,7 @@ impl Lane {
                     );
                     Incoming::Inline { meta, words }
                 }
-            };
+            });
             self.receive.position.store(position + 1, Ordering::Relaxed);
             // Release: our reads of the slot happen before the sender reuses it.
             r.head.store(position + 1, Ordering::Release);
@@ -448,7 +467,7 @@ impl Lane {
     ///
     /// # Safety
     /// As [`Lane::pop`]: called only by the lane's target thread.
-    pub(crate) unsafe fn is_empty(&self) -> bool {
+    pub unsafe fn is_empty(&self) -> bool {
         let mut ring = self.receive.ring.load(Ordering::Relaxed);
         if ring.is_null() {
             ring = self.first.load(Ordering::Acquire);
@@ -520,7 +539,8 @@ impl Inbox {
     }
 }
 
-#[cfg(test)]
+// Std threads at full size; under loom the models in tests/loom_*.rs take their place.
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
     use std::sync::Arc;

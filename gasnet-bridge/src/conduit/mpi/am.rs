@@ -1,35 +1,17 @@
 //! Sending user active messages: to this rank itself, through a shared-memory ring to a rank of
 //! this host, or over MPI.
 
-use std::rc::Rc;
-
-use crate::active_message::{Args, Body, Message};
-use crate::completion::WriteHandle;
-use crate::endpoint::Endpoint;
+use crate::conduit::shm_ring::Ring;
+use crate::counters::WriteAck;
 use crate::error::BridgeError;
+use crate::message::{Args, Body, Message};
 
-use super::MpiWorld;
 use super::calls::mpi_len;
-use super::shm_ring::Ring;
+use super::outgoing::{AmHead, OutBody};
+use super::started::Started;
 use super::state::Deferred;
 use super::wire::{F_PLACED, Header};
-
-/// Who handles a user AM and with which arguments, as the sender gives them (borrowed: a
-/// message to another rank is encoded straight from them).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct AmHead<'a> {
-    pub(crate) handler: u16,
-    pub(crate) is_reply: bool,
-    pub(crate) args: &'a [u64],
-}
-
-/// What a user AM carries besides its arguments, as the sender gives it.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum OutBody<'a> {
-    Short,
-    Medium(&'a [u8]),
-    Long { payload: &'a [u8], offset: usize },
-}
+use super::world::MpiWorld;
 
 impl MpiWorld {
     // ---- active messages ----------------------------------------------------------------
@@ -37,12 +19,12 @@ impl MpiWorld {
     /// Sends a user AM (`head`: handler, reply flag, arguments, checked by the caller) with
     /// `body`; for a long message, returns the handle of its write.
     pub(crate) fn send_am(
-        self: &Rc<Self>,
-        ep: &Endpoint,
+        &self,
+        in_handler: bool,
         target: usize,
         head: AmHead<'_>,
         body: OutBody<'_>,
-    ) -> Result<Option<WriteHandle>, BridgeError> {
+    ) -> Result<Option<Started<WriteAck>>, BridgeError> {
         let (payload, long_offset) = match body {
             OutBody::Short => (&[][..], None),
             OutBody::Medium(p) => (p, None),
@@ -56,7 +38,7 @@ impl MpiWorld {
             let body = match body {
                 OutBody::Long { payload, offset } => {
                     let ack = self.own().write_counted(offset, payload)?;
-                    handle = Some(WriteHandle::complete(ack));
+                    handle = Some(Started::Done(ack));
                     Body::Long {
                         offset,
                         len: payload.len(),
@@ -85,14 +67,14 @@ impl MpiWorld {
             return self.send_am_shm(target, ring, head, body);
         }
         mpi_len(payload.len())?;
-        let spend = !head.is_reply && self.take_credit(ep, target);
+        let spend = !head.is_reply && self.take_credit(in_handler, target);
         let mut h = Header::am(head, &body);
         let mut handle = None;
         if let Some(offset) = long_offset {
             let id = self.new_op();
             h.id = id;
             h.a = offset as u64;
-            handle = Some(WriteHandle::pending(self.clone(), id));
+            handle = Some(Started::Pending(id));
         }
         self.send_with_payload(target, h, head.args, payload, spend)?;
         Ok(handle)
@@ -107,7 +89,7 @@ impl MpiWorld {
         ring: &Ring,
         head: AmHead<'_>,
         body: OutBody<'_>,
-    ) -> Result<Option<WriteHandle>, BridgeError> {
+    ) -> Result<Option<Started<WriteAck>>, BridgeError> {
         let mut h = Header::am(head, &body);
         let mut handle = None;
         let inline = match body {
@@ -118,7 +100,7 @@ impl MpiWorld {
                     .mapped(target)?
                     .expect("a rank with an outbox is mapped");
                 let ack = m.write_counted(offset, payload)?;
-                handle = Some(WriteHandle::complete(ack));
+                handle = Some(Started::Done(ack));
                 h.flags |= F_PLACED;
                 (h.a, h.c, h.d) = (offset as u64, ack.ec, ack.iwc);
                 &[][..]

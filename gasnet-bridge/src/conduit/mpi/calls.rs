@@ -7,8 +7,6 @@ use ::mpi::ffi;
 
 use crate::error::BridgeError;
 
-use super::process::bytemuck_bytes;
-
 /// Turns an MPI return code into a result, with MPI's own text for the error. The success
 /// test is inlined into every MPI call site of the polling loop; the error text is not.
 #[inline]
@@ -88,8 +86,8 @@ pub(super) fn null_request() -> ffi::MPI_Request {
     unsafe { ffi::RSMPI_REQUEST_NULL }
 }
 
-/// `len` as an MPI count. Inlined, its error out of line: every put pays the test (an
-/// out-of-line call measured 20% of a window put flood's cycles).
+/// `len` as an MPI count. Inlined, its error out of line: every put pays the test, and a
+/// call per put would be a large share of a window put flood's cycles.
 #[inline]
 pub(super) fn mpi_len(len: usize) -> Result<c_int, BridgeError> {
     match c_int::try_from(len) {
@@ -115,4 +113,10 @@ pub(super) fn test(req: &mut ffi::MPI_Request, what: &str) -> Result<bool, Bridg
     let rc = unsafe { ffi::MPI_Test(req, &mut flag, ffi::RSMPI_STATUS_IGNORE) };
     check(rc, what)?;
     Ok(flag != 0)
+}
+
+/// The bytes of a C character buffer (MPI's names and error strings).
+pub(super) fn bytemuck_bytes(chars: &[c_char]) -> &[u8] {
+    // SAFETY: c_char and u8 have the same size and alignment; any bit pattern is a valid u8.
+    unsafe { std::slice::from_raw_parts(chars.as_ptr().cast(), chars.len()) }
 }

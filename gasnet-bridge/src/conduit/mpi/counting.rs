@@ -39,10 +39,10 @@
 
 use crate::counters::WriteCounting;
 
-use super::MpiWorld;
 use super::calls::must;
 use super::state::State;
 use super::wire::{Header, K_COUNTING, K_COUNTING_ACK};
+use super::world::MpiWorld;
 
 impl MpiWorld {
     /// Switches counting of the writes into this rank's segment on or off

@@ -35,9 +35,8 @@
 use std::cell::{Cell, OnceCell, RefCell};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::conduit::shm_ring::{RING_BYTES, Ring};
 use crate::error::ConfigError;
-
-use super::shm_ring::{RING_BYTES, Ring};
 
 /// Bytes of the claim table (one page; at most this many / 8 rings).
 const TABLE: usize = 4096;

@@ -17,7 +17,7 @@
 //!   MPI has let go of the bytes, as does a panic raised inside progress meanwhile (a
 //!   malformed message). A send to a live rank completes; one to a rank that died may not,
 //!   and then the process waits for the watchdog's deadline rather than return.
-//! * **Window operations whose flush fails end the process** ([`lent_memory_lost`]): MPI
+//! * **Window operations whose flush fails end the process** (`lent_lost.rs`): MPI
 //!   offers no way to cancel an RMA operation, so after a failed `MPI_Win_flush` the bytes
 //!   may still be in use and no return is safe.
 
@@ -28,8 +28,8 @@ use ::mpi::ffi;
 use crate::error::BridgeError;
 use crate::sleep::Backoff;
 
-use super::MpiWorld;
 use super::calls::{check, null_request, test, uint8};
+use super::world::MpiWorld;
 
 /// The receive of a blocking get's data into a buffer the conduit owns.
 pub(super) struct Landing<'w> {
@@ -191,15 +191,4 @@ impl MpiWorld {
             std::mem::forget(buf);
         }
     }
-}
-
-/// Ends the process after a failed flush left an RMA operation on lent memory in an unknown
-/// state: returning would let MPI touch memory the caller may free.
-#[cold]
-pub(super) fn lent_memory_lost(e: BridgeError) -> ! {
-    crate::stderr_line::stderr_line(format_args!(
-        "gasnet-bridge (mpi conduit): {e} while an RMA operation used the caller's memory; MPI \
-         cannot cancel it, so this process ends rather than return"
-    ));
-    std::process::abort()
 }

@@ -9,7 +9,7 @@ use ::mpi::ffi;
 
 use crate::error::{BridgeError, LaunchError};
 
-use super::calls::check;
+use super::calls::{bytemuck_bytes, check};
 
 /// What `MPI_Init_thread` gave this process.
 #[derive(Debug)]
@@ -27,8 +27,8 @@ pub(crate) struct Process {
 /// thread will execute"; this conduit reads it as "only one thread calls MPI", which is what
 /// implementations rely on (Open MPI and MPICH start threads of their own at every level).
 /// The level matters for speed: Open MPI 4.1 locks a mutex in every send and progress call
-/// at any level above `Single`, `Funneled` included (measured: +45 ns per 72-byte MPI round
-/// trip in C, +60 to +100 ns per active-message round trip here, on one host).
+/// at any level above `Single`, `Funneled` included, which every round trip pays
+/// (docs/benchmarks.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum ThreadLevel {
     /// `MPI_THREAD_SINGLE`: jobs run on the thread that initialized MPI.
@@ -267,11 +267,6 @@ fn install_sigterm_hook() {
 
 /// Read end of the SIGTERM pipe; -1 when the hook could not be installed.
 pub(crate) static SIGTERM_READ: AtomicI32 = AtomicI32::new(-1);
-
-pub(super) fn bytemuck_bytes(chars: &[c_char]) -> &[u8] {
-    // SAFETY: c_char and u8 have the same size and alignment; any bit pattern is a valid u8.
-    unsafe { std::slice::from_raw_parts(chars.as_ptr().cast(), chars.len()) }
-}
 
 /// This host's name as MPI reports it.
 pub(crate) fn processor_name() -> String {

@@ -5,16 +5,16 @@ use std::ffi::c_int;
 
 use ::mpi::ffi;
 
-use crate::active_message::{Body, MessageView, Payload};
+use crate::conduit::context::{HandlerContext, POLL_BATCH};
 use crate::counters::WriteAck;
-use crate::endpoint::Endpoint;
 use crate::error::BridgeError;
-use crate::sleep::Backoff;
+use crate::message::{Body, Message, MessageView, Payload};
+use crate::sleep::{Awaiting, Backoff};
 
-use super::MpiWorld;
 use super::calls::{check, must, test, uint8};
 use super::state::{Inflight, Op, Ready, State};
 use super::wire::{B_MEDIUM, EAGER, F_REPLY, Header, SLOTS, TAG_MSG};
+use super::world::MpiWorld;
 
 /// When [`MpiWorld::poll_rounds`] stops.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -255,14 +255,14 @@ impl MpiWorld {
 impl MpiWorld {
     /// Rounds of internal progress, each followed by the user handlers it made ready (in
     /// arrival order), until a round takes no MPI message or `batch` handlers ran.
-    pub(crate) fn poll(&self, ep: &Endpoint, batch: usize) -> usize {
-        self.poll_rounds(ep, batch, Until::Idle)
+    pub(crate) fn poll(&self, cx: &impl HandlerContext, batch: usize) -> usize {
+        self.poll_rounds(cx, batch, Until::Idle)
     }
 
     /// [`poll`](Self::poll), ending after the first round that ran handlers if `until` says
     /// so: a wait checks its condition then, before the empty round (a turn of MPI's progress
     /// engine) that would otherwise end the call; its next call goes on where this one left.
-    fn poll_rounds(&self, ep: &Endpoint, batch: usize, until: Until) -> usize {
+    fn poll_rounds(&self, cx: &impl HandlerContext, batch: usize, until: Until) -> usize {
         // User progress completes window operations: one flush for all started since the last.
         self.flush_window();
         let mut total = 0;
@@ -275,14 +275,14 @@ impl MpiWorld {
             } = self.round(true);
             let before = ran;
             if let Some((source, len)) = direct {
-                self.run_direct(ep, source, len);
+                self.run_direct(cx, source, len);
                 ran += 1;
             }
             while ran < batch {
                 let Some(message) = self.next_ready() else {
                     break;
                 };
-                ep.run_handler(message.view());
+                cx.run_handler(message.view());
                 ran += 1;
             }
             total += work + (ran - before);
@@ -297,7 +297,7 @@ impl MpiWorld {
 
     /// Runs the handler of the user AM a round left in `self.direct` (`len` bytes from
     /// `source`), reading its arguments and payload where they arrived.
-    fn run_direct(&self, ep: &Endpoint, source: usize, len: usize) {
+    fn run_direct(&self, cx: &impl HandlerContext, source: usize, len: usize) {
         // Only `poll`'s own rounds write `self.direct`, and handlers cannot poll, so the
         // bytes stay put while the handler runs (a wait inside it makes internal rounds).
         let bytes = self.direct.borrow();
@@ -305,7 +305,7 @@ impl MpiWorld {
             panic!("malformed message of {len} bytes from rank {source} (a different program?)");
         };
         self.account(&mut self.st.borrow_mut(), source, &h);
-        ep.run_handler(MessageView {
+        cx.run_handler(MessageView {
             source: source as u32,
             handler: h.handler,
             is_reply: h.flags & F_REPLY != 0,
@@ -320,7 +320,7 @@ impl MpiWorld {
 
     /// The oldest user AM taken off the wire whose payload has arrived, if it is first in line.
     #[inline]
-    fn next_ready(&self) -> Option<crate::active_message::Message> {
+    fn next_ready(&self) -> Option<Message> {
         let mut st = self.st.borrow_mut();
         let st = &mut *st;
         let front = st.deferred.front()?;
@@ -378,8 +378,8 @@ impl MpiWorld {
     /// `Endpoint::wait_until` on this conduit: user progress until `done()`.
     pub(crate) fn wait_until(
         &self,
-        ep: &Endpoint,
-        awaiting: crate::sleep::Awaiting,
+        cx: &impl HandlerContext,
+        awaiting: Awaiting,
         mut done: impl FnMut() -> bool,
     ) {
         let mut backoff = Backoff::for_wait(&awaiting);
@@ -387,13 +387,13 @@ impl MpiWorld {
             if done() {
                 return;
             }
-            if self.poll_rounds(ep, crate::endpoint::POLL_BATCH, Until::Handled) > 0 {
+            if self.poll_rounds(cx, POLL_BATCH, Until::Handled) > 0 {
                 backoff.reset();
             } else {
                 self.shared.failure.check();
                 backoff.snooze(&self.shared.sleeper, || !self.shared.failure.is_failed());
                 if let Some(waited) = backoff.hang_due() {
-                    ep.report_hang(awaiting, waited);
+                    cx.report_hang(awaiting, waited);
                 }
             }
         }

@@ -5,12 +5,11 @@ use std::ffi::c_int;
 
 use ::mpi::ffi;
 
-use crate::active_message::{Body, MAX_MEDIUM, Message};
 use crate::atomic::AtomicResult;
 use crate::counters::WriteAck;
 use crate::error::BridgeError;
+use crate::message::{Body, MAX_MEDIUM, Message};
 
-use super::MpiWorld;
 use super::calls::{check, mpi_len, must, null_request, uint8};
 use super::state::{Deferred, Inflight, Op, State};
 use super::wire::{
@@ -18,6 +17,7 @@ use super::wire::{
     Header, INLINE_MAX, K_ACK, K_AM, K_ATOMIC, K_ATOMIC_REPLY, K_COUNTING, K_COUNTING_ACK,
     K_CREDIT, K_GET, K_GET_NB, K_GET_REPLY, K_GETV, K_PUT, K_PUTV, TAG_GET, TAG_PAYLOAD, decode_op,
 };
+use super::world::MpiWorld;
 
 /// The payload of `h` carried inline in its message: the first `h.b` bytes of `inline`.
 ///

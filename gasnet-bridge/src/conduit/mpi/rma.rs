@@ -1,22 +1,19 @@
 //! Puts, gets and atomics: through the shared window to ranks of this host, as requests over
 //! MPI to the others, and the acknowledgements that carry the target's EC and IWC back.
 
-use std::rc::Rc;
-
 use crate::atomic::{AtomicOp, AtomicResult};
-use crate::completion::{AtomicHandle, OwnedGetHandle, WriteHandle};
 use crate::counters::WriteAck;
-use crate::endpoint::Endpoint;
 use crate::error::BridgeError;
 
-use super::MpiWorld;
 use super::calls::{mpi_len, must};
 use super::lent::Landing;
 use super::rma_window::{RmaWindow, is_window_id, is_window_put, put_completes_after};
+use super::started::Started;
 use super::state::Op;
 use super::wire::{
     F_UNCOUNTED, Header, K_ATOMIC, K_GET, K_GET_NB, K_GETV, K_PUT, K_PUTV, TAG_GET, encode_op,
 };
+use super::world::MpiWorld;
 
 impl MpiWorld {
     // ---- RMA ------------------------------------------------------------------------------
@@ -65,16 +62,14 @@ impl MpiWorld {
         self.rma.is_some() && put_completes_after(earlier, later)
     }
 
-    /// Out of line: inlined into `Endpoint::put`, it made that function too large to inline
-    /// into its callers, and every put paid for it, the smp conduit's (the other arm of the
-    /// same match) too, in every binary built with the feature: an 8-byte put took 4.7 ns
-    /// against 1.2 ns on smp, and 4.7 against 2.2 ns into a mapped segment under mpirun
-    /// (`bridge-bench`, `put_latency` / `8B`). Keeping the mapped case inline here measured as
-    /// slow as inlining all of it.
+    /// Out of line: inlined into `Endpoint::put`, it makes that function too large to inline
+    /// into its callers, and every put pays for it, the smp conduit's (the other arm of the
+    /// same match) too, in every binary built with the feature. Keeping only the mapped case
+    /// inline here is as slow as inlining all of it.
     #[inline(never)]
     pub(crate) fn put(
         &self,
-        ep: &Endpoint,
+        in_handler: bool,
         rank: usize,
         offset: usize,
         src: &[u8],
@@ -88,14 +83,14 @@ impl MpiWorld {
             w.put(rank, offset, src)?;
             return Ok(WriteAck::UNCOUNTED);
         }
-        let id = self.start_put(ep, rank, offset, src)?;
+        let id = self.start_put(in_handler, rank, offset, src)?;
         Ok(self.wait_ack(id))
     }
 
-    /// A put the target does not count in its IWC ([`Endpoint::put_uncounted`]).
+    /// A put the target does not count in its IWC ([`Endpoint::put_uncounted`](crate::Endpoint::put_uncounted)).
     pub(crate) fn put_uncounted(
         &self,
-        ep: &Endpoint,
+        in_handler: bool,
         rank: usize,
         offset: usize,
         src: &[u8],
@@ -106,32 +101,32 @@ impl MpiWorld {
         if let Some(w) = &self.rma {
             return w.put(rank, offset, src);
         }
-        let id = self.start_put_flagged(ep, rank, offset, src, F_UNCOUNTED)?;
+        let id = self.start_put_flagged(in_handler, rank, offset, src, F_UNCOUNTED)?;
         self.wait_ack(id);
         Ok(())
     }
 
     pub(crate) fn put_nb(
-        self: &Rc<Self>,
-        ep: &Endpoint,
+        &self,
+        in_handler: bool,
         rank: usize,
         offset: usize,
         src: &[u8],
-    ) -> Result<WriteHandle, BridgeError> {
+    ) -> Result<Started<WriteAck>, BridgeError> {
         if let Some(m) = self.mapped(rank)? {
-            return Ok(WriteHandle::complete(m.write_counted(offset, src)?));
+            return Ok(Started::Done(m.write_counted(offset, src)?));
         }
         if let Some(w) = &self.rma
             && self.window_puts(rank)
         {
             let id = w.put_nb(rank, offset, src)?;
-            return Ok(WriteHandle::pending(self.clone(), id));
+            return Ok(Started::Pending(id));
         }
-        let id = self.start_put(ep, rank, offset, src)?;
-        Ok(WriteHandle::pending(self.clone(), id))
+        let id = self.start_put(in_handler, rank, offset, src)?;
+        Ok(Started::Pending(id))
     }
 
-    /// [`Endpoint::put_nb_flush`]: a window put known by its number, if `rank` is reached
+    /// [`Endpoint::put_nb_flush`](crate::Endpoint::put_nb_flush): a window put known by its number, if `rank` is reached
     /// through the window and does not count writes now.
     #[inline]
     pub(crate) fn put_nb_flush(
@@ -139,28 +134,28 @@ impl MpiWorld {
         rank: usize,
         offset: usize,
         src: &[u8],
-    ) -> Option<Result<crate::completion::FlushId, BridgeError>> {
+    ) -> Option<Result<u64, BridgeError>> {
         if !self.window_puts(rank) {
             return None;
         }
         let w = self.rma.as_ref()?;
-        Some(w.put_nb(rank, offset, src).map(crate::completion::FlushId))
+        Some(w.put_nb(rank, offset, src))
     }
 
     pub(super) fn start_put(
         &self,
-        ep: &Endpoint,
+        in_handler: bool,
         rank: usize,
         offset: usize,
         src: &[u8],
     ) -> Result<u64, BridgeError> {
-        self.start_put_flagged(ep, rank, offset, src, 0)
+        self.start_put_flagged(in_handler, rank, offset, src, 0)
     }
 
     /// Sends a put with header `flags` (0, or [`F_UNCOUNTED`]); returns the id its ack answers.
     fn start_put_flagged(
         &self,
-        ep: &Endpoint,
+        in_handler: bool,
         rank: usize,
         offset: usize,
         src: &[u8],
@@ -168,7 +163,7 @@ impl MpiWorld {
     ) -> Result<u64, BridgeError> {
         self.check_range(rank, offset, src.len())?;
         mpi_len(src.len())?;
-        let spend = self.take_credit(ep, rank);
+        let spend = self.take_credit(in_handler, rank);
         let id = self.new_op();
         let h = Header {
             kind: K_PUT,
@@ -184,7 +179,7 @@ impl MpiWorld {
 
     pub(crate) fn get(
         &self,
-        ep: &Endpoint,
+        in_handler: bool,
         rank: usize,
         offset: usize,
         dst: &mut [u8],
@@ -197,7 +192,7 @@ impl MpiWorld {
         }
         self.check_range(rank, offset, dst.len())?;
         mpi_len(dst.len())?;
-        let spend = self.take_credit(ep, rank);
+        let spend = self.take_credit(in_handler, rank);
         let h = Header {
             kind: K_GET,
             a: offset as u64,
@@ -234,13 +229,13 @@ impl MpiWorld {
         landing.wait_into(dst)
     }
 
-    /// A vector put ([`Endpoint::put_vector`]): direct copies into mapped memory, else one
+    /// A vector put ([`Endpoint::put_vector`](crate::Endpoint::put_vector)): direct copies into mapped memory, else one
     /// `MPI_Put` with the pieces as its datatype through the window (uncounted, pieces in
     /// order), else one request carrying the piece list and the packed bytes, answered by one
     /// ack.
     pub(crate) fn put_vector(
         &self,
-        ep: &Endpoint,
+        in_handler: bool,
         rank: usize,
         pieces: &[(usize, usize)],
         src: &[u8],
@@ -271,7 +266,7 @@ impl MpiWorld {
         let groups = crate::vector::encode_pieces(pieces, &mut body);
         body.extend_from_slice(src);
         mpi_len(body.len())?;
-        let spend = self.take_credit(ep, rank);
+        let spend = self.take_credit(in_handler, rank);
         let id = self.new_op();
         let h = Header {
             kind: K_PUTV,
@@ -285,12 +280,12 @@ impl MpiWorld {
         Ok(self.wait_ack(id))
     }
 
-    /// A vector get ([`Endpoint::get_vector`]): direct copies from mapped memory, else one
+    /// A vector get ([`Endpoint::get_vector`](crate::Endpoint::get_vector)): direct copies from mapped memory, else one
     /// `MPI_Get` with the pieces as its datatype through the window, else one request
     /// carrying the piece list, answered by one message with the gathered bytes.
     pub(crate) fn get_vector(
         &self,
-        ep: &Endpoint,
+        in_handler: bool,
         rank: usize,
         pieces: &[(usize, usize)],
         dst: &mut [u8],
@@ -312,7 +307,7 @@ impl MpiWorld {
         let mut list = Vec::new();
         let groups = crate::vector::encode_pieces(pieces, &mut list);
         mpi_len(list.len())?;
-        let spend = self.take_credit(ep, rank);
+        let spend = self.take_credit(in_handler, rank);
         let h = Header {
             kind: K_GETV,
             a: pieces.len() as u64,
@@ -325,7 +320,7 @@ impl MpiWorld {
 
     pub(crate) fn atomic(
         &self,
-        ep: &Endpoint,
+        in_handler: bool,
         rank: usize,
         offset: usize,
         op: AtomicOp,
@@ -333,30 +328,30 @@ impl MpiWorld {
         if let Some(m) = self.mapped(rank)? {
             return m.atomic(offset, op);
         }
-        let id = self.start_atomic(ep, rank, offset, op)?;
+        let id = self.start_atomic(in_handler, rank, offset, op)?;
         Ok(self.wait_atomic(id))
     }
 
-    /// A non-blocking atomic ([`Endpoint::atomic_nb`]): done at once in mapped memory, else
+    /// A non-blocking atomic ([`Endpoint::atomic_nb`](crate::Endpoint::atomic_nb)): done at once in mapped memory, else
     /// a request whose reply completes the handle.
     pub(crate) fn atomic_nb(
-        self: &Rc<Self>,
-        ep: &Endpoint,
+        &self,
+        in_handler: bool,
         rank: usize,
         offset: usize,
         op: AtomicOp,
-    ) -> Result<AtomicHandle, BridgeError> {
+    ) -> Result<Started<AtomicResult>, BridgeError> {
         if let Some(m) = self.mapped(rank)? {
-            return Ok(AtomicHandle::complete(m.atomic(offset, op)?));
+            return Ok(Started::Done(m.atomic(offset, op)?));
         }
-        let id = self.start_atomic(ep, rank, offset, op)?;
-        Ok(AtomicHandle::pending(self.clone(), id))
+        let id = self.start_atomic(in_handler, rank, offset, op)?;
+        Ok(Started::Pending(id))
     }
 
     /// Sends atomic `op` on the word at `offset` of `rank`; returns the id its reply answers.
     fn start_atomic(
         &self,
-        ep: &Endpoint,
+        in_handler: bool,
         rank: usize,
         offset: usize,
         op: AtomicOp,
@@ -369,7 +364,7 @@ impl MpiWorld {
                 align: 8,
             });
         }
-        let spend = self.take_credit(ep, rank);
+        let spend = self.take_credit(in_handler, rank);
         let id = self.new_op();
         let (code, x, y) = encode_op(op);
         let h = Header {
@@ -408,27 +403,27 @@ impl MpiWorld {
     }
 
     /// A non-blocking get of `len` bytes into a buffer the handle owns
-    /// ([`Endpoint::get_nb_owned`]): read at once from mapped memory, else a request (with an
+    /// ([`Endpoint::get_nb_owned`](crate::Endpoint::get_nb_owned)): read at once from mapped memory, else a request (with an
     /// id, so many can be outstanding) whose reply completes the handle.
     pub(crate) fn get_nb_owned(
-        self: &Rc<Self>,
-        ep: &Endpoint,
+        &self,
+        in_handler: bool,
         rank: usize,
         offset: usize,
         len: usize,
-    ) -> Result<OwnedGetHandle, BridgeError> {
+    ) -> Result<Started<Vec<u8>>, BridgeError> {
         if let Some(m) = self.mapped(rank)? {
             let mut bytes = vec![0u8; len];
             m.segment.read(offset, &mut bytes)?;
-            return Ok(OwnedGetHandle::complete(bytes));
+            return Ok(Started::Done(bytes));
         }
         if let Some(w) = &self.rma {
             let id = w.get_nb(rank, offset, len)?;
-            return Ok(OwnedGetHandle::pending(self.clone(), id));
+            return Ok(Started::Pending(id));
         }
         self.check_range(rank, offset, len)?;
         mpi_len(len)?;
-        let spend = self.take_credit(ep, rank);
+        let spend = self.take_credit(in_handler, rank);
         let id = self.new_op();
         let h = Header {
             kind: K_GET_NB,
@@ -438,7 +433,7 @@ impl MpiWorld {
             ..Header::default()
         };
         self.send_op(rank, h, &[], spend)?;
-        Ok(OwnedGetHandle::pending(self.clone(), id))
+        Ok(Started::Pending(id))
     }
 
     /// The data of get `id` if it has arrived (taken out), with no progress.

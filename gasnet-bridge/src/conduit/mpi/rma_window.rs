@@ -48,7 +48,7 @@ use crate::error::BridgeError;
 
 use super::calls::{check, mpi_len, uint8};
 use super::datatype::TargetPieces;
-use super::lent::lent_memory_lost;
+use super::lent_lost::lent_memory_lost;
 
 /// Environment switch of the cross-host RMA path: `window` (the default) or `am`.
 pub const RMA_ENV: &str = "PGAS_MPI_RMA";

@@ -5,13 +5,12 @@ use std::ffi::c_int;
 
 use ::mpi::ffi;
 
-use crate::endpoint::Endpoint;
 use crate::error::BridgeError;
 
-use super::MpiWorld;
 use super::calls::{check, mpi_len, null_request, uint8};
 use super::state::{Op, State};
 use super::wire::{F_CREDIT, F_SEPARATE, Header, INLINE_MAX, TAG_MSG, TAG_PAYLOAD};
+use super::world::MpiWorld;
 
 impl MpiWorld {
     // ---- sending ------------------------------------------------------------------------
@@ -78,8 +77,8 @@ impl MpiWorld {
 
     /// Outside handlers, waits (internally) until a credit toward `dest` is free; true if the
     /// message should spend one.
-    pub(super) fn take_credit(&self, ep: &Endpoint, dest: usize) -> bool {
-        if ep.in_handler() {
+    pub(super) fn take_credit(&self, in_handler: bool, dest: usize) -> bool {
+        if in_handler {
             return false;
         }
         self.wait_internal(|st| st.credits[dest] > 0);

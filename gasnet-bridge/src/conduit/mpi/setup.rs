@@ -10,7 +10,6 @@ use std::sync::atomic::Ordering;
 
 use ::mpi::ffi;
 
-use crate::active_message::HandlerTable;
 use crate::config::LaunchConfig;
 use crate::counters::{WriteCounting, effective_counting};
 use crate::error::BridgeError;
@@ -18,7 +17,6 @@ use crate::membarrier::Scope;
 use crate::sleep::Sleeper;
 use crate::topology::Topology;
 
-use super::MpiWorld;
 use super::calls::{allgather_text, check, null_request, uint8};
 use super::inbox::{Inbox, Outboxes};
 use super::process::{self, JOB_ACTIVE};
@@ -27,6 +25,7 @@ use super::state::{BarrierState, Slot, State};
 use super::watchdog::{Shared, Watchdog};
 use super::window::map_host;
 use super::wire::{CREDITS, EAGER, SLOTS, TAG_MSG};
+use super::world::MpiWorld;
 
 /// Where the processes of `MPI_COMM_WORLD` run, and the job numbering derived from it.
 struct Hosts {
@@ -227,10 +226,7 @@ fn agree_counting(
 
 impl MpiWorld {
     /// Sets up a job over every process of `MPI_COMM_WORLD` (collective). MPI is initialized.
-    pub(super) fn new(
-        config: &LaunchConfig,
-        handlers: HandlerTable,
-    ) -> Result<Rc<MpiWorld>, BridgeError> {
+    pub(super) fn new(config: &LaunchConfig) -> Result<Rc<MpiWorld>, BridgeError> {
         // SAFETY: reading a link-time constant of rsmpi's C shim.
         let world = unsafe { ffi::RSMPI_COMM_WORLD };
         let (wrank, ranks) = rank_and_size(world)?;
@@ -314,7 +310,6 @@ impl MpiWorld {
             } else {
                 Topology::new(ranks, 1)
             },
-            handlers,
             segment_len,
             mapped: host.mapped.into_boxed_slice(),
             mpi_peers,

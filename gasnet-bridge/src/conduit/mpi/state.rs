@@ -5,9 +5,9 @@ use std::collections::{HashMap, VecDeque};
 
 use ::mpi::ffi;
 
-use crate::active_message::Message;
 use crate::atomic::AtomicResult;
 use crate::counters::WriteAck;
+use crate::message::Message;
 
 /// One pre-posted receive.
 pub(super) struct Slot {

@@ -3,12 +3,14 @@
 
 use ::mpi::ffi;
 
-use crate::endpoint::Endpoint;
+use crate::conduit::context::HandlerContext;
 use crate::error::BridgeError;
+use crate::hang_report::FINISH;
+use crate::sleep::Awaiting;
 
-use super::MpiWorld;
 use super::calls::{check, must, null_request, test};
 use super::state::BarrierState;
+use super::world::MpiWorld;
 
 impl MpiWorld {
     // ---- barrier and end of job ---------------------------------------------------------
@@ -41,9 +43,9 @@ impl MpiWorld {
             return Ok(true);
         };
         // Testing a non-blocking collective runs its schedule, so every round of a waiting
-        // rank tests it. Testing every 4th round (to leave the loop to point-to-point
-        // traffic) cost 3.5x at 16 processes on 2 cores, where a process may get only a few
-        // rounds per time slice, and 1.3x at 2 (`pgas-bench` `barrier` / `world`, ROADMAP).
+        // rank tests it: testing only every few rounds (to leave the loop to point-to-point
+        // traffic) slows the barrier most when processes outnumber cores, where a process
+        // gets only a few rounds per time slice.
         let done = test(req, "MPI_Test(barrier)")?;
         if done {
             st.barrier = BarrierState::Idle;
@@ -52,7 +54,7 @@ impl MpiWorld {
     }
 
     /// Serves AMs until every rank's body has returned and nothing is in flight anywhere.
-    pub(crate) fn finish(&self, ep: &Endpoint) {
+    pub(crate) fn finish(&self, cx: &impl HandlerContext) {
         self.flush_window();
         let mut previous = None;
         loop {
@@ -76,8 +78,8 @@ impl MpiWorld {
             };
             must(check(rc, "MPI_Iallreduce"));
             let mut failed = None;
-            let finish = crate::sleep::Awaiting::new(crate::endpoint::FINISH);
-            ep.wait_for(finish, || match test(&mut req, "MPI_Test(allreduce)") {
+            let finish = Awaiting::new(FINISH);
+            self.wait_until(cx, finish, || match test(&mut req, "MPI_Test(allreduce)") {
                 Ok(done) => done,
                 Err(e) => {
                     failed = Some(e);

@@ -3,10 +3,10 @@
 
 use std::ffi::c_int;
 
-use crate::active_message::{Args, MAX_ARGS};
 use crate::atomic::AtomicOp;
+use crate::message::{Args, MAX_ARGS};
 
-use super::am::{AmHead, OutBody};
+use super::outgoing::{AmHead, OutBody};
 
 /// Pre-posted receive buffers per process.
 pub const SLOTS: usize = 64;

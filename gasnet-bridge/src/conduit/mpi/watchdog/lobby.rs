@@ -246,8 +246,8 @@ mod tests {
     use std::io::Write;
     use std::net::Ipv4Addr;
 
+    use super::super::poll::poll;
     use super::*;
-    use crate::conduit::mpi::watchdog::poll;
 
     fn lobby() -> Lobby {
         Lobby::new(TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap()).unwrap()

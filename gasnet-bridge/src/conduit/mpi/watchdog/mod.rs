@@ -50,6 +50,7 @@
 mod backoff;
 mod handshake;
 mod lobby;
+mod poll;
 mod refusals;
 
 pub use handshake::WATCHDOG_ADDR_ENV;
@@ -72,6 +73,7 @@ use super::calls::{allgather_text, check, uint8};
 use super::process::SIGTERM_READ;
 use handshake::{Refusal, Secret};
 use lobby::Lobby;
+use poll::poll;
 use refusals::RefusalLog;
 
 /// Children per rank in the watchdog's tree.
@@ -286,21 +288,6 @@ fn accept_children(
         log.tick(now);
     }
     Ok(conns)
-}
-
-/// How long one round of the watchdog waits for a descriptor before it looks at its
-/// deadlines again.
-pub(super) const POLL_MS: libc::c_int = 20;
-
-/// Waits up to [`POLL_MS`] for one of `fds` to be ready (their `revents` say which); an
-/// interrupted wait reports nothing ready.
-fn poll(fds: &mut [libc::pollfd]) {
-    // SAFETY: `fds` is a valid, exclusively borrowed array of pollfd of the given length; the
-    // descriptors are open (their owners outlive the call).
-    let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, POLL_MS) };
-    if n < 0 {
-        fds.iter_mut().for_each(|f| f.revents = 0);
-    }
 }
 
 impl Watchdog {

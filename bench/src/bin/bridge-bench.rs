@@ -1,5 +1,5 @@
 //! bridge-bench: latency and bandwidth of the communication core against raw memory operations
-//! measured in the same run (BENCHMARKS.md).
+//! measured in the same run (docs/benchmarks.md).
 //!
 //! Rank 0 measures, rank 1 is the target (it sits in a barrier, polling, so it serves AMs);
 //! further ranks (`--ranks N`) only take part in the barrier measurement. One repetition is
@@ -308,8 +308,8 @@ fn counting_put_ns(
 /// process measures along; rank 0's values are the ones printed).
 #[cfg(feature = "mpi")]
 fn mpi_baselines(lines: &mut [Line], ops: u64, flood_bytes: usize, reps: usize) {
-    use gasnet_bridge::conduit::mpi::baseline;
-    let fail = |e: gasnet_bridge::BridgeError| -> f64 {
+    use bench::mpi_baseline as baseline;
+    let fail = |e: bench::mpi_baseline::BaselineError| -> f64 {
         eprintln!("bridge-bench: raw MPI baseline: {e}");
         std::process::exit(1)
     };
@@ -374,11 +374,11 @@ fn am_roundtrip(
     let line = |rtt| Line::new("am_roundtrip", "short", rtt, "ns", Better::Lower);
     #[cfg(feature = "mpi")]
     if gasnet_bridge::conduit::selected().ok() == Some(gasnet_bridge::ConduitKind::Mpi) {
-        let fail = |e: gasnet_bridge::BridgeError| -> ! {
+        let fail = |e: bench::mpi_baseline::BaselineError| -> ! {
             eprintln!("bridge-bench: raw MPI baseline: {e}");
             std::process::exit(1)
         };
-        use gasnet_bridge::conduit::mpi::baseline::PingPong;
+        use bench::mpi_baseline::PingPong;
         let pingpong = PingPong::new().unwrap_or_else(|e| fail(e));
         let raw = || pingpong.run(ops).unwrap_or_else(|e| fail(e));
         let (raw, rtt) = bench_report::paired(reps, raw, &mut once);

@@ -1,4 +1,4 @@
-//! lulesh-bench: the cost of Containment Domains on LULESH (BENCHMARKS.md).
+//! lulesh-bench: the cost of Containment Domains on LULESH (docs/benchmarks.md).
 //!
 //! One repetition is a pair of complete single-rank runs of the same problem
 //! (`-s 30`, `-s 10` with `--quick`), run through the library in this
@@ -186,7 +186,7 @@ fn main() {
 }
 
 const RANKS: usize = 8;
-const RELAXED: &str = include_str!("../../configs/relaxed.toml");
+const RELAXED: &str = include_str!("../../../lulesh/configs/relaxed.toml");
 
 /// Cycles per execution of the strict "step" in the second relaxed configuration
 /// (`[cd.step] interval`): its agreement and preservation once per that many cycles.

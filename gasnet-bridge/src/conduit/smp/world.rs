@@ -1,15 +1,10 @@
-//! The smp conduit: ranks are threads of one process and every segment is plain shared memory.
-//!
-//! Puts, gets and atomics are performed by the initiating thread directly on the target's
-//! segment (as GASNet's PSHM support does), so they are complete when the call returns.
-//! Active messages go through one single-producer lane per (source, target) pair
-//! (`smp_inbox`) and run when the target polls.
+//! The state the ranks of one smp job share: segments, counters, inboxes, sleepers, the
+//! barrier, the message counts of quiescence and the job's failure.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use crossbeam_utils::CachePadded;
 
-use crate::active_message::HandlerTable;
 use crate::barrier::CentralBarrier;
 use crate::conduit::smp_inbox::{Inbox, Outgoing};
 use crate::config::LaunchConfig;
@@ -39,7 +34,7 @@ impl Traffic {
 
 /// Everything the ranks of one smp job share.
 #[derive(Debug)]
-pub struct SmpWorld {
+pub(crate) struct SmpWorld {
     pub(crate) topology: Topology,
     pub(crate) segments: Box<[Segment]>,
     pub(crate) counters: Box<[CachePadded<WriteCounters>]>,
@@ -55,12 +50,11 @@ pub struct SmpWorld {
     /// counter would bounce between cores on every message); `quiet` sums them.
     pub(crate) traffic: Box<[CachePadded<Traffic>]>,
     pub(crate) failure: Failure,
-    pub(crate) handlers: HandlerTable,
 }
 
 impl SmpWorld {
     /// Allocates the segments, counters and queues of a validated configuration.
-    pub(crate) fn new(config: &LaunchConfig, handlers: HandlerTable) -> SmpWorld {
+    pub(crate) fn new(config: &LaunchConfig) -> SmpWorld {
         let n = config.ranks;
         SmpWorld {
             topology: Topology::new(n, config.ranks_per_node.unwrap_or(n)),
@@ -77,7 +71,6 @@ impl SmpWorld {
             finished: CachePadded::default(),
             traffic: (0..n).map(|_| CachePadded::default()).collect(),
             failure: Failure::default(),
-            handlers,
         }
     }
 

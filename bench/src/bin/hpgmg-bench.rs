@@ -1,5 +1,5 @@
 //! hpgmg-bench: HPGMG-FV speed, the cost of Containment Domains and the two ghost-exchange
-//! variants (BENCHMARKS.md format; `--json` for JSON lines).
+//! variants (docs/benchmarks.md format; `--json` for JSON lines).
 //!
 //! Every value is the average seconds per FMG solve at the finest level h (the benchmark's
 //! own timed pass, `solves` solves after as many warm-up solves) of one complete run through
@@ -77,7 +77,7 @@ fn job(cfg: hpgmg::Config, mode: ExchangeMode, cds: Cds) -> Option<(f64, f64)> {
         Cds::Strict => Some(cd_runtime::CdConfig::default()),
         Cds::Relaxed => Some(
             cd_runtime::CdConfig::parse(
-                include_str!("../../configs/relaxed.toml"),
+                include_str!("../../../hpgmg/configs/relaxed.toml"),
                 "hpgmg/configs/relaxed.toml",
             )
             .expect("the relaxed configuration parses"),
@@ -89,7 +89,7 @@ fn job(cfg: hpgmg::Config, mode: ExchangeMode, cds: Cds) -> Option<(f64, f64)> {
 }
 
 /// The soft errors of `relaxed-faults.toml` (finest levels, ranks 0, 5, 7).
-const SOFT_FAULTS: &str = include_str!("../../configs/relaxed-faults.toml");
+const SOFT_FAULTS: &str = include_str!("../../../hpgmg/configs/relaxed-faults.toml");
 
 /// A rank loss in rank 5's 21st smoother call (on the finest level), recovered by that rank
 /// alone from its buddy copies and its log's replica.
@@ -126,7 +126,7 @@ fn restart_job(cfg: hpgmg::Config, text: &str, faults: usize, threads: usize) ->
 }
 
 /// `parallel_restart` against `serial_restart` for soft errors and for a rank loss,
-/// alternating (BENCHMARKS.md).
+/// alternating (docs/benchmarks.md).
 fn restart_lines(args: &BenchArgs, ranks: usize, conduit: &str) -> Vec<Line> {
     let (log2, per_rank) = if args.quick { (4, 8) } else { (5, 8) };
     let cfg = config(log2, per_rank, ranks, 1);

@@ -1,5 +1,5 @@
 //! pgas-bench: the cost of the UPC++-style API over the raw communication core, measured side
-//! by side in one run (BENCHMARKS.md).
+//! by side in one run (docs/benchmarks.md).
 //!
 //! Two jobs run back to back in this process: a `gasnet-bridge` job measures the raw
 //! operations (the baselines), then a `pgas` job measures the API. In both, rank 0 measures
@@ -126,7 +126,7 @@ fn main() {
     }
     if conduit == gasnet_bridge::ConduitKind::Mpi {
         // On the mpi conduit the baselines are raw MPI between the same two processes
-        // (BENCHMARKS.md); every process takes part, rank 0 prints.
+        // (docs/benchmarks.md); every process takes part, rank 0 prints.
         #[cfg(feature = "mpi")]
         mpi_baselines(&mut lines, &sizes);
         if gasnet_bridge::returned_ranks(sizes.ranks).is_none_or(|r| r.start != 0) {
@@ -138,8 +138,8 @@ fn main() {
 
 #[cfg(feature = "mpi")]
 fn mpi_baselines(lines: &mut [Line], s: &Sizes) {
-    use gasnet_bridge::conduit::mpi::baseline;
-    let fail = |e: gasnet_bridge::BridgeError| -> f64 {
+    use bench::mpi_baseline as baseline;
+    let fail = |e: bench::mpi_baseline::BaselineError| -> f64 {
         eprintln!("pgas-bench: raw MPI baseline: {e}");
         std::process::exit(1)
     };
@@ -233,7 +233,7 @@ fn rpc_roundtrip(
     };
     #[cfg(feature = "mpi")]
     if gasnet_bridge::conduit::selected().ok() == Some(gasnet_bridge::ConduitKind::Mpi) {
-        use gasnet_bridge::conduit::mpi::baseline::PingPong;
+        use bench::mpi_baseline::PingPong;
         let pingpong = PingPong::new().unwrap_or_else(|e| fail_with(&e));
         let raw = || pingpong.run(round_trips).unwrap_or_else(|e| fail_with(&e));
         let (raw, rtt) = paired(s.reps, raw, &mut once);
@@ -271,7 +271,7 @@ fn rpc_roundtrip(
 }
 
 #[cfg(feature = "mpi")]
-fn fail_with<T>(e: &gasnet_bridge::BridgeError) -> T {
+fn fail_with<T>(e: &bench::mpi_baseline::BaselineError) -> T {
     eprintln!("pgas-bench: raw MPI baseline: {e}");
     std::process::exit(1)
 }

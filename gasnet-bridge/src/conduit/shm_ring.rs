@@ -1,5 +1,7 @@
 //! A single-producer, single-consumer ring of variable-length records in shared memory: how
-//! the active messages of two ranks on one host travel (GASNet's PSHM idea), instead of MPI.
+//! the mpi conduit's active messages between two ranks on one host travel (GASNet's PSHM
+//! idea), instead of MPI. Nothing here depends on MPI; the loom model `tests/loom_ring.rs`
+//! drives this code on loom's atomics (`crate::sync`).
 //!
 //! Each rank's window holds one ring per rank of its host (its inbox, indexed by the sender's
 //! place on the host). Only that sender appends and only the owner takes records off, so the
@@ -16,11 +18,12 @@
 //!
 //! A record at position `p` (positions grow without bound; the offset is `p % DATA`) is a
 //! `u64` word, then its bytes, padded to [`ALIGN`] (a cache line, so that the producer
-//! writing one record and the consumer reading the one before never share a line: the
-//! same-host rpc round trip measured 10 ns less than with records packed to 8 bytes). The
-//! word is 0 while nothing is published there, `len + 1` for a record of `len` bytes, or
-//! [`SKIP`] when the next record starts again at offset 0 (a record never wraps). The consumer watches the word at its head, so a message
-//! costs the consumer only the cache lines of the record itself: there is no shared tail.
+//! writing one record and the consumer reading the one before never share a line, which
+//! would move it between their cores on every message). The word is 0 while nothing is
+//! published there, `len + 1` for a record of `len` bytes, or [`SKIP`] when the next record
+//! starts again at offset 0 (a record never wraps). The consumer watches the word at its
+//! head, so a message costs the consumer only the cache lines of the record itself: there is
+//! no shared tail.
 //!
 //! * The producer writes the record's bytes, then clears the word at the record's end (the
 //!   next record's start, which may hold bytes of an older record), then stores the record's
@@ -35,36 +38,57 @@
 //!   when that shows too little room (the head only grows, so an old reading is safe). Without
 //!   this every push would pull the head's cache line from the consumer's core.
 //!
-//! [`DATA`] is at least twice the largest record, so an empty ring always has room for any
-//! record whatever its position: a producer that finds no room makes progress and retries.
+//! [`DATA`] is at least twice the largest padded record, so an empty ring always has room for
+//! any record whatever its position: a producer that finds no room makes progress and retries.
 
 use std::cell::Cell;
-use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::active_message::{MAX_ARGS, MAX_MEDIUM};
+use crate::sync::{AtomicU64, Ordering, SharedBytes};
+
+#[cfg(not(loom))]
+use crate::message::{MAX_ARGS, MAX_MEDIUM};
 
 /// Bytes of record data in one ring.
+#[cfg(not(loom))]
 pub(crate) const DATA: usize = 256 << 10;
-/// Bytes of one ring: the head on its own cache line (two lines reserved), then the data.
-pub(crate) const RING_BYTES: usize = 128 + DATA;
 /// Largest record (a medium AM with every argument: header, arguments, payload).
+#[cfg(not(loom))]
 pub(crate) const MAX_RECORD: usize = 64 + 8 * MAX_ARGS + MAX_MEDIUM;
 /// Every record starts at a multiple of this (a cache line).
+#[cfg(not(loom))]
 pub(crate) const ALIGN: usize = 64;
+
+// The loom models (`tests/loom_ring.rs`) explore every interleaving, which only a ring of a
+// few records keeps tractable; the protocol does not depend on the sizes, only on the bound
+// asserted below.
+/// Bytes of record data in one ring.
+#[cfg(loom)]
+pub const DATA: usize = 64;
+/// Largest record.
+#[cfg(loom)]
+pub const MAX_RECORD: usize = 16;
+/// Every record starts at a multiple of this.
+#[cfg(loom)]
+pub const ALIGN: usize = 8;
+
+/// Bytes of one ring: the head on its own cache line (two lines reserved), then the data.
+pub const RING_BYTES: usize = 128 + DATA;
 /// Length word of the filler that sends the consumer back to offset 0.
 const SKIP: u64 = u64::MAX;
 
+// A record that does not fit before the end of the data skips less than its own padded
+// length, so an empty ring has room for any record at any position when this holds: a
+// producer that finds no room makes progress once the consumer drains.
 const _: () = assert!(
-    DATA >= 2 * (padded(MAX_RECORD) + 16),
+    DATA >= 2 * padded(MAX_RECORD),
     "a record must fit an empty ring"
 );
 const _: () = assert!(DATA.is_multiple_of(ALIGN) && ALIGN.is_multiple_of(8));
 
 /// A view of one ring in shared memory; one process holds it as producer, one as consumer.
 #[derive(Debug)]
-pub(crate) struct Ring {
-    base: NonNull<u8>,
+pub struct Ring {
+    memory: SharedBytes,
     /// Producer: the position of the next record (only the producer needs it).
     tail: Cell<usize>,
     /// Producer: its last reading of the head.
@@ -84,32 +108,39 @@ impl Ring {
     /// either side used them, stay mapped while the view is used, and are accessed only
     /// through `Ring` views: by one producer (`try_push`, always through the same view) and
     /// one consumer (`drain`, `is_empty`).
+    #[cfg(not(loom))]
     pub(crate) unsafe fn new(base: *mut u8) -> Ring {
         debug_assert!((base as usize).is_multiple_of(64), "ring not aligned");
+        // SAFETY: the caller's contract; the protocol accesses record words only atomically.
+        Ring::over(unsafe { SharedBytes::from_raw(base, RING_BYTES) })
+    }
+
+    /// A view of the ring in `memory` ([`RING_BYTES`] zeroed bytes) for a loom model: one
+    /// view for the producer, one for the consumer.
+    #[cfg(loom)]
+    pub fn new(memory: SharedBytes) -> Ring {
+        Ring::over(memory)
+    }
+
+    fn over(memory: SharedBytes) -> Ring {
         Ring {
-            base: NonNull::new(base).expect("ring base is not null"),
+            memory,
             tail: Cell::new(0),
             seen_head: Cell::new(0),
         }
     }
 
     fn head(&self) -> &AtomicU64 {
-        // SAFETY: offset 0 of the ring holds the head, an aligned u64 only accessed atomically.
-        unsafe { &*self.base.as_ptr().cast::<AtomicU64>() }
+        // SAFETY: offset 0 of the ring holds the head, only accessed atomically.
+        unsafe { self.memory.word(0) }
     }
 
-    fn data(&self, offset: usize) -> *mut u8 {
-        debug_assert!(offset < DATA);
-        // SAFETY (arithmetic only): `offset < DATA`, inside the ring's data.
-        unsafe { self.base.as_ptr().add(128 + offset) }
-    }
-
-    /// The record word at `offset` (8-aligned).
+    /// The record word at `offset` (8-aligned) of the data.
     fn word(&self, offset: usize) -> &AtomicU64 {
-        debug_assert!(offset.is_multiple_of(8));
+        debug_assert!(offset < DATA);
         // SAFETY: an 8-aligned u64 inside the data; record words are only accessed atomically
         // (the bytes between them are plain data, never read as words).
-        unsafe { &*self.data(offset).cast::<AtomicU64>() }
+        unsafe { self.memory.word(128 + offset) }
     }
 
     /// Producer: appends a record of `len` bytes, written by `fill`, and publishes it; false
@@ -117,7 +148,7 @@ impl Ring {
     ///
     /// # Panics
     /// If `len` exceeds [`MAX_RECORD`].
-    pub(crate) fn try_push(&self, len: usize, fill: impl FnOnce(&mut [u8])) -> bool {
+    pub fn try_push(&self, len: usize, fill: impl FnOnce(&mut [u8])) -> bool {
         assert!(len <= MAX_RECORD, "a ring record of {len} bytes");
         let tail = self.tail.get();
         let offset = tail % DATA;
@@ -138,9 +169,10 @@ impl Ring {
             }
         }
         let at = (offset + skip) % DATA;
-        // SAFETY: [at, at + need) lies in the data and in the producer's part (room checked);
-        // the consumer does not read it before the record's word is published below.
-        fill(unsafe { std::slice::from_raw_parts_mut(self.data(at + 8), len) });
+        // SAFETY: [at, at + need) lies in the data and in the producer's part (room checked),
+        // and `need` covers the record's bytes rounded up to 8; the consumer does not read
+        // them before the record's word is published below.
+        unsafe { self.memory.write(128 + at + 8, len, fill) };
         if end < self.seen_head.get() + DATA {
             // The next record's start is in the producer's part and may hold an older record's
             // bytes: clear it before the consumer can get there.
@@ -159,7 +191,7 @@ impl Ring {
 
     /// Consumer: hands each published record, oldest first, to `take`, then frees its bytes;
     /// returns how many records it took.
-    pub(crate) fn drain(&self, mut take: impl FnMut(&[u8])) -> usize {
+    pub fn drain(&self, mut take: impl FnMut(&[u8])) -> usize {
         // Only this side writes the head.
         let mut head = self.head().load(Ordering::Relaxed) as usize;
         let mut taken = 0;
@@ -179,9 +211,10 @@ impl Ring {
                     len <= MAX_RECORD && offset + padded(len) <= DATA,
                     "corrupt shared-memory ring: record of {len} bytes at {offset}"
                 );
-                // SAFETY: the record was published (Acquire above); the producer does not
-                // touch its bytes until the head moves past them (after `take` returns).
-                take(unsafe { std::slice::from_raw_parts(self.data(offset + 8), len) });
+                // SAFETY: the record lies in the data (checked above) and was published
+                // (Acquire above); the producer does not touch its bytes until the head moves
+                // past them (after `take` returns).
+                unsafe { self.memory.read(128 + offset + 8, len, &mut take) };
                 taken += 1;
                 head + padded(len)
             };
@@ -195,13 +228,14 @@ impl Ring {
 
     /// Consumer: whether no record is waiting (a cheap check for idle polling).
     #[inline]
-    pub(crate) fn is_empty(&self) -> bool {
+    pub fn is_empty(&self) -> bool {
         let head = self.head().load(Ordering::Relaxed) as usize;
         self.word(head % DATA).load(Ordering::Acquire) == 0
     }
 }
 
-#[cfg(test)]
+// Std threads at full size; under loom the models in tests/loom_*.rs take their place.
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
     use std::alloc::{Layout, alloc_zeroed, dealloc};

@@ -1,5 +1,5 @@
 //! cd-bench: the cost of Containment Domains against the operations they are built from,
-//! measured in the same run (BENCHMARKS.md).
+//! measured in the same run (docs/benchmarks.md).
 //!
 //! - `cd_begin_complete` / `empty`: a `strict_local` CD with an empty body (ns); case
 //!   `empty_world`: a `strict` CD spanning the world with an empty body.

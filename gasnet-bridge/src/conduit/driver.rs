@@ -1,0 +1,568 @@
+//! The conduit a rank's endpoint drives: one enum over the conduits' drivers, and each
+//! operation's single `match` over it. Without the `mpi` feature the enum has one variant and
+//! every match disappears, so the smp paths compile to what the smp driver does.
+//!
+//! Handles are made here, from what a conduit returns ([`Started`] on mpi), so the conduits'
+//! files know nothing of the API's handle types.
+
+use crate::atomic::{AtomicOp, AtomicResult};
+use crate::barrier::Phase;
+use crate::completion::{AtomicHandle, FlushId, OwnedGetHandle, WriteHandle};
+use crate::conduit::context::HandlerContext;
+#[cfg(feature = "mpi")]
+use crate::conduit::context::POLL_BATCH;
+use crate::conduit::kind::ConduitKind;
+use crate::conduit::smp::SmpDriver;
+use crate::conduit::smp_inbox::Outgoing;
+use crate::counters::{WriteAck, WriteCounters, WriteCounting};
+use crate::error::BridgeError;
+use crate::sleep::Awaiting;
+use crate::topology::Topology;
+
+#[cfg(feature = "mpi")]
+use crate::conduit::mpi::{AmHead, Link, MpiWorld, OutBody, Pending, Started};
+#[cfg(feature = "mpi")]
+use std::rc::Rc;
+
+/// A rank's conduit: the smp driver, or this process's mpi world with the link its handles
+/// hold (the driver may invalidate it, see `conduit/README.md`).
+#[derive(Debug)]
+pub(crate) enum Driver {
+    Smp(SmpDriver),
+    #[cfg(feature = "mpi")]
+    Mpi {
+        world: Rc<MpiWorld>,
+        link: Rc<Link>,
+    },
+}
+
+/// What a message carries besides its handler and arguments, as the endpoint gives it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum AmBody<'a> {
+    Short,
+    Medium(&'a [u8]),
+}
+
+impl Driver {
+    #[cfg(feature = "mpi")]
+    fn pending(link: &Rc<Link>, id: u64) -> Pending {
+        Pending::new(link.clone(), id)
+    }
+
+    #[inline]
+    pub(crate) fn ranks(&self) -> usize {
+        match self {
+            Driver::Smp(d) => d.ranks(),
+            #[cfg(feature = "mpi")]
+            Driver::Mpi { world, .. } => world.ranks(),
+        }
+    }
+
+    pub(crate) fn kind(&self) -> ConduitKind {
+        match self {
+            Driver::Smp(_) => ConduitKind::Smp,
+            #[cfg(feature = "mpi")]
+            Driver::Mpi { .. } => ConduitKind::Mpi,
+        }
+    }
+
+    pub(crate) fn topology(&self) -> Topology {
+        match self {
+            Driver::Smp(d) => d.world().topology,
+            #[cfg(feature = "mpi")]
+            Driver::Mpi { world, .. } => world.topology(),
+        }
+    }
+
+    pub(crate) fn segment_len(&self) -> usize {
+        match self {
+            Driver::Smp(d) => d.segment_len(),
+            #[cfg(feature = "mpi")]
+            Driver::Mpi { world, .. } => world.segment_len(),
+        }
+    }
+
+    pub(crate) fn segment_base(&self, rank: usize) -> Result<*mut u8, BridgeError> {
+        match self {
+            Driver::Smp(d) => Ok(d.segment(rank)?.base()),
+            #[cfg(feature = "mpi")]
+            Driver::Mpi { world, .. } => world.segment_base(rank),
+        }
+    }
+
+    pub(crate) fn rma_by_messages(&self, rank: usize) -> bool {
+        match self {
+            Driver::Smp(_) => {
+                let _ = rank; // every rank is mapped on smp
+                false
+            }
+            #[cfg(feature = "mpi")]
+            Driver::Mpi { world, .. } => world.puts_by_messages(rank),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn maps(&self, rank: usize) -> bool {
+        match self {
+            Driver::Smp(d) => rank < d.ranks(),
+            #[cfg(feature = "mpi")]
+            Driver::Mpi { world, .. } => world.maps(rank),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn counters(&self) -> &WriteCounters {
+        match self {
+            Driver::Smp(d) => d.counters(),
+            #[cfg(feature = "mpi")]
+            Driver::Mpi { world, .. } => world.counters(),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn write_counting(&self) -> WriteCounting {
+        match self {
+            Driver::Smp(d) => d.world().write_counting,
+            #[cfg(feature = "mpi")]
+            Driver::Mpi { world, .. } => world.write_counting(),
+        }
+    }
+
+    pub(crate) fn switch_counting(&self, on: bool) {
+        match self {
+            Driver::Smp(d) => d.switch_counting(on),
+            #[cfg(feature = "mpi")]
+            Driver::Mpi { world, .. } => world.switch_counting(on),
+        }
+    }
+
+    pub(crate) fn messages_sent(&self) -> u64 {
+        match self {
+            Driver::Smp(d) => d.messages_sent(),
+            #[cfg(feature = "mpi")]
+            Driver::Mpi { world, .. } => world.messages_sent(),
+        }
+    }
+
+    // ---- RMA and atomics ------------------------------------------------------------------
+
+    // Always inlined: the endpoint's put is the hottest call of the smp conduit, and with the
+    // `mpi` feature's arm it is no longer small enough to be inlined by default.
+    #[inline(always)]
+    pub(crate) fn put(
+        &self,
+        in_handler: bool,
+        rank: usize,
+        offset: usize,
+        src: &[u8],
+    ) -> Result<WriteAck, BridgeError> {
+        match self {
+            Driver::Smp(d) => {
+                let _ = in_handler;
+                d.put(rank, offset, src)
+            }
+            #[cfg(feature = "mpi")]
+            Driver::Mpi { world, .. } => world.put(in_handler, rank, offset, src),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn put_uncounted(
+        &self,
+        in_handler: bool,
+        rank: usize,
+        offset: usize,
+        src: &[u8],
+    ) -> Result<(), BridgeError> {
+        match self {
+            Driver::Smp(d) => {
+                let _ = in_handler;
+                d.put_uncounted(rank, offset, src)
+            }
+            #[cfg(feature = "mpi")]
+            Driver::Mpi { world, .. } => world.put_uncounted(in_handler, rank, offset, src),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn put_nb(
+        &self,
+        in_handler: bool,
+        rank: usize,
+        offset: usize,
+        src: &[u8],
+    ) -> Result<WriteHandle, BridgeError> {
+        match self {
+            Driver::Smp(d) => {
+                let _ = in_handler;
+                d.put(rank, offset, src).map(WriteHandle::complete)
+            }
+            #[cfg(feature = "mpi")]
+            Driver::Mpi { world, link } => {
+                Ok(match world.put_nb(in_handler, rank, offset, src)? {
+                    Started::Done(ack) => WriteHandle::complete(ack),
+                    Started::Pending(id) => WriteHandle::pending(Self::pending(link, id)),
+                })
+            }
+        }
+    }
+
+    #[inline]
+    pub(crate) fn put_nb_flush(
+        &self,
+        rank: usize,
+        offset: usize,
+        src: &[u8],
+    ) -> Option<Result<FlushId, BridgeError>> {
+        match self {
+            Driver::Smp(_) => {
+                let _ = (rank, offset, src);
+                None
+            }
+            #[cfg(feature = "mpi")]
+            Driver::Mpi { world, .. } => world
+                .put_nb_flush(rank, offset, src)
+                .map(|r| r.map(FlushId)),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn flush_rma(&self) -> bool {
+        match self {
+            Driver::Smp(_) => false,
+            #[cfg(feature = "mpi")]
+            Driver::Mpi { world, .. } => world.flush_rma(),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn flushed(&self, id: FlushId) -> bool {
+        match self {
+            Driver::Smp(_) => {
+                let _ = id;
+                true
+            }
+            #[cfg(feature = "mpi")]
+            Driver::Mpi { world, .. } => world.flushed(id.0),
+        }
+    }
+
+    pub(crate) fn write_handle(&self, id: FlushId) -> WriteHandle {
+        match self {
+            Driver::Smp(_) => {
+                let _ = id; // never made on smp, where every write completes at once
+                WriteHandle::complete(WriteAck::UNCOUNTED)
+            }
+            #[cfg(feature = "mpi")]
+            Driver::Mpi { link, .. } => WriteHandle::pending(Self::pending(link, id.0)),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn complete_flush(&self, id: FlushId) {
+        match self {
+            Driver::Smp(_) => {
+                let _ = id;
+            }
+            #[cfg(feature = "mpi")]
+            Driver::Mpi { world, .. } => {
+                world.wait_ack(id.0);
+            }
+        }
+    }
+
+    #[inline]
+    pub(crate) fn get(
+        &self,
+        in_handler: bool,
+        rank: usize,
+        offset: usize,
+        dst: &mut [u8],
+    ) -> Result<(), BridgeError> {
+        match self {
+            Driver::Smp(d) => {
+                let _ = in_handler;
+                d.get(rank, offset, dst)
+            }
+            #[cfg(feature = "mpi")]
+            Driver::Mpi { world, .. } => world.get(in_handler, rank, offset, dst),
+        }
+    }
+
+    pub(crate) fn put_vector(
+        &self,
+        in_handler: bool,
+        rank: usize,
+        pieces: &[(usize, usize)],
+        src: &[u8],
+    ) -> Result<WriteAck, BridgeError> {
+        match self {
+            Driver::Smp(d) => {
+                let _ = in_handler;
+                d.put_vector(rank, pieces, src)
+            }
+            #[cfg(feature = "mpi")]
+            Driver::Mpi { world, .. } => world.put_vector(in_handler, rank, pieces, src),
+        }
+    }
+
+    pub(crate) fn get_vector(
+        &self,
+        in_handler: bool,
+        rank: usize,
+        pieces: &[(usize, usize)],
+        dst: &mut [u8],
+    ) -> Result<(), BridgeError> {
+        match self {
+            Driver::Smp(d) => {
+                let _ = in_handler;
+                d.get_vector(rank, pieces, dst)
+            }
+            #[cfg(feature = "mpi")]
+            Driver::Mpi { world, .. } => world.get_vector(in_handler, rank, pieces, dst),
+        }
+    }
+
+    pub(crate) fn get_nb_owned(
+        &self,
+        in_handler: bool,
+        rank: usize,
+        offset: usize,
+        len: usize,
+    ) -> Result<OwnedGetHandle, BridgeError> {
+        match self {
+            Driver::Smp(d) => {
+                let _ = in_handler;
+                d.get_owned(rank, offset, len).map(OwnedGetHandle::complete)
+            }
+            #[cfg(feature = "mpi")]
+            Driver::Mpi { world, link } => {
+                Ok(match world.get_nb_owned(in_handler, rank, offset, len)? {
+                    Started::Done(bytes) => OwnedGetHandle::complete(bytes),
+                    Started::Pending(id) => OwnedGetHandle::pending(Self::pending(link, id)),
+                })
+            }
+        }
+    }
+
+    #[inline]
+    pub(crate) fn atomic(
+        &self,
+        in_handler: bool,
+        rank: usize,
+        offset: usize,
+        op: AtomicOp,
+    ) -> Result<AtomicResult, BridgeError> {
+        match self {
+            Driver::Smp(d) => {
+                let _ = in_handler;
+                d.atomic(rank, offset, op)
+            }
+            #[cfg(feature = "mpi")]
+            Driver::Mpi { world, .. } => world.atomic(in_handler, rank, offset, op),
+        }
+    }
+
+    pub(crate) fn atomic_nb(
+        &self,
+        in_handler: bool,
+        rank: usize,
+        offset: usize,
+        op: AtomicOp,
+    ) -> Result<AtomicHandle, BridgeError> {
+        match self {
+            Driver::Smp(d) => {
+                let _ = in_handler;
+                d.atomic(rank, offset, op).map(AtomicHandle::complete)
+            }
+            #[cfg(feature = "mpi")]
+            Driver::Mpi { world, link } => {
+                Ok(match world.atomic_nb(in_handler, rank, offset, op)? {
+                    Started::Done(r) => AtomicHandle::complete(r),
+                    Started::Pending(id) => AtomicHandle::pending(Self::pending(link, id)),
+                })
+            }
+        }
+    }
+
+    // ---- active messages (target, handler and arguments checked by the endpoint) ---------
+
+    /// Sends a short or medium message.
+    #[inline]
+    pub(crate) fn send(
+        &self,
+        in_handler: bool,
+        target: usize,
+        handler: u16,
+        is_reply: bool,
+        args: &[u64],
+        body: AmBody<'_>,
+    ) -> Result<(), BridgeError> {
+        match self {
+            Driver::Smp(d) => {
+                let _ = in_handler;
+                let body = match body {
+                    AmBody::Short => Outgoing::Short,
+                    AmBody::Medium(p) => Outgoing::Medium(p),
+                };
+                d.send(target, handler, is_reply, args, body);
+                Ok(())
+            }
+            #[cfg(feature = "mpi")]
+            Driver::Mpi { world, .. } => {
+                let head = AmHead {
+                    handler,
+                    is_reply,
+                    args,
+                };
+                let body = match body {
+                    AmBody::Short => OutBody::Short,
+                    AmBody::Medium(p) => OutBody::Medium(p),
+                };
+                world.send_am(in_handler, target, head, body).map(|_| ())
+            }
+        }
+    }
+
+    /// Sends a long message: `payload` lands in `target`'s segment at `offset`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn send_long(
+        &self,
+        in_handler: bool,
+        target: usize,
+        handler: u16,
+        is_reply: bool,
+        args: &[u64],
+        payload: &[u8],
+        offset: usize,
+    ) -> Result<WriteHandle, BridgeError> {
+        match self {
+            Driver::Smp(d) => {
+                let _ = in_handler;
+                d.send_long(target, handler, is_reply, args, payload, offset)
+                    .map(WriteHandle::complete)
+            }
+            #[cfg(feature = "mpi")]
+            Driver::Mpi { world, link } => {
+                let head = AmHead {
+                    handler,
+                    is_reply,
+                    args,
+                };
+                let body = OutBody::Long { payload, offset };
+                match world.send_am(in_handler, target, head, body)? {
+                    Some(Started::Done(ack)) => Ok(WriteHandle::complete(ack)),
+                    Some(Started::Pending(id)) => Ok(WriteHandle::pending(Self::pending(link, id))),
+                    None => unreachable!("a long message is acknowledged"),
+                }
+            }
+        }
+    }
+
+    // ---- progress -------------------------------------------------------------------------
+
+    /// Runs queued handlers (at most a batch) through `cx`; the caller is not in a handler.
+    pub(crate) fn poll(&self, cx: &impl HandlerContext) -> usize {
+        match self {
+            Driver::Smp(d) => d.poll(cx),
+            #[cfg(feature = "mpi")]
+            Driver::Mpi { world, .. } => world.poll(cx, POLL_BATCH),
+        }
+    }
+
+    /// Counts a message whose handler has returned.
+    #[inline]
+    pub(crate) fn handled(&self) {
+        match self {
+            Driver::Smp(d) => d.handled(),
+            #[cfg(feature = "mpi")]
+            Driver::Mpi { world, .. } => world.handled(),
+        }
+    }
+
+    /// Polls until `done()`; the caller is not in a handler.
+    pub(crate) fn wait_for(
+        &self,
+        cx: &impl HandlerContext,
+        awaiting: Awaiting,
+        done: impl FnMut() -> bool,
+    ) {
+        match self {
+            Driver::Smp(d) => d.wait_for(cx, awaiting, done),
+            #[cfg(feature = "mpi")]
+            Driver::Mpi { world, .. } => world.wait_until(cx, awaiting, done),
+        }
+    }
+
+    /// What the hang report of a wait for `what` adds on this conduit.
+    pub(crate) fn hang_detail(&self, what: &str, phase: Phase) -> String {
+        match self {
+            Driver::Smp(d) => d.hang_detail(what, phase),
+            #[cfg(feature = "mpi")]
+            Driver::Mpi { .. } if what == crate::hang_report::BARRIER => {
+                "; MPI does not tell which ranks have arrived (look for a stopped process)".into()
+            }
+            #[cfg(feature = "mpi")]
+            Driver::Mpi { .. } => String::new(),
+        }
+    }
+
+    // ---- barrier and end of job -----------------------------------------------------------
+
+    /// Enters the barrier; returns the phase the rank is in now.
+    pub(crate) fn barrier_notify(&self) -> Result<Phase, BridgeError> {
+        match self {
+            Driver::Smp(d) => Ok(d.barrier_notify()),
+            #[cfg(feature = "mpi")]
+            Driver::Mpi { world, .. } => {
+                world.barrier_notify()?;
+                Ok(Phase::Notified(0))
+            }
+        }
+    }
+
+    /// True if barrier `generation` has completed; never blocks.
+    pub(crate) fn barrier_try(&self, generation: u64) -> Result<bool, BridgeError> {
+        match self {
+            Driver::Smp(d) => Ok(d.barrier_try(generation)),
+            #[cfg(feature = "mpi")]
+            Driver::Mpi { world, .. } => world.barrier_test(),
+        }
+    }
+
+    /// Waits (polling through `cx`) until barrier `generation` completes.
+    pub(crate) fn barrier_wait(
+        &self,
+        cx: &impl HandlerContext,
+        generation: u64,
+    ) -> Result<(), BridgeError> {
+        match self {
+            Driver::Smp(d) => {
+                d.barrier_wait(cx, generation);
+                Ok(())
+            }
+            #[cfg(feature = "mpi")]
+            Driver::Mpi { world, .. } => {
+                let mut failed = None;
+                let awaiting = Awaiting::new(crate::hang_report::BARRIER).woken();
+                world.wait_until(cx, awaiting, || match world.barrier_test() {
+                    Ok(done) => done,
+                    Err(e) => {
+                        failed = Some(e);
+                        true
+                    }
+                });
+                failed.map_or(Ok(()), Err)
+            }
+        }
+    }
+
+    /// Serves AMs through `cx` until the whole job is quiescent.
+    pub(crate) fn finish(&self, cx: &impl HandlerContext) {
+        match self {
+            Driver::Smp(d) => d.finish(cx),
+            #[cfg(feature = "mpi")]
+            Driver::Mpi { world, .. } => world.finish(cx),
+        }
+    }
+}

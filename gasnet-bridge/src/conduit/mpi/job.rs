@@ -1,0 +1,77 @@
+//! The life of a job on this conduit around the rank's body: the world set up, then freed after
+//! a normal end, or kept (its MPI objects cannot be freed) after a failure, which poisons MPI
+//! for this process.
+
+use std::any::Any;
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+
+use crate::config::LaunchConfig;
+use crate::error::LaunchError;
+use crate::failure::{PeerFailure, Stopped, panic_message};
+
+use super::pending::Link;
+use super::process::{self, JOB_ACTIVE, POISONED};
+use super::watchdog;
+use super::world::MpiWorld;
+
+/// Sets up this process's rank of a job spanning every process of `MPI_COMM_WORLD`
+/// (collective), with the link its completion handles will hold.
+pub(crate) fn start(config: &LaunchConfig) -> Result<(Rc<MpiWorld>, Rc<Link>), LaunchError> {
+    if POISONED.load(Ordering::Acquire) {
+        return Err(LaunchError::Conduit(
+            "an earlier job of this process failed; MPI cannot start another one".into(),
+        ));
+    }
+    process::check_thread(process::process()?)?;
+    let world = MpiWorld::new(config).map_err(|e| LaunchError::Conduit(e.to_string()))?;
+    let link = Link::new(world.clone());
+    Ok((world, link))
+}
+
+/// Frees the world's MPI objects after the body returned and the job reached quiescence on
+/// every rank. The link stays valid: the job completed every operation, so handles kept past
+/// it answer from what it left.
+pub(crate) fn end_normally(world: Rc<MpiWorld>) -> Result<(), LaunchError> {
+    world
+        .teardown()
+        .map_err(|e| LaunchError::Conduit(e.to_string()))?;
+    JOB_ACTIVE.store(false, Ordering::Release);
+    Ok(())
+}
+
+/// Ends a job whose body unwound with `payload`: the error names the rank that failed first.
+/// The link is invalidated, so a handle kept past the job answers `JobEnded` without reaching
+/// the world; the world itself is leaked, because freeing MPI objects is collective and the
+/// failed ranks will not take part.
+pub(crate) fn end_failed(
+    world: Rc<MpiWorld>,
+    link: &Link,
+    payload: Box<dyn Any + Send>,
+) -> LaunchError {
+    POISONED.store(true, Ordering::Release);
+    let me = world.rank;
+    let (rank, message) = if payload.is::<PeerFailure>() {
+        world
+            .shared
+            .failure
+            .first()
+            .unwrap_or((me, "unknown failure".into()))
+    } else {
+        let message = panic_message(&*payload);
+        // A deliberate stop is the program's to report: the others end quietly.
+        let stopped = payload.is::<Stopped>();
+        if let Some(dog) = world.watchdog.borrow().as_ref() {
+            dog.report_failure(&message, stopped);
+        }
+        (me, message)
+    };
+    world.ended.set(true);
+    link.invalidate();
+    std::mem::forget(world);
+    if message == watchdog::lost_message(rank) {
+        // Killed or crashed: it did not panic.
+        return LaunchError::RankLost { rank, message };
+    }
+    LaunchError::RankPanicked { rank, message }
+}
