@@ -2,6 +2,8 @@
 //! per line, a median over repetitions, and the ratio against a baseline measured in the
 //! same run; JSON lines with `--json`, a readable table otherwise.
 
+#![forbid(unsafe_code)]
+
 use std::time::Instant;
 
 use clap::Parser;

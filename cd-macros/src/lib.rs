@@ -3,6 +3,8 @@
 //! [`macro@strict`] and [`macro@relaxed`]. Both share one parser and one expansion: they differ
 //! in the options they accept and in the runtime function the body is passed to.
 
+#![forbid(unsafe_code)]
+
 use proc_macro::TokenStream;
 use proc_macro2::{Span, TokenStream as TokenStream2};
 use quote::{ToTokens, quote, quote_spanned};

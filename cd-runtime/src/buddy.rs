@@ -12,7 +12,7 @@
 //! allocations keep the room they asked for). The region is allocated on the first request,
 //! and handed out in *slots*: an owner asks its buddy once, by rpc, for a slot of a size
 //! ([`BuddyRpcs::reserve`]), and writes its bytes there with one uncounted rput
-//! (`pgas::resilience::rput_uncounted`), followed by a tag the owner remembers; a restore after
+//! (`pgas::runtime_hooks::rput_uncounted`), followed by a tag the owner remembers; a restore after
 //! the owner's loss reads bytes and tag back in one rpc served in the buddy's thread, so a
 //! buddy that loses its memory meanwhile (it may be on another team, and its loss notice may
 //! not have arrived) yields a wrong tag, never a half-wiped copy: the entry counts as lost. A completed CD's slots go back to the owner's list of free slots, not to the
@@ -26,25 +26,24 @@
 //! loss takes nothing the owner needs (it stores the copy again before a re-execution). That
 //! copy is a second memory copy on the owner's thread. It is made chunk by chunk, each chunk
 //! put to the buddy from the local copy while it is in this core's L2, so the program's array
-//! is read once; still, on smp `preserve_buddy` / `1MiB` measures ~0.6x `rput_1MiB` (two
-//! copies' worth of writes against one; two whole copies in a row measured 0.44x). With
+//! is read once; still, it writes two copies' worth of bytes where a put writes one (the
+//! ratios are in `preserve_buddy` of cd-bench and in ROADMAP.md). With
 //! `buddy_copies = 1` the owner keeps no copy: `preserve_slice` puts straight from the program's array into the slot,
-//! one rput (`preserve_buddy` / `1MiB_one_copy`, ~1x `rput_1MiB`), and every restore, a soft
+//! one rput (`preserve_buddy` / `1MiB_one_copy`), and every restore, a soft
 //! error's too, fetches the bytes back by rpc ([`BuddyRpcs::fetch`], tag-checked). The buddy's
-//! loss then takes the only copy: the owner's entry is unrestorable ([`crate::frame::restorable`])
+//! loss then takes the only copy: the owner's entry is unrestorable (`frame::restorable`)
 //! and a CD that must restore it escalates, naming the buddy, the entries and the key
-//! ([`crate::frame::buddy_loss_reason`]). **Reading chosen:** two copies stay the default,
+//! (`recovery::buddy_loss_reason`). **Reading chosen:** two copies stay the default,
 //! because with one a single rank loss in any CD spanning a rank and its owner (every world CD)
-//! cannot be contained; one copy is the documented choice for speed. Measured and rejected: a
-//! second thread per rank making the local copy while the owner's thread puts (both copies
-//! done before `preserve` returns, so nothing is lost): 0.70x in quiet runs, worse than 0.5x
-//! under load (the two copies share the memory bandwidth and the two cores); not kept.
+//! cannot be contained; one copy is the documented choice for speed. A second thread per rank
+//! making the local copy while the owner's thread puts is not used: the two copies share the
+//! memory bandwidth and the cores, so it is slower under load.
 //!
 //! When the buddy's region has no room for a copy (or `buddy_segment_bytes = 0`), the copy goes
-//! as before, in a serialized rpc into the buddy's private memory (a map keyed by owner and
+//! in a serialized rpc into the buddy's private memory (a map keyed by owner and
 //! entry key), slower; the report counts those bytes (`bytes_buddy_rpc`).
 //!
-//! **Not the program's communication.** Every message goes through `pgas::resilience::internal`
+//! **Not the program's communication.** Every message goes through `pgas::runtime_hooks::internal`
 //! and the copies through `rput_uncounted`: the program's interception hook never sees them, no
 //! synchronization of them is an epoch, and the buddy's Incoming Write Counter does not count
 //! them. (A put inside `internal` would be counted: the buddy's relaxed CDs check that the IWC
@@ -55,7 +54,7 @@
 //! it held by rpc; it tells each owner which slots and keys were its ([`BuddyRpcs::notify_lost`],
 //! emulating the failure detector of a real system), and the owner marks them lost: an entry
 //! whose own copy is gone too can no longer be restored, and the CD escalates
-//! ([`crate::frame::restorable`]). The slots stay allocated (as the pgas heap's blocks do), so
+//! (`frame::restorable`). The slots stay allocated (as the pgas heap's blocks do), so
 //! the owner re-replicates into the same slot from its own copy before a re-execution.
 //!
 //! Relaxed CDs with `log_medium = "buddy"` keep replicas of their logs here too
@@ -66,12 +65,12 @@
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use pgas::resilience::internal;
+use pgas::runtime_hooks::internal;
 use pgas::{GlobalPtr, RpcFn, RpcTable};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::config::BuddyDomain;
-use crate::runtime::{self, CdRuntime};
+use std::rc::Rc;
 
 /// A byte vector that serializes as one block (serde's `Vec<u8>` goes byte by byte).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -105,6 +104,9 @@ impl<'de> Deserialize<'de> for Bytes {
 /// Copies this rank holds for other ranks, and what it knows of its own copies at its buddy.
 #[derive(Default)]
 pub(crate) struct BuddyStore {
+    /// This rank, and the rank that holds its copies.
+    rank: usize,
+    buddy_rank: usize,
     // ---- as a buddy: what this rank holds for others ------------------------------------------
     /// Bytes of the region (0: no region, every copy goes by rpc).
     region_bytes: usize,
@@ -138,8 +140,8 @@ pub(crate) struct BuddyStore {
 const TAG: usize = 8;
 
 /// Bytes per step of [`BuddyRpcs::put_tagged_copying`]: an eighth of a 1 MiB L2 cache, so a
-/// chunk just copied is still there when it is put. On the 2-core machine 128 and 256 KiB
-/// measured alike, 32 KiB 5 % slower, whole 1 MiB copies 25 % slower.
+/// chunk just copied is still there when it is put (smaller chunks pay more per-put overhead,
+/// whole copies fall out of the cache).
 const COPY_CHUNK: usize = 128 << 10;
 
 /// Alignment of a buddy region in its segment (the segment's own is at least this).
@@ -244,9 +246,11 @@ impl Extents {
 
 impl BuddyStore {
     /// A store whose region (allocated on the first request) is `region_bytes` long.
-    pub(crate) fn new(region_bytes: usize) -> BuddyStore {
+    pub(crate) fn new(region_bytes: usize, rank: usize, buddy_rank: usize) -> BuddyStore {
         BuddyStore {
             region_bytes,
+            rank,
+            buddy_rank,
             ..BuddyStore::default()
         }
     }
@@ -258,8 +262,8 @@ impl BuddyStore {
         let mut region = self.region.borrow_mut();
         if matches!(*region, Region::NotYet) {
             // An internal allocation (the rpc is internal): the program's hook does not see it.
-            // Page-aligned (segments are), with slots at multiples of 64 bytes from there: a
-            // copy into a block aligned only to 8 bytes ran at half the speed in some runs.
+            // Page-aligned (segments are), with slots at multiples of 64 bytes from there: copies
+            // into cache-line-aligned slots do not straddle lines.
             *region = match pgas::new_array::<u8>(self.region_bytes + REGION_ALIGN) {
                 Ok(p) if self.region_bytes > 0 => Region::At {
                     base: p.offset().next_multiple_of(REGION_ALIGN),
@@ -304,6 +308,17 @@ impl BuddyStore {
             by_owner.entry(owner).or_default().logs.push(key);
         }
         by_owner
+    }
+
+    /// Slots this rank asked its buddy for so far (tests of the steady state).
+    #[cfg(feature = "testing")]
+    pub(crate) fn slot_requests(&self) -> u64 {
+        self.reserves.get()
+    }
+
+    /// The rank that holds this rank's copies.
+    pub(crate) fn buddy_rank(&self) -> usize {
+        self.buddy_rank
     }
 
     /// True if the buddy lost this rank's log replica under `key`.
@@ -358,6 +373,36 @@ impl BuddyStore {
     }
 }
 
+thread_local! {
+    /// This rank's store, for the rpc handlers: they are registered once for every rank before
+    /// launch, so they cannot capture a rank's store; set while the rank's CD runtime lives
+    /// ([`serve`]).
+    static SERVED: RefCell<Option<Rc<BuddyStore>>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` with the store this rank serves, if it still serves one: a rank serves rpcs after
+/// its body has returned (pgas finalize), and a `forget` sent by a buddy's last CDs can
+/// arrive after its runtime is gone; it then finds nothing to do.
+fn served<R>(f: impl FnOnce(&BuddyStore) -> R) -> Option<R> {
+    let store = SERVED.with(|s| s.borrow().clone())?;
+    Some(f(&store))
+}
+
+/// While alive, this rank's rpc handlers serve `store` ([`serve`]).
+pub(crate) struct Serving(());
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        let _ = SERVED.try_with(|s| s.try_borrow_mut().map(|mut s| *s = None));
+    }
+}
+
+/// Makes this rank's buddy rpc handlers serve `store` until the guard drops.
+pub(crate) fn serve(store: Rc<BuddyStore>) -> Serving {
+    SERVED.with(|s| *s.borrow_mut() = Some(store));
+    Serving(())
+}
+
 /// The rpc functions of the buddy medium.
 #[derive(Clone, Copy)]
 pub(crate) struct BuddyRpcs {
@@ -379,27 +424,17 @@ impl BuddyRpcs {
             reserve: rpcs.register(
                 "cd.buddy.reserve",
                 |(owner, len, give_back): (usize, usize, Vec<usize>)| {
-                    runtime::try_with(|rt| rt.buddy.reserve(owner, len, &give_back)).flatten()
+                    served(|b| b.reserve(owner, len, &give_back)).flatten()
                 },
             ),
             store: rpcs.register(
                 "cd.buddy.store",
                 |(owner, key, bytes): (usize, u64, Bytes)| {
-                    runtime::try_with(|rt| {
-                        rt.buddy.held.borrow_mut().insert((owner, key), bytes.0)
-                    });
+                    served(|b| b.held.borrow_mut().insert((owner, key), bytes.0));
                 },
             ),
             fetch: rpcs.register("cd.buddy.fetch", |(owner, key): (usize, u64)| {
-                runtime::try_with(|rt| {
-                    rt.buddy
-                        .held
-                        .borrow()
-                        .get(&(owner, key))
-                        .cloned()
-                        .map(Bytes)
-                })
-                .flatten()
+                served(|b| b.held.borrow().get(&(owner, key)).cloned().map(Bytes)).flatten()
             }),
             // Read in the buddy's own thread, so never torn by a memory loss of the buddy
             // (which runs in that thread too).
@@ -411,16 +446,16 @@ impl BuddyRpcs {
                     .map(|()| Bytes(bytes))
             }),
             forget: rpcs.register("cd.buddy.forget", |(owner, key): (usize, u64)| {
-                runtime::try_with(|rt| rt.buddy.held.borrow_mut().remove(&(owner, key)));
+                served(|b| b.held.borrow_mut().remove(&(owner, key)));
             }),
             lost: rpcs.register("cd.buddy.lost", |lost: LostCopies| {
-                runtime::try_with(|rt| rt.buddy.mark_lost(lost));
+                served(|b| b.mark_lost(lost));
             }),
             store_logs: rpcs.register(
                 "cd.buddy.store_logs",
                 |(owner, parts): (usize, Vec<(u64, Bytes)>)| {
-                    runtime::try_with(|rt| {
-                        let mut logs = rt.buddy.logs.borrow_mut();
+                    served(|b| {
+                        let mut logs = b.logs.borrow_mut();
                         for (key, bytes) in parts {
                             logs.insert((owner, key), bytes.0);
                         }
@@ -428,8 +463,8 @@ impl BuddyRpcs {
                 },
             ),
             fetch_logs: rpcs.register("cd.buddy.fetch_logs", |(owner, keys): (usize, Vec<u64>)| {
-                runtime::try_with(|rt| {
-                    let logs = rt.buddy.logs.borrow();
+                served(|b| {
+                    let logs = b.logs.borrow();
                     keys.iter()
                         .map(|k| logs.get(&(owner, *k)).cloned().map(Bytes))
                         .collect()
@@ -439,8 +474,8 @@ impl BuddyRpcs {
             forget_logs: rpcs.register(
                 "cd.buddy.forget_logs",
                 |(owner, keys): (usize, Vec<u64>)| {
-                    runtime::try_with(|rt| {
-                        let mut logs = rt.buddy.logs.borrow_mut();
+                    served(|b| {
+                        let mut logs = b.logs.borrow_mut();
                         for k in keys {
                             logs.remove(&(owner, k));
                         }
@@ -455,9 +490,9 @@ impl BuddyRpcs {
     /// its own copy is gone too, and the CD escalates instead of failing to fetch it in a
     /// re-execution. (Emulates the failure detector of a real system, which tells the
     /// survivors whose copies died with a node.)
-    pub(crate) fn notify_lost(&self, owner: usize, lost: LostCopies) {
-        if owner == pgas::rank_me() {
-            runtime::with(|rt| rt.buddy.mark_lost(lost));
+    pub(crate) fn notify_lost(&self, b: &BuddyStore, owner: usize, lost: LostCopies) {
+        if owner == b.rank {
+            b.mark_lost(lost);
         } else {
             internal(|| pgas::rpc(owner, self.lost, lost).wait());
         }
@@ -472,16 +507,16 @@ impl BuddyRpcs {
     /// in this core's cache ([`put_tagged_copying`](Self::put_tagged_copying)).
     pub(crate) fn store(
         &self,
-        rt: &CdRuntime,
+        b: &BuddyStore,
         key: u64,
         bytes: &[u8],
         local: Option<&mut Vec<u8>>,
     ) -> Held {
-        let buddy = rt.buddy_rank;
-        let slot = rt.buddy.take_free_slot(bytes.len() + TAG).or_else(|| {
-            let me = rt.rank;
+        let buddy = b.buddy_rank;
+        let slot = b.take_free_slot(bytes.len() + TAG).or_else(|| {
+            let me = b.rank;
             let ask = |give_back: Vec<usize>| {
-                rt.buddy.reserves.set(rt.buddy.reserves.get() + 1);
+                b.reserves.set(b.reserves.get() + 1);
                 internal(|| {
                     pgas::rpc(buddy, self.reserve, (me, bytes.len() + TAG, give_back)).wait()
                 })
@@ -489,7 +524,7 @@ impl BuddyRpcs {
             ask(Vec::new()).or_else(|| {
                 // No room: give back this rank's free slots (the region merges them) and ask
                 // once more.
-                let free: Vec<usize> = std::mem::take(&mut *rt.buddy.free_slots.borrow_mut())
+                let free: Vec<usize> = std::mem::take(&mut *b.free_slots.borrow_mut())
                     .into_iter()
                     .map(|s| s.offset)
                     .collect();
@@ -499,8 +534,8 @@ impl BuddyRpcs {
         let held = match slot {
             Some(slot) => {
                 match local {
-                    Some(local) => self.put_tagged_copying(rt, slot, bytes, local),
-                    None => self.put_tagged(rt, slot, bytes),
+                    Some(local) => self.put_tagged_copying(b, slot, bytes, local),
+                    None => self.put_tagged(b, slot, bytes),
                 }
                 Held::Slot(slot)
             }
@@ -508,62 +543,61 @@ impl BuddyRpcs {
                 if let Some(local) = local {
                     local.extend_from_slice(bytes);
                 }
-                let me = rt.rank;
+                let me = b.rank;
                 let copy = Bytes(bytes.to_vec());
                 internal(|| pgas::rpc(buddy, self.store, (me, key, copy)).wait());
                 Held::Rpc
             }
         };
         // A CD re-run under a re-executed parent has the same keys: a fresh copy is held.
-        rt.buddy.mark_stored(key, held);
+        b.mark_stored(key, held);
         held
     }
 
     /// Writes `bytes` again where the buddy held them before it lost them (`held`).
-    pub(crate) fn store_again(&self, rt: &CdRuntime, key: u64, held: Held, bytes: &[u8]) {
+    pub(crate) fn store_again(&self, b: &BuddyStore, key: u64, held: Held, bytes: &[u8]) {
         match held {
-            Held::Slot(slot) => self.put_tagged(rt, slot, bytes),
+            Held::Slot(slot) => self.put_tagged(b, slot, bytes),
             Held::Rpc => {
                 let copy = Bytes(bytes.to_vec());
-                internal(|| pgas::rpc(rt.buddy_rank, self.store, (rt.rank, key, copy)).wait());
+                internal(|| pgas::rpc(b.buddy_rank, self.store, (b.rank, key, copy)).wait());
             }
         }
-        rt.buddy.mark_stored(key, held);
+        b.mark_stored(key, held);
     }
 
     /// Writes `bytes` into `slot` at the buddy, then a fresh tag after them, which this rank
     /// remembers for the slot.
-    fn put_tagged(&self, rt: &CdRuntime, slot: Slot, bytes: &[u8]) {
-        let at = GlobalPtr::<u8>::from_raw(rt.buddy_rank, slot.offset);
-        pgas::resilience::rput_uncounted(bytes, at);
-        self.put_tag(rt, slot, bytes.len());
+    fn put_tagged(&self, b: &BuddyStore, slot: Slot, bytes: &[u8]) {
+        let at = GlobalPtr::<u8>::from_raw(b.buddy_rank, slot.offset);
+        pgas::runtime_hooks::rput_uncounted(bytes, at);
+        self.put_tag(b, slot, bytes.len());
     }
 
     /// [`put_tagged`](Self::put_tagged) that also appends `bytes` to `local`, one chunk of
     /// [`COPY_CHUNK`] at a time: each chunk is copied into `local`, then put to the buddy from
     /// there. The program's array is read once, and the second copy reads a chunk this core
-    /// has just written, from its L2; two whole copies in a row read the array twice
-    /// (`preserve_buddy` / `1MiB` on smp: 31 GB/s so, 41 GB/s chunked).
-    fn put_tagged_copying(&self, rt: &CdRuntime, slot: Slot, bytes: &[u8], local: &mut Vec<u8>) {
-        let at = GlobalPtr::<u8>::from_raw(rt.buddy_rank, slot.offset);
+    /// has just written, from its L2; two whole copies in a row read the array twice.
+    fn put_tagged_copying(&self, b: &BuddyStore, slot: Slot, bytes: &[u8], local: &mut Vec<u8>) {
+        let at = GlobalPtr::<u8>::from_raw(b.buddy_rank, slot.offset);
         let start = local.len();
         // Room for all of it up front: a chunk's bytes are not moved while being put.
         local.reserve(bytes.len());
         for chunk in bytes.chunks(COPY_CHUNK) {
             let from = local.len();
             local.extend_from_slice(chunk);
-            pgas::resilience::rput_uncounted(&local[from..], at + (from - start));
+            pgas::runtime_hooks::rput_uncounted(&local[from..], at + (from - start));
         }
-        self.put_tag(rt, slot, bytes.len());
+        self.put_tag(b, slot, bytes.len());
     }
 
     /// Writes a fresh tag after the `len` bytes of `slot`, and remembers it for the slot.
-    fn put_tag(&self, rt: &CdRuntime, slot: Slot, len: usize) {
-        let tag = pgas::mix64(((rt.rank as u64) << 40) ^ (rt.buddy.next_tag.get() + 1));
-        rt.buddy.next_tag.set(rt.buddy.next_tag.get() + 1);
-        let at = GlobalPtr::<u8>::from_raw(rt.buddy_rank, slot.offset);
-        pgas::resilience::rput_uncounted(&tag.to_ne_bytes(), at + len);
-        rt.buddy.tags.borrow_mut().insert(slot.offset, tag);
+    fn put_tag(&self, b: &BuddyStore, slot: Slot, len: usize) {
+        let tag = pgas::mix64(((b.rank as u64) << 40) ^ (b.next_tag.get() + 1));
+        b.next_tag.set(b.next_tag.get() + 1);
+        let at = GlobalPtr::<u8>::from_raw(b.buddy_rank, slot.offset);
+        pgas::runtime_hooks::rput_uncounted(&tag.to_ne_bytes(), at + len);
+        b.tags.borrow_mut().insert(slot.offset, tag);
     }
 
     /// The `len` bytes the buddy holds for this rank (entry `key`, held as `held`); `None` if
@@ -575,18 +609,18 @@ impl BuddyRpcs {
     /// team loses its memory at any time, and an rget could read its segment half wiped).
     pub(crate) fn fetch(
         &self,
-        rt: &CdRuntime,
+        b: &BuddyStore,
         key: u64,
         held: Held,
         len: usize,
     ) -> Option<Vec<u8>> {
-        if rt.buddy.is_lost(key, held) {
+        if b.is_lost(key, held) {
             return None;
         }
-        let buddy = rt.buddy_rank;
+        let buddy = b.buddy_rank;
         match held {
             Held::Slot(slot) => {
-                let want = *rt.buddy.tags.borrow().get(&slot.offset)?;
+                let want = *b.tags.borrow().get(&slot.offset)?;
                 let got = internal(|| {
                     pgas::rpc(buddy, self.fetch_slot, (slot.offset, len + TAG)).wait()
                 })?;
@@ -594,19 +628,19 @@ impl BuddyRpcs {
                 (tag == want.to_ne_bytes()).then(|| bytes.to_vec())
             }
             Held::Rpc => {
-                internal(|| pgas::rpc(buddy, self.fetch, (rt.rank, key)).wait()).map(|b| b.0)
+                internal(|| pgas::rpc(buddy, self.fetch, (b.rank, key)).wait()).map(|b| b.0)
             }
         }
     }
 
     /// The entry is gone: its slot goes back to this rank's free slots (no message); an rpc
     /// copy is dropped at the buddy (no need to wait).
-    pub(crate) fn release(&self, rt: &CdRuntime, key: u64, held: Held) {
+    pub(crate) fn release(&self, b: &BuddyStore, key: u64, held: Held) {
         match held {
-            Held::Slot(slot) => rt.buddy.free_slots.borrow_mut().push(slot),
+            Held::Slot(slot) => b.free_slots.borrow_mut().push(slot),
             Held::Rpc => {
-                let me = rt.rank;
-                internal(|| pgas::rpc_ff(rt.buddy_rank, self.forget, (me, key)));
+                let me = b.rank;
+                internal(|| pgas::rpc_ff(b.buddy_rank, self.forget, (me, key)));
             }
         }
     }
@@ -870,7 +904,7 @@ mod tests {
                 "{len}: {cap}"
             );
         }
-        let store = BuddyStore::new(0);
+        let store = BuddyStore::new(0, 0, 1);
         let big = Slot {
             offset: 0,
             cap: slot_capacity(1 << 20),
@@ -897,7 +931,7 @@ mod tests {
     #[test]
     fn a_region_hands_out_slots_takes_them_back_and_tells_what_a_loss_took() {
         // The region itself lives in a segment: exercise the bookkeeping with a placed region.
-        let store = BuddyStore::new(4096);
+        let store = BuddyStore::new(4096, 0, 1);
         *store.region.borrow_mut() = Region::At {
             base: 1000,
             free: Extents::new(4096),
@@ -931,59 +965,13 @@ mod tests {
         );
         assert!(store.held.borrow().is_empty() && store.logs.borrow().is_empty());
         // The owner's side: a lost slot until written again.
-        let owner = BuddyStore::new(0);
+        let owner = BuddyStore::new(0, 0, 1);
         owner.mark_lost(lost[&7].clone());
         assert!(owner.is_lost(0, Held::Slot(again)));
         assert!(!owner.is_lost(0, Held::Rpc));
         owner.mark_stored(0, Held::Slot(again));
         assert!(!owner.is_lost(0, Held::Slot(again)));
         assert!(owner.is_log_lost(5));
-    }
-
-    /// A loop of CDs preserving an array and a growing value on the buddy medium: one slot
-    /// request per entry in the whole run (then every copy is one rput into a slot reused
-    /// from the previous iteration), nothing by rpc, and a soft error's re-execution restores
-    /// from the rank's own copy.
-    #[test]
-    fn steady_state_buddy_copies_reuse_their_slots() {
-        let job = gasnet_bridge::LaunchConfig::new(3).segment_bytes(1 << 20);
-        let config = crate::CdConfig::default()
-            .with_cd(
-                "step",
-                "medium = \"buddy\"\ninject = { at = [{ rank = 1, iteration = 7, kind = \"soft\" }] }",
-            )
-            .unwrap();
-        let out = crate::launch(&job, config, RpcTable::new(), || {
-            let me = pgas::rank_me() as f64;
-            let mut a = vec![me; 1000];
-            let mut x: Vec<u64> = vec![1, 2, 3];
-            for it in 0..20u64 {
-                crate::strict("step", |c| {
-                    c.preserve_slice("a", &mut a);
-                    c.preserve("x", &mut x);
-                    x.push(it);
-                    for v in a.iter_mut() {
-                        *v = *v * 2.0 + 1.0;
-                    }
-                    Ok(())
-                })?;
-            }
-            let reserves = runtime::with(|rt| rt.buddy.reserves.get());
-            Ok((reserves, a[999], x.len()))
-        })
-        .unwrap();
-        for (rank, (reserves, last, xs)) in out.results.into_iter().enumerate() {
-            assert_eq!(reserves, 2, "rank {rank}: one slot per entry");
-            let mut want = rank as f64;
-            for _ in 0..20 {
-                want = want * 2.0 + 1.0;
-            }
-            assert_eq!((last, xs), (want, 23), "rank {rank}");
-        }
-        let s = out.report.cd("step").unwrap();
-        assert_eq!(s.reexecutions, 3);
-        assert_eq!(s.bytes_buddy_rpc, 0);
-        assert!(s.bytes_buddy >= 3 * 20 * 8000, "{s:?}");
     }
 
     #[test]

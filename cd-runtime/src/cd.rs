@@ -128,7 +128,7 @@ impl Cd {
                 let start = Instant::now();
                 // By reference only to a copy as durable as the one asked for: the ancestors'
                 // copies compared here are local ones, which a rank loss takes, so a buddy or
-                // file preservation referring to them was silently no better than local.
+                // file preservation referring to them would silently be no better than local.
                 let equal_upstream = medium == Medium::Local
                     && upstream(rt, &self.frame, name, |s| match s {
                         Store::LocalValue(v) => v.downcast_ref::<T>() == Some(value),
@@ -204,7 +204,7 @@ impl Cd {
                     // Put straight from the program's memory; a local copy only if asked.
                     let key = self.frame.key(name);
                     let mut local = (rt.config.buddy_copies > 1).then(|| rt.pool.take(bytes.len()));
-                    let held = rt.rpcs.store(rt, key, bytes, local.as_mut());
+                    let held = rt.rpcs.store(&rt.buddy, key, bytes, local.as_mut());
                     buddy_entry(rt, &self.frame, key, held, bytes.len(), local)
                 } else {
                     save_bytes(rt, &self.frame, name, medium, rt.pool.copy_of(bytes))
@@ -237,7 +237,7 @@ impl Cd {
         }
         let mut data = if own {
             let mut data = vec![T::zeroed(); len];
-            let iwc_before = pgas::resilience::incoming_writes();
+            let iwc_before = pgas::runtime_hooks::incoming_writes();
             ptr.read_local_slice(&mut data)
                 .unwrap_or_else(|e| panic!("CD {:?}: `{name}`: {e}", self.frame.name));
             // Strict CDs note their regions too: a dependency-limited re-execution restores
@@ -250,13 +250,13 @@ impl Cd {
                         offset: ptr.offset(),
                         len: len * std::mem::size_of::<T>(),
                         iwc_before,
-                        iwc_after: pgas::resilience::incoming_writes(),
+                        iwc_after: pgas::runtime_hooks::incoming_writes(),
                     });
                 }
             }
             data
         } else {
-            pgas::resilience::internal(|| pgas::rget_slice(ptr, len).wait())
+            pgas::runtime_hooks::internal(|| pgas::rget_slice(ptr, len).wait())
         };
         let restoring = matches!(self.step_peek(name), Step::Restore(_));
         self.preserve_slice(name, &mut data);
@@ -265,7 +265,7 @@ impl Cd {
                 ptr.write_local_slice(&data)
                     .unwrap_or_else(|e| panic!("CD {:?}: `{name}`: {e}", self.frame.name));
             } else {
-                pgas::resilience::internal(|| pgas::rput_slice(&data, ptr).wait());
+                pgas::runtime_hooks::internal(|| pgas::rput_slice(&data, ptr).wait());
             }
         }
     }
@@ -468,7 +468,13 @@ impl Cd {
         st.restored.insert(name.to_string());
         drop(st);
         if local {
-            crate::spill::enforce_budget(rt);
+            let frames = rt.frames.borrow().clone();
+            crate::spill::enforce_budget(
+                rt.config.memory_budget_bytes,
+                &frames,
+                &rt.files,
+                &rt.stats,
+            );
         }
     }
 }
@@ -490,7 +496,7 @@ fn save_bytes(rt: &CdRuntime, frame: &Frame, name: &str, medium: Medium, bytes: 
     let key = frame.key(name);
     match medium {
         Medium::Buddy => {
-            let held = rt.rpcs.store(rt, key, &bytes, None);
+            let held = rt.rpcs.store(&rt.buddy, key, &bytes, None);
             let len = bytes.len();
             let local = if rt.config.buddy_copies > 1 {
                 Some(bytes)
@@ -507,7 +513,7 @@ fn save_bytes(rt: &CdRuntime, frame: &Frame, name: &str, medium: Medium, bytes: 
         }
         Medium::Xor if frame.xor_batch.get() => Store::XorPending(bytes),
         Medium::Xor => {
-            let (store, parity) = crate::xor::preserve(rt, frame, bytes);
+            let (store, parity) = crate::xor_entries::preserve(&rt.xor_context(), frame, bytes);
             rt.stats
                 .borrow_mut()
                 .entry(&frame.name, frame.level)
@@ -534,7 +540,7 @@ fn encode_xor_batch(rt: &CdRuntime, frame: &Frame) {
     if batch.is_empty() {
         return;
     }
-    let stores = crate::xor::preserve_many(rt, frame, batch);
+    let stores = crate::xor_entries::preserve_many(&rt.xor_context(), frame, batch);
     let mut parity_bytes = 0;
     let mut st = frame.state.borrow_mut();
     for (i, (store, parity)) in indices.into_iter().zip(stores) {
@@ -585,19 +591,19 @@ fn load_bytes(rt: &CdRuntime, frame: &Frame, index: usize) -> Vec<u8> {
                 held,
                 len,
                 local: None,
-            } => Some(rt.rpcs.fetch(rt, *key, *held, *len).unwrap_or_else(|| {
+            } => Some(rt.rpcs.fetch(&rt.buddy, *key, *held, *len).unwrap_or_else(|| {
                 if rt.config.buddy_copies > 1 {
                     panic!(
                         "CD {:?}: buddy rank {} no longer holds `{}`, and this rank lost its \
                          own copy: a second rank loss during the recovery from the first",
-                        frame.name, rt.buddy_rank, e.name
+                        frame.name, rt.buddy.buddy_rank(), e.name
                     )
                 } else {
                     panic!(
                         "CD {:?}: buddy rank {} no longer holds `{}`, the only copy with \
                          buddy_copies = 1 (it lost its memory): set buddy_copies = 2 to keep \
                          a local copy too",
-                        frame.name, rt.buddy_rank, e.name
+                        frame.name, rt.buddy.buddy_rank(), e.name
                     )
                 }
             })),
@@ -609,7 +615,7 @@ fn load_bytes(rt: &CdRuntime, frame: &Frame, index: usize) -> Vec<u8> {
                  could not rebuild it: {}",
                 frame.name,
                 e.name,
-                crate::xor::loss_reason(rt, frame)
+                crate::xor_entries::loss_reason(&rt.xor_context(), frame)
                     .unwrap_or_else(|| "the group did not rebuild it".into())
             ),
             Store::File(slot) => Some(rt.files.read(slot).unwrap_or_else(|err| {

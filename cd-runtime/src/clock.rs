@@ -15,6 +15,7 @@ static ORIGIN: OnceLock<(Instant, u64)> = OnceLock::new();
 
 /// The raw counter.
 #[inline]
+#[allow(unsafe_code)]
 fn raw() -> u64 {
     #[cfg(target_arch = "x86_64")]
     {

@@ -96,17 +96,34 @@ pub enum CdError {
     },
     /// A region declared private or privatized was accessed by another CD of the group.
     #[error(transparent)]
-    Classification(Box<crate::relaxed::ClassificationError>),
+    Classification(Box<ClassificationError>),
 }
 
-impl CdError {
-    /// A detected error of the current CD with `reason`, for a body to return.
-    pub fn detected(reason: impl Into<String>) -> CdError {
-        CdError::Detected {
-            cd: crate::runtime::current_name(),
-            reason: reason.into(),
-        }
-    }
+/// A remote access, by another CD of the relaxed group while the group runs, into a region
+/// declared private or privatized.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error(
+    "classification error: CD {cd:?} on rank {rank} accessed {len} bytes at offset {offset} of \
+     rank {owner}, inside region `{region}` that CD {owner_cd:?} on rank {owner} declared \
+     {class}"
+)]
+pub struct ClassificationError {
+    /// The accessing CD.
+    pub cd: String,
+    /// Its rank.
+    pub rank: usize,
+    /// The declaring CD.
+    pub owner_cd: String,
+    /// Its rank (the region's owner).
+    pub owner: usize,
+    /// The region's name.
+    pub region: String,
+    /// `private` or `privatized`.
+    pub class: String,
+    /// The access: byte offset and length at the owner.
+    pub offset: usize,
+    /// See `offset`.
+    pub len: usize,
 }
 
 /// A configuration that cannot be used, naming the file, line and key.

@@ -17,8 +17,7 @@ use crate::buddy::{BuddyStore, Held};
 use crate::config::{CdConfig, CdSettings, Medium};
 use crate::error::FaultKinds;
 use crate::injector::{mix, name_hash};
-use crate::relaxed::RelaxedFrame;
-use crate::runtime::CdRuntime;
+use crate::relaxed::frame_state::RelaxedFrame;
 use crate::xor::XorStore;
 
 /// Whether a CD recovers with all the ranks it spans (strict) or alone, by replay (relaxed).
@@ -215,35 +214,6 @@ impl Frame {
         }
     }
 
-    /// Drops the entries and frees what they hold elsewhere (buddy copies, files).
-    pub(crate) fn release_entries(&self, rt: &CdRuntime) {
-        let entries = std::mem::take(&mut self.state.borrow_mut().entries);
-        if entries.iter().any(|e| matches!(e.store, Store::File(_))) {
-            // A CD completes with its copies on disk (file_medium.rs).
-            rt.files.wait();
-        }
-        for e in entries {
-            match e.store {
-                Store::Buddy {
-                    key, held, local, ..
-                } => {
-                    rt.rpcs.release(rt, key, held);
-                    if let Some(buf) = local {
-                        rt.pool.give_back(buf);
-                    }
-                }
-                Store::File(slot) => rt.files.release(&slot),
-                Store::LocalBytes(buf) | Store::XorPending(buf) => rt.pool.give_back(buf),
-                Store::Xor { local, parity, .. } => {
-                    for buf in [local, parity].into_iter().flatten() {
-                        rt.pool.give_back(buf);
-                    }
-                }
-                _ => {}
-            }
-        }
-    }
-
     /// The medium for new copies.
     pub(crate) fn medium(&self) -> Medium {
         self.settings.medium
@@ -275,75 +245,6 @@ pub(crate) fn restorable(
         Store::Reference => find_in_ancestors(frames, index, &e.name, &ok),
         s => ok(s),
     })
-}
-
-/// Why entries that the innermost CD on this rank would restore from files (its own on the
-/// file medium or moved there by the memory budget, or the ancestors' its references name)
-/// cannot be restored: a file fails its checksum or cannot be read. `None` if every one reads
-/// back intact. Reads them all back, so it is asked only before a re-execution: an entry
-/// changed on disk then escalates, like one lost with a rank, instead of being restored.
-pub(crate) fn unreadable_files(rt: &CdRuntime) -> Option<String> {
-    let frames = rt.frames.borrow();
-    let index = frames.len() - 1;
-    let why = RefCell::new(Vec::new());
-    let check = |name: &str, store: &Store| {
-        if let Store::File(slot) = store {
-            if let Err(e) = rt.files.read(slot) {
-                why.borrow_mut().push(format!(
-                    "the preserved copy of `{name}` on rank {} cannot be restored: {e}",
-                    rt.rank
-                ));
-                return false;
-            }
-        }
-        true
-    };
-    for e in frames[index].state.borrow().entries.iter() {
-        match &e.store {
-            Store::Reference => {
-                find_in_ancestors(&frames, index, &e.name, &|s| check(&e.name, s));
-            }
-            s => {
-                check(&e.name, s);
-            }
-        }
-    }
-    let why = why.into_inner();
-    (!why.is_empty()).then(|| why.join("; "))
-}
-
-/// Why entries of `frame` on the buddy medium can no longer be restored on this rank (no
-/// local copy, and the buddy lost its copy with its memory), for the line of an escalation;
-/// `None` if none.
-pub(crate) fn buddy_loss_reason(rt: &CdRuntime, frame: &Frame) -> Option<String> {
-    let st = frame.state.borrow();
-    let names: Vec<&str> = st
-        .entries
-        .iter()
-        .filter(|e| {
-            matches!(&e.store, Store::Buddy { key, held, local: None, .. }
-                if rt.buddy.is_lost(*key, *held))
-        })
-        .map(|e| e.name.as_str())
-        .collect();
-    if names.is_empty() {
-        return None;
-    }
-    let why = if rt.config.buddy_copies == 1 {
-        "the only copy (buddy_copies = 1)"
-    } else {
-        "the copy this rank needed, having lost its own"
-    };
-    Some(format!(
-        "buddy rank {} lost its memory and with it {why} of {} on rank {}",
-        rt.buddy_rank,
-        names
-            .iter()
-            .map(|n| format!("`{n}`"))
-            .collect::<Vec<_>>()
-            .join(", "),
-        rt.rank
-    ))
 }
 
 /// Applies `ok` to the nearest ancestor entry called `name` (following references further up).

@@ -2,9 +2,6 @@
 //! repeatable: the decision is a hash of (seed, rank, CD name, iteration, attempt).
 
 use crate::config::{FaultKind, Injection};
-use crate::error::FaultKinds;
-use crate::frame::Frame;
-use crate::runtime::CdRuntime;
 
 /// A fault to inject into one execution.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -13,63 +10,6 @@ pub enum Injected {
     SoftError,
     /// The rank loses its memory at the end of the execution.
     RankLoss,
-}
-
-/// Makes the fault chosen for an execution of `frame` happen at the end of its body (a rank
-/// loss wipes the rank's memory now) and records it as the execution's failure; the kinds
-/// to add to the execution's failure set.
-pub(crate) fn take_effect(rt: &CdRuntime, frame: &Frame, injected: Option<Injected>) -> FaultKinds {
-    match injected {
-        Some(Injected::SoftError) => {
-            frame.fail(
-                FaultKinds::SOFT,
-                format!("injected soft error on rank {}", rt.rank),
-            );
-            FaultKinds::SOFT
-        }
-        Some(Injected::RankLoss) => {
-            rt.lose_memory();
-            frame.fail(
-                FaultKinds::RANK_LOSS,
-                format!("injected loss of rank {}", rt.rank),
-            );
-            FaultKinds::RANK_LOSS
-        }
-        None => FaultKinds::NONE,
-    }
-}
-
-/// The fault (if any) for this execution of `frame`, after noting that the execution was
-/// reached (for the end-of-run report of exact faults that never fired).
-pub(crate) fn for_execution(
-    rt: &CdRuntime,
-    frame: &Frame,
-    name: &str,
-    attempt: u32,
-) -> Option<Injected> {
-    note_reached(rt, frame, name, attempt);
-    decide(
-        &frame.settings.inject,
-        rt.config.seed,
-        rt.rank,
-        name,
-        frame.iteration,
-        attempt,
-    )
-}
-
-/// Records which exact faults of the configuration the execution `attempt` of `frame` reached
-/// (on its first attempt, when exact faults fire), for the end-of-run report of those never
-/// reached ([`crate::CdConfig::unreached`]).
-pub(crate) fn note_reached(rt: &CdRuntime, frame: &Frame, name: &str, attempt: u32) {
-    if attempt == 0 {
-        let sites = rt
-            .config
-            .exact_sites(name, frame.level, rt.rank, frame.iteration);
-        if !sites.is_empty() {
-            rt.reached.borrow_mut().extend(sites);
-        }
-    }
 }
 
 /// SplitMix64: a well-mixed 64-bit hash step.

@@ -52,8 +52,6 @@
 use std::ops::Range;
 use std::time::Instant;
 
-use serde::{Deserialize, Serialize};
-
 use crate::cd::Cd;
 use crate::config::{CdKindSetting, Interval};
 use crate::error::CdError;
@@ -95,26 +93,7 @@ pub fn expected_overhead(delta: f64, tau: f64, mtbf: f64) -> f64 {
     delta / tau + (tau + delta) / (2.0 * mtbf)
 }
 
-/// The interval a CD run with [`strict_steps`] chose, for the report.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct IntervalChoice {
-    /// Steps per preservation (one CD execution each).
-    pub steps: u64,
-    /// True if chosen by Daly's formula (else configured).
-    pub daly: bool,
-    /// δ: the preservation time measured in the first step (ns; the largest over the ranks).
-    pub preserve_ns: u64,
-    /// t: the time of the first step without its preservation (ns; the largest over the
-    /// ranks).
-    pub step_ns: u64,
-    /// M (ns).
-    pub mtbf_ns: u64,
-    /// Daly's optimum τ (ns).
-    pub daly_ns: u64,
-    /// The expected overhead of n·t between preservations in Daly's first-order model, in
-    /// parts per million of the computation.
-    pub overhead_ppm: u64,
-}
+pub use crate::report::IntervalChoice;
 
 /// Runs `body(cd, step)` for every step of `steps`, in order, as strict child CDs called `name`
 /// spanning the current CD's ranks, preserving as the CD's `interval` says (see the module
@@ -222,7 +201,7 @@ fn choose_daly(
     reduce_over: Option<&pgas::Team>,
 ) -> u64 {
     let (delta_ns, step_ns) = match reduce_over {
-        Some(team) => pgas::resilience::internal(|| {
+        Some(team) => pgas::runtime_hooks::internal(|| {
             pgas::reduce_all(team, measured, |a: (u64, u64), b: (u64, u64)| {
                 (a.0.max(b.0), a.1.max(b.1))
             })

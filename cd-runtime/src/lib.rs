@@ -28,6 +28,9 @@
 //! assert_eq!(out.report.cd("step").unwrap().reexecutions, 2, "both ranks re-executed once");
 //! ```
 
+// Unsafe code only where a function allows it and says why (clock.rs, private_files.rs).
+#![deny(unsafe_code)]
+
 mod buddy;
 mod buffer_pool;
 pub mod cd;
@@ -37,10 +40,16 @@ pub mod config;
 pub mod error;
 mod file_medium;
 mod frame;
+/// The fault injector's decision, public for tests (feature `testing`).
+#[cfg(feature = "testing")]
 pub mod injector;
+#[cfg(not(feature = "testing"))]
+mod injector;
 pub mod interval;
+mod launch;
 mod macro_support;
 mod private_files;
+mod recovery;
 pub mod relaxed;
 pub mod report;
 mod restart;
@@ -48,7 +57,11 @@ pub mod rng;
 mod runtime;
 mod spill;
 pub mod strict;
+/// Observability for tests (feature `testing`).
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod xor;
+mod xor_entries;
 
 pub use cd::{Cd, Preservable};
 /// Runs a function's body as a relaxed child CD (recovering on this rank alone, by replaying
@@ -135,10 +148,10 @@ pub use config::{
 };
 pub use error::{CdError, CdLaunchError, ConfigError, FaultKinds};
 pub use interval::{daly_steps, strict_steps};
+pub use launch::{CdOutcome, launch, launch_from_env};
 pub use relaxed::{ClassificationError, relaxed};
 pub use report::{CdStats, FailureRecord, Report};
 pub use rng::{CdRng, rng};
-pub use runtime::{CdOutcome, launch, launch_from_env};
 pub use strict::{strict, strict_local, strict_on};
 
 #[doc(hidden)]

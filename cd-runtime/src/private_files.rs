@@ -98,6 +98,7 @@ pub enum PrivateDirError {
 }
 
 /// This process's effective user id.
+#[allow(unsafe_code)]
 fn effective_uid() -> u32 {
     // SAFETY: geteuid takes no argument, cannot fail and touches no memory of ours.
     unsafe { libc::geteuid() }

@@ -85,15 +85,36 @@ pub struct CdStats {
     /// CDs run with `strict_steps` and an `interval`: the steps per preservation chosen (by
     /// Daly's formula, with its inputs and the expected overhead, or as configured).
     #[serde(default)]
-    pub interval: Option<crate::interval::IntervalChoice>,
+    pub interval: Option<IntervalChoice>,
     /// CDs on the buddy or xor medium, with `node_mtbf_seconds` configured: the probability
-    /// that a node failure is not survivable for their pairs or groups ([`crate::xor::p_cf`]).
+    /// that a node failure is not survivable for their pairs or groups (`xor::p_cf`).
     #[serde(default)]
     pub pcf: Option<Pcf>,
 }
 
+/// The interval a CD run with `interval::strict_steps` chose, for the report.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IntervalChoice {
+    /// Steps per preservation (one CD execution each).
+    pub steps: u64,
+    /// True if chosen by Daly's formula (else configured).
+    pub daly: bool,
+    /// δ: the preservation time measured in the first step (ns; the largest over the ranks).
+    pub preserve_ns: u64,
+    /// t: the time of the first step without its preservation (ns; the largest over the
+    /// ranks).
+    pub step_ns: u64,
+    /// M (ns).
+    pub mtbf_ns: u64,
+    /// Daly's optimum τ (ns).
+    pub daly_ns: u64,
+    /// The expected overhead of n·t between preservations in Daly's first-order model, in
+    /// parts per million of the computation.
+    pub overhead_ppm: u64,
+}
+
 /// The probability of a catastrophic failure of one CD's medium (ftRMA's P_cf; the formula
-/// and its reading are at [`crate::xor::p_cf`]).
+/// and its reading are at `xor::p_cf`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Pcf {
     /// `"buddy"` or `"xor"`.

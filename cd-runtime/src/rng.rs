@@ -40,7 +40,7 @@ fn top_rng<R>(f: impl FnOnce(&mut rand::rngs::SmallRng) -> R) -> R {
 }
 
 /// Inside a logging relaxed CD a draw is logged, and served from the log in a replay
-/// (RELAXED_CDS.md: non-determinism is logged).
+/// (docs/relaxed-cds.md: non-determinism is logged).
 fn draw(dst: &mut [u8], generate: impl FnOnce(&mut [u8])) {
     let rt = runtime::handle();
     crate::relaxed::rng_draw(&rt, dst, generate);

@@ -1,53 +1,90 @@
-//! The per-rank CD runtime: the stack of CDs this rank is inside, the copies it holds for its
-//! buddies, its report counters; and `launch`, which runs a program under a root CD.
+//! The per-rank CD runtime, the driver the policies run on: the stack of CDs this rank is
+//! inside, its media (buddy, xor, file, the buffer pool), its report counters and the relaxed
+//! CDs' rank state; found through a thread-local while the rank runs (`launch.rs` installs it).
 
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::rc::Rc;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use gasnet_bridge::LaunchConfig;
-use pgas::RpcTable;
-
-use crate::buddy::{BuddyRpcs, BuddyStore, buddy_map};
+use crate::buddy::{self, BuddyRpcs, BuddyStore, buddy_map};
 use crate::buffer_pool::BufferPool;
 use crate::config::CdConfig;
-use crate::error::{CdError, CdLaunchError};
-use crate::frame::Frame;
-use crate::report::{Collector, Report};
-use crate::xor::{XorRpcs, XorStore};
+use crate::error::CdError;
+use crate::file_medium::FileWriter;
+use crate::frame::{CdKind, Frame, Store};
+use crate::injector::{self, Injected};
+use crate::relaxed::rank_state::{RankState, RelaxedRpcs};
+use crate::report::Collector;
+use crate::xor::{self, XorError, XorRpcs, XorStore};
+use crate::xor_entries::XorContext;
 
 /// One rank's CD state.
 pub(crate) struct CdRuntime {
     pub(crate) config: Arc<CdConfig>,
     pub(crate) rank: usize,
-    pub(crate) buddy_rank: usize,
     pub(crate) frames: RefCell<Vec<Rc<Frame>>>,
     pub(crate) stats: RefCell<Collector>,
     /// Preservation buffers released by completed CDs, for the next ones.
     pub(crate) pool: BufferPool,
-    pub(crate) buddy: BuddyStore,
+    /// The buddy medium: this rank's copies at its buddy and what it holds for others (shared
+    /// with the medium's rpc handlers, [`buddy::serve`]).
+    pub(crate) buddy: Rc<BuddyStore>,
     pub(crate) rpcs: BuddyRpcs,
     iterations: RefCell<HashMap<String, u64>>,
     /// The exact faults of the configuration this rank reached ([`CdConfig::exact_sites`]).
-    pub(crate) reached: RefCell<std::collections::BTreeSet<usize>>,
+    reached: RefCell<BTreeSet<usize>>,
+    /// This rank's directory in the job's private directory (spilled logs go below it).
     pub(crate) file_dir: PathBuf,
     /// Writes (and removes) the file medium's copies off the critical path.
-    pub(crate) files: crate::file_medium::FileWriter,
+    pub(crate) files: FileWriter,
     /// Memory losses this rank suffered (emulated).
-    pub(crate) losses: Cell<u64>,
+    losses: Cell<u64>,
     /// Relaxed CDs: logging, replay, the hook.
-    pub(crate) relaxed: crate::relaxed::RankState,
-    /// The xor medium: this rank's checksum groups and what it heard of their losses.
-    pub(crate) xor: XorStore,
+    pub(crate) relaxed: RankState,
+    /// The xor medium: this rank's checksum groups and what it heard of their losses (shared
+    /// with the medium's rpc handler, [`xor::serve`]).
+    pub(crate) xor: Rc<XorStore>,
     pub(crate) xor_rpcs: XorRpcs,
     /// This rank has switched counting its incoming writes on ([`CdRuntime::count_incoming_writes`]).
     counting: Cell<bool>,
 }
 
+/// The rpc functions of the runtime's media and of relaxed CDs, registered before launch.
+#[derive(Clone, Copy)]
+pub(crate) struct RuntimeRpcs {
+    pub(crate) buddy: BuddyRpcs,
+    pub(crate) relaxed: RelaxedRpcs,
+    pub(crate) xor: XorRpcs,
+}
+
 thread_local! {
     static CURRENT: RefCell<Option<Rc<CdRuntime>>> = const { RefCell::new(None) };
+}
+
+/// While alive, this thread is the rank of one runtime: its CD calls and its media's rpc
+/// handlers find their state ([`install`]).
+pub(crate) struct Installed {
+    _buddy: buddy::Serving,
+    _xor: xor::Serving,
+}
+
+impl Drop for Installed {
+    fn drop(&mut self) {
+        let _ = CURRENT.try_with(|c| c.try_borrow_mut().map(|mut c| *c = None));
+    }
+}
+
+/// Makes `rt` this thread's runtime, and its media's state the one their rpc handlers serve,
+/// until the guard drops.
+pub(crate) fn install(rt: Rc<CdRuntime>) -> Installed {
+    let installed = Installed {
+        _buddy: buddy::serve(rt.buddy.clone()),
+        _xor: xor::serve(rt.xor.clone()),
+    };
+    CURRENT.with(|c| *c.borrow_mut() = Some(rt));
+    installed
 }
 
 /// Runs `f` with this rank's CD runtime.
@@ -63,9 +100,9 @@ pub(crate) fn with<R>(f: impl FnOnce(&CdRuntime) -> R) -> R {
 
 /// Runs `f` with this rank's CD runtime, if this thread still has one.
 ///
-/// For the buddy rpc functions: a rank serves rpcs after its body has returned (pgas
-/// finalize), and a `forget` sent by a buddy's last CDs can arrive then; with [`with`] that
-/// panicked ("CD call outside cd_runtime::launch") and failed a job that had succeeded.
+/// For the relaxed rpc functions: a rank serves rpcs after its body has returned (pgas
+/// finalize), and a request sent by another rank's last CDs can arrive then; [`with`] would
+/// panic ("CD call outside cd_runtime::launch") and fail a job that succeeded.
 pub(crate) fn try_with<R>(f: impl FnOnce(&CdRuntime) -> R) -> Option<R> {
     let rt = CURRENT.with(|c| c.borrow().clone())?;
     Some(f(&rt))
@@ -91,7 +128,75 @@ pub(crate) fn current_name() -> String {
     })
 }
 
+impl CdError {
+    /// A detected error of the current CD with `reason`, for a body to return.
+    ///
+    /// Here rather than in `error.rs`: the current CD's name is the runtime's to know.
+    pub fn detected(reason: impl Into<String>) -> CdError {
+        CdError::Detected {
+            cd: current_name(),
+            reason: reason.into(),
+        }
+    }
+}
+
 impl CdRuntime {
+    /// Rank `rank`'s runtime at launch, with the root CD on its stack: collective (the xor
+    /// medium's groups are teams; every rank forms the same groups, or finds the same reason
+    /// why not). `nodes[r]` is the node of rank `r`; the rank's files go below `file_dir`.
+    pub(crate) fn new(
+        config: Arc<CdConfig>,
+        rank: usize,
+        nodes: &[usize],
+        file_dir: PathBuf,
+        rpcs: RuntimeRpcs,
+    ) -> Result<CdRuntime, XorError> {
+        let xor = XorStore::new(&config.xor_group_sizes(), nodes, config.buddy_domain)?;
+        let buddy_rank = buddy_map(nodes, config.buddy_domain)[rank];
+        Ok(CdRuntime {
+            rank,
+            frames: RefCell::new(vec![Rc::new(Frame::root(&config, rank))]),
+            stats: RefCell::new(Collector::default()),
+            pool: BufferPool::default(),
+            buddy: Rc::new(BuddyStore::new(
+                config.buddy_segment_bytes,
+                rank,
+                buddy_rank,
+            )),
+            rpcs: rpcs.buddy,
+            iterations: RefCell::new(HashMap::new()),
+            reached: RefCell::new(BTreeSet::new()),
+            files: FileWriter::new(file_dir.clone()),
+            file_dir,
+            losses: Cell::new(0),
+            relaxed: RankState::new(rpcs.relaxed),
+            xor: Rc::new(xor),
+            xor_rpcs: rpcs.xor,
+            counting: Cell::new(false),
+            config,
+        })
+    }
+
+    /// The exact faults of the configuration this rank reached, in order.
+    pub(crate) fn reached(&self) -> Vec<usize> {
+        self.reached.borrow().iter().copied().collect()
+    }
+
+    /// Counts one emulated loss of this rank's memory.
+    pub(crate) fn count_loss(&self) {
+        self.losses.set(self.losses.get() + 1);
+    }
+
+    /// What the xor medium's entries work with on this rank.
+    pub(crate) fn xor_context(&self) -> XorContext<'_> {
+        XorContext {
+            xor: &self.xor,
+            pool: &self.pool,
+            config: &self.config,
+            rank: self.rank,
+        }
+    }
+
     /// The innermost CD.
     pub(crate) fn top(&self) -> Rc<Frame> {
         self.frames
@@ -115,7 +220,7 @@ impl CdRuntime {
     /// instance, make before this rank begins it, which a loss recovery rebuilds.
     pub(crate) fn count_incoming_writes(&self) {
         if !self.counting.get() {
-            pgas::resilience::count_incoming_writes();
+            pgas::runtime_hooks::count_incoming_writes();
             self.counting.set(true);
         }
     }
@@ -127,9 +232,66 @@ impl CdRuntime {
             .borrow()
             .iter()
             .rev()
-            .find(|f| f.kind == crate::frame::CdKind::Strict)
+            .find(|f| f.kind == CdKind::Strict)
             .cloned()
             .expect("the root CD is strict")
+    }
+
+    /// Drops `frame`'s entries and frees what they hold elsewhere (buddy copies, files).
+    pub(crate) fn release_entries(&self, frame: &Frame) {
+        let entries = std::mem::take(&mut frame.state.borrow_mut().entries);
+        if entries.iter().any(|e| matches!(e.store, Store::File(_))) {
+            // A CD completes with its copies on disk (file_medium.rs).
+            self.files.wait();
+        }
+        for e in entries {
+            match e.store {
+                Store::Buddy {
+                    key, held, local, ..
+                } => {
+                    self.rpcs.release(&self.buddy, key, held);
+                    if let Some(buf) = local {
+                        self.pool.give_back(buf);
+                    }
+                }
+                Store::File(slot) => self.files.release(&slot),
+                Store::LocalBytes(buf) | Store::XorPending(buf) => self.pool.give_back(buf),
+                Store::Xor { local, parity, .. } => {
+                    for buf in [local, parity].into_iter().flatten() {
+                        self.pool.give_back(buf);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// The fault (if any) for this execution of `frame`, after noting that the execution was
+    /// reached (for the end-of-run report of exact faults that never fired).
+    pub(crate) fn fault_for(&self, frame: &Frame, name: &str, attempt: u32) -> Option<Injected> {
+        self.note_reached(frame, name, attempt);
+        injector::decide(
+            &frame.settings.inject,
+            self.config.seed,
+            self.rank,
+            name,
+            frame.iteration,
+            attempt,
+        )
+    }
+
+    /// Records which exact faults of the configuration the execution `attempt` of `frame` reached
+    /// (on its first attempt, when exact faults fire), for the end-of-run report of those never
+    /// reached ([`crate::CdConfig::unreached`]).
+    fn note_reached(&self, frame: &Frame, name: &str, attempt: u32) {
+        if attempt == 0 {
+            let sites = self
+                .config
+                .exact_sites(name, frame.level, self.rank, frame.iteration);
+            if !sites.is_empty() {
+                self.reached.borrow_mut().extend(sites);
+            }
+        }
     }
 
     /// The instance number of the next CD called `name` on this rank.
@@ -143,90 +305,6 @@ impl CdRuntime {
         it.insert(name.to_string(), 1);
         0
     }
-
-    /// Stores again at the buddy the copies the buddy lost (it lost its memory), from this
-    /// rank's own copies: called before a re-execution, so redundancy is back before the next
-    /// failure (without it, a second loss, of this rank, in the same CD escalated).
-    /// The xor medium's entries that one member of their group lost are rebuilt here too.
-    pub(crate) fn rereplicate(&self) {
-        crate::xor::rebuild(self);
-        for f in self.frames.borrow().iter() {
-            for e in f.state.borrow().entries.iter() {
-                if let crate::frame::Store::Buddy {
-                    key,
-                    held,
-                    local: Some(bytes),
-                    ..
-                } = &e.store
-                {
-                    if self.buddy.is_lost(*key, *held) {
-                        self.rpcs.store_again(self, *key, *held, bytes);
-                    }
-                }
-            }
-        }
-    }
-
-    /// Emulates the loss of this rank's memory: its segment, the locally preserved state of
-    /// every CD it is in, the relaxed logs of every CD (entries, own IWCs, dependency notes),
-    /// and the copies and log replicas it held for its buddies; then fetches back the log
-    /// replicas this rank's buddy holds (`relaxed/replica.rs`), as a restarted rank would.
-    pub(crate) fn lose_memory(&self) {
-        // Until the replicas are back, other ranks' gathers are told to ask again (telling
-        // the owners below waits for rpcs, so this rank serves requests meanwhile).
-        self.relaxed.restoring.set(true);
-        pgas::fault::emulate_memory_loss();
-        let frames: Vec<Rc<Frame>> = self.frames.borrow().clone();
-        for f in &frames {
-            f.lose_local();
-            crate::relaxed::replica::wipe(f);
-        }
-        self.pool.clear();
-        for (owner, lost) in self.buddy.wipe() {
-            self.rpcs.notify_lost(owner, lost);
-        }
-        crate::xor::notify_loss(self);
-        self.losses.set(self.losses.get() + 1);
-        crate::relaxed::replica::restore_logs(self);
-    }
-}
-
-/// What a CD-managed job returns: each rank's result and the report summed over ranks.
-#[derive(Debug)]
-pub struct CdOutcome<R> {
-    /// Results in rank order.
-    pub results: Vec<R>,
-    /// The CD report (counts summed over ranks).
-    pub report: Report,
-    /// What the configuration named but the run never used ([`CdConfig::unused`],
-    /// [`CdConfig::unreached`]; in the process that ran rank 0).
-    pub unused: Vec<String>,
-}
-
-/// The prefix of the panic payload with which a rank unwinds after an escalation past the
-/// root: recognised in the job's error (also when it comes from another process, under mpi).
-const ESCALATION: &str = "cd-runtime: stop: ";
-
-/// Ends this rank quietly with the escalation `line`: no panic hook runs, so no panic message
-/// and no backtrace; the other ranks are woken and unwind quietly too. The payload is a
-/// deliberate stop ([`gasnet_bridge::failure::Stopped`]): under mpirun the conduit prints
-/// nothing about it on the other processes either, as the program prints the line itself.
-fn stop(line: String) -> ! {
-    std::panic::resume_unwind(Box::new(gasnet_bridge::failure::Stopped(format!(
-        "{ESCALATION}{line}"
-    ))))
-}
-
-/// The prefix of the panic payload with which every rank unwinds when the configuration cannot
-/// be used with the job's topology (found inside the job, where the topology is known).
-const CONFIG: &str = "cd-runtime: config: ";
-
-/// Ends this rank quietly on a configuration error found inside the job (every rank finds the
-/// same): the job returns [`CdLaunchError::Config`] with `message`.
-fn stop_config(message: String) -> ! {
-    std::panic::resume_unwind(Box::new(gasnet_bridge::failure::Stopped(format!(
-        "{CONFIG}{message}"
-    ))))
 }
 
 /// Writes one whole line to stderr with one `write_all`, so lines of different ranks (or
@@ -237,339 +315,4 @@ pub(crate) fn eprint_line(line: &str) {
     text.push_str(line);
     text.push('\n');
     let _ = std::io::stderr().lock().write_all(text.as_bytes());
-}
-
-/// What to change in the configuration so that `e` is contained, as a sentence.
-fn hint(config: &CdConfig, e: &CdError) -> String {
-    use crate::error::FaultKinds;
-    let CdError::Escalated {
-        cd,
-        level,
-        kinds,
-        attempts,
-        reason,
-    } = e
-    else {
-        return match e {
-            CdError::Detected { .. } => "return errors from inside a CD (cd::strict), which can \
-                 re-execute; the root cannot"
-                .into(),
-            _ => "see RELAXED_CDS.md on what a relaxed CD can replay".into(),
-        };
-    };
-    let s = config.settings(cd, *level);
-    let table = config.table_of(cd);
-    let failures = FaultKinds(kinds.0 & !FaultKinds::UNRESTORABLE.0);
-    if kinds.contains(FaultKinds::UNRESTORABLE) {
-        if reason.contains(crate::checksum::FAILED) {
-            format!(
-                "a preserved file changed on disk after it was written (a failing disk, or \
-                 another process writing into file_dir): check the disk that holds file_dir, \
-                 or keep the CD's copies in memory (medium = \"buddy\" in {table}, no \
-                 memory_budget_bytes)"
-            )
-        } else if s.medium == crate::config::Medium::Xor {
-            format!(
-                "an xor checksum group survives the loss of one member until it is rebuilt: \
-                 place groups on different nodes (buddy_domain = \"node\"), use smaller \
-                 groups (xor_group) so fewer share one parity, or contain such losses in an \
-                 enclosing CD with medium = \"file\" (in {table})"
-            )
-        } else if s.medium == crate::config::Medium::Buddy && config.buddy_copies == 1 {
-            format!(
-                "with buddy_copies = 1 the buddy holds the only copy of a rank's state, and the \
-                 buddy's loss took it: set buddy_copies = 2 (a local copy too), or contain \
-                 such losses in an enclosing CD with medium = \"file\" (around {table})"
-            )
-        } else if s.medium == crate::config::Medium::Local {
-            format!(
-                "to contain it, keep the CD's copies where a rank loss cannot take them: \
-                 medium = \"buddy\" (or \"file\") in {table}"
-            )
-        } else {
-            format!(
-                "a rank lost state an enclosing CD kept in its own memory: set medium = \
-                 \"buddy\" (or \"file\") for the CDs around {cd:?} too ([defaults] or [level.N]); \
-                 or a rank and its buddy both lost their memory: keep buddies on other nodes \
-                 (buddy_domain = \"node\") or contain such losses in an enclosing CD with \
-                 medium = \"file\""
-            )
-        }
-    } else if reason.starts_with("a relaxed CD cannot recover alone") {
-        if s.log_medium == crate::config::LogMedium::Local {
-            format!(
-                "to let it recover alone from rank losses, set log_medium = \"buddy\" (with \
-                 medium = \"buddy\" or \"file\") in {table}, or contain the loss in an \
-                 enclosing strict CD (its `contain` and `medium`)"
-            )
-        } else {
-            format!(
-                "its log could not be made whole from the buddy's replicas (see the cause; \
-                 e.g. the buddy lost its memory too): contain such losses in an enclosing \
-                 strict CD (contain = [\"soft\", \"rank_loss\"], medium = \"file\"), as \
-                 {table} cannot alone"
-            )
-        }
-    } else if !s.contain.contains(failures) {
-        let missing: Vec<&str> = [
-            (FaultKinds::SOFT, "\"soft\""),
-            (FaultKinds::RANK_LOSS, "\"rank_loss\""),
-        ]
-        .into_iter()
-        .filter(|(k, _)| failures.contains(*k) && !s.contain.contains(*k))
-        .map(|(_, n)| n)
-        .collect();
-        format!(
-            "to contain it, add {} to `contain` in {table}",
-            missing.join(" and ")
-        )
-    } else if *attempts > s.retries {
-        format!(
-            "to contain it, raise `retries` in {table} (it is {}) or inject fewer faults",
-            s.retries
-        )
-    } else if !s.logging {
-        format!("to contain it, set logging = true in {table}")
-    } else {
-        "see the cause above".into()
-    }
-}
-
-/// The line that ends a job whose root CD's body returned `e` (the failing rank is named in
-/// `e`, agreed by the ranks of the CD that escalated).
-fn escalation_line(config: &CdConfig, e: &CdError) -> String {
-    format!(
-        "{e}; it escalated past the root CD, so the run stops rather than give a wrong \
-         answer; {}",
-        hint(config, e)
-    )
-}
-
-/// Ends a rank's CD state, also when it unwinds: removes the files its CDs preserved (a rank
-/// that stops on an escalation or a peer's failure never completes them) and forgets the
-/// runtime. Kept by pgas until every rank is done (`keep_until_job_end`), not dropped with
-/// the body: a rank whose program ended must still serve the runtime's requests (a buddy's
-/// copy fetched back by a rank recovering from its loss in a CD of its own, slot requests,
-/// log gathers); with the runtime gone they found nothing and the recovery escalated.
-struct RankGuard(Rc<CdRuntime>);
-
-impl Drop for RankGuard {
-    fn drop(&mut self) {
-        // Also on a rank that unwinds (an escalation, a peer's failure), whose CDs never
-        // complete: the queued writes end, then the arena files go.
-        self.0.files.finish();
-        let _ = CURRENT.try_with(|c| c.try_borrow_mut().map(|mut c| *c = None));
-    }
-}
-
-/// Runs `body` on every rank under a root CD spanning all ranks, configured by `config`.
-///
-/// Every rank's segment is `job`'s plus the configuration's `buddy_segment_bytes`, the room
-/// for the copies of the buddy medium it keeps for other ranks ([`crate::config`]).
-///
-/// `rpcs` is the program's rpc table; the runtime adds its own functions to it. A failure that
-/// escalates past the root ends the job, so it returns an error instead of a wrong answer:
-/// [`CdLaunchError::Escalated`], one line naming the CD, the rank, the cause and what to change
-/// in the configuration. The ranks unwind quietly (no panic message, no backtrace); a genuine
-/// panic in the program stays a panic ([`CdLaunchError::Job`]). Files the file medium
-/// preserved are removed on every exit path.
-///
-/// Before the job starts, the configuration is checked against it
-/// ([`CdConfig::check_job`]: exact faults on ranks that do not exist, an unusable `file_dir`
-/// or `report_file` are [`CdLaunchError::Config`]). At the end, rank 0 prints to stderr a
-/// warning line for each table the configuration names but the run never used
-/// ([`CdConfig::unused`]) and each exact fault whose rank and iteration the run never reached
-/// ([`CdConfig::unreached`]), also in [`CdOutcome::unused`]. When the configuration asks for it,
-/// rank 0 prints the report table and writes the JSON report (a report that cannot be
-/// written is [`CdLaunchError::Report`]).
-pub fn launch<R, F>(
-    job: &LaunchConfig,
-    config: CdConfig,
-    mut rpcs: RpcTable,
-    body: F,
-) -> Result<CdOutcome<R>, CdLaunchError>
-where
-    R: Send,
-    F: Fn() -> Result<R, CdError> + Sync,
-{
-    config.check_job(job.ranks)?;
-    let buddy_rpcs = BuddyRpcs::register(&mut rpcs);
-    let relaxed_rpcs = crate::relaxed::RelaxedRpcs::register(&mut rpcs);
-    let xor_rpcs = XorRpcs::register(&mut rpcs);
-    let xor_sizes = config.xor_group_sizes();
-    // This launch's own directory (in the process: each process under mpirun makes its own),
-    // inside `file_dir` or the temporary directory; removed on every exit path.
-    let private_dir = crate::private_files::PrivateDir::create(config.file_dir.as_deref())
-        .map_err(|e| CdLaunchError::Files {
-            reason: e.to_string(),
-        })?;
-    let file_dir = private_dir.path().to_path_buf();
-    let ranks = job.ranks;
-    // Room for the buddy medium's copies (`buddy.rs`), so that the program's own allocations
-    // keep what it asked for (and a page more, to align the region's block).
-    let mut job = job.clone();
-    // Relaxed CDs read the IWC and the acks' target counters (replay order, gap checks): each
-    // rank switches counting on when it first needs it (`CdRuntime::count_incoming_writes`).
-    job.write_counting = gasnet_bridge::WriteCounting::Switched;
-    // Room for the writer marks (`relaxed/writers.rs`): a word per rank and the heap's
-    // block overhead.
-    job.segment_bytes = job.segment_bytes.saturating_add(ranks * 8 + 256);
-    if config.buddy_segment_bytes > 0 {
-        job.segment_bytes = job
-            .segment_bytes
-            .saturating_add(config.buddy_segment_bytes + crate::buddy::REGION_ALIGN);
-    }
-    let job = &job;
-    let config_source = config.source().map(PathBuf::from);
-    let config = Arc::new(config);
-    let report_out: Mutex<Option<Report>> = Mutex::new(None);
-    let unused_out: Mutex<Vec<String>> = Mutex::new(Vec::new());
-    let report_error: Mutex<Option<CdLaunchError>> = Mutex::new(None);
-    let results = pgas::launch(job, rpcs, || {
-        let rank = pgas::rank_me();
-        let ranks = pgas::rank_n();
-        // Every rank computes the same map from the conduit's topology.
-        let nodes: Vec<usize> = (0..ranks).map(pgas::node_of).collect();
-        // Every rank forms the same groups, or finds the same reason why not.
-        let xor = XorStore::new(&xor_sizes, &nodes, config.buddy_domain)
-            .unwrap_or_else(|e| stop_config(e.to_string()));
-        let rt = Rc::new(CdRuntime {
-            config: config.clone(),
-            rank,
-            buddy_rank: buddy_map(&nodes, config.buddy_domain)[rank],
-            frames: RefCell::new(vec![Rc::new(Frame::root(&config, rank))]),
-            stats: RefCell::new(Collector::default()),
-            pool: BufferPool::default(),
-            buddy: BuddyStore::new(config.buddy_segment_bytes),
-            rpcs: buddy_rpcs,
-            iterations: RefCell::new(HashMap::new()),
-            reached: RefCell::new(std::collections::BTreeSet::new()),
-            file_dir: file_dir.join(format!("rank{rank}")),
-            files: crate::file_medium::FileWriter::new(file_dir.join(format!("rank{rank}"))),
-            losses: Cell::new(0),
-            relaxed: crate::relaxed::RankState::new(relaxed_rpcs),
-            xor,
-            xor_rpcs,
-            counting: Cell::new(false),
-        });
-        CURRENT.with(|c| *c.borrow_mut() = Some(rt.clone()));
-        // No rank's body starts before every rank has its runtime: an rpc of the runtime's
-        // (a buddy slot, a gather) reaching a rank that had none yet found nothing to serve it.
-        pgas::resilience::internal(pgas::barrier);
-        pgas::resilience::keep_until_job_end(RankGuard(rt.clone()));
-        let out = body();
-        let value = match out {
-            Ok(v) => v,
-            Err(e) => stop(escalation_line(&config, &e)),
-        };
-        // A failure detected outside any CD (`cd::check!` in the root) was recorded in the
-        // root, which cannot re-execute: without this the job returned the result the check
-        // had found wrong.
-        let root_failure = {
-            let root = rt.top();
-            let st = root.state.borrow();
-            (!st.failure.is_empty()).then(|| st.reasons.join("; "))
-        };
-        if let Some(reasons) = root_failure {
-            stop(format!(
-                "the root CD detected an error on rank {rank} ({reasons}); the root cannot \
-                 re-execute, so the run stops rather than give a wrong answer; to contain it, \
-                 check inside a CD (cd::strict), which can re-execute"
-            ));
-        }
-        rt.top().release_entries(&rt);
-        crate::strict::end_relaxed_group(&rt, &rt.top());
-        let mine = (
-            rt.stats.borrow().report(ranks),
-            rt.reached.borrow().iter().copied().collect::<Vec<usize>>(),
-        );
-        let merge = |(a, mut ra): (Report, Vec<usize>), (b, rb): (Report, Vec<usize>)| {
-            ra.extend(rb);
-            (a.merge(b), ra)
-        };
-        let total =
-            pgas::resilience::internal(|| pgas::reduce_one(&pgas::world(), mine, merge, 0).wait());
-        if let Some((mut report, reached)) = total {
-            let mut unused = config.unused(&report);
-            unused.extend(config.unreached(&reached));
-            for line in &unused {
-                eprint_line(&format!("cd: warning: {line}"));
-            }
-            *unused_out.lock().unwrap_or_else(|e| e.into_inner()) = unused;
-            if let Some(mtbf) = config.node_mtbf_seconds {
-                for c in report.cds.iter_mut() {
-                    let s = config.settings(&c.name, c.level);
-                    c.pcf = crate::xor::pcf_of(&s, &nodes, &config, mtbf);
-                }
-            }
-            // `report = false` in a CD's settings leaves it out of the report (it was ignored).
-            report
-                .cds
-                .retain(|c| config.settings(&c.name, c.level).report);
-            if config.report {
-                print!("{}", report.table());
-            }
-            if let Some(path) = &config.report_file {
-                if let Err(e) = std::fs::write(path, report.to_json()) {
-                    *report_error.lock().unwrap_or_else(|e| e.into_inner()) =
-                        Some(CdLaunchError::Report {
-                            path: path.clone(),
-                            reason: e.to_string(),
-                        });
-                }
-            }
-            *report_out.lock().unwrap_or_else(|e| e.into_inner()) = Some(report);
-        }
-        value
-    });
-    // What this launch made goes (also when the job failed); a configured `file_dir` keeps
-    // whatever else it holds.
-    drop(private_dir);
-    let results = results.map_err(|e| match e {
-        gasnet_bridge::LaunchError::RankPanicked { rank, message }
-            if message.starts_with(ESCALATION) =>
-        {
-            CdLaunchError::Escalated {
-                rank,
-                message: message[ESCALATION.len()..].to_string(),
-            }
-        }
-        gasnet_bridge::LaunchError::RankPanicked { message, .. } if message.starts_with(CONFIG) => {
-            CdLaunchError::Config(crate::error::ConfigError {
-                file: config_source
-                    .clone()
-                    .unwrap_or_else(|| PathBuf::from("<config>")),
-                line: None,
-                key: Some("xor_group".into()),
-                message: message[CONFIG.len()..].to_string(),
-            })
-        }
-        e => CdLaunchError::Job(e),
-    })?;
-    if let Some(e) = report_error.into_inner().unwrap_or_else(|e| e.into_inner()) {
-        return Err(e);
-    }
-    let report = report_out
-        .into_inner()
-        .unwrap_or_else(|e| e.into_inner())
-        .unwrap_or_default();
-    let unused = unused_out.into_inner().unwrap_or_else(|e| e.into_inner());
-    Ok(CdOutcome {
-        results,
-        report,
-        unused,
-    })
-}
-
-/// [`launch`] with the configuration from the file named by `CD_CONFIG` (defaults if unset).
-pub fn launch_from_env<R, F>(
-    job: &LaunchConfig,
-    rpcs: RpcTable,
-    body: F,
-) -> Result<CdOutcome<R>, CdLaunchError>
-where
-    R: Send,
-    F: Fn() -> Result<R, CdError> + Sync,
-{
-    launch(job, CdConfig::from_env()?, rpcs, body)
 }

@@ -19,16 +19,25 @@
 //! **Cost.** A walk over the stack's entries on each local preservation, only when a budget
 //! is set; the moves themselves are queued writes.
 
-use crate::frame::Store;
-use crate::runtime::CdRuntime;
+use std::cell::RefCell;
+use std::rc::Rc;
 
-/// Moves the oldest local copies of this rank to the file medium until its locally preserved
-/// bytes are within the configured budget (nothing without a budget).
-pub(crate) fn enforce_budget(rt: &CdRuntime) {
-    let Some(budget) = rt.config.memory_budget_bytes else {
+use crate::file_medium::FileWriter;
+use crate::frame::{Entry, Frame, Store};
+use crate::report::Collector;
+
+/// Moves the oldest local copies of the CDs on `frames` (this rank's stack, root first) to
+/// `files` until their locally preserved bytes are within `budget` (nothing without one),
+/// counting the bytes moved in `stats`.
+pub(crate) fn enforce_budget(
+    budget: Option<usize>,
+    frames: &[Rc<Frame>],
+    files: &FileWriter,
+    stats: &RefCell<Collector>,
+) {
+    let Some(budget) = budget else {
         return;
     };
-    let frames = rt.frames.borrow().clone();
     let held: usize = frames
         .iter()
         .map(|f| local_bytes(&f.state.borrow().entries))
@@ -36,7 +45,7 @@ pub(crate) fn enforce_budget(rt: &CdRuntime) {
     let Some(mut excess) = held.checked_sub(budget).filter(|&e| e > 0) else {
         return;
     };
-    for frame in &frames {
+    for frame in frames {
         let mut moved = 0u64;
         {
             let mut st = frame.state.borrow_mut();
@@ -48,14 +57,14 @@ pub(crate) fn enforce_budget(rt: &CdRuntime) {
                     let bytes = std::mem::take(bytes);
                     let len = bytes.len();
                     let what = format!("CD {:?}: entry `{}` (spilled)", frame.name, e.name);
-                    e.store = Store::File(rt.files.write(frame.level, bytes, what));
+                    e.store = Store::File(files.write(frame.level, bytes, what));
                     excess = excess.saturating_sub(len);
                     moved += len as u64;
                 }
             }
         }
         if moved > 0 {
-            let mut stats = rt.stats.borrow_mut();
+            let mut stats = stats.borrow_mut();
             let s = stats.entry(&frame.name, frame.level);
             s.bytes_spilled += moved;
         }
@@ -66,7 +75,7 @@ pub(crate) fn enforce_budget(rt: &CdRuntime) {
 }
 
 /// Bytes of local copies among `entries`.
-fn local_bytes(entries: &[crate::frame::Entry]) -> usize {
+fn local_bytes(entries: &[Entry]) -> usize {
     entries
         .iter()
         .map(|e| match &e.store {

@@ -16,7 +16,6 @@ use crate::cd::Cd;
 use crate::config::CdKindSetting;
 use crate::error::{CdError, FaultKinds};
 use crate::frame::{Frame, restorable};
-use crate::injector;
 use crate::relaxed::dependencies::{Failure, Record, reexecution_set};
 use crate::runtime::{self, CdRuntime};
 
@@ -109,8 +108,9 @@ fn agree(team: &Team, kinds: FaultKinds) -> FaultKinds {
     }
     // On the world team this is one barrier of the core plus a read of every rank's word.
     // The CD runtime's own traffic: unseen by the program's hook, no EC steps.
-    let all =
-        pgas::resilience::internal(|| pgas::reduce_all_u64(team, u64::from(kinds.0), |a, b| a | b));
+    let all = pgas::runtime_hooks::internal(|| {
+        pgas::reduce_all_u64(team, u64::from(kinds.0), |a, b| a | b)
+    });
     FaultKinds(all as u32)
 }
 
@@ -121,7 +121,7 @@ fn agree_reason(team: &Team, mine: Option<(usize, String)>) -> (Option<usize>, S
     let (rank, reasons) = if team.rank_n() == 1 {
         value
     } else {
-        pgas::resilience::internal(|| {
+        pgas::runtime_hooks::internal(|| {
             pgas::reduce_all(
                 team,
                 value,
@@ -208,7 +208,7 @@ pub(crate) fn run<R>(
             (out, FaultKinds::SOFT, None)
         } else if in_d {
             if attempt > 0 {
-                rt.rereplicate();
+                crate::recovery::rereplicate(&rt);
             }
             frame.begin(attempt);
             // Logs of relaxed children of a failed execution are of no use to the next one; the
@@ -227,8 +227,8 @@ pub(crate) fn run<R>(
                         rt.count_incoming_writes();
                     }
                     // A limited attempt keeps the window of the execution it repeats.
-                    rx.ec_begin = pgas::resilience::epoch();
-                    rx.iwc_begin = pgas::resilience::incoming_writes();
+                    rx.ec_begin = pgas::runtime_hooks::epoch();
+                    rx.iwc_begin = pgas::runtime_hooks::incoming_writes();
                     rx.eager_restored.clear();
                 }
             }
@@ -237,7 +237,7 @@ pub(crate) fn run<R>(
                 rt.relaxed.acquire_hook();
                 rt.relaxed.tracking.set(rt.relaxed.tracking.get() + 1);
             }
-            let injected = injector::for_execution(&rt, &frame, name, attempt);
+            let injected = rt.fault_for(&frame, name, attempt);
             if limited.is_some() {
                 crate::relaxed::limited::start(&rt);
             }
@@ -254,7 +254,7 @@ pub(crate) fn run<R>(
                 rt.relaxed.tracking.set(rt.relaxed.tracking.get() - 1);
                 rt.relaxed.release_hook();
             }
-            kinds = kinds.union(injector::take_effect(&rt, &frame, injected));
+            kinds = kinds.union(crate::recovery::take_effect(&rt, &frame, injected));
             (out, kinds, injected)
         } else {
             // Outside D: this rank's execution stands; it waits at the agreement (and serves
@@ -267,7 +267,7 @@ pub(crate) fn run<R>(
         // Every rank says whether it could restore, failed or not: a rank that lost its memory
         // in an earlier, contained failure (a child's rank loss) has lost this CD's local copies
         // too, and must not be asked to re-execute because *another* rank failed now. (Checked
-        // only on failing ranks, such a rank panicked on restoring a lost entry.)
+        // only on failing ranks, such a rank would panic on restoring a lost entry.)
         if !restorable(
             &rt.frames.borrow(),
             rt.frames.borrow().len() - 1,
@@ -303,10 +303,10 @@ pub(crate) fn run<R>(
         if kinds.contains(FaultKinds::UNRESTORABLE) {
             // An xor entry two members of its group lost: the line that ends the run names the
             // group and both ranks.
-            if let Some(why) = crate::xor::loss_reason(&rt, &frame) {
+            if let Some(why) = crate::xor_entries::loss_reason(&rt.xor_context(), &frame) {
                 frame.state.borrow_mut().reasons.push(why);
             }
-            if let Some(why) = crate::frame::buddy_loss_reason(&rt, &frame) {
+            if let Some(why) = crate::recovery::buddy_loss_reason(&rt, &frame) {
                 frame.state.borrow_mut().reasons.push(why);
             }
         }
@@ -354,7 +354,7 @@ pub(crate) fn run<R>(
         let mut unreadable = None;
         let mut files_lost = false;
         if why.is_none() && rt.config.keeps_files() {
-            unreadable = crate::frame::unreadable_files(&rt);
+            unreadable = crate::recovery::unreadable_files(&rt);
             if unreadable.is_some() {
                 kinds = kinds.union(FaultKinds::UNRESTORABLE);
             }
@@ -462,7 +462,7 @@ fn plan_limited(
         }
     };
     let records: Vec<Record> =
-        pgas::resilience::internal(|| pgas::allgather(&frame.team, record).wait());
+        pgas::runtime_hooks::internal(|| pgas::allgather(&frame.team, record).wait());
     let d = match reexecution_set(&records, frame.team.members(), pgas::node_of) {
         Ok(d) => d,
         Err(why) => {
@@ -512,7 +512,7 @@ fn plan_limited(
 }
 
 fn finish<R>(rt: &CdRuntime, frame: &Frame, out: Result<R, CdError>) -> Result<R, CdError> {
-    frame.release_entries(rt);
+    rt.release_entries(frame);
     end_relaxed_group(rt, frame);
     let popped = rt.frames.borrow_mut().pop();
     debug_assert!(popped.is_some_and(|f| std::ptr::eq(&*f, frame)));
@@ -528,8 +528,8 @@ pub(crate) fn end_relaxed_group(rt: &CdRuntime, frame: &Frame) {
     }
     crate::relaxed::replica::clear(rt, frame);
     frame.rx.borrow_mut().had_relaxed = false;
-    for offset in pgas::resilience::deferred_frees() {
-        pgas::resilience::free_deferred(offset)
+    for offset in pgas::runtime_hooks::deferred_frees() {
+        pgas::runtime_hooks::free_deferred(offset)
             .unwrap_or_else(|e| panic!("CD {:?}: a deferred free failed: {e}", frame.name));
     }
 }

@@ -24,7 +24,7 @@
 //! the other members' chunks there: `c = L / (g - 1)` bytes, 1/(g-1) of a buddy copy. Each
 //! member writes each of its chunks (only the bytes that hold data: the receiver knows every
 //! member's size and counts the padding as zeros) with one uncounted rput
-//! (`pgas::resilience::rput_uncounted`, as the buddy medium does: the program's hook and the
+//! (`pgas::runtime_hooks::rput_uncounted`, as the buddy medium does: the program's hook and the
 //! target's Incoming Write Counter never see them) into a slot of the column owner's *staging*
 //! block; after one barrier of the group each member XORs its slots into its parity. The
 //! next collective of the group (the next preservation's allgather) is what keeps a slot from
@@ -44,24 +44,29 @@
 //! **Losses.** A member that loses its memory loses its copies and its parity, and tells the
 //! other members (emulating a failure detector, as the buddy medium does); an entry preserved
 //! before that notice knows the member is gone. Before a re-execution
-//! (`CdRuntime::rereplicate`) the group rebuilds every entry that lost exactly one member:
+//! (`recovery::rereplicate`, by `xor_entries::rebuild`) the group rebuilds every entry that lost exactly one member:
 //! column by column, each survivor writes into the lost member's staging block its chunk of
 //! that column, or its parity when the column is its own; the XOR of the `g - 1` pieces is the
 //! lost chunk, and for the lost member's own column its parity. An entry two members of the
 //! group lost cannot be rebuilt: the CD reports it unrestorable, naming the group and both
 //! ranks ([`XorError::TwoLosses`]), and escalates.
+//!
+//! This file is the medium: the groups, the losses heard of, the staging block and the parity
+//! arithmetic. Laying a CD's entries out over the group and rebuilding them is
+//! `xor_entries.rs`, above the frames it reads.
 
 use std::borrow::Cow;
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
 
-use pgas::resilience::internal;
+use pgas::runtime_hooks::internal;
 use pgas::{GlobalPtr, RpcFn, RpcTable, Team};
 use thiserror::Error;
 
+use std::rc::Rc;
+
+use crate::buffer_pool::BufferPool;
 use crate::config::BuddyDomain;
-use crate::frame::{CdKind, Frame, Store};
-use crate::runtime::{self, CdRuntime};
 
 /// Why the xor medium cannot form its groups or restore an entry.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -265,13 +270,13 @@ pub(crate) struct XorGroup {
 #[derive(Default)]
 pub(crate) struct XorStore {
     /// By configured group size `k`.
-    groups: BTreeMap<usize, XorGroup>,
+    pub(crate) groups: BTreeMap<usize, XorGroup>,
     /// By `k`: the members of this rank's group that lost their memory, in the order this rank
     /// heard of them. An entry notes how many it had heard of when preserved (`seen`); the
     /// ones after are the losses it suffered.
     losses: RefCell<BTreeMap<usize, Vec<usize>>>,
     /// (offset, bytes) of the staging block in this rank's segment, once allocated.
-    staging: Cell<Option<(usize, usize)>>,
+    pub(crate) staging: Cell<Option<(usize, usize)>>,
     /// The allocation holding the staging block (freed when a larger one replaces it).
     staging_block: Cell<Option<GlobalPtr<u8>>>,
 }
@@ -305,7 +310,7 @@ impl XorStore {
 
     /// The members of `k`'s group that lost their memory after an entry that had heard of
     /// `seen` losses was preserved (this rank excluded: its own loss shows in the entry).
-    fn lost_since(&self, k: usize, seen: usize) -> BTreeSet<usize> {
+    pub(crate) fn lost_since(&self, k: usize, seen: usize) -> BTreeSet<usize> {
         self.losses
             .borrow()
             .get(&k)
@@ -314,7 +319,7 @@ impl XorStore {
     }
 
     /// How many losses of `k`'s group this rank has heard of.
-    fn heard(&self, k: usize) -> usize {
+    pub(crate) fn heard(&self, k: usize) -> usize {
         self.losses.borrow().get(&k).map_or(0, Vec::len)
     }
 
@@ -326,7 +331,7 @@ impl XorStore {
 
     /// Why an entry of group size `k` (heard of `seen` losses) cannot be rebuilt on `rank`,
     /// which lost its copy: the group and the lost members.
-    fn two_losses(&self, k: usize, seen: usize, rank: usize) -> Option<XorError> {
+    pub(crate) fn two_losses(&self, k: usize, seen: usize, rank: usize) -> Option<XorError> {
         let mut lost = self.lost_since(k, seen);
         if lost.is_empty() {
             return None;
@@ -343,7 +348,7 @@ impl XorStore {
     }
 
     /// A staging block of at least `bytes` in this rank's segment; its offset.
-    fn ensure_staging(&self, bytes: usize) -> usize {
+    pub(crate) fn ensure_staging(&self, bytes: usize) -> usize {
         if let Some((offset, cap)) = self.staging.get() {
             if cap >= bytes {
                 return offset;
@@ -376,32 +381,50 @@ pub(crate) struct XorRpcs {
     lost: RpcFn<(usize, usize), ()>,
 }
 
+thread_local! {
+    /// This rank's store, for the rpc handler: it is registered once for every rank before
+    /// launch, so it cannot capture a rank's store; set while the rank's CD runtime lives
+    /// ([`serve`]).
+    static SERVED: RefCell<Option<Rc<XorStore>>> = const { RefCell::new(None) };
+}
+
+/// While alive, this rank's xor rpc handler serves a store ([`serve`]).
+pub(crate) struct Serving(());
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        let _ = SERVED.try_with(|s| s.try_borrow_mut().map(|mut s| *s = None));
+    }
+}
+
+/// Makes this rank's xor rpc handler serve `store` until the guard drops.
+pub(crate) fn serve(store: Rc<XorStore>) -> Serving {
+    SERVED.with(|s| *s.borrow_mut() = Some(store));
+    Serving(())
+}
+
 impl XorRpcs {
     /// Registers the functions in `rpcs` (before launch, on every rank alike).
     pub(crate) fn register(rpcs: &mut RpcTable) -> XorRpcs {
         XorRpcs {
             lost: rpcs.register("cd.xor.lost", |(k, member): (usize, usize)| {
-                runtime::try_with(|rt| {
-                    rt.xor
-                        .losses
-                        .borrow_mut()
-                        .entry(k)
-                        .or_default()
-                        .push(member)
-                });
+                // A rank past its runtime has no entries left to restore: nothing to note.
+                if let Some(xor) = SERVED.with(|s| s.borrow().clone()) {
+                    xor.losses.borrow_mut().entry(k).or_default().push(member)
+                }
             }),
         }
     }
-}
 
-/// This rank lost its memory: tells the other members of each of its groups, and waits until
-/// they know (before the agreement that follows, so that every member's restorability check
-/// sees every loss of this execution).
-pub(crate) fn notify_loss(rt: &CdRuntime) {
-    for (&k, group) in &rt.xor.groups {
-        for &m in group.team.members() {
-            if m != rt.rank {
-                internal(|| pgas::rpc(m, rt.xor_rpcs.lost, (k, rt.rank)).wait());
+    /// This rank (`me`) lost its memory: tells the other members of each of its groups in
+    /// `xor`, and waits until they know (before the agreement that follows, so that every
+    /// member's restorability check sees every loss of this execution).
+    pub(crate) fn notify_loss(&self, xor: &XorStore, me: usize) {
+        for (&k, group) in &xor.groups {
+            for &m in group.team.members() {
+                if m != me {
+                    internal(|| pgas::rpc(m, self.lost, (k, me)).wait());
+                }
             }
         }
     }
@@ -409,7 +432,7 @@ pub(crate) fn notify_loss(rt: &CdRuntime) {
 
 /// Member `owner`'s chunk in column `col` (`owner != col`) of a copy of `data` cut into
 /// chunks of `c` bytes, zero-padded.
-fn chunk_of(data: &[u8], owner: usize, col: usize, c: usize) -> Cow<'_, [u8]> {
+pub(crate) fn chunk_of(data: &[u8], owner: usize, col: usize, c: usize) -> Cow<'_, [u8]> {
     debug_assert_ne!(owner, col, "a member has no chunk in its own column");
     let i = if col < owner { col } else { col - 1 };
     let start = (i * c).min(data.len());
@@ -432,20 +455,20 @@ fn xor_into(acc: &mut [u8], src: &[u8]) {
 
 /// The bytes of member `owner`'s chunk in column `col` that hold data (the rest of the `c`
 /// bytes are padding, zeros) for a copy of `len` bytes.
-fn chunk_len(len: usize, owner: usize, col: usize, c: usize) -> usize {
+pub(crate) fn chunk_len(len: usize, owner: usize, col: usize, c: usize) -> usize {
     let i = if col < owner { col } else { col - 1 };
     len.saturating_sub(i * c).min(c)
 }
 
 /// Bytes of the staging block read at a time: small enough to stay in cache while it is
 /// XORed in.
-const PIECE: usize = 16 << 10;
+pub(crate) const PIECE: usize = 16 << 10;
 
 /// The XOR of the staging slots of `c` bytes at `offset` in this rank's segment, of which
-/// slot `s` holds `valid[s]` bytes (the rest counts as zeros), in a buffer of `rt`'s pool.
-fn xor_of_slots(rt: &CdRuntime, offset: usize, valid: &[usize], c: usize) -> Vec<u8> {
+/// slot `s` holds `valid[s]` bytes (the rest counts as zeros), in a buffer of `pool`.
+pub(crate) fn xor_of_slots(pool: &BufferPool, offset: usize, valid: &[usize], c: usize) -> Vec<u8> {
     let me = pgas::rank_me();
-    let mut acc = rt.pool.zeroed(c);
+    let mut acc = pool.zeroed(c);
     let mut piece = vec![0u8; PIECE.min(c)];
     for (s, &n) in valid.iter().enumerate() {
         let mut at = 0;
@@ -459,326 +482,6 @@ fn xor_of_slots(rt: &CdRuntime, offset: usize, valid: &[usize], c: usize) -> Vec
         }
     }
     acc
-}
-
-/// The group of size `k` of this rank, checked usable by `frame`.
-fn group_for<'a>(rt: &'a CdRuntime, frame: &Frame) -> (usize, &'a XorGroup) {
-    let k = frame.settings.xor_group.unwrap_or_else(|| {
-        panic!(
-            "CD {:?}: medium xor without xor_group: set xor_group in {}",
-            frame.name,
-            rt.config.table_of(&frame.name)
-        )
-    });
-    let group = rt.xor.groups.get(&k).unwrap_or_else(|| {
-        panic!(
-            "CD {:?}: no checksum groups of {k} were formed at launch (xor_group = {k} is not in \
-             the configuration the job started with)",
-            frame.name
-        )
-    });
-    assert!(
-        frame.kind == CdKind::Strict
-            && group
-                .team
-                .members()
-                .iter()
-                .all(|m| frame.team.members().contains(m)),
-        "CD {:?}: medium xor preserves together with checksum group {} (ranks {:?}), so the CD \
-         must be strict and span all of them (it spans {:?}); use medium = \"buddy\" here",
-        frame.name,
-        group.index,
-        group.team.members(),
-        frame.team.members()
-    );
-    (k, group)
-}
-
-/// Preserves `bytes` of entry `name` of `frame` on the xor medium (collective over this rank's
-/// checksum group): the parity of the group's copies is computed and this rank keeps its
-/// column's share. Returns the store of the entry and the parity bytes this rank holds.
-pub(crate) fn preserve(rt: &CdRuntime, frame: &Frame, bytes: Vec<u8>) -> (Store, usize) {
-    preserve_many(rt, frame, vec![bytes])
-        .pop()
-        .expect("one entry in, one out")
-}
-
-/// Preserves several entries of `frame` in one round of the group (`Cd::preserve_batch`):
-/// one agreement on every entry's size, every chunk of every entry put into the staging
-/// blocks (entry after entry, each laid out as `preserve` lays out one), one barrier, then
-/// each entry's parity. Every member passes the same number of entries, in the same order.
-pub(crate) fn preserve_many(
-    rt: &CdRuntime,
-    frame: &Frame,
-    batch: Vec<Vec<u8>>,
-) -> Vec<(Store, usize)> {
-    let (k, group) = group_for(rt, frame);
-    // Counted before the first collective: a member that finishes this preservation, runs on
-    // and loses its memory can tell this rank while it still waits in the barrier below; that
-    // loss took the member's copy of these entries, so it must count as after them. (Taken
-    // at the end, it did not, the lost member's copy was never rebuilt, and the group hung,
-    // the survivors in the rebuild and this rank past it.)
-    let seen = rt.xor.heard(k);
-    let team = &group.team;
-    let g = team.rank_n();
-    let me = team.rank_me();
-    let (off, cap) = rt.xor.staging.get().unwrap_or((0, 0));
-    let lens: Vec<usize> = batch.iter().map(Vec::len).collect();
-    let infos: Vec<(Vec<usize>, usize, usize)> =
-        internal(|| pgas::allgather(team, (lens, off, cap)).wait());
-    assert!(
-        infos.iter().all(|i| i.0.len() == batch.len()),
-        "CD {:?}: the members of xor checksum group {} preserved different numbers of entries          in one batch ({:?}); every member must preserve the same entries in the same order",
-        frame.name,
-        group.index,
-        infos.iter().map(|i| i.0.len()).collect::<Vec<_>>()
-    );
-    // Entry e: chunks of c[e] bytes at base[e] in every staging block (64-byte aligned, so
-    // chunk copies are).
-    let c: Vec<usize> = (0..batch.len())
-        .map(|e| {
-            let largest = infos.iter().map(|i| i.0[e]).max().unwrap_or(0);
-            largest.div_ceil(g - 1)
-        })
-        .collect();
-    let base: Vec<usize> = c
-        .iter()
-        .scan(0, |at, &ce| {
-            let b = *at;
-            *at += ((g - 1) * ce).next_multiple_of(64);
-            Some(b)
-        })
-        .collect();
-    let need: usize = c
-        .iter()
-        .map(|&ce| ((g - 1) * ce).next_multiple_of(64))
-        .sum();
-    let offsets: Vec<usize> = if infos.iter().any(|i| i.2 < need) {
-        // Every member sees the same sizes, so all take this branch together.
-        let mine = rt.xor.ensure_staging(need);
-        internal(|| pgas::allgather(team, mine).wait())
-    } else {
-        infos.iter().map(|i| i.1).collect()
-    };
-    if need > 0 {
-        for (e, bytes) in batch.iter().enumerate() {
-            let ce = c[e];
-            for (col, &at) in offsets.iter().enumerate() {
-                let n = if col == me {
-                    0
-                } else {
-                    chunk_len(bytes.len(), me, col, ce)
-                };
-                if n == 0 {
-                    continue;
-                }
-                // Only the bytes that hold data: the receiver counts the rest as zeros.
-                let i = if col < me { col } else { col - 1 };
-                let slot = if me < col { me } else { me - 1 };
-                pgas::resilience::rput_uncounted(
-                    &bytes[i * ce..i * ce + n],
-                    GlobalPtr::<u8>::from_raw(team.to_world(col), at + base[e] + slot * ce),
-                );
-            }
-        }
-        internal(|| pgas::barrier_on(team));
-    }
-    batch
-        .into_iter()
-        .enumerate()
-        .map(|(e, bytes)| {
-            let ce = c[e];
-            let parity = if ce == 0 {
-                Vec::new()
-            } else {
-                // Slot s holds the chunk of member s (s < me) or s + 1 (s >= me).
-                let valid: Vec<usize> = (0..g)
-                    .filter(|&m| m != me)
-                    .map(|m| chunk_len(infos[m].0[e], m, me, ce))
-                    .collect();
-                xor_of_slots(rt, offsets[me] + base[e], &valid, ce)
-            };
-            let held = parity.len();
-            let store = Store::Xor {
-                k,
-                len: bytes.len(),
-                chunk: ce,
-                local: Some(bytes),
-                parity: Some(parity),
-                seen,
-            };
-            (store, held)
-        })
-        .collect()
-}
-
-/// Why this rank cannot restore entry `name` of `frame` (an xor entry it lost, which another
-/// member of its group lost too), as a sentence for the escalation.
-pub(crate) fn loss_reason(rt: &CdRuntime, frame: &Frame) -> Option<String> {
-    let st = frame.state.borrow();
-    st.entries.iter().find_map(|e| match &e.store {
-        Store::Xor {
-            k,
-            seen,
-            local: None,
-            ..
-        } => rt
-            .xor
-            .two_losses(*k, *seen, rt.rank)
-            .map(|why| format!("`{}`: {why}", e.name)),
-        _ => None,
-    })
-}
-
-/// Before a re-execution: rebuilds, with the other members of its group, every xor entry on
-/// the stack that exactly one member lost. The members first agree on which (one allgather
-/// per group, of which entries each lost, in stack order: every member holds the same entries
-/// in the same order), so they enter the same collectives whatever losses they heard of and
-/// when. Entries two members lost are left: the CD that holds them reports them unrestorable.
-///
-/// Only groups whose members all re-execute now (the re-executing CD, on top of the stack,
-/// spans them) rebuild: a CD over a smaller team leaves its ancestors' xor entries as they
-/// are, and the ancestor that holds them rebuilds them when it re-executes itself (the entries
-/// still count the loss, so a second loss in the group before then is still caught).
-pub(crate) fn rebuild(rt: &CdRuntime) {
-    if rt.xor.groups.is_empty() {
-        return;
-    }
-    let frames: Vec<_> = rt.frames.borrow().clone();
-    let Some(top) = frames.last() else { return };
-    for (&k, group) in &rt.xor.groups {
-        let spanned = group
-            .team
-            .members()
-            .iter()
-            .all(|m| top.team.members().contains(m));
-        if !spanned {
-            continue;
-        }
-        // (frame, entry, lost here) of every xor entry of this group size, in stack order.
-        let mut entries = Vec::new();
-        for (fi, f) in frames.iter().enumerate() {
-            for (i, e) in f.state.borrow().entries.iter().enumerate() {
-                if let Store::Xor { k: ek, local, .. } = &e.store {
-                    if *ek == k {
-                        entries.push((fi, i, local.is_none()));
-                    }
-                }
-            }
-        }
-        if entries.is_empty() {
-            continue;
-        }
-        let mine: Vec<bool> = entries.iter().map(|e| e.2).collect();
-        let all: Vec<Vec<bool>> = internal(|| pgas::allgather(&group.team, mine).wait());
-        assert!(
-            all.iter().all(|v| v.len() == entries.len()),
-            "xor checksum group {} (ranks {:?}): its members hold different numbers of xor \
-             entries ({:?}); every member must preserve the same names in the same CDs",
-            group.index,
-            group.team.members(),
-            all.iter().map(Vec::len).collect::<Vec<_>>()
-        );
-        for (j, &(fi, i, _)) in entries.iter().enumerate() {
-            if all.iter().filter(|v| v[j]).count() == 1 {
-                rebuild_entry(rt, &frames[fi], i, k);
-            }
-        }
-    }
-}
-
-/// Rebuilds entry `i` of `frame` (group size `k`), which one member of the group lost.
-fn rebuild_entry(rt: &CdRuntime, frame: &Frame, i: usize, k: usize) {
-    let group = &rt.xor.groups[&k];
-    // Before the first collective, as in `preserve`: a loss heard during the rebuild happened
-    // after it.
-    let heard = rt.xor.heard(k);
-    let team = &group.team;
-    let g = team.rank_n();
-    let me = team.rank_me();
-    let (c, len, lost_here) = match &frame.state.borrow().entries[i].store {
-        Store::Xor {
-            chunk, len, local, ..
-        } => (*chunk, *len, local.is_none()),
-        _ => unreachable!("planned on an xor entry"),
-    };
-    let off = if lost_here {
-        rt.xor.ensure_staging((g - 1) * c)
-    } else {
-        rt.xor.staging.get().map_or(0, |s| s.0)
-    };
-    let infos: Vec<(bool, usize)> = internal(|| pgas::allgather(team, (lost_here, off)).wait());
-    let lost: Vec<usize> = (0..g).filter(|&m| infos[m].0).collect();
-    assert_eq!(
-        lost.len(),
-        1,
-        "CD {:?}: xor checksum group {} (ranks {:?}) disagrees on which member lost its copy",
-        frame.name,
-        group.index,
-        team.members()
-    );
-    let x = lost[0];
-    let x_off = infos[x].1;
-    let mut data = vec![0u8; if me == x { (g - 1) * c } else { 0 }];
-    let mut parity = Vec::new();
-    if c > 0 {
-        for col in 0..g {
-            if me != x {
-                // Copied out: no borrow of the CD's state is held while the put runs.
-                let piece: Vec<u8> = {
-                    let st = frame.state.borrow();
-                    let Store::Xor {
-                        local: Some(mine),
-                        parity: Some(my_parity),
-                        ..
-                    } = &st.entries[i].store
-                    else {
-                        unreachable!("a survivor holds its copy and its parity");
-                    };
-                    if col == me {
-                        my_parity.clone()
-                    } else {
-                        chunk_of(mine, me, col, c).into_owned()
-                    }
-                };
-                let slot = if me < x { me } else { me - 1 };
-                pgas::resilience::rput_uncounted(
-                    &piece,
-                    GlobalPtr::<u8>::from_raw(team.to_world(x), x_off + slot * c),
-                );
-            }
-            internal(|| pgas::barrier_on(team));
-            if me == x {
-                // The survivors wrote whole chunks (padded) and parities.
-                let acc = xor_of_slots(rt, x_off, &vec![c; g - 1], c);
-                if col == x {
-                    parity = acc;
-                } else {
-                    let j = if col < x { col } else { col - 1 };
-                    data[j * c..(j + 1) * c].copy_from_slice(&acc);
-                    rt.pool.give_back(acc);
-                }
-            }
-            if col + 1 < g {
-                // The lost member has read its slots before they are written again.
-                internal(|| pgas::barrier_on(team));
-            }
-        }
-    }
-    if let Store::Xor {
-        local,
-        parity: p,
-        seen,
-        ..
-    } = &mut frame.state.borrow_mut().entries[i].store
-    {
-        if me == x {
-            data.truncate(len);
-            *local = Some(data);
-            *p = Some(parity);
-        }
-        *seen = heard;
-    }
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ mod common;
 
 use cd_runtime as cd;
 use common::{Ring, config, run, step};
-use pgas::resilience::{self, internal};
+use pgas::runtime_hooks::{self as resilience, internal};
 use pgas::{GlobalPtr, barrier, rank_me, rput, world};
 
 /// Strict CDs exchanging around a ring count nothing; a relaxed CD switches the rank on for

@@ -397,11 +397,11 @@ fn relaxed_attribute_reexecutes_one_rank_with_its_classes() {
 #[cd::relaxed(private(mine = 4), name = "cls")]
 fn classified(mine: GlobalPtr<u64>, target: Option<GlobalPtr<u64>>) -> Result<(), cd::CdError> {
     let _ = mine;
-    pgas::resilience::internal(pgas::barrier);
+    pgas::runtime_hooks::internal(pgas::barrier);
     if let Some(t) = target {
         pgas::rput(1u64, t).wait();
     }
-    pgas::resilience::internal(pgas::barrier);
+    pgas::runtime_hooks::internal(pgas::barrier);
     Ok(())
 }
 

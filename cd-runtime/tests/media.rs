@@ -672,27 +672,31 @@ fn errors_from_a_body_are_returned_not_lost() {
 #[derive(Default)]
 struct Seen(std::cell::RefCell<Vec<String>>);
 
-impl pgas::Interceptor for Seen {
+impl pgas::runtime_hooks::Interceptor for Seen {
     fn before_rpc(
         &self,
-        _: pgas::hook::OpId,
-        call: &pgas::hook::RpcCall,
+        _: pgas::runtime_hooks::OpId,
+        call: &pgas::runtime_hooks::RpcCall,
         _: &[u8],
-    ) -> pgas::hook::RpcAction {
+    ) -> pgas::runtime_hooks::RpcAction {
         self.0.borrow_mut().push(format!("rpc {}", call.name));
-        pgas::hook::RpcAction::Proceed
+        pgas::runtime_hooks::RpcAction::Proceed
     }
-    fn before_reply(&self, reply: &pgas::hook::RpcReply, _: &[u8]) -> pgas::hook::ReplyAction {
+    fn before_reply(
+        &self,
+        reply: &pgas::runtime_hooks::RpcReply,
+        _: &[u8],
+    ) -> pgas::runtime_hooks::ReplyAction {
         self.0.borrow_mut().push(format!("reply {}", reply.name));
-        pgas::hook::ReplyAction::Proceed
+        pgas::runtime_hooks::ReplyAction::Proceed
     }
     fn before_collective(
         &self,
-        _: pgas::hook::OpId,
-        c: &pgas::hook::Collective,
-    ) -> pgas::hook::CollectiveAction {
+        _: pgas::runtime_hooks::OpId,
+        c: &pgas::runtime_hooks::Collective,
+    ) -> pgas::runtime_hooks::CollectiveAction {
         self.0.borrow_mut().push(format!("{:?}", c.kind));
-        pgas::hook::CollectiveAction::Proceed
+        pgas::runtime_hooks::CollectiveAction::Proceed
     }
 }
 
@@ -700,8 +704,8 @@ impl pgas::Interceptor for Seen {
 fn buddy_preservation_and_agreement_are_not_the_programs_communication() {
     let out = run(4, config("[cd.step]\nmedium = \"buddy\"\n"), || {
         let seen = Rc::new(Seen::default());
-        pgas::set_hook(seen.clone());
-        let (ec, iwc) = (pgas::epoch(), pgas::resilience::incoming_writes());
+        pgas::runtime_hooks::set_hook(seen.clone());
+        let (ec, iwc) = (pgas::epoch(), pgas::runtime_hooks::incoming_writes());
         let g = pgas::new_array::<f64>(N).unwrap();
         let mut x: Vec<f64> = (0..N).map(|i| i as f64).collect();
         for it in 0..3 {
@@ -714,9 +718,9 @@ fn buddy_preservation_and_agreement_are_not_the_programs_communication() {
         }
         let counters = (
             pgas::epoch() - ec,
-            pgas::resilience::incoming_writes() - iwc,
+            pgas::runtime_hooks::incoming_writes() - iwc,
         );
-        pgas::clear_hook();
+        pgas::runtime_hooks::clear_hook();
         Ok((seen.0.take(), counters))
     })
     .unwrap_or_else(|e| panic!("{e}"));
@@ -1006,4 +1010,50 @@ fn two_buddy_copies_of_many_chunks_restore_from_either() {
     let s = faulty.report.cd("own").unwrap();
     assert_eq!((s.reexecutions, s.escalations), (4 * 3, 0), "{s:?}");
     assert_eq!(s.bytes_buddy_rpc, 0, "every copy in a slot: {s:?}");
+}
+
+/// A loop of CDs preserving an array and a growing value on the buddy medium: one slot
+/// request per entry in the whole run (then every copy is one rput into a slot reused
+/// from the previous iteration), nothing by rpc, and a soft error's re-execution restores
+/// from the rank's own copy.
+#[test]
+fn steady_state_buddy_copies_reuse_their_slots() {
+    let job = gasnet_bridge::LaunchConfig::new(3).segment_bytes(1 << 20);
+    let config = CdConfig::default()
+        .with_cd(
+            "step",
+            "medium = \"buddy\"\ninject = { at = [{ rank = 1, iteration = 7, kind = \"soft\" }] }",
+        )
+        .unwrap();
+    let out = cd::launch(&job, config, pgas::RpcTable::new(), || {
+        let me = pgas::rank_me() as f64;
+        let mut a = vec![me; 1000];
+        let mut x: Vec<u64> = vec![1, 2, 3];
+        for it in 0..20u64 {
+            cd::strict("step", |c| {
+                c.preserve_slice("a", &mut a);
+                c.preserve("x", &mut x);
+                x.push(it);
+                for v in a.iter_mut() {
+                    *v = *v * 2.0 + 1.0;
+                }
+                Ok(())
+            })?;
+        }
+        let reserves = cd::testing::buddy_slot_requests();
+        Ok((reserves, a[999], x.len()))
+    })
+    .unwrap();
+    for (rank, (reserves, last, xs)) in out.results.into_iter().enumerate() {
+        assert_eq!(reserves, 2, "rank {rank}: one slot per entry");
+        let mut want = rank as f64;
+        for _ in 0..20 {
+            want = want * 2.0 + 1.0;
+        }
+        assert_eq!((last, xs), (want, 23), "rank {rank}");
+    }
+    let s = out.report.cd("step").unwrap();
+    assert_eq!(s.reexecutions, 3);
+    assert_eq!(s.bytes_buddy_rpc, 0);
+    assert!(s.bytes_buddy >= 3 * 20 * 8000, "{s:?}");
 }

@@ -9,7 +9,7 @@ use cd_runtime as cd;
 use cd_runtime::relaxed::{RecoveryTrace, ReplayEvent};
 use cd_runtime::{CdConfig, CdError};
 use common::{config, run};
-use pgas::resilience::{self, internal};
+use pgas::runtime_hooks::{self as resilience, internal};
 use pgas::{GlobalPtr, barrier, rank_me, rget, rput, world};
 
 fn gather_ptrs<T: 'static>(p: GlobalPtr<T>) -> Vec<GlobalPtr<T>> {

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use cd_runtime as cd;
 use common::{config, job};
-use pgas::resilience::internal;
+use pgas::runtime_hooks::internal;
 use pgas::{GlobalPtr, barrier, rank_me, rput, world};
 
 fn gather_ptrs<T: 'static>(p: GlobalPtr<T>) -> Vec<GlobalPtr<T>> {

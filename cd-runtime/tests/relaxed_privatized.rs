@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use cd_runtime as cd;
 use common::{config, run};
-use pgas::resilience::internal;
+use pgas::runtime_hooks::internal;
 use pgas::{GlobalPtr, barrier, rank_me, rget, rget_slice, rput};
 
 const FINAL: [u64; 4] = [10, 11, 12, 13];

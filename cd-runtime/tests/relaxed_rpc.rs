@@ -13,7 +13,7 @@ use cd_runtime as cd;
 use cd_runtime::relaxed::{RecoveryTrace, ReplayEvent};
 use cd_runtime::{CdConfig, CdError, CdOutcome};
 use common::{config, job};
-use pgas::resilience::internal;
+use pgas::runtime_hooks::internal;
 use pgas::{GlobalPtr, RpcFn, RpcTable, barrier, rank_me, rank_n, rpc, rpc_ff, rput, world};
 
 /// Words of a rank's inbox: the increments' word, the halo, the halo's arrival flag.

@@ -6,7 +6,7 @@ mod common;
 
 use cd_runtime as cd;
 use common::{config, job};
-use pgas::resilience::internal;
+use pgas::runtime_hooks::internal;
 use pgas::{GlobalPtr, barrier, rank_me, rput, world};
 
 fn gather_ptrs<T: 'static>(p: GlobalPtr<T>) -> Vec<GlobalPtr<T>> {

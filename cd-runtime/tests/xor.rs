@@ -307,27 +307,31 @@ fn the_report_states_p_cf_for_buddy_and_xor() {
 #[derive(Default)]
 struct Seen(std::cell::RefCell<Vec<String>>);
 
-impl pgas::Interceptor for Seen {
+impl pgas::runtime_hooks::Interceptor for Seen {
     fn before_rpc(
         &self,
-        _: pgas::hook::OpId,
-        call: &pgas::hook::RpcCall,
+        _: pgas::runtime_hooks::OpId,
+        call: &pgas::runtime_hooks::RpcCall,
         _: &[u8],
-    ) -> pgas::hook::RpcAction {
+    ) -> pgas::runtime_hooks::RpcAction {
         self.0.borrow_mut().push(format!("rpc {}", call.name));
-        pgas::hook::RpcAction::Proceed
+        pgas::runtime_hooks::RpcAction::Proceed
     }
-    fn before_reply(&self, reply: &pgas::hook::RpcReply, _: &[u8]) -> pgas::hook::ReplyAction {
+    fn before_reply(
+        &self,
+        reply: &pgas::runtime_hooks::RpcReply,
+        _: &[u8],
+    ) -> pgas::runtime_hooks::ReplyAction {
         self.0.borrow_mut().push(format!("reply {}", reply.name));
-        pgas::hook::ReplyAction::Proceed
+        pgas::runtime_hooks::ReplyAction::Proceed
     }
     fn before_collective(
         &self,
-        _: pgas::hook::OpId,
-        c: &pgas::hook::Collective,
-    ) -> pgas::hook::CollectiveAction {
+        _: pgas::runtime_hooks::OpId,
+        c: &pgas::runtime_hooks::Collective,
+    ) -> pgas::runtime_hooks::CollectiveAction {
         self.0.borrow_mut().push(format!("{:?}", c.kind));
-        pgas::hook::CollectiveAction::Proceed
+        pgas::runtime_hooks::CollectiveAction::Proceed
     }
 }
 
@@ -344,8 +348,8 @@ fn xor_parity_traffic_and_rebuild_are_not_the_programs_communication() {
         ),
         || {
             let seen = std::rc::Rc::new(Seen::default());
-            pgas::set_hook(seen.clone());
-            let (ec, iwc) = (pgas::epoch(), pgas::resilience::incoming_writes());
+            pgas::runtime_hooks::set_hook(seen.clone());
+            let (ec, iwc) = (pgas::epoch(), pgas::runtime_hooks::incoming_writes());
             let mut x: Vec<f64> = (0..N * (1 + pgas::rank_me())).map(|i| i as f64).collect();
             for it in 0..3 {
                 cd::strict("step", |c| {
@@ -356,9 +360,9 @@ fn xor_parity_traffic_and_rebuild_are_not_the_programs_communication() {
             }
             let counters = (
                 pgas::epoch() - ec,
-                pgas::resilience::incoming_writes() - iwc,
+                pgas::runtime_hooks::incoming_writes() - iwc,
             );
-            pgas::clear_hook();
+            pgas::runtime_hooks::clear_hook();
             Ok((seen.0.take(), counters))
         },
     )

@@ -12,6 +12,8 @@
 //! and why the summary comes from rank 0's values gathered inside the job and is printed by rank
 //! 0's process alone ([`run`] and [`finish`] return it only there).
 
+#![forbid(unsafe_code)]
+
 use std::fmt::Display;
 use std::sync::OnceLock;
 use std::time::Duration;

@@ -24,7 +24,7 @@ use std::sync::atomic::{Ordering, fence};
 
 use pgas::{Completions, GlobalPtr, Promise, RpcFn, RpcTable, allgather, new_array, world};
 
-use crate::operator::NUM_SMOOTHS;
+use crate::kernels::NUM_SMOOTHS;
 
 /// How ghost zones travel between ranks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

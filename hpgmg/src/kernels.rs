@@ -5,6 +5,9 @@
 //! are those of the scalar code. The box-level entry points pick AVX-512, AVX2 or the
 //! baseline instruction set at run time.
 
+/// Number of GSRB smooths (each a red and a black sweep).
+pub const NUM_SMOOTHS: usize = 3;
+
 /// One box's stencil coefficients and geometry.
 pub(crate) struct Stencil<'a> {
     pub bi: &'a [f64],

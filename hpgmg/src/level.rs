@@ -6,7 +6,7 @@
 //! other ranks travel as messages of a [`Plan`] (see [`crate::comm`]).
 
 use crate::comm::{Plan, Route, world_ranks};
-use crate::restriction::Transfer;
+use crate::transfer::Transfer;
 
 /// Scratch vector (out-of-place GSRB ping-pong, residuals).
 pub const VECTOR_TEMP: usize = 0;

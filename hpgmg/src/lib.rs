@@ -23,6 +23,7 @@ pub mod mg;
 pub mod operator;
 pub mod problem;
 pub mod restriction;
+pub mod transfer;
 pub mod vectors;
 
 pub use bench::{Config, Report, configure, run};

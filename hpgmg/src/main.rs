@@ -2,6 +2,8 @@
 //! rank or on a `pgas` job (`--ranks N` on smp; one rank per process under `mpirun -n N`
 //! when built with feature `mpi`). Only rank 0 prints the report.
 
+#![forbid(unsafe_code)]
+
 use clap::Parser;
 use clap::error::ErrorKind;
 use hpgmg::comm::ExchangeMode;

@@ -3,7 +3,7 @@
 //! Expression order mirrors the reference exactly (bit-exactness).
 
 use crate::boundary::{apply_bcs, extrapolate_betas};
-use crate::kernels::{Stencil, apply_box, gsrb_box, residual_box};
+use crate::kernels::{NUM_SMOOTHS, Stencil, apply_box, gsrb_box, residual_box};
 use crate::level::{
     GridBox, Level, STENCIL_SHAPE_BOX, STENCIL_SHAPE_NO_CORNERS, VECTOR_BETA_I, VECTOR_BETA_J,
     VECTOR_BETA_K, VECTOR_DINV, VECTOR_TEMP,
@@ -13,8 +13,6 @@ use crate::vectors::{color_vector, zero_vector};
 
 /// Radius of the stencil (ghost zones needed).
 pub const STENCIL_RADIUS: i32 = 2;
-/// Number of GSRB smooths (each a red and a black sweep).
-pub const NUM_SMOOTHS: usize = 3;
 
 const TWELFTH: f64 = 1.0 / 12.0;
 

@@ -3,6 +3,7 @@
 
 use crate::comm::{Plan, Route};
 use crate::level::{GridBox, Level};
+use crate::transfer::{RestrictItem, Transfer};
 
 /// What is restricted: cell-centred data or faces normal to i, j or k.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -15,26 +16,6 @@ pub enum RestrictionType {
     FaceJ,
     /// Faces normal to k.
     FaceK,
-}
-
-/// A fine box restricted into a coarse box on another rank (global box ids).
-#[derive(Debug, Clone, Copy)]
-pub struct RestrictItem {
-    /// The fine box (read).
-    pub fine: usize,
-    /// The coarse box (written).
-    pub coarse: usize,
-    /// Where the fine box lands in the coarse box (coarse cells, box-local).
-    pub off: [i32; 3],
-}
-
-/// The inter-level messages between a level and the next coarser one.
-#[derive(Debug, Clone)]
-pub struct Transfer {
-    /// Restriction per [`RestrictionType`] (cell, faces i, j, k).
-    pub restrict: [Plan<RestrictItem>; 4],
-    /// Interpolation: coarse regions (with 2 ghost layers) sent to fine boxes' owners.
-    pub interp: Plan<RestrictItem>,
 }
 
 impl RestrictionType {

@@ -1,8 +1,7 @@
 //! The rank-local mesh and its fields, built like the reference `Domain`
 //! constructor in lulesh-init.cc (Sedov blast problem on a uniform cube).
 
-use crate::force::gather;
-use crate::geometry::calc_elem_volume;
+use crate::geometry::{calc_elem_volume, gather};
 use crate::layout::BlockLayout;
 use crate::rng::GlibcRand;
 

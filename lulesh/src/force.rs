@@ -7,22 +7,15 @@
 //! node-to-corner list, as the OpenMP reference does.
 
 use crate::comm::{Comm, Msg};
+use crate::corner_sum::gather_corner_forces;
 use crate::domain::Domain;
 use crate::error::LuleshError;
-use crate::geometry::{Corners, calc_elem_node_normals, calc_elem_shape_function_derivatives};
+use crate::geometry::{
+    Corners, calc_elem_node_normals, calc_elem_shape_function_derivatives, gather,
+};
 use crate::hourglass::calc_hourglass_control_for_elems;
 use crate::par::Exec;
 use crate::workspace::Workspace;
-
-/// Gathers the eight corner values of a node field.
-#[inline(always)]
-pub fn gather(nodes: &[u32; 8], field: &[f64]) -> Corners {
-    let mut out = [0.0; 8];
-    for (o, &n) in out.iter_mut().zip(nodes) {
-        *o = field[n as usize];
-    }
-    out
-}
 
 /// Corner forces of one element from its stress and the determinant of its Jacobian.
 #[inline(always)]
@@ -46,41 +39,6 @@ fn elem_stress_forces(
         }
     }
     (f, determ)
-}
-
-/// Sums per-element corner values into node fields through the
-/// node-to-corner list; `accumulate` adds the sum to the existing node value
-/// (hourglass pass) instead of replacing it (stress pass).
-pub fn gather_corner_forces(dom: &mut Domain, ws: &Workspace, exec: &Exec, accumulate: bool) {
-    let start = &dom.node_elem_start;
-    let list = &dom.node_elem_corner_list;
-    let fxe = ws.fx_elem.as_flattened();
-    let fye = ws.fy_elem.as_flattened();
-    let fze = ws.fz_elem.as_flattened();
-    let parts = (&mut dom.fx[..], &mut dom.fy[..], &mut dom.fz[..]);
-    let result = exec.for_each_split(parts, |first, (fx, fy, fz)| {
-        for (i, ((fx, fy), fz)) in fx.iter_mut().zip(fy).zip(fz).enumerate() {
-            let g = first + i;
-            let corners = &list[start[g] as usize..start[g + 1] as usize];
-            let (mut sx, mut sy, mut sz) = (0.0, 0.0, 0.0);
-            for &c in corners {
-                sx += fxe[c as usize];
-                sy += fye[c as usize];
-                sz += fze[c as usize];
-            }
-            if accumulate {
-                *fx += sx;
-                *fy += sy;
-                *fz += sz;
-            } else {
-                *fx = sx;
-                *fy = sy;
-                *fz = sz;
-            }
-        }
-        Ok(())
-    });
-    result.expect("the gather cannot fail");
 }
 
 /// Integrates the element stresses `-p - q` into nodal forces and records

@@ -6,6 +6,16 @@
 /// Eight corner values of one element.
 pub type Corners = [f64; 8];
 
+/// Gathers the eight corner values of a node field.
+#[inline(always)]
+pub fn gather(nodes: &[u32; 8], field: &[f64]) -> Corners {
+    let mut out = [0.0; 8];
+    for (o, &n) in out.iter_mut().zip(nodes) {
+        *o = field[n as usize];
+    }
+    out
+}
+
 /// Jacobian volume of the element from its corner coordinates (`CalcElemVolume`).
 #[inline]
 pub fn calc_elem_volume(x: &Corners, y: &Corners, z: &Corners) -> f64 {

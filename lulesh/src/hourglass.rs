@@ -4,10 +4,10 @@
 //! then loops again; here both loops run per element in one pass, with the
 //! same arithmetic.
 
+use crate::corner_sum::gather_corner_forces;
 use crate::domain::Domain;
 use crate::error::LuleshError;
-use crate::force::{gather, gather_corner_forces};
-use crate::geometry::{Corners, calc_elem_volume_derivative};
+use crate::geometry::{Corners, calc_elem_volume_derivative, gather};
 use crate::libm::cbrt;
 use crate::par::Exec;
 use crate::workspace::Workspace;

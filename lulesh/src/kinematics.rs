@@ -4,10 +4,9 @@
 
 use crate::domain::Domain;
 use crate::error::LuleshError;
-use crate::force::gather;
 use crate::geometry::{
     calc_elem_characteristic_length, calc_elem_shape_function_derivatives,
-    calc_elem_velocity_gradient_diag, calc_elem_volume,
+    calc_elem_velocity_gradient_diag, calc_elem_volume, gather,
 };
 use crate::par::Exec;
 

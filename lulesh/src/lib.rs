@@ -12,6 +12,7 @@
 
 pub mod comm;
 pub mod containment;
+pub mod corner_sum;
 pub mod distributed;
 pub mod domain;
 pub mod eos;

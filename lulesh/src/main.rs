@@ -6,6 +6,8 @@
 //! runs one rank of an N-rank job (the world size is the rank count); only
 //! rank 0's process prints, as the reference's rank 0 does.
 
+#![forbid(unsafe_code)]
+
 use std::io::Write;
 use std::process::ExitCode;
 

@@ -4,7 +4,7 @@
 use crate::comm::{Comm, Msg};
 use crate::domain::{Domain, Params, bc};
 use crate::error::LuleshError;
-use crate::force::gather;
+use crate::geometry::gather;
 use crate::par::Exec;
 use crate::workspace::Workspace;
 

@@ -1,8 +1,8 @@
 //! Allocation in the calling rank's shared segment: `new_`, `new_array`, `delete_`.
 //!
 //! With a hook installed, each allocation is reported (and may be placed at a logged address
-//! in a replay), and each free may be deferred (see [`crate::hook`] and
-//! [`crate::resilience`]).
+//! in a replay), and each free may be deferred (see
+//! [`runtime_hooks`](crate::runtime_hooks)).
 
 use bytemuck::Pod;
 

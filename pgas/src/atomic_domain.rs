@@ -11,7 +11,7 @@ use gasnet_bridge::{AtomicOp, AtomicResult};
 use crate::future::Future;
 use crate::global_ptr::GlobalPtr;
 use crate::hook::AtomicAction;
-use crate::pending::PendingRead;
+use crate::pending::{PendingRead, push_read};
 use crate::runtime::{self, Runtime};
 use gasnet_bridge::sleep::Awaiting;
 
@@ -133,11 +133,14 @@ fn start_other<V: 'static>(
         (h, id, rank, offset, op)
     });
     let (future, fulfiller) = Future::pending_for(Awaiting::new("the reply of a remote atomic"));
-    rt.pending_reads.borrow_mut().push(PendingRead::Atomic {
-        handle,
-        hooked,
-        deliver: Box::new(move |r| fulfiller.fulfill(value(r.previous))),
-    });
+    push_read(
+        rt,
+        PendingRead::Atomic {
+            handle,
+            hooked,
+            deliver: Box::new(move |r| fulfiller.fulfill(value(r.previous))),
+        },
+    );
     future
 }
 

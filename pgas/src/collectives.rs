@@ -54,7 +54,8 @@
 //!
 //! Every collective advances the EC on entry and on completion (a barrier as `BarrierEnter`
 //! and `BarrierExit`), as seed 003 asks of synchronizations, and is seen by the hook as one
-//! operation with its result (see [`crate::hook`]); the messages it is made of are not.
+//! operation with its result (see [`Interceptor`](crate::runtime_hooks::Interceptor)); the
+//! messages it is made of are not.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -65,6 +66,7 @@ use serde::de::DeserializeOwned;
 
 use crate::future::{Fulfiller, Future};
 use crate::hook::{Collective, CollectiveAction, CollectiveKind, Interceptor, SyncEvent};
+use crate::messages;
 use crate::runtime::{self, Runtime};
 use crate::team::{Team, world};
 use crate::wire::{self, Kind};
@@ -84,6 +86,8 @@ pub(crate) struct CollectiveState {
     mailbox: RefCell<HashMap<Key, Arrivals>>,
     waiters: RefCell<HashMap<Key, Waiter>>,
     pub(crate) algorithm: Cell<Algorithm>,
+    /// Fast world reductions done so far (their parity picks the word to use).
+    fast_reductions: Cell<u64>,
 }
 
 impl CollectiveState {
@@ -127,7 +131,7 @@ pub(crate) fn handle(rt: &Runtime, source: usize, header: &[u64], payload: &[u8]
         wire::malformed(source, "a collective message without its header")
     };
     let key = (team, seq, phase);
-    let state = &rt.collectives;
+    let state = rt.state::<CollectiveState>();
     let complete = {
         let mut mailbox = state.mailbox.borrow_mut();
         let arrivals = mailbox.entry(key).or_default();
@@ -148,7 +152,7 @@ pub(crate) fn handle(rt: &Runtime, source: usize, header: &[u64], payload: &[u8]
 }
 
 fn send(rt: &Runtime, team: &Team, to: usize, seq: u64, phase: u64, payload: &[u8]) {
-    wire::send(
+    messages::send(
         rt,
         team.to_world(to),
         Kind::Collective,
@@ -265,12 +269,12 @@ pub enum Algorithm {
 /// when it starts a collective on it: set it on every rank at the same point of the program,
 /// between collectives.
 pub fn set_algorithm(algorithm: Algorithm) {
-    runtime::with(|rt| rt.collectives.algorithm.set(algorithm));
+    runtime::with(|rt| rt.state::<CollectiveState>().algorithm.set(algorithm));
 }
 
 /// How this rank's collectives move their messages (see [`set_algorithm`]).
 pub fn algorithm() -> Algorithm {
-    runtime::with(|rt| rt.collectives.algorithm.get())
+    runtime::with(|rt| rt.state::<CollectiveState>().algorithm.get())
 }
 
 /// True when a collective starting now on `team` goes through one rank rather than a tree
@@ -337,7 +341,7 @@ where
     let (future, fulfiller) = Future::pending();
     let team2 = team.clone();
     runtime::with(|rt| {
-        rt.collectives
+        rt.state::<CollectiveState>()
             .expect((team.id(), seq, UP), n - 1, move |mut arrivals| {
                 arrivals.sort_unstable_by_key(|(r, _)| *r);
                 let mut others = arrivals.into_iter();
@@ -387,8 +391,10 @@ where
     let (future, fulfiller) = Future::pending();
     let team2 = team.clone();
     runtime::with(|rt| {
-        rt.collectives
-            .expect((team.id(), seq, UP), children.len(), move |mut arrivals| {
+        rt.state::<CollectiveState>().expect(
+            (team.id(), seq, UP),
+            children.len(),
+            move |mut arrivals| {
                 arrivals.sort_unstable_by_key(|(r, _)| *r);
                 let mut acc = value;
                 for (&child, (from, bytes)) in children.iter().zip(arrivals) {
@@ -405,7 +411,8 @@ where
                     acc = op(acc, decode(source, &bytes));
                 }
                 fulfiller.fulfill(finish(&team2, acc));
-            })
+            },
+        )
     });
     future
 }
@@ -425,7 +432,7 @@ fn expect_one(team: &Team, seq: u64, phase: u64, from: usize) -> Future<Vec<u8>>
     let (future, fulfiller) = Future::pending();
     let source = team.to_world(from);
     runtime::with(|rt| {
-        rt.collectives
+        rt.state::<CollectiveState>()
             .expect((team.id(), seq, phase), 1, move |mut arrivals| {
                 let (sender, bytes) = arrivals.pop().expect("one message");
                 if sender != from {
@@ -494,7 +501,7 @@ where
     // The one sequence number (and the transport) is taken now, before any continuation
     // runs: a member that started another collective before waiting must number both as the
     // others do.
-    let seq = runtime::with(|rt| rt.collectives.next_seq(team.id()));
+    let seq = runtime::with(|rt| rt.state::<CollectiveState>().next_seq(team.id()));
     let flat = flat(team);
     let team2 = team.clone();
     reduce_to(team, seq, value, op, 0, flat)
@@ -508,7 +515,7 @@ pub(crate) fn allgather_seq<T>(team: &Team, value: T) -> Future<(u64, Vec<T>)>
 where
     T: Serialize + DeserializeOwned + 'static,
 {
-    let seq = runtime::with(|rt| rt.collectives.next_seq(team.id()));
+    let seq = runtime::with(|rt| rt.state::<CollectiveState>().next_seq(team.id()));
     let flat = flat(team);
     let team2 = team.clone();
     reduce_to(team, seq, vec![value], concat, 0, flat)
@@ -533,7 +540,7 @@ fn dissemination(team: Team, seq: u64, round: u32, done: Fulfiller<()>) {
     let from = (me + n - d) % n;
     let source = team.to_world(from);
     runtime::with(|rt| {
-        rt.collectives
+        rt.state::<CollectiveState>()
             .expect((team.id(), seq, round.into()), 1, move |arrivals| {
                 if arrivals[0].0 != from {
                     wire::malformed(
@@ -616,12 +623,17 @@ where
     })
 }
 
-/// `Team::split`'s exchange: the sequence number and every member's `(color, key)`.
-pub(crate) fn split_exchange(team: &Team, color: u64, key: u64) -> (u64, Vec<(u64, u64)>) {
-    collective(team, CollectiveKind::Split, COLLECTIVE, || {
-        allgather_seq(team, (color, key))
-    })
-    .wait()
+/// A team split is a collective over the team: its members exchange their `(color, key)`.
+impl Team {
+    /// Splits the team (collective over it): ranks with equal `color` form a new team,
+    /// ordered by `key`, then by their rank in this team.
+    pub fn split(&self, color: u64, key: u64) -> Team {
+        let (seq, all) = collective(self, CollectiveKind::Split, COLLECTIVE, || {
+            allgather_seq(self, (color, key))
+        })
+        .wait();
+        self.split_by(seq, color, &all)
+    }
 }
 
 /// Completes when every member of `team` has entered it; does not block (UPC++
@@ -629,7 +641,7 @@ pub(crate) fn split_exchange(team: &Team, color: u64, key: u64) -> (u64, Vec<(u6
 pub fn barrier_async(team: &Team) -> Future<()> {
     let team2 = team.clone();
     collective(team, CollectiveKind::Barrier, BARRIER, || {
-        let seq = runtime::with(|rt| rt.collectives.next_seq(team.id()));
+        let seq = runtime::with(|rt| rt.state::<CollectiveState>().next_seq(team.id()));
         if flat(team) {
             return reduce_to(team, seq, (), |(), ()| (), 0, true)
                 .and_then(move |r| broadcast_seq(&team2, 0, r, seq, true));
@@ -691,7 +703,7 @@ where
 {
     team.to_world(root);
     collective(team, CollectiveKind::Broadcast { root }, COLLECTIVE, || {
-        let seq = runtime::with(|rt| rt.collectives.next_seq(team.id()));
+        let seq = runtime::with(|rt| rt.state::<CollectiveState>().next_seq(team.id()));
         let value = (team.rank_me() == root).then_some(value);
         // A tree even where the members share memory: it costs about what the flat one does
         // there (its root sends ⌈log2 P⌉ messages, and no step waits for all
@@ -719,7 +731,7 @@ where
     T: Serialize + DeserializeOwned + 'static,
     F: Fn(T, T) -> T + 'static,
 {
-    let seq = runtime::with(|rt| rt.collectives.next_seq(team.id()));
+    let seq = runtime::with(|rt| rt.state::<CollectiveState>().next_seq(team.id()));
     reduce_to(team, seq, value, op, root, flat(team))
 }
 
@@ -784,8 +796,9 @@ pub fn reduce_all_u64(team: &Team, value: u64, op: impl Fn(u64, u64) -> u64 + 's
 fn fast_reduce_u64(value: u64, op: impl Fn(u64, u64) -> u64) -> u64 {
     runtime::with(|rt| {
         let ep = rt.ep();
-        let k = rt.fast_reductions.get();
-        rt.fast_reductions.set(k + 1);
+        let state = rt.state::<CollectiveState>();
+        let k = state.fast_reductions.get();
+        state.fast_reductions.set(k + 1);
         let at = crate::runtime::FAST_REDUCE_AT + (k % 2) as usize * 8;
         let base = ep.segment_base(ep.rank()).expect("own segment");
         // SAFETY: `at .. at + 8` lies in the runtime's reserved bytes of this rank's own

@@ -6,59 +6,19 @@
 //! when it does. Passed as an rpc argument, a `DistObject` travels as its id and becomes the
 //! target's own instance.
 
-use std::any::Any;
-use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
 use std::rc::Rc;
 
 use gasnet_bridge::Token;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use crate::dist_registry::DistRegistry;
 use crate::future::Future;
 use crate::hook::{Fetch, FetchAction, RpcReply};
+use crate::messages;
+use crate::rpc::{self, PendingReplies, ReplyTo};
 use crate::runtime::{self, Runtime};
 use crate::wire::{self, Kind};
-
-struct Entry {
-    value: Rc<dyn Any>,
-    encode: Box<dyn Fn() -> Vec<u8>>,
-}
-
-/// The instances of this rank, and fetches waiting for an instance not yet constructed.
-#[derive(Default)]
-pub(crate) struct DistRegistry {
-    next_id: Cell<u64>,
-    objects: RefCell<HashMap<u64, Entry>>,
-    waiting: RefCell<HashMap<u64, Vec<(usize, u64)>>>,
-    /// The id a failed deserialization did not find (read by the rpc handler to defer it).
-    pub(crate) missing: Cell<Option<u64>>,
-    /// Rpcs whose arguments name an instance this rank has not constructed yet, by its id.
-    deferred: RefCell<HashMap<u64, Vec<DeferredRpc>>>,
-}
-
-/// An rpc request kept until the dist_object its arguments name is constructed here.
-pub(crate) struct DeferredRpc {
-    pub(crate) source: usize,
-    pub(crate) header: Vec<u64>,
-    pub(crate) payload: Vec<u8>,
-    pub(crate) ack: gasnet_bridge::WriteAck,
-    /// Sent in a resilience runtime's internal scope.
-    pub(crate) internal: bool,
-}
-
-impl DistRegistry {
-    /// True if `id` was constructed here and has since been dropped.
-    pub(crate) fn is_gone(&self, id: u64) -> bool {
-        id < self.next_id.get() && !self.objects.borrow().contains_key(&id)
-    }
-
-    /// Keeps `rpc` until instance `id` is constructed (UPC++ defers an rpc whose dist_object
-    /// argument does not exist yet at the target, rather than failing it).
-    pub(crate) fn defer(&self, id: u64, rpc: DeferredRpc) {
-        self.deferred.borrow_mut().entry(id).or_default().push(rpc);
-    }
-}
 
 /// This rank's instance of a distributed object.
 pub struct DistObject<T: 'static> {
@@ -73,22 +33,19 @@ impl<T: Serialize + DeserializeOwned + 'static> DistObject<T> {
     /// Constructs this rank's instance (collective: every rank constructs, in the same order).
     pub fn new(value: T) -> DistObject<T> {
         runtime::with(|rt| {
-            let id = rt.dist.next_id.get();
-            rt.dist.next_id.set(id + 1);
             let value = Rc::new(value);
             let for_encode = value.clone();
-            rt.dist.objects.borrow_mut().insert(
-                id,
-                Entry {
-                    value: value.clone(),
-                    encode: Box::new(move || {
-                        postcard::to_allocvec(&*for_encode).expect("serialize a dist_object")
-                    }),
-                },
+            let (id, waiting, deferred) = rt.state::<DistRegistry>().construct(
+                value.clone(),
+                Box::new(move || {
+                    postcard::to_allocvec(&*for_encode).expect("serialize a dist_object")
+                }),
             );
-            let waiting = rt.dist.waiting.borrow_mut().remove(&id).unwrap_or_default();
-            for (to, slot) in waiting {
-                answer(rt, id, to, slot);
+            if !waiting.is_empty() {
+                let bytes = postcard::to_allocvec(&*value).expect("serialize a dist_object");
+                for (to, slot) in waiting {
+                    answer(rt, to, slot, &bytes);
+                }
             }
             let object = DistObject {
                 id,
@@ -97,15 +54,9 @@ impl<T: Serialize + DeserializeOwned + 'static> DistObject<T> {
             };
             // Rpcs that named this instance before it existed here were deferred (their
             // arguments cannot decode without it): they run now.
-            let deferred = rt
-                .dist
-                .deferred
-                .borrow_mut()
-                .remove(&id)
-                .unwrap_or_default();
             for d in deferred {
                 rt.in_mode(d.internal, || {
-                    crate::rpc::run_request(rt, d.source, &d.header, &d.payload, d.ack)
+                    rpc::run_request(rt, d.source, &d.header, &d.payload, d.ack)
                 });
             }
             object
@@ -147,8 +98,8 @@ impl<T: Serialize + DeserializeOwned + 'static> DistObject<T> {
                 }
                 fulfiller.fulfill(v);
             });
-            let slot = rt.replies.insert(crate::rpc::ReplyTo::Call(reply));
-            wire::send(rt, rank, Kind::DistFetch, &[self.id, slot], &[]);
+            let slot = rt.state::<PendingReplies>().insert(ReplyTo::Call(reply));
+            messages::send(rt, rank, Kind::DistFetch, &[self.id, slot], &[]);
             future
         })
     }
@@ -186,7 +137,7 @@ impl<T: 'static> std::ops::Deref for DistObject<T> {
 impl<T: 'static> Drop for DistObject<T> {
     fn drop(&mut self) {
         if self.owner && runtime::in_launch() {
-            runtime::with(|rt| rt.dist.objects.borrow_mut().remove(&self.id));
+            runtime::with(|rt| rt.state::<DistRegistry>().destroy(self.id));
         }
     }
 }
@@ -201,21 +152,17 @@ impl<'de, T: 'static> Deserialize<'de> for DistObject<T> {
     /// Becomes the deserializing rank's own instance with that id.
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let id = u64::deserialize(d)?;
-        let value = runtime::with(|rt| {
-            let found = rt.dist.objects.borrow().get(&id).map(|e| e.value.clone());
-            if found.is_none() {
-                rt.dist.missing.set(Some(id));
-            }
-            found
-        })
-        .ok_or_else(|| {
-            serde::de::Error::custom(format!(
-                "dist_object {id} is not constructed on this rank (construct it on every \
+        let value = runtime::with(|rt| rt.state::<DistRegistry>().find(id))
+            .ok_or_else(|| {
+                serde::de::Error::custom(format!(
+                    "dist_object {id} is not constructed on this rank (construct it on every \
                      rank, e.g. before a barrier, before sending it)"
-            ))
-        })?
-        .downcast::<T>()
-        .map_err(|_| serde::de::Error::custom(format!("dist_object {id} has another type here")))?;
+                ))
+            })?
+            .downcast::<T>()
+            .map_err(|_| {
+                serde::de::Error::custom(format!("dist_object {id} has another type here"))
+            })?;
         Ok(DistObject {
             id,
             value,
@@ -224,11 +171,11 @@ impl<'de, T: 'static> Deserialize<'de> for DistObject<T> {
     }
 }
 
-fn answer(rt: &Runtime, id: u64, to: usize, slot: u64) {
-    let bytes = (rt.dist.objects.borrow()[&id].encode)();
+/// Sends `bytes`, an instance's encoding, to the fetch of rank `to` waiting in reply slot `slot`.
+fn answer(rt: &Runtime, to: usize, slot: u64, bytes: &[u8]) {
     // A fetch is a read: it writes nothing at the target, so the ack carries no counters.
     let no_write = gasnet_bridge::WriteAck::default();
-    crate::rpc::reply(rt, to, RpcReply::DIST_FETCH, slot, no_write, &bytes);
+    rpc::reply(rt, to, RpcReply::DIST_FETCH, slot, no_write, bytes);
 }
 
 pub(crate) fn handle_fetch(rt: &Runtime, token: &Token<'_>, header: &[u64]) {
@@ -236,20 +183,16 @@ pub(crate) fn handle_fetch(rt: &Runtime, token: &Token<'_>, header: &[u64]) {
     let [id, slot, ..] = *header else {
         wire::malformed(source, "a dist_object fetch without its header")
     };
-    if rt.dist.objects.borrow().contains_key(&id) {
-        answer(rt, id, source, slot);
-    } else if id < rt.dist.next_id.get() {
+    let registry = rt.state::<DistRegistry>();
+    if let Some(bytes) = registry.encode(id) {
+        answer(rt, source, slot, &bytes);
+    } else if registry.constructed(id) {
         // Constructed here before and since destroyed: waiting would never end.
         panic!(
             "rank {source} fetched dist_object {id} from rank {}, which has already destroyed it",
             rt.rank_me()
         );
     } else {
-        rt.dist
-            .waiting
-            .borrow_mut()
-            .entry(id)
-            .or_default()
-            .push((source, slot));
+        registry.wait_for(id, source, slot);
     }
 }

@@ -80,3 +80,33 @@ pub enum PgasError {
     #[error("{0}")]
     Team(String),
 }
+
+/// Why [`rerun_rpc`](crate::runtime_hooks::rerun_rpc) could not produce the function's result.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum RerunError {
+    /// No function of this rank's table has that name.
+    #[error("no rpc function named {name:?} is registered on this rank")]
+    Unknown {
+        /// The name asked for.
+        name: String,
+    },
+    /// The argument bytes do not decode as the function's arguments.
+    #[error("the arguments of rpc {name:?} do not decode: {reason}")]
+    Arguments {
+        /// The function's name.
+        name: String,
+        /// The decoder's complaint.
+        reason: String,
+    },
+    /// The function (registered with `register_future`) returned a future that was not ready
+    /// when it returned. It has run; its result is not waited for (see
+    /// [`rerun_rpc`](crate::runtime_hooks::rerun_rpc)).
+    #[error(
+        "rpc {name:?} returned a future that was not ready: its result depends on progress \
+         (other ranks, or this rank's later code) that a re-run cannot wait for"
+    )]
+    NotReady {
+        /// The function's name.
+        name: String,
+    },
+}

@@ -22,6 +22,7 @@ use gasnet_bridge::FlushId;
 use gasnet_bridge::sleep::Awaiting;
 
 use crate::runtime;
+use crate::wire::decode_reply;
 
 /// The eventual result of an asynchronous operation on this rank.
 #[must_use = "a future does nothing unless waited on, chained or dropped deliberately"]
@@ -85,7 +86,7 @@ pub(crate) trait ReplyLanding {
 
 impl<T: serde::de::DeserializeOwned + 'static> ReplyLanding for Slot<T> {
     fn land(self: Rc<Self>, rank: usize, name: &'static str, bytes: &[u8]) {
-        Fulfiller { slot: self }.fulfill(crate::rpc::decode_reply(rank, name, bytes));
+        Fulfiller { slot: self }.fulfill(decode_reply(rank, name, bytes));
     }
 }
 
@@ -121,11 +122,7 @@ impl<T: 'static> Future<T> {
     /// The future of write `id` as a slot that progress fills (for a continuation).
     fn tracked(id: FlushId) -> Future<T> {
         let (future, fulfiller) = Future::<()>::pending_for(Awaiting::new("the ack of an rput"));
-        runtime::with(|rt| {
-            let mut p = crate::pending::PendingPut::new(rt.ep().write_handle(id), None);
-            p.operation = Some(fulfiller);
-            crate::pending::push_put(rt, p);
-        });
+        runtime::with(|rt| rt.track_write(id, Box::new(move || fulfiller.fulfill(()))));
         future.then(|()| unit::<T>())
     }
 

@@ -209,16 +209,7 @@ impl<T: 'static> GlobalPtr<T> {
         if self.is_null() {
             panic!("{op} through a null global pointer");
         }
-        panic!("{op}: {}", reserved(self.rank(), self.offset()))
-    }
-}
-
-/// The refusal of an access at `offset` of `rank`'s segment, below the program's memory.
-pub(crate) fn reserved(rank: usize, offset: usize) -> PgasError {
-    PgasError::Reserved {
-        rank,
-        offset,
-        reserved: RESERVED,
+        panic!("{op}: {}", runtime::reserved(self.rank(), self.offset()))
     }
 }
 

@@ -1,4 +1,4 @@
-//! The interception hook: one trait, installed per rank, that sees every communication and
+//! The interception hook: one trait, installed per rank (`runtime_hooks::set_hook`), that sees every communication and
 //! synchronization the rank initiates, like an MPI profiling (PMPI) layer.
 //!
 //! This is how a resilience layer logs and replays without `pgas` knowing about it: it can
@@ -37,14 +37,12 @@
 //! returned — from [`progress`](crate::progress) or any waiting call — and in any order with
 //! respect to other operations: a log entry is created at `before_*` and completed at `after_*`.
 //! (Into memory the process maps a put's ack arrives before `rput` returns; a put to another host
-//! is acknowledged later; rpc acks arrive with the reply.) [`crate::resilience::pending_acks`]
-//! counts the acks still to come.
+//! is acknowledged later; rpc acks arrive with the reply.)
+//! [`pending_acks`](crate::runtime_hooks::pending_acks) counts the acks still to come.
 //!
 //! **Not seen**: accesses to co-located memory through `local()` / `read_local` /
 //! `write_local` (local accesses are never logged), the messages inside collectives, and all
-//! traffic of a resilience runtime's own scope ([`crate::resilience::internal`]).
-
-use std::rc::Rc;
+//! traffic of a resilience runtime's own scope ([`internal`](crate::runtime_hooks::internal)).
 
 use gasnet_bridge::{AtomicOp, AtomicResult, WriteAck};
 
@@ -239,8 +237,9 @@ pub enum AllocAction {
 pub enum FreeAction {
     /// Free the block now.
     Proceed,
-    /// Keep the block allocated until [`crate::resilience::free_deferred`] frees it (a free
-    /// inside a relaxed CD waits for the CD that spans the allocation and the free).
+    /// Keep the block allocated until [`free_deferred`](crate::runtime_hooks::free_deferred)
+    /// frees it (a free inside a relaxed CD waits for the CD that spans the allocation and the
+    /// free).
     /// `delete_` returns `Ok`.
     Defer,
 }
@@ -337,12 +336,14 @@ pub trait Interceptor {
     }
 }
 
-/// Installs `hook` on the calling rank (replacing any previous one).
-pub fn set_hook(hook: Rc<dyn Interceptor>) {
-    crate::runtime::with(|rt| rt.set_hook(Some(hook)));
-}
-
-/// Removes the calling rank's hook.
-pub fn clear_hook() {
-    crate::runtime::with(|rt| rt.set_hook(None));
+/// The program's rpc request whose function is running on this rank: its sender and the
+/// counters this rank gave it (the ack the sender logs, so `iwc` names the request there).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServedRequest {
+    /// The rank that sent the request.
+    pub source: usize,
+    /// This rank's EC when the request was counted.
+    pub ec: u64,
+    /// This rank's IWC after counting the request (0 in a job that does not count writes).
+    pub iwc: u64,
 }

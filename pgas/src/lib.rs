@@ -17,25 +17,37 @@
 //! assert_eq!(out, vec![1, 4, 0]);
 //! ```
 
+// The modules in layers, each importing only the layers above it (pgas/src/README.md gives the
+// order of the files within a layer).
+// Plain data and the wire format:
+pub mod error;
+mod heap;
+mod hook;
+mod mix;
+mod wire;
+// The rank's runtime:
+mod runtime;
+// Futures, promises, operations in flight, and pgas messages:
+pub mod future;
+mod messages;
+mod pending;
+pub mod promise;
+// The mechanisms:
 pub mod alloc;
 pub mod atomic_domain;
 pub mod collectives;
 pub mod dist_object;
-pub mod error;
-pub mod fault;
-pub mod future;
+mod dist_registry;
 pub mod global_ptr;
-mod heap;
-pub mod hook;
-mod pending;
-pub mod promise;
-pub mod resilience;
 pub mod rma;
 pub mod rpc;
-mod runtime;
 pub mod strided;
 pub mod team;
-mod wire;
+// For resilience runtimes:
+mod fault;
+mod resilience;
+// The job's start:
+mod launch;
 
 pub use alloc::{delete_, new_, new_array, shared_bytes_in_use};
 pub use atomic_domain::{AtomicDomain, AtomicValue};
@@ -47,19 +59,45 @@ pub use dist_object::DistObject;
 pub use error::PgasError;
 pub use future::{Future, when_all};
 pub use global_ptr::GlobalPtr;
-pub use hook::{Interceptor, clear_hook, set_hook};
+pub use launch::{launch, launch_from_env};
+pub use mix::mix64;
 pub use promise::Promise;
 pub use rma::{
     Completions, CxFutures, rget, rget_into, rget_slice, rget_with, rput, rput_slice, rput_with,
 };
 pub use rpc::{RpcFn, RpcTable, rpc, rpc_ff};
-pub use runtime::{
-    in_launch, launch, launch_from_env, poll_until, progress, rank_me, rank_n, stop,
-};
+pub use runtime::{epoch, fence, in_launch, node_of, poll_until, progress, rank_me, rank_n, stop};
 pub use strided::{
     rget_irregular, rget_regular, rget_strided, rput_irregular, rput_regular, rput_strided,
 };
 pub use team::{Team, local_team, solo_team, world};
+
+/// **For authors of resilience runtimes (cd-runtime), not for programs**: the interception
+/// hook that sees every operation a rank starts, the rank's counters, the runtime's own
+/// traffic unseen by the hook, re-running logged rpcs, and the emulated loss of a rank's memory.
+pub mod runtime_hooks {
+    pub use crate::error::RerunError;
+    pub use crate::fault::{POISON, emulate_memory_loss};
+    pub use crate::hook::{
+        AllocAction, AtomicAction, Collective, CollectiveAction, CollectiveKind, Fetch,
+        FetchAction, FreeAction, GetAction, Interceptor, OpId, PutAction, ReplyAction, Rma,
+        RpcAction, RpcCall, RpcReply, ServedRequest, SyncEvent,
+    };
+    pub use crate::resilience::{
+        cancel_deferred_free, clear_hook, count_incoming_writes, counts_incoming_writes,
+        deferred_frees, epoch, free_deferred, in_handler, incoming_writes, internal, is_internal,
+        keep_until_job_end, pending_acks, rerun_rpc, rput_uncounted, serving_request, set_epoch,
+        set_hook, wait_for_acks,
+    };
+}
+
+/// **For pgas's own tests and the benchmarks** (feature `testing`): the raw endpoint beside
+/// the API, and the run-by-run baselines of the strided transfers.
+#[cfg(feature = "testing")]
+pub mod testing {
+    pub use crate::runtime::bench_endpoint;
+    pub use crate::strided::{rget_strided_run_by_run, rput_strided_run_by_run};
+}
 
 /// Re-exported so users can derive `Pod` for their own types.
 pub use bytemuck;
@@ -96,49 +134,4 @@ pub mod mpirun {
     pub use gasnet_bridge::conduit::{
         mpirun_available, mpirun_command, mpirun_program, require_mpirun,
     };
-}
-
-/// The SplitMix64 finalizer: a bijection of `u64` with `mix64(0) == 0` that mixes every bit
-/// into every other. The runtime derives team ids with it; programs and the layers above use
-/// it for seeded choices that are the same on every rank and every run (one mixer for all).
-#[inline]
-pub fn mix64(x: u64) -> u64 {
-    let mut z = x;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
-/// Advances this rank's epoch for a fence (a synchronization point of the program).
-pub fn fence() {
-    runtime::with(|rt| rt.sync(hook::SyncEvent::Fence));
-}
-
-/// The calling rank's communication-core endpoint, for benchmarks that measure a raw operation
-/// side by side with the API. It bypasses the interception hook: not for programs.
-#[doc(hidden)]
-pub fn __bench_endpoint<R>(f: impl FnOnce(&gasnet_bridge::Endpoint) -> R) -> R {
-    runtime::with(|rt| f(rt.ep()))
-}
-
-/// The node (host, or emulated node on smp with `PGAS_RANKS_PER_NODE`) that world rank
-/// `rank` runs on, from the conduit's topology; nodes are numbered from 0.
-///
-/// # Panics
-/// If `rank` is not a world rank.
-pub fn node_of(rank: usize) -> usize {
-    runtime::with(|rt| {
-        let t = rt.ep().topology();
-        assert!(
-            rank < t.ranks(),
-            "node_of({rank}): there are {} ranks",
-            t.ranks()
-        );
-        t.node_of(rank)
-    })
-}
-
-/// This rank's Epoch Counter (EC) in the communication core.
-pub fn epoch() -> u64 {
-    runtime::with(|rt| rt.ep().epoch())
 }

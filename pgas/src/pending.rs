@@ -42,6 +42,7 @@
 //!
 //! [`Runtime::quiet`]: crate::runtime::Runtime::quiet
 
+use std::cell::RefCell;
 use std::rc::Rc;
 
 use gasnet_bridge::FlushId;
@@ -51,7 +52,18 @@ use gasnet_bridge::{AtomicOp, AtomicResult, WriteAck};
 use crate::future::Fulfiller;
 use crate::hook::{Interceptor, OpId, Rma};
 use crate::promise::Promise;
-use crate::runtime::Runtime;
+use crate::runtime::{InFlight, Runtime};
+
+/// The puts, gets and atomics of a rank still in flight (the runtime's [`InFlight`]).
+#[derive(Default)]
+pub(crate) struct Pending {
+    /// Puts still waiting for their acks (another host's memory).
+    puts: RefCell<Vec<PendingPut>>,
+    /// Room for the puts one round of progress completes (kept from round to round).
+    arrived: RefCell<Vec<(PendingPut, WriteAck)>>,
+    /// Gets and atomics to other hosts whose reply has not come yet.
+    reads: RefCell<Vec<PendingRead>>,
+}
 
 /// A remote-completion rpc still to send: the target rank and the sending closure.
 pub(crate) type RemoteSend = (usize, Box<dyn FnOnce(usize)>);
@@ -90,6 +102,9 @@ pub(crate) struct PendingPut {
     pub(crate) promise: Option<Promise<()>>,
     /// The remote-completion rpc, sent once the data has landed.
     pub(crate) remote: Option<RemoteSend>,
+    /// What a continuation on the future of a write known by its number runs
+    /// ([`InFlight::track_write`]).
+    then: Option<Box<dyn FnOnce()>>,
     /// Puts this record completes: more than one once later puts were folded into it.
     puts: usize,
 }
@@ -103,6 +118,7 @@ impl PendingPut {
             operation: None,
             promise: None,
             remote: None,
+            then: None,
             puts: 1,
         }
     }
@@ -116,6 +132,7 @@ impl PendingPut {
             operation: None,
             promise,
             remote: None,
+            then: None,
             puts: 1,
         }
     }
@@ -131,6 +148,9 @@ impl PendingPut {
         }
         if let Some(f) = self.operation {
             f.fulfill(());
+        }
+        if let Some(then) = self.then {
+            then();
         }
         if let Some(p) = self.promise {
             p.fulfill_anonymous(self.puts);
@@ -157,7 +177,7 @@ fn same_promise(held: &Option<Promise<()>>, promise: Option<&Promise<()>>) -> bo
 /// a dependency and this check per put.
 #[inline]
 pub(crate) fn fold_flush(rt: &Runtime, id: FlushId, promise: Option<&Promise<()>>) -> bool {
-    let mut list = rt.pending_puts.borrow_mut();
+    let mut list = rt.in_flight::<Pending>().puts.borrow_mut();
     let Some(last) = list.last_mut() else {
         return false;
     };
@@ -175,7 +195,13 @@ pub(crate) fn fold_flush(rt: &Runtime, id: FlushId, promise: Option<&Promise<()>
 /// Keeps `p` until its ack arrives.
 #[inline]
 pub(crate) fn push_put(rt: &Runtime, p: PendingPut) {
-    rt.pending_puts.borrow_mut().push(p);
+    rt.in_flight::<Pending>().puts.borrow_mut().push(p);
+}
+
+/// Keeps `r` until its reply arrives.
+#[inline]
+pub(crate) fn push_read(rt: &Runtime, r: PendingRead) {
+    rt.in_flight::<Pending>().reads.borrow_mut().push(r);
 }
 
 /// Folds an unhooked put that completes nothing but `promise`'s count (one dependency, added
@@ -188,7 +214,7 @@ pub(crate) fn fold_put(
     handle: WriteHandle,
     promise: Option<&Promise<()>>,
 ) -> Result<(), WriteHandle> {
-    let mut list = rt.pending_puts.borrow_mut();
+    let mut list = rt.in_flight::<Pending>().puts.borrow_mut();
     let Some(last) = list.last_mut() else {
         return Err(handle);
     };
@@ -276,44 +302,53 @@ impl PendingRead {
     }
 }
 
-/// Completes the puts whose acks and the gets and atomics whose replies have arrived (after
-/// the caller's round of progress); the completions run after the lists are released, as
-/// they may start new operations.
-pub(crate) fn complete_arrived(rt: &Runtime) {
-    if rt.nothing_in_flight() {
-        return;
+impl InFlight for Pending {
+    fn is_empty(&self) -> bool {
+        self.puts.borrow().is_empty() && self.reads.borrow().is_empty()
     }
-    // The list of arrived puts is reused from round to round (a latency loop would allocate
-    // one per put otherwise); a completion that makes progress itself finds it taken and
-    // uses a fresh one.
-    let mut arrived = std::mem::take(&mut *rt.arrived_puts.borrow_mut());
-    {
-        let mut list = rt.pending_puts.borrow_mut();
-        let mut i = 0;
-        while i < list.len() {
-            match list[i].handle.arrived(rt) {
-                Some(ack) => arrived.push((list.swap_remove(i), ack)),
-                None => i += 1,
+
+    /// Completes the puts whose acks and the gets and atomics whose replies have arrived
+    /// (after the caller's round of progress); the completions run after the lists are
+    /// released, as they may start new operations.
+    fn complete_arrived(&self, rt: &Runtime) {
+        // The list of arrived puts is reused from round to round (a latency loop would
+        // allocate one per put otherwise); a completion that makes progress itself finds it
+        // taken and uses a fresh one.
+        let mut arrived = std::mem::take(&mut *self.arrived.borrow_mut());
+        {
+            let mut list = self.puts.borrow_mut();
+            let mut i = 0;
+            while i < list.len() {
+                match list[i].handle.arrived(rt) {
+                    Some(ack) => arrived.push((list.swap_remove(i), ack)),
+                    None => i += 1,
+                }
             }
         }
-    }
-    for (p, ack) in arrived.drain(..) {
-        p.complete(rt, ack);
-    }
-    *rt.arrived_puts.borrow_mut() = arrived;
-    let replies: Vec<(PendingRead, Reply)> = {
-        let mut list = rt.pending_reads.borrow_mut();
-        let mut replies = Vec::new();
-        let mut i = 0;
-        while i < list.len() {
-            match list[i].arrived() {
-                Some(reply) => replies.push((list.swap_remove(i), reply)),
-                None => i += 1,
-            }
+        for (p, ack) in arrived.drain(..) {
+            p.complete(rt, ack);
         }
-        replies
-    };
-    for (op, reply) in replies {
-        op.complete(rt, reply);
+        *self.arrived.borrow_mut() = arrived;
+        let replies: Vec<(PendingRead, Reply)> = {
+            let mut list = self.reads.borrow_mut();
+            let mut replies = Vec::new();
+            let mut i = 0;
+            while i < list.len() {
+                match list[i].arrived() {
+                    Some(reply) => replies.push((list.swap_remove(i), reply)),
+                    None => i += 1,
+                }
+            }
+            replies
+        };
+        for (op, reply) in replies {
+            op.complete(rt, reply);
+        }
+    }
+
+    fn track_write(&self, rt: &Runtime, id: FlushId, done: Box<dyn FnOnce()>) {
+        let mut p = PendingPut::new(rt.ep().write_handle(id), None);
+        p.then = Some(done);
+        self.puts.borrow_mut().push(p);
     }
 }

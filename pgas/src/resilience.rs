@@ -1,7 +1,7 @@
 //! **For resilience runtimes (such as a Containment Domain runtime), not for applications.**
 //!
 //! What a layer that logs and replays the program's communication needs from `pgas` besides
-//! the [`hook`](crate::hook) itself:
+//! the [`Interceptor`](crate::runtime_hooks::Interceptor) itself:
 //!
 //! - the rank's counters: read the Incoming Write Counter ([`incoming_writes`]) and the Epoch
 //!   Counter ([`epoch`]); rewind the EC to a saved value ([`set_epoch`]). Writes are counted,
@@ -32,15 +32,28 @@
 //! Allocation addresses are logged and replayed through the hook's `before_alloc` /
 //! `after_alloc` ([`AllocAction::At`]).
 //!
-//! [`FreeAction::Defer`]: crate::hook::FreeAction::Defer
-//! [`AllocAction::At`]: crate::hook::AllocAction::At
+//! [`FreeAction::Defer`]: crate::runtime_hooks::FreeAction::Defer
+//! [`AllocAction::At`]: crate::runtime_hooks::AllocAction::At
+
+use std::rc::Rc;
 
 use bytemuck::Pod;
-use thiserror::Error;
 
-use crate::error::PgasError;
+use crate::error::{PgasError, RerunError};
 use crate::global_ptr::GlobalPtr;
+use crate::hook::{Interceptor, ServedRequest};
+use crate::rpc;
 use crate::runtime;
+
+/// Installs `hook` on the calling rank (replacing any previous one).
+pub fn set_hook(hook: Rc<dyn Interceptor>) {
+    runtime::with(|rt| rt.set_hook(Some(hook)));
+}
+
+/// Removes the calling rank's hook.
+pub fn clear_hook() {
+    runtime::with(|rt| rt.set_hook(None));
+}
 
 /// This rank's Incoming Write Counter: the writes (puts, counted rpc requests, writing
 /// atomics) that have landed in its segment so far (0 in a job that does not count writes).
@@ -191,52 +204,11 @@ pub fn free_deferred(offset: usize) -> Result<(), PgasError> {
     })
 }
 
-/// The program's rpc request whose function is running on this rank: its sender and the
-/// counters this rank gave it (the ack the sender logs, so `iwc` names the request there).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ServedRequest {
-    /// The rank that sent the request.
-    pub source: usize,
-    /// This rank's EC when the request was counted.
-    pub ec: u64,
-    /// This rank's IWC after counting the request (0 in a job that does not count writes).
-    pub iwc: u64,
-}
-
 /// The program's rpc request whose function is running now on this rank (inside the function,
 /// and in what it calls); `None` in the body, in the resilience runtime's own requests, and in
 /// a [`rerun_rpc`]. A future's continuation that runs later is not inside the function.
 pub fn serving_request() -> Option<ServedRequest> {
     runtime::with(|rt| rt.serving.get())
-}
-
-/// Why [`rerun_rpc`] could not produce the function's result.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
-pub enum RerunError {
-    /// No function of this rank's table has that name.
-    #[error("no rpc function named {name:?} is registered on this rank")]
-    Unknown {
-        /// The name asked for.
-        name: String,
-    },
-    /// The argument bytes do not decode as the function's arguments.
-    #[error("the arguments of rpc {name:?} do not decode: {reason}")]
-    Arguments {
-        /// The function's name.
-        name: String,
-        /// The decoder's complaint.
-        reason: String,
-    },
-    /// The function (registered with `register_future`) returned a future that was not ready
-    /// when it returned. It has run; its result is not waited for (see [`rerun_rpc`]).
-    #[error(
-        "rpc {name:?} returned a future that was not ready: its result depends on progress \
-         (other ranks, or this rank's later code) that a re-run cannot wait for"
-    )]
-    NotReady {
-        /// The function's name.
-        name: String,
-    },
 }
 
 /// Runs the rpc function registered as `name` on this rank again, with the serialized
@@ -257,5 +229,5 @@ pub enum RerunError {
 /// # Errors
 /// [`RerunError`]: an unknown name, arguments that do not decode, a future not ready.
 pub fn rerun_rpc(name: &str, args: &[u8]) -> Result<Vec<u8>, RerunError> {
-    runtime::with(|rt| crate::rpc::rerun(rt, name, args))
+    runtime::with(|rt| rpc::rerun(rt, name, args))
 }

@@ -20,7 +20,10 @@ use serde::Serialize;
 use crate::future::Future;
 use crate::global_ptr::GlobalPtr;
 use crate::hook::{GetAction, PutAction, Rma};
-use crate::pending::{HookedPut, PendingPut, fold_put, push_put};
+use crate::pending::{
+    HookedGet, HookedPut, PendingPut, PendingRead, PutHandle, fold_flush, fold_put, push_put,
+    push_read,
+};
 use crate::promise::Promise;
 use crate::rpc::{RpcFn, rpc_ff};
 use crate::runtime::{self, Runtime};
@@ -209,7 +212,7 @@ pub fn rget_slice<T: Pod>(src: GlobalPtr<T>, len: usize) -> Future<Vec<T>> {
 /// A get that left for another host: its future is made by [`StartedGet::finish`].
 struct StartedGet {
     handle: gasnet_bridge::completion::OwnedGetHandle,
-    hooked: Option<crate::pending::HookedGet>,
+    hooked: Option<HookedGet>,
 }
 
 impl StartedGet {
@@ -217,13 +220,14 @@ impl StartedGet {
     fn finish<V: 'static>(self, decode: impl FnOnce(Vec<u8>) -> V + 'static) -> Future<V> {
         let (future, fulfiller) = Future::pending_for(Awaiting::new("the reply of an rget"));
         runtime::with(|rt| {
-            rt.pending_reads
-                .borrow_mut()
-                .push(crate::pending::PendingRead::Get {
+            push_read(
+                rt,
+                PendingRead::Get {
                     handle: self.handle,
                     hooked: self.hooked,
                     deliver: Box::new(move |bytes| fulfiller.fulfill(decode(bytes))),
-                })
+                },
+            )
         });
         future
     }
@@ -385,10 +389,10 @@ impl<'p> Completions<'p> {
             Some(Notify::Future) | None => None,
         };
         let source = self.source_at_once();
-        if !crate::pending::fold_flush(rt, id, promise) {
+        if !fold_flush(rt, id, promise) {
             push_put(
                 rt,
-                PendingPut::flushed(crate::pending::PutHandle::Flush(id), promise.cloned()),
+                PendingPut::flushed(PutHandle::Flush(id), promise.cloned()),
             );
         }
         CxFutures {

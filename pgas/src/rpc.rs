@@ -14,16 +14,20 @@
 use std::cell::RefCell;
 use std::marker::PhantomData;
 use std::rc::Rc;
+use std::sync::Arc;
 
 use gasnet_bridge::sleep::Awaiting;
 use gasnet_bridge::{Token, WriteAck};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use crate::dist_registry::{DeferredRpc, DistRegistry};
+use crate::error::RerunError;
 use crate::future::{Future, ReplyLanding};
-use crate::hook::{ReplyAction, RpcAction, RpcCall, RpcReply};
+use crate::hook::{ReplyAction, RpcAction, RpcCall, RpcReply, ServedRequest};
+use crate::messages;
 use crate::runtime::{self, Runtime};
-use crate::wire::{self, Kind};
+use crate::wire::{self, Kind, decode_reply};
 
 /// No reply is wanted (rpc_ff without a hook).
 const NO_REPLY: u64 = u64::MAX;
@@ -233,7 +237,7 @@ fn prepare<A: Serialize, R>(
     assert!(rank < n, "{op} to rank {rank}: the job has {n} ranks");
     let call = RpcCall {
         rank,
-        name: rt.rpcs.name_of(f.index),
+        name: rt.state::<Arc<RpcTable>>().name_of(f.index),
         fire_and_forget,
     };
     (encode("rpc arguments", args), call)
@@ -259,7 +263,7 @@ where
         }
         let (future, fulfiller) =
             Future::pending_for(Awaiting::from_rank("the reply of an rpc", rank).woken());
-        let slot = rt.replies.insert(match hook {
+        let slot = rt.state::<PendingReplies>().insert(match hook {
             None => ReplyTo::Future {
                 landing: fulfiller.into_reply_landing(),
                 rank,
@@ -272,7 +276,7 @@ where
                 fulfiller.fulfill(value);
             })),
         });
-        wire::send(
+        messages::send(
             rt,
             rank,
             Kind::RpcRequest,
@@ -301,15 +305,17 @@ where
                     return;
                 }
                 rt.acks_pending.set(rt.acks_pending.get() + 1);
-                let slot = rt.replies.insert(ReplyTo::Call(Box::new(move |ack, _| {
-                    runtime::with(|rt| rt.acks_pending.set(rt.acks_pending.get() - 1));
-                    h.after_rpc(id, &call, ack, &[]);
-                })));
+                let slot =
+                    rt.state::<PendingReplies>()
+                        .insert(ReplyTo::Call(Box::new(move |ack, _| {
+                            runtime::with(|rt| rt.acks_pending.set(rt.acks_pending.get() - 1));
+                            h.after_rpc(id, &call, ack, &[]);
+                        })));
                 slot | ACK_ONLY
             }
             None => NO_REPLY,
         };
-        wire::send(
+        messages::send(
             rt,
             rank,
             Kind::RpcRequest,
@@ -317,11 +323,6 @@ where
             &bytes,
         );
     })
-}
-
-pub(crate) fn decode_reply<R: DeserializeOwned>(rank: usize, name: &str, bytes: &[u8]) -> R {
-    postcard::from_bytes(bytes)
-        .unwrap_or_else(|e| panic!("malformed reply of rpc {name:?} from rank {rank}: {e}"))
 }
 
 pub(crate) fn handle_request(rt: &Runtime, token: &Token<'_>, header: &[u64], payload: &[u8]) {
@@ -349,8 +350,9 @@ pub(crate) fn run_request(
     let [index, hash, slot, ..] = *header else {
         wire::malformed(source, "an rpc request without its header")
     };
-    let entry = rt
-        .rpcs
+    let rpcs = rt.state::<Arc<RpcTable>>();
+    let dist = rt.state::<DistRegistry>();
+    let entry = rpcs
         .entries
         .get(index as usize)
         .filter(|e| e.hash == hash)
@@ -360,14 +362,14 @@ pub(crate) fn run_request(
                 &format!(
                     "rpc #{index} is not registered here under the same name ({} functions): \
                      every rank must register the same rpc functions in the same order",
-                    rt.rpcs.len()
+                    rpcs.len()
                 ),
             )
         });
-    rt.dist.missing.set(None);
+    dist.clear_missing();
     // The program's request (not the resilience runtime's) is named by its counters, so a
     // hook can tell which request started the operations the function starts.
-    let serving = (!rt.is_internal()).then_some(crate::resilience::ServedRequest {
+    let serving = (!rt.is_internal()).then_some(ServedRequest {
         source,
         ec: ack.ec,
         iwc: ack.iwc,
@@ -375,15 +377,15 @@ pub(crate) fn run_request(
     let invoked = with_serving(rt, serving, || (entry.invoke)(payload));
     let outcome = match invoked {
         Ok(outcome) => outcome,
-        Err(e) => match rt.dist.missing.take() {
+        Err(e) => match dist.take_missing() {
             // The arguments name a dist_object not constructed here yet: run the rpc when
             // it is (see `DistObject::new`).
-            Some(id) if !rt.dist.is_gone(id) => {
+            Some(id) if !dist.is_gone(id) => {
                 let header = header.to_vec();
                 let payload = payload.to_vec();
-                return rt.dist.defer(
+                return dist.defer(
                     id,
-                    crate::dist_object::DeferredRpc {
+                    DeferredRpc {
                         source,
                         header,
                         payload,
@@ -435,12 +437,8 @@ pub(crate) fn run_request(
 
 /// Runs `f` with `serving` as the request being served, restoring the previous one after
 /// (also on unwind).
-fn with_serving<R>(
-    rt: &Runtime,
-    serving: Option<crate::resilience::ServedRequest>,
-    f: impl FnOnce() -> R,
-) -> R {
-    struct Restore<'a>(&'a Runtime, Option<crate::resilience::ServedRequest>);
+fn with_serving<R>(rt: &Runtime, serving: Option<ServedRequest>, f: impl FnOnce() -> R) -> R {
+    struct Restore<'a>(&'a Runtime, Option<ServedRequest>);
     impl Drop for Restore<'_> {
         fn drop(&mut self) {
             self.0.serving.set(self.1);
@@ -452,22 +450,18 @@ fn with_serving<R>(
 
 /// Re-runs the function registered as `name` with the serialized `args` on this rank, as the
 /// program's code inside an rpc function's restricted context, and returns its serialized
-/// result. Nothing is counted, sent or replied (`resilience::rerun_rpc` tells why).
-pub(crate) fn rerun(
-    rt: &Runtime,
-    name: &str,
-    args: &[u8],
-) -> Result<Vec<u8>, crate::resilience::RerunError> {
-    use crate::resilience::RerunError;
+/// result. Nothing is counted, sent or replied (`runtime_hooks::rerun_rpc` tells why).
+pub(crate) fn rerun(rt: &Runtime, name: &str, args: &[u8]) -> Result<Vec<u8>, RerunError> {
+    let dist = rt.state::<DistRegistry>();
     let entry = rt
-        .rpcs
+        .state::<Arc<RpcTable>>()
         .entries
         .iter()
         .find(|e| e.name == name)
         .ok_or_else(|| RerunError::Unknown {
             name: name.to_string(),
         })?;
-    rt.dist.missing.set(None);
+    dist.clear_missing();
     let was_in_handler = rt.in_handler.replace(true);
     let invoked = rt.in_mode(false, || with_serving(rt, None, || (entry.invoke)(args)));
     rt.in_handler.set(was_in_handler);
@@ -479,7 +473,7 @@ pub(crate) fn rerun(
         }),
         Err(e) => Err(RerunError::Arguments {
             name: entry.name.to_string(),
-            reason: match rt.dist.missing.take() {
+            reason: match dist.take_missing() {
                 Some(id) => format!("they name dist_object {id}, which this rank does not hold"),
                 None => e.to_string(),
             },
@@ -502,7 +496,7 @@ pub(crate) fn reply(
             return;
         }
     }
-    wire::send(rt, to, Kind::RpcReply, &[slot, ack.ec, ack.iwc], bytes);
+    messages::send(rt, to, Kind::RpcReply, &[slot, ack.ec, ack.iwc], bytes);
 }
 
 pub(crate) fn handle_reply(rt: &Runtime, source: usize, header: &[u64], payload: &[u8]) {
@@ -510,7 +504,7 @@ pub(crate) fn handle_reply(rt: &Runtime, source: usize, header: &[u64], payload:
         wire::malformed(source, "an rpc reply without its header")
     };
     let to = rt
-        .replies
+        .state::<PendingReplies>()
         .take(slot)
         .unwrap_or_else(|| wire::malformed(source, &format!("a reply to unknown rpc slot {slot}")));
     match to {

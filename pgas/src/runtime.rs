@@ -1,30 +1,30 @@
-//! The per-rank runtime: the rank's endpoint, heap, hook and message state, reachable from
-//! the free functions of the API (`rank_me()`, `rput(..)`, ...) through a thread-local pointer.
+//! The per-rank runtime: the rank's endpoint, heap, hook, modes and message counters,
+//! reachable from the free functions of the API (`rank_me()`, `rput(..)`, ...) through a
+//! thread-local pointer.
+//!
+//! The mechanisms above (pending completions, rpc, collectives, teams, dist objects) keep their
+//! per-rank state here without this file naming their types: [`InFlight`] is the one the
+//! runtime drives itself (waits complete what arrived), the others sit in a registry that
+//! `launch` fills in and each mechanism reads with [`Runtime::state`].
 //!
 //! # Safety invariant of the thread-local pointer
 //!
 //! `CURRENT` is non-null only between [`Entered::new`] and the drop of the returned guard,
-//! both inside [`launch`]'s per-rank closure, where the `Runtime` lives on the rank thread's
-//! stack and outlives the guard. Only the owning thread reads it. Dereferencing it in `with`
-//! is therefore a shared borrow of a live value; all mutable state inside uses `Cell` and
+//! both inside [`run_rank`], which `launch` calls in its per-rank closure, where the `Runtime`
+//! lives on the rank thread's stack and outlives the guard. Only the owning thread reads it.
+//! Dereferencing it in `with` is therefore a shared borrow of a live value; all mutable state inside uses `Cell` and
 //! `RefCell`, and no `RefCell` borrow is held across a call that can run handlers.
 
+use std::any::Any;
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeSet;
 use std::rc::Rc;
-use std::sync::Arc;
 
-use gasnet_bridge::{
-    AtomicOp, ConfigError, Endpoint, HandlerId, HandlerTable, LaunchConfig, LaunchError,
-};
+use gasnet_bridge::{AtomicOp, Endpoint, FlushId, HandlerId};
 
-use crate::collectives::CollectiveState;
-use crate::dist_object::DistRegistry;
 use crate::error::PgasError;
 use crate::heap::Heap;
-use crate::hook::{Interceptor, OpId, SyncEvent};
-use crate::rpc::{PendingReplies, RpcTable};
-use crate::team::TeamRegistry;
+use crate::hook::{Interceptor, OpId, ServedRequest, SyncEvent};
 use crate::wire::Reassembly;
 
 /// Bytes of the segment used by finalize's counting waves (at offset 0).
@@ -36,6 +36,27 @@ pub(crate) const RESERVED: usize = WAVES_BYTES + 64;
 /// Counting waves finalize may use before it reports that messages keep flowing.
 const MAX_WAVES: usize = WAVES_BYTES / 16;
 
+/// The refusal of an access at `offset` of `rank`'s segment, below the program's memory.
+pub(crate) fn reserved(rank: usize, offset: usize) -> PgasError {
+    PgasError::Reserved {
+        rank,
+        offset,
+        reserved: RESERVED,
+    }
+}
+
+/// The puts, gets and atomics of this rank still in flight, kept by the layer above
+/// (`pending.rs`) and driven from here: every wait completes what has arrived.
+pub(crate) trait InFlight: Any {
+    /// True if no put, get or atomic of this rank is in flight.
+    fn is_empty(&self) -> bool;
+    /// Completes the operations whose acks or replies have arrived, making no progress.
+    fn complete_arrived(&self, rt: &Runtime);
+    /// Keeps write `id` (one that a flush completes) until it has completed, then runs `done`
+    /// during progress: a continuation on the future of such a write.
+    fn track_write(&self, rt: &Runtime, id: FlushId, done: Box<dyn FnOnce()>);
+}
+
 thread_local! {
     static CURRENT: Cell<*const Runtime> = const { Cell::new(std::ptr::null()) };
 }
@@ -44,7 +65,6 @@ thread_local! {
 pub(crate) struct Runtime {
     ep: *const Endpoint,
     pub(crate) msg_handler: HandlerId,
-    pub(crate) rpcs: Arc<RpcTable>,
     pub(crate) heap: RefCell<Heap>,
     hook: RefCell<Option<Rc<dyn Interceptor>>>,
     /// A hook is installed and the rank is not in an internal scope: the one flag the hot
@@ -58,31 +78,23 @@ pub(crate) struct Runtime {
     pub(crate) acks_pending: Cell<usize>,
     /// Offsets of blocks whose `delete_` the hook deferred.
     pub(crate) deferred_frees: RefCell<BTreeSet<usize>>,
-    /// Puts still waiting for their acks (another host's memory; see `pending.rs`).
-    pub(crate) pending_puts: RefCell<Vec<crate::pending::PendingPut>>,
-    /// Room for the puts one round of progress completes (kept from round to round).
-    pub(crate) arrived_puts: RefCell<Vec<(crate::pending::PendingPut, gasnet_bridge::WriteAck)>>,
-    /// Gets and atomics to other hosts whose reply has not come yet.
-    pub(crate) pending_reads: RefCell<Vec<crate::pending::PendingRead>>,
+    /// Puts, gets and atomics to other hosts whose acks or replies have not come yet.
+    in_flight: Box<dyn InFlight>,
     /// True while a pgas message (an rpc, a reply, a collective step) is being handled.
     pub(crate) in_handler: Cell<bool>,
     /// The program's rpc request whose function is running on this rank, if any
     /// (`resilience::serving_request`).
-    pub(crate) serving: Cell<Option<crate::resilience::ServedRequest>>,
+    pub(crate) serving: Cell<Option<ServedRequest>>,
     next_message: Cell<u64>,
     /// Logical messages this rank sent / handled, for finalize's termination detection.
     pub(crate) sent: Cell<u64>,
     pub(crate) handled: Cell<u64>,
     pub(crate) reassembly: Reassembly,
-    pub(crate) replies: PendingReplies,
-    pub(crate) dist: DistRegistry,
-    pub(crate) collectives: CollectiveState,
-    pub(crate) teams: TeamRegistry,
-    /// Fast world reductions done so far (their parity picks the word to use).
-    pub(crate) fast_reductions: Cell<u64>,
+    /// The per-rank state of the mechanisms above, one value of each type ([`Runtime::state`]).
+    states: Vec<Box<dyn Any>>,
     /// Values a resilience runtime keeps alive until every rank of the job is done
     /// (`resilience::keep_until_job_end`).
-    pub(crate) kept: RefCell<Vec<Box<dyn std::any::Any>>>,
+    pub(crate) kept: RefCell<Vec<Box<dyn Any>>>,
 }
 
 /// Resets the thread-local pointer when the rank leaves `launch` (also on unwind).
@@ -113,10 +125,24 @@ impl Drop for Kept<'_> {
     }
 }
 
+/// Runs `body` as the program of `rt`'s rank (the thread-local pointer set meanwhile), then
+/// completes everything in flight in the job before it returns.
+pub(crate) fn run_rank<R>(rt: &Runtime, body: impl FnOnce() -> R) -> R {
+    let _entered = Entered::new(rt);
+    let kept = Kept(rt);
+    let result = body();
+    rt.finalize();
+    // Only now: until finalize's termination detection every rank may still send this
+    // one requests (a rank recovering from a loss fetches its buddy's copy), and the
+    // state that serves them must still be there.
+    drop(kept);
+    result
+}
+
 /// Runs `f` with the calling rank's runtime.
 ///
 /// # Panics
-/// Outside [`launch`].
+/// Outside [`launch`](crate::launch).
 #[inline]
 pub(crate) fn with<R>(f: impl FnOnce(&Runtime) -> R) -> R {
     let p = CURRENT.with(|c| c.get());
@@ -129,12 +155,18 @@ pub(crate) fn with<R>(f: impl FnOnce(&Runtime) -> R) -> R {
 }
 
 impl Runtime {
-    fn new(ep: &Endpoint, msg_handler: HandlerId, rpcs: Arc<RpcTable>) -> Runtime {
+    /// The runtime of the rank of `ep`, whose pgas messages go to handler `msg_handler`, with
+    /// the in-flight operations and the per-rank states of the mechanisms above.
+    pub(crate) fn new(
+        ep: &Endpoint,
+        msg_handler: HandlerId,
+        in_flight: Box<dyn InFlight>,
+        states: Vec<Box<dyn Any>>,
+    ) -> Runtime {
         let rank = ep.rank();
         Runtime {
             ep,
             msg_handler,
-            rpcs,
             heap: RefCell::new(Heap::new(rank, RESERVED, ep.segment_len())),
             hook: RefCell::new(None),
             hooked: Cell::new(false),
@@ -142,22 +174,41 @@ impl Runtime {
             next_op: Cell::new(0),
             acks_pending: Cell::new(0),
             deferred_frees: RefCell::new(BTreeSet::new()),
-            pending_puts: RefCell::new(Vec::new()),
-            arrived_puts: RefCell::new(Vec::new()),
-            pending_reads: RefCell::new(Vec::new()),
+            in_flight,
             in_handler: Cell::new(false),
             serving: Cell::new(None),
             next_message: Cell::new(0),
             sent: Cell::new(0),
             handled: Cell::new(0),
             reassembly: Reassembly::default(),
-            replies: PendingReplies::default(),
-            dist: DistRegistry::default(),
-            collectives: CollectiveState::default(),
-            teams: TeamRegistry::new(ep),
-            fast_reductions: Cell::new(0),
+            states,
             kept: RefCell::new(Vec::new()),
         }
+    }
+
+    /// The per-rank state of type `S` of a mechanism above, which `launch` created.
+    ///
+    /// # Panics
+    /// If `launch` created none (a bug of `launch`).
+    #[inline]
+    pub(crate) fn state<S: Any>(&self) -> &S {
+        self.states
+            .iter()
+            .find_map(|s| s.downcast_ref::<S>())
+            .unwrap_or_else(|| {
+                panic!(
+                    "pgas: launch made no per-rank {}",
+                    std::any::type_name::<S>()
+                )
+            })
+    }
+
+    /// The operations in flight, as the type that keeps them (`pending.rs`).
+    #[inline]
+    pub(crate) fn in_flight<S: InFlight>(&self) -> &S {
+        let any: &dyn Any = &*self.in_flight;
+        any.downcast_ref::<S>()
+            .expect("pgas: the in-flight operations are kept by one type")
     }
 
     /// The rank's endpoint.
@@ -192,7 +243,7 @@ impl Runtime {
             .into());
         }
         if offset < RESERVED {
-            return Err(crate::global_ptr::reserved(rank, offset));
+            return Err(reserved(rank, offset));
         }
         match offset.checked_add(len) {
             Some(end) if end <= self.ep().segment_len() => Ok(()),
@@ -310,7 +361,20 @@ impl Runtime {
     /// True if no put, get or atomic of this rank is in flight.
     #[inline]
     pub(crate) fn nothing_in_flight(&self) -> bool {
-        self.pending_puts.borrow().is_empty() && self.pending_reads.borrow().is_empty()
+        self.in_flight.is_empty()
+    }
+
+    /// Keeps write `id` until it has completed, then runs `done` ([`InFlight::track_write`]).
+    pub(crate) fn track_write(&self, id: FlushId, done: Box<dyn FnOnce()>) {
+        self.in_flight.track_write(self, id, done);
+    }
+
+    /// Completes the operations whose acks or replies have arrived (after a round of progress).
+    #[inline]
+    pub(crate) fn complete_arrived(&self) {
+        if !self.nothing_in_flight() {
+            self.in_flight.complete_arrived(self);
+        }
     }
 
     /// Makes progress until this rank has no put, get or atomic in flight (see `pending.rs`);
@@ -325,7 +389,7 @@ impl Runtime {
         // Window puts whose futures hold only their numbers are in no list (`pending.rs`): the
         // flush completes them, and whatever in the lists waited for it.
         if self.ep().flush_rma() && !self.nothing_in_flight() {
-            crate::pending::complete_arrived(self);
+            self.complete_arrived();
         }
         if self.nothing_in_flight() {
             return;
@@ -333,7 +397,7 @@ impl Runtime {
         self.ep().wait_for(
             gasnet_bridge::sleep::Awaiting::new("the replies of this rank's operations"),
             || {
-                crate::pending::complete_arrived(self);
+                self.complete_arrived();
                 self.nothing_in_flight()
             },
         );
@@ -350,7 +414,7 @@ impl Runtime {
         if self.nothing_in_flight() || self.ep().in_handler() || !self.ep().flush_rma() {
             return false;
         }
-        crate::pending::complete_arrived(self);
+        self.complete_arrived();
         done()
     }
 
@@ -394,57 +458,6 @@ impl Runtime {
     }
 }
 
-/// Runs `body` on every rank of a job shaped by `config`, with the rpc functions of `rpcs`,
-/// and returns each rank's result in rank order (UPC++ `init`/`finalize` around the body).
-///
-/// Before a rank returns, every operation in flight anywhere in the job completes (rpcs run,
-/// replies arrive). If a rank panics, the error names it and its message.
-pub fn launch<R, F>(config: &LaunchConfig, rpcs: RpcTable, body: F) -> Result<Vec<R>, LaunchError>
-where
-    R: Send,
-    F: Fn() -> R + Sync,
-{
-    if config.segment_bytes <= RESERVED {
-        return Err(LaunchError::Config(ConfigError::BadValue {
-            what: "segment size",
-            reason: format!(
-                "{} bytes; pgas keeps {RESERVED} bytes of each segment, so it needs more",
-                config.segment_bytes
-            ),
-        }));
-    }
-    let rpcs = Arc::new(rpcs);
-    let mut handlers = HandlerTable::new();
-    let msg_handler = handlers.register("pgas.message", crate::wire::receive);
-    gasnet_bridge::launch(config, handlers, |ep| {
-        let rt = Runtime::new(ep, msg_handler, rpcs.clone());
-        let _entered = Entered::new(&rt);
-        let kept = Kept(&rt);
-        let result = body();
-        rt.finalize();
-        // Only now: until finalize's termination detection every rank may still send this
-        // one requests (a rank recovering from a loss fetches its buddy's copy), and the
-        // state that serves them must still be there.
-        drop(kept);
-        result
-    })
-}
-
-/// [`launch`] shaped by `PGAS_RANKS` (default `default_ranks`), `PGAS_SEGMENT_MB` and
-/// `PGAS_RANKS_PER_NODE`.
-pub fn launch_from_env<R, F>(
-    default_ranks: usize,
-    rpcs: RpcTable,
-    body: F,
-) -> Result<Vec<R>, LaunchError>
-where
-    R: Send,
-    F: Fn() -> R + Sync,
-{
-    let config = LaunchConfig::from_env(default_ranks)?;
-    launch(&config, rpcs, body)
-}
-
 /// This rank's index in the world.
 pub fn rank_me() -> usize {
     with(|rt| rt.rank_me())
@@ -455,11 +468,45 @@ pub fn rank_n() -> usize {
     with(|rt| rt.ep().ranks())
 }
 
+/// The node (host, or emulated node on smp with `PGAS_RANKS_PER_NODE`) that world rank
+/// `rank` runs on, from the conduit's topology; nodes are numbered from 0.
+///
+/// # Panics
+/// If `rank` is not a world rank.
+pub fn node_of(rank: usize) -> usize {
+    with(|rt| {
+        let t = rt.ep().topology();
+        assert!(
+            rank < t.ranks(),
+            "node_of({rank}): there are {} ranks",
+            t.ranks()
+        );
+        t.node_of(rank)
+    })
+}
+
+/// This rank's Epoch Counter (EC) in the communication core.
+pub fn epoch() -> u64 {
+    with(|rt| rt.ep().epoch())
+}
+
+/// Advances this rank's epoch for a fence (a synchronization point of the program).
+pub fn fence() {
+    with(|rt| rt.sync(SyncEvent::Fence));
+}
+
+/// The calling rank's communication-core endpoint, for benchmarks that measure a raw operation
+/// side by side with the API. It bypasses the interception hook: not for programs.
+#[cfg(feature = "testing")]
+pub fn bench_endpoint<R>(f: impl FnOnce(&Endpoint) -> R) -> R {
+    with(|rt| f(rt.ep()))
+}
+
 /// Runs pending incoming work (rpcs, replies, completions); returns how much ran.
 pub fn progress() -> usize {
     with(|rt| {
         let n = rt.ep().poll();
-        crate::pending::complete_arrived(rt);
+        rt.complete_arrived();
         n
     })
 }
@@ -487,7 +534,7 @@ pub(crate) fn progress_until(mut done: impl FnMut() -> bool) {
             return;
         }
         rt.ep().wait_until(|| {
-            crate::pending::complete_arrived(rt);
+            rt.complete_arrived();
             done()
         })
     })
@@ -504,22 +551,23 @@ pub(crate) fn progress_until_for(
             return;
         }
         rt.ep().wait_for(awaiting, || {
-            crate::pending::complete_arrived(rt);
+            rt.complete_arrived();
             done()
         })
     })
 }
 
 /// Ends the job on every rank with `message`, already worded for the user: this rank unwinds
-/// without a panic message, the others are woken and unwind quietly, and [`launch`] returns
-/// [`LaunchError::RankPanicked`](crate::LaunchError::RankPanicked) with `message`. For a rank
-/// that cannot go on (its output failed, its input is bad): returning alone instead would
+/// without a panic message, the others are woken and unwind quietly, and
+/// [`launch`](crate::launch) returns
+/// [`LaunchError::RankPanicked`](gasnet_bridge::LaunchError::RankPanicked) with `message`. For a
+/// rank that cannot go on (its output failed, its input is bad): returning alone instead would
 /// leave the other ranks waiting for it in their next collective, forever.
 pub fn stop(message: impl Into<String>) -> ! {
     std::panic::resume_unwind(Box::new(gasnet_bridge::failure::Stopped(message.into())))
 }
 
-/// True when called on a rank inside [`launch`].
+/// True when called on a rank inside [`launch`](crate::launch).
 pub fn in_launch() -> bool {
     !CURRENT.with(|c| c.get()).is_null()
 }

@@ -49,7 +49,7 @@ fn check_pieces(rt: &Runtime, op: &str, rank: usize, pieces: &[(usize, usize)]) 
     let segment_len = ep.segment_len();
     for &(offset, len) in pieces {
         if offset < RESERVED {
-            panic!("{op}: {}", crate::global_ptr::reserved(rank, offset));
+            panic!("{op}: {}", runtime::reserved(rank, offset));
         }
         if offset.checked_add(len).is_none_or(|end| end > segment_len) {
             panic!(
@@ -600,8 +600,8 @@ pub fn rget_regular<T: Pod>(
 
 /// A strided block sent as one plain put per contiguous run: the baseline the benchmark
 /// measures the one-message path against.
-#[doc(hidden)]
-pub fn __rput_strided_run_by_run<T: Pod, const N: usize>(
+#[cfg(feature = "testing")]
+pub fn rput_strided_run_by_run<T: Pod, const N: usize>(
     src: &[T],
     src_strides: [usize; N],
     dst: GlobalPtr<T>,
@@ -624,9 +624,9 @@ pub fn __rput_strided_run_by_run<T: Pod, const N: usize>(
 }
 
 /// A strided block read as one plain get per contiguous run (benchmark baseline, like
-/// [`__rput_strided_run_by_run`]).
-#[doc(hidden)]
-pub fn __rget_strided_run_by_run<T: Pod, const N: usize>(
+/// [`rput_strided_run_by_run`]).
+#[cfg(feature = "testing")]
+pub fn rget_strided_run_by_run<T: Pod, const N: usize>(
     src: GlobalPtr<T>,
     src_strides: [usize; N],
     dst: &mut [T],

@@ -3,14 +3,15 @@
 //! `world()` holds every rank; `local_team()` the ranks of this rank's node; `split` divides a
 //! team by color, ordering each new team by (key, parent rank), like `MPI_Comm_split`. A
 //! team's id is derived from its parent's id, the split's sequence number and the color, so
-//! every member computes the same id without further messages.
+//! every member computes the same id without further messages. `Team::split` itself is in
+//! `collectives.rs`: a split is a collective over the team.
 
 use std::cell::{OnceCell, RefCell};
 use std::rc::Rc;
 
 use gasnet_bridge::Endpoint;
 
-use crate::collectives;
+use crate::mix::mix64;
 use crate::runtime;
 
 /// An ordered group of ranks.
@@ -55,7 +56,7 @@ const WORLD_ID: u64 = 0;
 
 fn mix(a: u64, b: u64) -> u64 {
     // SplitMix64 finalizer over the pair: ids of different (parent, seq, color) differ.
-    crate::mix64(a ^ b.wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(17))
+    mix64(a ^ b.wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(17))
 }
 
 impl TeamRegistry {
@@ -145,10 +146,9 @@ impl Team {
         &self.inner.members
     }
 
-    /// Splits the team (collective over it): ranks with equal `color` form a new team,
-    /// ordered by `key`, then by their rank in this team.
-    pub fn split(&self, color: u64, key: u64) -> Team {
-        let (seq, all) = collectives::split_exchange(self, color, key);
+    /// The team of this rank's `color` after split `seq` of this team, from every member's
+    /// `(color, key)` in team order: ordered by key, then by rank in this team.
+    pub(crate) fn split_by(&self, seq: u64, color: u64, all: &[(u64, u64)]) -> Team {
         let mut chosen: Vec<(u64, usize)> = all
             .iter()
             .enumerate()
@@ -164,7 +164,13 @@ impl Team {
 
 /// The team of all ranks.
 pub fn world() -> Team {
-    runtime::with(|rt| rt.teams.world.borrow().clone().expect("world team"))
+    runtime::with(|rt| {
+        rt.state::<TeamRegistry>()
+            .world
+            .borrow()
+            .clone()
+            .expect("world team")
+    })
 }
 
 /// The team of this rank alone (like `MPI_COMM_SELF`): its collectives complete at once.
@@ -175,7 +181,13 @@ pub fn solo_team() -> Team {
 
 /// The ranks on this rank's node (all ranks on the smp conduit unless nodes are emulated).
 pub fn local_team() -> Team {
-    runtime::with(|rt| rt.teams.local.borrow().clone().expect("local team"))
+    runtime::with(|rt| {
+        rt.state::<TeamRegistry>()
+            .local
+            .borrow()
+            .clone()
+            .expect("local team")
+    })
 }
 
 #[cfg(test)]

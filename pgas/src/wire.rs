@@ -1,6 +1,6 @@
-//! How pgas messages ride on active messages: one bridge handler for all of them, a kind and a
-//! few header words in the AM arguments, and payloads larger than a medium AM split into
-//! fragments and reassembled at the target.
+//! The format of pgas messages on active messages: one bridge handler for all of them, a kind
+//! and a few header words in the AM arguments, and payloads larger than a medium AM split into
+//! fragments and reassembled at the target (sending and receiving them is `messages.rs`).
 //!
 //! Argument layout of a message that fits one medium AM (almost all): `[kind, header...]`, the
 //! payload whole. A larger one travels as fragments, [`FRAGMENT`] set in the kind word:
@@ -18,10 +18,9 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 
-use gasnet_bridge::{MAX_ARGS, MAX_MEDIUM, Payload, Token};
+use gasnet_bridge::MAX_ARGS;
 
 use crate::error::PgasError;
-use crate::runtime::{self, Runtime};
 
 /// Header words a message can carry besides the wire's own four.
 pub(crate) const HEADER_WORDS: usize = MAX_ARGS - 4;
@@ -50,7 +49,7 @@ pub(crate) enum Kind {
 }
 
 impl Kind {
-    fn from_word(w: u64) -> Option<Kind> {
+    pub(crate) fn from_word(w: u64) -> Option<Kind> {
         Some(match w {
             1 => Kind::RpcRequest,
             2 => Kind::RpcReply,
@@ -127,40 +126,8 @@ impl Reassembly {
     }
 }
 
-/// Sends one logical message to `target`.
-///
-/// # Panics
-/// If `target` is not a rank or the header is too long (both are bugs of the caller).
-pub(crate) fn send(rt: &Runtime, target: usize, kind: Kind, header: &[u64], payload: &[u8]) {
-    assert!(header.len() <= HEADER_WORDS, "pgas message header too long");
-    if let Err(e) = fits(target, payload.len()) {
-        panic!("pgas: {e}");
-    }
-    let ep = rt.ep();
-    let kind = kind as u64 | if rt.is_internal() { INTERNAL } else { 0 };
-    let mut args = [0u64; MAX_ARGS];
-    rt.sent.set(rt.sent.get() + 1);
-    if payload.len() <= MAX_MEDIUM {
-        args[0] = kind;
-        args[1..1 + header.len()].copy_from_slice(header);
-        ep.am_request_medium(target, rt.msg_handler, &args[..1 + header.len()], payload)
-            .unwrap_or_else(|e| panic!("pgas: cannot send to rank {target}: {e}"));
-        return;
-    }
-    args[0] = kind | FRAGMENT;
-    args[1] = rt.next_message_id();
-    args[2] = payload.len() as u64;
-    args[4..4 + header.len()].copy_from_slice(header);
-    let args = &mut args[..4 + header.len()];
-    for (i, chunk) in payload.chunks(MAX_MEDIUM).enumerate() {
-        args[3] = (i * MAX_MEDIUM) as u64;
-        ep.am_request_medium(target, rt.msg_handler, args, chunk)
-            .unwrap_or_else(|e| panic!("pgas: cannot send to rank {target}: {e}"));
-    }
-}
-
 /// Checks a message of `len` bytes to `target` is within [`MAX_MESSAGE`].
-fn fits(target: usize, len: usize) -> Result<(), PgasError> {
+pub(crate) fn fits(target: usize, len: usize) -> Result<(), PgasError> {
     if len > MAX_MESSAGE {
         return Err(PgasError::MessageTooLarge {
             target,
@@ -171,54 +138,17 @@ fn fits(target: usize, len: usize) -> Result<(), PgasError> {
     Ok(())
 }
 
-/// The bridge handler of every pgas message.
-pub(crate) fn receive(token: &Token<'_>) {
-    runtime::with(|rt| {
-        let source = token.source();
-        let args = token.args();
-        let bytes = match token.payload() {
-            Payload::Medium(b) => b,
-            Payload::None => &[][..],
-            Payload::Long { .. } => malformed(source, "a long AM where pgas sends medium ones"),
-        };
-        let Some(&word) = args.first() else {
-            malformed(source, "no kind word")
-        };
-        let internal = word & INTERNAL != 0;
-        let kind = Kind::from_word(word & !(INTERNAL | FRAGMENT))
-            .unwrap_or_else(|| malformed(source, &format!("unknown message kind {word}")));
-        if word & FRAGMENT == 0 {
-            return rt.in_mode(internal, || deliver(rt, token, kind, &args[1..], bytes));
-        }
-        if args.len() < 4 {
-            malformed(source, "a fragment with fewer than four wire arguments");
-        }
-        let header = &args[4..];
-        if let Some(buf) = rt.reassembly.add(source, args[1], args[2], args[3], bytes) {
-            rt.in_mode(internal, || deliver(rt, token, kind, header, &buf));
-        }
-    })
-}
-
-/// Clears `Runtime::in_handler` when a handler returns or unwinds.
-struct HandlerScope<'a>(&'a Runtime);
-
-impl Drop for HandlerScope<'_> {
-    fn drop(&mut self) {
-        self.0.in_handler.set(false);
-    }
-}
-
-fn deliver(rt: &Runtime, token: &Token<'_>, kind: Kind, header: &[u64], payload: &[u8]) {
-    rt.handled.set(rt.handled.get() + 1);
-    rt.in_handler.set(true);
-    let _scope = HandlerScope(rt);
-    match kind {
-        Kind::RpcRequest => crate::rpc::handle_request(rt, token, header, payload),
-        Kind::RpcReply => crate::rpc::handle_reply(rt, token.source(), header, payload),
-        Kind::Collective => crate::collectives::handle(rt, token.source(), header, payload),
-        Kind::DistFetch => crate::dist_object::handle_fetch(rt, token, header),
-    }
+/// Decodes the reply of rpc `name` from `rank`.
+///
+/// # Panics
+/// Naming both, if the bytes do not decode as an `R`.
+pub(crate) fn decode_reply<R: serde::de::DeserializeOwned>(
+    rank: usize,
+    name: &str,
+    bytes: &[u8],
+) -> R {
+    postcard::from_bytes(bytes)
+        .unwrap_or_else(|e| panic!("malformed reply of rpc {name:?} from rank {rank}: {e}"))
 }
 
 /// Ends the rank with an error naming the sender: bytes that do not follow the protocol are

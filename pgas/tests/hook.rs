@@ -12,16 +12,17 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 // Every test here checks acks or IWCs, so its jobs count incoming writes.
 use common::{allgather, held_ranks, ranks, run_counting as run};
-use pgas::hook::{
+use pgas::runtime_hooks as resilience;
+use pgas::runtime_hooks::{
     AllocAction, AtomicAction, Collective, CollectiveAction, CollectiveKind, Fetch, FetchAction,
-    FreeAction, GetAction, OpId, PutAction, ReplyAction, Rma, RpcAction, RpcCall, RpcReply,
-    SyncEvent,
+    FreeAction, GetAction, Interceptor, OpId, PutAction, ReplyAction, Rma, RpcAction, RpcCall,
+    RpcReply, SyncEvent, clear_hook, set_hook,
 };
 use pgas::{
-    AtomicDomain, Completions, DistObject, GlobalPtr, Interceptor, RpcTable, barrier, broadcast,
-    clear_hook, delete_, epoch, fence, new_array, rank_me, resilience, rget, rget_into,
-    rget_irregular, rget_regular, rget_slice, rget_strided, rget_with, rpc, rpc_ff, rput,
-    rput_irregular, rput_regular, rput_slice, rput_strided, rput_with, set_hook, world,
+    AtomicDomain, Completions, DistObject, GlobalPtr, RpcTable, barrier, broadcast, delete_, epoch,
+    fence, new_array, rank_me, rget, rget_into, rget_irregular, rget_regular, rget_slice,
+    rget_strided, rget_with, rpc, rpc_ff, rput, rput_irregular, rput_regular, rput_slice,
+    rput_strided, rput_with, world,
 };
 
 use gasnet_bridge::{AtomicOp, AtomicResult, WriteAck};

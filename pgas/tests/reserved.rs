@@ -11,7 +11,7 @@ mod common;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use common::{by_rank, ranks, run};
-use pgas::resilience::rput_uncounted;
+use pgas::runtime_hooks::rput_uncounted;
 use pgas::{
     AtomicDomain, Completions, GlobalPtr, PgasError, RpcTable, barrier, new_array, rank_me, rget,
     rget_into, rget_irregular, rget_regular, rget_slice, rget_strided, rget_with, rput,

@@ -14,11 +14,10 @@ use std::rc::Rc;
 use common::{allgather, mix, ranks, run};
 use gasnet_bridge::WriteAck;
 use pgas::bytemuck::{self, Pod};
-use pgas::hook::{OpId, Rma};
+use pgas::runtime_hooks::{Interceptor, OpId, Rma, clear_hook, set_hook};
 use pgas::{
-    GlobalPtr, Interceptor, RpcTable, barrier, clear_hook, delete_, new_array, rank_me,
-    rget_irregular, rget_regular, rget_slice, rget_strided, rput_irregular, rput_regular,
-    rput_slice, rput_strided, set_hook,
+    GlobalPtr, RpcTable, barrier, delete_, new_array, rank_me, rget_irregular, rget_regular,
+    rget_slice, rget_strided, rput_irregular, rput_regular, rput_slice, rput_strided,
 };
 
 /// Elements of each rank's target array.
@@ -348,7 +347,7 @@ fn bad_vectors_panic_naming_the_cause_and_write_nothing() {
                 }
             }
             // The first piece is valid, the second overruns the segment: nothing is written.
-            let segment = pgas::__bench_endpoint(|ep| ep.segment_len());
+            let segment = pgas::testing::bench_endpoint(|ep| ep.segment_len());
             let far = GlobalPtr::<u64>::from_raw(right.rank(), segment);
             let m = panic_of(|| {
                 rput_irregular(&[&[7u64, 8, 9][..]], &[(right, 1), (far - 1, 2)]).wait();
@@ -379,9 +378,9 @@ struct Log {
 }
 
 impl Interceptor for Log {
-    fn before_put(&self, id: OpId, rma: &Rma, bytes: &[u8]) -> pgas::hook::PutAction {
+    fn before_put(&self, id: OpId, rma: &Rma, bytes: &[u8]) -> pgas::runtime_hooks::PutAction {
         self.puts.borrow_mut().push((id, *rma, bytes.to_vec()));
-        pgas::hook::PutAction::Proceed
+        pgas::runtime_hooks::PutAction::Proceed
     }
     fn after_put(&self, id: OpId, rma: &Rma, ack: WriteAck) {
         self.acks.borrow_mut().push((id, *rma, ack));
@@ -401,7 +400,7 @@ fn the_hook_sees_every_piece_and_iwc_values_have_no_gap() {
             let arrays = allgather(a);
             let log = Rc::new(Log::default());
             barrier();
-            let iwc0 = pgas::resilience::incoming_writes();
+            let iwc0 = pgas::runtime_hooks::incoming_writes();
             barrier();
             set_hook(log.clone());
             // Every rank writes a disjoint column set of every rank's array, mixing plain,
@@ -449,7 +448,7 @@ fn the_hook_sees_every_piece_and_iwc_values_have_no_gap() {
                 );
             }
             barrier();
-            let iwc_now = pgas::resilience::incoming_writes();
+            let iwc_now = pgas::runtime_hooks::incoming_writes();
             // All logs together: every rank's IWC values are exactly iwc0+1..=iwc_now.
             let all = pgas::reduce_all(&pgas::world(), mine, common::concat).wait();
             let mut got: Vec<u64> = all.iter().filter(|w| w.0 == me).map(|w| w.1).collect();
@@ -464,11 +463,11 @@ fn the_hook_sees_every_piece_and_iwc_values_have_no_gap() {
 
 /// Messages this rank has sent, and whether `rank`'s memory is copied directly from here.
 fn sent() -> u64 {
-    pgas::__bench_endpoint(|ep| ep.messages_sent())
+    pgas::testing::bench_endpoint(|ep| ep.messages_sent())
 }
 
 fn direct(rank: usize) -> bool {
-    pgas::__bench_endpoint(|ep| ep.segment_base(rank).is_ok())
+    pgas::testing::bench_endpoint(|ep| ep.segment_base(rank).is_ok())
 }
 
 #[test]
@@ -485,7 +484,7 @@ fn a_non_contiguous_transfer_is_one_message_per_target() {
                 let block = ([1, 64], t, [2, 128], [64, 64]);
                 // Messages per transfer: none when the target is addressable or reached through
                 // the MPI-3 window (one MPI call with the pieces as its datatype), else one.
-                let by_messages = pgas::__bench_endpoint(|ep| ep.rma_by_messages(1));
+                let by_messages = pgas::testing::bench_endpoint(|ep| ep.rma_by_messages(1));
                 let expect = if direct(1) || !by_messages { 0 } else { 1 };
                 let s0 = sent();
                 rput_strided(&src, block.0, block.1, block.2, block.3).wait();
@@ -506,7 +505,7 @@ fn a_non_contiguous_transfer_is_one_message_per_target() {
                 // The counter does count messages: run by run it is one per run (unless the
                 // runs travel as MPI-3 window puts, which are no messages).
                 let s3 = sent();
-                pgas::strided::__rput_strided_run_by_run(&src, [1, 64], t, [2, 128], [64, 64]);
+                pgas::testing::rput_strided_run_by_run(&src, [1, 64], t, [2, 128], [64, 64]);
                 let per_run = if by_messages { 1 } else { 0 };
                 assert_eq!(sent() - s3, 4096 * per_run, "run by run");
             }

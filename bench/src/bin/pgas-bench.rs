@@ -44,9 +44,10 @@ use bench_report::{
     BenchArgs, Better, CacheLinePingPong, Line, median_of, ns_per_op, paired, print, size_name,
 };
 use gasnet_bridge::{AtomicOp, HandlerTable};
+use pgas::runtime_hooks::Interceptor;
 use pgas::{
-    AtomicDomain, Completions, GlobalPtr, Interceptor, LaunchConfig, Promise, RpcFn, RpcTable,
-    barrier, barrier_async, rget, rpc, rpc_ff, rput, rput_slice, rput_with,
+    AtomicDomain, Completions, GlobalPtr, LaunchConfig, Promise, RpcFn, RpcTable, barrier,
+    barrier_async, rget, rpc, rpc_ff, rput, rput_slice, rput_with,
 };
 
 const FLOOD_SIZES: [usize; 6] = [8, 512, 4 << 10, 64 << 10, 1 << 20, 4 << 20];
@@ -311,7 +312,7 @@ fn pgas_lines(s: &Sizes, am_rtt: f64) -> Vec<Line> {
             let (ops, reps) = (s.ops, s.reps);
             let src8 = 7u64.to_ne_bytes();
             let raw_put = || {
-                pgas::__bench_endpoint(|ep| {
+                pgas::testing::bench_endpoint(|ep| {
                     ns_per_op(ops, || {
                         ep.put(1, at, black_box(&src8)).unwrap().iwc.into_unit()
                     })
@@ -326,9 +327,9 @@ fn pgas_lines(s: &Sizes, am_rtt: f64) -> Vec<Line> {
                 );
             }
             let hooked = || {
-                pgas::set_hook(Rc::new(NoopHook));
+                pgas::runtime_hooks::set_hook(Rc::new(NoopHook));
                 let t = api_put();
-                pgas::clear_hook();
+                pgas::runtime_hooks::clear_hook();
                 t
             };
             if s.wants(&["hook_overhead"]) {
@@ -340,7 +341,7 @@ fn pgas_lines(s: &Sizes, am_rtt: f64) -> Vec<Line> {
             }
             let raw_get = || {
                 let mut dst = [0u8; 8];
-                pgas::__bench_endpoint(|ep| {
+                pgas::testing::bench_endpoint(|ep| {
                     ns_per_op(ops, || ep.get(1, at, black_box(&mut dst)).unwrap())
                 })
             };
@@ -354,7 +355,7 @@ fn pgas_lines(s: &Sizes, am_rtt: f64) -> Vec<Line> {
             }
             let ad = AtomicDomain::<u64>::new();
             let raw_add = || {
-                pgas::__bench_endpoint(|ep| {
+                pgas::testing::bench_endpoint(|ep| {
                     ns_per_op(ops, || {
                         // The previous value alone, as the pgas side returns: keeping the
                         // whole 32-byte result made this loop's cost depend on code layout
@@ -396,7 +397,7 @@ fn pgas_lines(s: &Sizes, am_rtt: f64) -> Vec<Line> {
                 let bname = format!("bridge_put_{case}");
                 let gbps = |ns: f64| size as f64 / ns;
                 let raw = || {
-                    gbps(pgas::__bench_endpoint(|ep| {
+                    gbps(pgas::testing::bench_endpoint(|ep| {
                         ns_per_op(n, || ep.put(1, at, &src).unwrap().iwc.into_unit())
                     }))
                 };
@@ -442,7 +443,7 @@ fn pgas_lines(s: &Sizes, am_rtt: f64) -> Vec<Line> {
             return lines;
         }
         let raw_barrier = || {
-            pgas::__bench_endpoint(|ep| {
+            pgas::testing::bench_endpoint(|ep| {
                 ep.barrier().unwrap();
                 ns_per_op(s.ops / 20, || ep.barrier().unwrap())
             })
@@ -515,7 +516,7 @@ fn pgas_lines(s: &Sizes, am_rtt: f64) -> Vec<Line> {
 /// path before one-message transfers) measured in the same run; nanoseconds per block, 50
 /// blocks per repetition (10 with `--quick`).
 fn strided_lines(s: &Sizes, dst: GlobalPtr<f64>) -> Vec<Line> {
-    use pgas::strided::{__rget_strided_run_by_run, __rput_strided_run_by_run};
+    use pgas::testing::{rget_strided_run_by_run, rput_strided_run_by_run};
     use pgas::{rget_strided, rput_strided};
     let blocks: u64 = if s.ops < 1_000_000 { 10 } else { 50 };
     let src: Vec<f64> = (0..64 * 64).map(|k| k as f64).collect();
@@ -526,7 +527,7 @@ fn strided_lines(s: &Sizes, dst: GlobalPtr<f64>) -> Vec<Line> {
     ] {
         let by_runs = || {
             ns_per_op(blocks, || {
-                __rput_strided_run_by_run(&src, [1, 64], dst, dst_strides, [64, 64])
+                rput_strided_run_by_run(&src, [1, 64], dst, dst_strides, [64, 64])
             })
         };
         let one = || {
@@ -542,7 +543,7 @@ fn strided_lines(s: &Sizes, dst: GlobalPtr<f64>) -> Vec<Line> {
         let mut back = vec![0.0f64; 64 * 64];
         let mut by_runs = || {
             ns_per_op(blocks, || {
-                __rget_strided_run_by_run(dst, dst_strides, &mut back, [1, 64], [64, 64])
+                rget_strided_run_by_run(dst, dst_strides, &mut back, [1, 64], [64, 64])
             })
         };
         let mut back2 = vec![0.0f64; 64 * 64];
@@ -744,7 +745,7 @@ fn rput_flood(s: &Sizes, target: GlobalPtr<u8>, at: usize) -> Line {
         return line(median_of(s.reps, prom));
     }
     let raw = || {
-        mops(pgas::__bench_endpoint(|ep| {
+        mops(pgas::testing::bench_endpoint(|ep| {
             ns_per_op(n, || ep.put(1, at, &src).unwrap().iwc.into_unit())
         }))
     };

@@ -9,59 +9,15 @@
 
 use bytemuck::Pod;
 use pgas::GlobalPtr;
-use pgas::resilience::internal;
-use thiserror::Error;
+use pgas::runtime_hooks::internal;
 
 use crate::cd::Cd;
+use crate::error::ClassificationError;
 use crate::frame::CdKind;
 use crate::relaxed::interceptor::logging_frame;
 use crate::runtime::CdRuntime;
 
-/// A declared region of this rank's segment.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Region {
-    /// The CD that declared it.
-    pub cd: String,
-    /// The name the program gave it.
-    pub name: String,
-    /// Byte offset in the segment.
-    pub offset: usize,
-    /// Byte length.
-    pub len: usize,
-}
-
-impl Region {
-    fn overlaps(&self, offset: usize, len: usize) -> bool {
-        offset < self.offset + self.len && self.offset < offset + len
-    }
-}
-
-/// A remote access, by another CD of the relaxed group while the group runs, into a region
-/// declared private or privatized.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
-#[error(
-    "classification error: CD {cd:?} on rank {rank} accessed {len} bytes at offset {offset} of \
-     rank {owner}, inside region `{region}` that CD {owner_cd:?} on rank {owner} declared \
-     {class}"
-)]
-pub struct ClassificationError {
-    /// The accessing CD.
-    pub cd: String,
-    /// Its rank.
-    pub rank: usize,
-    /// The declaring CD.
-    pub owner_cd: String,
-    /// Its rank (the region's owner).
-    pub owner: usize,
-    /// The region's name.
-    pub region: String,
-    /// `private` or `privatized`.
-    pub class: String,
-    /// The access: byte offset and length at the owner.
-    pub offset: usize,
-    /// See `offset`.
-    pub len: usize,
-}
+pub use super::frame_state::Region;
 
 /// The region `len` elements at `ptr`, or `None` in a strict CD (a CD the program calls
 /// relaxed but the configuration makes strict: it logs nothing and re-executes with all its

@@ -1,5 +1,5 @@
-//! Node-level dependency lists (seed 003, "Node-level Dependency Tracking"; RELAXED_CDS.md,
-//! "Escalation with node-level dependency tracking"): which ranks an escalation from a
+//! Node-level dependency lists (seed 003, "Node-level Dependency Tracking"; docs/relaxed-cds.md,
+//! "Escalation and dependency lists"): which ranks an escalation from a
 //! relaxed CD must re-execute.
 //!
 //! While a strict CD with `dependency_tracking = true` runs, each rank notes, from the
@@ -23,63 +23,7 @@ use crate::frame::Frame;
 use crate::relaxed::log_store::EntryKind;
 use crate::runtime::CdRuntime;
 
-/// What one rank noted during the current execution of a tracking strict CD.
-///
-/// The notes live in the rank's memory: a rank loss takes them. A relaxed CD with
-/// `log_medium = "buddy"` replicates them with its log (`replica.rs`), so a rank that recovers
-/// alone gets them back; otherwise they stay lost (`notes_lost`) and an escalation at this CD
-/// re-executes the whole group.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct Dependencies {
-    /// Ranks this rank read from (gets, fetched values of atomics, rpc replies, fetches).
-    pub(crate) reads_from: BTreeSet<usize>,
-    /// Ranks this rank wrote into (puts, writing atomics, rpc requests).
-    pub(crate) writes_to: BTreeSet<usize>,
-    /// This rank communicated outside any logging relaxed CD (or began a strict child CD
-    /// spanning other ranks): nothing logged can serve that to a limited re-execution.
-    pub(crate) unlogged: bool,
-    /// A relaxed child of the strict CD escalated on this rank in this execution.
-    pub(crate) escalated_child: bool,
-    /// A rank loss took these notes and no replica brought them back.
-    pub(crate) notes_lost: bool,
-}
-
-impl Dependencies {
-    /// Notes the remote operation an entry records (`logged`: a logging relaxed CD logs it).
-    pub(crate) fn note(&mut self, kind: &EntryKind, logged: bool) {
-        match kind {
-            EntryKind::Write { target, .. } => {
-                self.writes_to.insert(*target);
-            }
-            EntryKind::Read { source, .. } => {
-                self.reads_from.insert(*source);
-            }
-            EntryKind::Atomic { target, op, .. } => {
-                self.reads_from.insert(*target);
-                if *op != crate::relaxed::log_store::LoggedOp::Load {
-                    self.writes_to.insert(*target);
-                }
-            }
-            EntryKind::Rpc { target, .. } => {
-                self.writes_to.insert(*target);
-                self.reads_from.insert(*target);
-            }
-            EntryKind::Fetch { rank, .. } => {
-                self.reads_from.insert(*rank);
-            }
-            // A barrier is a synchronization: never a dependency, and a limited
-            // re-execution runs it among the re-executing ranks without a log.
-            EntryKind::Collective { barrier: true, .. } => return,
-            EntryKind::Collective { .. } => {}
-            EntryKind::Rng { .. } | EntryKind::Alloc { .. } | EntryKind::Privatized { .. } => {
-                return;
-            }
-        }
-        if !logged {
-            self.unlogged = true;
-        }
-    }
-}
+pub(crate) use super::frame_state::Dependencies;
 
 /// Why a rank's execution of the strict CD failed, as far as dependency tracking cares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -4,7 +4,8 @@
 //! Without the fence, a writer that ran ahead of F (it passed a synchronization F had passed
 //! before failing) could put into F while F replays: an older replayed write could then
 //! overwrite the new bytes, or the replayed code could read them in place of the old ones.
-//! RELAXED_CDS.md's step 5 says ranks that wait on F "simply wait"; this is how a writer knows.
+//! The protocol (docs/relaxed-cds.md, "Recovery of C on F") has the ranks that wait on F simply
+//! wait; this is how a writer knows.
 //!
 //! # Protocol
 //!
@@ -40,7 +41,7 @@
 use std::cell::RefCell;
 use std::sync::atomic::{Ordering, fence};
 
-use pgas::resilience::{self, internal};
+use pgas::runtime_hooks::{self as resilience, internal};
 
 use crate::relaxed::replay;
 use crate::runtime::{self, CdRuntime};

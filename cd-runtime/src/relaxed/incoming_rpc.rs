@@ -1,5 +1,5 @@
 //! Incoming rpc requests in a relaxed recovery. A request is a write counted at the target
-//! (RELAXED_CDS.md: "rpc: request as a write counted at the target"), so the replay runs its
+//! (docs/relaxed-cds.md, "Forward execution: logging": an rpc request is a write counted at the target), so the replay runs its
 //! function again at the request's (EC, IWC) place among the incoming writes, from the
 //! arguments the initiator logged, and compares the result with the reply the initiator logged.
 //!
@@ -12,7 +12,7 @@
 //! function refuses before replaying ([`check`]); a function that starts one while replayed
 //! (it did not the first time: not deterministic) is refused as it does ([`refuse_operation`]).
 
-use pgas::resilience;
+use pgas::runtime_hooks as resilience;
 
 use crate::relaxed::PreservedRegion;
 use crate::relaxed::epochs::{Incoming, IncomingWhat};

@@ -8,7 +8,7 @@
 //! incoming writes of a recovery at each epoch step.
 
 use gasnet_bridge::{AtomicOp, AtomicResult, WriteAck};
-use pgas::hook::{
+use pgas::runtime_hooks::{
     AllocAction, AtomicAction, Collective, CollectiveAction, Fetch, FetchAction, FreeAction,
     GetAction, Interceptor, OpId, PutAction, Rma, RpcAction, RpcCall, SyncEvent,
 };

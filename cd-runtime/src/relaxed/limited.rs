@@ -26,7 +26,7 @@
 use std::collections::HashMap;
 use std::rc::Rc;
 
-use pgas::resilience::{self, internal};
+use pgas::runtime_hooks::{self as resilience, internal};
 use pgas::{Promise, Team};
 
 use crate::cd::Cd;

@@ -164,7 +164,7 @@ impl From<LoggedOp> for AtomicOp {
 
 impl LoggedOp {
     /// True for an operation whose replay on top of its own effect changes the result
-    /// (RELAXED_CDS.md: "combining" writes). Store and swap replace, and are idempotent.
+    /// (docs/relaxed-cds.md: "combining" writes). Store and swap replace, and are idempotent.
     pub fn is_combining(self) -> bool {
         !matches!(
             self,
@@ -173,7 +173,7 @@ impl LoggedOp {
     }
 }
 
-/// What one log entry records (RELAXED_CDS.md, "What is logged in forward execution").
+/// What one log entry records (docs/relaxed-cds.md, "Forward execution: logging").
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum EntryKind {
     /// A remote write (rput) at its initiator: target, address, bytes; the target's counters

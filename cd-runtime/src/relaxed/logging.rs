@@ -41,11 +41,11 @@ pub(crate) fn log(rt: &CdRuntime, op: u64, kind: EntryKind) {
     }
     let e = LogEntry {
         lsn: rt.relaxed.next_lsn(),
-        ec: pgas::resilience::epoch(),
+        ec: pgas::runtime_hooks::epoch(),
         op,
         // An rpc function serving another rank's request started it: a replay of that
         // request must know (see `incoming_rpc`).
-        request: pgas::resilience::serving_request().map(|r| r.iwc),
+        request: pgas::runtime_hooks::serving_request().map(|r| r.iwc),
         kind,
     };
     let size = e.size() as u64;

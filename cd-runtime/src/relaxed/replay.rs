@@ -7,7 +7,7 @@
 use std::rc::Rc;
 
 use pgas::GlobalPtr;
-use pgas::resilience::{self, internal};
+use pgas::runtime_hooks::{self as resilience, internal};
 
 use crate::cd::Cd;
 use crate::frame::Frame;

@@ -44,16 +44,7 @@ use crate::relaxed::dependencies::Dependencies;
 use crate::relaxed::log_store::LogEntry;
 use crate::runtime::CdRuntime;
 
-/// What of a CD's log its buddy holds: the replicas under `keys`, in order, hold the store's
-/// first `entries` entries and the first `iwcs` of its own IWCs; `deps` is the last snapshot
-/// of its dependency notes sent (tracking strict CDs).
-#[derive(Debug, Default)]
-pub(crate) struct Replicated {
-    pub(crate) keys: Vec<u64>,
-    pub(crate) entries: usize,
-    pub(crate) iwcs: usize,
-    pub(crate) deps: Option<Dependencies>,
-}
+pub(crate) use super::frame_state::Replicated;
 
 /// One replica: the next entries of one CD's store, its next own IWCs, and (tracking strict
 /// CDs, when they changed) a snapshot of its dependency notes.
@@ -83,7 +74,7 @@ fn tracks(frame: &Frame) -> bool {
 /// every CD on this rank's stack. Only complete entries go (an entry still waiting for its
 /// reply is shipped by a later replication). Counted in `frame`'s `bytes_replicated`.
 pub(crate) fn replicate(rt: &CdRuntime, frame: &Frame) {
-    pgas::resilience::wait_for_acks();
+    pgas::runtime_hooks::wait_for_acks();
     let frames: Vec<Rc<Frame>> = rt.frames.borrow().clone();
     let mut parts = Vec::new();
     // (frame index, key, entries covered, own IWCs covered, notes sent)
@@ -131,7 +122,7 @@ pub(crate) fn replicate(rt: &CdRuntime, frame: &Frame) {
         return;
     }
     let bytes: usize = parts.iter().map(|(_, b)| b.0.len()).sum();
-    rt.rpcs.store_logs(rt.buddy_rank, parts);
+    rt.rpcs.store_logs(rt.buddy.buddy_rank(), parts);
     for (i, key, entries, iwcs, deps) in covered {
         let mut rx = frames[i].rx.borrow_mut();
         rx.replica.keys.push(key);
@@ -178,7 +169,7 @@ pub(crate) fn forget(rt: &CdRuntime, keys: Vec<u64>) {
         return;
     }
     rt.buddy.unmark_logs(&keys);
-    rt.rpcs.forget_logs(rt.buddy_rank, keys);
+    rt.rpcs.forget_logs(rt.buddy.buddy_rank(), keys);
 }
 
 /// Deletes the logs of `frame` (a strict CD completes, re-executes or gives up) and their
@@ -205,7 +196,8 @@ pub(crate) fn restore_logs(rt: &CdRuntime) {
                 rx.log_lost = Some(format!(
                     "buddy rank {} lost the replica {k} of CD {:?}'s log with its own memory \
                      (both ranks lost theirs)",
-                    rt.buddy_rank, f.name
+                    rt.buddy.buddy_rank(),
+                    f.name
                 ));
             }
         }
@@ -222,7 +214,7 @@ pub(crate) fn restore_logs(rt: &CdRuntime) {
     let got = if keys.is_empty() {
         Vec::new()
     } else {
-        rt.rpcs.fetch_logs(rt.buddy_rank, keys.clone())
+        rt.rpcs.fetch_logs(rt.buddy.buddy_rank(), keys.clone())
     };
     for (f, range) in frames.iter().zip(ranges) {
         let mut rx = f.rx.borrow_mut();
@@ -241,7 +233,8 @@ pub(crate) fn restore_logs(rt: &CdRuntime) {
                 Err(why) => {
                     rx.log_lost = Some(format!(
                         "the replica of CD {:?}'s log at buddy rank {}: {why}",
-                        f.name, rt.buddy_rank
+                        f.name,
+                        rt.buddy.buddy_rank()
                     ));
                     if tracks(f) {
                         rx.deps.notes_lost = true;

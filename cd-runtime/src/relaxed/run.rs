@@ -11,7 +11,8 @@ use crate::cd::Cd;
 use crate::config::CdKindSetting;
 use crate::error::{CdError, FaultKinds};
 use crate::frame::{CdKind, Frame};
-use crate::injector::{self, Injected};
+use crate::injector::Injected;
+use crate::recovery;
 use crate::relaxed::classes::Region;
 use crate::relaxed::log_store::{EntryKind, LogEntry, TargetCounters};
 use crate::relaxed::{fence, logging, replay, replica, shadow};
@@ -67,8 +68,8 @@ pub fn relaxed<R>(
     rt.count_incoming_writes();
     {
         let mut rx = frame.rx.borrow_mut();
-        rx.ec_begin = pgas::resilience::epoch();
-        rx.iwc_begin = pgas::resilience::incoming_writes();
+        rx.ec_begin = pgas::runtime_hooks::epoch();
+        rx.iwc_begin = pgas::runtime_hooks::incoming_writes();
     }
     let cd = Cd {
         frame: frame.clone(),
@@ -79,10 +80,10 @@ pub fn relaxed<R>(
     loop {
         frame.begin(attempt);
         let start = Instant::now();
-        let injected = injector::for_execution(&rt, &frame, name, attempt);
+        let injected = rt.fault_for(&frame, name, attempt);
         if attempt > 0 {
             // A preserved copy changed on disk is not restored: the CD escalates.
-            if let Some(cause) = crate::frame::unreadable_files(&rt) {
+            if let Some(cause) = recovery::unreadable_files(&rt) {
                 return escalate_replay(&rt, &frame, attempt, cause, logging);
             }
             if after_loss {
@@ -109,7 +110,7 @@ pub fn relaxed<R>(
             replica::replicate(&rt, &frame);
         }
         let mut kinds = frame.state.borrow().failure.union(kinds_of(&out));
-        kinds = kinds.union(injector::take_effect(&rt, &frame, injected));
+        kinds = kinds.union(recovery::take_effect(&rt, &frame, injected));
         let own_loss = injected == Some(Injected::RankLoss);
         {
             let mut stats = rt.stats.borrow_mut();
@@ -254,7 +255,7 @@ fn finish<R>(
 ) -> Result<R, CdError> {
     if logging {
         // Every entry is complete (acks in) before the store moves.
-        pgas::resilience::wait_for_acks();
+        pgas::runtime_hooks::wait_for_acks();
     }
     if completed && logging {
         let finals = log_privatized(rt, frame);
@@ -269,7 +270,7 @@ fn finish<R>(
         s.log_ns += crate::clock::to_ns(logged.ticks);
     }
     shadow::close(rt, frame);
-    frame.release_entries(rt);
+    rt.release_entries(frame);
     let popped = rt.frames.borrow_mut().pop();
     debug_assert!(popped.is_some_and(|f| Rc::ptr_eq(&f, frame)));
     let parent = rt.top();
@@ -340,15 +341,15 @@ fn log_privatized(rt: &CdRuntime, frame: &Frame) -> Vec<(Region, Vec<u8>)> {
         }
         let e = LogEntry {
             lsn: rt.relaxed.next_lsn(),
-            ec: pgas::resilience::epoch(),
+            ec: pgas::runtime_hooks::epoch(),
             op: 0,
             request: None,
             kind: EntryKind::Privatized {
                 offset: r.offset,
                 bytes: Bytes(bytes.clone()),
                 counters: TargetCounters {
-                    ec: pgas::resilience::epoch(),
-                    iwc: pgas::resilience::incoming_writes(),
+                    ec: pgas::runtime_hooks::epoch(),
+                    iwc: pgas::runtime_hooks::incoming_writes(),
                 },
             },
         };

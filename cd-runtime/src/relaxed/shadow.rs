@@ -1,4 +1,4 @@
-//! Shadow memory for privatized regions (RELAXED_CDS.md, "Access classes"): a relaxed CD that
+//! Shadow memory for privatized regions (docs/relaxed-cds.md, "Access classes"): a relaxed CD that
 //! completed, and so made its privatized region usable by other CDs, re-executes into a
 //! shadow copy when an enclosing relaxed CD replays it, so the readers of the region never
 //! see the re-execution's intermediate values.
@@ -27,7 +27,7 @@
 
 use bytemuck::Pod;
 use pgas::GlobalPtr;
-use pgas::resilience::internal;
+use pgas::runtime_hooks::internal;
 
 use crate::frame::Frame;
 use crate::relaxed::classes::Region;
@@ -35,16 +35,7 @@ use crate::relaxed::log_store::EntryKind;
 use crate::relaxed::{ReplayEvent, interceptor};
 use crate::runtime::CdRuntime;
 
-/// A privatized region re-executed into shadow memory.
-#[derive(Debug, Clone)]
-pub(crate) struct Shadow {
-    /// The region's byte offset in this rank's segment.
-    pub(crate) region: usize,
-    /// The shadow block's byte offset.
-    pub(crate) block: usize,
-    /// Bytes.
-    pub(crate) len: usize,
-}
+pub(crate) use super::frame_state::Shadow;
 
 /// The pointer the body of `frame` uses for privatized `region` (`ptr`, `len` elements):
 /// `ptr`, or a shadow copy when an enclosing replay re-executes a completed CD.

@@ -24,7 +24,7 @@
 use std::cell::RefCell;
 
 use pgas::GlobalPtr;
-use pgas::resilience::{self, internal};
+use pgas::runtime_hooks::{self as resilience, internal};
 
 /// This rank's table in its segment (one word per rank, then the fence word), every rank's
 /// table address, and the generation this rank last marked in each target's table.

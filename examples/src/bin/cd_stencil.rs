@@ -29,6 +29,8 @@
 //! each process runs one rank, the checks stop every process if one fails, and rank 0's process
 //! prints.
 
+#![forbid(unsafe_code)]
+
 use std::path::PathBuf;
 
 use cd_runtime as cd;

@@ -11,6 +11,8 @@
 //! mpirun (feature `mpi`) the checks are agreed on by every process and rank 0's process prints
 //! the summary.
 
+#![forbid(unsafe_code)]
+
 use std::time::Instant;
 
 use clap::Parser;

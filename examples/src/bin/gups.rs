@@ -12,6 +12,8 @@
 //! under mpirun (feature `mpi`) every process exits non-zero if one fails, and rank 0's process
 //! prints the summary.
 
+#![forbid(unsafe_code)]
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;

@@ -5,6 +5,8 @@
 //! Every rank prints its greeting; the summary line comes once, from rank 0's process under
 //! mpirun (`mpirun -n 4 target/release/hello` with the `mpi` feature).
 
+#![forbid(unsafe_code)]
+
 use std::time::Instant;
 
 use clap::Parser;

@@ -12,6 +12,8 @@
 //! both numbers must match exactly. Under mpirun (feature `mpi`) the checks stop every process
 //! if one fails, and rank 0's process prints the two lines.
 
+#![forbid(unsafe_code)]
+
 use std::time::Instant;
 
 use clap::Parser;

@@ -3,7 +3,7 @@
 //! or bytes arrive). Remote accesses of a CD that checks its classes are checked first.
 
 use gasnet_bridge::AtomicOp;
-use pgas::hook::{
+use pgas::runtime_hooks::{
     AllocAction, AtomicAction, Collective, CollectiveAction, CollectiveKind, Fetch, FetchAction,
     GetAction, OpId, PutAction, Rma, RpcAction, RpcCall,
 };

@@ -6,7 +6,7 @@
 //! the attempt fails, and the next one re-executes the whole group.
 
 use gasnet_bridge::{AtomicOp, AtomicResult, WriteAck};
-use pgas::hook::{
+use pgas::runtime_hooks::{
     AllocAction, AtomicAction, Collective, CollectiveAction, CollectiveKind, Fetch, FetchAction,
     GetAction, OpId, PutAction, Rma, RpcAction, RpcCall,
 };

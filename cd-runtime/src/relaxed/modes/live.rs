@@ -3,7 +3,7 @@
 //! limited re-execution an operation with a rank that re-executes too is made again live.
 
 use gasnet_bridge::AtomicOp;
-use pgas::hook::{
+use pgas::runtime_hooks::{
     AllocAction, AtomicAction, Collective, CollectiveAction, Fetch, FetchAction, GetAction, OpId,
     PutAction, Rma, RpcAction, RpcCall,
 };

@@ -21,7 +21,7 @@ pub(crate) mod replay;
 pub(crate) mod squash;
 
 use gasnet_bridge::AtomicOp;
-use pgas::hook::{
+use pgas::runtime_hooks::{
     AllocAction, AtomicAction, Collective, CollectiveAction, Fetch, FetchAction, GetAction, OpId,
     PutAction, Rma, RpcAction, RpcCall,
 };

@@ -4,7 +4,7 @@
 //! escalates), and the caller gets an empty answer.
 
 use gasnet_bridge::{AtomicOp, AtomicResult};
-use pgas::hook::{
+use pgas::runtime_hooks::{
     AllocAction, AtomicAction, Collective, CollectiveAction, CollectiveKind, Fetch, FetchAction,
     GetAction, OpId, PutAction, Rma, RpcAction, RpcCall,
 };

@@ -6,7 +6,7 @@
 //! neither sends a wrong write nor blocks (reads get zeros, a barrier is skipped).
 
 use gasnet_bridge::{AtomicOp, AtomicResult, WriteAck};
-use pgas::hook::{
+use pgas::runtime_hooks::{
     AllocAction, AtomicAction, Collective, CollectiveAction, CollectiveKind, Fetch, FetchAction,
     GetAction, OpId, PutAction, Rma, RpcAction, RpcCall,
 };

@@ -2,7 +2,7 @@
 //! already holds it (it landed in the first execution). The put must be the one the log
 //! holds, with the same bytes; a difference means the re-execution computes something else.
 
-use pgas::hook::Rma;
+use pgas::runtime_hooks::Rma;
 
 use crate::relaxed::ReplayEvent;
 use crate::relaxed::log_store::LogEntry;

@@ -1,0 +1,220 @@
+//! The relaxed-CD part of a CD's frame (`Frame::rx`): its log store, the regions it preserved
+//! or declared, its shadows, its dependency notes and what of its log the buddy holds. Plain
+//! state below the frames; the mechanisms that fill and read it are the other files here.
+
+use std::collections::{BTreeSet, HashSet};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::ClassificationError;
+use crate::relaxed::log_store::{EntryKind, LogStore, LoggedOp};
+
+/// A region of this rank's segment a relaxed CD preserved with `preserve_global`, with the
+/// IWC read just before and just after its copy was taken.
+///
+/// Why the IWC window: a write that lands after the CD began but before the copy is both in
+/// the copy and in the incoming-write log. Replaying a replacing write again is harmless; a
+/// combining one (an atomic add) would count twice. Writes counted at or before `iwc_before`
+/// had fully landed before the copy started (the IWC counts a write after its bytes are in
+/// place), so a recovery skips the combining ones among them; one counted inside the window
+/// may or may not be in the copy, so a recovery that meets one refuses.
+#[derive(Debug, Clone)]
+pub(crate) struct PreservedRegion {
+    pub(crate) name: String,
+    /// Byte offset and length in this rank's segment.
+    pub(crate) offset: usize,
+    pub(crate) len: usize,
+    pub(crate) iwc_before: u64,
+    pub(crate) iwc_after: u64,
+}
+
+impl PreservedRegion {
+    /// True if the 8-byte word at `offset` lies inside the region.
+    pub(crate) fn covers_word(&self, offset: usize) -> bool {
+        offset >= self.offset && offset + 8 <= self.offset + self.len
+    }
+}
+
+/// The relaxed-CD part of a CD on this rank (strict CDs use only the store, which receives
+/// their relaxed children's logs).
+#[derive(Debug, Default)]
+pub(crate) struct RelaxedFrame {
+    /// The CD's log store.
+    pub(crate) store: LogStore,
+    /// EC and IWC at the CD's begin.
+    pub(crate) ec_begin: u64,
+    pub(crate) iwc_begin: u64,
+    /// Regions of this rank's segment the CD preserved with `preserve_global`, restored at
+    /// once when recovery starts.
+    pub(crate) globals: Vec<PreservedRegion>,
+    /// Names of `globals` restored when the current recovery began.
+    pub(crate) eager_restored: HashSet<String>,
+    /// IWC values of writes this rank made into itself (not in any initiator's log).
+    pub(crate) own_iwcs: Vec<u64>,
+    /// Regions declared private (kept until the LCSA completes: "no other CD touches the
+    /// data until the relaxed group completes").
+    pub(crate) private: Vec<Region>,
+    /// Regions declared privatized (private while this CD runs).
+    pub(crate) privatized: Vec<Region>,
+    /// Privatized regions this execution computes in shadow memory (a completed CD
+    /// re-executed inside an enclosing replay), freed when the execution ends.
+    pub(crate) shadows: Vec<Shadow>,
+    /// What this execution logged so far, added to the report when it ends (a lookup of the
+    /// report's table per operation cost more than the logging itself).
+    pub(crate) logged: LoggedCounts,
+    /// Classification errors found in this CD's accesses.
+    pub(crate) class_errors: Vec<ClassificationError>,
+    /// Blocks whose `delete_` was deferred during this CD (its relaxed children's pushed
+    /// up): a re-execution cancels these deferrals, since it frees the blocks again.
+    pub(crate) deferred: Vec<usize>,
+    /// A relaxed CD ran inside this (strict) CD: deferred frees and logs to clean up.
+    pub(crate) had_relaxed: bool,
+    /// For a strict CD with `dependency_tracking`: the ranks this rank read from and wrote
+    /// into during the current execution.
+    pub(crate) deps: Dependencies,
+    /// What of `store`, `own_iwcs` and `deps` the buddy holds (`log_medium = "buddy"`).
+    pub(crate) replica: Replicated,
+    /// Why this CD's log is incomplete: a rank loss took entries (or dependency notes) that
+    /// no replica held. Cleared with the log (`clear`).
+    pub(crate) log_lost: Option<String>,
+}
+
+/// Entries and bytes a CD's execution logged, and the time spent ([`crate::clock`] ticks).
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct LoggedCounts {
+    pub(crate) entries: u64,
+    pub(crate) bytes: u64,
+    pub(crate) ticks: u64,
+}
+
+impl RelaxedFrame {
+    /// Forgets everything logged inside (a strict CD completes or re-executes); returns the
+    /// keys of the log's replicas at the buddy, which the caller forgets there
+    /// (`replica::forget`).
+    #[must_use = "the buddy still holds the replicas: pass the keys to replica::forget"]
+    pub(crate) fn clear(&mut self) -> Vec<u64> {
+        self.store.clear();
+        self.own_iwcs.clear();
+        self.private.clear();
+        self.privatized.clear();
+        self.class_errors.clear();
+        self.deferred.clear();
+        self.deps = Dependencies::default();
+        self.log_lost = None;
+        std::mem::take(&mut self.replica).keys
+    }
+
+    /// Cancels the frees deferred during a failed execution of this CD (the re-execution
+    /// frees those blocks again; a second `delete_` of a deferred block is an error), except
+    /// the blocks in `keep`.
+    pub(crate) fn cancel_deferred(&mut self, keep: &[usize]) -> Result<(), String> {
+        for offset in std::mem::take(&mut self.deferred) {
+            if keep.contains(&offset) {
+                continue;
+            }
+            pgas::runtime_hooks::cancel_deferred_free(offset)
+                .map_err(|e| format!("cannot cancel the deferred free at {offset}: {e}"))?;
+        }
+        Ok(())
+    }
+}
+
+/// A declared region of this rank's segment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Region {
+    /// The CD that declared it.
+    pub cd: String,
+    /// The name the program gave it.
+    pub name: String,
+    /// Byte offset in the segment.
+    pub offset: usize,
+    /// Byte length.
+    pub len: usize,
+}
+
+impl Region {
+    /// True if `len` bytes at `offset` touch the region.
+    pub(crate) fn overlaps(&self, offset: usize, len: usize) -> bool {
+        offset < self.offset + self.len && self.offset < offset + len
+    }
+}
+
+/// A privatized region re-executed into shadow memory.
+#[derive(Debug, Clone)]
+pub(crate) struct Shadow {
+    /// The region's byte offset in this rank's segment.
+    pub(crate) region: usize,
+    /// The shadow block's byte offset.
+    pub(crate) block: usize,
+    /// Bytes.
+    pub(crate) len: usize,
+}
+
+/// What one rank noted during the current execution of a tracking strict CD.
+///
+/// The notes live in the rank's memory: a rank loss takes them. A relaxed CD with
+/// `log_medium = "buddy"` replicates them with its log (`replica.rs`), so a rank that recovers
+/// alone gets them back; otherwise they stay lost (`notes_lost`) and an escalation at this CD
+/// re-executes the whole group.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Dependencies {
+    /// Ranks this rank read from (gets, fetched values of atomics, rpc replies, fetches).
+    pub(crate) reads_from: BTreeSet<usize>,
+    /// Ranks this rank wrote into (puts, writing atomics, rpc requests).
+    pub(crate) writes_to: BTreeSet<usize>,
+    /// This rank communicated outside any logging relaxed CD (or began a strict child CD
+    /// spanning other ranks): nothing logged can serve that to a limited re-execution.
+    pub(crate) unlogged: bool,
+    /// A relaxed child of the strict CD escalated on this rank in this execution.
+    pub(crate) escalated_child: bool,
+    /// A rank loss took these notes and no replica brought them back.
+    pub(crate) notes_lost: bool,
+}
+
+impl Dependencies {
+    /// Notes the remote operation an entry records (`logged`: a logging relaxed CD logs it).
+    pub(crate) fn note(&mut self, kind: &EntryKind, logged: bool) {
+        match kind {
+            EntryKind::Write { target, .. } => {
+                self.writes_to.insert(*target);
+            }
+            EntryKind::Read { source, .. } => {
+                self.reads_from.insert(*source);
+            }
+            EntryKind::Atomic { target, op, .. } => {
+                self.reads_from.insert(*target);
+                if *op != LoggedOp::Load {
+                    self.writes_to.insert(*target);
+                }
+            }
+            EntryKind::Rpc { target, .. } => {
+                self.writes_to.insert(*target);
+                self.reads_from.insert(*target);
+            }
+            EntryKind::Fetch { rank, .. } => {
+                self.reads_from.insert(*rank);
+            }
+            // A barrier is a synchronization: never a dependency, and a limited
+            // re-execution runs it among the re-executing ranks without a log.
+            EntryKind::Collective { barrier: true, .. } => return,
+            EntryKind::Collective { .. } => {}
+            EntryKind::Rng { .. } | EntryKind::Alloc { .. } | EntryKind::Privatized { .. } => {
+                return;
+            }
+        }
+        if !logged {
+            self.unlogged = true;
+        }
+    }
+}
+
+/// What of a CD's log its buddy holds: the replicas under `keys`, in order, hold the store's
+/// first `entries` entries and the first `iwcs` of its own IWCs; `deps` is the last snapshot
+/// of its dependency notes sent (tracking strict CDs).
+#[derive(Debug, Default)]
+pub(crate) struct Replicated {
+    pub(crate) keys: Vec<u64>,
+    pub(crate) entries: usize,
+    pub(crate) iwcs: usize,
+    pub(crate) deps: Option<Dependencies>,
+}

@@ -1,0 +1,81 @@
+//! Starting a job: every rank's runtime made with the per-rank state of each mechanism, and the
+//! one bridge handler of pgas messages dispatching each kind to the mechanism that handles it.
+//! The top of the layers: the only file that names every mechanism.
+
+use std::any::Any;
+use std::sync::Arc;
+
+use gasnet_bridge::{ConfigError, HandlerTable, LaunchConfig, LaunchError, Token};
+
+use crate::collectives::{self, CollectiveState};
+use crate::dist_object;
+use crate::dist_registry::DistRegistry;
+use crate::messages;
+use crate::pending::Pending;
+use crate::rpc::{self, PendingReplies, RpcTable};
+use crate::runtime::{self, RESERVED, Runtime};
+use crate::team::TeamRegistry;
+use crate::wire::Kind;
+
+/// Runs `body` on every rank of a job shaped by `config`, with the rpc functions of `rpcs`,
+/// and returns each rank's result in rank order (UPC++ `init`/`finalize` around the body).
+///
+/// Before a rank returns, every operation in flight anywhere in the job completes (rpcs run,
+/// replies arrive). If a rank panics, the error names it and its message.
+pub fn launch<R, F>(config: &LaunchConfig, rpcs: RpcTable, body: F) -> Result<Vec<R>, LaunchError>
+where
+    R: Send,
+    F: Fn() -> R + Sync,
+{
+    if config.segment_bytes <= RESERVED {
+        return Err(LaunchError::Config(ConfigError::BadValue {
+            what: "segment size",
+            reason: format!(
+                "{} bytes; pgas keeps {RESERVED} bytes of each segment, so it needs more",
+                config.segment_bytes
+            ),
+        }));
+    }
+    let rpcs = Arc::new(rpcs);
+    let mut handlers = HandlerTable::new();
+    let msg_handler = handlers.register("pgas.message", |token: &Token<'_>| {
+        messages::receive(token, deliver)
+    });
+    gasnet_bridge::launch(config, handlers, |ep| {
+        // The most used first: `Runtime::state` looks them up in this order.
+        let states: Vec<Box<dyn Any>> = vec![
+            Box::new(PendingReplies::default()),
+            Box::new(rpcs.clone()),
+            Box::new(DistRegistry::default()),
+            Box::new(CollectiveState::default()),
+            Box::new(TeamRegistry::new(ep)),
+        ];
+        let rt = Runtime::new(ep, msg_handler, Box::new(Pending::default()), states);
+        runtime::run_rank(&rt, &body)
+    })
+}
+
+/// [`launch`] shaped by `PGAS_RANKS` (default `default_ranks`), `PGAS_SEGMENT_MB` and
+/// `PGAS_RANKS_PER_NODE`.
+pub fn launch_from_env<R, F>(
+    default_ranks: usize,
+    rpcs: RpcTable,
+    body: F,
+) -> Result<Vec<R>, LaunchError>
+where
+    R: Send,
+    F: Fn() -> R + Sync,
+{
+    let config = LaunchConfig::from_env(default_ranks)?;
+    launch(&config, rpcs, body)
+}
+
+/// Hands a whole pgas message to the mechanism of its kind.
+fn deliver(rt: &Runtime, token: &Token<'_>, kind: Kind, header: &[u64], payload: &[u8]) {
+    match kind {
+        Kind::RpcRequest => rpc::handle_request(rt, token, header, payload),
+        Kind::RpcReply => rpc::handle_reply(rt, token.source(), header, payload),
+        Kind::Collective => collectives::handle(rt, token.source(), header, payload),
+        Kind::DistFetch => dist_object::handle_fetch(rt, token, header),
+    }
+}
