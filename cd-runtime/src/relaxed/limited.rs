@@ -18,24 +18,23 @@
 //! Anything that does not match (a squashed write with other bytes, a log not used up, an
 //! operation the log does not hold) fails the attempt, and the next attempt re-executes the
 //! whole group: a limited re-execution is bit-exact or falls back, never a wrong answer.
+//!
+//! This file prepares a rank of D, hands out the logged entries, runs the barriers among D
+//! and ends the re-execution; the hook serves the body's operations in the limited mode
+//! (`modes/limited.rs`) and, with ranks in D, in the live mode (`modes/live.rs`).
 
 use std::collections::HashMap;
 use std::rc::Rc;
 
-use gasnet_bridge::{AtomicOp, AtomicResult, WriteAck};
 use pgas::runtime_hooks::{self as resilience, internal};
-use pgas::runtime_hooks::{
-    AtomicAction, Collective, CollectiveAction, CollectiveKind, Fetch, FetchAction, GetAction,
-    PutAction, Rma, RpcAction, RpcCall,
-};
 use pgas::{Promise, Team};
 
 use crate::cd::Cd;
 use crate::frame::Frame;
 use crate::relaxed::epochs::{IncomingQueue, IncomingWhat};
-use crate::relaxed::interceptor::apply_incoming;
-use crate::relaxed::log_store::{EntryKind, LogEntry, LoggedOp};
-use crate::relaxed::{RecoveryTrace, ReplayEvent, replay};
+use crate::relaxed::log_store::{EntryKind, LogEntry};
+use crate::relaxed::replay::{self, apply_incoming, replay_error};
+use crate::relaxed::{RecoveryTrace, ReplayEvent};
 use crate::runtime::CdRuntime;
 
 /// A limited re-execution in progress on a rank of D.
@@ -214,7 +213,7 @@ pub(crate) fn abandon(rt: &CdRuntime) {
     rt.relaxed.replay_errors.borrow_mut().clear();
 }
 
-/// The body starts: operations go through the limited mode from now on.
+/// The body starts: the hook serves its operations in the limited mode (`modes/limited.rs`).
 pub(crate) fn start(rt: &CdRuntime) {
     if let Some(l) = rt.relaxed.limited.borrow_mut().as_mut() {
         l.active = true;
@@ -254,14 +253,16 @@ pub(crate) fn with_old<R>(rt: &CdRuntime, f: impl FnOnce(&[LogEntry]) -> R) -> O
     l.as_ref().map(|l| f(&l.old))
 }
 
-/// In a limited re-execution: whether `rank` re-executes too (`None` outside one).
-fn peer_live(rt: &CdRuntime, rank: usize) -> Option<bool> {
+/// In a limited re-execution whose body runs: whether `rank` re-executes too (`None`
+/// outside one).
+pub(crate) fn peer_live(rt: &CdRuntime, rank: usize) -> Option<bool> {
     let l = rt.relaxed.limited.borrow();
     let l = l.as_ref().filter(|l| l.active)?;
     Some(rank == rt.rank || l.members.binary_search(&rank).is_ok())
 }
 
-fn active(rt: &CdRuntime) -> bool {
+/// True while the body of a limited re-execution runs on this rank.
+pub(crate) fn active(rt: &CdRuntime) -> bool {
     rt.relaxed
         .limited
         .borrow()
@@ -269,8 +270,8 @@ fn active(rt: &CdRuntime) -> bool {
         .is_some_and(|l| l.active)
 }
 
-/// The next logged entry for an operation with a rank outside D.
-fn next(rt: &CdRuntime) -> Option<LogEntry> {
+/// The next logged entry for an operation with a rank outside D (`None`: the log ran out).
+pub(crate) fn next(rt: &CdRuntime) -> Option<LogEntry> {
     let mut l = rt.relaxed.limited.borrow_mut();
     let l = l.as_mut()?;
     let e = l.served.get(l.cursor)?.clone();
@@ -278,220 +279,22 @@ fn next(rt: &CdRuntime) -> Option<LogEntry> {
     Some(e)
 }
 
-fn error(rt: &CdRuntime, what: String) {
-    rt.relaxed.replay_errors.borrow_mut().push(what);
-}
-
-fn unexpected(rt: &CdRuntime, doing: String, e: Option<&LogEntry>) {
-    let logged = e.map_or("nothing more".to_string(), |e| format!("LSN {}", e.lsn));
-    error(
-        rt,
-        format!(
-            "the limited re-execution did {doing} where the log has {logged}: the body is \
-             not deterministic"
-        ),
-    );
-}
-
-fn served(rt: &CdRuntime, lsn: u64, what: &'static str) {
+/// Counts an entry served to the body, for the report.
+pub(crate) fn count_served(rt: &CdRuntime) {
     if let Some(l) = rt.relaxed.limited.borrow_mut().as_mut() {
         l.replayed += 1;
     }
-    rt.relaxed.event(ReplayEvent::Served { lsn, what });
 }
 
-/// The LSN of `e`, for events (0 when the log ran out).
-fn lsn(e: Option<&LogEntry>) -> u64 {
-    e.map_or(0, |e| e.lsn)
-}
-
-/// A put in a limited re-execution.
-pub(crate) fn put(rt: &CdRuntime, rma: &Rma, bytes: &[u8]) -> Option<PutAction> {
-    if peer_live(rt, rma.rank)? {
-        return Some(PutAction::Proceed);
+/// Counts a write squashed, for the report.
+pub(crate) fn count_squashed(rt: &CdRuntime) {
+    if let Some(l) = rt.relaxed.limited.borrow_mut().as_mut() {
+        l.squashed += 1;
     }
-    let e = next(rt);
-    match e.as_ref().and_then(|e| e.put_to(rma.rank, rma.offset)) {
-        Some(logged) => {
-            if logged != bytes {
-                error(
-                    rt,
-                    format!(
-                        "squashed put to rank {} at offset {} (LSN {}) differs from the \
-                         logged bytes",
-                        rma.rank,
-                        rma.offset,
-                        lsn(e.as_ref())
-                    ),
-                );
-            }
-            if let Some(l) = rt.relaxed.limited.borrow_mut().as_mut() {
-                l.squashed += 1;
-            }
-            rt.relaxed.event(ReplayEvent::Squashed {
-                lsn: lsn(e.as_ref()),
-            });
-        }
-        None => unexpected(
-            rt,
-            format!("a put to rank {} at offset {}", rma.rank, rma.offset),
-            e.as_ref(),
-        ),
-    }
-    Some(PutAction::Suppress)
-}
-
-/// A get in a limited re-execution.
-pub(crate) fn get(rt: &CdRuntime, rma: &Rma, dst: &mut [u8]) -> Option<GetAction> {
-    if peer_live(rt, rma.rank)? {
-        return Some(GetAction::Proceed);
-    }
-    let e = next(rt);
-    match e
-        .as_ref()
-        .and_then(|e| e.read_from(rma.rank, rma.offset, dst.len()))
-    {
-        Some(bytes) => {
-            dst.copy_from_slice(bytes);
-            served(rt, lsn(e.as_ref()), "read");
-        }
-        None => {
-            unexpected(
-                rt,
-                format!("a get from rank {} at offset {}", rma.rank, rma.offset),
-                e.as_ref(),
-            );
-            dst.fill(0);
-        }
-    }
-    Some(GetAction::Served)
-}
-
-/// An rpc in a limited re-execution.
-pub(crate) fn rpc(rt: &CdRuntime, call: &RpcCall, args: &[u8]) -> Option<RpcAction> {
-    if peer_live(rt, call.rank)? {
-        return Some(RpcAction::Proceed);
-    }
-    let e = next(rt);
-    let Some((logged, reply)) = e.as_ref().and_then(|e| e.rpc_to(call.rank, call.name)) else {
-        unexpected(
-            rt,
-            format!("an rpc `{}` to rank {}", call.name, call.rank),
-            e.as_ref(),
-        );
-        return Some(RpcAction::Served(Vec::new()));
-    };
-    if logged != args {
-        error(
-            rt,
-            format!(
-                "rpc `{}` to rank {} has other arguments than logged",
-                call.name, call.rank
-            ),
-        );
-    }
-    served(rt, lsn(e.as_ref()), "rpc reply");
-    Some(RpcAction::Served(reply))
-}
-
-/// An atomic in a limited re-execution.
-pub(crate) fn atomic(
-    rt: &CdRuntime,
-    rank: usize,
-    offset: usize,
-    op: AtomicOp,
-) -> Option<AtomicAction> {
-    if peer_live(rt, rank)? {
-        return Some(AtomicAction::Proceed);
-    }
-    let logged_op = LoggedOp::from(op);
-    let e = next(rt);
-    let Some((previous, counters)) = e
-        .as_ref()
-        .and_then(|e| e.atomic_on(rank, offset, logged_op))
-    else {
-        unexpected(
-            rt,
-            format!("an atomic {logged_op:?} on rank {rank}"),
-            e.as_ref(),
-        );
-        return Some(AtomicAction::Served(AtomicResult {
-            previous: 0,
-            ack: None,
-        }));
-    };
-    served(rt, lsn(e.as_ref()), "atomic");
-    Some(AtomicAction::Served(AtomicResult {
-        previous,
-        ack: counters.map(|c| WriteAck {
-            ec: c.ec,
-            iwc: c.iwc,
-        }),
-    }))
-}
-
-/// A `DistObject::fetch` in a limited re-execution.
-pub(crate) fn fetch(rt: &CdRuntime, f: &Fetch) -> Option<FetchAction> {
-    if peer_live(rt, f.rank)? {
-        return Some(FetchAction::Proceed);
-    }
-    let e = next(rt);
-    let Some(bytes) = e.as_ref().and_then(|e| e.fetch_of(f.rank, f.object)) else {
-        unexpected(rt, format!("a fetch from rank {}", f.rank), e.as_ref());
-        return Some(FetchAction::Proceed);
-    };
-    served(rt, lsn(e.as_ref()), "fetch");
-    Some(FetchAction::Served(bytes))
-}
-
-/// A collective in a limited re-execution: a barrier runs among the re-executing ranks of
-/// its team; any other collective's result comes from the log.
-pub(crate) fn collective(rt: &CdRuntime, c: &Collective) -> Option<CollectiveAction> {
-    if !active(rt) {
-        return None;
-    }
-    if c.kind == CollectiveKind::Barrier {
-        barrier(rt, c.team);
-        return Some(CollectiveAction::Served(Vec::new()));
-    }
-    let e = next(rt);
-    // Barrier entries are not in `served`, so any collective entry is this one.
-    let Some(result) = e.as_ref().and_then(LogEntry::collective_result) else {
-        // Joining it would wait for ranks that are not re-executing, and no result can be
-        // made up. Unreachable for a deterministic body: every non-barrier collective of a
-        // tracking CD's body is logged (or the rank is `unlogged` and D is everyone).
-        unexpected(rt, "a collective".into(), e.as_ref());
-        panic!(
-            "rank {}: a limited re-execution met a collective its log does not hold (the \
-             body is not deterministic); set dependency_tracking = false for this CD",
-            rt.rank
-        );
-    };
-    served(rt, lsn(e.as_ref()), "collective");
-    Some(CollectiveAction::Served(result))
-}
-
-/// A `cd::rng()` draw in a limited re-execution: served from the log. False outside one.
-pub(crate) fn rng(rt: &CdRuntime, dst: &mut [u8]) -> bool {
-    if !active(rt) {
-        return false;
-    }
-    let e = next(rt);
-    match e.as_ref().and_then(|e| e.rng_of(dst.len())) {
-        Some(bytes) => {
-            dst.copy_from_slice(bytes);
-            served(rt, lsn(e.as_ref()), "rng draw");
-        }
-        None => {
-            unexpected(rt, "an rng draw".into(), e.as_ref());
-            dst.fill(0);
-        }
-    }
-    true
 }
 
 /// A barrier among the re-executing ranks of the team `team_id` (the world's or the CD's).
-fn barrier(rt: &CdRuntime, team_id: u64) {
+pub(crate) fn barrier(rt: &CdRuntime, team_id: u64) {
     let (peers, seq) = {
         let mut l = rt.relaxed.limited.borrow_mut();
         let l = l.as_mut().expect("a limited re-execution");
@@ -504,7 +307,7 @@ fn barrier(rt: &CdRuntime, team_id: u64) {
                 .filter(|m| l.team.members().contains(m))
                 .collect()
         } else {
-            error(
+            replay_error(
                 rt,
                 "a barrier on a team other than the world's or the CD's: its re-executing \
                  members are not known"

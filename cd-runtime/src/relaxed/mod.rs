@@ -17,6 +17,8 @@ pub(crate) mod incoming_rpc;
 pub(crate) mod interceptor;
 pub(crate) mod limited;
 pub(crate) mod log_store;
+pub(crate) mod logging;
+pub(crate) mod modes;
 pub(crate) mod rank_state;
 pub(crate) mod replay;
 pub(crate) mod replica;

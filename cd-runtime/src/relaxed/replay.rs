@@ -1,6 +1,8 @@
 //! Recovery of one relaxed CD C on rank F: restore, rewind the EC, gather the incoming
 //! writes from the initiators' logs, then re-execute C's body with the log serving it until
-//! the log runs out (RELAXED_CDS.md, "Recovery of one relaxed CD").
+//! the log runs out (`relaxed/README.md`, "Recovery of C on F, in order"). The body's
+//! operations meanwhile are served by the replay mode (`modes/replay.rs`), which takes its
+//! entries from here.
 
 use std::rc::Rc;
 
@@ -12,7 +14,6 @@ use crate::frame::Frame;
 use crate::relaxed::epochs::{self, Incoming, IncomingQueue, IncomingWhat};
 use crate::relaxed::fence;
 use crate::relaxed::incoming_rpc;
-use crate::relaxed::interceptor::apply_incoming;
 use crate::relaxed::log_store::{EntryKind, LogEntry};
 use crate::relaxed::writers;
 use crate::relaxed::{RecoveryTrace, ReplayEvent};
@@ -93,6 +94,64 @@ impl Replay {
     }
 }
 
+/// Records an error of the running replay: the recovering CD escalates when its body ends.
+pub(crate) fn replay_error(rt: &CdRuntime, what: String) {
+    rt.relaxed.replay_errors.borrow_mut().push(what);
+}
+
+/// While the recovering CD's log serves its body: the next logged entry. `None` outside a
+/// replay, and when the log ran out: the replay then switches to forward mode, for this
+/// operation on.
+pub(crate) fn next_entry(rt: &CdRuntime) -> Option<LogEntry> {
+    let mut replay = rt.relaxed.replay.borrow_mut();
+    let r = replay.as_mut().filter(|r| !r.forward)?;
+    if let Some(e) = r.next() {
+        return Some(e);
+    }
+    let landed = r.switch_to_forward();
+    drop(replay);
+    fence::lower(rt);
+    if let Err(e) = landed {
+        replay_error(rt, e);
+    }
+    rt.relaxed.event(ReplayEvent::Forward {
+        ec: resilience::epoch(),
+    });
+    None
+}
+
+/// Applies the gathered incoming writes of epochs up to `ec` (all when `None`).
+pub(crate) fn apply_incoming(rt: &CdRuntime, ec: Option<u64>) {
+    let due = {
+        let mut q = rt.relaxed.incoming.borrow_mut();
+        if q.is_empty() {
+            return;
+        }
+        match ec {
+            Some(ec) => q.take_through(ec),
+            None => q.take_all(),
+        }
+    };
+    for w in &due {
+        if let Err(e) = epochs::apply(rt, w) {
+            replay_error(rt, e);
+        }
+        rt.relaxed.event(match &w.what {
+            IncomingWhat::Rpc { name, .. } => ReplayEvent::IncomingRpc {
+                from: w.from,
+                ec: w.ec,
+                iwc: w.iwc,
+                name: name.clone(),
+            },
+            _ => ReplayEvent::Incoming {
+                from: w.from,
+                ec: w.ec,
+                iwc: w.iwc,
+            },
+        });
+    }
+}
+
 /// Serves a gather request from `target`: the writes into it with IWC in
 /// `(iwc_begin, iwc_end]` from every store of this rank (the running CDs' and those their
 /// completed children pushed up), how many of its writes into `target` still wait for
@@ -134,7 +193,8 @@ fn for_each_logged(rt: &CdRuntime, target: usize, mut f: impl FnMut(&LogEntry)) 
     let frames: Vec<Rc<Frame>> = rt.frames.borrow().clone();
     for fr in frames {
         let Ok(rx) = fr.rx.try_borrow() else {
-            // Being written this instant (cannot happen from progress today): ask again.
+            // Being written this instant (a safeguard: progress is not expected to run while a
+            // store is borrowed): ask again.
             pending += 1;
             continue;
         };
@@ -318,10 +378,10 @@ pub(crate) fn gather(
 /// regions (which override them) and replays the CD's own window.
 ///
 /// Without them, a neighbour that began its CD first and put into this rank before this
-/// rank's begin (nothing orders the two) left bytes the loss took and no replay brought
-/// back: a re-execution waiting for them waited forever. Writes no log holds (made outside
-/// logging relaxed CDs, before the LCSA) and atomics or rpcs are not rebuilt: the region
-/// they wrote must be preserved (`preserve_global`) to survive a loss, as before.
+/// rank's begin (nothing orders the two) leaves bytes the loss took and no replay brings
+/// back: a re-execution waiting for them would wait forever. Writes no log holds (made
+/// outside logging relaxed CDs, before the LCSA) and atomics or rpcs are not rebuilt: the
+/// region they wrote must be preserved (`preserve_global`) to survive a loss.
 ///
 /// The puts were made in the LCSA's instance; any that landed before this rank switched
 /// counting on carry no IWC (`CdRuntime::count_incoming_writes`), so their order is unknown:

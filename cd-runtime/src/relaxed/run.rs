@@ -15,7 +15,7 @@ use crate::injector::Injected;
 use crate::recovery;
 use crate::relaxed::classes::Region;
 use crate::relaxed::log_store::{EntryKind, LogEntry, TargetCounters};
-use crate::relaxed::{fence, replay, replica, shadow};
+use crate::relaxed::{fence, logging, replay, replica, shadow};
 use crate::report::FailureRecord;
 use crate::runtime::{self, CdRuntime};
 
@@ -302,7 +302,7 @@ fn finish<R>(
         drop(prx);
         replica::forget(rt, unused);
         if let Some(limit) = frame.settings.log_spill_bytes {
-            spill(rt, &parent, limit);
+            logging::spill(rt, &parent, limit);
         }
     }
     // Mark the LCSA too; an escalation it sees came from a relaxed child (dependency
@@ -323,30 +323,6 @@ fn finish<R>(
         rt.relaxed.release_hook();
     }
     out
-}
-
-/// Spills the oldest entries of `frame`'s store past `limit` bytes in memory.
-pub(crate) fn spill(rt: &CdRuntime, frame: &Frame, limit: u64) {
-    let dir = rt.file_dir.join("logs");
-    let stem = format!("{:016x}", frame.id);
-    let n = frame
-        .rx
-        .borrow_mut()
-        .store
-        .maybe_spill(limit as usize, &dir, &stem)
-        .unwrap_or_else(|e| {
-            panic!(
-                "CD {:?}: cannot spill its log to {}: {e}",
-                frame.name,
-                dir.display()
-            )
-        });
-    if n > 0 {
-        rt.stats
-            .borrow_mut()
-            .entry(&frame.name, frame.level)
-            .entries_spilled += n as u64;
-    }
 }
 
 /// Logs each privatized region once, at completion: its final bytes (from its shadow block in
