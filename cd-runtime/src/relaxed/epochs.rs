@@ -2,91 +2,11 @@
 //! applied at the start of each epoch as the re-executed body's synchronizations advance the
 //! EC; and the check that they are exactly the writes that landed (no gap, no repeat).
 
-use std::collections::VecDeque;
-
 use pgas::GlobalPtr;
-use serde::{Deserialize, Serialize};
 
-use crate::buddy::Bytes;
 use crate::relaxed::incoming_rpc;
-use crate::relaxed::log_store::LoggedOp;
+use crate::relaxed::state::incoming::{Incoming, IncomingWhat};
 use crate::runtime::CdRuntime;
-
-/// What an incoming write did to this rank's memory.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub enum IncomingWhat {
-    /// A put of these bytes at this offset.
-    Put {
-        /// Byte offset in the target's segment.
-        offset: usize,
-        /// The bytes.
-        bytes: Bytes,
-    },
-    /// A remote atomic that wrote the word at this offset.
-    Atomic {
-        /// Byte offset of the word.
-        offset: usize,
-        /// The operation.
-        op: LoggedOp,
-    },
-    /// An rpc request the target ran (counted like a write), re-run from its arguments.
-    Rpc {
-        /// The function's registered name.
-        name: String,
-        /// Its serialized arguments.
-        args: Bytes,
-        /// The serialized result the initiator got back (`None` for `rpc_ff`: none came).
-        reply: Option<Bytes>,
-    },
-}
-
-/// One write into the recovering rank, from its initiator's log.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Incoming {
-    /// The initiator.
-    pub from: usize,
-    /// The target's EC when it landed.
-    pub ec: u64,
-    /// The target's IWC after counting it.
-    pub iwc: u64,
-    /// What it wrote.
-    pub what: IncomingWhat,
-}
-
-/// The gathered incoming writes still to apply, in (EC, IWC) order.
-#[derive(Debug, Default)]
-pub struct IncomingQueue {
-    items: VecDeque<Incoming>,
-}
-
-impl IncomingQueue {
-    /// A queue of `items`, sorted by (EC, IWC).
-    pub fn new(mut items: Vec<Incoming>) -> IncomingQueue {
-        items.sort_by_key(|i| (i.ec, i.iwc));
-        IncomingQueue {
-            items: items.into(),
-        }
-    }
-
-    /// True when every write was applied.
-    pub fn is_empty(&self) -> bool {
-        self.items.is_empty()
-    }
-
-    /// Removes and returns the writes of epochs up to `ec`, in order.
-    pub fn take_through(&mut self, ec: u64) -> Vec<Incoming> {
-        let mut out = Vec::new();
-        while self.items.front().is_some_and(|i| i.ec <= ec) {
-            out.extend(self.items.pop_front());
-        }
-        out
-    }
-
-    /// Removes and returns every write left.
-    pub fn take_all(&mut self) -> Vec<Incoming> {
-        self.items.drain(..).collect()
-    }
-}
 
 /// Applies one incoming write to this rank's memory as a local store (not counted by the
 /// IWC: the write was counted when it first landed); an rpc request runs its function again
@@ -152,6 +72,8 @@ pub fn check_sequence(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::buddy::Bytes;
+    use crate::relaxed::state::incoming::IncomingQueue;
 
     fn w(ec: u64, iwc: u64) -> Incoming {
         Incoming {

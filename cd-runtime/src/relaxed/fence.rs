@@ -38,12 +38,11 @@
 //! the replay is still counted and makes the recovery fail with a clear error
 //! (`Replay::switch_to_forward`), as before.
 
-use std::cell::RefCell;
 use std::sync::atomic::{Ordering, fence};
 
 use pgas::runtime_hooks::{self as resilience, internal};
 
-use crate::relaxed::replay;
+use crate::relaxed::gather;
 use crate::runtime::{self, CdRuntime};
 
 /// The fence word's value while its rank replays (any other value means "not fenced": a
@@ -53,12 +52,6 @@ pub(crate) const RAISED: u64 = 0x5245_504c_4159_494e; // "REPLAYIN"
 /// How often F asks a writer again whose writes into F still wait for their ack.
 const DRAIN_ROUNDS: usize = 100_000;
 
-/// The targets that told this rank they are fenced (it checks their word before writing).
-#[derive(Default)]
-pub(crate) struct Fenced {
-    by: RefCell<Vec<usize>>,
-}
-
 /// Raises this rank's fence and drains its writers (steps 1-2): the marked writers under the
 /// current LCSA, or every other member of its team when `all` (the marks were lost).
 pub(crate) fn raise_and_drain(rt: &CdRuntime, all: bool) -> Result<(), String> {
@@ -67,11 +60,11 @@ pub(crate) fn raise_and_drain(rt: &CdRuntime, all: bool) -> Result<(), String> {
     // Orders the raise before the reads of the marks (Dekker with `after_mark`).
     fence(Ordering::SeqCst);
     let lcsa = rt.lcsa();
-    let members = replay::other_members(&lcsa, rt.rank);
+    let members = gather::other_members(&lcsa, rt.rank);
     let mut ask = if all {
         members
     } else {
-        replay::marked_writers(rt, &lcsa, &members)
+        gather::marked_writers(rt, &lcsa, &members)
     };
     for _ in 0..DRAIN_ROUNDS {
         if ask.is_empty() {
@@ -118,12 +111,8 @@ impl Drop for LowerOnDrop {
 /// this rank's writes into it wait for their ack (`u64::MAX` while this rank restores its
 /// own logs after a loss, as for a gather: F asks again).
 pub(crate) fn serve(rt: &CdRuntime, target: usize) -> u64 {
-    let mut by = rt.relaxed.fenced.by.borrow_mut();
-    if !by.contains(&target) {
-        by.push(target);
-    }
-    drop(by);
-    replay::pending_writes_into(rt, target)
+    rt.relaxed.fenced.note(target);
+    gather::pending_writes_into(rt, target)
 }
 
 /// Before a logged write into `target` (steps 3-4): after this rank just marked itself in
@@ -133,7 +122,7 @@ pub(crate) fn before_write(rt: &CdRuntime, target: usize, marked: bool) {
     if resilience::in_handler() {
         return;
     }
-    let fenced = rt.relaxed.fenced.by.borrow().contains(&target);
+    let fenced = rt.relaxed.fenced.contains(target);
     if !marked && !fenced {
         return;
     }
@@ -152,6 +141,6 @@ pub(crate) fn before_write(rt: &CdRuntime, target: usize, marked: bool) {
         }
     }
     if fenced {
-        rt.relaxed.fenced.by.borrow_mut().retain(|&r| r != target);
+        rt.relaxed.fenced.forget(target);
     }
 }

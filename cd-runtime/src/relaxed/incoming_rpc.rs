@@ -15,17 +15,10 @@
 use pgas::runtime_hooks as resilience;
 
 use crate::relaxed::PreservedRegion;
-use crate::relaxed::epochs::{Incoming, IncomingWhat};
 use crate::relaxed::log_store::LogEntry;
+use crate::relaxed::state::incoming::{Incoming, IncomingWhat};
+use crate::relaxed::state::rerunning::Rerunning;
 use crate::runtime::CdRuntime;
-
-/// The incoming request whose function is being run again on this rank.
-#[derive(Debug, Clone)]
-pub(crate) struct Rerunning {
-    from: usize,
-    iwc: u64,
-    name: String,
-}
 
 /// Runs the function of the incoming request `w` (`name`, `args`) again; its result must be
 /// the `reply` the initiator logged, when it logged one (not for `rpc_ff`).

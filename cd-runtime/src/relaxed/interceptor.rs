@@ -25,16 +25,13 @@ use crate::relaxed::modes::limited::LimitedMode;
 use crate::relaxed::modes::live::Live;
 use crate::relaxed::modes::refuse::Refuse;
 use crate::relaxed::modes::replay::Replaying;
+use crate::relaxed::rank_state::RelaxedHook;
 use crate::relaxed::replay::{self, apply_incoming};
 use crate::runtime::{self, CdRuntime};
 
 // The paths `classes.rs` and `shadow.rs` import these by.
 pub(crate) use crate::relaxed::logging::logging_frame;
 pub(crate) use crate::relaxed::replay::replay_error;
-
-/// The hook; its state lives in the rank's CD runtime.
-#[derive(Debug, Default)]
-pub struct RelaxedHook;
 
 /// What the choice of a mode depends on in an operation.
 #[derive(Clone, Copy)]

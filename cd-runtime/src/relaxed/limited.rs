@@ -23,48 +23,21 @@
 //! and ends the re-execution; the hook serves the body's operations in the limited mode
 //! (`modes/limited.rs`) and, with ranks in D, in the live mode (`modes/live.rs`).
 
-use std::collections::HashMap;
 use std::rc::Rc;
 
+use pgas::Promise;
 use pgas::runtime_hooks::{self as resilience, internal};
-use pgas::{Promise, Team};
 
 use crate::cd::Cd;
 use crate::frame::Frame;
-use crate::relaxed::epochs::{IncomingQueue, IncomingWhat};
+
+use crate::relaxed::gather;
 use crate::relaxed::log_store::{EntryKind, LogEntry};
-use crate::relaxed::replay::{self, apply_incoming, replay_error};
+use crate::relaxed::replay::{apply_incoming, replay_error};
+use crate::relaxed::state::incoming::{IncomingQueue, IncomingWhat};
+use crate::relaxed::state::limited::Limited;
 use crate::relaxed::{RecoveryTrace, ReplayEvent};
 use crate::runtime::CdRuntime;
-
-/// A limited re-execution in progress on a rank of D.
-pub(crate) struct Limited {
-    /// D: the re-executing world ranks, sorted.
-    pub(crate) members: Vec<usize>,
-    /// The strict CD's team (its barriers run among `members` ∩ team).
-    team: Team,
-    /// This rank's log of the first execution, whole (served to other ranks' gathers).
-    pub(crate) old: Vec<LogEntry>,
-    /// The entries the re-execution consumes: operations with ranks outside D, non-barrier
-    /// collectives and rng draws, in LSN order.
-    served: Vec<LogEntry>,
-    cursor: usize,
-    /// Barriers run so far per team id.
-    barriers: HashMap<u64, u64>,
-    /// The body runs (set after the preparation D agreed on).
-    active: bool,
-    squashed: u64,
-    replayed: u64,
-}
-
-/// Arrivals of other ranks at a limited barrier, whether one of them failed (at the
-/// preparation's agreement), and the waiter's promise once it waits.
-#[derive(Default)]
-pub(crate) struct Arrival {
-    count: usize,
-    failed: bool,
-    promise: Option<Promise<()>>,
-}
 
 /// The arrival key of the agreement of D on its preparation (no team has this id). One key
 /// serves every limited re-execution: a rank of D removes the entry when its wait ends, before
@@ -124,23 +97,18 @@ pub(crate) fn prepare(
         .filter(|e| served_in_limited(e, &members))
         .cloned()
         .collect();
-    *rt.relaxed.limited.borrow_mut() = Some(Limited {
-        members: members.clone(),
-        team: frame.team.clone(),
+    *rt.relaxed.limited.borrow_mut() = Some(Limited::new(
+        members.clone(),
+        frame.team.clone(),
         old,
         served,
-        cursor: 0,
-        barriers: HashMap::new(),
-        active: false,
-        squashed: 0,
-        replayed: 0,
-    });
+    ));
     cd.restore_globals_now();
     let iwc_end = resilience::incoming_writes();
     resilience::set_epoch(ec_begin);
     let ask: Vec<usize> = writers.iter().copied().filter(|&r| r != me).collect();
     let writes =
-        replay::gather(rt, &ask, Vec::new(), iwc_begin, iwc_end, &own).map_err(|(e, _)| e)?;
+        gather::gather(rt, &ask, Vec::new(), iwc_begin, iwc_end, &own).map_err(|(e, _)| e)?;
     let mut outside = Vec::new();
     let mut in_copy = Vec::new();
     for w in writes {
@@ -216,7 +184,7 @@ pub(crate) fn abandon(rt: &CdRuntime) {
 /// The body starts: the hook serves its operations in the limited mode (`modes/limited.rs`).
 pub(crate) fn start(rt: &CdRuntime) {
     if let Some(l) = rt.relaxed.limited.borrow_mut().as_mut() {
-        l.active = true;
+        l.start();
     }
 }
 
@@ -227,13 +195,10 @@ pub(crate) fn end(rt: &CdRuntime, name: &str, level: usize) -> Vec<String> {
         return Vec::new();
     };
     let mut errors = Vec::new();
-    if let Some(e) = l.served.get(l.cursor) {
+    if let Some((used, total, lsn)) = l.left_over() {
         errors.push(format!(
-            "the limited re-execution ended after {} of the {} logged operations with ranks \
-             outside it (next: LSN {}): the body is not deterministic",
-            l.cursor,
-            l.served.len(),
-            e.lsn
+            "the limited re-execution ended after {used} of the {total} logged operations \
+             with ranks outside it (next: LSN {lsn}): the body is not deterministic"
         ));
     }
     apply_incoming(rt, None);
@@ -241,23 +206,17 @@ pub(crate) fn end(rt: &CdRuntime, name: &str, level: usize) -> Vec<String> {
     rt.relaxed.finish_trace();
     let mut stats = rt.stats.borrow_mut();
     let s = stats.entry(name, level);
-    s.entries_replayed += l.replayed;
-    s.writes_squashed += l.squashed;
+    let (replayed, squashed) = l.counts();
+    s.entries_replayed += replayed;
+    s.writes_squashed += squashed;
     errors
-}
-
-/// Entries of the first execution's log kept while a limited re-execution runs (for other
-/// ranks' gathers).
-pub(crate) fn with_old<R>(rt: &CdRuntime, f: impl FnOnce(&[LogEntry]) -> R) -> Option<R> {
-    let l = rt.relaxed.limited.try_borrow().ok()?;
-    l.as_ref().map(|l| f(&l.old))
 }
 
 /// In a limited re-execution whose body runs: whether `rank` re-executes too (`None`
 /// outside one).
 pub(crate) fn peer_live(rt: &CdRuntime, rank: usize) -> Option<bool> {
     let l = rt.relaxed.limited.borrow();
-    let l = l.as_ref().filter(|l| l.active)?;
+    let l = l.as_ref().filter(|l| l.active())?;
     Some(rank == rt.rank || l.members.binary_search(&rank).is_ok())
 }
 
@@ -267,57 +226,46 @@ pub(crate) fn active(rt: &CdRuntime) -> bool {
         .limited
         .borrow()
         .as_ref()
-        .is_some_and(|l| l.active)
+        .is_some_and(|l| l.active())
 }
 
 /// The next logged entry for an operation with a rank outside D (`None`: the log ran out).
 pub(crate) fn next(rt: &CdRuntime) -> Option<LogEntry> {
     let mut l = rt.relaxed.limited.borrow_mut();
-    let l = l.as_mut()?;
-    let e = l.served.get(l.cursor)?.clone();
-    l.cursor += 1;
-    Some(e)
+    l.as_mut()?.next()
 }
 
 /// Counts an entry served to the body, for the report.
 pub(crate) fn count_served(rt: &CdRuntime) {
     if let Some(l) = rt.relaxed.limited.borrow_mut().as_mut() {
-        l.replayed += 1;
+        l.count_served();
     }
 }
 
 /// Counts a write squashed, for the report.
 pub(crate) fn count_squashed(rt: &CdRuntime) {
     if let Some(l) = rt.relaxed.limited.borrow_mut().as_mut() {
-        l.squashed += 1;
+        l.count_squashed();
     }
 }
 
 /// A barrier among the re-executing ranks of the team `team_id` (the world's or the CD's).
 pub(crate) fn barrier(rt: &CdRuntime, team_id: u64) {
-    let (peers, seq) = {
-        let mut l = rt.relaxed.limited.borrow_mut();
-        let l = l.as_mut().expect("a limited re-execution");
-        let peers: Vec<usize> = if team_id == pgas::world().id() {
-            l.members.clone()
-        } else if team_id == l.team.id() {
-            l.members
-                .iter()
-                .copied()
-                .filter(|m| l.team.members().contains(m))
-                .collect()
-        } else {
-            replay_error(
-                rt,
-                "a barrier on a team other than the world's or the CD's: its re-executing \
-                 members are not known"
-                    .into(),
-            );
-            return;
-        };
-        let seq = l.barriers.entry(team_id).or_insert(0);
-        *seq += 1;
-        (peers, *seq)
+    let next = rt
+        .relaxed
+        .limited
+        .borrow_mut()
+        .as_mut()
+        .expect("a limited re-execution")
+        .next_barrier(team_id);
+    let Some((peers, seq)) = next else {
+        replay_error(
+            rt,
+            "a barrier on a team other than the world's or the CD's: its re-executing \
+             members are not known"
+                .into(),
+        );
+        return;
     };
     debug_assert!(team_id != PREPARED.0, "a team with the reserved id");
     arrive_all(rt, (team_id, seq), &peers, false);
@@ -344,9 +292,7 @@ fn arrive_all(rt: &CdRuntime, key: (u64, u64), peers: &[usize], failed: bool) ->
     let promise = Promise::new();
     let already = {
         let mut a = rt.relaxed.arrivals.borrow_mut();
-        let entry = a.entry(key).or_default();
-        entry.promise = Some(promise.clone());
-        entry.count
+        a.entry(key).or_default().wait_on(promise.clone())
     };
     if already < others.len() {
         promise.require_anonymous(others.len() - already);
@@ -356,17 +302,12 @@ fn arrive_all(rt: &CdRuntime, key: (u64, u64), peers: &[usize], failed: bool) ->
         .arrivals
         .borrow_mut()
         .remove(&key)
-        .is_some_and(|a| a.failed)
+        .is_some_and(|a| a.failed())
 }
 
 /// Another rank arrived at limited barrier `(team_id, seq)`, or at D's agreement on its
 /// preparation, having `failed` it (served from progress).
 pub(crate) fn arrive(rt: &CdRuntime, team_id: u64, seq: u64, failed: bool) {
     let mut a = rt.relaxed.arrivals.borrow_mut();
-    let entry = a.entry((team_id, seq)).or_default();
-    entry.count += 1;
-    entry.failed |= failed;
-    if let Some(p) = &entry.promise {
-        p.fulfill_anonymous(1);
-    }
+    a.entry((team_id, seq)).or_default().arrived(failed);
 }

@@ -13,6 +13,7 @@ pub mod dependencies;
 pub(crate) mod epochs;
 pub(crate) mod fence;
 pub(crate) mod frame_state;
+pub(crate) mod gather;
 pub(crate) mod incoming_rpc;
 pub(crate) mod interceptor;
 pub(crate) mod limited;
@@ -24,6 +25,7 @@ pub(crate) mod replay;
 pub(crate) mod replica;
 pub(crate) mod run;
 pub(crate) mod shadow;
+pub(crate) mod state;
 pub(crate) mod trace;
 pub(crate) mod writers;
 
@@ -49,7 +51,7 @@ impl RelaxedRpcs {
                 "cd.relaxed.gather",
                 |(target, from, to): (usize, u64, u64)| {
                     // Served from progress: this rank stays in its own CD.
-                    runtime::try_with(|rt| replay::serve_gather(rt, target, from, to))
+                    runtime::try_with(|rt| gather::serve_gather(rt, target, from, to))
                         .unwrap_or_default()
                 },
             ),

@@ -8,14 +8,21 @@ use std::rc::Rc;
 
 use pgas::RpcFn;
 
-use crate::relaxed::epochs::{Incoming, IncomingQueue};
-use crate::relaxed::interceptor::RelaxedHook;
-use crate::relaxed::replay::Replay;
+use crate::relaxed::state::fenced::Fenced;
+use crate::relaxed::state::incoming::{Incoming, IncomingQueue};
+use crate::relaxed::state::limited::{Arrival, Limited};
+use crate::relaxed::state::replay::Replay;
+use crate::relaxed::state::rerunning::Rerunning;
 use crate::relaxed::trace::{RecoveryTrace, ReplayEvent};
-use crate::relaxed::{fence, incoming_rpc, limited, writers};
+use crate::relaxed::writers;
 
 /// Traces kept per rank (the most recent ones).
 const TRACES_KEPT: usize = 64;
+
+/// The pgas hook of relaxed CDs (its `Interceptor` impl is `interceptor.rs`); its state is
+/// the rank's [`RankState`].
+#[derive(Debug, Default)]
+pub struct RelaxedHook;
 
 /// The relaxed-CD state of one rank.
 pub(crate) struct RankState {
@@ -32,7 +39,7 @@ pub(crate) struct RankState {
     /// Errors found while replaying (squash mismatches), for the recovering CD.
     pub(crate) replay_errors: RefCell<Vec<String>>,
     /// The incoming rpc request whose function is being run again, if any.
-    pub(crate) rerunning: RefCell<Option<incoming_rpc::Rerunning>>,
+    pub(crate) rerunning: RefCell<Option<Rerunning>>,
     /// The trace being written and the finished ones.
     pub(crate) trace: RefCell<Option<RecoveryTrace>>,
     pub(crate) traces: RefCell<Vec<RecoveryTrace>>,
@@ -46,19 +53,19 @@ pub(crate) struct RankState {
     /// are noted while > 0).
     pub(crate) tracking: Cell<usize>,
     /// The dependency-limited re-execution this rank takes part in, if any.
-    pub(crate) limited: RefCell<Option<limited::Limited>>,
+    pub(crate) limited: RefCell<Option<Limited>>,
     /// The rank lost its memory and has not fetched its log replicas back yet: gathers are
     /// answered "ask again" meanwhile.
     pub(crate) restoring: Cell<bool>,
     /// Next key of a log replica at the buddy.
     pub(crate) log_key: Cell<u64>,
     /// Arrivals at limited barriers, by (team id, sequence number).
-    pub(crate) arrivals: RefCell<std::collections::HashMap<(u64, u64), limited::Arrival>>,
+    pub(crate) arrivals: RefCell<std::collections::HashMap<(u64, u64), Arrival>>,
     pub(crate) rpcs: RelaxedRpcs,
     /// Who wrote into this rank, so that a recovery asks only them.
     pub(crate) writers: writers::WriterMarks,
     /// The ranks whose recovery fence this rank must check before writing into them.
-    pub(crate) fenced: fence::Fenced,
+    pub(crate) fenced: Fenced,
 }
 
 impl RankState {
@@ -84,7 +91,7 @@ impl RankState {
             arrivals: RefCell::new(std::collections::HashMap::new()),
             rpcs,
             writers: writers::WriterMarks::new(),
-            fenced: fence::Fenced::default(),
+            fenced: Fenced::default(),
         }
     }
 

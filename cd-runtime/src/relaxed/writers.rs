@@ -11,7 +11,7 @@
 //!
 //! The marks are a hint, never the proof: the gap check of the IWC sequence still decides
 //! whether the gathered writes are complete, and when it finds a gap after asking the marked
-//! writers, F asks every other member of the team too (`replay::gather_writes`). A mark can
+//! writers, F asks every other member of the team too (`gather::gather_writes`). A mark can
 //! be missing when the writer was inside an rpc handler (where it cannot wait for a put),
 //! when F lost its memory (the table is poisoned with the rest of the segment), or when the
 //! writer's LCSA was a nested strict CD; those recoveries cost what they did before the marks.
