@@ -26,7 +26,7 @@ use crate::runtime::{self, CdRuntime};
 pub fn strict<R>(name: &str, body: impl FnMut(&Cd) -> Result<R, CdError>) -> Result<R, CdError> {
     let (team, relaxed) = runtime::with(|rt| (rt.top().team.clone(), configured_relaxed(rt, name)));
     if relaxed {
-        return crate::relaxed::relaxed(name, body);
+        return crate::relaxed::run::relaxed_as_configured(name, body);
     }
     run(name, team, body)
 }
@@ -59,7 +59,7 @@ pub fn strict_on<R>(
     body: impl FnMut(&Cd) -> Result<R, CdError>,
 ) -> Result<R, CdError> {
     if runtime::with(|rt| configured_relaxed(rt, name)) {
-        return crate::relaxed::relaxed(name, body);
+        return crate::relaxed::run::relaxed_as_configured(name, body);
     }
     run(name, team.clone(), body)
 }
@@ -72,7 +72,7 @@ pub fn strict_local<R>(
     body: impl FnMut(&Cd) -> Result<R, CdError>,
 ) -> Result<R, CdError> {
     if runtime::with(|rt| configured_relaxed(rt, name)) {
-        return crate::relaxed::relaxed(name, body);
+        return crate::relaxed::run::relaxed_as_configured(name, body);
     }
     let team = pgas::solo_team();
     run(name, team, body)

@@ -23,38 +23,15 @@ fn workspace() -> PathBuf {
         .to_path_buf()
 }
 
-/// The files of the circle left, in cd-runtime: `strict.rs` and `relaxed/run.rs` call each
-/// other, because a CD's configured `kind` may turn one kind into the other
-/// (cd-runtime/src/README.md).
-/// A file may leave this list, never join it: the test fails when a listed file is no longer
-/// in a circle, so that the list shrinks with the code.
-const KNOWN_CIRCLES: (&str, &[&str]) = ("cd-runtime", &["relaxed/run.rs", "strict.rs"]);
-
-/// What is wrong with the circles of `name`'s graph, or an empty text.
-fn check(name: &str, graph: &ImportGraph, root: &Path) -> String {
-    let src = root.join(name).join("src");
-    let rel = |p: &Path| p.strip_prefix(&src).unwrap_or(p).display().to_string();
-    let known: &[&str] = if name == KNOWN_CIRCLES.0 {
-        KNOWN_CIRCLES.1
-    } else {
-        &[]
-    };
+/// The circles of the graph of the crate whose sources are under `src`, told file by file
+/// with the lines that close them, or an empty text.
+fn check(graph: &ImportGraph, src: &Path) -> String {
+    let rel = |p: &Path| p.strip_prefix(src).unwrap_or(p).display().to_string();
     let mut text = String::new();
-    let mut in_circles = Vec::new();
     for (files, edges) in graph.cycles() {
-        let names: Vec<String> = files.iter().map(|f| rel(f)).collect();
-        in_circles.extend(names.iter().cloned());
-        if names.iter().all(|n| known.contains(&n.as_str())) {
-            continue;
-        }
         text += &format!("  {} files import each other in a circle:\n", files.len());
         for e in edges {
             text += &format!("    {}:{} imports {}\n", rel(&e.from), e.line, rel(&e.to));
-        }
-    }
-    for k in known {
-        if !in_circles.iter().any(|n| n == k) {
-            text += &format!("  {k} is in no circle any more: take it out of KNOWN_CIRCLES\n");
         }
     }
     text
@@ -73,7 +50,7 @@ fn library_crates_have_no_import_cycles() {
             "{name}: only {:?} read",
             graph.files
         );
-        let wrong = check(name, &graph, &root);
+        let wrong = check(&graph, &root.join(name).join("src"));
         if !wrong.is_empty() {
             failures += &format!("{name}:\n{wrong}");
         }

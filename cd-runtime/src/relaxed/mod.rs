@@ -10,6 +10,7 @@
 
 pub mod classes;
 pub mod dependencies;
+pub(crate) mod entry;
 pub(crate) mod epochs;
 pub(crate) mod fence;
 pub(crate) mod frame_state;
@@ -35,8 +36,8 @@ use crate::relaxed::rank_state::RelaxedRpcs;
 use crate::runtime;
 
 pub use crate::error::ClassificationError;
+pub use entry::relaxed;
 pub(crate) use frame_state::{PreservedRegion, RelaxedFrame};
-pub use run::relaxed;
 /// What a recovery did, for tests (feature `testing`).
 #[cfg(feature = "testing")]
 pub use trace::{RecoveryTrace, ReplayEvent};

@@ -8,7 +8,7 @@ use pgas::GlobalPtr;
 
 use crate::buddy::Bytes;
 use crate::cd::Cd;
-use crate::config::CdKindSetting;
+use crate::config::CdSettings;
 use crate::error::{CdError, FaultKinds};
 use crate::frame::{CdKind, Frame};
 use crate::injector::Injected;
@@ -19,32 +19,28 @@ use crate::relaxed::{fence, logging, replay, replica, shadow};
 use crate::report::FailureRecord;
 use crate::runtime::{self, CdRuntime};
 
-/// Runs `body` as a relaxed child CD of the current CD (a strict CD, its LCSA, or another
-/// relaxed CD). Begin and completion involve no communication; a failure is recovered on this
-/// rank alone by replaying the CD's log, or escalated to the parent as an error.
-///
-/// A rank loss is detected at the CD's end, so with `log_medium = "buddy"` the log is
-/// replicated when the body ends (acks in, before detection): the logs of this CD and of the
-/// CDs around it go to the buddy rank in one internal rpc. After a loss the rank fetches them
-/// back, restores the preserved state and replays as for a soft error, alone. With
-/// `log_medium = "local"`, a replica lost with the buddy, or preserved state kept in the lost
-/// memory, the CD escalates.
-///
-/// With `kind = "strict"` in the CD's configuration it runs as a strict CD spanning the
-/// parent's ranks instead (the rule is in [`crate::config`]). The attribute of the same name,
-/// `#[cd::relaxed(..)]`, runs a function's body through this function.
-pub fn relaxed<R>(
+/// A CD the program calls strict and the configuration makes relaxed (its `kind`): runs
+/// `body` as a relaxed CD.
+pub(crate) fn relaxed_as_configured<R>(
     name: &str,
-    mut body: impl FnMut(&Cd) -> Result<R, CdError>,
+    body: impl FnMut(&Cd) -> Result<R, CdError>,
 ) -> Result<R, CdError> {
     let rt = runtime::handle();
     let parent = rt.top();
+    let settings = rt.config.settings(name, parent.level + 1);
+    run(rt, parent, settings, name, body)
+}
+
+/// Runs `body` as a relaxed child CD of `parent`, the current CD, with the `settings` of
+/// `name` at the level below it (the entry point, `entry.rs`, chose the kind).
+pub(crate) fn run<R>(
+    rt: Rc<CdRuntime>,
+    parent: Rc<Frame>,
+    settings: CdSettings,
+    name: &str,
+    mut body: impl FnMut(&Cd) -> Result<R, CdError>,
+) -> Result<R, CdError> {
     let level = parent.level + 1;
-    let settings = rt.config.settings(name, level);
-    if settings.kind == Some(CdKindSetting::Strict) {
-        // The configuration makes this CD strict: same ranks as the parent.
-        return crate::strict::strict_as_configured(name, body);
-    }
     let frame = {
         let id = parent.next_child_id(name);
         let iteration = rt.next_iteration(name);
