@@ -28,8 +28,11 @@ pub struct ExactFault {
 /// iteration: every CD that takes its faults from the table shares them (its settings hold a
 /// reference, not a copy), and finding the fault of an execution is one hash lookup, however
 /// many faults the table lists.
+///
+/// The empty list holds no allocation: every CD's settings carry one, and settings are made at
+/// every CD begin.
 #[derive(Debug, Clone, Default)]
-pub struct ExactFaults(Arc<ExactFaultList>);
+pub struct ExactFaults(Option<Arc<ExactFaultList>>);
 
 /// The faults of [`ExactFaults`] and their index.
 #[derive(Debug, Default)]
@@ -46,20 +49,18 @@ impl ExactFaults {
         for (i, f) in faults.iter().enumerate() {
             first.entry((f.rank, f.iteration)).or_insert(i);
         }
-        ExactFaults(Arc::new(ExactFaultList { faults, first }))
+        ExactFaults(Some(Arc::new(ExactFaultList { faults, first })))
     }
 
     /// The first fault written for instance `iteration` on `rank`, if any.
     pub fn find(&self, rank: usize, iteration: u64) -> Option<&ExactFault> {
-        self.0
-            .first
-            .get(&(rank, iteration))
-            .map(|&i| &self.0.faults[i])
+        let list = self.0.as_ref()?;
+        list.first.get(&(rank, iteration)).map(|&i| &list.faults[i])
     }
 
     /// The faults, in the order written.
     pub fn as_slice(&self) -> &[ExactFault] {
-        &self.0.faults
+        self.0.as_ref().map_or(&[], |list| &list.faults)
     }
 }
 
@@ -133,6 +134,12 @@ impl FaultSites {
     /// The first fault on a rank a job of `ranks` ranks lacks.
     pub(super) fn beyond(&self, ranks: usize) -> Option<&FaultSite> {
         self.sites.iter().find(|f| f.fault.rank >= ranks)
+    }
+
+    /// Whether no exact fault names `rank` and `iteration`: the common case, answered without
+    /// hashing when the configuration has no exact faults at all.
+    pub(super) fn none_at(&self, rank: usize, iteration: u64) -> bool {
+        self.at.is_empty() || !self.at.contains_key(&(rank, iteration))
     }
 
     /// The indices of the faults of the table `table` at `rank` and `iteration`. Allocates

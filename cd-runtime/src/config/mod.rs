@@ -280,6 +280,12 @@ impl CdConfig {
         merge(&self.tables(name, level))
     }
 
+    /// The `kind` the CD called `name` at `level` is configured with, if any: what every CD
+    /// begin asks first, without merging the other keys.
+    pub fn kind(&self, name: &str, level: usize) -> Option<CdKindSetting> {
+        first(&self.tables(name, level), |l| l.kind).map(|(k, _)| k)
+    }
+
     /// The file this configuration was read from, if any.
     pub fn source(&self) -> Option<&Path> {
         self.source.as_deref()
@@ -439,6 +445,10 @@ impl CdConfig {
         rank: usize,
         iteration: u64,
     ) -> Vec<usize> {
+        // Every CD begin asks: look for the CD's tables only when some fault is there at all.
+        if self.faults.none_at(rank, iteration) {
+            return Vec::new();
+        }
         first(&self.tables(name, level), |l| l.at.as_ref()).map_or_else(Vec::new, |(_, table)| {
             self.faults.reached(table, rank, iteration)
         })
