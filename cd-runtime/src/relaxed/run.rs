@@ -13,7 +13,7 @@ use crate::error::{CdError, FaultKinds};
 use crate::frame::{CdKind, Frame};
 use crate::injector::Injected;
 use crate::recovery;
-use crate::relaxed::classes::Region;
+use crate::relaxed::frame_state::Region;
 use crate::relaxed::log_store::{EntryKind, LogEntry, TargetCounters};
 use crate::relaxed::{fence, logging, replay, replica, shadow};
 use crate::report::FailureRecord;

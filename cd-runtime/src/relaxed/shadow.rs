@@ -30,7 +30,7 @@ use pgas::GlobalPtr;
 use pgas::runtime_hooks::internal;
 
 use crate::frame::Frame;
-use crate::relaxed::classes::Region;
+use crate::relaxed::frame_state::Region;
 use crate::relaxed::log_store::EntryKind;
 use crate::relaxed::{ReplayEvent, interceptor};
 use crate::runtime::CdRuntime;
