@@ -15,7 +15,7 @@
 //! Dereferencing it in `with` is therefore a shared borrow of a live value; all mutable state inside uses `Cell` and
 //! `RefCell`, and no `RefCell` borrow is held across a call that can run handlers.
 
-use std::any::Any;
+use std::any::{Any, TypeId};
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeSet;
 use std::rc::Rc;
@@ -90,8 +90,9 @@ pub(crate) struct Runtime {
     pub(crate) sent: Cell<u64>,
     pub(crate) handled: Cell<u64>,
     pub(crate) reassembly: Reassembly,
-    /// The per-rank state of the mechanisms above, one value of each type ([`Runtime::state`]).
-    states: Vec<Box<dyn Any>>,
+    /// The per-rank state of the mechanisms above, one value of each type ([`Runtime::state`]),
+    /// beside its type's id so that a lookup compares ids inline instead of asking each box.
+    states: Vec<(TypeId, Box<dyn Any>)>,
     /// Values a resilience runtime keeps alive until every rank of the job is done
     /// (`resilience::keep_until_job_end`).
     pub(crate) kept: RefCell<Vec<Box<dyn Any>>>,
@@ -181,7 +182,7 @@ impl Runtime {
             sent: Cell::new(0),
             handled: Cell::new(0),
             reassembly: Reassembly::default(),
-            states,
+            states: states.into_iter().map(|s| ((*s).type_id(), s)).collect(),
             kept: RefCell::new(Vec::new()),
         }
     }
@@ -192,9 +193,11 @@ impl Runtime {
     /// If `launch` created none (a bug of `launch`).
     #[inline]
     pub(crate) fn state<S: Any>(&self) -> &S {
+        let id = TypeId::of::<S>();
         self.states
             .iter()
-            .find_map(|s| s.downcast_ref::<S>())
+            .find(|(t, _)| *t == id)
+            .and_then(|(_, s)| s.downcast_ref::<S>())
             .unwrap_or_else(|| {
                 panic!(
                     "pgas: launch made no per-rank {}",
