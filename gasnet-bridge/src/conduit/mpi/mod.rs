@@ -25,6 +25,8 @@ mod setup;
 mod started;
 mod state;
 mod teardown;
+#[cfg(feature = "ulfm")]
+mod ulfm;
 mod watchdog;
 mod window;
 mod wire;

@@ -1,0 +1,4 @@
+//! Spare processes and the recovery of a killed process over an MPI with ULFM (cargo feature
+//! `ulfm`). The protocol is told in `RECOVERY.md` beside this file.
+
+pub(crate) mod mpix;
