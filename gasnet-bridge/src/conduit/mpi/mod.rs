@@ -22,6 +22,7 @@ mod rma;
 mod rma_window;
 mod send;
 mod setup;
+mod spares;
 mod started;
 mod state;
 mod teardown;

@@ -6,6 +6,7 @@
 //! `ulfm_headers` checks both against the headers of the MPI this crate was built with.
 
 use std::ffi::c_int;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use ::mpi::ffi;
 
@@ -19,7 +20,7 @@ pub(crate) const ERR_PROC_FAILED_PENDING: c_int = ffi::MPI_ERR_PROC_FAILED_PENDI
 pub(crate) const ERR_REVOKED: c_int = ffi::MPI_ERR_REVOKED as c_int;
 
 // SAFETY (of the declarations): these are the prototypes of mpiext_ftmpi_c.h in Open MPI 5.0,
-// with `MPI_Comm`, `MPI_Group` and `MPI_Request` the handle types of the same library's mpi.h
+// with `MPI_Comm` the handle type of the same library's mpi.h
 // (which rsmpi's bindgen read), and `int` as `c_int`. The `ulfm_headers` test compares this
 // text's signatures with the installed header's.
 unsafe extern "C" {
@@ -31,14 +32,6 @@ unsafe extern "C" {
     pub(crate) fn MPIX_Comm_shrink(comm: ffi::MPI_Comm, newcomm: *mut ffi::MPI_Comm) -> c_int;
     /// Fault-tolerant agreement: `*flag` becomes the bitwise AND of every live member's flag.
     pub(crate) fn MPIX_Comm_agree(comm: ffi::MPI_Comm, flag: *mut c_int) -> c_int;
-    /// Acknowledges the failures this process knows of on `comm`, so that receives from any
-    /// source work again and agree stops reporting them.
-    pub(crate) fn MPIX_Comm_failure_ack(comm: ffi::MPI_Comm) -> c_int;
-    /// The group of the failed processes of `comm` this process acknowledged.
-    pub(crate) fn MPIX_Comm_failure_get_acked(
-        comm: ffi::MPI_Comm,
-        failedgrp: *mut ffi::MPI_Group,
-    ) -> c_int;
 }
 
 /// The MPI error class of return code `rc`.
@@ -47,6 +40,22 @@ pub(crate) fn error_class(rc: c_int) -> c_int {
     // SAFETY: MPI_Error_class reads a code and writes one int; on failure `class` keeps `rc`.
     unsafe { ffi::MPI_Error_class(rc, &mut class) };
     class
+}
+
+/// Set once an MPI call of this process reported a dead process or a revoked communicator.
+static FAILURE_SEEN: AtomicBool = AtomicBool::new(false);
+
+/// Notes the error `rc` of a conduit call: a process failure makes [`failure_seen`] true.
+pub(crate) fn note(rc: c_int) {
+    if is_process_failure(rc) {
+        FAILURE_SEEN.store(true, Ordering::Release);
+    }
+}
+
+/// Whether an MPI call of this process reported a dead process or a revoked communicator: the
+/// error that unwound the rank is then a peer's loss, not a fault of this rank.
+pub(crate) fn failure_seen() -> bool {
+    FAILURE_SEEN.load(Ordering::Acquire)
 }
 
 /// Whether `rc` says a process of the communicator died or the communicator was revoked: the
@@ -121,8 +130,6 @@ mod ulfm_headers {
             "int MPIX_Comm_revoke(MPI_Comm comm);",
             "int MPIX_Comm_shrink(MPI_Comm comm, MPI_Comm *newcomm);",
             "int MPIX_Comm_agree(MPI_Comm comm, int *flag);",
-            "int MPIX_Comm_failure_ack(MPI_Comm comm);",
-            "int MPIX_Comm_failure_get_acked(MPI_Comm comm, MPI_Group *failedgrp);",
         ] {
             assert!(
                 ext.contains(&format!("OMPI_DECLSPEC {proto}")),
