@@ -40,7 +40,11 @@ fn main() {
         }
         let mut got = [0u8; 8];
         ep.get(me, 0, &mut got).expect("read own segment");
-        assert_eq!(u64::from_le_bytes(got), rounds, "the left neighbour's last round");
+        assert_eq!(
+            u64::from_le_bytes(got),
+            rounds,
+            "the left neighbour's last round"
+        );
         (n, rounds)
     });
     match result {

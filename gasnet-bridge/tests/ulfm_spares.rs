@@ -174,7 +174,10 @@ fn a_spare_takes_the_killed_rank(ranks: usize, victim: usize) {
         "{context}"
     );
     for r in (0..ranks).filter(|&r| r != victim) {
-        let place = format!("recovered: pid {} is rank {r} of {ranks} (was rank {r})", pids[r]);
+        let place = format!(
+            "recovered: pid {} is rank {r} of {ranks} (was rank {r})",
+            pids[r]
+        );
         assert_eq!(lines_with(&err, &place).len(), 1, "{place}\n{context}");
     }
     let spare = lines_with(&err, &format!("is rank {victim} of {ranks} (was a spare)"));
@@ -213,9 +216,17 @@ fn an_unneeded_spare_is_released() {
     let context = format!("stdout:\n{out}\nstderr:\n{err}");
     assert!(status.success(), "{context}");
     for r in 0..2 {
-        assert_eq!(lines_with(&out, &format!("rank {r} done")).len(), 1, "{context}");
+        assert_eq!(
+            lines_with(&out, &format!("rank {r} done")).len(),
+            1,
+            "{context}"
+        );
     }
-    assert_eq!(lines_with(&out, "done").len(), 2, "the spare runs no rank\n{context}");
+    assert_eq!(
+        lines_with(&out, "done").len(),
+        2,
+        "the spare runs no rank\n{context}"
+    );
 }
 
 fn main() {
@@ -225,7 +236,10 @@ fn main() {
         return;
     }
     let tests: [(&str, fn()); 5] = [
-        ("an_unneeded_spare_is_released", an_unneeded_spare_is_released),
+        (
+            "an_unneeded_spare_is_released",
+            an_unneeded_spare_is_released,
+        ),
         ("a_spare_takes_killed_rank_2_of_4", || {
             a_spare_takes_the_killed_rank(4, 2)
         }),

@@ -50,11 +50,18 @@ pub(super) fn must<T>(r: Result<T, BridgeError>) -> T {
 
 /// `r`, except that with ULFM an error saying a peer died or the communicator was revoked
 /// unwinds the rank as a peer's failure, which the recovery answers, instead of reaching the
-/// program. Only where the failed call left nothing that MPI may still read or write.
+/// program. Only where the failed call on `comm` left nothing that MPI may still read or write.
 #[inline]
-pub(super) fn or_peer_lost<T>(r: Result<T, BridgeError>) -> Result<T, BridgeError> {
+pub(super) fn or_peer_lost<T>(
+    comm: ffi::MPI_Comm,
+    r: Result<T, BridgeError>,
+) -> Result<T, BridgeError> {
+    #[cfg(not(feature = "ulfm"))]
+    let _ = comm;
     #[cfg(feature = "ulfm")]
-    if r.is_err() && super::ulfm::mpix::failure_seen() {
+    if r.is_err()
+        && (super::ulfm::mpix::failure_seen() || super::ulfm::mpix::comm_has_failure(comm))
+    {
         std::panic::resume_unwind(Box::new(crate::failure::PeerFailure));
     }
     r

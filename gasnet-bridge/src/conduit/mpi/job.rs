@@ -29,8 +29,7 @@ pub(crate) fn start(config: &LaunchConfig) -> Result<(Rc<MpiWorld>, Rc<Link>), L
     #[cfg(not(feature = "ulfm"))]
     // SAFETY: reading a link-time constant of rsmpi's C shim.
     let members = unsafe { ::mpi::ffi::RSMPI_COMM_WORLD };
-    let world =
-        MpiWorld::new(config, members).map_err(|e| LaunchError::Conduit(e.to_string()))?;
+    let world = MpiWorld::new(config, members).map_err(|e| LaunchError::Conduit(e.to_string()))?;
     #[cfg(feature = "ulfm")]
     super::ulfm::lifecycle::started(world.rank)?;
     let link = Link::new(world.clone());

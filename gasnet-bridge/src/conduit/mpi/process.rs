@@ -140,8 +140,8 @@ pub(crate) fn world_shape() -> Result<(usize, usize), LaunchError> {
     )
     .map_err(conduit)?;
     // Spares hold no rank: the job has the other processes.
-    let spares = super::spares::from_env(size as usize)
-        .map_err(|e| LaunchError::Conduit(e.to_string()))?;
+    let spares =
+        super::spares::from_env(size as usize).map_err(|e| LaunchError::Conduit(e.to_string()))?;
     Ok((rank as usize, size as usize - spares))
 }
 

@@ -33,10 +33,13 @@ impl MpiWorld {
             }
             let mut req = null_request();
             // SAFETY: the job communicator is valid until teardown.
-            or_peer_lost(check(
-                unsafe { ffi::MPI_Ibarrier(self.comm, &mut req) },
-                "MPI_Ibarrier",
-            ))?;
+            or_peer_lost(
+                self.comm,
+                check(
+                    unsafe { ffi::MPI_Ibarrier(self.comm, &mut req) },
+                    "MPI_Ibarrier",
+                ),
+            )?;
             st.barrier = BarrierState::Posted(req);
         }
         let BarrierState::Posted(req) = &mut st.barrier else {
@@ -47,7 +50,7 @@ impl MpiWorld {
         // traffic) slows the barrier most when processes outnumber cores, where a process
         // gets only a few rounds per time slice.
         // A failed barrier request is freed by MPI and holds no buffer: unwinding is safe.
-        let done = or_peer_lost(test(req, "MPI_Test(barrier)"))?;
+        let done = or_peer_lost(self.comm, test(req, "MPI_Test(barrier)"))?;
         if done {
             st.barrier = BarrierState::Idle;
         }

@@ -49,7 +49,7 @@ pub(crate) fn ended(rank: usize) -> Result<(), LaunchError> {
 /// error of this process saying so) the recovery runs and this does not return; otherwise
 /// the spares are told the job failed, and the caller ends it as without spares.
 pub(crate) fn failed(job: ffi::MPI_Comm, lost: bool) {
-    if lost || mpix::failure_seen() {
+    if lost || mpix::failure_seen() || mpix::comm_has_failure(job) {
         end_after_loss(Some(job));
     }
     spare::dismiss();

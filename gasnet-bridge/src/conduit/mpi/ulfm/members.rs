@@ -62,9 +62,15 @@ fn all_processes() -> Result<ffi::MPI_Comm, BridgeError> {
 pub(crate) fn rank_and_size(comm: ffi::MPI_Comm) -> Result<(usize, usize), BridgeError> {
     let (mut rank, mut size): (c_int, c_int) = (0, 0);
     // SAFETY: `comm` is a valid communicator; each call writes one int.
-    check(unsafe { ffi::MPI_Comm_rank(comm, &mut rank) }, "MPI_Comm_rank")?;
+    check(
+        unsafe { ffi::MPI_Comm_rank(comm, &mut rank) },
+        "MPI_Comm_rank",
+    )?;
     // SAFETY: as above.
-    check(unsafe { ffi::MPI_Comm_size(comm, &mut size) }, "MPI_Comm_size")?;
+    check(
+        unsafe { ffi::MPI_Comm_size(comm, &mut size) },
+        "MPI_Comm_size",
+    )?;
     Ok((rank as usize, size as usize))
 }
 
@@ -80,7 +86,12 @@ pub(crate) fn split() -> Result<Place, BridgeError> {
     // SAFETY: `all` is valid; `holders` is written (MPI_COMM_NULL at a spare).
     check(
         unsafe {
-            ffi::MPI_Comm_split(all, if spare { undefined } else { 0 }, me as c_int, &mut holders)
+            ffi::MPI_Comm_split(
+                all,
+                if spare { undefined } else { 0 },
+                me as c_int,
+                &mut holders,
+            )
         },
         "MPI_Comm_split(rank holders)",
     )?;
@@ -130,10 +141,7 @@ pub(crate) fn publish(rank: Option<usize>) -> Result<(), BridgeError> {
         },
         "MPI_Allgather(job ranks)",
     )?;
-    let rank_of: Vec<Option<usize>> = every
-        .iter()
-        .map(|&r| usize::try_from(r).ok())
-        .collect();
+    let rank_of: Vec<Option<usize>> = every.iter().map(|&r| usize::try_from(r).ok()).collect();
     with(|m| m.expect("split made the membership").roles = Roles::from_ranks(&rank_of));
     Ok(())
 }

@@ -20,7 +20,7 @@ pub(crate) const ERR_PROC_FAILED_PENDING: c_int = ffi::MPI_ERR_PROC_FAILED_PENDI
 pub(crate) const ERR_REVOKED: c_int = ffi::MPI_ERR_REVOKED as c_int;
 
 // SAFETY (of the declarations): these are the prototypes of mpiext_ftmpi_c.h in Open MPI 5.0,
-// with `MPI_Comm` the handle type of the same library's mpi.h
+// with `MPI_Comm` and `MPI_Group` the handle types of the same library's mpi.h
 // (which rsmpi's bindgen read), and `int` as `c_int`. The `ulfm_headers` test compares this
 // text's signatures with the installed header's.
 unsafe extern "C" {
@@ -32,6 +32,42 @@ unsafe extern "C" {
     pub(crate) fn MPIX_Comm_shrink(comm: ffi::MPI_Comm, newcomm: *mut ffi::MPI_Comm) -> c_int;
     /// Fault-tolerant agreement: `*flag` becomes the bitwise AND of every live member's flag.
     pub(crate) fn MPIX_Comm_agree(comm: ffi::MPI_Comm, flag: *mut c_int) -> c_int;
+    /// Whether `comm` was revoked (`*flag` nonzero).
+    pub(crate) fn MPIX_Comm_is_revoked(comm: ffi::MPI_Comm, flag: *mut c_int) -> c_int;
+    /// The group of the members of `comm` this process knows to have failed.
+    pub(crate) fn MPIX_Comm_get_failed(
+        comm: ffi::MPI_Comm,
+        failedgroup: *mut ffi::MPI_Group,
+    ) -> c_int;
+}
+
+/// Whether `comm` was revoked or this process knows a member of it died: after an error of a
+/// call on `comm`, whose class alone may not say so (a failed non-blocking collective's
+/// schedule reports `MPI_ERR_OTHER`), this tells a peer's loss from a fault of this process.
+/// Notes it for [`failure_seen`].
+pub(crate) fn comm_has_failure(comm: ffi::MPI_Comm) -> bool {
+    let mut revoked: c_int = 0;
+    // SAFETY: `comm` is a valid communicator of this process; one int written.
+    let rc = unsafe { MPIX_Comm_is_revoked(comm, &mut revoked) };
+    let mut failed = rc == ffi::MPI_SUCCESS as c_int && revoked != 0;
+    if !failed {
+        // SAFETY: reading a link-time constant of rsmpi's C shim.
+        let mut group = unsafe { ffi::RSMPI_GROUP_NULL };
+        // SAFETY: as above; `group` is written with a new group, freed below.
+        if unsafe { MPIX_Comm_get_failed(comm, &mut group) } == ffi::MPI_SUCCESS as c_int {
+            let mut size: c_int = 0;
+            // SAFETY: `group` was just made; one int written, then the group freed once.
+            unsafe {
+                ffi::MPI_Group_size(group, &mut size);
+                ffi::MPI_Group_free(&mut group);
+            }
+            failed = size > 0;
+        }
+    }
+    if failed {
+        FAILURE_SEEN.store(true, Ordering::Release);
+    }
+    failed
 }
 
 /// The MPI error class of return code `rc`.
@@ -130,6 +166,8 @@ mod ulfm_headers {
             "int MPIX_Comm_revoke(MPI_Comm comm);",
             "int MPIX_Comm_shrink(MPI_Comm comm, MPI_Comm *newcomm);",
             "int MPIX_Comm_agree(MPI_Comm comm, int *flag);",
+            "int MPIX_Comm_is_revoked(MPI_Comm comm, int *flag);",
+            "int MPIX_Comm_get_failed(MPI_Comm comm, MPI_Group *failedgroup);",
         ] {
             assert!(
                 ext.contains(&format!("OMPI_DECLSPEC {proto}")),
@@ -145,7 +183,10 @@ mod ulfm_headers {
         // SAFETY: the buffer holds MPI_MAX_LIBRARY_VERSION_STRING characters and a terminator;
         // the call may be made before MPI_Init.
         unsafe { ffi::MPI_Get_library_version(buf.as_mut_ptr(), &mut len) };
-        let text: String = buf[..len as usize].iter().map(|&c| c as u8 as char).collect();
+        let text: String = buf[..len as usize]
+            .iter()
+            .map(|&c| c as u8 as char)
+            .collect();
         // LD_LIBRARY_PATH decides which libmpi.so.40 the loader takes: Debian's is 4.1.
         assert!(
             text.contains("Open MPI v5"),

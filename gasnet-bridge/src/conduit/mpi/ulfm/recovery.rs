@@ -31,7 +31,11 @@ pub(crate) enum RecoveryError {
         "the new job communicator gave job rank {rank} the number {got} of {size}: \
          MPI_Comm_split did not keep the order of its keys; the job ends"
     )]
-    Numbering { rank: usize, got: usize, size: usize },
+    Numbering {
+        rank: usize,
+        got: usize,
+        size: usize,
+    },
     /// Processes kept dying during the recovery, more times than there are processes.
     #[error("processes kept dying during the recovery ({0} rounds); the job ends")]
     Unstable(usize),
@@ -105,7 +109,9 @@ pub(crate) fn recover(job: Option<ffi::MPI_Comm>) -> Result<Recovered, Failed> {
             Err(rc) if mpix::is_process_failure(rc) => continue,
             Err(rc) => {
                 return Err(failed(first)(
-                    check(rc, "MPIX_Comm_agree").map_err(RecoveryError::from).unwrap_err(),
+                    check(rc, "MPIX_Comm_agree")
+                        .map_err(RecoveryError::from)
+                        .unwrap_err(),
                 ));
             }
         }
@@ -116,8 +122,8 @@ pub(crate) fn recover(job: Option<ffi::MPI_Comm>) -> Result<Recovered, Failed> {
     let key = new.all_key(me).expect("a live process has a role");
     let new_all = split(alive, Some(0), key).map_err(|e| failed(first)(e.into()))?;
     let rank = new.rank_of(me);
-    let new_job = split(alive, rank.map(|_| 0), rank.unwrap_or(0))
-        .map_err(|e| failed(first)(e.into()))?;
+    let new_job =
+        split(alive, rank.map(|_| 0), rank.unwrap_or(0)).map_err(|e| failed(first)(e.into()))?;
     if let (Some(job), Some(r)) = (new_job, rank) {
         let (got, size) = rank_and_size(job).map_err(|e| failed(first)(e.into()))?;
         if (got, size) != (r, new.holders.len()) {
@@ -177,9 +183,15 @@ fn dead_of(all: ffi::MPI_Comm, alive: ffi::MPI_Comm) -> Result<Vec<usize>, Bridg
         )
     };
     // SAFETY: both communicators are valid; each call writes one group handle.
-    check(unsafe { ffi::MPI_Comm_group(all, &mut g_all) }, "MPI_Comm_group")?;
+    check(
+        unsafe { ffi::MPI_Comm_group(all, &mut g_all) },
+        "MPI_Comm_group",
+    )?;
     // SAFETY: as above.
-    check(unsafe { ffi::MPI_Comm_group(alive, &mut g_alive) }, "MPI_Comm_group")?;
+    check(
+        unsafe { ffi::MPI_Comm_group(alive, &mut g_alive) },
+        "MPI_Comm_group",
+    )?;
     // SAFETY: both groups were just made; `g_dead` is written.
     check(
         unsafe { ffi::MPI_Group_difference(g_all, g_alive, &mut g_dead) },
@@ -187,7 +199,10 @@ fn dead_of(all: ffi::MPI_Comm, alive: ffi::MPI_Comm) -> Result<Vec<usize>, Bridg
     )?;
     let mut n: c_int = 0;
     // SAFETY: `g_dead` is valid; one int written.
-    check(unsafe { ffi::MPI_Group_size(g_dead, &mut n) }, "MPI_Group_size")?;
+    check(
+        unsafe { ffi::MPI_Group_size(g_dead, &mut n) },
+        "MPI_Group_size",
+    )?;
     let within: Vec<c_int> = (0..n).collect();
     let mut numbers = vec![0 as c_int; n as usize];
     // SAFETY: `within` and `numbers` hold `n` ints each; both groups are valid.

@@ -17,6 +17,9 @@ use super::recovery::{Recovered, recover};
 /// computes without polling joins late, and one that never does must not hold the others
 /// forever.
 pub(crate) const RECOVERY_DEADLINE: Duration = Duration::from_secs(20);
+/// How long a process waits after the last barrier before it ends, so that the launcher
+/// forwards its last lines (Open MPI's may drop the output of a process that exits at once).
+const LINGER: Duration = Duration::from_millis(100);
 /// Environment variable: when `1`, every process prints its place after the recovery.
 const VERBOSE_ENV: &str = "PGAS_MPI_RECOVERY_VERBOSE";
 
@@ -33,7 +36,9 @@ pub(crate) fn end_after_loss(job: Option<ffi::MPI_Comm>) -> ! {
                         .replaced
                         .iter()
                         .map(|(rank, spare)| {
-                            format!("rank {rank} was lost and spare process {spare} took its number")
+                            format!(
+                                "rank {rank} was lost and spare process {spare} took its number"
+                            )
                         })
                         .collect();
                     format!(
@@ -52,15 +57,21 @@ pub(crate) fn end_after_loss(job: Option<ffi::MPI_Comm>) -> ! {
     if let Some(line) = line {
         crate::stderr_line::stderr_line(format_args!("gasnet-bridge (mpi conduit): {line}"));
     }
+    // Every live process has written its lines before any ends: the launcher may drop what
+    // a process wrote just before it exited.
+    let all = members::with(|m| m.map(|m| m.all)).expect("the job has its membership");
+    // SAFETY: `all` is the communicator of every live process (the new one after a recovery;
+    // after a failed recovery the old one, revoked, on which the barrier fails at once).
+    let _ = unsafe { ffi::MPI_Barrier(all) };
+    std::thread::sleep(LINGER);
     crate::exit_cleanup::run();
     // SAFETY: _exit ends the process at once. MPI is not finalized: the old job's window and
     // communicators hold a dead member and cannot be freed.
     unsafe { libc::_exit(1) }
 }
 
-/// Checks over the new communicators that every job rank is held once, in order: the sum of
-/// the ranks over the job communicator, then a barrier of every live process (so that no
-/// process ends while another still needs it).
+/// Checks over the new job communicator that every job rank is held once: the sum of the
+/// ranks.
 fn check_numbering(r: &Recovered) -> Result<(), BridgeError> {
     if let (Some(job), Some(rank)) = (r.job, r.rank) {
         let mine = rank as u64;
@@ -87,9 +98,7 @@ fn check_numbering(r: &Recovered) -> Result<(), BridgeError> {
             )));
         }
     }
-    let all = members::with(|m| m.map(|m| m.all)).expect("the job has its membership");
-    // SAFETY: `all` is the new communicator of every live process.
-    check(unsafe { ffi::MPI_Barrier(all) }, "MPI_Barrier(every live process)")
+    Ok(())
 }
 
 /// With `PGAS_MPI_RECOVERY_VERBOSE=1`, one line per process: its place in the new job.
@@ -128,4 +137,3 @@ fn arm_deadline() {
             unsafe { libc::_exit(1) };
         });
 }
-
