@@ -120,9 +120,13 @@ impl Job {
                 break s;
             }
             if started.elapsed() > JOB_LIMIT {
+                let left = self.group_processes();
                 self.end_group();
                 let err = self.stderr.join().unwrap_or_default();
-                panic!("the job did not end within {JOB_LIMIT:?}: a hang\n{err}");
+                panic!(
+                    "the job did not end within {JOB_LIMIT:?}: a hang; still running:\n\
+                     {left}\nstderr:\n{err}"
+                );
             }
             std::thread::sleep(Duration::from_millis(50));
         };
@@ -132,6 +136,16 @@ impl Job {
             out.push_str(&line);
         }
         (status, out, self.stderr.join().unwrap_or_default())
+    }
+
+    /// The processes of the launcher's group, as `ps` shows them (to tell which one hung).
+    fn group_processes(&self) -> String {
+        Command::new("ps")
+            .args(["-o", "pid,stat,etime,wchan:20,args", "-g"])
+            .arg(self.child.id().to_string())
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_else(|e| format!("(ps failed: {e})"))
     }
 
     fn end_group(&mut self) {
