@@ -20,6 +20,8 @@ pub(super) fn check(rc: c_int, what: &str) -> Result<(), BridgeError> {
 #[cold]
 #[inline(never)]
 fn error_text(rc: c_int, what: &str) -> Result<(), BridgeError> {
+    #[cfg(feature = "ulfm")]
+    super::ulfm::mpix::note(rc);
     let mut buf = [0 as c_char; ffi::MPI_MAX_ERROR_STRING as usize + 1];
     let mut len: c_int = 0;
     // SAFETY: the buffer holds MPI_MAX_ERROR_STRING characters plus a terminator. Its own
@@ -34,9 +36,35 @@ fn error_text(rc: c_int, what: &str) -> Result<(), BridgeError> {
 }
 
 /// Panics with the conduit error: used inside progress, where no caller can act on it; the
-/// rank then fails and the others are told.
+/// rank then fails and the others are told. With ULFM, an error saying a peer died unwinds as
+/// a peer's failure instead, which the recovery answers.
 pub(super) fn must<T>(r: Result<T, BridgeError>) -> T {
-    r.unwrap_or_else(|e| panic!("{e}"))
+    r.unwrap_or_else(|e| {
+        #[cfg(feature = "ulfm")]
+        if super::ulfm::mpix::failure_seen() {
+            std::panic::resume_unwind(Box::new(crate::failure::PeerFailure));
+        }
+        panic!("{e}")
+    })
+}
+
+/// `r`, except that with ULFM an error saying a peer died or the communicator was revoked
+/// unwinds the rank as a peer's failure, which the recovery answers, instead of reaching the
+/// program. Only where the failed call on `comm` left nothing that MPI may still read or write.
+#[inline]
+pub(super) fn or_peer_lost<T>(
+    comm: ffi::MPI_Comm,
+    r: Result<T, BridgeError>,
+) -> Result<T, BridgeError> {
+    #[cfg(not(feature = "ulfm"))]
+    let _ = comm;
+    #[cfg(feature = "ulfm")]
+    if r.is_err()
+        && (super::ulfm::mpix::failure_seen() || super::ulfm::mpix::comm_has_failure(comm))
+    {
+        std::panic::resume_unwind(Box::new(crate::failure::PeerFailure));
+    }
+    r
 }
 
 /// Gathers one short text from every process of `comm` (collective), in rank order: each is

@@ -24,7 +24,14 @@ pub(crate) fn start(config: &LaunchConfig) -> Result<(Rc<MpiWorld>, Rc<Link>), L
         ));
     }
     process::check_thread(process::process()?)?;
-    let world = MpiWorld::new(config).map_err(|e| LaunchError::Conduit(e.to_string()))?;
+    #[cfg(feature = "ulfm")]
+    let members = super::ulfm::lifecycle::rank_holders()?;
+    #[cfg(not(feature = "ulfm"))]
+    // SAFETY: reading a link-time constant of rsmpi's C shim.
+    let members = unsafe { ::mpi::ffi::RSMPI_COMM_WORLD };
+    let world = MpiWorld::new(config, members).map_err(|e| LaunchError::Conduit(e.to_string()))?;
+    #[cfg(feature = "ulfm")]
+    super::ulfm::lifecycle::started(world.rank)?;
     let link = Link::new(world.clone());
     Ok((world, link))
 }
@@ -37,6 +44,8 @@ pub(crate) fn end_normally(world: Rc<MpiWorld>) -> Result<(), LaunchError> {
         .teardown()
         .map_err(|e| LaunchError::Conduit(e.to_string()))?;
     JOB_ACTIVE.store(false, Ordering::Release);
+    #[cfg(feature = "ulfm")]
+    super::ulfm::lifecycle::ended(world.rank)?;
     Ok(())
 }
 
@@ -51,6 +60,18 @@ pub(crate) fn end_failed(
 ) -> LaunchError {
     POISONED.store(true, Ordering::Release);
     let me = world.rank;
+    #[cfg(feature = "ulfm")]
+    {
+        // A lost process is answered by the recovery, which does not return; any other
+        // failure ends the job as without ULFM, the spares with it.
+        let lost = payload.is::<PeerFailure>()
+            && world
+                .shared
+                .failure
+                .first()
+                .is_some_and(|(r, m)| m == watchdog::lost_message(r));
+        super::ulfm::lifecycle::failed(world.comm, lost);
+    }
     let (rank, message) = if payload.is::<PeerFailure>() {
         world
             .shared

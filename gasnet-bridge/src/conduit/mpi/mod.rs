@@ -22,9 +22,12 @@ mod rma;
 mod rma_window;
 mod send;
 mod setup;
+mod spares;
 mod started;
 mod state;
 mod teardown;
+#[cfg(feature = "ulfm")]
+mod ulfm;
 mod watchdog;
 mod window;
 mod wire;

@@ -119,7 +119,8 @@ pub(crate) fn process() -> Result<&'static Process, LaunchError> {
         .map_err(|e| LaunchError::Conduit(e.clone()))
 }
 
-/// This process's rank in `MPI_COMM_WORLD` and the world's size (initializing MPI if needed).
+/// This process's rank in `MPI_COMM_WORLD` and the job's rank count: the world's size less the
+/// spares (`PGAS_SPARES`, with ULFM), initializing MPI if needed.
 pub(crate) fn world_shape() -> Result<(usize, usize), LaunchError> {
     process()?;
     let conduit = |e: BridgeError| LaunchError::Conduit(e.to_string());
@@ -138,7 +139,10 @@ pub(crate) fn world_shape() -> Result<(usize, usize), LaunchError> {
         "MPI_Comm_rank",
     )
     .map_err(conduit)?;
-    Ok((rank as usize, size as usize))
+    // Spares hold no rank: the job has the other processes.
+    let spares =
+        super::spares::from_env(size as usize).map_err(|e| LaunchError::Conduit(e.to_string()))?;
+    Ok((rank as usize, size as usize - spares))
 }
 
 /// Refuses a job on a thread that may not call MPI: below `MPI_THREAD_SERIALIZED`, only the

@@ -225,10 +225,13 @@ fn agree_counting(
 }
 
 impl MpiWorld {
-    /// Sets up a job over every process of `MPI_COMM_WORLD` (collective). MPI is initialized.
-    pub(super) fn new(config: &LaunchConfig) -> Result<Rc<MpiWorld>, BridgeError> {
-        // SAFETY: reading a link-time constant of rsmpi's C shim.
-        let world = unsafe { ffi::RSMPI_COMM_WORLD };
+    /// Sets up a job over every process of `members` (collective): `MPI_COMM_WORLD`, or its
+    /// processes that hold ranks when some are spares. MPI is initialized.
+    pub(super) fn new(
+        config: &LaunchConfig,
+        members: ffi::MPI_Comm,
+    ) -> Result<Rc<MpiWorld>, BridgeError> {
+        let world = members;
         let (wrank, ranks) = rank_and_size(world)?;
         // Ranks are numbered host by host, so each host is a contiguous range of ranks.
         let hosts = Hosts::gather(world, ranks)?;

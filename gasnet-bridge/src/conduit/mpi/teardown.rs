@@ -8,7 +8,7 @@ use crate::error::BridgeError;
 use crate::hang_report::FINISH;
 use crate::sleep::Awaiting;
 
-use super::calls::{check, must, null_request, test};
+use super::calls::{check, must, null_request, or_peer_lost, test};
 use super::state::BarrierState;
 use super::world::MpiWorld;
 
@@ -33,9 +33,12 @@ impl MpiWorld {
             }
             let mut req = null_request();
             // SAFETY: the job communicator is valid until teardown.
-            check(
-                unsafe { ffi::MPI_Ibarrier(self.comm, &mut req) },
-                "MPI_Ibarrier",
+            or_peer_lost(
+                self.comm,
+                check(
+                    unsafe { ffi::MPI_Ibarrier(self.comm, &mut req) },
+                    "MPI_Ibarrier",
+                ),
             )?;
             st.barrier = BarrierState::Posted(req);
         }
@@ -46,7 +49,8 @@ impl MpiWorld {
         // rank tests it: testing only every few rounds (to leave the loop to point-to-point
         // traffic) slows the barrier most when processes outnumber cores, where a process
         // gets only a few rounds per time slice.
-        let done = test(req, "MPI_Test(barrier)")?;
+        // A failed barrier request is freed by MPI and holds no buffer: unwinding is safe.
+        let done = or_peer_lost(self.comm, test(req, "MPI_Test(barrier)"))?;
         if done {
             st.barrier = BarrierState::Idle;
         }

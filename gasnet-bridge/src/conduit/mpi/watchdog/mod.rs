@@ -80,6 +80,11 @@ pub const FANOUT: usize = 8;
 pub(crate) const ECHO_WAIT: Duration = Duration::from_secs(2);
 /// How long after a failure the process is ended if it has not ended by itself.
 pub(crate) const EXIT_DEADLINE: Duration = Duration::from_secs(5);
+/// With ULFM, how long after a lost process this process is ended if it has not ended by
+/// itself: the recovery it joins has a deadline of its own from the moment the rank thread
+/// reaches it, and this one bounds a rank thread that never does.
+#[cfg(feature = "ulfm")]
+pub(crate) const LOSS_DEADLINE: Duration = Duration::from_secs(30);
 /// How long a SIGTERM waits for the name of the failed rank before exiting anyway.
 pub(crate) const TERM_GRACE: Duration = Duration::from_millis(700);
 /// How long connecting the tree may take at start-up.
@@ -137,7 +142,17 @@ impl Shared {
         if first && stopped {
             self.stopped.store(true, Ordering::Release);
         }
-        if first && rank != me && !stopped {
+        // With ULFM a lost process is answered by the recovery, which reports it.
+        let recovering = cfg!(feature = "ulfm") && message == lost_message(rank);
+        #[cfg(feature = "ulfm")]
+        let deadline = if recovering {
+            LOSS_DEADLINE
+        } else {
+            EXIT_DEADLINE
+        };
+        #[cfg(not(feature = "ulfm"))]
+        let deadline = EXIT_DEADLINE;
+        if first && rank != me && !stopped && !recovering {
             crate::stderr_line::stderr_line(format_args!(
                 "gasnet-bridge (mpi conduit): rank {me}: rank {rank} failed: {message}; \
                  this rank gives up"
@@ -151,13 +166,13 @@ impl Shared {
             let _ = std::thread::Builder::new()
                 .name("gasnet-bridge exit deadline".into())
                 .spawn(move || {
-                    std::thread::sleep(EXIT_DEADLINE);
+                    std::thread::sleep(deadline);
                     let (rank, message) = info.unwrap_or((rank, String::new()));
                     if !quiet {
                         crate::stderr_line::stderr_line(format_args!(
                             "gasnet-bridge (mpi conduit): rank {me}: ending the process {} s \
                              after rank {rank} failed ({message})",
-                            EXIT_DEADLINE.as_secs()
+                            deadline.as_secs()
                         ));
                     }
                     crate::exit_cleanup::run();

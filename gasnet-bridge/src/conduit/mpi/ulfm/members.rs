@@ -1,0 +1,147 @@
+//! Who is in the job at start: the communicator of every process (`all`), the spares split off
+//! from the ranks, and the role table every process keeps (`RECOVERY.md`, "Processes and
+//! roles"). Kept per thread: only the thread that runs the rank calls MPI.
+
+use std::cell::RefCell;
+use std::ffi::c_int;
+
+use ::mpi::ffi;
+
+use crate::error::BridgeError;
+
+use super::super::calls::{check, mpi_len};
+use super::super::spares;
+use super::roles::Roles;
+
+/// This process's place among every process of the job.
+#[derive(Debug)]
+pub(crate) struct Membership {
+    /// Every live process, ranks and spares, errors returned.
+    pub(crate) all: ffi::MPI_Comm,
+    /// This process's number in `all`.
+    pub(crate) me: usize,
+    /// The same at every live process.
+    pub(crate) roles: Roles,
+}
+
+thread_local! {
+    static MEMBERSHIP: RefCell<Option<Membership>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` on this thread's membership; `None` before [`split`] and [`publish`] made it.
+pub(crate) fn with<T>(f: impl FnOnce(Option<&mut Membership>) -> T) -> T {
+    MEMBERSHIP.with(|m| f(m.borrow_mut().as_mut()))
+}
+
+/// What [`split`] made of this process.
+pub(crate) enum Place {
+    /// It holds a rank: the job's world is built over this communicator of the rank holders.
+    Rank(ffi::MPI_Comm),
+    /// It is a spare: it waits (`spare.rs`).
+    Spare,
+}
+
+/// `MPI_COMM_WORLD` duplicated with errors returned: the communicator of every process.
+fn all_processes() -> Result<ffi::MPI_Comm, BridgeError> {
+    // SAFETY: reading a link-time constant of rsmpi's C shim.
+    let mut all = unsafe { ffi::RSMPI_COMM_NULL };
+    // SAFETY: MPI is initialized (the caller's `process()`); `all` is written.
+    check(
+        unsafe { ffi::MPI_Comm_dup(ffi::RSMPI_COMM_WORLD, &mut all) },
+        "MPI_Comm_dup(MPI_COMM_WORLD)",
+    )?;
+    // SAFETY: `all` was just created; ERRORS_RETURN is predefined.
+    check(
+        unsafe { ffi::MPI_Comm_set_errhandler(all, ffi::RSMPI_ERRORS_RETURN) },
+        "MPI_Comm_set_errhandler(all)",
+    )?;
+    Ok(all)
+}
+
+/// This process's number in `comm` and the size of `comm`.
+pub(crate) fn rank_and_size(comm: ffi::MPI_Comm) -> Result<(usize, usize), BridgeError> {
+    let (mut rank, mut size): (c_int, c_int) = (0, 0);
+    // SAFETY: `comm` is a valid communicator; each call writes one int.
+    check(
+        unsafe { ffi::MPI_Comm_rank(comm, &mut rank) },
+        "MPI_Comm_rank",
+    )?;
+    // SAFETY: as above.
+    check(
+        unsafe { ffi::MPI_Comm_size(comm, &mut size) },
+        "MPI_Comm_size",
+    )?;
+    Ok((rank as usize, size as usize))
+}
+
+/// Splits the processes into rank holders and spares (collective over every process): the
+/// last `PGAS_SPARES` processes of `MPI_COMM_WORLD` are spares.
+pub(crate) fn split() -> Result<Place, BridgeError> {
+    let all = all_processes()?;
+    let (me, size) = rank_and_size(all)?;
+    let spares = spares::from_env(size).map_err(|e| BridgeError::Conduit(e.to_string()))?;
+    let spare = me >= size - spares;
+    // SAFETY: reading link-time constants of rsmpi's C shim.
+    let (mut holders, undefined) = unsafe { (ffi::RSMPI_COMM_NULL, ffi::RSMPI_UNDEFINED) };
+    // SAFETY: `all` is valid; `holders` is written (MPI_COMM_NULL at a spare).
+    check(
+        unsafe {
+            ffi::MPI_Comm_split(
+                all,
+                if spare { undefined } else { 0 },
+                me as c_int,
+                &mut holders,
+            )
+        },
+        "MPI_Comm_split(rank holders)",
+    )?;
+    MEMBERSHIP.with(|m| {
+        *m.borrow_mut() = Some(Membership {
+            all,
+            me,
+            roles: Roles {
+                holders: Vec::new(),
+                spares: Vec::new(),
+            },
+        })
+    });
+    if spare {
+        // The spare's side of the exchange the rank holders make once their world is set up.
+        publish(None)?;
+        return Ok(Place::Spare);
+    }
+    // SAFETY: `holders` was just created; ERRORS_RETURN is predefined.
+    check(
+        unsafe { ffi::MPI_Comm_set_errhandler(holders, ffi::RSMPI_ERRORS_RETURN) },
+        "MPI_Comm_set_errhandler(rank holders)",
+    )?;
+    Ok(Place::Rank(holders))
+}
+
+/// Tells every process which job rank this one holds (`None`: a spare) and builds the role
+/// table from the answers (collective over every process; after [`split`]).
+pub(crate) fn publish(rank: Option<usize>) -> Result<(), BridgeError> {
+    let all = with(|m| m.map(|m| m.all)).expect("split made the membership");
+    let (_, size) = rank_and_size(all)?;
+    let mine: i64 = rank.map_or(-1, |r| r as i64);
+    let mut every = vec![0i64; size];
+    // SAFETY: one i64 sent and one per process of `all` received; both buffers live across
+    // this blocking call.
+    check(
+        unsafe {
+            ffi::MPI_Allgather(
+                (&raw const mine).cast(),
+                mpi_len(8)?,
+                ffi::RSMPI_UINT8_T,
+                every.as_mut_ptr().cast(),
+                mpi_len(8)?,
+                ffi::RSMPI_UINT8_T,
+                all,
+            )
+        },
+        "MPI_Allgather(job ranks)",
+    )?;
+    let rank_of: Vec<Option<usize>> = every.iter().map(|&r| usize::try_from(r).ok()).collect();
+    with(|m| m.expect("split made the membership").roles = Roles::from_ranks(&rank_of));
+    Ok(())
+}

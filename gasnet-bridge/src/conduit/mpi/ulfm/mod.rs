@@ -1,0 +1,10 @@
+//! Spare processes and the recovery of a killed process over an MPI with ULFM (cargo feature
+//! `ulfm`). The protocol is told in `RECOVERY.md` beside this file.
+
+pub(crate) mod lifecycle;
+mod members;
+pub(crate) mod mpix;
+mod recovery;
+mod roles;
+mod spare;
+mod unrecovered;
