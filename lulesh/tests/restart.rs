@@ -85,7 +85,7 @@ fn kill_and_restart(
     span: Duration,
     start: impl Fn() -> Command,
     restart: impl Fn() -> Command,
-    kill: impl Fn(&mut std::process::Child),
+    mut kill: impl FnMut(&mut std::process::Child),
 ) {
     let mut moments = Moments(0x5EED_0030);
     let mut during_write = 0;
