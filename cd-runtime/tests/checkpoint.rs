@@ -31,12 +31,12 @@ fn cfg(dir: &Path, every: u64, restart: Option<RestartFrom>) -> CdConfig {
     c
 }
 
+/// A rank's values and the step its loop resumed at.
+type RankOut = (Vec<f64>, Option<u64>);
+
 /// `strict_steps` over `0..total` (a job cut short is one with a smaller `total`: it ended
 /// there), returning every rank's values and the step the loop resumed at.
-fn strict_steps_job(
-    c: CdConfig,
-    total: u64,
-) -> Result<Vec<(Vec<f64>, Option<u64>)>, CdLaunchError> {
+fn strict_steps_job(c: CdConfig, total: u64) -> Result<Vec<RankOut>, CdLaunchError> {
     run(RANKS, c, || {
         let ring = Ring::new(N);
         let mut x: Vec<f64> = (0..N).map(|i| (i * 3 + pgas::rank_me()) as f64).collect();
@@ -56,7 +56,7 @@ fn strict_steps_job(
     .map(|o| o.results)
 }
 
-fn values(r: &[(Vec<f64>, Option<u64>)]) -> Vec<Vec<u64>> {
+fn values(r: &[RankOut]) -> Vec<Vec<u64>> {
     r.iter()
         .map(|(x, _)| x.iter().map(|v| v.to_bits()).collect())
         .collect()
@@ -172,7 +172,7 @@ fn damaged_checkpoints_fall_back_and_another_job_is_refused() {
     std::fs::remove_file(older.join("manifest.toml")).unwrap();
     let r = restart().unwrap();
     assert_eq!((values(&r), r[0].1), (values(&whole), None));
-    assert!(older.exists() == false, "the abandoned ones are removed");
+    assert!(!older.exists(), "the abandoned ones are removed");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

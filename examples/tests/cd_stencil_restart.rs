@@ -77,7 +77,10 @@ fn killed_at_twenty_moments_a_relaunch_prints_the_uninterrupted_checksum() {
             .map(|d| d.map(|e| e.unwrap().path()).collect())
             .unwrap_or_default();
         names.sort();
-        if names.last().is_some_and(|p| !p.join("manifest.toml").exists()) {
+        if names
+            .last()
+            .is_some_and(|p| !p.join("manifest.toml").exists())
+        {
             during_write += 1;
         }
         let out = run(true).output().unwrap();

@@ -43,7 +43,7 @@ impl Default for CheckpointPolicy {
 impl CheckpointPolicy {
     /// Whether execution `iteration` of the CD is checkpointed.
     pub fn takes(&self, iteration: u64) -> bool {
-        iteration > 0 && iteration % self.every.max(1) == 0
+        iteration > 0 && iteration.is_multiple_of(self.every.max(1))
     }
 }
 

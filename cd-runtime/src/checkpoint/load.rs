@@ -33,13 +33,16 @@ pub(crate) fn candidates(path: &Path) -> (Vec<PathBuf>, bool) {
     (found.into_iter().map(|(_, p)| p).collect(), false)
 }
 
-/// Rank `rank`'s entries in the checkpoint `dir` of `manifest`, and the line to print when
-/// its own file was refused and the buddy's copy served.
+/// A rank's entries, and the line to print when its own file was refused and the buddy's copy
+/// served.
+pub(crate) type Loaded = (BTreeMap<String, Vec<u8>>, Option<String>);
+
+/// Rank `rank`'s entries in the checkpoint `dir` of `manifest`.
 pub(crate) fn load_rank(
     dir: &Path,
     manifest: &Manifest,
     rank: usize,
-) -> Result<(BTreeMap<String, Vec<u8>>, Option<String>), CheckpointError> {
+) -> Result<Loaded, CheckpointError> {
     let info = &manifest.rank[rank];
     let own = own_file(dir, rank);
     let own_err = match read_checked(&own, info.len, info.crc) {
