@@ -55,9 +55,11 @@ impl Cd {
         self.frame.state.borrow().attempt
     }
 
-    /// True in a re-execution.
+    /// True when the state this execution preserves was restored: in a re-execution, and in
+    /// the execution a restart resumed (`checkpoint/README.md`). A program recomputes here
+    /// what it regenerates rather than preserves.
     pub fn is_reexecution(&self) -> bool {
-        self.attempt() > 0
+        self.attempt() > 0 || self.frame.is_resumed()
     }
 
     /// A pool of `restart_threads` threads (configuration) for this execution's own
@@ -121,6 +123,9 @@ impl Cd {
 
     /// [`Cd::preserve`] on a chosen medium.
     pub fn preserve_on<T: Preservable>(&self, name: &str, value: &mut T, medium: Medium) {
+        if let Some(bytes) = self.frame.take_resumed(name) {
+            *value = self.decode_resumed(name, &bytes);
+        }
         match self.step(name) {
             Step::Skip => {}
             Step::Restore(i) => runtime::with(|rt| restore_value(rt, &self.frame, i, value)),
@@ -137,6 +142,7 @@ impl Cd {
                 let size =
                     postcard::serialize_with_flavor(value, postcard::ser_flavors::Size::default())
                         .unwrap_or(0);
+                self.frame.capture_with(name, || encode(value));
                 let store = if equal_upstream {
                     Store::Reference
                 } else {
@@ -184,12 +190,16 @@ impl Cd {
 
     /// [`Cd::preserve_slice`] on a chosen medium.
     pub fn preserve_slice_on<T: Pod>(&self, name: &str, data: &mut [T], medium: Medium) {
+        if let Some(bytes) = self.frame.take_resumed(name) {
+            self.copy_resumed(name, &bytes, data);
+        }
         match self.step(name) {
             Step::Skip => {}
             Step::Restore(i) => self.restore_slice(name, i, data),
             Step::Save => runtime::with(|rt| {
                 let start = Instant::now();
                 let bytes: &[u8] = bytemuck::cast_slice(data);
+                self.frame.capture_with(name, || bytes.to_vec());
                 // Local ancestors' copies only back a local preservation (see `preserve_on`).
                 let equal_upstream = medium == Medium::Local
                     && upstream(rt, &self.frame, name, |s| match s {
@@ -258,7 +268,13 @@ impl Cd {
         } else {
             pgas::runtime_hooks::internal(|| pgas::rget_slice(ptr, len).wait())
         };
-        let restoring = matches!(self.step_peek(name), Step::Restore(_));
+        let restoring = matches!(self.step_peek(name), Step::Restore(_))
+            || self
+                .frame
+                .resume
+                .borrow()
+                .as_ref()
+                .is_some_and(|r| r.contains_key(name));
         self.preserve_slice(name, &mut data);
         if restoring {
             if own {
@@ -287,6 +303,8 @@ impl Cd {
             return;
         }
         self.preserve_global(name, ptr, len);
+        // Others' writes in flight: meaningless to a relaunched job, which starts with none.
+        self.frame.uncapture(name);
     }
 
     /// Writes back now every region of this rank's segment the (relaxed) CD preserved with
@@ -360,6 +378,11 @@ impl Cd {
     /// # Panics
     /// If no ancestor preserved `name`.
     pub fn preserve_reference<T: Preservable>(&self, name: &str, value: &mut T) {
+        if let Some(bytes) = self.frame.take_resumed(name) {
+            // The ancestor holds the relaunch's value, not the resumed one: a copy of its own.
+            *value = self.decode_resumed(name, &bytes);
+            return self.preserve_on(name, value, Medium::Local);
+        }
         match self.step(name) {
             Step::Skip => {}
             Step::Restore(i) => runtime::with(|rt| restore_value(rt, &self.frame, i, value)),
@@ -369,6 +392,7 @@ impl Cd {
                     "CD {:?}: preserve_reference(`{name}`) but no enclosing CD preserved `{name}`",
                     self.frame.name
                 );
+                self.frame.capture_with(name, || encode(value));
                 let size =
                     postcard::serialize_with_flavor(value, postcard::ser_flavors::Size::default())
                         .unwrap_or(0);
@@ -393,6 +417,11 @@ impl Cd {
     /// # Panics
     /// If no ancestor preserved `name`.
     pub fn preserve_slice_reference<T: Pod>(&self, name: &str, data: &mut [T]) {
+        if let Some(bytes) = self.frame.take_resumed(name) {
+            // The ancestor holds the relaunch's value, not the resumed one: a copy of its own.
+            self.copy_resumed(name, &bytes, data);
+            return self.preserve_slice_on(name, data, Medium::Local);
+        }
         match self.step(name) {
             Step::Skip => {}
             Step::Restore(i) => self.restore_slice(name, i, data),
@@ -403,6 +432,8 @@ impl Cd {
                      `{name}`",
                     self.frame.name
                 );
+                self.frame
+                    .capture_with(name, || bytemuck::cast_slice::<T, u8>(data).to_vec());
                 let bytes = std::mem::size_of_val(data);
                 self.record(
                     rt,
@@ -414,6 +445,32 @@ impl Cd {
                 );
             }),
         }
+    }
+
+    /// The value of entry `name` from the bytes a restart resumed.
+    fn decode_resumed<T: Preservable>(&self, name: &str, bytes: &[u8]) -> T {
+        postcard::from_bytes(bytes).unwrap_or_else(|e| {
+            panic!(
+                "CD {:?}: the checkpoint's `{name}` does not decode as this program's value \
+                 ({e}): was it written by another version of the program?",
+                self.frame.name
+            )
+        })
+    }
+
+    /// Writes the bytes a restart resumed for entry `name` into `data`.
+    fn copy_resumed<T: Pod>(&self, name: &str, bytes: &[u8], data: &mut [T]) {
+        let dst: &mut [u8] = bytemuck::cast_slice_mut(data);
+        assert_eq!(
+            bytes.len(),
+            dst.len(),
+            "CD {:?}: the checkpoint's `{name}` has {} bytes and is resumed into {}: was it \
+             written by another version of the program?",
+            self.frame.name,
+            bytes.len(),
+            dst.len()
+        );
+        dst.copy_from_slice(bytes);
     }
 
     /// Restores `data` from entry `index` (preserved as a slice of the same length).

@@ -177,6 +177,13 @@ pub enum CdLaunchError {
         /// Which directory and why (one line).
         reason: String,
     },
+    /// A restart (`--restart`, `CD_RESTART`) cannot resume this job: the checkpoint is
+    /// another job's, or the one named is not whole. `message` names the file and the reason.
+    #[error("{message}")]
+    Restart {
+        /// The whole line.
+        message: String,
+    },
     /// A rank failed otherwise (a panic, a lost process) or the job could not start.
     #[error(transparent)]
     Job(#[from] gasnet_bridge::LaunchError),
@@ -184,11 +191,13 @@ pub enum CdLaunchError {
 
 impl CdLaunchError {
     /// The exit status a program ends with for this error: 2 for a configuration error (or
-    /// an unusable directory for its files), 3 for an escalation past the root, 4 for a report
+    /// an unusable directory for its files, or a refused restart), 3 for an escalation past the root, 4 for a report
     /// that cannot be written, 1 otherwise.
     pub fn exit_code(&self) -> u8 {
         match self {
-            CdLaunchError::Config(_) | CdLaunchError::Files { .. } => 2,
+            CdLaunchError::Config(_)
+            | CdLaunchError::Files { .. }
+            | CdLaunchError::Restart { .. } => 2,
             CdLaunchError::Escalated { .. } => 3,
             CdLaunchError::Report { .. } => 4,
             CdLaunchError::Job(_) => 1,

@@ -6,7 +6,7 @@
 
 use std::any::Any;
 use std::cell::{Cell, RefCell};
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::rc::Rc;
 
 use pgas::Team;
@@ -113,6 +113,14 @@ pub(crate) struct Frame {
     pub(crate) keep_first: Cell<bool>,
     /// Inside [`crate::Cd::preserve_batch`]: xor entries wait for one encoding at its end.
     pub(crate) xor_batch: Cell<bool>,
+    /// A checkpointed execution: the bytes each `preserve*` call preserved, by name
+    /// (`checkpoint/README.md`); `None` in other executions.
+    pub(crate) capture: RefCell<Option<BTreeMap<String, Vec<u8>>>>,
+    /// The resumed execution (`resume.rs`): the entries not yet written into the program's
+    /// values; `None` in other executions.
+    pub(crate) resume: RefCell<Option<BTreeMap<String, Vec<u8>>>>,
+    /// The loop step this execution began with ([`crate::strict_steps`]).
+    pub(crate) first_step: Cell<Option<u64>>,
 }
 
 impl Frame {
@@ -163,6 +171,9 @@ impl Frame {
             rx: RefCell::new(RelaxedFrame::default()),
             keep_first: Cell::new(false),
             xor_batch: Cell::new(false),
+            capture: RefCell::new(None),
+            resume: RefCell::new(None),
+            first_step: Cell::new(None),
         }
     }
 
@@ -212,6 +223,30 @@ impl Frame {
                 _ => {}
             }
         }
+    }
+
+    /// Keeps `bytes()` as entry `name` of a checkpointed execution (nothing otherwise).
+    pub(crate) fn capture_with(&self, name: &str, bytes: impl FnOnce() -> Vec<u8>) {
+        if let Some(c) = self.capture.borrow_mut().as_mut() {
+            c.insert(name.to_string(), bytes());
+        }
+    }
+
+    /// Leaves entry `name` out of a checkpointed execution's capture.
+    pub(crate) fn uncapture(&self, name: &str) {
+        if let Some(c) = self.capture.borrow_mut().as_mut() {
+            c.remove(name);
+        }
+    }
+
+    /// The resumed bytes of entry `name`, once (`None` outside the resumed execution).
+    pub(crate) fn take_resumed(&self, name: &str) -> Option<Vec<u8>> {
+        self.resume.borrow_mut().as_mut()?.remove(name)
+    }
+
+    /// True in the execution a restart resumed (`resume.rs`).
+    pub(crate) fn is_resumed(&self) -> bool {
+        self.resume.borrow().is_some()
     }
 
     /// The medium for new copies.

@@ -120,6 +120,7 @@ pub fn strict_steps(
     let mut group = |range: Range<u64>, mut measure: Option<&mut (u64, u64)>| {
         let run = |c: &Cd| -> Result<(), CdError> {
             c.frame.keep_first.set(true);
+            c.frame.first_step.set(Some(range.start));
             let preserved_before = preserve_ns(c);
             let start = Instant::now();
             let mut first_error = None;
@@ -143,7 +144,17 @@ pub fn strict_steps(
             crate::strict::run(name, team.clone(), run)
         }
     };
-    let mut at = steps.start;
+    // A restart resumes the loop at the step its checkpoint's execution began with.
+    let resumed_step = runtime::with(|rt| {
+        let level = rt.top().level + 1;
+        rt.checkpoint
+            .resume
+            .borrow()
+            .as_ref()
+            .filter(|r| r.at.cd == name && r.at.level == level)
+            .map(|r| r.at.step)
+    });
+    let mut at = resumed_step.map_or(steps.start, |s| s.clamp(steps.start, steps.end));
     let per = match settings.interval {
         Interval::Every => 1,
         Interval::Steps(n) => n,

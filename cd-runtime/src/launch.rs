@@ -10,6 +10,8 @@ use gasnet_bridge::LaunchConfig;
 use pgas::RpcTable;
 
 use crate::buddy::{self, BuddyRpcs};
+use crate::checkpoint::format::JobShape;
+use crate::checkpoint::writer::CheckpointWriter;
 use crate::config::{CdConfig, LogMedium, Medium};
 use crate::error::{CdError, CdLaunchError, ConfigError, FaultKinds};
 use crate::relaxed::rank_state::RelaxedRpcs;
@@ -52,6 +54,17 @@ const CONFIG: &str = "cd-runtime: config: ";
 fn stop_config(message: String) -> ! {
     std::panic::resume_unwind(Box::new(gasnet_bridge::for_runtimes::Stopped(format!(
         "{CONFIG}{message}"
+    ))))
+}
+
+/// The prefix of the payload with which a rank unwinds when a restart cannot go on.
+const RESTART: &str = "cd-runtime: restart: ";
+
+/// Ends this rank quietly with a refused restart (every rank refuses the same): the job
+/// returns [`CdLaunchError::Restart`] with `message`.
+fn stop_restart(message: String) -> ! {
+    std::panic::resume_unwind(Box::new(gasnet_bridge::for_runtimes::Stopped(format!(
+        "{RESTART}{message}"
     ))))
 }
 
@@ -223,6 +236,16 @@ where
             reason: e.to_string(),
         })?;
     let file_dir = private_dir.path().to_path_buf();
+    // The checkpoint directory, checked as file_dir is; one writer thread for the process.
+    if let Some((_, p)) = &config.checkpoint {
+        crate::private_files::check_parent(&p.dir).map_err(|e| CdLaunchError::Files {
+            reason: format!("the checkpoint directory (key `checkpoint`): {e}"),
+        })?;
+    }
+    let writer = config
+        .checkpoint
+        .is_some()
+        .then(|| Arc::new(CheckpointWriter::new()));
     let ranks = job.ranks;
     // Room for the buddy medium's copies (`buddy.rs`), so that the program's own allocations
     // keep what it asked for (and a page more, to align the region's block).
@@ -267,6 +290,20 @@ where
             rt: rt.clone(),
             _installed: installed,
         });
+        if config.checkpoint.is_some() || config.restart.is_some() {
+            *rt.checkpoint.policy.borrow_mut() = config.checkpoint.clone();
+            *rt.checkpoint.writer.borrow_mut() = writer.clone();
+            rt.checkpoint
+                .buddy
+                .set(buddy::buddy_map(&nodes, config.buddy_domain)[rank]);
+            let shape = JobShape {
+                program: config.program.clone(),
+                seed: config.seed,
+                ranks,
+            };
+            crate::checkpoint::restart::prepare(&rt, config.restart.as_ref(), shape)
+                .unwrap_or_else(|why| stop_restart(why));
+        }
         let out = body();
         let value = match out {
             Ok(v) => v,
@@ -280,6 +317,8 @@ where
             let st = root.state.borrow();
             (!st.failure.is_empty()).then(|| st.reasons.join("; "))
         };
+        // The last checkpoint handed over is committed (collective: every rank is here).
+        crate::checkpoint::commit::at_end(&rt);
         if let Some(reasons) = root_failure {
             stop(format!(
                 "the root CD detected an error on rank {rank} ({reasons}); the root cannot \
@@ -331,8 +370,9 @@ where
         value
     });
     // What this launch made goes (also when the job failed); a configured `file_dir` keeps
-    // whatever else it holds.
+    // whatever else it holds. The checkpoints are on disk before the launch returns.
     drop(private_dir);
+    drop(writer);
     let results = results.map_err(|e| match e {
         gasnet_bridge::LaunchError::RankPanicked { rank, message }
             if message.starts_with(ESCALATION) =>
@@ -340,6 +380,13 @@ where
             CdLaunchError::Escalated {
                 rank,
                 message: message[ESCALATION.len()..].to_string(),
+            }
+        }
+        gasnet_bridge::LaunchError::RankPanicked { message, .. }
+            if message.starts_with(RESTART) =>
+        {
+            CdLaunchError::Restart {
+                message: message[RESTART.len()..].to_string(),
             }
         }
         gasnet_bridge::LaunchError::RankPanicked { message, .. } if message.starts_with(CONFIG) => {

@@ -34,6 +34,7 @@
 mod buddy;
 mod buffer_pool;
 pub mod cd;
+pub mod checkpoint;
 mod checksum;
 mod clock;
 pub mod config;
@@ -53,6 +54,7 @@ mod recovery;
 pub mod relaxed;
 pub mod report;
 mod restart;
+pub mod resume;
 pub mod rng;
 mod runtime;
 mod spill;
@@ -142,6 +144,8 @@ pub use cd_macros::relaxed;
 /// assert_eq!(out.report.cd("step").unwrap().reexecutions, 2);
 /// ```
 pub use cd_macros::strict;
+pub use checkpoint::format::{CheckpointError, CheckpointPolicy, Manifest, RestartFrom};
+pub use checkpoint::restart::restarted;
 pub use config::{
     BuddyDomain, CdConfig, CdKindSetting, CdSettings, ExactFault, ExactFaults, FaultKind,
     Injection, Interval, LogMedium, Medium, UNREACHED_LINES,
@@ -151,6 +155,7 @@ pub use interval::{daly_steps, strict_steps};
 pub use launch::{CdOutcome, launch, launch_from_env};
 pub use relaxed::{ClassificationError, relaxed};
 pub use report::{CdStats, FailureRecord, Report};
+pub use resume::{ResumeSource, Resumed};
 pub use rng::{CdRng, rng};
 pub use strict::{strict, strict_local, strict_on};
 

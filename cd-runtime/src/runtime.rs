@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use crate::buddy::{self, BuddyRpcs, BuddyStore, buddy_map};
 use crate::buffer_pool::BufferPool;
+use crate::checkpoint::state::RankCheckpoint;
 use crate::config::CdConfig;
 use crate::error::CdError;
 use crate::file_medium::FileWriter;
@@ -49,6 +50,8 @@ pub(crate) struct CdRuntime {
     pub(crate) xor_rpcs: XorRpcs,
     /// This rank has switched counting its incoming writes on ([`CdRuntime::count_incoming_writes`]).
     counting: Cell<bool>,
+    /// Checkpoints to disk and the resume position of a restart (`checkpoint/`).
+    pub(crate) checkpoint: RankCheckpoint,
 }
 
 /// The rpc functions of the runtime's media and of relaxed CDs, registered before launch.
@@ -173,6 +176,7 @@ impl CdRuntime {
             xor: Rc::new(xor),
             xor_rpcs: rpcs.xor,
             counting: Cell::new(false),
+            checkpoint: RankCheckpoint::default(),
             config,
         })
     }
@@ -292,6 +296,12 @@ impl CdRuntime {
                 self.reached.borrow_mut().extend(sites);
             }
         }
+    }
+
+    /// Makes `next` the instance number of the next CD called `name` on this rank (a resumed
+    /// run continues the interrupted run's numbering).
+    pub(crate) fn set_next_iteration(&self, name: &str, next: u64) {
+        self.iterations.borrow_mut().insert(name.to_string(), next);
     }
 
     /// The instance number of the next CD called `name` on this rank.

@@ -175,6 +175,7 @@ pub(crate) fn run<R>(
             rt.rank,
         ));
         rt.frames.borrow_mut().push(frame.clone());
+        crate::checkpoint::commit::begin(rt, &frame);
         frame
     };
     let cd = Cd {
@@ -333,6 +334,7 @@ pub(crate) fn run<R>(
         }
         // Lost copies alone are no failure of this execution: complete.
         if FaultKinds(agreed.0 & !FaultKinds::UNRESTORABLE.0).is_empty() {
+            crate::checkpoint::commit::completed(&rt, &frame);
             return finish(&rt, &frame, out);
         }
         let contained = frame

@@ -572,7 +572,9 @@ pub fn cd_launch(
         let mut block = Block::new(grid).unwrap_or_else(|e| panic!("rank {}: {e}", rank_me()));
         barrier();
         let start = Instant::now();
-        for t in 0..iters {
+        // A restart resumes at the iteration its checkpoint was taken before.
+        let first = cd::restarted().map_or(0, |r| r.iteration as usize);
+        for t in first..iters {
             cd::strict(ITERATION_CD, |c| {
                 // First execution: saves the block; a re-execution: restores it. After a
                 // completed execution the current values are in the other buffer, but both

@@ -131,6 +131,32 @@ pub fn program_config(cli: Option<&Path>) -> Result<Option<CdConfig>, LuleshErro
     CdConfig::for_program(cli).map_err(|e| LuleshError::CdConfig(e.to_string()))
 }
 
+/// `config` with what a checkpoint records of this run (the options that shape the state; `-i`
+/// may differ in a relaunch that goes further) and the restart `--restart` or `CD_RESTART`
+/// asks for (which needs a CD configuration).
+pub fn restartable(
+    config: Option<CdConfig>,
+    opts: &Options,
+) -> Result<Option<CdConfig>, LuleshError> {
+    let restart = cd::RestartFrom::for_program(opts.restart.as_deref());
+    let Some(mut c) = config else {
+        return match restart {
+            Some(_) => Err(LuleshError::CdConfig(
+                "--restart (or CD_RESTART) resumes a run under Containment Domains: give its \
+                 --cd-config too"
+                    .into(),
+            )),
+            None => Ok(None),
+        };
+    };
+    c.program = format!(
+        "lulesh -s {} -r {} -b {} -c {}",
+        opts.nx, opts.num_reg, opts.balance, opts.cost
+    );
+    c.restart = restart;
+    Ok(Some(c))
+}
+
 /// Preserves, in the current CD, the data a cycle changes and reads again
 /// in the next (in a re-execution: restores it).
 fn preserve_cycle_state(c: &cd::Cd, d: &mut Domain, relaxed: bool) {

@@ -85,17 +85,19 @@ fn main() -> ExitCode {
 
     // With --cd-config (or CD_CONFIG) the whole run is a CD-managed job; a
     // configuration that cannot be used stops before anything runs or prints.
-    let cd_config = match containment::program_config(opts.cd_config.as_deref()).and_then(|c| {
-        // Checked against the job (faults on ranks it lacks, `file_dir`,
-        // `report_file`) before the banner.
-        match &c {
-            Some(c) => c
-                .check_job(ranks as usize)
-                .map_err(|e| lulesh::LuleshError::CdConfig(e.to_string())),
-            None => Ok(()),
-        }
-        .map(|()| c)
-    }) {
+    let cd_config = match containment::program_config(opts.cd_config.as_deref())
+        .and_then(|c| containment::restartable(c, &opts))
+        .and_then(|c| {
+            // Checked against the job (faults on ranks it lacks, `file_dir`,
+            // `report_file`) before the banner.
+            match &c {
+                Some(c) => c
+                    .check_job(ranks as usize)
+                    .map_err(|e| lulesh::LuleshError::CdConfig(e.to_string())),
+                None => Ok(()),
+            }
+            .map(|()| c)
+        }) {
         Ok(c) => c,
         Err(err) => {
             if speaks {

@@ -34,6 +34,9 @@ pub struct Options {
     /// by this TOML file (see [`crate::containment`]); `None` runs without
     /// any CD runtime.
     pub cd_config: Option<PathBuf>,
+    /// `--restart DIR|auto`: resume from a checkpoint of the CD "step" (its `checkpoint`
+    /// key); `None`: `CD_RESTART`, else start from the beginning.
+    pub restart: Option<String>,
 }
 
 impl Default for Options {
@@ -50,6 +53,7 @@ impl Default for Options {
             threads: 1,
             ranks: None,
             cd_config: None,
+            restart: None,
         }
     }
 }
@@ -148,6 +152,9 @@ under mpirun: the number of processes)\n \
 configured by the TOML file f (CD name \"step\": medium,\n                   \
 retries, fault injection); prints the CD report table\n                   \
 after the run report (-q suppresses it)\n \
+--restart <d>   : Resume from the newest whole checkpoint (key `checkpoint`\n                   \
+of [cd.step]) in d, or in its configured directory with\n                   \
+d = auto (def: $CD_RESTART; none: from the beginning)\n \
 -h              : This message\n\n"
     )
 }
@@ -229,6 +236,12 @@ pub fn parse<S: AsRef<str>>(args: &[S]) -> Result<Command, OptionsError> {
                     .get(i + 1)
                     .ok_or_else(|| OptionsError::MissingFile(args[i].clone()))?;
                 opts.cd_config = Some(PathBuf::from(file));
+            }
+            "--restart" => {
+                let from = args
+                    .get(i + 1)
+                    .ok_or_else(|| OptionsError::MissingFile(args[i].clone()))?;
+                opts.restart = Some(from.clone());
             }
             "-v" => return Err(OptionsError::VizUnsupported),
             "-h" => return Ok(Command::Help),

@@ -8,6 +8,7 @@ use std::ops::Range;
 use super::settings::{CdSettings, Layer, first};
 use super::source::Source;
 use super::values::{CdKindSetting, Interval, LogMedium, Medium};
+use crate::checkpoint::format::CheckpointPolicy;
 use crate::error::{ConfigError, FaultKinds};
 
 /// Checks the table `l`, its keys named `{at}key`, written at `table` (`None`: `[defaults]`),
@@ -139,4 +140,60 @@ pub(super) fn hopeless(
         }
     }
     Ok(())
+}
+
+/// The one CD with a `checkpoint` key, if any: only a `[cd.NAME]` table may have it (the
+/// checkpoint is the job's, not a level's), and only one, whose name is usable in a file name.
+pub(super) fn checkpoint(
+    src: &Source,
+    defaults: &Layer,
+    levels: &BTreeMap<usize, Layer>,
+    names: &BTreeMap<String, Layer>,
+) -> Result<Option<(String, CheckpointPolicy)>, ConfigError> {
+    let not_here = |at: String, span: &Range<usize>| {
+        src.error(
+            Some(span.clone()),
+            Some(format!("{at}checkpoint")),
+            "a checkpoint is the job's: write it in the [cd.NAME] table of one strict CD that \
+             spans every rank"
+                .into(),
+        )
+    };
+    if let Some((_, span)) = &defaults.checkpoint {
+        return Err(not_here("defaults.".into(), span));
+    }
+    if let Some((k, (_, span))) = levels
+        .iter()
+        .find_map(|(k, l)| l.checkpoint.as_ref().map(|c| (k, c)))
+    {
+        return Err(not_here(format!("level.{k}."), span));
+    }
+    let mut found: Option<(String, CheckpointPolicy)> = None;
+    for (name, l) in names {
+        let Some((policy, span)) = &l.checkpoint else {
+            continue;
+        };
+        let at = format!("cd.{name}.checkpoint");
+        if let Some((first, _)) = &found {
+            return Err(src.error(
+                Some(span.clone()),
+                Some(at),
+                format!("[cd.{first}] has a checkpoint already: one CD per job has one"),
+            ));
+        }
+        if !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.')
+        {
+            return Err(src.error(
+                Some(span.clone()),
+                Some(at),
+                "the CD's name names its checkpoints' directories: letters, digits, `_` and \
+                 `.` only"
+                    .into(),
+            ));
+        }
+        found = Some((name.clone(), policy.clone()));
+    }
+    Ok(found)
 }

@@ -35,6 +35,7 @@ use settings::{Layer, SettingsFile, first, merge};
 use source::{Place, Source};
 use values::{BuddyCopies, BudgetBytes, Seconds, SegmentBytes};
 
+use crate::checkpoint::format::{CheckpointPolicy, RestartFrom};
 use crate::error::ConfigError;
 
 /// The whole file, as written.
@@ -102,6 +103,14 @@ pub struct CdConfig {
     faults: FaultSites,
     /// The file read (`None` for the default configuration and inline text).
     source: Option<PathBuf>,
+    /// The CD whose completions write checkpoints to disk, and its policy (`checkpoint` in a
+    /// `[cd.NAME]` table; `checkpoint/README.md`).
+    pub checkpoint: Option<(String, CheckpointPolicy)>,
+    /// Where a relaunch resumes from (`--restart`, `CD_RESTART`; set by the program).
+    pub restart: Option<RestartFrom>,
+    /// The program and the parameters that shape its state (set by the program), which a
+    /// checkpoint's manifest records and a restart compares.
+    pub program: String,
 }
 
 impl Default for CdConfig {
@@ -123,6 +132,9 @@ impl Default for CdConfig {
             places: BTreeMap::new(),
             faults: FaultSites::default(),
             source: None,
+            checkpoint: None,
+            restart: None,
+            program: String::new(),
         }
     }
 }
@@ -237,6 +249,7 @@ impl CdConfig {
             names.insert(k, layer);
         }
         checks::hopeless(&src, &defaults, &levels, &names)?;
+        let checkpoint = checks::checkpoint(&src, &defaults, &levels, &names)?;
         for (key, v) in [
             ("file_dir", &raw.file_dir),
             ("report_file", &raw.report_file),
@@ -262,6 +275,9 @@ impl CdConfig {
             places,
             faults,
             source: (file != Path::new("<string>")).then(|| file.to_path_buf()),
+            checkpoint,
+            restart: None,
+            program: String::new(),
         })
     }
 

@@ -2,6 +2,9 @@
 //! [`Layer`]), and the one merge rule, the most specific table that sets a key wins
 //! (`[cd.<name>]` over `[level.<n>]` over `[defaults]` over the built-in defaults).
 
+use std::ops::Range;
+use std::path::PathBuf;
+
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -11,6 +14,7 @@ use super::values::{
     Bytes, CdKindSetting, FaultKind, GroupSize, Interval, IntervalFile, LogMedium, Medium,
     Probability, Retries, Seconds, Threads,
 };
+use crate::checkpoint::format::CheckpointPolicy;
 use crate::error::{ConfigError, FaultKinds};
 
 /// The injector of one CD: probabilities per execution and exact faults.
@@ -116,6 +120,16 @@ pub(super) struct SettingsFile {
     mtbf_seconds: Option<Spanned<f64>>,
     xor_group: Option<Spanned<i64>>,
     restart_threads: Option<Spanned<i64>>,
+    checkpoint: Option<Spanned<CheckpointFile>>,
+}
+
+/// `checkpoint = { dir, every, keep }`, as written.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CheckpointFile {
+    dir: Option<String>,
+    every: Option<i64>,
+    keep: Option<i64>,
 }
 
 /// One table of settings, validated: what it sets (with the places of the keys a check across
@@ -139,6 +153,8 @@ pub(super) struct Layer {
     pub(super) mtbf_seconds: Option<Seconds>,
     pub(super) xor_group: Option<GroupSize>,
     pub(super) restart_threads: Option<Threads>,
+    /// `checkpoint`, and where it was written.
+    pub(super) checkpoint: Option<(CheckpointPolicy, Range<usize>)>,
 }
 
 impl SettingsFile {
@@ -170,8 +186,40 @@ impl SettingsFile {
             mtbf_seconds: src.value(&self.mtbf_seconds, at, "mtbf_seconds")?,
             xor_group: src.value(&self.xor_group, at, "xor_group")?,
             restart_threads: src.value(&self.restart_threads, at, "restart_threads")?,
+            checkpoint: self
+                .checkpoint
+                .map(|c| checkpoint(src, at, c))
+                .transpose()?,
         })
     }
+}
+
+/// `checkpoint` validated: `every` and `keep` at least 1.
+fn checkpoint(
+    src: &Source,
+    at: &str,
+    c: Spanned<CheckpointFile>,
+) -> Result<(CheckpointPolicy, Range<usize>), ConfigError> {
+    let span = c.span();
+    let c = c.into_inner();
+    let d = CheckpointPolicy::default();
+    let count = |v: Option<i64>, key: &str, default: u64| match v {
+        None => Ok(default),
+        Some(n) if n >= 1 => Ok(n as u64),
+        Some(n) => Err(src.error(
+            Some(span.clone()),
+            Some(format!("{at}checkpoint.{key}")),
+            format!("{n}: must be at least 1"),
+        )),
+    };
+    Ok((
+        CheckpointPolicy {
+            dir: c.dir.map_or(d.dir, PathBuf::from),
+            every: count(c.every, "every", d.every)?,
+            keep: count(c.keep, "keep", d.keep as u64)? as usize,
+        },
+        span,
+    ))
 }
 
 /// The most specific value `get` finds in `tables` (most specific first), and the name of the

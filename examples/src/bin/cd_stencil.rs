@@ -52,6 +52,10 @@ struct Args {
     /// else CDs on, no faults injected.
     #[arg(long, value_name = "FILE.toml")]
     cd_config: Option<PathBuf>,
+    /// Resume from a checkpoint (`checkpoint` key of the CD "iteration"): `auto` for the
+    /// newest whole one in the configured directory, or a directory; default: `CD_RESTART`.
+    #[arg(long, value_name = "DIR|auto")]
+    restart: Option<String>,
 }
 
 fn main() {
@@ -62,9 +66,12 @@ fn main() {
     // The errors are reported in this order: `--n` too large, the configuration, `--n` too
     // small for the process grid.
     check_edge(n).unwrap_or_else(|e| fail(NAME, e));
-    let config = cd::CdConfig::for_program(args.cd_config.as_deref())
+    let mut config = cd::CdConfig::for_program(args.cd_config.as_deref())
         .unwrap_or_else(|e| fail(NAME, e))
         .unwrap_or_default();
+    // What shapes the grid's state; `--iters` may differ in a relaunch that goes further.
+    config.program = format!("{NAME} --n {n}");
+    config.restart = cd::RestartFrom::for_program(args.restart.as_deref());
     let relaxed = relaxed_rank_cd(&config);
     let grid = Grid::new(n, ranks).unwrap_or_else(|e| fail(NAME, e));
     let serial_check = args.jacobi.serial_check();

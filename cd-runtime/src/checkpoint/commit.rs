@@ -1,0 +1,163 @@
+//! The checkpointed CD's side of checkpointing: at the beginning of an execution, whether it
+//! resumes or is captured; at its completion, the commit of the checkpoint handed over before
+//! and the hand-over of this one (`README.md` beside this file).
+
+use std::collections::BTreeMap;
+
+use crate::checkpoint::format::{FORMAT_VERSION, Manifest, RankFile, checkpoint_dir};
+use crate::checkpoint::state::Pending;
+use crate::checkpoint::writer::Written;
+use crate::frame::Frame;
+use crate::resume::encode_entries;
+use crate::runtime::{CdRuntime, eprint_line};
+
+/// An execution of `frame` begins (first attempt): it takes the resume position if it is the
+/// one a restart chose, or starts capturing if its iteration is checkpointed.
+pub(crate) fn begin(rt: &CdRuntime, frame: &Frame) {
+    let ck = &rt.checkpoint;
+    let resumes = ck.resume.borrow().as_ref().is_some_and(|r| {
+        r.at.cd == frame.name && r.at.level == frame.level && r.at.iteration == frame.iteration
+    });
+    if resumes {
+        let r = ck.resume.borrow_mut().take().expect("checked above");
+        *frame.resume.borrow_mut() = Some(r.entries);
+        return;
+    }
+    let Some(policy) = ck.policy_for(&frame.name) else {
+        return;
+    };
+    if policy.takes(frame.iteration) {
+        assert_eq!(
+            frame.team.rank_n(),
+            pgas::rank_n(),
+            "CD {:?} has a `checkpoint` key but spans {} of the job's {} ranks: a checkpoint \
+             is the whole job's; put the key on a CD that spans every rank",
+            frame.name,
+            frame.team.rank_n(),
+            pgas::rank_n()
+        );
+        *frame.capture.borrow_mut() = Some(BTreeMap::new());
+    }
+}
+
+/// An execution of `frame` completed (the agreement said so on every rank): commits the
+/// checkpoint handed over at an earlier completion, then hands over this execution's capture.
+pub(crate) fn completed(rt: &CdRuntime, frame: &Frame) {
+    let Some(policy) = rt.checkpoint.policy_for(&frame.name) else {
+        return;
+    };
+    commit_pending(rt, policy.keep);
+    let Some(entries) = frame.capture.borrow_mut().take() else {
+        return;
+    };
+    let writer = rt
+        .checkpoint
+        .writer
+        .borrow()
+        .clone()
+        .expect("launch gives a checkpointing job its writer");
+    let dir = checkpoint_dir(&policy.dir, &frame.name, frame.iteration);
+    let ticket = writer.write_rank(
+        dir.clone(),
+        rt.rank,
+        rt.checkpoint.buddy.get(),
+        encode_entries(&entries),
+    );
+    *rt.checkpoint.pending.borrow_mut() = Some(Pending {
+        dir,
+        iteration: frame.iteration,
+        step: frame.first_step.get().unwrap_or(frame.iteration),
+        level: frame.level,
+        ticket,
+    });
+}
+
+/// The end of the job (every rank, after the program's body): commits the pending checkpoint
+/// and, on rank 0, waits until its manifest is on disk.
+pub(crate) fn at_end(rt: &CdRuntime) {
+    let keep = match &*rt.checkpoint.policy.borrow() {
+        Some((_, p)) => p.keep,
+        None => return,
+    };
+    commit_pending(rt, keep);
+    let committing = rt.checkpoint.committing.borrow_mut().take();
+    if let Some(t) = committing {
+        if let Err(why) = t.wait() {
+            eprint_line(&format!("cd: checkpoint not committed: {why}"));
+        }
+    }
+}
+
+/// Collective over every rank when a checkpoint is pending: waits for this rank's file (only
+/// if it is still being written), gathers every rank's result, and on rank 0 hands the
+/// manifest (or the deletion of a checkpoint a rank could not write) to the writer.
+fn commit_pending(rt: &CdRuntime, keep: usize) {
+    let Some(p) = rt.checkpoint.pending.borrow_mut().take() else {
+        return;
+    };
+    let mine: Written = p.ticket.wait();
+    let all: Vec<Written> =
+        pgas::runtime_hooks::internal(|| pgas::allgather(&pgas::world(), mine).wait());
+    if rt.rank != 0 {
+        return;
+    }
+    let writer = rt
+        .checkpoint
+        .writer
+        .borrow()
+        .clone()
+        .expect("launch gives a checkpointing job its writer");
+    let failed = all
+        .iter()
+        .enumerate()
+        .find_map(|(r, w)| w.as_ref().err().map(|why| (r, why.clone())));
+    if let Some((r, why)) = failed {
+        eprint_line(&format!(
+            "cd: checkpoint {} not committed: rank {r} could not write its file: {why}; the \
+             run goes on, the previous checkpoint stays the newest",
+            p.dir.display()
+        ));
+        writer.discard(p.dir);
+        return;
+    }
+    let shape = rt
+        .checkpoint
+        .shape
+        .borrow()
+        .clone()
+        .expect("launch gives a checkpointing job its shape");
+    // Every rank's buddy as it wrote its copy: the buddy medium's map, the same on every rank.
+    let buddies = crate::buddy::buddy_map(&nodes(all.len()), rt.config.buddy_domain);
+    let name = p
+        .dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(crate::checkpoint::format::parse_checkpoint_name)
+        .map(|(cd, _)| cd.to_string())
+        .unwrap_or_default();
+    let manifest = Manifest {
+        version: FORMAT_VERSION,
+        program: shape.program,
+        seed: format!("{:#x}", shape.seed),
+        ranks: shape.ranks,
+        cd: name,
+        level: p.level,
+        iteration: p.iteration,
+        step: p.step,
+        rank: all
+            .iter()
+            .zip(buddies)
+            .map(|(w, buddy)| {
+                let (len, crc) = *w.as_ref().expect("no rank failed");
+                RankFile { len, crc, buddy }
+            })
+            .collect(),
+    };
+    let ticket = writer.commit(p.dir, manifest, keep);
+    *rt.checkpoint.committing.borrow_mut() = Some(ticket);
+}
+
+/// The node of every rank, as the conduit's topology says.
+fn nodes(ranks: usize) -> Vec<usize> {
+    (0..ranks).map(pgas::node_of).collect()
+}

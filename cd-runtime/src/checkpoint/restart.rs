@@ -1,0 +1,173 @@
+//! Choosing where a relaunched job resumes (collective, before the program's body): the newest
+//! whole checkpoint of the job in the restart directory, every rank's state loaded from its
+//! own file or its buddy's copy; and, with a checkpointed CD configured, the deletion of the
+//! checkpoints newer than the one resumed (`README.md` beside this file).
+
+use std::path::{Path, PathBuf};
+
+use crate::checkpoint::format::{CheckpointError, JobShape, Manifest, RestartFrom};
+use crate::checkpoint::load::{candidates, load_rank};
+use crate::checkpoint::writer::{list, remove_checkpoint};
+use crate::resume::{Resume, ResumeSource, Resumed};
+use crate::runtime::{CdRuntime, eprint_line};
+
+/// Why a restart cannot go on (one line; the job stops with it).
+pub(crate) type Refused = String;
+
+/// Sets up checkpointing on this rank and, with `restart`, chooses the checkpoint to resume
+/// from. Collective: every rank calls it with the same arguments and reaches the same choice.
+pub(crate) fn prepare(
+    rt: &CdRuntime,
+    restart: Option<&RestartFrom>,
+    shape: JobShape,
+) -> Result<(), Refused> {
+    let ck = &rt.checkpoint;
+    let policy = ck.policy.borrow().clone();
+    let resume = match restart {
+        None => None,
+        Some(from) => {
+            let root: PathBuf = match (from, &policy) {
+                (RestartFrom::Dir(d), _) => d.clone(),
+                (RestartFrom::Auto, Some((_, p))) => p.dir.clone(),
+                (RestartFrom::Auto, None) => {
+                    return Err(
+                        "--restart auto (CD_RESTART=auto) restarts from the configured \
+                                checkpoint directory, and no CD has a `checkpoint` key: add \
+                                one, or name the directory (--restart DIR)"
+                            .into(),
+                    );
+                }
+            };
+            choose(rt, &root, &shape)?
+        }
+    };
+    if let Some((cd, p)) = &policy {
+        let after = resume.as_ref().map_or(0, |r| r.at.iteration);
+        if rt.rank == 0 {
+            remove_newer(&p.dir, cd, after, resume.is_none());
+        }
+    }
+    if let Some(r) = resume {
+        rt.set_next_iteration(&r.at.cd, r.at.iteration);
+        *ck.resumed.borrow_mut() = Some(r.at.clone());
+        *ck.resume.borrow_mut() = Some(r);
+    }
+    *ck.shape.borrow_mut() = Some(shape);
+    // No rank writes a checkpoint before rank 0 removed the stale ones.
+    pgas::runtime_hooks::internal(pgas::barrier);
+    Ok(())
+}
+
+/// The newest whole checkpoint of this job in `root` (or `root` itself), with this rank's
+/// state; `None` when there is none (said in one line).
+fn choose(rt: &CdRuntime, root: &Path, shape: &JobShape) -> Result<Option<Resume>, Refused> {
+    let (dirs, explicit) = candidates(root);
+    let lead = rt.rank == 0;
+    for dir in dirs {
+        let manifest = match Manifest::read(&dir) {
+            Ok(m) => m,
+            Err(e) if explicit => return Err(format!("cannot restart: {e}")),
+            Err(e) => {
+                if lead {
+                    eprint_line(&format!("cd: restart: {e}; trying the previous checkpoint"));
+                }
+                continue;
+            }
+        };
+        manifest
+            .check(&dir, shape)
+            .map_err(|e| format!("cannot restart: {e}"))?;
+        let mine = match load_rank(&dir, &manifest, rt.rank) {
+            Ok((entries, line)) => {
+                if let Some(line) = line {
+                    eprint_line(&format!("cd: restart: {line}"));
+                }
+                Ok(entries)
+            }
+            Err(e) => Err(e),
+        };
+        let whole = pgas::runtime_hooks::internal(|| {
+            pgas::reduce_all(&pgas::world(), u64::from(mine.is_ok()), |a, b| a.min(b)).wait()
+        }) == 1;
+        match mine {
+            Ok(entries) if whole => {
+                if lead {
+                    eprint_line(&format!(
+                        "cd: restart: resuming CD {:?} at execution {} (step {}) from {}",
+                        manifest.cd,
+                        manifest.iteration,
+                        manifest.step,
+                        dir.display()
+                    ));
+                }
+                return Ok(Some(Resume {
+                    at: Resumed {
+                        cd: manifest.cd,
+                        level: manifest.level,
+                        iteration: manifest.iteration,
+                        step: manifest.step,
+                        source: ResumeSource::Checkpoint(dir),
+                    },
+                    entries,
+                }));
+            }
+            Ok(_) => {}
+            Err(e) => refuse_rank(&e),
+        }
+        if explicit {
+            return Err(format!(
+                "cannot restart: the checkpoint {} is not whole (see the line above)",
+                dir.display()
+            ));
+        }
+        if lead {
+            eprint_line(&format!(
+                "cd: restart: {} is not whole; trying the previous checkpoint",
+                dir.display()
+            ));
+        }
+    }
+    if lead {
+        eprint_line(&format!(
+            "cd: restart: no whole checkpoint of this job in {}; starting from the beginning",
+            root.display()
+        ));
+    }
+    Ok(None)
+}
+
+/// This rank's line about its refused state.
+fn refuse_rank(e: &CheckpointError) {
+    eprint_line(&format!("cd: restart: {e}"));
+}
+
+/// Where this launch resumed (`--restart`, `CD_RESTART`): the CD, its execution and the loop
+/// step, for a program that drives its own loop and starts it there; `None` in a run that
+/// started from the beginning.
+///
+/// # Panics
+/// Outside [`crate::launch`].
+pub fn restarted() -> Option<Resumed> {
+    crate::runtime::with(|rt| rt.checkpoint.resumed.borrow().clone())
+}
+
+/// Deletes the checkpoints of `cd` in `root` newer than execution `after` (abandoned by the
+/// interrupted run, or refused): the new run's must not mix with them. `fresh`: the run starts
+/// from the beginning, and whole ones it deletes are said.
+fn remove_newer(root: &Path, cd: &str, after: u64, fresh: bool) {
+    let newer: Vec<(u64, PathBuf, bool)> = list(root, cd)
+        .into_iter()
+        .filter(|(it, ..)| *it > after)
+        .collect();
+    let whole = newer.iter().filter(|(.., w)| *w).count();
+    if fresh && whole > 0 {
+        eprint_line(&format!(
+            "cd: checkpoint: this run starts from the beginning and replaces the {whole} \
+             checkpoint(s) of an earlier run in {} (relaunch with --restart auto to resume one)",
+            root.display()
+        ));
+    }
+    for (_, path, _) in newer {
+        remove_checkpoint(&path);
+    }
+}

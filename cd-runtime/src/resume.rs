@@ -1,0 +1,70 @@
+//! A position to resume a strict CD at, with the state that goes with it: the one mechanism a
+//! relaunch from a checkpoint uses (`checkpoint/`), and that a rank replacing a killed one
+//! inside the job can use with another source (see `checkpoint/README.md`).
+//!
+//! The execution of the CD whose iteration is [`Resume::iteration`] *resumes*: each
+//! `preserve*` call first writes the resumed bytes of its name into the program's value, then
+//! preserves it as usual (`cd.rs`).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// Where the resumed state comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ResumeSource {
+    /// A checkpoint on disk: its directory.
+    Checkpoint(PathBuf),
+}
+
+/// Where a program resumes, as [`restarted`](crate::restarted) tells it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resumed {
+    /// The strict CD that resumes.
+    pub cd: String,
+    /// Its level in the tree.
+    pub level: usize,
+    /// The execution of the CD that resumes (its `iteration`): the first `iteration`
+    /// executions completed before the state was saved.
+    pub iteration: u64,
+    /// The loop step the resumed execution began with ([`crate::strict_steps`]'s step; for a
+    /// program's own loop, equal to `iteration`).
+    pub step: u64,
+    /// Where the state comes from.
+    pub source: ResumeSource,
+}
+
+/// A resume position and its state on this rank.
+#[derive(Debug, Clone)]
+pub(crate) struct Resume {
+    /// The position.
+    pub(crate) at: Resumed,
+    /// The preserved entries of this rank, by name: raw bytes for a slice, the serialized
+    /// value (postcard) for a value.
+    pub(crate) entries: BTreeMap<String, Vec<u8>>,
+}
+
+/// The preserved entries of one rank, as a checkpoint file holds them: `postcard` of the list
+/// of (name, bytes) in name order.
+pub(crate) fn encode_entries(entries: &BTreeMap<String, Vec<u8>>) -> Vec<u8> {
+    postcard::to_allocvec(entries).expect("a map of byte strings serializes")
+}
+
+/// The entries [`encode_entries`] wrote, or why the bytes are not such a list.
+pub(crate) fn decode_entries(bytes: &[u8]) -> Result<BTreeMap<String, Vec<u8>>, String> {
+    postcard::from_bytes(bytes).map_err(|e| format!("not a list of preserved entries ({e})"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_round_trip_and_garbage_is_refused() {
+        let mut m = BTreeMap::new();
+        m.insert("x".to_string(), vec![1u8, 2, 3]);
+        m.insert("time".to_string(), postcard::to_allocvec(&2.5f64).unwrap());
+        let bytes = encode_entries(&m);
+        assert_eq!(decode_entries(&bytes).unwrap(), m);
+        assert!(decode_entries(&bytes[..bytes.len() - 1]).is_err());
+    }
+}

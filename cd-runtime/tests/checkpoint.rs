@@ -1,0 +1,204 @@
+//! Checkpoints to disk and restarts across launches (`checkpoint/README.md`): a job that ended
+//! after some steps is launched again with a restart and ends with the numbers of the
+//! uninterrupted job; damaged checkpoints are refused, with a fallback to the previous one.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use cd_runtime as cd;
+use cd_runtime::{CdConfig, CdLaunchError, RestartFrom};
+use common::{Ring, config, run, step};
+
+const N: usize = 16;
+const RANKS: usize = 4;
+
+/// A fresh directory for one test's checkpoints (in the target directory, not the system's
+/// temporary one).
+fn scratch(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("ckpt-{name}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+fn cfg(dir: &Path, every: u64, restart: Option<RestartFrom>) -> CdConfig {
+    let mut c = config(&format!(
+        "[cd.step]\ncheckpoint = {{ dir = {:?}, every = {every}, keep = 2 }}\n",
+        dir.display().to_string()
+    ));
+    c.program = "test-program n=16".into();
+    c.restart = restart;
+    c
+}
+
+/// A rank's values and the step its loop resumed at.
+type RankOut = (Vec<f64>, Option<u64>);
+
+/// `strict_steps` over `0..total` (a job cut short is one with a smaller `total`: it ended
+/// there), returning every rank's values and the step the loop resumed at.
+fn strict_steps_job(c: CdConfig, total: u64) -> Result<Vec<RankOut>, CdLaunchError> {
+    run(RANKS, c, || {
+        let ring = Ring::new(N);
+        let mut x: Vec<f64> = (0..N).map(|i| (i * 3 + pgas::rank_me()) as f64).collect();
+        let mut t = 0.5f64;
+        let resumed = cd::restarted().map(|r| r.step);
+        cd::strict_steps("step", 0..total, |c, s| {
+            c.preserve_slice("x", &mut x);
+            c.preserve("t", &mut t);
+            step(&mut x, s);
+            t += x[0];
+            ring.exchange(&pgas::world(), &mut x);
+            Ok(())
+        })?;
+        x.push(t);
+        Ok((x, resumed))
+    })
+    .map(|o| o.results)
+}
+
+fn values(r: &[RankOut]) -> Vec<Vec<u64>> {
+    r.iter()
+        .map(|(x, _)| x.iter().map(|v| v.to_bits()).collect())
+        .collect()
+}
+
+#[test]
+fn a_job_cut_short_resumes_from_its_last_checkpoint_bit_for_bit() {
+    let dir = scratch("resume");
+    let whole = strict_steps_job(cfg(&dir, 1, None), 12).unwrap();
+    assert!(whole.iter().all(|(_, r)| r.is_none()));
+    // Ended after 8 steps: the checkpoints up to execution 7 are committed (the last at the
+    // end of the job), keep = 2.
+    let _ = strict_steps_job(cfg(&dir, 1, None), 8).unwrap();
+    let names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(names.len(), 2, "keep = 2: {names:?}");
+    let again = strict_steps_job(cfg(&dir, 1, Some(RestartFrom::Auto)), 12).unwrap();
+    assert!(again.iter().all(|(_, r)| r.is_some()), "resumed");
+    assert_eq!(values(&again), values(&whole), "bit for bit");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_program_loop_resumes_where_restarted_says() {
+    let dir = scratch("own-loop");
+    let job = |c: CdConfig, stop: usize| {
+        run(RANKS, c, move || {
+            let mut x: Vec<f64> = (0..N).map(|i| (i + 7 * pgas::rank_me()) as f64).collect();
+            let start = cd::restarted().map_or(0, |r| r.iteration as usize);
+            for s in start..10usize.min(stop) {
+                cd::strict("step", |c| {
+                    assert_eq!(c.is_reexecution(), s == start && start > 0);
+                    c.preserve_slice("x", &mut x);
+                    step(&mut x, s as u64);
+                    Ok(())
+                })?;
+            }
+            Ok(x.iter().map(|v| v.to_bits()).collect::<Vec<u64>>())
+        })
+        .unwrap()
+        .results
+    };
+    let whole = job(cfg(&dir, 3, None), usize::MAX);
+    let _ = job(cfg(&dir, 3, None), 8);
+    assert_eq!(
+        job(cfg(&dir, 3, Some(RestartFrom::Auto)), usize::MAX),
+        whole
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Flips one byte of `path`.
+fn flip(path: &Path) {
+    let mut b = std::fs::read(path).unwrap();
+    b[3] ^= 0x40;
+    std::fs::write(path, b).unwrap();
+}
+
+#[test]
+fn damaged_checkpoints_fall_back_and_another_job_is_refused() {
+    let dir = scratch("damaged");
+    let whole = strict_steps_job(cfg(&dir, 2, None), 10).unwrap();
+    let cut = || strict_steps_job(cfg(&dir, 2, None), 7).unwrap();
+    let restart = || strict_steps_job(cfg(&dir, 2, Some(RestartFrom::Auto)), 10);
+    let newest = dir.join("step-0000000006");
+    let older = dir.join("step-0000000004");
+    // One byte of rank 1's file: its buddy's copy serves.
+    cut();
+    flip(&newest.join("rank1/state.bin"));
+    assert_eq!(values(&restart().unwrap()), values(&whole));
+    // Rank 2's whole directory (its file and the copy it keeps): the buddy copy serves.
+    cut();
+    std::fs::remove_dir_all(newest.join("rank2")).unwrap();
+    assert_eq!(values(&restart().unwrap()), values(&whole));
+    // A truncated file and its copy damaged too: the previous checkpoint serves.
+    cut();
+    let f = newest.join("rank0/state.bin");
+    let b = std::fs::read(&f).unwrap();
+    std::fs::write(&f, &b[..b.len() / 2]).unwrap();
+    for e in std::fs::read_dir(&newest).unwrap() {
+        let p = e.unwrap().path().join("copy-of-rank0.bin");
+        if p.exists() {
+            flip(&p);
+        }
+    }
+    let r = restart().unwrap();
+    assert_eq!(values(&r), values(&whole));
+    assert_eq!(r[0].1, Some(4), "from the previous checkpoint");
+    // The newest manifest deleted: the previous checkpoint serves.
+    cut();
+    std::fs::remove_file(newest.join("manifest.toml")).unwrap();
+    let r = restart().unwrap();
+    assert_eq!((values(&r), r[0].1), (values(&whole), Some(4)));
+    // Another rank count: refused, one line naming the manifest.
+    cut();
+    let e = run(2, cfg(&dir, 2, Some(RestartFrom::Auto)), || Ok(())).unwrap_err();
+    assert!(matches!(e, CdLaunchError::Restart { .. }), "{e}");
+    let line = e.to_string();
+    assert!(
+        line.contains("manifest.toml") && line.contains("rank count (4, this job: 2)"),
+        "{line}"
+    );
+    assert!(!line.contains('\n'));
+    // Another program: refused.
+    let mut c = cfg(&dir, 2, Some(RestartFrom::Auto));
+    c.program = "test-program n=17".into();
+    let e = run(RANKS, c, || Ok(())).unwrap_err();
+    assert!(e.to_string().contains("n=17"), "{e}");
+    // Both whole ones gone: the run starts from the beginning.
+    std::fs::remove_file(newest.join("manifest.toml")).unwrap();
+    std::fs::remove_file(older.join("manifest.toml")).unwrap();
+    let r = restart().unwrap();
+    assert_eq!((values(&r), r[0].1), (values(&whole), None));
+    assert!(!older.exists(), "the abandoned ones are removed");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_key_is_refused_outside_a_cd_table_and_files_are_private() {
+    use std::os::unix::fs::MetadataExt;
+    let e = CdConfig::parse("[defaults]\ncheckpoint = { every = 2 }\n", "x.toml").unwrap_err();
+    assert!(e.to_string().contains("defaults.checkpoint"), "{e}");
+    let e = CdConfig::parse("[cd.a]\ncheckpoint = { every = 0 }\n", "x.toml").unwrap_err();
+    assert!(e.to_string().contains("cd.a.checkpoint.every"), "{e}");
+    let e = CdConfig::parse(
+        "[cd.a]\ncheckpoint = {}\n[cd.b]\ncheckpoint = {}\n",
+        "x.toml",
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("one CD per job"), "{e}");
+    let c = CdConfig::parse("[cd.a]\ncheckpoint = {}\n", "x.toml").unwrap();
+    let (name, p) = c.checkpoint.unwrap();
+    assert_eq!((name.as_str(), p.every, p.keep), ("a", 1, 2));
+    assert_eq!(p.dir, Path::new(cd::checkpoint::format::DEFAULT_DIR));
+    let dir = scratch("private");
+    strict_steps_job(cfg(&dir, 1, None), 3).unwrap();
+    assert_eq!(std::fs::metadata(&dir).unwrap().mode() & 0o777, 0o700);
+    let f = dir.join("step-0000000002/rank0/state.bin");
+    assert_eq!(std::fs::metadata(&f).unwrap().mode() & 0o777, 0o600);
+    let m = dir.join("step-0000000002/manifest.toml");
+    assert_eq!(std::fs::metadata(&m).unwrap().mode() & 0o777, 0o600);
+    let _ = std::fs::remove_dir_all(&dir);
+}
