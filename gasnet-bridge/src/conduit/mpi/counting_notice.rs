@@ -1,16 +1,14 @@
-//! The notices of the counting switch across processes (the protocol is told in
-//! `counting.rs`): a target's switch-on or off sent to every rank that reaches it through the
-//! window, and a writer's service of one.
+//! A target's switch of counting across processes (the protocol is told in `counting.rs`):
+//! the switch, then a notice to every rank that reaches it through the window, waited for
+//! when on. A writer serves a notice in `receive.rs`.
 //!
-//! These are `impl MpiWorld` because each spans the parts: the own counters (kept), the
-//! counting switch, the RMA window it flushes, the send queue, and progress while the answers
-//! are due.
+//! This is `impl MpiWorld` because it spans the parts and waits: the own counters (kept), the
+//! counting switch, the send queue, progress while the answers are due, then the window.
 
 use crate::counters::WriteCounting;
 
 use super::calls::must;
-use super::state::Protocol;
-use super::wire::{Header, K_COUNTING, K_COUNTING_ACK};
+use super::wire::{Header, K_COUNTING};
 use super::world::MpiWorld;
 
 impl MpiWorld {
@@ -44,26 +42,5 @@ impl MpiWorld {
                 must(w.sync());
             }
         }
-    }
-
-    /// Serves a counting notice from `target` (`on` or off): remembers it, and for a
-    /// switch-on flushes this rank's window puts to `target` and answers.
-    pub(super) fn serve_counting_notice(&self, st: &mut Protocol, target: usize, on: bool) {
-        if self.job.rma.is_some() && !self.maps(target) {
-            self.job.counting.noticed(target, on);
-        }
-        if on {
-            if let Some(w) = &self.job.rma
-                && w.is_dirty(target)
-            {
-                must(w.flush(target));
-            }
-            let answer = Header {
-                kind: K_COUNTING_ACK,
-                ..Header::default()
-            };
-            must(st.send(self.job.comm, target, answer, &[], &[], false));
-        }
-        st.handled += 1;
     }
 }

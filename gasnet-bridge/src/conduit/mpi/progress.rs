@@ -2,8 +2,8 @@
 //! built on them.
 //!
 //! These are `impl MpiWorld` because a round spans every part of the job: the slots, the
-//! rings, the payloads, the send queue and the protocol state they feed, and the own segment
-//! the kept parts hold; the waits make rounds until a part's condition holds.
+//! rings, the payloads and the send queue, the protocol state they feed, and the parts a
+//! message reaches (`receive.rs`); the waits make rounds until a part's condition holds.
 
 use ::mpi::ffi;
 
@@ -16,6 +16,7 @@ use crate::sleep::{Awaiting, Backoff};
 use super::calls::{must, test};
 use super::completions::Op;
 use super::payloads::Inflight;
+use super::receive::Server;
 use super::state::Protocol;
 use super::user_queue::Ready;
 use super::wire::{B_MEDIUM, F_REPLY, Header};
@@ -76,6 +77,7 @@ impl MpiWorld {
             return Round::default(); // re-entered from inside progress: the outer round continues
         };
         let st = &mut *st;
+        let server = self.server();
         let mut work = 0;
         st.tick = st.tick.wrapping_add(1);
         if st.sends.sweep_due(st.tick) {
@@ -87,7 +89,7 @@ impl MpiWorld {
         let mut ready = None;
         let mut from_mpi = false;
         if self.job.mpi_peers {
-            match self.take_mpi_message(st, direct) {
+            match self.take_mpi_message(server, st, direct) {
                 Taken::Nothing => {}
                 Taken::Queued => from_mpi = true,
                 Taken::Direct { source, len } => {
@@ -98,65 +100,19 @@ impl MpiWorld {
             work += usize::from(from_mpi);
         }
         if let Some(inbox) = &self.job.inbox {
-            work += inbox.drain(|source, bytes| self.take_off_wire(st, source, bytes));
+            work += inbox.drain(|source, bytes| server.take_off_wire(st, source, bytes));
         }
         if !st.payloads.is_empty() {
             let mut at = 0;
             while let Some(arrived) = st.payloads.next_arrived(&mut at) {
                 work += 1;
-                self.payload_arrived(st, arrived);
+                payload_arrived(server, st, arrived);
             }
         }
         Round {
             work,
             direct: ready,
             from_mpi,
-        }
-    }
-
-    /// Does what a payload that has arrived was waiting for: count and ack a write, hand a
-    /// user AM its payload, complete a get, serve a vector request.
-    #[inline]
-    fn payload_arrived(&self, st: &mut Protocol, arrived: Inflight) {
-        match arrived {
-            Inflight::Put {
-                origin,
-                id,
-                counted,
-                ..
-            } => {
-                let ack = if counted {
-                    self.own().count_write()
-                } else {
-                    WriteAck::default()
-                };
-                must(self.send_ack(st, origin, id, ack));
-                st.handled += 1;
-            }
-            Inflight::Long {
-                origin, id, key, ..
-            } => {
-                let ack = self.own().count_write();
-                must(self.send_ack(st, origin, id, ack));
-                st.user.arrived(key, Ready::Long(ack));
-            }
-            Inflight::Medium { buf, key, .. } => {
-                st.user.arrived(key, Ready::Medium(buf));
-            }
-            Inflight::GetReply { buf, id, .. } => {
-                // A forgotten get (its handle dropped) leaves no entry.
-                st.ops.complete(id, Op::Got(buf));
-                st.handled += 1;
-            }
-            Inflight::Vector {
-                buf,
-                origin,
-                id,
-                pieces,
-                groups,
-                put,
-                ..
-            } => self.serve_vector(st, origin, id, (pieces, groups), put, &buf),
         }
     }
 
@@ -168,7 +124,7 @@ impl MpiWorld {
     /// testing the next slot before the caller handles this message would put that round
     /// between a request and its reply. Callers that want more run more rounds, after
     /// handling this one ([`poll`](Self::poll) does).
-    fn take_mpi_message(&self, st: &mut Protocol, direct: bool) -> Taken {
+    fn take_mpi_message(&self, server: Server<'_>, st: &mut Protocol, direct: bool) -> Taken {
         let Some((slot, source, len)) = st.slots.test_head(self.job.comm) else {
             return Taken::Nothing;
         };
@@ -181,7 +137,7 @@ impl MpiWorld {
             return Taken::Direct { source, len };
         }
         let bytes = std::mem::take(buf);
-        self.take_off_wire(st, source, &bytes[..len]);
+        server.take_off_wire(st, source, &bytes[..len]);
         *st.slots.buf_mut(slot) = bytes;
         Taken::Queued
     }
@@ -239,7 +195,8 @@ impl MpiWorld {
         let Some((h, args, inline)) = Header::decode(&bytes[..len]) else {
             panic!("malformed message of {len} bytes from rank {source} (a different program?)");
         };
-        self.account(&mut self.job.st.borrow_mut(), source, &h);
+        self.server()
+            .account(&mut self.job.st.borrow_mut(), source, &h);
         cx.run_handler(MessageView {
             source: source as u32,
             handler: h.handler,
@@ -323,6 +280,52 @@ impl MpiWorld {
                 }
             }
         }
+    }
+}
+
+/// Does what a payload that has arrived was waiting for: count and ack a write, hand a
+/// user AM its payload, complete a get, serve a vector request.
+#[inline]
+fn payload_arrived(server: Server<'_>, st: &mut Protocol, arrived: Inflight) {
+    match arrived {
+        Inflight::Put {
+            origin,
+            id,
+            counted,
+            ..
+        } => {
+            let ack = if counted {
+                server.host.own().count_write()
+            } else {
+                WriteAck::default()
+            };
+            must(server.send_ack(st, origin, id, ack));
+            st.handled += 1;
+        }
+        Inflight::Long {
+            origin, id, key, ..
+        } => {
+            let ack = server.host.own().count_write();
+            must(server.send_ack(st, origin, id, ack));
+            st.user.arrived(key, Ready::Long(ack));
+        }
+        Inflight::Medium { buf, key, .. } => {
+            st.user.arrived(key, Ready::Medium(buf));
+        }
+        Inflight::GetReply { buf, id, .. } => {
+            // A forgotten get (its handle dropped) leaves no entry.
+            st.ops.complete(id, Op::Got(buf));
+            st.handled += 1;
+        }
+        Inflight::Vector {
+            buf,
+            origin,
+            id,
+            pieces,
+            groups,
+            put,
+            ..
+        } => server.serve_vector(st, origin, id, (pieces, groups), put, &buf),
     }
 }
 

@@ -1,9 +1,9 @@
 //! Taking one message off the wire: the conduit's own requests and replies are served at once,
 //! user AMs are queued to run in order.
 //!
-//! These are `impl MpiWorld` because serving a message spans the parts: the own segment (kept),
-//! the credits, send queue, payloads, completions and user queue of the protocol state, the
-//! counting switch and the window (a counting notice).
+//! Serving never waits, so it needs no progress: it is done by a [`Server`], the parts a
+//! message may reach borrowed from the world for one round (the job communicator, the host's
+//! segments, the RMA window, the counting switch), on the protocol state.
 
 use std::ffi::c_int;
 
@@ -16,14 +16,16 @@ use crate::message::{Body, MAX_MEDIUM, Message};
 
 use super::calls::{check, mpi_len, must, null_request, uint8};
 use super::completions::Op;
+use super::counting::CountingSwitch;
 use super::payloads::{Inflight, Payloads};
+use super::rma_window::RmaWindow;
 use super::state::Protocol;
+use super::window::HostSegments;
 use super::wire::{
     B_LONG, B_MEDIUM, B_SHORT, F_PLACED, F_REPLY, F_SEPARATE, F_UNCOUNTED, Header, INLINE_MAX,
     K_ACK, K_AM, K_ATOMIC, K_ATOMIC_REPLY, K_COUNTING, K_COUNTING_ACK, K_CREDIT, K_GET, K_GET_NB,
     K_GET_REPLY, K_GETV, K_PUT, K_PUTV, TAG_GET, TAG_PAYLOAD, decode_op,
 };
-use super::world::MpiWorld;
 
 /// The payload of `h` carried inline in its message: the first `h.b` bytes of `inline`.
 ///
@@ -77,7 +79,21 @@ fn payload_buffer(source: usize, h: &Header, segment_len: usize) -> Vec<u8> {
     }
 }
 
-impl MpiWorld {
+/// What serving a message reaches besides the protocol state, borrowed from the world.
+#[derive(Clone, Copy)]
+pub(super) struct Server<'w> {
+    /// The job communicator answers go out on.
+    pub(super) comm: ffi::MPI_Comm,
+    /// The segments: the own one is written and read, a mapped rank needs no window notice.
+    pub(super) host: &'w HostSegments,
+    /// The RMA window, flushed toward a rank that switches counting on.
+    pub(super) rma: Option<&'w RmaWindow>,
+    /// The counting switch, which notices and answers update.
+    pub(super) counting: &'w CountingSwitch,
+}
+
+impl Server<'_> {
+    /// Acknowledges write `id` to `origin` with the own segment's `ack`.
     pub(super) fn send_ack(
         &self,
         st: &mut Protocol,
@@ -92,7 +108,7 @@ impl MpiWorld {
             d: ack.iwc,
             ..Header::default()
         };
-        st.send(self.job.comm, origin, h, &[], &[], false)
+        st.send(self.comm, origin, h, &[], &[], false)
     }
 
     /// Serves a vector request from `origin` whose piece list (and packed bytes, for a put)
@@ -106,7 +122,7 @@ impl MpiWorld {
         put: bool,
         body: &[u8],
     ) {
-        let own = self.own();
+        let own = self.host.own();
         let (list, data) = crate::vector::decode_pieces(body, groups, pieces, own.segment.len())
             .unwrap_or_else(|e| panic!("malformed vector request from rank {origin}: {e}"));
         let malformed =
@@ -136,7 +152,7 @@ impl MpiWorld {
                     uint8(),
                     origin as c_int,
                     TAG_GET,
-                    self.job.comm,
+                    self.comm,
                     &mut req,
                 )
             };
@@ -166,7 +182,7 @@ impl MpiWorld {
                 uint8(),
                 dest as c_int,
                 tag,
-                self.job.comm,
+                self.comm,
                 &mut req,
             )
         };
@@ -183,8 +199,29 @@ impl MpiWorld {
                 kind: K_CREDIT,
                 ..Header::default()
             };
-            must(st.send(self.job.comm, source, credit, &[], &[], false));
+            must(st.send(self.comm, source, credit, &[], &[], false));
         }
+    }
+
+    /// Serves a counting notice from `target` (`on` or off, `counting.rs`): remembers it, and
+    /// for a switch-on flushes this rank's window puts to `target` and answers.
+    fn serve_counting_notice(&self, st: &mut Protocol, target: usize, on: bool) {
+        if let Some(w) = self.rma {
+            if !matches!(self.host.mapped(target), Ok(Some(_))) {
+                self.counting.noticed(target, on);
+            }
+            if on && w.is_dirty(target) {
+                must(w.flush(target));
+            }
+        }
+        if on {
+            let answer = Header {
+                kind: K_COUNTING_ACK,
+                ..Header::default()
+            };
+            must(st.send(self.comm, target, answer, &[], &[], false));
+        }
+        st.handled += 1;
     }
 
     /// Handles one message just received from `source`.
@@ -198,7 +235,7 @@ impl MpiWorld {
         };
         self.account(st, source, &h);
         let separate = h.flags & F_SEPARATE != 0;
-        let own = self.own();
+        let own = self.host.own();
         let (offset, len) = (h.a as usize, h.b as usize);
         let in_segment = || {
             own.segment.check(offset, len).unwrap_or_else(|e| {
@@ -221,7 +258,7 @@ impl MpiWorld {
                     B_SHORT => {}
                     B_MEDIUM if separate => {
                         let mut buf = payload_buffer(source, &h, own.segment.len());
-                        let req = Payloads::post(self.job.comm, buf.as_mut_ptr(), len, source);
+                        let req = Payloads::post(self.comm, buf.as_mut_ptr(), len, source);
                         let key = st.user.new_key();
                         st.payloads.push(Inflight::Medium {
                             req: req.unwrap_or_else(|e| panic!("{e}")),
@@ -242,7 +279,7 @@ impl MpiWorld {
                     B_LONG => {
                         let dst = in_segment();
                         if separate {
-                            let req = Payloads::post(self.job.comm, dst, len, source);
+                            let req = Payloads::post(self.comm, dst, len, source);
                             let key = st.user.new_key();
                             st.payloads.push(Inflight::Long {
                                 req: req.unwrap_or_else(|e| panic!("{e}")),
@@ -271,7 +308,7 @@ impl MpiWorld {
                 let dst = in_segment();
                 let counted = h.flags & F_UNCOUNTED == 0;
                 if separate {
-                    let req = Payloads::post(self.job.comm, dst, len, source);
+                    let req = Payloads::post(self.comm, dst, len, source);
                     st.payloads.push(Inflight::Put {
                         req: req.unwrap_or_else(|e| panic!("{e}")),
                         origin: source,
@@ -294,7 +331,7 @@ impl MpiWorld {
                 let (pieces, groups, put) = (h.a as usize, h.c as usize, h.kind == K_PUTV);
                 if separate {
                     let mut buf = payload_buffer(source, &h, own.segment.len());
-                    let req = Payloads::post(self.job.comm, buf.as_mut_ptr(), len, source);
+                    let req = Payloads::post(self.comm, buf.as_mut_ptr(), len, source);
                     st.payloads.push(Inflight::Vector {
                         req: req.unwrap_or_else(|e| panic!("{e}")),
                         buf,
@@ -324,13 +361,13 @@ impl MpiWorld {
                 if len <= INLINE_MAX {
                     let mut bytes = vec![0u8; len];
                     must(own.segment.read(offset, &mut bytes));
-                    must(st.send(self.job.comm, source, reply, &[], &bytes, false));
+                    must(st.send(self.comm, source, reply, &[], &bytes, false));
                 } else {
                     let reply = Header {
                         flags: F_SEPARATE,
                         ..reply
                     };
-                    must(st.send(self.job.comm, source, reply, &[], &[], false));
+                    must(st.send(self.comm, source, reply, &[], &[], false));
                     // The payload follows its header on TAG_PAYLOAD, as every separate
                     // payload does, so the initiator matches it in order.
                     self.send_segment_bytes(st, src, len, source, TAG_PAYLOAD);
@@ -340,7 +377,7 @@ impl MpiWorld {
             K_GET_REPLY => {
                 if separate {
                     let mut buf = payload_buffer(source, &h, own.segment.len());
-                    let req = Payloads::post(self.job.comm, buf.as_mut_ptr(), len, source);
+                    let req = Payloads::post(self.comm, buf.as_mut_ptr(), len, source);
                     st.payloads.push(Inflight::GetReply {
                         req: req.unwrap_or_else(|e| panic!("{e}")),
                         buf,
@@ -374,7 +411,7 @@ impl MpiWorld {
                     d: ack.iwc,
                     ..Header::default()
                 };
-                must(st.send(self.job.comm, source, reply, &[], &[], false));
+                must(st.send(self.comm, source, reply, &[], &[], false));
                 st.handled += 1;
             }
             K_ACK => {
@@ -396,7 +433,7 @@ impl MpiWorld {
             K_CREDIT => st.handled += 1,
             K_COUNTING => self.serve_counting_notice(st, source, h.a != 0),
             K_COUNTING_ACK => {
-                self.job.counting.answered();
+                self.counting.answered();
                 st.handled += 1;
             }
             other => panic!("malformed message from rank {source}: kind {other}"),

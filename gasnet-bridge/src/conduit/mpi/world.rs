@@ -16,6 +16,7 @@ use crate::topology::Topology;
 
 use super::counting::CountingSwitch;
 use super::inbox::{Inbox, Outboxes};
+use super::receive::Server;
 use super::rma_window::RmaWindow;
 use super::state::Protocol;
 use super::watchdog::{Shared, Watchdog};
@@ -89,6 +90,17 @@ impl MpiWorld {
     /// the kept parts of the old world and job parts built over the new communicator.
     pub(super) fn from_parts(kept: Kept, job: JobParts) -> MpiWorld {
         MpiWorld { kept, job }
+    }
+
+    /// The parts serving a message reaches (`receive.rs`), borrowed for a round.
+    #[inline]
+    pub(super) fn server(&self) -> Server<'_> {
+        Server {
+            comm: self.job.comm,
+            host: &self.kept.host,
+            rma: self.job.rma.as_ref(),
+            counting: &self.job.counting,
+        }
     }
 
     pub(crate) fn rank(&self) -> usize {
