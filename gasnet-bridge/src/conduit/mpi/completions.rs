@@ -88,3 +88,41 @@ impl Completions {
         self.ops.remove(&id);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Answers are kept until taken, a forgotten operation ignores its late answer, and a
+    /// get's data is taken out once.
+    #[test]
+    fn answers_kept_forgotten_and_taken() {
+        let mut c = Completions::new();
+        let (put, atomic, get, dropped) = (c.start(), c.start(), c.start(), c.start());
+        assert_eq!((put, atomic, get, dropped), (0, 1, 2, 3));
+        assert_eq!(c.ack(put), None);
+        let ack = WriteAck { ec: 4, iwc: 9 };
+        c.complete(put, Op::Ack(ack));
+        assert_eq!(c.ack(put), Some(ack));
+        assert_eq!(c.ack(put), Some(ack), "peeking keeps the answer");
+        assert_eq!(c.atomic(put), None, "an ack is not an atomic's result");
+        let result = AtomicResult {
+            previous: 7,
+            ack: None,
+        };
+        c.complete(atomic, Op::Atomic(result));
+        assert_eq!(c.atomic(atomic), Some(result));
+        assert!(!c.has_got(get));
+        c.complete(get, Op::Got(vec![1, 2, 3]));
+        assert!(c.has_got(get));
+        assert_eq!(c.take_got(get), Some(vec![1, 2, 3]));
+        assert_eq!(c.take_got(get), None);
+        c.forget(dropped);
+        c.complete(dropped, Op::Ack(ack));
+        assert_eq!(
+            c.ack(dropped),
+            None,
+            "a late answer of a forgotten operation"
+        );
+    }
+}

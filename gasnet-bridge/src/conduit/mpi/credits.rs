@@ -48,3 +48,35 @@ impl Credits {
         self.owed[source] >= CREDITS / 2
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A sender spends one credit per request and stops at zero; the target owes them back
+    /// and says so at half of [`CREDITS`]; the owed ones ride on the next message back, which
+    /// refills the sender.
+    #[test]
+    fn credits_spent_owed_and_returned() {
+        let (mut sender, mut target) = (Credits::new(2), Credits::new(2));
+        let mut sent = Vec::new();
+        while sender.available(1) {
+            let mut h = Header::default();
+            sender.stamp(&mut h, 1, true);
+            assert_ne!(h.flags & F_CREDIT, 0);
+            sent.push(h);
+        }
+        assert_eq!(sent.len(), CREDITS as usize);
+        let due: Vec<bool> = sent.iter().map(|h| target.account(0, h)).collect();
+        assert_eq!(due.iter().position(|&d| d), Some(CREDITS as usize / 2 - 1));
+        let mut back = Header::default();
+        target.stamp(&mut back, 0, false);
+        assert_eq!(back.credits, CREDITS);
+        assert_eq!(back.flags & F_CREDIT, 0, "a reply spends no credit");
+        assert!(!sender.account(1, &back));
+        assert!(sender.available(1));
+        let mut again = Header::default();
+        target.stamp(&mut again, 0, false);
+        assert_eq!(again.credits, 0, "owed credits go back once");
+    }
+}

@@ -36,7 +36,7 @@ enum Until {
 struct Round {
     /// Messages taken, sends and payloads completed.
     work: usize,
-    /// A user AM left in `MpiWorld::direct`, by sender and length.
+    /// A user AM left in `JobParts::direct`, by sender and length.
     direct: Option<(usize, usize)>,
     /// Whether the round took a message off the MPI wire (it takes one at most).
     from_mpi: bool,
@@ -47,7 +47,7 @@ enum Taken {
     Nothing,
     /// Handled, or queued for `poll`.
     Queued,
-    /// A user AM left in `MpiWorld::direct`.
+    /// A user AM left in `JobParts::direct`.
     Direct {
         source: usize,
         len: usize,

@@ -79,3 +79,67 @@ impl UserQueue {
         Some(d.message)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::Args;
+
+    fn message(handler: u16, body: Body) -> Message {
+        Message {
+            source: 1,
+            handler,
+            is_reply: false,
+            args: Args::new(&[]).expect("no arguments"),
+            body,
+        }
+    }
+
+    /// User AMs run in arrival order: one whose payload is still arriving holds back the
+    /// ones behind it, and gets its payload (medium bytes, or a long write's ack) when it
+    /// runs.
+    #[test]
+    fn arrival_order_with_payloads_still_arriving() {
+        let mut q = UserQueue::new();
+        assert!(q.is_empty() && q.next_ready().is_none());
+        let (medium, long) = (q.new_key(), q.new_key());
+        assert_ne!(medium, long);
+        q.push(message(1, Body::Short), None);
+        q.push(message(2, Body::Short), Some(medium));
+        q.push(
+            message(
+                3,
+                Body::Long {
+                    offset: 0,
+                    len: 8,
+                    ack: WriteAck::default(),
+                },
+            ),
+            Some(long),
+        );
+        q.push(message(4, Body::Short), None);
+        assert_eq!(q.next_ready().map(|m| m.handler), Some(1));
+        q.arrived(long, Ready::Long(WriteAck { ec: 2, iwc: 5 }));
+        assert!(
+            q.next_ready().is_none(),
+            "the medium payload has not arrived"
+        );
+        q.arrived(medium, Ready::Medium(vec![6, 7]));
+        let m = q.next_ready().expect("medium ready");
+        assert_eq!((m.handler, m.body), (2, Body::Medium(vec![6, 7])));
+        let m = q.next_ready().expect("long ready");
+        assert_eq!(
+            (m.handler, m.body),
+            (
+                3,
+                Body::Long {
+                    offset: 0,
+                    len: 8,
+                    ack: WriteAck { ec: 2, iwc: 5 }
+                }
+            )
+        );
+        assert_eq!(q.next_ready().map(|m| m.handler), Some(4));
+        assert!(q.is_empty());
+    }
+}
