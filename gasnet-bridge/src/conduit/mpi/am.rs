@@ -1,5 +1,9 @@
 //! Sending user active messages: to this rank itself, through a shared-memory ring to a rank of
 //! this host, or over MPI.
+//!
+//! These are `impl MpiWorld` because a send spans the parts: the segments (kept), the rings,
+//! the user queue, the credits and the send queue, and progress while a ring is full or a
+//! credit is due.
 
 use crate::conduit::shm_ring::Ring;
 use crate::counters::WriteAck;
@@ -9,13 +13,10 @@ use crate::message::{Args, Body, Message};
 use super::calls::mpi_len;
 use super::outgoing::{AmHead, OutBody};
 use super::started::Started;
-use super::state::Deferred;
 use super::wire::{F_PLACED, Header};
 use super::world::MpiWorld;
 
 impl MpiWorld {
-    // ---- active messages ----------------------------------------------------------------
-
     /// Sends a user AM (`head`: handler, reply flag, arguments, checked by the caller) with
     /// `body`; for a long message, returns the handle of its write.
     pub(crate) fn send_am(
@@ -33,7 +34,7 @@ impl MpiWorld {
                 (payload, Some(offset))
             }
         };
-        if target == self.rank {
+        if target == self.kept.rank {
             let mut handle = None;
             let body = match body {
                 OutBody::Long { payload, offset } => {
@@ -49,21 +50,18 @@ impl MpiWorld {
                 OutBody::Medium(p) => Body::Medium(p.to_vec()),
             };
             let message = Message {
-                source: self.rank as u32,
+                source: self.kept.rank as u32,
                 handler: head.handler,
                 is_reply: head.is_reply,
                 args: Args::new(head.args)?,
                 body,
             };
-            let mut st = self.st.borrow_mut();
-            st.sent += 1;
-            st.deferred.push_back(Deferred {
-                message,
-                wait: None,
-            });
+            let mut st = self.job.st.borrow_mut();
+            st.sends.count_sent();
+            st.user.push(message, None);
             return Ok(handle);
         }
-        if let Some(ring) = self.outboxes.ring(target) {
+        if let Some(ring) = self.job.outboxes.ring(target) {
             return self.send_am_shm(target, ring, head, body);
         }
         mpi_len(payload.len())?;
@@ -112,12 +110,12 @@ impl MpiWorld {
         // off the wire meanwhile (never user handlers), so two ranks filling each other's
         // rings both make room, even from inside handlers.
         self.wait_internal(|_| ring.try_push(len, |out| h.write(out, args, inline)));
-        self.st.borrow_mut().sent += 1;
+        self.job.st.borrow_mut().sends.count_sent();
         Ok(handle)
     }
 
     /// Counts a user message whose handler has run.
     pub(crate) fn handled(&self) {
-        self.st.borrow_mut().handled += 1;
+        self.job.st.borrow_mut().handled += 1;
     }
 }

@@ -31,50 +31,48 @@
 //! target no longer counts them). Notices and answers travel on the per-pair FIFO of the
 //! conduit's messages, so an off followed by an on reaches each writer in that order.
 //!
+//! This file holds the switch's state, [`CountingSwitch`]; the notices and their answers,
+//! which span it, the window, the send queue and progress, are `counting_notice.rs`.
+//!
 //! Cost: a switch-on is one message to and from every rank that reaches the target through
 //! the window (all other ranks with `PGAS_MPI_PSHM=0`), waited for in parallel; cd-runtime
 //! switches each rank on once per job.
 //!
 //! [`WriteCounting::Switched`]: crate::WriteCounting::Switched
 
-use crate::counters::WriteCounting;
+use std::cell::Cell;
 
-use super::calls::must;
-use super::state::State;
-use super::wire::{Header, K_COUNTING, K_COUNTING_ACK};
-use super::world::MpiWorld;
+use crate::membarrier::Scope;
 
-impl MpiWorld {
-    /// Switches counting of the writes into this rank's segment on or off
-    /// ([`WriteCounting::Switched`] only); on, it returns once every write it will not count
-    /// has landed (module doc).
-    pub(crate) fn switch_counting(&self, on: bool) {
-        let mode = self.write_counting();
-        mode.switch(self.counters(), on, self.counting_scope);
-        if mode != WriteCounting::Switched || self.rma.is_none() {
-            return;
+/// A writer's side and a target's side of the counting switch across processes.
+pub(super) struct CountingSwitch {
+    /// Which threads can write into this rank's segment and count there: the switch's
+    /// barrier reaches them (`Host` when processes of this host map it).
+    scope: Scope,
+    /// By rank: whether puts to it go through the window now: a rank this process does not
+    /// map, in a job with the window, that has not told this rank it counts incoming writes
+    /// (a notice of `K_COUNTING`; puts to such a rank go as active messages, so its IWC
+    /// counts each one). One byte per rank, read by every put.
+    window_puts: Box<[Cell<bool>]>,
+    /// Answers ([`K_COUNTING_ACK`](super::wire::K_COUNTING_ACK)) to this rank's latest
+    /// switch-on notices.
+    answers: Cell<usize>,
+}
+
+impl CountingSwitch {
+    /// The switch of a job whose writes reach this segment from `scope`; `window_puts[r]`
+    /// says whether puts to rank `r` start on the window.
+    pub(super) fn new(scope: Scope, window_puts: Box<[Cell<bool>]>) -> CountingSwitch {
+        CountingSwitch {
+            scope,
+            window_puts,
+            answers: Cell::new(0),
         }
-        let writers: Vec<usize> = (0..self.ranks)
-            .filter(|&r| r != self.rank && !self.maps(r))
-            .collect();
-        {
-            let mut st = self.st.borrow_mut();
-            st.counting_acks = 0;
-            for &r in &writers {
-                let notice = Header {
-                    kind: K_COUNTING,
-                    a: u64::from(on),
-                    ..Header::default()
-                };
-                must(self.send_msg(&mut st, r, notice, &[], &[], false));
-            }
-        }
-        if on {
-            self.wait_internal(|st| st.counting_acks == writers.len());
-            if let Some(w) = &self.rma {
-                must(w.sync());
-            }
-        }
+    }
+
+    /// Which threads the switch's barrier reaches.
+    pub(super) fn scope(&self) -> Scope {
+        self.scope
     }
 
     /// Whether puts to `rank` go through the window now (not mapped, a window job, `rank` not
@@ -84,24 +82,23 @@ impl MpiWorld {
         self.window_puts.get(rank).is_some_and(|c| c.get())
     }
 
-    /// Serves a counting notice from `target` (`on` or off): remembers it, and for a
-    /// switch-on flushes this rank's window puts to `target` and answers.
-    pub(super) fn serve_counting_notice(&self, st: &mut State, target: usize, on: bool) {
-        if self.rma.is_some() && !self.maps(target) {
-            self.window_puts[target].set(!on);
-        }
-        if on {
-            if let Some(w) = &self.rma
-                && w.is_dirty(target)
-            {
-                must(w.flush(target));
-            }
-            let answer = Header {
-                kind: K_COUNTING_ACK,
-                ..Header::default()
-            };
-            must(self.send_msg(st, target, answer, &[], &[], false));
-        }
-        st.handled += 1;
+    /// Remembers a notice from `target`: its puts go through the window unless it counts.
+    pub(super) fn noticed(&self, target: usize, counts: bool) {
+        self.window_puts[target].set(!counts);
+    }
+
+    /// Starts counting the answers to a new round of switch-on notices.
+    pub(super) fn expect_answers(&self) {
+        self.answers.set(0);
+    }
+
+    /// A writer answered a switch-on notice.
+    pub(super) fn answered(&self) {
+        self.answers.set(self.answers.get() + 1);
+    }
+
+    /// Answers received since [`expect_answers`](Self::expect_answers).
+    pub(super) fn answers(&self) -> usize {
+        self.answers.get()
     }
 }

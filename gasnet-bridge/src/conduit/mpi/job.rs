@@ -31,7 +31,7 @@ pub(crate) fn start(config: &LaunchConfig) -> Result<(Rc<MpiWorld>, Rc<Link>), L
     let members = unsafe { ::mpi::ffi::RSMPI_COMM_WORLD };
     let world = MpiWorld::new(config, members).map_err(|e| LaunchError::Conduit(e.to_string()))?;
     #[cfg(feature = "ulfm")]
-    super::ulfm::lifecycle::started(world.rank)?;
+    super::ulfm::lifecycle::started(world.rank())?;
     let link = Link::new(world.clone());
     Ok((world, link))
 }
@@ -45,7 +45,7 @@ pub(crate) fn end_normally(world: Rc<MpiWorld>) -> Result<(), LaunchError> {
         .map_err(|e| LaunchError::Conduit(e.to_string()))?;
     JOB_ACTIVE.store(false, Ordering::Release);
     #[cfg(feature = "ulfm")]
-    super::ulfm::lifecycle::ended(world.rank)?;
+    super::ulfm::lifecycle::ended(world.rank())?;
     Ok(())
 }
 
@@ -59,21 +59,23 @@ pub(crate) fn end_failed(
     payload: Box<dyn Any + Send>,
 ) -> LaunchError {
     POISONED.store(true, Ordering::Release);
-    let me = world.rank;
+    let me = world.kept.rank;
     #[cfg(feature = "ulfm")]
     {
         // A lost process is answered by the recovery, which does not return; any other
         // failure ends the job as without ULFM, the spares with it.
         let lost = payload.is::<PeerFailure>()
             && world
+                .kept
                 .shared
                 .failure
                 .first()
                 .is_some_and(|(r, m)| m == watchdog::lost_message(r));
-        super::ulfm::lifecycle::failed(world.comm, lost);
+        super::ulfm::lifecycle::failed(world.job.comm, lost);
     }
     let (rank, message) = if payload.is::<PeerFailure>() {
         world
+            .kept
             .shared
             .failure
             .first()
@@ -82,12 +84,12 @@ pub(crate) fn end_failed(
         let message = panic_message(&*payload);
         // A deliberate stop is the program's to report: the others end quietly.
         let stopped = payload.is::<Stopped>();
-        if let Some(dog) = world.watchdog.borrow().as_ref() {
+        if let Some(dog) = world.kept.watchdog.borrow().as_ref() {
             dog.report_failure(&message, stopped);
         }
         (me, message)
     };
-    world.ended.set(true);
+    world.job.ended.set(true);
     link.invalidate();
     std::mem::forget(world);
     if message == watchdog::lost_message(rank) {

@@ -6,28 +6,37 @@
 //! told in `../README.md`.
 
 mod am;
+mod barrier;
 mod calls;
+mod completions;
 mod counting;
+mod counting_notice;
+mod credits;
 mod datatype;
 mod inbox;
 mod job;
 mod lent;
 mod lent_lost;
+mod lent_wait;
 mod outgoing;
+mod payloads;
 mod pending;
 mod process;
 mod progress;
 mod receive;
+mod request;
 mod rma;
 mod rma_window;
 mod send;
 mod setup;
+mod slots;
 mod spares;
 mod started;
 mod state;
 mod teardown;
 #[cfg(feature = "ulfm")]
 mod ulfm;
+mod user_queue;
 mod watchdog;
 mod window;
 mod wire;

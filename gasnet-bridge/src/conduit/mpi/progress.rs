@@ -1,19 +1,25 @@
 //! Progress: internal rounds (sends, receives, rings, payloads), user polling, and the waits
 //! built on them.
-
-use std::ffi::c_int;
+//!
+//! These are `impl MpiWorld` because a round spans every part of the job: the slots, the
+//! rings, the payloads and the send queue, the protocol state they feed, and the parts a
+//! message reaches (`receive.rs`); the waits make rounds until a part's condition holds.
 
 use ::mpi::ffi;
 
 use crate::conduit::context::{HandlerContext, POLL_BATCH};
 use crate::counters::WriteAck;
 use crate::error::BridgeError;
-use crate::message::{Body, Message, MessageView, Payload};
+use crate::message::{Message, MessageView, Payload};
 use crate::sleep::{Awaiting, Backoff};
 
-use super::calls::{check, must, test, uint8};
-use super::state::{Inflight, Op, Ready, State};
-use super::wire::{B_MEDIUM, EAGER, F_REPLY, Header, SLOTS, TAG_MSG};
+use super::calls::{must, test};
+use super::completions::Op;
+use super::payloads::Inflight;
+use super::receive::Server;
+use super::state::Protocol;
+use super::user_queue::Ready;
+use super::wire::{B_MEDIUM, F_REPLY, Header};
 use super::world::MpiWorld;
 
 /// When [`MpiWorld::poll_rounds`] stops.
@@ -30,7 +36,7 @@ enum Until {
 struct Round {
     /// Messages taken, sends and payloads completed.
     work: usize,
-    /// A user AM left in `MpiWorld::direct`, by sender and length.
+    /// A user AM left in `JobParts::direct`, by sender and length.
     direct: Option<(usize, usize)>,
     /// Whether the round took a message off the MPI wire (it takes one at most).
     from_mpi: bool,
@@ -41,7 +47,7 @@ enum Taken {
     Nothing,
     /// Handled, or queued for `poll`.
     Queued,
-    /// A user AM left in `MpiWorld::direct`.
+    /// A user AM left in `JobParts::direct`.
     Direct {
         source: usize,
         len: usize,
@@ -60,46 +66,30 @@ impl MpiWorld {
     }
 
     /// [`progress`](Self::progress); with `direct`, a user AM that arrives through MPI with
-    /// its body, when no older one waits, is left in `self.direct` for the caller to run
+    /// its body, when no older one waits, is left in `self.job.direct` for the caller to run
     /// instead of being queued.
     #[inline]
     fn round(&self, direct: bool) -> Round {
-        if self.ended.get() {
+        if self.job.ended.get() {
             job_ended();
         }
-        let Ok(mut st) = self.st.try_borrow_mut() else {
+        let Ok(mut st) = self.job.st.try_borrow_mut() else {
             return Round::default(); // re-entered from inside progress: the outer round continues
         };
         let st = &mut *st;
+        let server = self.server();
         let mut work = 0;
-        // Completing sends only frees their buffers; every MPI_Test costs a round of the
-        // library's progress engine, so the list is swept every 16th round (or when long),
-        // keeping the latency path at one test per round.
         st.tick = st.tick.wrapping_add(1);
-        if st.sends.len() >= 64 || (!st.sends.is_empty() && st.tick.is_multiple_of(16)) {
-            let mut i = 0;
-            while i < st.sends.len() {
-                let done = test(&mut st.sends[i].0, "MPI_Test(send)");
-                match done {
-                    Ok(true) => {
-                        let (_, buf) = st.sends.swap_remove(i);
-                        if buf.capacity() > 0 && buf.capacity() <= EAGER && st.spare.len() < SLOTS {
-                            st.spare.push(buf);
-                        }
-                        work += 1;
-                    }
-                    Ok(false) => i += 1,
-                    Err(e) => panic!("{e}"),
-                }
-            }
+        if st.sends.sweep_due(st.tick) {
+            work += st.sends.sweep();
         }
         if !st.abandoned.is_empty() && st.tick.is_multiple_of(16) {
-            work += Self::sweep_abandoned(st);
+            work += st.abandoned.sweep();
         }
         let mut ready = None;
         let mut from_mpi = false;
-        if self.mpi_peers {
-            match self.take_mpi_message(st, direct) {
+        if self.job.mpi_peers {
+            match self.take_mpi_message(server, st, direct) {
                 Taken::Nothing => {}
                 Taken::Queued => from_mpi = true,
                 Taken::Direct { source, len } => {
@@ -109,69 +99,14 @@ impl MpiWorld {
             }
             work += usize::from(from_mpi);
         }
-        if let Some(inbox) = &self.inbox {
-            work += inbox.drain(|source, bytes| self.take_off_wire(st, source, bytes));
+        if let Some(inbox) = &self.job.inbox {
+            work += inbox.drain(|source, bytes| server.take_off_wire(st, source, bytes));
         }
-        if !st.inflight.is_empty() {
-            let mut i = 0;
-            while i < st.inflight.len() {
-                let req = match &mut st.inflight[i] {
-                    Inflight::Put { req, .. }
-                    | Inflight::Long { req, .. }
-                    | Inflight::Vector { req, .. }
-                    | Inflight::GetReply { req, .. }
-                    | Inflight::Medium { req, .. } => req,
-                };
-                let done = test(req, "MPI_Test(payload)");
-                match done {
-                    Ok(false) => i += 1,
-                    Err(e) => panic!("{e}"),
-                    Ok(true) => {
-                        work += 1;
-                        match st.inflight.swap_remove(i) {
-                            Inflight::Put {
-                                origin,
-                                id,
-                                counted,
-                                ..
-                            } => {
-                                let ack = if counted {
-                                    self.own().count_write()
-                                } else {
-                                    WriteAck::default()
-                                };
-                                must(self.send_ack(st, origin, id, ack));
-                                st.handled += 1;
-                            }
-                            Inflight::Long {
-                                origin, id, key, ..
-                            } => {
-                                let ack = self.own().count_write();
-                                must(self.send_ack(st, origin, id, ack));
-                                st.ready.insert(key, Ready::Long(ack));
-                            }
-                            Inflight::Medium { buf, key, .. } => {
-                                st.ready.insert(key, Ready::Medium(buf));
-                            }
-                            Inflight::GetReply { buf, id, .. } => {
-                                // A forgotten get (its handle dropped) leaves no entry.
-                                if let Some(op) = st.ops.get_mut(&id) {
-                                    *op = Op::Got(buf);
-                                }
-                                st.handled += 1;
-                            }
-                            Inflight::Vector {
-                                buf,
-                                origin,
-                                id,
-                                pieces,
-                                groups,
-                                put,
-                                ..
-                            } => self.serve_vector(st, origin, id, (pieces, groups), put, &buf),
-                        }
-                    }
-                }
+        if !st.payloads.is_empty() {
+            let mut at = 0;
+            while let Some(arrived) = st.payloads.next_arrived(&mut at) {
+                work += 1;
+                payload_arrived(server, st, arrived);
             }
         }
         Round {
@@ -182,73 +117,29 @@ impl MpiWorld {
     }
 
     /// Takes the oldest message that arrived through MPI off the wire, if one has: handled
-    /// or queued, or (with `direct`, see [`round`](Self::round)) swapped into `self.direct`.
+    /// or queued, or (with `direct`, see [`round`](Self::round)) swapped into `self.job.direct`.
     ///
     /// One per round, because a test of a receive that has not completed runs a round of the
     /// library's progress engine (about as long as a message's one-way trip on one host):
     /// testing the next slot before the caller handles this message would put that round
     /// between a request and its reply. Callers that want more run more rounds, after
     /// handling this one ([`poll`](Self::poll) does).
-    fn take_mpi_message(&self, st: &mut State, direct: bool) -> Taken {
-        if st.unposted > 0 {
-            self.repost(st);
-        }
-        let head = st.head;
-        let mut flag: c_int = 0;
-        // SAFETY: a zeroed MPI_Status is a valid value to be overwritten.
-        let mut status: ffi::MPI_Status = unsafe { std::mem::zeroed() };
-        // SAFETY: the slot's request was posted by this module on its own buffer (the head
-        // slot is always posted: `repost` runs at the start of every round that takes one).
-        let rc = unsafe { ffi::MPI_Test(&mut st.slots[head].req, &mut flag, &mut status) };
-        must(check(rc, "MPI_Test(receive)"));
-        if flag == 0 {
+    fn take_mpi_message(&self, server: Server<'_>, st: &mut Protocol, direct: bool) -> Taken {
+        let Some((slot, source, len)) = st.slots.test_head(self.job.comm) else {
             return Taken::Nothing;
-        }
-        let mut count: c_int = 0;
-        // SAFETY: `status` was filled by the completed receive.
-        must(check(
-            unsafe { ffi::MPI_Get_count(&status, uint8(), &mut count) },
-            "MPI_Get_count",
-        ));
-        let source = status.MPI_SOURCE as usize;
-        let len = count.max(0) as usize;
-        st.head = (head + 1) % SLOTS;
-        st.unposted += 1;
-        let slot = &mut st.slots[head].buf;
-        if direct && st.deferred.is_empty() && Header::is_inline_am(&slot[..len]) {
+        };
+        let queue_empty = st.user.is_empty();
+        let buf = st.slots.buf_mut(slot);
+        if direct && queue_empty && Header::is_inline_am(&buf[..len]) {
             // The slot gets the spare buffer and is posted again with it; the bytes stay
             // where they arrived, for the caller.
-            std::mem::swap(slot, &mut *self.direct.borrow_mut());
+            std::mem::swap(buf, &mut *self.job.direct.borrow_mut());
             return Taken::Direct { source, len };
         }
-        let buf = std::mem::take(slot);
-        self.take_off_wire(st, source, &buf[..len]);
-        st.slots[head].buf = buf;
+        let bytes = std::mem::take(buf);
+        server.take_off_wire(st, source, &bytes[..len]);
+        *st.slots.buf_mut(slot) = bytes;
         Taken::Queued
-    }
-
-    /// Posts the receives of the slots taken off the wire since the last call, in the order
-    /// they were taken, so the ring keeps matching in order.
-    pub(super) fn repost(&self, st: &mut State) {
-        while st.unposted > 0 {
-            let i = (st.head + SLOTS - st.unposted) % SLOTS;
-            let slot = &mut st.slots[i];
-            // SAFETY: the buffer is owned by the slot and stays in place (a boxed slice is
-            // never reallocated) until this receive completes or is cancelled in teardown.
-            let rc = unsafe {
-                ffi::MPI_Irecv(
-                    slot.buf.as_mut_ptr().cast(),
-                    EAGER as c_int,
-                    uint8(),
-                    ffi::RSMPI_ANY_SOURCE,
-                    TAG_MSG,
-                    self.comm,
-                    &mut slot.req,
-                )
-            };
-            must(check(rc, "MPI_Irecv"));
-            st.unposted -= 1;
-        }
     }
 }
 
@@ -295,16 +186,17 @@ impl MpiWorld {
         }
     }
 
-    /// Runs the handler of the user AM a round left in `self.direct` (`len` bytes from
+    /// Runs the handler of the user AM a round left in `self.job.direct` (`len` bytes from
     /// `source`), reading its arguments and payload where they arrived.
     fn run_direct(&self, cx: &impl HandlerContext, source: usize, len: usize) {
-        // Only `poll`'s own rounds write `self.direct`, and handlers cannot poll, so the
+        // Only `poll`'s own rounds write `self.job.direct`, and handlers cannot poll, so the
         // bytes stay put while the handler runs (a wait inside it makes internal rounds).
-        let bytes = self.direct.borrow();
+        let bytes = self.job.direct.borrow();
         let Some((h, args, inline)) = Header::decode(&bytes[..len]) else {
             panic!("malformed message of {len} bytes from rank {source} (a different program?)");
         };
-        self.account(&mut self.st.borrow_mut(), source, &h);
+        self.server()
+            .account(&mut self.job.st.borrow_mut(), source, &h);
         cx.run_handler(MessageView {
             source: source as u32,
             handler: h.handler,
@@ -321,41 +213,30 @@ impl MpiWorld {
     /// The oldest user AM taken off the wire whose payload has arrived, if it is first in line.
     #[inline]
     fn next_ready(&self) -> Option<Message> {
-        let mut st = self.st.borrow_mut();
-        let st = &mut *st;
-        let front = st.deferred.front()?;
-        let Some(key) = front.wait else {
-            return Some(st.deferred.pop_front().expect("front").message);
-        };
-        let ready = st.ready.remove(&key)?;
-        let mut d = st.deferred.pop_front().expect("front");
-        match (ready, &mut d.message.body) {
-            (Ready::Medium(buf), body) => *body = Body::Medium(buf),
-            (Ready::Long(a), Body::Long { ack, .. }) => *ack = a,
-            (Ready::Long(_), _) => unreachable!("long payload for a long message"),
-        }
-        Some(d.message)
+        self.job.st.borrow_mut().user.next_ready()
     }
 
     /// Makes internal progress until `done` holds; unwinds if another rank failed.
-    pub(super) fn wait_internal(&self, mut done: impl FnMut(&mut State) -> bool) {
+    pub(super) fn wait_internal(&self, mut done: impl FnMut(&mut Protocol) -> bool) {
         let mut backoff = Backoff::new();
         loop {
-            if done(&mut self.st.borrow_mut()) {
+            if done(&mut self.job.st.borrow_mut()) {
                 return;
             }
             if self.progress() > 0 {
                 backoff.reset();
             } else {
-                self.shared.failure.check();
-                backoff.snooze(&self.shared.sleeper, || !self.shared.failure.is_failed());
+                self.kept.shared.failure.check();
+                backoff.snooze(&self.kept.shared.sleeper, || {
+                    !self.kept.shared.failure.is_failed()
+                });
                 if let Some(waited) = backoff.hang_due() {
                     crate::stderr_line::stderr_line(format_args!(
                         "pgas: hang report: rank {} of {} has waited {:.1} s without progress \
                          for an MPI operation of the conduit (an acknowledgement, a get, a \
                          barrier step) (PGAS_HANG_REPORT; still waiting)",
-                        self.rank,
-                        self.ranks,
+                        self.kept.rank,
+                        self.kept.ranks,
                         waited.as_secs_f64()
                     ));
                 }
@@ -390,13 +271,61 @@ impl MpiWorld {
             if self.poll_rounds(cx, POLL_BATCH, Until::Handled) > 0 {
                 backoff.reset();
             } else {
-                self.shared.failure.check();
-                backoff.snooze(&self.shared.sleeper, || !self.shared.failure.is_failed());
+                self.kept.shared.failure.check();
+                backoff.snooze(&self.kept.shared.sleeper, || {
+                    !self.kept.shared.failure.is_failed()
+                });
                 if let Some(waited) = backoff.hang_due() {
                     cx.report_hang(awaiting, waited);
                 }
             }
         }
+    }
+}
+
+/// Does what a payload that has arrived was waiting for: count and ack a write, hand a
+/// user AM its payload, complete a get, serve a vector request.
+#[inline]
+fn payload_arrived(server: Server<'_>, st: &mut Protocol, arrived: Inflight) {
+    match arrived {
+        Inflight::Put {
+            origin,
+            id,
+            counted,
+            ..
+        } => {
+            let ack = if counted {
+                server.host.own().count_write()
+            } else {
+                WriteAck::default()
+            };
+            must(server.send_ack(st, origin, id, ack));
+            st.handled += 1;
+        }
+        Inflight::Long {
+            origin, id, key, ..
+        } => {
+            let ack = server.host.own().count_write();
+            must(server.send_ack(st, origin, id, ack));
+            st.user.arrived(key, Ready::Long(ack));
+        }
+        Inflight::Medium { buf, key, .. } => {
+            st.user.arrived(key, Ready::Medium(buf));
+        }
+        Inflight::GetReply { buf, id, .. } => {
+            // A forgotten get (its handle dropped) leaves no entry.
+            st.ops.complete(id, Op::Got(buf));
+            st.handled += 1;
+        }
+        Inflight::Vector {
+            buf,
+            origin,
+            id,
+            pieces,
+            groups,
+            put,
+            ..
+        } => server.serve_vector(st, origin, id, (pieces, groups), put, &buf),
     }
 }
 

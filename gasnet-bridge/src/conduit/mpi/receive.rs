@@ -1,5 +1,9 @@
 //! Taking one message off the wire: the conduit's own requests and replies are served at once,
 //! user AMs are queued to run in order.
+//!
+//! Serving never waits, so it needs no progress: it is done by a [`Server`], the parts a
+//! message may reach borrowed from the world for one round (the job communicator, the host's
+//! segments, the RMA window, the counting switch), on the protocol state.
 
 use std::ffi::c_int;
 
@@ -11,13 +15,17 @@ use crate::error::BridgeError;
 use crate::message::{Body, MAX_MEDIUM, Message};
 
 use super::calls::{check, mpi_len, must, null_request, uint8};
-use super::state::{Deferred, Inflight, Op, State};
+use super::completions::Op;
+use super::counting::CountingSwitch;
+use super::payloads::{Inflight, Payloads};
+use super::rma_window::RmaWindow;
+use super::state::Protocol;
+use super::window::HostSegments;
 use super::wire::{
-    B_LONG, B_MEDIUM, B_SHORT, CREDITS, F_CREDIT, F_PLACED, F_REPLY, F_SEPARATE, F_UNCOUNTED,
-    Header, INLINE_MAX, K_ACK, K_AM, K_ATOMIC, K_ATOMIC_REPLY, K_COUNTING, K_COUNTING_ACK,
-    K_CREDIT, K_GET, K_GET_NB, K_GET_REPLY, K_GETV, K_PUT, K_PUTV, TAG_GET, TAG_PAYLOAD, decode_op,
+    B_LONG, B_MEDIUM, B_SHORT, F_PLACED, F_REPLY, F_SEPARATE, F_UNCOUNTED, Header, INLINE_MAX,
+    K_ACK, K_AM, K_ATOMIC, K_ATOMIC_REPLY, K_COUNTING, K_COUNTING_ACK, K_CREDIT, K_GET, K_GET_NB,
+    K_GET_REPLY, K_GETV, K_PUT, K_PUTV, TAG_GET, TAG_PAYLOAD, decode_op,
 };
-use super::world::MpiWorld;
 
 /// The payload of `h` carried inline in its message: the first `h.b` bytes of `inline`.
 ///
@@ -71,10 +79,24 @@ fn payload_buffer(source: usize, h: &Header, segment_len: usize) -> Vec<u8> {
     }
 }
 
-impl MpiWorld {
+/// What serving a message reaches besides the protocol state, borrowed from the world.
+#[derive(Clone, Copy)]
+pub(super) struct Server<'w> {
+    /// The job communicator answers go out on.
+    pub(super) comm: ffi::MPI_Comm,
+    /// The segments: the own one is written and read, a mapped rank needs no window notice.
+    pub(super) host: &'w HostSegments,
+    /// The RMA window, flushed toward a rank that switches counting on.
+    pub(super) rma: Option<&'w RmaWindow>,
+    /// The counting switch, which notices and answers update.
+    pub(super) counting: &'w CountingSwitch,
+}
+
+impl Server<'_> {
+    /// Acknowledges write `id` to `origin` with the own segment's `ack`.
     pub(super) fn send_ack(
         &self,
-        st: &mut State,
+        st: &mut Protocol,
         origin: usize,
         id: u64,
         ack: WriteAck,
@@ -86,21 +108,21 @@ impl MpiWorld {
             d: ack.iwc,
             ..Header::default()
         };
-        self.send_msg(st, origin, h, &[], &[], false)
+        st.send(self.comm, origin, h, &[], &[], false)
     }
 
     /// Serves a vector request from `origin` whose piece list (and packed bytes, for a put)
     /// is `body`: scatters, counts and acks `id`; or gathers and sends the data on `TAG_GET`.
     pub(super) fn serve_vector(
         &self,
-        st: &mut State,
+        st: &mut Protocol,
         origin: usize,
         id: u64,
         (pieces, groups): (usize, usize),
         put: bool,
         body: &[u8],
     ) {
-        let own = self.own();
+        let own = self.host.own();
         let (list, data) = crate::vector::decode_pieces(body, groups, pieces, own.segment.len())
             .unwrap_or_else(|e| panic!("malformed vector request from rank {origin}: {e}"));
         let malformed =
@@ -135,7 +157,7 @@ impl MpiWorld {
                 )
             };
             must(check(rc, "MPI_Isend(vector get data)"));
-            st.sends.push((req, out));
+            st.sends.push(req, out);
         }
         st.handled += 1;
     }
@@ -144,7 +166,7 @@ impl MpiWorld {
     /// `dest` on `tag`, straight from the segment, without waiting.
     fn send_segment_bytes(
         &self,
-        st: &mut State,
+        st: &mut Protocol,
         src: *mut u8,
         len: usize,
         dest: usize,
@@ -165,55 +187,46 @@ impl MpiWorld {
             )
         };
         must(check(rc, "MPI_Isend(segment bytes)"));
-        st.sends.push((req, Vec::new()));
-    }
-
-    /// Posts a receive of `len` payload bytes from `source` into `dst`.
-    pub(super) fn post_payload(
-        &self,
-        dst: *mut u8,
-        len: usize,
-        source: usize,
-    ) -> Result<ffi::MPI_Request, BridgeError> {
-        let mut req = null_request();
-        // SAFETY: callers pass either a checked range of this rank's segment (valid until
-        // teardown, which waits for every payload) or a Vec's buffer that is moved, not
-        // reallocated, into the inflight list alongside the request.
-        let rc = unsafe {
-            ffi::MPI_Irecv(
-                dst.cast(),
-                mpi_len(len)?,
-                uint8(),
-                source as c_int,
-                TAG_PAYLOAD,
-                self.comm,
-                &mut req,
-            )
-        };
-        check(rc, "MPI_Irecv(payload)")?;
-        Ok(req)
+        st.sends.push(req, Vec::new());
     }
 
     /// Takes the credits a message from `source` returns, and owes one back if it spent one
-    /// (sending the owed ones at once when half of [`CREDITS`] are).
+    /// (sending the owed ones at once when half of [`CREDITS`](super::wire::CREDITS) are).
     #[inline]
-    pub(super) fn account(&self, st: &mut State, source: usize, h: &Header) {
-        st.credits[source] += h.credits;
-        if h.flags & F_CREDIT != 0 {
-            st.to_return[source] += 1;
-            if st.to_return[source] >= CREDITS / 2 {
-                let credit = Header {
-                    kind: K_CREDIT,
-                    ..Header::default()
-                };
-                must(self.send_msg(st, source, credit, &[], &[], false));
+    pub(super) fn account(&self, st: &mut Protocol, source: usize, h: &Header) {
+        if st.credits.account(source, h) {
+            let credit = Header {
+                kind: K_CREDIT,
+                ..Header::default()
+            };
+            must(st.send(self.comm, source, credit, &[], &[], false));
+        }
+    }
+
+    /// Serves a counting notice from `target` (`on` or off, `counting.rs`): remembers it, and
+    /// for a switch-on flushes this rank's window puts to `target` and answers.
+    fn serve_counting_notice(&self, st: &mut Protocol, target: usize, on: bool) {
+        if let Some(w) = self.rma {
+            if !matches!(self.host.mapped(target), Ok(Some(_))) {
+                self.counting.noticed(target, on);
+            }
+            if on && w.is_dirty(target) {
+                must(w.flush(target));
             }
         }
+        if on {
+            let answer = Header {
+                kind: K_COUNTING_ACK,
+                ..Header::default()
+            };
+            must(st.send(self.comm, target, answer, &[], &[], false));
+        }
+        st.handled += 1;
     }
 
     /// Handles one message just received from `source`.
     #[inline]
-    pub(super) fn take_off_wire(&self, st: &mut State, source: usize, bytes: &[u8]) {
+    pub(super) fn take_off_wire(&self, st: &mut Protocol, source: usize, bytes: &[u8]) {
         let Some((h, args, inline)) = Header::decode(bytes) else {
             panic!(
                 "malformed message of {} bytes from rank {source} (a different program?)",
@@ -222,7 +235,7 @@ impl MpiWorld {
         };
         self.account(st, source, &h);
         let separate = h.flags & F_SEPARATE != 0;
-        let own = self.own();
+        let own = self.host.own();
         let (offset, len) = (h.a as usize, h.b as usize);
         let in_segment = || {
             own.segment.check(offset, len).unwrap_or_else(|e| {
@@ -245,10 +258,9 @@ impl MpiWorld {
                     B_SHORT => {}
                     B_MEDIUM if separate => {
                         let mut buf = payload_buffer(source, &h, own.segment.len());
-                        let req = self.post_payload(buf.as_mut_ptr(), len, source);
-                        let key = st.next_key;
-                        st.next_key += 1;
-                        st.inflight.push(Inflight::Medium {
+                        let req = Payloads::post(self.comm, buf.as_mut_ptr(), len, source);
+                        let key = st.user.new_key();
+                        st.payloads.push(Inflight::Medium {
                             req: req.unwrap_or_else(|e| panic!("{e}")),
                             buf,
                             key,
@@ -267,10 +279,9 @@ impl MpiWorld {
                     B_LONG => {
                         let dst = in_segment();
                         if separate {
-                            let req = self.post_payload(dst, len, source);
-                            let key = st.next_key;
-                            st.next_key += 1;
-                            st.inflight.push(Inflight::Long {
+                            let req = Payloads::post(self.comm, dst, len, source);
+                            let key = st.user.new_key();
+                            st.payloads.push(Inflight::Long {
                                 req: req.unwrap_or_else(|e| panic!("{e}")),
                                 origin: source,
                                 id: h.id,
@@ -291,14 +302,14 @@ impl MpiWorld {
                     }
                     other => panic!("malformed message from rank {source}: AM body {other}"),
                 }
-                st.deferred.push_back(Deferred { message, wait });
+                st.user.push(message, wait);
             }
             K_PUT => {
                 let dst = in_segment();
                 let counted = h.flags & F_UNCOUNTED == 0;
                 if separate {
-                    let req = self.post_payload(dst, len, source);
-                    st.inflight.push(Inflight::Put {
+                    let req = Payloads::post(self.comm, dst, len, source);
+                    st.payloads.push(Inflight::Put {
                         req: req.unwrap_or_else(|e| panic!("{e}")),
                         origin: source,
                         id: h.id,
@@ -320,8 +331,8 @@ impl MpiWorld {
                 let (pieces, groups, put) = (h.a as usize, h.c as usize, h.kind == K_PUTV);
                 if separate {
                     let mut buf = payload_buffer(source, &h, own.segment.len());
-                    let req = self.post_payload(buf.as_mut_ptr(), len, source);
-                    st.inflight.push(Inflight::Vector {
+                    let req = Payloads::post(self.comm, buf.as_mut_ptr(), len, source);
+                    st.payloads.push(Inflight::Vector {
                         req: req.unwrap_or_else(|e| panic!("{e}")),
                         buf,
                         origin: source,
@@ -350,13 +361,13 @@ impl MpiWorld {
                 if len <= INLINE_MAX {
                     let mut bytes = vec![0u8; len];
                     must(own.segment.read(offset, &mut bytes));
-                    must(self.send_msg(st, source, reply, &[], &bytes, false));
+                    must(st.send(self.comm, source, reply, &[], &bytes, false));
                 } else {
                     let reply = Header {
                         flags: F_SEPARATE,
                         ..reply
                     };
-                    must(self.send_msg(st, source, reply, &[], &[], false));
+                    must(st.send(self.comm, source, reply, &[], &[], false));
                     // The payload follows its header on TAG_PAYLOAD, as every separate
                     // payload does, so the initiator matches it in order.
                     self.send_segment_bytes(st, src, len, source, TAG_PAYLOAD);
@@ -366,17 +377,15 @@ impl MpiWorld {
             K_GET_REPLY => {
                 if separate {
                     let mut buf = payload_buffer(source, &h, own.segment.len());
-                    let req = self.post_payload(buf.as_mut_ptr(), len, source);
-                    st.inflight.push(Inflight::GetReply {
+                    let req = Payloads::post(self.comm, buf.as_mut_ptr(), len, source);
+                    st.payloads.push(Inflight::GetReply {
                         req: req.unwrap_or_else(|e| panic!("{e}")),
                         buf,
                         id: h.id,
                     });
                 } else {
                     let payload = inline_payload(source, &h, inline);
-                    if let Some(op) = st.ops.get_mut(&h.id) {
-                        *op = Op::Got(payload.to_vec());
-                    }
+                    st.ops.complete(h.id, Op::Got(payload.to_vec()));
                     st.handled += 1;
                 }
             }
@@ -402,31 +411,29 @@ impl MpiWorld {
                     d: ack.iwc,
                     ..Header::default()
                 };
-                must(self.send_msg(st, source, reply, &[], &[], false));
+                must(st.send(self.comm, source, reply, &[], &[], false));
                 st.handled += 1;
             }
             K_ACK => {
-                st.acks_due = st.acks_due.checked_sub(1).unwrap_or_else(|| {
-                    panic!("malformed message from rank {source}: an unexpected acknowledgement")
-                });
-                if let Some(op) = st.ops.get_mut(&h.id) {
-                    *op = Op::Ack(WriteAck { ec: h.c, iwc: h.d });
-                }
+                st.sends.acked(source);
+                st.ops
+                    .complete(h.id, Op::Ack(WriteAck { ec: h.c, iwc: h.d }));
                 st.handled += 1;
             }
             K_ATOMIC_REPLY => {
-                if let Some(op) = st.ops.get_mut(&h.id) {
-                    *op = Op::Atomic(AtomicResult {
+                st.ops.complete(
+                    h.id,
+                    Op::Atomic(AtomicResult {
                         previous: h.a,
                         ack: (h.b != 0).then_some(WriteAck { ec: h.c, iwc: h.d }),
-                    });
-                }
+                    }),
+                );
                 st.handled += 1;
             }
             K_CREDIT => st.handled += 1,
             K_COUNTING => self.serve_counting_notice(st, source, h.a != 0),
             K_COUNTING_ACK => {
-                st.counting_acks += 1;
+                self.counting.answered();
                 st.handled += 1;
             }
             other => panic!("malformed message from rank {source}: kind {other}"),

@@ -1,27 +1,28 @@
 //! Puts, gets and atomics: through the shared window to ranks of this host, as requests over
 //! MPI to the others, and the acknowledgements that carry the target's EC and IWC back.
+//!
+//! These are `impl MpiWorld` because each operation chooses among the parts: the mapped
+//! segments (kept), the RMA window, the counting switch, and requests through the credits,
+//! send queue and completions, waiting on progress for their answers.
 
 use crate::atomic::{AtomicOp, AtomicResult};
 use crate::counters::WriteAck;
 use crate::error::BridgeError;
 
 use super::calls::{mpi_len, must};
-use super::lent::Landing;
+use super::lent_wait::Landing;
 use super::rma_window::{RmaWindow, is_window_id, is_window_put, put_completes_after};
 use super::started::Started;
-use super::state::Op;
 use super::wire::{
     F_UNCOUNTED, Header, K_ATOMIC, K_GET, K_GET_NB, K_GETV, K_PUT, K_PUTV, TAG_GET, encode_op,
 };
 use super::world::MpiWorld;
 
 impl MpiWorld {
-    // ---- RMA ------------------------------------------------------------------------------
-
     /// The RMA window if `id` names one of its operations.
     #[inline]
     fn window_of(&self, id: u64) -> Option<&RmaWindow> {
-        self.rma.as_ref().filter(|_| is_window_id(id))
+        self.job.rma.as_ref().filter(|_| is_window_id(id))
     }
 
     /// Completes the window operations in flight (user progress, barriers, end of job).
@@ -34,7 +35,7 @@ impl MpiWorld {
     /// messages off the wire; returns whether there were any.
     #[inline]
     pub(crate) fn flush_rma(&self) -> bool {
-        match &self.rma {
+        match &self.job.rma {
             Some(w) if w.any_dirty() => {
                 must(w.flush_dirty());
                 true
@@ -52,14 +53,14 @@ impl MpiWorld {
     /// True if `id` names a put on the window (completed by a flush of its target).
     #[inline]
     pub(crate) fn is_window_write(&self, id: u64) -> bool {
-        self.rma.is_some() && is_window_put(id)
+        self.job.rma.is_some() && is_window_put(id)
     }
 
     /// True if write `later`'s completion implies write `earlier`'s (same ack): two window
     /// puts to one target, `later` started after.
     #[inline]
     pub(crate) fn write_completes_after(&self, earlier: u64, later: u64) -> bool {
-        self.rma.is_some() && put_completes_after(earlier, later)
+        self.job.rma.is_some() && put_completes_after(earlier, later)
     }
 
     /// Out of line: inlined into `Endpoint::put`, it makes that function too large to inline
@@ -77,8 +78,8 @@ impl MpiWorld {
         if let Some(m) = self.mapped(rank)? {
             return m.write_counted(offset, src);
         }
-        if let Some(w) = &self.rma
-            && self.window_puts(rank)
+        if let Some(w) = &self.job.rma
+            && self.job.counting.window_puts(rank)
         {
             w.put(rank, offset, src)?;
             return Ok(WriteAck::UNCOUNTED);
@@ -98,7 +99,7 @@ impl MpiWorld {
         if let Some(m) = self.mapped(rank)? {
             return m.segment.write(offset, src);
         }
-        if let Some(w) = &self.rma {
+        if let Some(w) = &self.job.rma {
             return w.put(rank, offset, src);
         }
         let id = self.start_put_flagged(in_handler, rank, offset, src, F_UNCOUNTED)?;
@@ -116,8 +117,8 @@ impl MpiWorld {
         if let Some(m) = self.mapped(rank)? {
             return Ok(Started::Done(m.write_counted(offset, src)?));
         }
-        if let Some(w) = &self.rma
-            && self.window_puts(rank)
+        if let Some(w) = &self.job.rma
+            && self.job.counting.window_puts(rank)
         {
             let id = w.put_nb(rank, offset, src)?;
             return Ok(Started::Pending(id));
@@ -135,10 +136,10 @@ impl MpiWorld {
         offset: usize,
         src: &[u8],
     ) -> Option<Result<u64, BridgeError>> {
-        if !self.window_puts(rank) {
+        if !self.job.counting.window_puts(rank) {
             return None;
         }
-        let w = self.rma.as_ref()?;
+        let w = self.job.rma.as_ref()?;
         Some(w.put_nb(rank, offset, src))
     }
 
@@ -187,7 +188,7 @@ impl MpiWorld {
         if let Some(m) = self.mapped(rank)? {
             return m.segment.read(offset, dst);
         }
-        if let Some(w) = &self.rma {
+        if let Some(w) = &self.job.rma {
             return w.get(rank, offset, dst);
         }
         self.check_range(rank, offset, dst.len())?;
@@ -249,15 +250,15 @@ impl MpiWorld {
                 src,
             );
         }
-        crate::vector::total_len(pieces, src.len(), self.segment_len)?;
+        crate::vector::total_len(pieces, src.len(), self.kept.segment_len)?;
         for &(offset, len) in pieces {
             self.check_range(rank, offset, len)?;
         }
         if pieces.is_empty() {
             return Ok(WriteAck::default());
         }
-        if let Some(w) = &self.rma
-            && self.window_puts(rank)
+        if let Some(w) = &self.job.rma
+            && self.job.counting.window_puts(rank)
             && w.put_pieces(rank, pieces, src)?
         {
             return Ok(WriteAck::UNCOUNTED);
@@ -293,14 +294,14 @@ impl MpiWorld {
         if let Some(m) = self.mapped(rank)? {
             return crate::vector::gather(&m.segment, pieces, dst);
         }
-        crate::vector::total_len(pieces, dst.len(), self.segment_len)?;
+        crate::vector::total_len(pieces, dst.len(), self.kept.segment_len)?;
         for &(offset, len) in pieces {
             self.check_range(rank, offset, len)?;
         }
         if pieces.is_empty() {
             return Ok(());
         }
-        if let Some(w) = &self.rma {
+        if let Some(w) = &self.job.rma {
             return w.get_pieces(rank, pieces, dst);
         }
         mpi_len(dst.len())?;
@@ -383,23 +384,19 @@ impl MpiWorld {
     /// Waits (internal progress only) for the reply of atomic `id`.
     pub(crate) fn wait_atomic(&self, id: u64) -> AtomicResult {
         let mut result = None;
-        self.wait_internal(|st| match st.ops.get(&id) {
-            Some(Op::Atomic(r)) => {
-                result = Some(*r);
-                st.ops.remove(&id);
-                true
+        self.wait_internal(|st| {
+            result = st.ops.atomic(id);
+            if result.is_some() {
+                st.ops.forget(id);
             }
-            _ => false,
+            result.is_some()
         });
         result.expect("atomic completed")
     }
 
     /// The result of atomic `id` if its reply has arrived, with no progress.
     pub(crate) fn peek_atomic(&self, id: u64) -> Option<AtomicResult> {
-        match self.st.try_borrow().ok()?.ops.get(&id) {
-            Some(Op::Atomic(r)) => Some(*r),
-            _ => None,
-        }
+        self.job.st.try_borrow().ok()?.ops.atomic(id)
     }
 
     /// A non-blocking get of `len` bytes into a buffer the handle owns
@@ -417,7 +414,7 @@ impl MpiWorld {
             m.segment.read(offset, &mut bytes)?;
             return Ok(Started::Done(bytes));
         }
-        if let Some(w) = &self.rma {
+        if let Some(w) = &self.job.rma {
             let id = w.get_nb(rank, offset, len)?;
             return Ok(Started::Pending(id));
         }
@@ -441,14 +438,7 @@ impl MpiWorld {
         if let Some(w) = self.window_of(id) {
             return w.take_got(id);
         }
-        let mut st = self.st.try_borrow_mut().ok()?;
-        match st.ops.get(&id) {
-            Some(Op::Got(_)) => match st.ops.remove(&id) {
-                Some(Op::Got(bytes)) => Some(bytes),
-                _ => None,
-            },
-            _ => None,
-        }
+        self.job.st.try_borrow_mut().ok()?.ops.take_got(id)
     }
 
     /// Waits (internal progress only) for the data of get `id`.
@@ -456,7 +446,7 @@ impl MpiWorld {
         if let Some(w) = self.window_of(id) {
             return must(w.wait_got(id));
         }
-        self.wait_internal(|st| matches!(st.ops.get(&id), Some(Op::Got(_))));
+        self.wait_internal(|st| st.ops.has_got(id));
         self.take_got(id).expect("get completed")
     }
 
@@ -483,10 +473,7 @@ impl MpiWorld {
             return Some(ack);
         }
         self.progress();
-        match self.st.borrow().ops.get(&id) {
-            Some(Op::Ack(a)) => Some(*a),
-            _ => None,
-        }
+        self.job.st.borrow().ops.ack(id)
     }
 
     /// The ack of `id` if it has arrived, with no progress.
@@ -494,10 +481,7 @@ impl MpiWorld {
         if let Some(w) = self.window_of(id) {
             return w.done(id).then_some(WriteAck::UNCOUNTED);
         }
-        match self.st.try_borrow().ok()?.ops.get(&id) {
-            Some(Op::Ack(a)) => Some(*a),
-            _ => None,
-        }
+        self.job.st.try_borrow().ok()?.ops.ack(id)
     }
 
     /// Waits (internal progress only) for the ack of `id`.
@@ -506,14 +490,11 @@ impl MpiWorld {
             return must(w.complete(id));
         }
         let mut ack = None;
-        self.wait_internal(|st| match st.ops.get(&id) {
-            Some(Op::Ack(a)) => {
-                ack = Some(*a);
-                true
-            }
-            _ => false,
+        self.wait_internal(|st| {
+            ack = st.ops.ack(id);
+            ack.is_some()
         });
-        self.st.borrow_mut().ops.remove(&id);
+        self.job.st.borrow_mut().ops.forget(id);
         ack.expect("ack arrived")
     }
 
@@ -521,8 +502,8 @@ impl MpiWorld {
         if let Some(w) = self.window_of(id) {
             return w.forget(id);
         }
-        if let Ok(mut st) = self.st.try_borrow_mut() {
-            st.ops.remove(&id);
+        if let Ok(mut st) = self.job.st.try_borrow_mut() {
+            st.ops.forget(id);
         }
     }
 }

@@ -1,8 +1,11 @@
 //! Setting a job up: ranks numbered host by host, the job's communicators, the shared window,
-//! the watchdog, and the pre-posted receives.
+//! the watchdog (the kept parts), then the job parts over the job's communicator.
+//!
+//! `MpiWorld::new` and `JobParts::build` are here because setting up spans every part: the
+//! RMA window may hold the segments the host mapping then uses, and the job parts are built
+//! from what the host mapping found.
 
 use std::cell::{Cell, RefCell};
-use std::collections::{HashMap, VecDeque};
 use std::ffi::c_int;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -17,15 +20,17 @@ use crate::membarrier::Scope;
 use crate::sleep::Sleeper;
 use crate::topology::Topology;
 
-use super::calls::{allgather_text, check, null_request, uint8};
-use super::inbox::{Inbox, Outboxes};
+use super::calls::{allgather_text, check, uint8};
+use super::counting::CountingSwitch;
+use super::inbox::{Inbox, InboxLayout, Outboxes};
 use super::process::{self, JOB_ACTIVE};
 use super::rma_window::{Flavor, RmaWindow};
-use super::state::{BarrierState, Slot, State};
+use super::slots::Slots;
+use super::state::Protocol;
 use super::watchdog::{Shared, Watchdog};
-use super::window::map_host;
-use super::wire::{CREDITS, EAGER, SLOTS, TAG_MSG};
-use super::world::MpiWorld;
+use super::window::{HostSegments, map_host};
+use super::wire::EAGER;
+use super::world::{JobParts, Kept, MpiWorld};
 
 /// Where the processes of `MPI_COMM_WORLD` run, and the job numbering derived from it.
 struct Hosts {
@@ -160,36 +165,6 @@ fn host_comm(comm: ffi::MPI_Comm, rank: usize) -> Result<(ffi::MPI_Comm, Vec<usi
     ))
 }
 
-/// [`SLOTS`] receives of [`EAGER`] bytes, posted on `comm` for any source.
-fn post_slots(comm: ffi::MPI_Comm) -> Result<Vec<Slot>, BridgeError> {
-    let mut slots: Vec<Slot> = (0..SLOTS)
-        .map(|_| Slot {
-            req: null_request(),
-            buf: vec![0u8; EAGER].into_boxed_slice(),
-        })
-        .collect();
-    for s in &mut slots {
-        // SAFETY: the boxed buffer holds EAGER bytes and is never reallocated; it stays with
-        // its request in the world's state until the receive completes or is cancelled in
-        // teardown.
-        check(
-            unsafe {
-                ffi::MPI_Irecv(
-                    s.buf.as_mut_ptr().cast(),
-                    EAGER as c_int,
-                    uint8(),
-                    ffi::RSMPI_ANY_SOURCE,
-                    TAG_MSG,
-                    comm,
-                    &mut s.req,
-                )
-            },
-            "MPI_Irecv",
-        )?;
-    }
-    Ok(slots)
-}
-
 /// The write-counting mode of the job (collective): [`WriteCounting::Switched`] only if every
 /// process could register for the switch's barrier over `scope`, else [`WriteCounting::On`]
 /// everywhere (a process that cannot make writers fence must see every write counted).
@@ -255,7 +230,7 @@ impl MpiWorld {
             }
             _ => (None, None),
         };
-        let host = map_host(
+        let mut host = map_host(
             node_comm,
             &node_ranks,
             rank,
@@ -284,27 +259,15 @@ impl MpiWorld {
         )));
         shared.sleeper.register_current();
         let dog = Watchdog::start(comm, rank, &hosts.by_job_rank(), shared.clone())?;
+        let rings = Rings {
+            outboxes: std::mem::take(&mut host.outboxes),
+            inbox: host.inbox.take(),
+            ring_per_sender: host.ring_per_sender,
+        };
 
-        let slots = post_slots(comm)?;
-        // SAFETY: `comm` is the job communicator, valid until teardown.
-        check(unsafe { ffi::MPI_Barrier(comm) }, "MPI_Barrier")?;
-        JOB_ACTIVE.store(true, Ordering::Release);
-        // Senders of this host that found every ring of an inbox taken use MPI too.
-        let mpi_peers =
-            !host.ring_per_sender || (0..ranks).any(|r| r != rank && host.outboxes[r].is_none());
-        // Until a target switches counting on, the window carries the puts to every rank this
-        // process does not map.
-        let window_puts = host
-            .mapped
-            .iter()
-            .map(|m| Cell::new(rma.is_some() && m.is_none()))
-            .collect();
-        Ok(Rc::new(MpiWorld {
+        let kept = Kept {
             rank,
             ranks,
-            comm,
-            node_comm,
-            win: host.win,
             // Without shared memory the ranks of a host reach each other as across hosts,
             // so each is a node of its own: the topology (pgas's local_team, is_local) must
             // name only ranks whose segments this process has mapped.
@@ -314,39 +277,65 @@ impl MpiWorld {
                 Topology::new(ranks, 1)
             },
             segment_len,
-            mapped: host.mapped.into_boxed_slice(),
-            mpi_peers,
-            rma,
-            counting_scope,
-            window_puts,
-            outboxes: Outboxes::new(rank, host.outboxes),
-            inbox: host.inbox.map(Inbox::new),
-            ended: Cell::new(false),
-            st: RefCell::new(State {
-                slots,
-                head: 0,
-                unposted: 0,
-                spare: Vec::new(),
-                credits: vec![CREDITS; ranks],
-                to_return: vec![0; ranks],
-                sends: Vec::new(),
-                abandoned: Vec::new(),
-                inflight: Vec::new(),
-                ready: HashMap::new(),
-                next_key: 0,
-                deferred: VecDeque::new(),
-                ops: HashMap::new(),
-                next_op: 0,
-                sent: 0,
-                handled: 0,
-                barrier: BarrierState::Idle,
-                acks_due: 0,
-                tick: 0,
-                counting_acks: 0,
-            }),
-            direct: RefCell::new(vec![0u8; EAGER].into_boxed_slice()),
+            host: HostSegments::new(rank, node_comm, host),
             shared,
             watchdog: RefCell::new(Some(dog)),
-        }))
+        };
+        let job = JobParts::build(comm, &kept, rma, rings, counting_scope)?;
+        Ok(Rc::new(MpiWorld::from_parts(kept, job)))
+    }
+}
+
+/// What [`map_host`] found of the host's inboxes: the rings a job's parts are built on.
+struct Rings {
+    /// By rank: the inbox of that rank of this host, for this rank to claim a ring in.
+    outboxes: Vec<Option<InboxLayout>>,
+    /// This rank's inbox.
+    inbox: Option<InboxLayout>,
+    /// Every other rank of the host can have a ring in every inbox.
+    ring_per_sender: bool,
+}
+
+impl JobParts {
+    /// The parts of a job over `comm` (collective), beside the `kept` ones: the window `rma`
+    /// (made over the kept segments), the rings of the inboxes in `rings`, the counting
+    /// switch over `counting_scope`, the posted receives and a fresh protocol state. Ends with
+    /// a barrier, after which every rank may send to every other.
+    ///
+    /// This is the step a rebuild repeats over a new communicator, with the kept parts of the
+    /// old world (`../README.md`, "Rebuilding a world").
+    fn build(
+        comm: ffi::MPI_Comm,
+        kept: &Kept,
+        rma: Option<RmaWindow>,
+        rings: Rings,
+        counting_scope: Scope,
+    ) -> Result<JobParts, BridgeError> {
+        let (rank, ranks) = (kept.rank, kept.ranks);
+        let slots = Slots::post(comm)?;
+        // SAFETY: `comm` is the job communicator, valid until teardown.
+        check(unsafe { ffi::MPI_Barrier(comm) }, "MPI_Barrier")?;
+        JOB_ACTIVE.store(true, Ordering::Release);
+        // Senders of this host that found every ring of an inbox taken use MPI too.
+        let mpi_peers =
+            !rings.ring_per_sender || (0..ranks).any(|r| r != rank && rings.outboxes[r].is_none());
+        // Until a target switches counting on, the window carries the puts to every rank this
+        // process does not map.
+        let window_puts = kept
+            .host
+            .unmapped()
+            .map(|unmapped| Cell::new(rma.is_some() && unmapped))
+            .collect();
+        Ok(JobParts {
+            comm,
+            rma,
+            outboxes: Outboxes::new(rank, rings.outboxes),
+            inbox: rings.inbox.map(Inbox::new),
+            mpi_peers,
+            counting: CountingSwitch::new(counting_scope, window_puts),
+            st: RefCell::new(Protocol::new(slots, ranks)),
+            direct: RefCell::new(vec![0u8; EAGER].into_boxed_slice()),
+            ended: Cell::new(false),
+        })
     }
 }

@@ -1,126 +1,77 @@
-//! What the conduit keeps per rank between calls: posted receives, credits, sends and payloads
-//! in flight, user AMs waiting to run, and operations waiting for their reply.
-
-use std::collections::{HashMap, VecDeque};
+//! The protocol state of one job, in the one `RefCell` a progress round borrows: each field is
+//! one mechanism's part, defined in that mechanism's file with its own operations.
 
 use ::mpi::ffi;
 
-use crate::atomic::AtomicResult;
-use crate::counters::WriteAck;
-use crate::message::Message;
+use crate::error::BridgeError;
 
-/// One pre-posted receive.
-pub(super) struct Slot {
-    pub(super) req: ffi::MPI_Request,
-    pub(super) buf: Box<[u8]>,
-}
+use super::barrier::Barrier;
+use super::completions::Completions;
+use super::credits::Credits;
+use super::lent::Abandoned;
+use super::payloads::Payloads;
+use super::send::SendQueue;
+use super::slots::Slots;
+use super::user_queue::UserQueue;
+use super::wire::Header;
 
-/// A payload still arriving, and what to do when it has.
-pub(super) enum Inflight {
-    /// A put's bytes into this segment: count (unless `counted` is false), then ack `id` to
-    /// `origin`.
-    Put {
-        req: ffi::MPI_Request,
-        origin: usize,
-        id: u64,
-        counted: bool,
-    },
-    /// A long AM's bytes into this segment: count, ack, then its handler may run.
-    Long {
-        req: ffi::MPI_Request,
-        origin: usize,
-        id: u64,
-        key: u64,
-    },
-    /// The piece list (and, for a put, the packed bytes) of a vector put or get from
-    /// `origin` into `buf`: then scatter, count and ack `id`, or gather and send the data.
-    Vector {
-        req: ffi::MPI_Request,
-        buf: Vec<u8>,
-        origin: usize,
-        id: u64,
-        pieces: usize,
-        groups: usize,
-        put: bool,
-    },
-    /// The data of this rank's non-blocking get `id`, arriving into `buf`.
-    GetReply {
-        req: ffi::MPI_Request,
-        buf: Vec<u8>,
-        id: u64,
-    },
-    /// A medium AM's bytes into `buf`.
-    Medium {
-        req: ffi::MPI_Request,
-        buf: Vec<u8>,
-        key: u64,
-    },
-}
-
-pub(super) enum Ready {
-    Medium(Vec<u8>),
-    Long(WriteAck),
-}
-
-/// A user AM taken off the wire, waiting to run in order; `wait` names its payload if that is
-/// still arriving.
-pub(super) struct Deferred {
-    pub(super) message: Message,
-    pub(super) wait: Option<u64>,
-}
-
-/// This rank's part of a barrier.
-pub(super) enum BarrierState {
-    Idle,
-    /// Notified: the `MPI_Ibarrier` waits until every write this rank sent as a message is
-    /// acknowledged, so that when the barrier completes, every rank's writes have landed.
-    Draining,
-    Posted(ffi::MPI_Request),
-}
-
-/// Completion of an operation this rank started.
-pub(super) enum Op {
-    Waiting,
-    Ack(WriteAck),
-    Atomic(AtomicResult),
-    /// The data of a non-blocking get.
-    Got(Vec<u8>),
-}
-
-pub(super) struct State {
-    pub(super) slots: Vec<Slot>,
-    /// The slot whose receive was posted first among those still posted (MPI matches
-    /// receives in posting order, so it completes first).
-    pub(super) head: usize,
-    /// Slots taken off the wire whose receive is not posted again yet: the `unposted` slots
-    /// just before `head`, in ring order. The next round posts them before its test, so a
-    /// reply goes out before its slot is posted again.
-    pub(super) unposted: usize,
-    /// Message buffers of completed sends, reused for the next ones (at most [`SLOTS`]).
-    pub(super) spare: Vec<Vec<u8>>,
-    pub(super) credits: Vec<u32>,
-    pub(super) to_return: Vec<u32>,
-    /// Sends not yet complete, with the buffer they read from (empty for segment memory).
-    pub(super) sends: Vec<(ffi::MPI_Request, Vec<u8>)>,
-    /// Receives into conduit buffers whose blocking call ended early (`lent.rs`): freed
-    /// when MPI completes them, never before.
-    pub(super) abandoned: Vec<(ffi::MPI_Request, Vec<u8>)>,
-    pub(super) inflight: Vec<Inflight>,
-    pub(super) ready: HashMap<u64, Ready>,
-    pub(super) next_key: u64,
-    pub(super) deferred: VecDeque<Deferred>,
-    pub(super) ops: HashMap<u64, Op>,
-    pub(super) next_op: u64,
-    /// Messages sent on `TAG_MSG` (and to itself), and messages fully handled.
-    pub(super) sent: u64,
+/// What the conduit keeps between calls for one job; all of it is rebuilt with the job
+/// (`world.rs`, [`JobParts`](super::world::JobParts)).
+pub(super) struct Protocol {
+    /// The pre-posted receives (`slots.rs`).
+    pub(super) slots: Slots,
+    /// Payloads still arriving after their header (`payloads.rs`).
+    pub(super) payloads: Payloads,
+    /// Sends in flight, messages sent, acks due (`send.rs`).
+    pub(super) sends: SendQueue,
+    /// Flow control toward and from each rank (`credits.rs`).
+    pub(super) credits: Credits,
+    /// Operations waiting for their answer (`completions.rs`).
+    pub(super) ops: Completions,
+    /// User AMs waiting to run in order (`user_queue.rs`).
+    pub(super) user: UserQueue,
+    /// This rank's split-phase barrier (`barrier.rs`).
+    pub(super) barrier: Barrier,
+    /// Landings whose call ended early (`lent.rs`).
+    pub(super) abandoned: Abandoned,
+    /// Messages fully handled: with the messages sent, what the end of the job balances.
     pub(super) handled: u64,
-    /// Where this rank's split-phase barrier stands.
-    pub(super) barrier: BarrierState,
-    /// Acknowledgements this rank still awaits for the writes it sent as messages (puts,
-    /// vector puts, long AMs), forgotten ones included: a barrier waits for them.
-    pub(super) acks_due: u64,
+    /// Rounds of progress, for the work a round does only every so often.
     pub(super) tick: u32,
-    /// Answers ([`K_COUNTING_ACK`](super::wire::K_COUNTING_ACK)) to this rank's latest
-    /// switch-on notices.
-    pub(super) counting_acks: usize,
+}
+
+impl Protocol {
+    /// The state of a job of `ranks` ranks whose receives `slots` are posted.
+    pub(super) fn new(slots: Slots, ranks: usize) -> Protocol {
+        Protocol {
+            slots,
+            payloads: Payloads::new(),
+            sends: SendQueue::new(),
+            credits: Credits::new(ranks),
+            ops: Completions::new(),
+            user: UserQueue::new(),
+            barrier: Barrier::new(),
+            abandoned: Abandoned::new(),
+            handled: 0,
+            tick: 0,
+        }
+    }
+}
+
+impl Protocol {
+    /// Queues message `h` to `dest` (not this rank) on `comm`, carrying the credits owed to
+    /// `dest` and spending one if `spend_credit` (the send queue with the credits it stamps).
+    #[inline]
+    pub(super) fn send(
+        &mut self,
+        comm: ffi::MPI_Comm,
+        dest: usize,
+        h: Header,
+        args: &[u64],
+        inline: &[u8],
+        spend_credit: bool,
+    ) -> Result<(), BridgeError> {
+        self.sends
+            .send(comm, &mut self.credits, dest, h, args, inline, spend_credit)
+    }
 }

@@ -1,5 +1,10 @@
 //! The barrier and the end of a job: the split-phase barrier, quiescence across ranks, and
 //! freeing the job's MPI objects.
+//!
+//! These are `impl MpiWorld` because each spans the parts: the barrier waits for the send
+//! queue's acks after flushing the window, the end of the job balances the send queue's and
+//! the protocol's counts with progress, and teardown frees the job parts, then the kept ones
+//! (a rebuild would free only the former).
 
 use ::mpi::ffi;
 
@@ -8,53 +13,24 @@ use crate::error::BridgeError;
 use crate::hang_report::FINISH;
 use crate::sleep::Awaiting;
 
-use super::calls::{check, must, null_request, or_peer_lost, test};
-use super::state::BarrierState;
+use super::calls::{check, must, null_request, test};
 use super::world::MpiWorld;
 
 impl MpiWorld {
-    // ---- barrier and end of job ---------------------------------------------------------
-
     /// Enters the barrier without waiting: window puts are flushed now, and the barrier
     /// itself starts once every write this rank sent as a message is acknowledged (a later
     /// `barrier_test` starts it), so that every write started before the barrier has landed
     /// when it completes, whichever path it took.
     pub(crate) fn barrier_notify(&self) -> Result<(), BridgeError> {
         self.flush_window();
-        self.st.borrow_mut().barrier = BarrierState::Draining;
+        self.job.st.borrow_mut().barrier.notify();
         self.barrier_test().map(|_| ())
     }
 
+    /// Whether the barrier has completed (`barrier.rs`; it starts once no ack is due).
     pub(crate) fn barrier_test(&self) -> Result<bool, BridgeError> {
-        let mut st = self.st.borrow_mut();
-        if let BarrierState::Draining = st.barrier {
-            if st.acks_due > 0 {
-                return Ok(false);
-            }
-            let mut req = null_request();
-            // SAFETY: the job communicator is valid until teardown.
-            or_peer_lost(
-                self.comm,
-                check(
-                    unsafe { ffi::MPI_Ibarrier(self.comm, &mut req) },
-                    "MPI_Ibarrier",
-                ),
-            )?;
-            st.barrier = BarrierState::Posted(req);
-        }
-        let BarrierState::Posted(req) = &mut st.barrier else {
-            return Ok(true);
-        };
-        // Testing a non-blocking collective runs its schedule, so every round of a waiting
-        // rank tests it: testing only every few rounds (to leave the loop to point-to-point
-        // traffic) slows the barrier most when processes outnumber cores, where a process
-        // gets only a few rounds per time slice.
-        // A failed barrier request is freed by MPI and holds no buffer: unwinding is safe.
-        let done = or_peer_lost(self.comm, test(req, "MPI_Test(barrier)"))?;
-        if done {
-            st.barrier = BarrierState::Idle;
-        }
-        Ok(done)
+        let st = &mut *self.job.st.borrow_mut();
+        st.barrier.test(self.job.comm, st.sends.acks_due())
     }
 
     /// Serves AMs until every rank's body has returned and nothing is in flight anywhere.
@@ -63,8 +39,8 @@ impl MpiWorld {
         let mut previous = None;
         loop {
             let local = {
-                let st = self.st.borrow();
-                Box::new([st.sent, st.handled])
+                let st = self.job.st.borrow();
+                Box::new([st.sends.sent(), st.handled])
             };
             let mut total = Box::new([0u64; 2]);
             let mut req = null_request();
@@ -76,7 +52,7 @@ impl MpiWorld {
                     2,
                     ffi::RSMPI_UINT64_T,
                     ffi::RSMPI_SUM,
-                    self.comm,
+                    self.job.comm,
                     &mut req,
                 )
             };
@@ -97,55 +73,33 @@ impl MpiWorld {
             }
             previous = Some(totals);
         }
-        self.wait_internal(|st| st.sends.is_empty() && st.inflight.is_empty());
+        self.wait_internal(|st| st.sends.is_empty() && st.payloads.is_empty());
     }
 
     /// Frees the job's MPI objects (collective); the world must not be used afterwards.
     pub(super) fn teardown(&self) -> Result<(), BridgeError> {
-        self.leak_abandoned();
-        {
-            let mut st = self.st.borrow_mut();
-            for s in &mut st.slots {
-                if s.req == null_request() {
-                    continue; // taken off the wire and not posted again
-                }
-                // SAFETY: cancelling this module's own posted receive; its buffer lives in
-                // the slot until after the MPI_Wait below.
-                check(
-                    unsafe { ffi::MPI_Cancel(&mut s.req) },
-                    "MPI_Cancel(receive)",
-                )?;
-                // SAFETY: completing the request just cancelled; STATUS_IGNORE is allowed.
-                let rc = unsafe { ffi::MPI_Wait(&mut s.req, ffi::RSMPI_STATUS_IGNORE) };
-                check(rc, "MPI_Wait(cancelled receive)")?;
-            }
+        if let Ok(mut st) = self.job.st.try_borrow_mut() {
+            st.abandoned.leak();
         }
-        let mut win = self.win;
-        let (mut comm, mut node_comm) = (self.comm, self.node_comm);
+        self.job.st.borrow_mut().slots.cancel()?;
+        let mut comm = self.job.comm;
         // Every rank reached quiescence (`finish`), so once all are here no access to the
-        // window or traffic on the communicators remains.
+        // windows or traffic on the communicators remains.
         // SAFETY: `comm` is the job communicator, valid until freed below.
         check(unsafe { ffi::MPI_Barrier(comm) }, "MPI_Barrier(teardown)")?;
-        if let Some(w) = &self.rma {
+        if let Some(w) = &self.job.rma {
             w.free()?;
         }
-        // SAFETY: the window is freed exactly once, after the barrier (no access remains)
-        // and after the endpoint and every `Segment` over it were dropped (`launch`).
-        check(unsafe { ffi::MPI_Win_free(&mut win) }, "MPI_Win_free")?;
-        // SAFETY: freed exactly once; nothing uses the host communicator any more.
-        check(
-            unsafe { ffi::MPI_Comm_free(&mut node_comm) },
-            "MPI_Comm_free(host)",
-        )?;
+        self.kept.host.free()?;
         // SAFETY: freed exactly once; the slots' receives on it were completed above.
         check(
             unsafe { ffi::MPI_Comm_free(&mut comm) },
             "MPI_Comm_free(job)",
         )?;
-        if let Some(dog) = self.watchdog.borrow_mut().take() {
+        if let Some(dog) = self.kept.watchdog.borrow_mut().take() {
             dog.shutdown();
         }
-        self.ended.set(true);
+        self.job.ended.set(true);
         Ok(())
     }
 }

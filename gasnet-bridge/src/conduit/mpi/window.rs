@@ -86,6 +86,70 @@ pub(super) struct HostMapping {
     pub(super) ring_per_sender: bool,
 }
 
+/// The host's shared window as this process keeps it for the job's life: the segments it
+/// maps, by job rank. A rebuild over a new communicator keeps it while the host's processes
+/// live, so the segments keep their contents.
+pub(super) struct HostSegments {
+    /// This process's job rank.
+    me: usize,
+    win: ffi::MPI_Win,
+    /// The host's communicator the window was allocated on.
+    node_comm: ffi::MPI_Comm,
+    /// By rank: the segments this process maps (its own always, its host's unless
+    /// `PGAS_MPI_PSHM=0`).
+    mapped: Box<[Option<Mapped>]>,
+}
+
+impl HostSegments {
+    /// The segments of `mapping` (allocated on `node_comm`), seen by job rank `me`.
+    pub(super) fn new(me: usize, node_comm: ffi::MPI_Comm, mapping: HostMapping) -> HostSegments {
+        HostSegments {
+            me,
+            win: mapping.win,
+            node_comm,
+            mapped: mapping.mapped.into_boxed_slice(),
+        }
+    }
+
+    /// This rank's own segment.
+    #[inline]
+    pub(super) fn own(&self) -> &Mapped {
+        self.mapped[self.me].as_ref().expect("own segment")
+    }
+
+    /// The mapping of `rank` if this process shares its memory, after checking it exists.
+    #[inline]
+    pub(super) fn mapped(&self, rank: usize) -> Result<Option<&Mapped>, BridgeError> {
+        match self.mapped.get(rank) {
+            Some(m) => Ok(m.as_ref()),
+            None => Err(BridgeError::NoSuchRank {
+                rank,
+                ranks: self.mapped.len(),
+            }),
+        }
+    }
+
+    /// By rank: whether this process does not map that rank's segment.
+    pub(super) fn unmapped(&self) -> impl Iterator<Item = bool> + '_ {
+        self.mapped.iter().map(Option::is_none)
+    }
+
+    /// Frees the window and the host's communicator (collective over the host): after every
+    /// `Segment` over it was dropped and no process accesses it any more.
+    pub(super) fn free(&self) -> Result<(), BridgeError> {
+        let (mut win, mut node_comm) = (self.win, self.node_comm);
+        // SAFETY: the window is freed exactly once, by the teardown that ends the job, after
+        // its barrier (no access remains) and after the endpoint and every `Segment` over it
+        // were dropped (`launch`).
+        check(unsafe { ffi::MPI_Win_free(&mut win) }, "MPI_Win_free")?;
+        // SAFETY: freed exactly once; nothing uses the host communicator any more.
+        check(
+            unsafe { ffi::MPI_Comm_free(&mut node_comm) },
+            "MPI_Comm_free(host)",
+        )
+    }
+}
+
 /// Bytes of one rank's piece of the window, and of its segment rounded up to pages; `rings`
 /// per inbox (0 without shared memory).
 fn piece_len(segment_len: usize, rings: usize) -> (usize, usize) {

@@ -1,5 +1,9 @@
-//! The state of one mpi job as this process sees it: communicators, windows, mapped segments,
-//! rings and the protocol state; the files beside this one each add one mechanism on it.
+//! The state of one mpi job as this process sees it, in two groups: what a rebuild over a new
+//! communicator keeps ([`Kept`]: identity, the host's shared segments, the watchdog) and what
+//! it drops and builds again ([`JobParts`]: the communicator, the RMA window, the rings, the
+//! counting switch, the protocol state). Each part is defined in its mechanism's file with its
+//! own operations; the operations that span parts are `impl MpiWorld` blocks in the files
+//! named for them (progress, receiving, RMA, AMs, counting notices, setup, teardown).
 
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
@@ -8,27 +12,47 @@ use ::mpi::ffi;
 
 use crate::counters::{WriteCounters, WriteCounting};
 use crate::error::BridgeError;
-use crate::membarrier::Scope;
 use crate::topology::Topology;
 
+use super::counting::CountingSwitch;
 use super::inbox::{Inbox, Outboxes};
+use super::receive::Server;
 use super::rma_window::RmaWindow;
-use super::state::State;
+use super::state::Protocol;
 use super::watchdog::{Shared, Watchdog};
-use super::window::Mapped;
+use super::window::{HostSegments, Mapped};
 
 /// One mpi job as this process sees it.
 pub(crate) struct MpiWorld {
+    /// What outlives the job's communicator.
+    pub(super) kept: Kept,
+    /// What is built over the job's communicator.
+    pub(super) job: JobParts,
+}
+
+/// The parts a rebuild keeps: the rank's identity (a spare takes a dead rank's number, so
+/// numbers and sizes stay), the host's shared segments with their contents and counters, and
+/// the watchdog tree with the failure state it shares with this thread.
+pub(super) struct Kept {
     pub(super) rank: usize,
     pub(super) ranks: usize,
-    pub(super) comm: ffi::MPI_Comm,
-    pub(super) node_comm: ffi::MPI_Comm,
-    pub(super) win: ffi::MPI_Win,
     pub(super) topology: Topology,
     pub(super) segment_len: usize,
-    /// By rank: the segments this process maps (its own always, its host's unless
-    /// `PGAS_MPI_PSHM=0`).
-    pub(super) mapped: Box<[Option<Mapped>]>,
+    /// The host's shared window and the segments this process maps (`window.rs`).
+    pub(super) host: HostSegments,
+    /// The failure state and sleeper this thread shares with the watchdog's.
+    pub(super) shared: Arc<Shared>,
+    pub(super) watchdog: RefCell<Option<Watchdog>>,
+}
+
+/// The parts a rebuild drops and builds again over the new communicator: every MPI object of
+/// the job, the rings' claims, the counting switch and the protocol state (whose pending
+/// operations then fail).
+pub(super) struct JobParts {
+    pub(super) comm: ffi::MPI_Comm,
+    /// The MPI-3 window over every segment that carries RMA to ranks this process does not
+    /// map (`rma_window.rs`); `None` keeps that RMA on active messages.
+    pub(super) rma: Option<RmaWindow>,
     /// The rings this rank claims in the inboxes of its host's ranks (unless
     /// `PGAS_MPI_PSHM=0`), on its first message to each.
     pub(super) outboxes: Outboxes,
@@ -38,61 +62,65 @@ pub(crate) struct MpiWorld {
     /// `PGAS_MPI_PSHM=0`); when none does, polling skips the MPI receives, whose test costs a
     /// turn of MPI's progress engine.
     pub(super) mpi_peers: bool,
-    /// The MPI-3 window over every segment that carries RMA to ranks this process does not
-    /// map (`rma_window.rs`); `None` keeps that RMA on active messages.
-    pub(super) rma: Option<RmaWindow>,
-    /// Which threads can write into this rank's segment and count there: the write-counting
-    /// switch's barrier reaches them (`Host` when processes of this host map it).
-    pub(super) counting_scope: Scope,
-    /// By rank: whether puts to it go through the window now: a rank this process does not
-    /// map, in a job with the window, that has not told this rank it counts incoming writes
-    /// (a notice of `K_COUNTING`; puts to such a rank go as active messages, so its IWC
-    /// counts each one: `counting.rs`). One byte per rank, read by every put.
-    pub(super) window_puts: Box<[Cell<bool>]>,
-    pub(super) st: RefCell<State>,
-    /// The job has ended (torn down, or failed): no MPI call may be made for it any more, so
-    /// a handle that outlived it gets [`BridgeError::JobEnded`] instead of progress.
-    pub(super) ended: Cell<bool>,
+    /// The write-counting switch across processes (`counting.rs`).
+    pub(super) counting: CountingSwitch,
+    /// The protocol state a progress round borrows (`state.rs`).
+    pub(super) st: RefCell<Protocol>,
     /// The bytes of the user AM `poll` runs straight off the wire (`progress.rs`): a receive
     /// buffer, swapped with the slot's so that the slot is posted again at once.
     pub(super) direct: RefCell<Box<[u8]>>,
-    pub(super) shared: Arc<Shared>,
-    pub(super) watchdog: RefCell<Option<Watchdog>>,
+    /// The job has ended (torn down, or failed): no MPI call may be made for it any more, so
+    /// a handle that outlived it gets [`BridgeError::JobEnded`] instead of progress.
+    pub(super) ended: Cell<bool>,
 }
 
 impl std::fmt::Debug for MpiWorld {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MpiWorld")
-            .field("rank", &self.rank)
-            .field("ranks", &self.ranks)
-            .field("topology", &self.topology)
-            .field("segment_len", &self.segment_len)
+            .field("rank", &self.kept.rank)
+            .field("ranks", &self.kept.ranks)
+            .field("topology", &self.kept.topology)
+            .field("segment_len", &self.kept.segment_len)
             .finish()
     }
 }
 
 impl MpiWorld {
+    /// The world of `kept` and `job`: how setup assembles it, and how a rebuild will, with
+    /// the kept parts of the old world and job parts built over the new communicator.
+    pub(super) fn from_parts(kept: Kept, job: JobParts) -> MpiWorld {
+        MpiWorld { kept, job }
+    }
+
+    /// The parts serving a message reaches (`receive.rs`), borrowed for a round.
+    #[inline]
+    pub(super) fn server(&self) -> Server<'_> {
+        Server {
+            comm: self.job.comm,
+            host: &self.kept.host,
+            rma: self.job.rma.as_ref(),
+            counting: &self.job.counting,
+        }
+    }
+
     pub(crate) fn rank(&self) -> usize {
-        self.rank
+        self.kept.rank
     }
 
     pub(crate) fn ranks(&self) -> usize {
-        self.ranks
+        self.kept.ranks
     }
 
     pub(crate) fn topology(&self) -> Topology {
-        self.topology
+        self.kept.topology
     }
 
     pub(crate) fn segment_len(&self) -> usize {
-        self.segment_len
+        self.kept.segment_len
     }
 
     pub(crate) fn counters(&self) -> &WriteCounters {
-        self.mapped[self.rank]
-            .as_ref()
-            .expect("own segment is mapped")
-            .counters()
+        self.own().counters()
     }
 
     /// Whether this job counts incoming writes (the mode every mapping was made with).
@@ -102,17 +130,18 @@ impl MpiWorld {
 
     /// Messages sent on `TAG_MSG`, through the rings and to itself ([`Endpoint::messages_sent`]).
     pub(crate) fn messages_sent(&self) -> u64 {
-        self.st.borrow().sent
+        self.job.st.borrow().sends.sent()
     }
 
+    #[inline]
     pub(super) fn own(&self) -> &Mapped {
-        self.mapped[self.rank].as_ref().expect("own segment")
+        self.kept.host.own()
     }
 
     /// True if a put to `rank` travels as an active message: a rank this process does not
     /// map, without the RMA window or counting writes now (`counting.rs`).
     pub(crate) fn puts_by_messages(&self, rank: usize) -> bool {
-        !self.maps(rank) && !self.window_puts(rank)
+        !self.maps(rank) && !self.job.counting.window_puts(rank)
     }
 
     /// True if this process maps `rank`'s segment (a rank of this host, with PSHM).
@@ -124,13 +153,7 @@ impl MpiWorld {
     /// The mapping of `rank` if this process shares its memory, after checking it exists.
     #[inline]
     pub(super) fn mapped(&self, rank: usize) -> Result<Option<&Mapped>, BridgeError> {
-        match self.mapped.get(rank) {
-            Some(m) => Ok(m.as_ref()),
-            None => Err(BridgeError::NoSuchRank {
-                rank,
-                ranks: self.ranks,
-            }),
-        }
+        self.kept.host.mapped(rank)
     }
 
     pub(crate) fn segment_base(&self, rank: usize) -> Result<*mut u8, BridgeError> {
@@ -138,7 +161,7 @@ impl MpiWorld {
             Some(m) => Ok(m.segment.base()),
             None => Err(BridgeError::NotAddressable {
                 rank,
-                me: self.rank,
+                me: self.kept.rank,
             }),
         }
     }
@@ -150,12 +173,12 @@ impl MpiWorld {
         len: usize,
     ) -> Result<(), BridgeError> {
         match offset.checked_add(len) {
-            Some(end) if end <= self.segment_len => Ok(()),
+            Some(end) if end <= self.kept.segment_len => Ok(()),
             _ => Err(BridgeError::OutOfSegment {
                 rank,
                 offset,
                 len,
-                segment_len: self.segment_len,
+                segment_len: self.kept.segment_len,
             }),
         }
     }
