@@ -159,8 +159,12 @@ pub use resume::{ResumeSource, Resumed};
 pub use rng::{CdRng, rng};
 pub use strict::{strict, strict_local, strict_on};
 
+pub use macro_support::HoldsGlobalPtr;
 #[doc(hidden)]
-pub use macro_support::{__preserve_arg, __private_arg, __privatized_arg, PreserveArg, RegionArg};
+pub use macro_support::{
+    __HoldsPointer, __NoPointer, __Probe, __ProbeHoldsPointer, __ProbeNoPointer, __preserve_arg,
+    __preserve_cells, __private_arg, __privatized_arg, PreserveArg, RegionArg,
+};
 
 /// The innermost CD of this rank (the root CD outside any `strict` call).
 pub fn current() -> Cd {
