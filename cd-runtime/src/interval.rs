@@ -14,7 +14,7 @@
 //! formula optimizes; for a CD under the root it would not be contained at all.)
 //!
 //! Re-executing from the last preserved state means running again the steps since then, which
-//! only the code that drives the loop can do: a CD entered with [`crate::strict`] from the
+//! only the code that drives the loop can do: a CD entered with [`crate::strict()`] from the
 //! program's own loop ends when its body returns, and the bodies of the steps before are gone.
 //! So the interval applies to a loop the runtime drives, [`strict_steps`]: `body(cd, step)` for
 //! every step of a range. With an interval of n it runs **n consecutive steps as one execution

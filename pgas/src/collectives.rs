@@ -54,7 +54,7 @@
 //!
 //! Every collective advances the EC on entry and on completion (a barrier as `BarrierEnter`
 //! and `BarrierExit`), as seed 003 asks of synchronizations, and is seen by the hook as one
-//! operation with its result (see [`Interceptor`](crate::runtime_hooks::Interceptor)); the
+//! operation with its result (see [`crate::runtime_hooks::Interceptor`]); the
 //! messages it is made of are not.
 
 use std::cell::{Cell, RefCell};
