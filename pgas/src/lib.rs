@@ -2,7 +2,36 @@
 //!
 //! Every rank owns a slice of a global address space and reaches the others' through
 //! [`GlobalPtr`] with one-sided [`rput`] / [`rget`]; [`rpc()`] ships work to a rank; results are
-//! [`Future`]s. A program is a closure run on every rank by [`launch`]:
+//! [`Future`]s. A program is a closure run on every rank by [`launch`], which returns the
+//! results of the ranks this process ran (all of them on the default smp conduit).
+//!
+//! # Global pointers and one-sided puts
+//!
+//! Each rank allocates in its shared segment; [`allgather`] shares the pointers; [`rput`]
+//! writes into another rank's memory without its involvement:
+//!
+//! ```
+//! use pgas::{LaunchConfig, RpcTable, barrier, launch, rank_me, rank_n, world};
+//!
+//! let out = launch(&LaunchConfig::new(4).segment_bytes(1 << 20), RpcTable::new(), || {
+//!     let mine = pgas::new_array::<u64>(2).unwrap();
+//!     let all = pgas::allgather(&world(), mine).wait();
+//!     let right = all[(rank_me() + 1) % rank_n()];
+//!     pgas::rput_slice(&[rank_me() as u64, 7], right).wait(); // into the right neighbour
+//!     barrier(); // every put has landed
+//!     let left_wrote = pgas::rget(mine).wait(); // a get of one's own memory works too
+//!     let mut both = [0u64; 2];
+//!     mine.read_local_slice(&mut both).unwrap();
+//!     (left_wrote, both[1])
+//! })
+//! .unwrap();
+//! assert_eq!(out, vec![(3, 7), (0, 7), (1, 7), (2, 7)]);
+//! ```
+//!
+//! # Remote procedure calls
+//!
+//! A function registered in an [`RpcTable`] before the job runs on the rank named in
+//! [`rpc()`]; its result comes back as a future ([`rpc_ff`] sends without a reply):
 //!
 //! ```
 //! use pgas::{launch, rank_me, rank_n, LaunchConfig, RpcTable};
@@ -16,6 +45,67 @@
 //! .unwrap();
 //! assert_eq!(out, vec![1, 4, 0]);
 //! ```
+//!
+//! # Remote atomics
+//!
+//! An [`AtomicDomain`] applies atomic operations to shared memory of any rank:
+//!
+//! ```
+//! use pgas::{AtomicDomain, LaunchConfig, RpcTable, barrier, broadcast, launch, world};
+//!
+//! let out = launch(&LaunchConfig::new(4).segment_bytes(1 << 20), RpcTable::new(), || {
+//!     // Rank 0's counter, its pointer broadcast to all.
+//!     let mine = pgas::new_::<u64>(0).unwrap();
+//!     let counter = broadcast(&world(), mine, 0).wait();
+//!     let ad = AtomicDomain::<u64>::new();
+//!     ad.fetch_add(counter, 10).wait();
+//!     barrier();
+//!     ad.load(counter).wait()
+//! })
+//! .unwrap();
+//! assert_eq!(out, vec![40; 4]);
+//! ```
+//!
+//! # Collectives
+//!
+//! Reductions, broadcasts, gathers and barriers over a [`Team`] ([`world`] is every rank):
+//!
+//! ```
+//! use pgas::{LaunchConfig, RpcTable, launch, ops, rank_me, world};
+//!
+//! let out = launch(&LaunchConfig::new(4).segment_bytes(1 << 20), RpcTable::new(), || {
+//!     let sum = pgas::reduce_all(&world(), rank_me() as u64, ops::add).wait();
+//!     let max = pgas::reduce_all(&world(), rank_me() as f64, ops::max).wait();
+//!     let from_two = pgas::broadcast(&world(), rank_me() * 100, 2).wait();
+//!     let evens = world().split((rank_me() % 2) as u64, rank_me() as u64);
+//!     let even_sum = pgas::reduce_all(&evens, rank_me(), ops::add).wait();
+//!     (sum, max, from_two, even_sum)
+//! })
+//! .unwrap();
+//! assert_eq!(out[0], (6, 3.0, 200, 2));
+//! assert_eq!(out[1], (6, 3.0, 200, 4));
+//! ```
+//!
+//! # Distributed objects
+//!
+//! A [`DistObject`] has one instance per rank, readable from any rank:
+//!
+//! ```
+//! use pgas::{DistObject, LaunchConfig, RpcTable, launch, rank_me, rank_n};
+//!
+//! let out = launch(&LaunchConfig::new(3).segment_bytes(1 << 20), RpcTable::new(), || {
+//!     let name = DistObject::new(format!("rank {}", rank_me()));
+//!     name.fetch((rank_me() + 1) % rank_n()).wait()
+//! })
+//! .unwrap();
+//! assert_eq!(out, vec!["rank 1", "rank 2", "rank 0"]);
+//! ```
+//!
+//! # Running on a cluster
+//!
+//! Built with the feature `mpi` (an application crate forwards it: `mpi = ["pgas/mpi"]` in its
+//! `[features]`), the same program runs one process per rank under `mpirun`; [`launch`] then
+//! returns this process's rank's result (see the README's mpi section).
 
 // The modules in layers, each importing only the layers above it (pgas/src/README.md gives the
 // order of the files within a layer).
