@@ -213,7 +213,7 @@ fn choose_daly(
 ) -> u64 {
     let (delta_ns, step_ns) = match reduce_over {
         Some(team) => pgas::runtime_hooks::internal(|| {
-            pgas::reduce_all(team, measured, |a: (u64, u64), b: (u64, u64)| {
+            pgas::reduce_all_on(team, measured, |a: (u64, u64), b: (u64, u64)| {
                 (a.0.max(b.0), a.1.max(b.1))
             })
             .wait()

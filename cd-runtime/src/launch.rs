@@ -333,9 +333,7 @@ where
             ra.extend(rb);
             (a.merge(b), ra)
         };
-        let total = pgas::runtime_hooks::internal(|| {
-            pgas::reduce_one(&pgas::world(), mine, merge, 0).wait()
-        });
+        let total = pgas::runtime_hooks::internal(|| pgas::reduce_one(mine, merge, 0).wait());
         if let Some((mut report, reached)) = total {
             let mut unused = config.unused(report.cds.iter().map(|c| (c.name.as_str(), c.level)));
             unused.extend(config.unreached(&reached));

@@ -89,7 +89,7 @@
 //! let job = LaunchConfig::new(3).segment_bytes(1 << 20);
 //! let out = cd::launch(&job, config, pgas::RpcTable::new(), || {
 //!     let inbox = pgas::new_array::<u64>(4).unwrap();
-//!     let boxes = pgas::allgather(&world(), inbox).wait();
+//!     let boxes = pgas::allgather(inbox).wait();
 //!     let right = boxes[(rank_me() + 1) % rank_n()];
 //!     let mut sent = 0u64;
 //!     for step in 0..4 {

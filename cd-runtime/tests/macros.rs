@@ -500,7 +500,7 @@ fn relaxed_attribute_declares_private_regions() {
         .unwrap();
     let out = run(config, || {
         let buf = pgas::new_array::<u64>(4).unwrap();
-        let bufs = pgas::allgather(&pgas::world(), buf).wait();
+        let bufs = pgas::allgather(buf).wait();
         let target = (pgas::rank_me() == 0).then(|| bufs[1] + 2);
         let r = classified(buf, target);
         pgas::barrier();

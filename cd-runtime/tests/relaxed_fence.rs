@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 use cd_runtime as cd;
 use common::{config, job};
 use pgas::runtime_hooks::internal;
-use pgas::{GlobalPtr, barrier, rank_me, rput, world};
+use pgas::{GlobalPtr, barrier, rank_me, rput};
 
 fn gather_ptrs<T: 'static>(p: GlobalPtr<T>) -> Vec<GlobalPtr<T>> {
-    internal(|| pgas::allgather(&world(), p).wait())
+    internal(|| pgas::allgather(p).wait())
 }
 
 /// Waits, making progress, until `slot` of this rank holds `value`.

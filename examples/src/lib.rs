@@ -20,7 +20,6 @@ use std::time::Duration;
 
 use pgas::{
     DistObject, LaunchConfig, RpcTable, barrier, ops, rank_n, reduce_all, reduce_one, when_all,
-    world,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -186,7 +185,7 @@ pub fn conclude<R>(outcome: Result<R, String>) -> Concluded<R>
 where
     R: Serialize + DeserializeOwned + 'static,
 {
-    let failed = reduce_all(&world(), u64::from(outcome.is_err()), ops::add).wait();
+    let failed = reduce_all(u64::from(outcome.is_err()), ops::add).wait();
     let (error, values) = match outcome {
         Err(e) => (Some(e), None),
         Ok(_) if failed > 0 => (None, None),
@@ -195,7 +194,7 @@ where
                 a.extend(b);
                 a
             };
-            (None, reduce_one(&world(), vec![v], concat, 0).wait())
+            (None, reduce_one(vec![v], concat, 0).wait())
         }
     };
     Concluded {

@@ -24,7 +24,7 @@ use std::sync::atomic::{Ordering, fence};
 
 use pgas::{
     Completions, DistObject, GlobalPtr, LaunchConfig, Promise, RpcFn, RpcTable, new_array, ops,
-    reduce_all, reduce_one, rput_with, world,
+    reduce_all, reduce_one, rput_with,
 };
 
 use crate::comm::{Comm, Msg, SingleRank};
@@ -468,13 +468,11 @@ impl Comm for PgasComm {
     }
 
     fn allreduce_min(&mut self, value: f64) -> f64 {
-        reduce_all(&world(), value, ops::min).wait()
+        reduce_all(value, ops::min).wait()
     }
 
     fn reduce_max(&mut self, value: f64) -> f64 {
-        reduce_one(&world(), value, ops::max, 0)
-            .wait()
-            .unwrap_or(value)
+        reduce_one(value, ops::max, 0).wait().unwrap_or(value)
     }
 
     fn barrier(&mut self) {

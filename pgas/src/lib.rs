@@ -15,7 +15,7 @@
 //!
 //! let out = launch(&LaunchConfig::new(4).segment_bytes(1 << 20), RpcTable::new(), || {
 //!     let mine = pgas::new_array::<u64>(2).unwrap();
-//!     let all = pgas::allgather(&world(), mine).wait();
+//!     let all = pgas::allgather(mine).wait();
 //!     let right = all[(rank_me() + 1) % rank_n()];
 //!     pgas::rput_slice(&[rank_me() as u64, 7], right).wait(); // into the right neighbour
 //!     barrier(); // every put has landed
@@ -56,7 +56,7 @@
 //! let out = launch(&LaunchConfig::new(4).segment_bytes(1 << 20), RpcTable::new(), || {
 //!     // Rank 0's counter, its pointer broadcast to all.
 //!     let mine = pgas::new_::<u64>(0).unwrap();
-//!     let counter = broadcast(&world(), mine, 0).wait();
+//!     let counter = broadcast(mine, 0).wait();
 //!     let ad = AtomicDomain::<u64>::new();
 //!     ad.fetch_add(counter, 10).wait();
 //!     barrier();
@@ -74,11 +74,11 @@
 //! use pgas::{LaunchConfig, RpcTable, launch, ops, rank_me, world};
 //!
 //! let out = launch(&LaunchConfig::new(4).segment_bytes(1 << 20), RpcTable::new(), || {
-//!     let sum = pgas::reduce_all(&world(), rank_me() as u64, ops::add).wait();
-//!     let max = pgas::reduce_all(&world(), rank_me() as f64, ops::max).wait();
-//!     let from_two = pgas::broadcast(&world(), rank_me() * 100, 2).wait();
+//!     let sum = pgas::reduce_all(rank_me() as u64, ops::add).wait();
+//!     let max = pgas::reduce_all(rank_me() as f64, ops::max).wait();
+//!     let from_two = pgas::broadcast(rank_me() * 100, 2).wait();
 //!     let evens = world().split((rank_me() % 2) as u64, rank_me() as u64);
-//!     let even_sum = pgas::reduce_all(&evens, rank_me(), ops::add).wait();
+//!     let even_sum = pgas::reduce_all_on(&evens, rank_me(), ops::add).wait();
 //!     (sum, max, from_two, even_sum)
 //! })
 //! .unwrap();
@@ -142,8 +142,9 @@ mod launch;
 pub use alloc::{delete_, new_, new_array, shared_bytes_in_use};
 pub use atomic_domain::{AtomicDomain, AtomicValue};
 pub use collectives::{
-    allgather, barrier, barrier_async, barrier_on, broadcast, ops, reduce_all, reduce_all_u64,
-    reduce_one,
+    allgather, allgather_on, barrier, barrier_async, barrier_async_on, barrier_on, broadcast,
+    broadcast_on, ops, reduce_all, reduce_all_on, reduce_all_u64, reduce_all_u64_on, reduce_one,
+    reduce_one_on,
 };
 pub use dist_object::DistObject;
 pub use error::PgasError;

@@ -122,7 +122,7 @@ fn global_pointers_stored_in_shared_memory_work_as_a_directory() {
             } else {
                 GlobalPtr::null()
             };
-            let dir = pgas::broadcast(&pgas::world(), dir, 0).wait();
+            let dir = pgas::broadcast(dir, 0).wait();
             let mine = new_(1000 + me as u32).unwrap();
             rput(mine, dir + me).wait();
             barrier();

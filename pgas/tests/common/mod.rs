@@ -230,7 +230,7 @@ pub fn allgather<T>(v: T) -> Vec<T>
 where
     T: serde::Serialize + serde::de::DeserializeOwned + 'static,
 {
-    pgas::reduce_all(&pgas::world(), vec![v], concat).wait()
+    pgas::reduce_all(vec![v], concat).wait()
 }
 
 /// Inside a job: for every world rank, the node the conduit must put it on. On smp that is
