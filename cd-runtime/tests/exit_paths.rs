@@ -198,7 +198,7 @@ fn relaxed_under_root(cfg: cd::CdConfig) -> Result<Vec<Vec<u64>>, CdLaunchError>
         v.read_local_slice(&mut x).unwrap();
         Ok(x.iter().map(|x| x.to_bits()).collect())
     })
-    .map(|o| o.results)
+    .map(|o| o.results.into_vec())
 }
 
 const LOSS: &str = "inject = { at = [{ rank = 1, iteration = 1, kind = \"rank_loss\" }] }\n";

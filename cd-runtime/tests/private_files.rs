@@ -131,7 +131,7 @@ fn file_job(cfg: &str) -> Result<Vec<(PathBuf, Vec<Seen>)>, CdLaunchError> {
         pgas::barrier();
         Ok((rank_dir, modes))
     })
-    .map(|out| out.results)
+    .map(|out| out.results.into_vec())
 }
 
 #[test]

@@ -178,7 +178,7 @@ fn ring(faults: &[(usize, usize)]) -> (Vec<Vec<u64>>, u64, u64) {
     })
     .unwrap_or_else(|e| panic!("faults {faults:?}: {e}"));
     let s = out.report.cd("c").unwrap();
-    (out.results, s.reexecutions, s.escalations)
+    (out.results.into_vec(), s.reexecutions, s.escalations)
 }
 
 /// Faults in many rounds of many ranks, several runs: every recovery stays on its rank (no

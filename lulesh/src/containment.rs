@@ -520,7 +520,7 @@ pub fn run(
         Ok(out) => {
             // The CD report is summed at rank 0: it goes with rank 0's report.
             let cd_report = out.report;
-            Ok(distributed::rank0_result(out.results, ranks)
+            Ok(distributed::rank0_result(out.results)
                 .map(|report| CdRunOutput { report, cd_report }))
         }
         // Checked against the job before it starts (exact faults on ranks

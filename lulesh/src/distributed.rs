@@ -524,13 +524,8 @@ pub fn mpi_process() -> Result<Option<MpiProcess>, LuleshError> {
 
 /// The report of rank 0 out of a job's `results`, if this process ran rank 0
 /// (on smp it ran every rank; under mpi only rank 0's process did).
-pub(crate) fn rank0_result<T>(results: Vec<Option<T>>, ranks: usize) -> Option<T> {
-    // The results are those of `here`, in rank order: rank 0's comes first if it is there.
-    let here = pgas::returned_ranks(ranks)?;
-    if !here.contains(&0) {
-        return None;
-    }
-    results.into_iter().next().flatten()
+pub(crate) fn rank0_result<T>(results: pgas::RankResults<Option<T>>) -> Option<T> {
+    results.into_rank0().flatten()
 }
 
 /// Fails the job (`fail`) when it does not span `ranks` ranks: under mpi the
@@ -638,7 +633,7 @@ pub fn run_with_arrival(
         rank0.then(|| FinalReport::new(&sim.domain, elapsed, opts.nx, num_ranks))
     });
     match outcome {
-        Ok(reports) => Ok(rank0_result(reports, ranks)),
+        Ok(reports) => Ok(rank0_result(reports)),
         Err(e) => Err(failure.or(|| LuleshError::Launch(e.to_string()))),
     }
 }

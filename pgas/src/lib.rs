@@ -105,7 +105,19 @@
 //!
 //! Built with the feature `mpi` (an application crate forwards it: `mpi = ["pgas/mpi"]` in its
 //! `[features]`), the same program runs one process per rank under `mpirun`; [`launch`] then
-//! returns this process's rank's result (see the README's mpi section).
+//! returns this process's rank's result (see the README's mpi section). Its [`RankResults`]
+//! are the same type on both conduits, so a report printed through them prints once:
+//!
+//! ```
+//! use pgas::{LaunchConfig, RpcTable, launch, rank_me};
+//!
+//! let out = launch(&LaunchConfig::new(4).segment_bytes(1 << 20), RpcTable::new(), || {
+//!     pgas::reduce_all(rank_me() as u64, pgas::ops::add).wait()
+//! })
+//! .unwrap();
+//! out.print_once(|sum| format!("sum of ranks: {sum}")); // by rank 0's process only
+//! assert_eq!(out.rank0(), Some(&6)); // on smp this process ran every rank
+//! ```
 
 // The modules in layers, each importing only the layers above it (pgas/src/README.md gives the
 // order of the files within a layer).
@@ -114,6 +126,7 @@ pub mod error;
 mod heap;
 mod hook;
 mod mix;
+pub mod rank_results;
 mod wire;
 // The rank's runtime:
 mod runtime;
@@ -153,6 +166,7 @@ pub use global_ptr::GlobalPtr;
 pub use launch::{launch, launch_from_env};
 pub use mix::mix64;
 pub use promise::Promise;
+pub use rank_results::RankResults;
 pub use rma::{
     Completions, CxFutures, rget, rget_into, rget_slice, rget_with, rput, rput_slice, rput_with,
 };
@@ -212,9 +226,6 @@ pub use gasnet_bridge::job_ranks;
 /// What this machine can hold: memory needed against available, ranks and threads per core
 /// (the one check every program makes before allocating).
 pub use gasnet_bridge::limits;
-/// Which ranks' results the last [`launch`] of this process returned (all on smp, one under
-/// mpirun).
-pub use gasnet_bridge::returned_ranks;
 /// Writes a formatted line to standard error in one write, so that the lines of different
 /// processes under mpirun never interleave: `pgas::stderr_line(format_args!("..."))`.
 pub use gasnet_bridge::stderr_line;

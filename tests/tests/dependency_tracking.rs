@@ -232,6 +232,7 @@ fn reference(shape: Shape) -> Vec<Vec<u64>> {
         program(shape, false, &[]).unwrap().bits
     })
     .unwrap()
+    .into_vec()
 }
 
 fn config(tracking: bool) -> CdConfig {

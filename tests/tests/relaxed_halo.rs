@@ -108,7 +108,7 @@ fn reference() -> Vec<Vec<u64>> {
     })
     .unwrap();
     assert_eq!(out.len(), RANKS);
-    out
+    out.into_vec()
 }
 
 fn with_cds(cfg: CdConfig, early: Early) -> cd::CdOutcome<Out> {

@@ -332,7 +332,9 @@ fn reference(case: &Case) -> Vec<Out> {
     let c = case.clone();
     with_deadline(format!("the reference run of {case:?}"), move || {
         let (t, f) = rpcs();
-        pgas::launch(&job(c.ranks), t, || program(&c, f, false).unwrap()).unwrap()
+        pgas::launch(&job(c.ranks), t, || program(&c, f, false).unwrap())
+            .unwrap()
+            .into_vec()
     })
 }
 

@@ -242,6 +242,7 @@ fn reference(plan: &Plan) -> Vec<Vec<u64>> {
         program(&plan, false).unwrap().bits
     })
     .unwrap()
+    .into_vec()
 }
 
 /// A rank loss at the end of instance `iteration` of `cell` on `rank`.
