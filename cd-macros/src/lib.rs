@@ -54,6 +54,12 @@ use syn::{
 ///   elements (preserved as raw bytes: take `&mut [T]` rather than `&mut Vec<T>` for the fast
 ///   path when the length does not change). Shared references (`&T`) cannot be restored and
 ///   are rejected.
+/// - `preserve(u = len)`: for a `pgas::GlobalPtr<T>` parameter `u`, the `len` elements it
+///   points to (`Cd::preserve_global`; this rank's or another's), written back before each
+///   re-execution. `len` is any `usize` expression, evaluated at the start of each execution.
+///   `preserve(u)` of a type that holds a global pointer (`cd_runtime::HoldsGlobalPtr`:
+///   `GlobalPtr<T>`, containers of it, and types that implement it) is a compile error naming
+///   `u = len`, since it would restore the pointer and leave the cells as a failure left them.
 /// - `name = "..."`: the CD's name (default: the function's name), as used by the
 ///   configuration (`[cd.<name>]`) and the report.
 /// - `team = <expr>`: the CD spans the ranks of a `pgas::Team` (or `&Team`) instead of the
@@ -125,8 +131,9 @@ pub fn strict(attr: TokenStream, item: TokenStream) -> TokenStream {
 ///
 /// Everything else the body reaches in other ranks' memory is *potentially shared* (logged),
 /// the safe default. A parameter has at most one class, and a class names the region, not
-/// the pointer: a pointer cannot also be in `preserve(...)` (preserve the region's contents
-/// with `cd_runtime::current().preserve_global(..)` in the body). `team` and `local` are not
+/// the pointer: a private region's cells are preserved with `preserve(x = len)` beside
+/// `private(x = len)`; a privatized region cannot be preserved (a replay computes it in a
+/// shadow copy). `team` and `local` are not
 /// options of a relaxed CD: it spans its parent's ranks and recovers on its own rank.
 ///
 /// When the configuration gives the CD `kind = "strict"`, the same function runs as a strict
@@ -213,13 +220,18 @@ impl Class {
 /// The attribute's options.
 #[derive(Default)]
 struct Options {
-    preserve: Option<(Ident, Vec<Ident>)>,
+    /// `preserve(a, u = len, ..)`: each name, with a length when the cells a pointer points
+    /// to are preserved.
+    preserve: Option<(Ident, Vec<Preserved>)>,
     name: Option<LitStr>,
     team: Option<(Ident, Expr)>,
     local: Option<Ident>,
     /// `private(x = len, ..)` and `privatized(..)`, in the order given.
     classes: Vec<(Class, Regions)>,
 }
+
+/// A preserved parameter, with its length in elements when the cells it points to are preserved.
+type Preserved = (Ident, Option<Expr>);
 
 /// Region parameters and their lengths in elements: `x = len, y = len`.
 type Regions = Vec<(Ident, Expr)>;
@@ -242,14 +254,23 @@ fn parse_list<T>(
     Ok(out)
 }
 
-/// A list of names: `(a, b, ..)`.
-fn parse_names(input: ParseStream, what: &str) -> syn::Result<Vec<Ident>> {
+/// The list of `preserve(..)`: names, each with an optional length in elements (`u = len`,
+/// the cells a `GlobalPtr<T>` parameter points to).
+fn parse_preserved(input: ParseStream) -> syn::Result<Vec<Preserved>> {
     parse_list(input, |input| {
-        if input.peek(Ident::peek_any) {
-            input.call(Ident::parse_any)
-        } else {
-            Err(input.error(format!("expected the name of a parameter to {what}")))
+        if !input.peek(Ident::peek_any) {
+            return Err(input.error(
+                "expected the name of a parameter to preserve, or `u = len` for the cells a \
+                 `GlobalPtr<T>` parameter points to",
+            ));
         }
+        let name = input.call(Ident::parse_any)?;
+        if !input.peek(Token![=]) {
+            return Ok((name, None));
+        }
+        input.parse::<Token![=]>()?;
+        let len: Expr = input.parse()?;
+        Ok((name, Some(len)))
     })
 }
 
@@ -296,9 +317,12 @@ fn parse_options(kind: Kind, attr: TokenStream2) -> syn::Result<Options> {
                     return Err(twice());
                 }
                 if !meta.input.peek(token::Paren) {
-                    return Err(meta.error("expected the parameters to preserve: preserve(a, b)"));
+                    return Err(meta.error(
+                        "expected the parameters to preserve: preserve(a, b), or preserve(u = len) \
+                         for the cells a `GlobalPtr<T>` parameter points to",
+                    ));
                 }
-                o.preserve = Some((key, parse_names(meta.input, "preserve")?));
+                o.preserve = Some((key, parse_preserved(meta.input)?));
             }
             (_, "name") => {
                 if o.name.is_some() {
@@ -496,7 +520,7 @@ fn expand(kind: Kind, attr: TokenStream2, item: TokenStream2) -> syn::Result<Tok
     let mut seen: Vec<&Ident> = Vec::new();
     let empty = Vec::new();
     let list = options.preserve.as_ref().map_or(&empty, |(_, l)| l);
-    for name in list {
+    for (name, len) in list {
         if name == "self" {
             errors.push(Error::new_spanned(
                 name,
@@ -515,15 +539,28 @@ fn expand(kind: Kind, attr: TokenStream2, item: TokenStream2) -> syn::Result<Tok
             continue;
         }
         seen.push(name);
+        let key = LitStr::new(&name.to_string(), name.span());
+        if let Some(len) = len {
+            // The cells: the pointer itself is not restored, so it needs no `mut` binding.
+            match locate(&f, name) {
+                Found::Plain(_) => preserves.push(quote_spanned! {name.span()=>
+                    ::cd_runtime::__preserve_cells(#cd, #key, #name, #len);
+                }),
+                Found::Pattern => errors.push(pattern_error(kind, name, &fn_name, "preserves")),
+                Found::Missing => errors.push(missing_error(name, &fn_name)),
+            }
+            continue;
+        }
         match find_param(&mut f, name) {
-            Param::Plain { by_ref } => {
+            Param::Plain { by_ref, ty } => {
                 let arg = if by_ref {
                     quote_spanned!(name.span()=> &mut *#name)
                 } else {
                     quote_spanned!(name.span()=> &mut #name)
                 };
-                let key = LitStr::new(&name.to_string(), name.span());
+                let refusal = pointer_refusal(kind, name, &ty, by_ref);
                 preserves.push(quote_spanned! {name.span()=>
+                    #refusal
                     ::cd_runtime::__preserve_arg(#cd, #key, #arg);
                 });
             }
@@ -567,13 +604,26 @@ fn expand(kind: Kind, attr: TokenStream2, item: TokenStream2) -> syn::Result<Tok
                 continue;
             }
             declared.push((name, *class));
-            if seen.contains(&name) {
+            if list.iter().any(|(n, l)| n == name && l.is_none()) {
                 errors.push(Error::new_spanned(
                     name,
                     format!(
-                        "`{name}` is both preserved and declared {c}: preserve(..) would preserve \
-                         the pointer, not the region; preserve the region's contents in the body \
-                         with cd_runtime::current().preserve_global(\"{name}\", {name}, len)"
+                        "`{name}` is both preserved and declared {c}: preserve({name}) would \
+                         preserve the pointer, not the region; write preserve({name} = len) to \
+                         preserve the region's cells"
+                    ),
+                ));
+                continue;
+            }
+            if *class == Class::Privatized && seen.contains(&name) {
+                errors.push(Error::new_spanned(
+                    name,
+                    format!(
+                        "`{name}` is both preserved and declared privatized: a replay of the \
+                         completed CD computes the region in a shadow copy while other CDs may \
+                         read it, so its cells cannot be restored in place; declare it \
+                         private({name} = len) to preserve its cells, or preserve the inputs it \
+                         is computed from"
                     ),
                 ));
                 continue;
@@ -660,6 +710,48 @@ fn pattern_error(kind: Kind, name: &Ident, fn_name: &Ident, verb: &str) -> Error
     )
 }
 
+/// A compile-time check that the preserved parameter `name` (of type `ty` as written) holds
+/// no global pointer (`cd_runtime::HoldsGlobalPtr`): `preserve(name)` of one would preserve
+/// the pointer and silently leave the cells it points to unrestored.
+///
+/// The runtime's probe (autoref specialization) gives a refusal token for a type that holds a
+/// pointer; a local trait with the parameter's own name in its message is implemented for the
+/// other token only, so rustc's error names `name = len`.
+fn pointer_refusal(kind: Kind, name: &Ident, ty: &str, by_ref: bool) -> TokenStream2 {
+    let attr = kind.attr();
+    let message = format!(
+        "`{name}: {ty}` holds a global pointer: {attr} preserve({name}) would preserve the \
+         pointer, not the cells it points to"
+    );
+    let label = format!(
+        "for a `GlobalPtr<T>`, write preserve({name} = len) to preserve `len` elements it points to"
+    );
+    let note = format!(
+        "for a value that holds pointers among other state, preserve in the body what must be \
+         restored: cd_runtime::current().preserve_global(\"..\", ptr, len) for cells, \
+         cd_runtime::current().preserve(\"{name}\", ..) for the value itself"
+    );
+    let span = name.span();
+    let value = if by_ref {
+        quote_spanned!(span=> &*#name)
+    } else {
+        quote_spanned!(span=> &#name)
+    };
+    let cells = Ident::new("__PreserveTheCells", Span::mixed_site());
+    let check = Ident::new("__holds_no_pointer", Span::mixed_site());
+    quote_spanned! {span=>
+        {
+            #[diagnostic::on_unimplemented(message = #message, label = #label, note = #note)]
+            trait #cells {}
+            impl #cells for ::cd_runtime::__NoPointer {}
+            fn #check<K: #cells>(_: K) {}
+            #[allow(unused_imports)]
+            use ::cd_runtime::{__ProbeHoldsPointer as _, __ProbeNoPointer as _};
+            #check((&::cd_runtime::__Probe(#value)).__pointer_kind());
+        }
+    }
+}
+
 /// Tokens as a person would write them (`&Vec<f64>`, not `& Vec < f64 >`).
 fn shown(t: &impl ToTokens) -> String {
     let mut s = t.to_token_stream().to_string();
@@ -693,8 +785,9 @@ fn is_result(ty: &Type) -> bool {
 }
 
 enum Param {
-    /// A parameter bound to a plain name: `by_ref` when its type is `&mut T`.
-    Plain { by_ref: bool },
+    /// A parameter bound to a plain name: `by_ref` when its type is `&mut T`, whose type as
+    /// written is `ty`.
+    Plain { by_ref: bool, ty: String },
     /// A plain parameter of type `&T`.
     Shared(String),
     /// The name is bound inside a pattern (`(a, b): (f64, f64)`, `ref a`, `a @ ..`).
@@ -752,13 +845,19 @@ fn find_param(f: &mut ItemFn, name: &Ident) -> Param {
         unreachable!("locate returns a plain parameter")
     };
     match ty {
-        Type::Reference(r) if r.mutability.is_some() => Param::Plain { by_ref: true },
+        Type::Reference(ref r) if r.mutability.is_some() => Param::Plain {
+            by_ref: true,
+            ty: shown(&ty),
+        },
         Type::Reference(_) => Param::Shared(shown(&ty)),
         _ => {
             if mutability.is_none() {
                 *mutability = Some(Token![mut](ident.span()));
             }
-            Param::Plain { by_ref: false }
+            Param::Plain {
+                by_ref: false,
+                ty: shown(&ty),
+            }
         }
     }
 }

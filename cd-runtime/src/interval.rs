@@ -14,7 +14,7 @@
 //! formula optimizes; for a CD under the root it would not be contained at all.)
 //!
 //! Re-executing from the last preserved state means running again the steps since then, which
-//! only the code that drives the loop can do: a CD entered with [`crate::strict`] from the
+//! only the code that drives the loop can do: a CD entered with [`crate::strict()`] from the
 //! program's own loop ends when its body returns, and the bodies of the steps before are gone.
 //! So the interval applies to a loop the runtime drives, [`strict_steps`]: `body(cd, step)` for
 //! every step of a range. With an interval of n it runs **n consecutive steps as one execution
@@ -213,7 +213,7 @@ fn choose_daly(
 ) -> u64 {
     let (delta_ns, step_ns) = match reduce_over {
         Some(team) => pgas::runtime_hooks::internal(|| {
-            pgas::reduce_all(team, measured, |a: (u64, u64), b: (u64, u64)| {
+            pgas::reduce_all_on(team, measured, |a: (u64, u64), b: (u64, u64)| {
                 (a.0.max(b.0), a.1.max(b.1))
             })
             .wait()

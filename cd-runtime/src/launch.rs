@@ -19,11 +19,12 @@ use crate::report::Report;
 use crate::runtime::{self, CdRuntime, Installed, RuntimeRpcs, eprint_line};
 use crate::xor::XorRpcs;
 
-/// What a CD-managed job returns: each rank's result and the report summed over ranks.
+/// What a CD-managed job returns: the results of the ranks this process ran and the report
+/// summed over ranks.
 #[derive(Debug)]
 pub struct CdOutcome<R> {
-    /// Results in rank order.
-    pub results: Vec<R>,
+    /// The results of the ranks this process ran, in rank order (every rank's on smp).
+    pub results: pgas::RankResults<R>,
     /// The CD report (counts summed over ranks).
     pub report: Report,
     /// What the configuration named but the run never used ([`CdConfig::unused`],
@@ -333,9 +334,7 @@ where
             ra.extend(rb);
             (a.merge(b), ra)
         };
-        let total = pgas::runtime_hooks::internal(|| {
-            pgas::reduce_one(&pgas::world(), mine, merge, 0).wait()
-        });
+        let total = pgas::runtime_hooks::internal(|| pgas::reduce_one(mine, merge, 0).wait());
         if let Some((mut report, reached)) = total {
             let mut unused = config.unused(report.cds.iter().map(|c| (c.name.as_str(), c.level)));
             unused.extend(config.unreached(&reached));

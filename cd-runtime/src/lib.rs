@@ -2,9 +2,17 @@
 //! needs, detecting errors, and on failure restoring and re-executing only itself, escalating
 //! to its parent when it cannot contain the failure.
 //!
+//! A program depends on `pgas` and `cd-runtime`; [`launch`] runs it like `pgas::launch`, with
+//! a [`CdConfig`] (TOML: media, retries, injected faults) and a [`Report`] of what the CDs did.
+//!
+//! # Strict CDs
+//!
+//! A strict CD spans its parent's ranks: a failure on any of them re-executes it on all, from
+//! the state it preserved. Here rank 1 suffers an injected soft error in the second step:
+//!
 //! ```
 //! use cd_runtime as cd;
-//! use gasnet_bridge::LaunchConfig;
+//! use pgas::LaunchConfig;
 //!
 //! let config = cd::CdConfig::default()
 //!     .with_cd("step", "inject = { at = [{ rank = 1, iteration = 2, kind = \"soft\" }] }")
@@ -27,6 +35,86 @@
 //! assert_eq!(out.results, vec![32.0, 32.0]);
 //! assert_eq!(out.report.cd("step").unwrap().reexecutions, 2, "both ranks re-executed once");
 //! ```
+//!
+//! The attribute form [`macro@strict`] runs a function's body as the CD and preserves the named
+//! parameters: `preserve(x)` a value, `preserve(u = len)` the cells a `GlobalPtr` points to:
+//!
+//! ```
+//! use cd_runtime as cd;
+//! use pgas::{GlobalPtr, LaunchConfig};
+//!
+//! #[cd::strict(preserve(u = n))]
+//! fn smooth(u: GlobalPtr<f64>, n: usize) -> Result<f64, cd::CdError> {
+//!     let mut v = vec![0.0; n];
+//!     u.read_local_slice(&mut v).unwrap();
+//!     for x in v.iter_mut() {
+//!         *x = *x * 0.5 + 1.0; // not idempotent: right only on restored cells
+//!     }
+//!     u.write_local_slice(&v).unwrap();
+//!     Ok(v.iter().sum())
+//! }
+//!
+//! let config = cd::CdConfig::default()
+//!     .with_cd("smooth", "inject = { at = [{ rank = 0, iteration = 1, kind = \"soft\" }] }")
+//!     .unwrap();
+//! let job = LaunchConfig::new(2).segment_bytes(1 << 20);
+//! let out = cd::launch(&job, config, pgas::RpcTable::new(), || {
+//!     let u = pgas::new_array::<f64>(4).unwrap();
+//!     u.write_local_slice(&[4.0; 4]).unwrap(); // 4 -> 3 -> 2.5 -> 2.25
+//!     let mut sum = 0.0;
+//!     for _ in 0..3 {
+//!         sum = smooth(u, 4)?;
+//!     }
+//!     Ok(sum)
+//! })
+//! .unwrap();
+//! assert_eq!(out.results, vec![9.0, 9.0]);
+//! assert_eq!(out.report.cd("smooth").unwrap().reexecutions, 2);
+//! ```
+//!
+//! # Relaxed CDs
+//!
+//! A relaxed CD begins and completes on its own rank and logs its communication; after a
+//! failure that rank alone re-executes, replaying what others wrote into it, while the other
+//! ranks run on. Here rank 1 receives its left neighbour's value by `rput` in every step, and
+//! re-executes its second step alone:
+//!
+//! ```
+//! use cd_runtime as cd;
+//! use pgas::{LaunchConfig, barrier, rank_me, rank_n, world};
+//!
+//! let config = cd::CdConfig::default()
+//!     .with_cd("halo", "inject = { at = [{ rank = 1, iteration = 2, kind = \"soft\" }] }")
+//!     .unwrap();
+//! let job = LaunchConfig::new(3).segment_bytes(1 << 20);
+//! let out = cd::launch(&job, config, pgas::RpcTable::new(), || {
+//!     let inbox = pgas::new_array::<u64>(4).unwrap();
+//!     let boxes = pgas::allgather(inbox).wait();
+//!     let right = boxes[(rank_me() + 1) % rank_n()];
+//!     let mut sent = 0u64;
+//!     for step in 0..4 {
+//!         cd::relaxed("halo", |c| {
+//!             c.preserve("sent", &mut sent);
+//!             sent += 1; // restored before rank 1's re-execution, so counted once
+//!             pgas::rput((rank_me() * 10 + step) as u64, right + step).wait();
+//!             Ok(())
+//!         })?;
+//!     }
+//!     barrier();
+//!     let mut got = [0u64; 4];
+//!     inbox.read_local_slice(&mut got).unwrap();
+//!     Ok((sent, got))
+//! })
+//! .unwrap();
+//! assert_eq!(out.results[0], (4, [20, 21, 22, 23]));
+//! assert_eq!(out.results[1], (4, [0, 1, 2, 3]));
+//! assert_eq!(out.results[2], (4, [10, 11, 12, 13]));
+//! let halo = out.report.cd("halo").unwrap();
+//! assert_eq!((halo.reexecutions, halo.failures[0].ranks.as_slice()), (1, &[1][..]));
+//! ```
+//!
+//! [`macro@relaxed`] is its attribute form, which also declares the access classes of
+//! `GlobalPtr` parameters (`private(x = len)`, `privatized(x = len)`).
 
 // Unsafe code only where a function allows it and says why (clock.rs, private_files.rs).
 #![deny(unsafe_code)]
@@ -78,8 +166,7 @@ pub use cd::{Cd, Preservable};
 ///
 /// ```
 /// use cd_runtime as cd;
-/// use gasnet_bridge::LaunchConfig;
-/// use pgas::GlobalPtr;
+/// use pgas::{GlobalPtr, LaunchConfig};
 ///
 /// #[cd::relaxed(preserve(x), private(scratch = x.len()))]
 /// fn step(x: &mut Vec<f64>, scratch: GlobalPtr<f64>) -> Result<f64, cd::CdError> {
@@ -118,7 +205,7 @@ pub use cd_macros::relaxed;
 ///
 /// ```
 /// use cd_runtime as cd;
-/// use gasnet_bridge::LaunchConfig;
+/// use pgas::LaunchConfig;
 ///
 /// #[cd::strict(preserve(x))]
 /// fn step(x: &mut [f64]) -> Result<(), cd::CdError> {
@@ -159,8 +246,12 @@ pub use resume::{ResumeSource, Resumed};
 pub use rng::{CdRng, rng};
 pub use strict::{strict, strict_local, strict_on};
 
+pub use macro_support::HoldsGlobalPtr;
 #[doc(hidden)]
-pub use macro_support::{__preserve_arg, __private_arg, __privatized_arg, PreserveArg, RegionArg};
+pub use macro_support::{
+    __HoldsPointer, __NoPointer, __Probe, __ProbeHoldsPointer, __ProbeNoPointer, __preserve_arg,
+    __preserve_cells, __private_arg, __privatized_arg, PreserveArg, RegionArg,
+};
 
 /// The innermost CD of this rank (the root CD outside any `strict` call).
 pub fn current() -> Cd {

@@ -1,6 +1,9 @@
 //! Support for the `#[cd::strict(..)]` and `#[cd::relaxed(..)]` attributes (crate
-//! `cd-macros`): how a preserved argument is preserved, chosen by its type, and how a region
-//! argument is declared. Not for direct use.
+//! `cd-macros`): how a preserved argument is preserved, chosen by its type, the refusal of a
+//! preserved argument that holds a global pointer, and how a region argument is declared. Not
+//! for direct use.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use bytemuck::Pod;
 use pgas::GlobalPtr;
@@ -40,13 +43,79 @@ pub fn __preserve_arg<T: PreserveArg + ?Sized>(cd: &Cd, name: &str, value: &mut 
     value.preserve_arg(cd, name);
 }
 
-/// A region argument of `#[cd::relaxed(private(..), privatized(..))]`: a pointer into this
-/// rank's segment.
+/// A type that holds a [`GlobalPtr`]: `#[cd::strict(preserve(x))]` and
+/// `#[cd::relaxed(preserve(x))]` refuse to preserve it at compile time, because preserving a
+/// pointer restores the pointer, not the cells it points to (write `preserve(x = len)` for
+/// the cells).
+///
+/// Implemented for `GlobalPtr<T>` and for the standard containers of such types. A struct or
+/// tuple holding a pointer is refused only if it implements this trait:
+/// `impl cd_runtime::HoldsGlobalPtr for MyState {}`.
+pub trait HoldsGlobalPtr {}
+
+impl<T: 'static> HoldsGlobalPtr for GlobalPtr<T> {}
+impl<T: HoldsGlobalPtr> HoldsGlobalPtr for [T] {}
+impl<T: HoldsGlobalPtr, const N: usize> HoldsGlobalPtr for [T; N] {}
+impl<T: HoldsGlobalPtr> HoldsGlobalPtr for Vec<T> {}
+impl<T: HoldsGlobalPtr> HoldsGlobalPtr for VecDeque<T> {}
+impl<T: HoldsGlobalPtr> HoldsGlobalPtr for Option<T> {}
+impl<T: HoldsGlobalPtr + ?Sized> HoldsGlobalPtr for Box<T> {}
+impl<K, V: HoldsGlobalPtr, S> HoldsGlobalPtr for HashMap<K, V, S> {}
+impl<K, V: HoldsGlobalPtr> HoldsGlobalPtr for BTreeMap<K, V> {}
+
+/// The value a preserved argument's type is probed through (autoref specialization: method
+/// resolution prefers [`__ProbeHoldsPointer`], implemented on the probe itself when the type
+/// holds a pointer, to [`__ProbeNoPointer`], implemented on a reference to it for any type).
+#[doc(hidden)]
+pub struct __Probe<'a, T: ?Sized>(pub &'a T);
+
+/// The probe's answer for a type that holds a global pointer; the attribute's check refuses it.
+#[doc(hidden)]
+pub struct __HoldsPointer;
+
+/// The probe's answer for any other type; the attribute's check accepts it.
+#[doc(hidden)]
+pub struct __NoPointer;
+
+/// The probe's preferred method, for a type that holds a global pointer.
+#[doc(hidden)]
+pub trait __ProbeHoldsPointer {
+    /// Says the probed type holds a pointer.
+    fn __pointer_kind(&self) -> __HoldsPointer {
+        __HoldsPointer
+    }
+}
+
+impl<T: HoldsGlobalPtr + ?Sized> __ProbeHoldsPointer for __Probe<'_, T> {}
+
+/// The probe's fallback method, for any type.
+#[doc(hidden)]
+pub trait __ProbeNoPointer {
+    /// Says the probed type holds no pointer (as far as [`HoldsGlobalPtr`] tells).
+    fn __pointer_kind(&self) -> __NoPointer {
+        __NoPointer
+    }
+}
+
+impl<T: ?Sized> __ProbeNoPointer for &__Probe<'_, T> {}
+
+/// Preserves `len` elements at the pointer `ptr` as `name` in `cd` (restores them in a
+/// re-execution); what `preserve(x = len)` expands to.
+#[doc(hidden)]
+pub fn __preserve_cells<P: RegionArg>(cd: &Cd, name: &str, ptr: P, len: usize)
+where
+    P::Elem: Pod,
+{
+    cd.preserve_global(name, ptr.region_ptr(), len);
+}
+
+/// A pointer argument of the attributes' `x = len` forms (`preserve(..)`, and
+/// `#[cd::relaxed]`'s `private(..)`, `privatized(..)`): a pointer to `len` elements.
 #[doc(hidden)]
 #[diagnostic::on_unimplemented(
-    message = "`{Self}` is not a region of shared memory: #[cd::relaxed] declares access classes of `GlobalPtr<T>` parameters",
+    message = "`{Self}` is not a global pointer: `x = len` in #[cd::strict] and #[cd::relaxed] names a `GlobalPtr<T>` parameter",
     label = "expected a `pgas::GlobalPtr<T>`",
-    note = "private(x = len) and privatized(x = len) name a parameter of type `GlobalPtr<T>` and the region's length in elements of `T`"
+    note = "preserve(x = len), private(x = len) and privatized(x = len) name a parameter of type `GlobalPtr<T>` and a length in elements of `T`"
 )]
 pub trait RegionArg {
     /// The element type.

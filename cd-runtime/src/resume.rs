@@ -2,7 +2,7 @@
 //! relaunch from a checkpoint uses (`checkpoint/`), and that a rank replacing a killed one
 //! inside the job can use with another source (see `checkpoint/README.md`).
 //!
-//! The execution of the CD whose iteration is [`Resume::iteration`] *resumes*: each
+//! The execution of the CD whose iteration is [`Resumed::iteration`] *resumes*: each
 //! `preserve*` call first writes the resumed bytes of its name into the program's value, then
 //! preserves it as usual (`cd.rs`).
 

@@ -109,7 +109,7 @@ fn agree(team: &Team, kinds: FaultKinds) -> FaultKinds {
     // On the world team this is one barrier of the core plus a read of every rank's word.
     // The CD runtime's own traffic: unseen by the program's hook, no EC steps.
     let all = pgas::runtime_hooks::internal(|| {
-        pgas::reduce_all_u64(team, u64::from(kinds.0), |a, b| a | b)
+        pgas::reduce_all_u64_on(team, u64::from(kinds.0), |a, b| a | b)
     });
     FaultKinds(all as u32)
 }
@@ -122,7 +122,7 @@ fn agree_reason(team: &Team, mine: Option<(usize, String)>) -> (Option<usize>, S
         value
     } else {
         pgas::runtime_hooks::internal(|| {
-            pgas::reduce_all(
+            pgas::reduce_all_on(
                 team,
                 value,
                 |a: (u64, String), b: (u64, String)| {
@@ -464,7 +464,7 @@ fn plan_limited(
         }
     };
     let records: Vec<Record> =
-        pgas::runtime_hooks::internal(|| pgas::allgather(&frame.team, record).wait());
+        pgas::runtime_hooks::internal(|| pgas::allgather_on(&frame.team, record).wait());
     let d = match reexecution_set(&records, frame.team.members(), pgas::node_of) {
         Ok(d) => d,
         Err(why) => {

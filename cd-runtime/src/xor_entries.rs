@@ -86,7 +86,7 @@ pub(crate) fn preserve_many(
     let (off, cap) = rt.xor.staging.get().unwrap_or((0, 0));
     let lens: Vec<usize> = batch.iter().map(Vec::len).collect();
     let infos: Vec<(Vec<usize>, usize, usize)> =
-        internal(|| pgas::allgather(team, (lens, off, cap)).wait());
+        internal(|| pgas::allgather_on(team, (lens, off, cap)).wait());
     assert!(
         infos.iter().all(|i| i.0.len() == batch.len()),
         "CD {:?}: the members of xor checksum group {} preserved different numbers of entries          in one batch ({:?}); every member must preserve the same entries in the same order",
@@ -117,7 +117,7 @@ pub(crate) fn preserve_many(
     let offsets: Vec<usize> = if infos.iter().any(|i| i.2 < need) {
         // Every member sees the same sizes, so all take this branch together.
         let mine = rt.xor.ensure_staging(need);
-        internal(|| pgas::allgather(team, mine).wait())
+        internal(|| pgas::allgather_on(team, mine).wait())
     } else {
         infos.iter().map(|i| i.1).collect()
     };
@@ -230,7 +230,7 @@ pub(crate) fn rebuild(rt: &XorContext, frames: &[Rc<Frame>]) {
             continue;
         }
         let mine: Vec<bool> = entries.iter().map(|e| e.2).collect();
-        let all: Vec<Vec<bool>> = internal(|| pgas::allgather(&group.team, mine).wait());
+        let all: Vec<Vec<bool>> = internal(|| pgas::allgather_on(&group.team, mine).wait());
         assert!(
             all.iter().all(|v| v.len() == entries.len()),
             "xor checksum group {} (ranks {:?}): its members hold different numbers of xor \
@@ -267,7 +267,7 @@ fn rebuild_entry(rt: &XorContext, frame: &Frame, i: usize, k: usize) {
     } else {
         rt.xor.staging.get().map_or(0, |s| s.0)
     };
-    let infos: Vec<(bool, usize)> = internal(|| pgas::allgather(team, (lost_here, off)).wait());
+    let infos: Vec<(bool, usize)> = internal(|| pgas::allgather_on(team, (lost_here, off)).wait());
     let lost: Vec<usize> = (0..g).filter(|&m| infos[m].0).collect();
     assert_eq!(
         lost.len(),

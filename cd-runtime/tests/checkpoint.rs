@@ -53,7 +53,7 @@ fn strict_steps_job(c: CdConfig, total: u64) -> Result<Vec<RankOut>, CdLaunchErr
         x.push(t);
         Ok((x, resumed))
     })
-    .map(|o| o.results)
+    .map(|o| o.results.into_vec())
 }
 
 fn values(r: &[RankOut]) -> Vec<Vec<u64>> {

@@ -86,7 +86,7 @@ fn program(work: Work) -> impl Fn() -> Result<Vec<u64>, CdError> + Sync {
         let scratch = pgas::new_array::<f64>(N).unwrap();
         let init: Vec<f64> = (1..=N).map(|i| (me * 100 + i) as f64).collect();
         (u + 1).write_local_slice(&init).unwrap();
-        let ptrs = pgas::allgather(&pgas::world(), u).wait();
+        let ptrs = pgas::allgather(u).wait();
         for step in 0..STEPS {
             cd::strict("step", |_| work(u, &ptrs, scratch, step))?;
         }

@@ -90,7 +90,7 @@ fn a_loss_needing_an_uncounted_put_escalates_and_later_ones_recover_alone() {
         run(2, cfg, || {
             let me = rank_me();
             let flag = pgas::new_::<u64>(0).unwrap();
-            let flags: Vec<GlobalPtr<u64>> = internal(|| pgas::allgather(&world(), flag).wait());
+            let flags: Vec<GlobalPtr<u64>> = internal(|| pgas::allgather(flag).wait());
             let mut seen = Vec::new();
             for it in 0..4u64 {
                 let got = cd::strict("step", |c| {

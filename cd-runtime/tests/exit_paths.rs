@@ -177,7 +177,7 @@ fn relaxed_under_root(cfg: cd::CdConfig) -> Result<Vec<Vec<u64>>, CdLaunchError>
         let (me, n) = (pgas::rank_me(), pgas::rank_n());
         let v = pgas::new_array::<f64>(2).unwrap();
         v.write_local_slice(&[me as f64, 0.0]).unwrap();
-        let all = pgas::allgather(&pgas::world(), v).wait();
+        let all = pgas::allgather(v).wait();
         for t in 0..3u64 {
             cd::relaxed("cell", |c| {
                 c.preserve_global("v", v, 2);
@@ -198,7 +198,7 @@ fn relaxed_under_root(cfg: cd::CdConfig) -> Result<Vec<Vec<u64>>, CdLaunchError>
         v.read_local_slice(&mut x).unwrap();
         Ok(x.iter().map(|x| x.to_bits()).collect())
     })
-    .map(|o| o.results)
+    .map(|o| o.results.into_vec())
 }
 
 const LOSS: &str = "inject = { at = [{ rank = 1, iteration = 1, kind = \"rank_loss\" }] }\n";

@@ -345,6 +345,94 @@ fn error_returned_by_the_body_is_retried_then_escalates() {
     assert!(out.report.cd("generic").unwrap().escalations > 0);
 }
 
+/// The cells `u` points to, preserved with `u = n`: not idempotent, so a re-execution is
+/// right only if they were restored first.
+#[cd::strict(preserve(u = n), name = "cells")]
+fn cells_step(u: GlobalPtr<f64>, n: usize, k: usize) -> Result<f64, cd::CdError> {
+    let mut v = vec![0.0; n];
+    u.read_local_slice(&mut v).unwrap();
+    for (i, x) in v.iter_mut().enumerate() {
+        *x = *x * 1.5 + (i + k) as f64;
+    }
+    u.write_local_slice(&v).unwrap();
+    Ok(v.iter().sum())
+}
+
+/// The same body, preserving nothing, in a CD of the same name (the control).
+#[cd::strict(name = "cells")]
+fn cells_step_unpreserved(u: GlobalPtr<f64>, n: usize, k: usize) -> Result<f64, cd::CdError> {
+    let mut v = vec![0.0; n];
+    u.read_local_slice(&mut v).unwrap();
+    for (i, x) in v.iter_mut().enumerate() {
+        *x = *x * 1.5 + (i + k) as f64;
+    }
+    u.write_local_slice(&v).unwrap();
+    Ok(v.iter().sum())
+}
+
+fn cells_program(
+    f: fn(GlobalPtr<f64>, usize, usize) -> Result<f64, CdError>,
+) -> impl Fn() -> Result<(Vec<f64>, Vec<f64>), CdError> + Sync {
+    move || {
+        let n = 5;
+        let u = pgas::new_array::<f64>(n).unwrap();
+        u.write_local_slice(&[1.0, 2.0, 3.0, 4.0, 5.0]).unwrap();
+        let mut sums = Vec::new();
+        for k in 0..4 {
+            sums.push(f(u, n, k + pgas::rank_me())?);
+        }
+        let mut cells = vec![0.0; n];
+        u.read_local_slice(&mut cells).unwrap();
+        Ok((sums, cells))
+    }
+}
+
+#[test]
+fn preserved_pointee_is_restored_after_a_soft_error() {
+    let clean = run(CdConfig::default(), cells_program(cells_step));
+    let faulty = run(inject("cells"), cells_program(cells_step));
+    let stats = faulty.report.cd("cells").unwrap();
+    assert_eq!((stats.injected, stats.reexecutions), (1, 2));
+    assert_eq!(
+        stats.bytes_local,
+        2 * 4 * 5 * 8,
+        "5 f64 cells per step and rank (a re-execution restores, saves nothing): the cells, \
+         not the pointer"
+    );
+    assert_eq!(faulty.results, clean.results, "the fault-free answer");
+    // The control: without preserving the cells, the re-execution computes on cells the
+    // first execution already changed.
+    let careless = run(inject("cells"), cells_program(cells_step_unpreserved));
+    assert_eq!(careless.report.cd("cells").unwrap().reexecutions, 2);
+    assert_ne!(careless.results[1], clean.results[1]);
+}
+
+/// Relaxed: the cells of a private region preserved with `u = n`, re-executed on rank 1 alone.
+#[cd::relaxed(preserve(u = n), private(u = n), name = "relaxed_cells")]
+fn relaxed_cells(u: GlobalPtr<f64>, n: usize, k: usize) -> Result<f64, cd::CdError> {
+    cells_step_body(u, n, k)
+}
+
+fn cells_step_body(u: GlobalPtr<f64>, n: usize, k: usize) -> Result<f64, cd::CdError> {
+    let mut v = vec![0.0; n];
+    u.read_local_slice(&mut v).unwrap();
+    for (i, x) in v.iter_mut().enumerate() {
+        *x = *x * 1.5 + (i + k) as f64;
+    }
+    u.write_local_slice(&v).unwrap();
+    Ok(v.iter().sum())
+}
+
+#[test]
+fn relaxed_preserved_pointee_is_restored_on_one_rank() {
+    let clean = run(CdConfig::default(), cells_program(relaxed_cells));
+    let faulty = run(inject("relaxed_cells"), cells_program(relaxed_cells));
+    let stats = faulty.report.cd("relaxed_cells").unwrap();
+    assert_eq!(stats.reexecutions, 1, "rank 1 alone re-executed");
+    assert_eq!(stats.failures[0].ranks, [1]);
+    assert_eq!(faulty.results, clean.results, "the fault-free answer");
+}
+
 /// Relaxed: `u` preserved, `scratch` private, `out` privatized (logged once at completion).
 #[cd::relaxed(preserve(u), private(scratch = u.len()), privatized(out = 2))]
 fn relaxed_step(
@@ -412,7 +500,7 @@ fn relaxed_attribute_declares_private_regions() {
         .unwrap();
     let out = run(config, || {
         let buf = pgas::new_array::<u64>(4).unwrap();
-        let bufs = pgas::allgather(&pgas::world(), buf).wait();
+        let bufs = pgas::allgather(buf).wait();
         let target = (pgas::rank_me() == 0).then(|| bufs[1] + 2);
         let r = classified(buf, target);
         pgas::barrier();

@@ -131,7 +131,7 @@ fn file_job(cfg: &str) -> Result<Vec<(PathBuf, Vec<Seen>)>, CdLaunchError> {
         pgas::barrier();
         Ok((rank_dir, modes))
     })
-    .map(|out| out.results)
+    .map(|out| out.results.into_vec())
 }
 
 #[test]
@@ -319,7 +319,6 @@ fn a_flipped_byte_in_a_spilled_relaxed_log_escalates_naming_the_file() {
         let me = pgas::rank_me();
         let buf = pgas::new_array::<u64>(64).unwrap();
         let bufs: Vec<pgas::GlobalPtr<u64>> = pgas::reduce_all(
-            &pgas::world(),
             vec![(me, buf)],
             |mut a: Vec<(usize, pgas::GlobalPtr<u64>)>, b| {
                 a.extend(b);

@@ -10,10 +10,10 @@ use cd_runtime::relaxed::{RecoveryTrace, ReplayEvent};
 use cd_runtime::{CdConfig, CdError};
 use common::{config, run};
 use pgas::runtime_hooks::{self as resilience, internal};
-use pgas::{GlobalPtr, barrier, rank_me, rget, rput, world};
+use pgas::{GlobalPtr, barrier, rank_me, rget, rput};
 
 fn gather_ptrs<T: 'static>(p: GlobalPtr<T>) -> Vec<GlobalPtr<T>> {
-    internal(|| pgas::allgather(&world(), p).wait())
+    internal(|| pgas::allgather(p).wait())
 }
 
 fn internal_barrier() {

@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 use cd_runtime as cd;
 use common::{config, job};
 use pgas::runtime_hooks::internal;
-use pgas::{GlobalPtr, barrier, rank_me, rput, world};
+use pgas::{GlobalPtr, barrier, rank_me, rput};
 
 fn gather_ptrs<T: 'static>(p: GlobalPtr<T>) -> Vec<GlobalPtr<T>> {
-    internal(|| pgas::allgather(&world(), p).wait())
+    internal(|| pgas::allgather(p).wait())
 }
 
 /// Waits, making progress, until `slot` of this rank holds `value`.
@@ -178,7 +178,7 @@ fn ring(faults: &[(usize, usize)]) -> (Vec<Vec<u64>>, u64, u64) {
     })
     .unwrap_or_else(|e| panic!("faults {faults:?}: {e}"));
     let s = out.report.cd("c").unwrap();
-    (out.results, s.reexecutions, s.escalations)
+    (out.results.into_vec(), s.reexecutions, s.escalations)
 }
 
 /// Faults in many rounds of many ranks, several runs: every recovery stays on its rank (no

@@ -47,8 +47,8 @@ fn a_reader_never_sees_the_re_execution_of_a_completed_privatized_region() {
         let (bufs, flags) = internal(|| {
             let w = pgas::world();
             (
-                pgas::allgather(&w, buf).wait(),
-                pgas::allgather(&w, flag).wait(),
+                pgas::allgather_on(&w, buf).wait(),
+                pgas::allgather_on(&w, flag).wait(),
             )
         });
         // Rank 1: per execution of "inner", whether it computed in place and what `buf`
@@ -181,8 +181,8 @@ fn entries_logged_after_a_privatized_completion_are_still_served_from_the_log() 
         let (values, flags) = internal(|| {
             let w = pgas::world();
             (
-                pgas::allgather(&w, value).wait(),
-                pgas::allgather(&w, flag).wait(),
+                pgas::allgather_on(&w, value).wait(),
+                pgas::allgather_on(&w, flag).wait(),
             )
         });
         let got = RefCell::new(Vec::new());

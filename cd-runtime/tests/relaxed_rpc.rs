@@ -14,7 +14,7 @@ use cd_runtime::relaxed::{RecoveryTrace, ReplayEvent};
 use cd_runtime::{CdConfig, CdError, CdOutcome};
 use common::{config, job};
 use pgas::runtime_hooks::internal;
-use pgas::{GlobalPtr, RpcFn, RpcTable, barrier, rank_me, rank_n, rpc, rpc_ff, rput, world};
+use pgas::{GlobalPtr, RpcFn, RpcTable, barrier, rank_me, rank_n, rpc, rpc_ff, rput};
 
 /// Words of a rank's inbox: the increments' word, the halo, the halo's arrival flag.
 const INBOX: usize = 2 + HALO;
@@ -61,7 +61,7 @@ fn ring(f: Rpcs) -> Result<(Out, Vec<RecoveryTrace>), CdError> {
     let (me, n) = (rank_me(), rank_n());
     let inbox = pgas::new_array::<u64>(INBOX).unwrap();
     inbox.write_local(me as u64 + 1).unwrap();
-    let inboxes = internal(|| pgas::allgather(&world(), inbox).wait());
+    let inboxes = internal(|| pgas::allgather(inbox).wait());
     let (right, left) = ((me + 1) % n, (me + n - 1) % n);
     let mut acc = me as u64;
     for step in 0..STEPS {
@@ -202,7 +202,7 @@ fn an_rpc_whose_replayed_reply_differs_escalates() {
         let out = cd::launch(&job(2), cfg, t, move || {
             let me = rank_me();
             let word = pgas::new_array::<u64>(1).unwrap();
-            let words = internal(|| pgas::allgather(&world(), word).wait());
+            let words = internal(|| pgas::allgather(word).wait());
             let r = cd::relaxed("nd", |c| {
                 c.preserve_global("word", word, 1);
                 barrier();
@@ -267,7 +267,7 @@ fn an_rpc_function_that_communicates_is_refused() {
             let me = rank_me();
             ECHOES.with(|c| c.set(0));
             let word = pgas::new_array::<u64>(2).unwrap();
-            let words = internal(|| pgas::allgather(&world(), word).wait());
+            let words = internal(|| pgas::allgather(word).wait());
             let r = cd::relaxed("cm", |c| {
                 c.preserve_global("word", word, 1);
                 barrier();

@@ -7,10 +7,10 @@ mod common;
 use cd_runtime as cd;
 use common::{config, job};
 use pgas::runtime_hooks::internal;
-use pgas::{GlobalPtr, barrier, rank_me, rput, world};
+use pgas::{GlobalPtr, barrier, rank_me, rput};
 
 fn gather_ptrs<T: 'static>(p: GlobalPtr<T>) -> Vec<GlobalPtr<T>> {
-    internal(|| pgas::allgather(&world(), p).wait())
+    internal(|| pgas::allgather(p).wait())
 }
 
 fn soft_error_on(rank: usize) -> cd::CdConfig {

@@ -20,7 +20,6 @@ use std::time::Instant;
 use cd_runtime as cd;
 use pgas::{
     GlobalPtr, LaunchConfig, RpcTable, barrier, broadcast, new_array, rank_me, rank_n, reduce_all,
-    world,
 };
 
 use crate::{
@@ -435,8 +434,8 @@ impl Block {
     /// The checksum of the whole grid's current values (collective: reduced over all ranks).
     pub fn checksum(&self) -> Checksum {
         let Checksum { sum, print } = self.cur.checksum(self.n);
-        let sum = reduce_all(&world(), sum, |a: i128, b: i128| a + b).wait();
-        let print = reduce_all(&world(), print, |a: u64, b: u64| a.wrapping_add(b)).wait();
+        let sum = reduce_all(sum, |a: i128, b: i128| a + b).wait();
+        let print = reduce_all(print, |a: u64, b: u64| a.wrapping_add(b)).wait();
         Checksum { sum, print }
     }
 
@@ -452,7 +451,7 @@ impl Block {
         serial_check: bool,
     ) -> Result<RankReport, String> {
         let checksum = self.checksum();
-        if broadcast(&world(), checksum, 0).wait() != checksum {
+        if broadcast(checksum, 0).wait() != checksum {
             return Err("this rank's reduced checksum differs from rank 0's".into());
         }
         let serial_checked = rank_me() == 0 && serial_check;

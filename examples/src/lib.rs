@@ -19,8 +19,8 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use pgas::{
-    DistObject, LaunchConfig, RpcTable, barrier, ops, rank_n, reduce_all, reduce_one, when_all,
-    world,
+    DistObject, LaunchConfig, RankResults, RpcTable, barrier, ops, rank_n, reduce_all, reduce_one,
+    when_all,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -186,7 +186,7 @@ pub fn conclude<R>(outcome: Result<R, String>) -> Concluded<R>
 where
     R: Serialize + DeserializeOwned + 'static,
 {
-    let failed = reduce_all(&world(), u64::from(outcome.is_err()), ops::add).wait();
+    let failed = reduce_all(u64::from(outcome.is_err()), ops::add).wait();
     let (error, values) = match outcome {
         Err(e) => (Some(e), None),
         Ok(_) if failed > 0 => (None, None),
@@ -195,7 +195,7 @@ where
                 a.extend(b);
                 a
             };
-            (None, reduce_one(&world(), vec![v], concat, 0).wait())
+            (None, reduce_one(vec![v], concat, 0).wait())
         }
     };
     Concluded {
@@ -215,8 +215,8 @@ struct Gathered<R> {
     values: Option<Vec<R>>,
 }
 
-fn gather<R>(results: Vec<Concluded<R>>) -> Gathered<R> {
-    let here = pgas::returned_ranks(results.len()).unwrap_or(0..0);
+fn gather<R>(results: RankResults<Concluded<R>>) -> Gathered<R> {
+    let here = results.ranks();
     let mut g = Gathered {
         errors: Vec::new(),
         failed: 0,
@@ -239,7 +239,7 @@ fn gather<R>(results: Vec<Concluded<R>>) -> Gathered<R> {
 /// failed; `None` in a process that did not run rank 0.
 pub fn finish<R, E: Display>(
     program: &str,
-    results: Result<Vec<Concluded<R>>, E>,
+    results: Result<RankResults<Concluded<R>>, E>,
 ) -> Option<Vec<R>> {
     let results = results.unwrap_or_else(|e| {
         pgas::stderr_line(format_args!("{program}: error: {e}"));
@@ -270,7 +270,7 @@ pub fn finish<R, E: Display>(
 /// gathered by [`conclude`] (`None` in a process that did not run rank 0), or, if some rank's
 /// check failed, an error naming how many and the messages of the ranks this process ran;
 /// nothing printed, no exit.
-pub fn gathered<R>(results: Vec<Concluded<R>>) -> Result<Option<Vec<R>>, String> {
+pub fn gathered<R>(results: RankResults<Concluded<R>>) -> Result<Option<Vec<R>>, String> {
     let g = gather(results);
     if g.failed > 0 {
         let messages: Vec<String> = g

@@ -17,7 +17,7 @@ pub struct LaunchConfig {
     /// Ranks per emulated node; `None` puts every rank on node 0.
     pub ranks_per_node: Option<usize>,
     /// Whether writes are counted at their targets (the IWC); off unless a resilience
-    /// runtime that reads the counters asks for it (see [`crate::counters`]).
+    /// runtime that reads the counters asks for it (see `counters.rs`).
     pub write_counting: WriteCounting,
 }
 

@@ -304,8 +304,8 @@ impl Endpoint {
     /// incoming write per piece, consecutively; the ack describes the last piece (see
     /// [`crate::vector::piece_iwc`]). An empty list writes nothing and returns a default ack.
     /// Nothing is written if any piece lies outside the segment, the sizes differ, or the
-    /// transfer is larger than one may be (see [`crate::vector`]: a segment's size in bytes, at
-    /// most [`crate::vector::max_pieces`] pieces).
+    /// transfer is larger than one may be (see `vector.rs`: a segment's size in bytes, at
+    /// most `vector::max_pieces` pieces).
     pub fn put_vector(
         &self,
         rank: usize,

@@ -84,7 +84,7 @@ pub enum BridgeError {
     },
 
     /// A vector put or get larger than one transfer may be (see
-    /// [`crate::vector::max_pieces`]).
+    /// `vector::max_pieces`).
     #[error(
         "vector transfer of {pieces} pieces totalling {total} bytes exceeds what one transfer \
          may move: at most {max_pieces} pieces and {segment_len} bytes (the segment size); \

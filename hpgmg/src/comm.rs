@@ -22,7 +22,7 @@ use std::collections::HashMap;
 
 use std::sync::atomic::{Ordering, fence};
 
-use pgas::{Completions, GlobalPtr, Promise, RpcFn, RpcTable, allgather, new_array, world};
+use pgas::{Completions, GlobalPtr, Promise, RpcFn, RpcTable, allgather, new_array};
 
 use crate::kernels::NUM_SMOOTHS;
 
@@ -293,7 +293,7 @@ impl<T: Clone> Plan<T> {
         } else {
             GlobalPtr::null()
         };
-        let bases = allgather(&world(), (inbox.offset() as u64, flags.offset() as u64)).wait();
+        let bases = allgather((inbox.offset() as u64, flags.offset() as u64)).wait();
         let mut plan = Plan {
             id,
             send_items: Vec::new(),

@@ -97,15 +97,8 @@ pub fn run_job(
             (out.results, Some(out.report))
         }
     };
-    let Some(here) = pgas::returned_ranks(job.ranks) else {
-        return Ok(None);
-    };
-    let mut report = None;
-    for (rank, r) in here.into_iter().zip(results) {
-        if rank == 0 {
-            report = r;
-        }
-    }
+    // Rank 0's report, in the one process that ran rank 0.
+    let report = results.into_rank0().flatten();
     Ok(report.map(|report| JobOutput { report, cd_report }))
 }
 

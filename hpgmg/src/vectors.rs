@@ -79,11 +79,7 @@ fn reduce_sum(level: &Level, a: usize, b: usize, f: impl Fn(f64, f64) -> f64) ->
         .iter()
         .map(|blk| (level.boxes[blk.box_id].global_id as u32, tile_sum(blk)))
         .collect();
-    let mut all: Vec<(u32, f64)> = pgas::allgather(&pgas::world(), mine)
-        .wait()
-        .into_iter()
-        .flatten()
-        .collect();
+    let mut all: Vec<(u32, f64)> = pgas::allgather(mine).wait().into_iter().flatten().collect();
     // Stable: the tiles of one box come from one rank, in tile order.
     all.sort_by_key(|&(id, _)| id);
     let mut level_sum = 0.0;
@@ -128,7 +124,7 @@ pub fn norm(level: &Level, a: usize) -> f64 {
         }
     }
     if world_ranks() > 1 {
-        max_norm = pgas::reduce_all(&pgas::world(), max_norm, pgas::ops::max).wait();
+        max_norm = pgas::reduce_all(max_norm, pgas::ops::max).wait();
     }
     max_norm
 }

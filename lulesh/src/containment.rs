@@ -49,7 +49,7 @@
 //! rank around the rank's cycle body (around the n cycles of a step with
 //! `interval = n`: the step's agreement and copy, the inner CD's comparison
 //! with them, come once per n cycles; a recovery replays n cycles' logs). The inner CD is entered with
-//! [`cd::relaxed`] when, and only when, the configuration says `relaxed` for
+//! [`cd::relaxed()`] when, and only when, the configuration says `relaxed` for
 //! it (read once before the run with [`CdConfig::settings`]); without that
 //! there is no inner CD and the run is exactly the strict one. This does not
 //! depend on whether `kind` also turns a `cd::strict` call into a relaxed CD.
@@ -520,7 +520,7 @@ pub fn run(
         Ok(out) => {
             // The CD report is summed at rank 0: it goes with rank 0's report.
             let cd_report = out.report;
-            Ok(distributed::rank0_result(out.results, ranks)
+            Ok(distributed::rank0_result(out.results)
                 .map(|report| CdRunOutput { report, cd_report }))
         }
         // Checked against the job before it starts (exact faults on ranks

@@ -24,7 +24,7 @@ use std::sync::atomic::{Ordering, fence};
 
 use pgas::{
     Completions, DistObject, GlobalPtr, LaunchConfig, Promise, RpcFn, RpcTable, new_array, ops,
-    reduce_all, reduce_one, rput_with, world,
+    reduce_all, reduce_one, rput_with,
 };
 
 use crate::comm::{Comm, Msg, SingleRank};
@@ -468,13 +468,11 @@ impl Comm for PgasComm {
     }
 
     fn allreduce_min(&mut self, value: f64) -> f64 {
-        reduce_all(&world(), value, ops::min).wait()
+        reduce_all(value, ops::min).wait()
     }
 
     fn reduce_max(&mut self, value: f64) -> f64 {
-        reduce_one(&world(), value, ops::max, 0)
-            .wait()
-            .unwrap_or(value)
+        reduce_one(value, ops::max, 0).wait().unwrap_or(value)
     }
 
     fn barrier(&mut self) {
@@ -526,13 +524,8 @@ pub fn mpi_process() -> Result<Option<MpiProcess>, LuleshError> {
 
 /// The report of rank 0 out of a job's `results`, if this process ran rank 0
 /// (on smp it ran every rank; under mpi only rank 0's process did).
-pub(crate) fn rank0_result<T>(results: Vec<Option<T>>, ranks: usize) -> Option<T> {
-    // The results are those of `here`, in rank order: rank 0's comes first if it is there.
-    let here = pgas::returned_ranks(ranks)?;
-    if !here.contains(&0) {
-        return None;
-    }
-    results.into_iter().next().flatten()
+pub(crate) fn rank0_result<T>(results: pgas::RankResults<Option<T>>) -> Option<T> {
+    results.into_rank0().flatten()
 }
 
 /// Fails the job (`fail`) when it does not span `ranks` ranks: under mpi the
@@ -640,7 +633,7 @@ pub fn run_with_arrival(
         rank0.then(|| FinalReport::new(&sim.domain, elapsed, opts.nx, num_ranks))
     });
     match outcome {
-        Ok(reports) => Ok(rank0_result(reports, ranks)),
+        Ok(reports) => Ok(rank0_result(reports)),
         Err(e) => Err(failure.or(|| LuleshError::Launch(e.to_string()))),
     }
 }

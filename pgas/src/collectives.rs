@@ -1,6 +1,9 @@
 //! Collectives on any team, built from pgas messages: barrier, broadcast, reduce_one,
 //! reduce_all (and the allgather that `split` uses).
 //!
+//! Each comes in two forms: the plain name over every rank (`reduce_all(value, op)`, as UPC++
+//! defaults its team argument to the world), and `*_on(&team, ..)` over a team's members.
+//!
 //! Each team numbers its collectives; all members call them in the same order, so
 //! (team id, sequence number) names one operation everywhere, and a phase names one step of
 //! it (a tree's upward or downward pass, a barrier's round). Messages for an operation or a
@@ -54,7 +57,7 @@
 //!
 //! Every collective advances the EC on entry and on completion (a barrier as `BarrierEnter`
 //! and `BarrierExit`), as seed 003 asks of synchronizations, and is seen by the hook as one
-//! operation with its result (see [`Interceptor`](crate::runtime_hooks::Interceptor)); the
+//! operation with its result (see [`crate::runtime_hooks::Interceptor`]); the
 //! messages it is made of are not.
 
 use std::cell::{Cell, RefCell};
@@ -613,8 +616,16 @@ where
 const COLLECTIVE: (SyncEvent, SyncEvent) = (SyncEvent::Collective, SyncEvent::Collective);
 const BARRIER: (SyncEvent, SyncEvent) = (SyncEvent::BarrierEnter, SyncEvent::BarrierExit);
 
+/// Every rank's `value`, in rank order, given to all ranks (MPI `Allgather` on the world team).
+pub fn allgather<T>(value: T) -> Future<Vec<T>>
+where
+    T: Serialize + DeserializeOwned + 'static,
+{
+    allgather_on(&world(), value)
+}
+
 /// Every member's `value`, in team-rank order, given to all members (MPI `Allgather`).
-pub fn allgather<T>(team: &Team, value: T) -> Future<Vec<T>>
+pub fn allgather_on<T>(team: &Team, value: T) -> Future<Vec<T>>
 where
     T: Serialize + DeserializeOwned + 'static,
 {
@@ -636,9 +647,14 @@ impl Team {
     }
 }
 
+/// Completes when every rank has entered it; does not block (UPC++ `barrier_async`).
+pub fn barrier_async() -> Future<()> {
+    barrier_async_on(&world())
+}
+
 /// Completes when every member of `team` has entered it; does not block (UPC++
-/// `barrier_async`).
-pub fn barrier_async(team: &Team) -> Future<()> {
+/// `barrier_async` on a team).
+pub fn barrier_async_on(team: &Team) -> Future<()> {
     let team2 = team.clone();
     collective(team, CollectiveKind::Barrier, BARRIER, || {
         let seq = runtime::with(|rt| rt.state::<CollectiveState>().next_seq(team.id()));
@@ -657,7 +673,7 @@ pub fn barrier_on(team: &Team) {
     if team.id() == world().id() {
         return barrier();
     }
-    barrier_async(team).wait()
+    barrier_async_on(team).wait()
 }
 
 /// Blocks until every rank has entered it (the world barrier of the communication core).
@@ -693,11 +709,22 @@ pub fn barrier() {
     .wait()
 }
 
+/// Gives `value` from rank `root` to every rank (other ranks' `value` is ignored).
+///
+/// # Panics
+/// If `root` is not a rank of the job.
+pub fn broadcast<T>(value: T, root: usize) -> Future<T>
+where
+    T: Serialize + DeserializeOwned + 'static,
+{
+    broadcast_on(&world(), value, root)
+}
+
 /// Gives `value` from team rank `root` to every member (other members' `value` is ignored).
 ///
 /// # Panics
 /// If `root` is not a team rank.
-pub fn broadcast<T>(team: &Team, value: T, root: usize) -> Future<T>
+pub fn broadcast_on<T>(team: &Team, value: T, root: usize) -> Future<T>
 where
     T: Serialize + DeserializeOwned + 'static,
 {
@@ -712,9 +739,19 @@ where
     })
 }
 
+/// Folds every rank's `value` with `op` in rank order; the result is `Some` at rank `root`,
+/// `None` elsewhere.
+pub fn reduce_one<T, F>(value: T, op: F, root: usize) -> Future<Option<T>>
+where
+    T: Serialize + DeserializeOwned + 'static,
+    F: Fn(T, T) -> T + 'static,
+{
+    reduce_one_on(&world(), value, op, root)
+}
+
 /// Folds every member's `value` with `op` in team-rank order; the result is `Some` at `root`,
 /// `None` elsewhere.
-pub fn reduce_one<T, F>(team: &Team, value: T, op: F, root: usize) -> Future<Option<T>>
+pub fn reduce_one_on<T, F>(team: &Team, value: T, op: F, root: usize) -> Future<Option<T>>
 where
     T: Serialize + DeserializeOwned + 'static,
     F: Fn(T, T) -> T + 'static,
@@ -735,8 +772,17 @@ where
     reduce_to(team, seq, value, op, root, flat(team))
 }
 
+/// Folds every rank's `value` with `op` in rank order and gives the result to all.
+pub fn reduce_all<T, F>(value: T, op: F) -> Future<T>
+where
+    T: Serialize + DeserializeOwned + 'static,
+    F: Fn(T, T) -> T + 'static,
+{
+    reduce_all_on(&world(), value, op)
+}
+
 /// Folds every member's `value` with `op` in team-rank order and gives the result to all.
-pub fn reduce_all<T, F>(team: &Team, value: T, op: F) -> Future<T>
+pub fn reduce_all_on<T, F>(team: &Team, value: T, op: F) -> Future<T>
 where
     T: Serialize + DeserializeOwned + 'static,
     F: Fn(T, T) -> T + 'static,
@@ -744,6 +790,11 @@ where
     collective(team, CollectiveKind::ReduceAll, COLLECTIVE, || {
         reduce_all_messages(team, value, op)
     })
+}
+
+/// [`reduce_all_u64_on`] over every rank.
+pub fn reduce_all_u64(value: u64, op: impl Fn(u64, u64) -> u64 + 'static) -> u64 {
+    reduce_all_u64_on(&world(), value, op)
 }
 
 /// Folds one `u64` per member with `op` in team-rank order and gives the result to all: what
@@ -765,9 +816,9 @@ where
 /// The hook sees it as one collective ([`CollectiveKind::ReduceAllU64`]) with its result, not
 /// the barrier, loads or messages it is built from (as the messages of the other
 /// collectives); served from a log, the rank writes, sends, waits for and reads nothing.
-pub fn reduce_all_u64(team: &Team, value: u64, op: impl Fn(u64, u64) -> u64 + 'static) -> u64 {
+pub fn reduce_all_u64_on(team: &Team, value: u64, op: impl Fn(u64, u64) -> u64 + 'static) -> u64 {
     if team.id() != world().id() {
-        return reduce_all(team, value, op).wait();
+        return reduce_all_on(team, value, op).wait();
     }
     let words = algorithm() != Algorithm::Tree && team.shares_memory();
     let run = move || {

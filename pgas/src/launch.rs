@@ -12,17 +12,24 @@ use crate::dist_object;
 use crate::dist_registry::DistRegistry;
 use crate::messages;
 use crate::pending::Pending;
+use crate::rank_results::RankResults;
 use crate::rpc::{self, PendingReplies, RpcTable};
 use crate::runtime::{self, RESERVED, Runtime};
 use crate::team::TeamRegistry;
 use crate::wire::Kind;
 
 /// Runs `body` on every rank of a job shaped by `config`, with the rpc functions of `rpcs`,
-/// and returns each rank's result in rank order (UPC++ `init`/`finalize` around the body).
+/// and returns the results of the ranks this process ran, in rank order (UPC++
+/// `init`/`finalize` around the body): every rank's on smp, this process's rank's under
+/// mpirun. [`RankResults::print_once`] prints a report once on either.
 ///
 /// Before a rank returns, every operation in flight anywhere in the job completes (rpcs run,
 /// replies arrive). If a rank panics, the error names it and its message.
-pub fn launch<R, F>(config: &LaunchConfig, rpcs: RpcTable, body: F) -> Result<Vec<R>, LaunchError>
+pub fn launch<R, F>(
+    config: &LaunchConfig,
+    rpcs: RpcTable,
+    body: F,
+) -> Result<RankResults<R>, LaunchError>
 where
     R: Send,
     F: Fn() -> R + Sync,
@@ -41,7 +48,7 @@ where
     let msg_handler = handlers.register("pgas.message", |token: &Token<'_>| {
         messages::receive(token, deliver)
     });
-    gasnet_bridge::launch(config, handlers, |ep| {
+    let tagged = gasnet_bridge::launch(config, handlers, |ep| {
         // The most used first: `Runtime::state` looks them up in this order.
         let states: Vec<Box<dyn Any>> = vec![
             Box::new(PendingReplies::default()),
@@ -51,8 +58,15 @@ where
             Box::new(TeamRegistry::new(ep)),
         ];
         let rt = Runtime::new(ep, msg_handler, Box::new(Pending::default()), states);
-        runtime::run_rank(&rt, &body)
-    })
+        (ep.rank(), ep.ranks(), runtime::run_rank(&rt, &body))
+    })?;
+    let first = tagged.first().map_or(0, |t| t.0);
+    let job_ranks = tagged.first().map_or(0, |t| t.1);
+    Ok(RankResults::new(
+        first,
+        job_ranks,
+        tagged.into_iter().map(|(_, _, r)| r).collect(),
+    ))
 }
 
 /// [`launch`] shaped by `PGAS_RANKS` (default `default_ranks`), `PGAS_SEGMENT_MB` and
@@ -61,7 +75,7 @@ pub fn launch_from_env<R, F>(
     default_ranks: usize,
     rpcs: RpcTable,
     body: F,
-) -> Result<Vec<R>, LaunchError>
+) -> Result<RankResults<R>, LaunchError>
 where
     R: Send,
     F: Fn() -> R + Sync,

@@ -2,7 +2,36 @@
 //!
 //! Every rank owns a slice of a global address space and reaches the others' through
 //! [`GlobalPtr`] with one-sided [`rput`] / [`rget`]; [`rpc()`] ships work to a rank; results are
-//! [`Future`]s. A program is a closure run on every rank by [`launch`]:
+//! [`Future`]s. A program is a closure run on every rank by [`launch`], which returns the
+//! results of the ranks this process ran (all of them on the default smp conduit).
+//!
+//! # Global pointers and one-sided puts
+//!
+//! Each rank allocates in its shared segment; [`allgather`] shares the pointers; [`rput`]
+//! writes into another rank's memory without its involvement:
+//!
+//! ```
+//! use pgas::{LaunchConfig, RpcTable, barrier, launch, rank_me, rank_n, world};
+//!
+//! let out = launch(&LaunchConfig::new(4).segment_bytes(1 << 20), RpcTable::new(), || {
+//!     let mine = pgas::new_array::<u64>(2).unwrap();
+//!     let all = pgas::allgather(mine).wait();
+//!     let right = all[(rank_me() + 1) % rank_n()];
+//!     pgas::rput_slice(&[rank_me() as u64, 7], right).wait(); // into the right neighbour
+//!     barrier(); // every put has landed
+//!     let left_wrote = pgas::rget(mine).wait(); // a get of one's own memory works too
+//!     let mut both = [0u64; 2];
+//!     mine.read_local_slice(&mut both).unwrap();
+//!     (left_wrote, both[1])
+//! })
+//! .unwrap();
+//! assert_eq!(out, vec![(3, 7), (0, 7), (1, 7), (2, 7)]);
+//! ```
+//!
+//! # Remote procedure calls
+//!
+//! A function registered in an [`RpcTable`] before the job runs on the rank named in
+//! [`rpc()`]; its result comes back as a future ([`rpc_ff`] sends without a reply):
 //!
 //! ```
 //! use pgas::{launch, rank_me, rank_n, LaunchConfig, RpcTable};
@@ -16,6 +45,79 @@
 //! .unwrap();
 //! assert_eq!(out, vec![1, 4, 0]);
 //! ```
+//!
+//! # Remote atomics
+//!
+//! An [`AtomicDomain`] applies atomic operations to shared memory of any rank:
+//!
+//! ```
+//! use pgas::{AtomicDomain, LaunchConfig, RpcTable, barrier, broadcast, launch, world};
+//!
+//! let out = launch(&LaunchConfig::new(4).segment_bytes(1 << 20), RpcTable::new(), || {
+//!     // Rank 0's counter, its pointer broadcast to all.
+//!     let mine = pgas::new_::<u64>(0).unwrap();
+//!     let counter = broadcast(mine, 0).wait();
+//!     let ad = AtomicDomain::<u64>::new();
+//!     ad.fetch_add(counter, 10).wait();
+//!     barrier();
+//!     ad.load(counter).wait()
+//! })
+//! .unwrap();
+//! assert_eq!(out, vec![40; 4]);
+//! ```
+//!
+//! # Collectives
+//!
+//! Reductions, broadcasts, gathers and barriers over a [`Team`] ([`world`] is every rank):
+//!
+//! ```
+//! use pgas::{LaunchConfig, RpcTable, launch, ops, rank_me, world};
+//!
+//! let out = launch(&LaunchConfig::new(4).segment_bytes(1 << 20), RpcTable::new(), || {
+//!     let sum = pgas::reduce_all(rank_me() as u64, ops::add).wait();
+//!     let max = pgas::reduce_all(rank_me() as f64, ops::max).wait();
+//!     let from_two = pgas::broadcast(rank_me() * 100, 2).wait();
+//!     let evens = world().split((rank_me() % 2) as u64, rank_me() as u64);
+//!     let even_sum = pgas::reduce_all_on(&evens, rank_me(), ops::add).wait();
+//!     (sum, max, from_two, even_sum)
+//! })
+//! .unwrap();
+//! assert_eq!(out[0], (6, 3.0, 200, 2));
+//! assert_eq!(out[1], (6, 3.0, 200, 4));
+//! ```
+//!
+//! # Distributed objects
+//!
+//! A [`DistObject`] has one instance per rank, readable from any rank:
+//!
+//! ```
+//! use pgas::{DistObject, LaunchConfig, RpcTable, launch, rank_me, rank_n};
+//!
+//! let out = launch(&LaunchConfig::new(3).segment_bytes(1 << 20), RpcTable::new(), || {
+//!     let name = DistObject::new(format!("rank {}", rank_me()));
+//!     name.fetch((rank_me() + 1) % rank_n()).wait()
+//! })
+//! .unwrap();
+//! assert_eq!(out, vec!["rank 1", "rank 2", "rank 0"]);
+//! ```
+//!
+//! # Running on a cluster
+//!
+//! Built with the feature `mpi` (an application crate forwards it: `mpi = ["pgas/mpi"]` in its
+//! `[features]`), the same program runs one process per rank under `mpirun`; [`launch`] then
+//! returns this process's rank's result (see the README's mpi section). Its [`RankResults`]
+//! are the same type on both conduits, so a report printed through them prints once:
+//!
+//! ```
+//! use pgas::{LaunchConfig, RpcTable, launch, rank_me};
+//!
+//! let out = launch(&LaunchConfig::new(4).segment_bytes(1 << 20), RpcTable::new(), || {
+//!     pgas::reduce_all(rank_me() as u64, pgas::ops::add).wait()
+//! })
+//! .unwrap();
+//! out.print_once(|sum| format!("sum of ranks: {sum}")); // by rank 0's process only
+//! assert_eq!(out.rank0(), Some(&6)); // on smp this process ran every rank
+//! ```
 
 // The modules in layers, each importing only the layers above it (pgas/src/README.md gives the
 // order of the files within a layer).
@@ -24,6 +126,7 @@ pub mod error;
 mod heap;
 mod hook;
 mod mix;
+pub mod rank_results;
 mod wire;
 // The rank's runtime:
 mod runtime;
@@ -52,8 +155,9 @@ mod launch;
 pub use alloc::{delete_, new_, new_array, shared_bytes_in_use};
 pub use atomic_domain::{AtomicDomain, AtomicValue};
 pub use collectives::{
-    allgather, barrier, barrier_async, barrier_on, broadcast, ops, reduce_all, reduce_all_u64,
-    reduce_one,
+    allgather, allgather_on, barrier, barrier_async, barrier_async_on, barrier_on, broadcast,
+    broadcast_on, ops, reduce_all, reduce_all_on, reduce_all_u64, reduce_all_u64_on, reduce_one,
+    reduce_one_on,
 };
 pub use dist_object::DistObject;
 pub use error::PgasError;
@@ -62,6 +166,7 @@ pub use global_ptr::GlobalPtr;
 pub use launch::{launch, launch_from_env};
 pub use mix::mix64;
 pub use promise::Promise;
+pub use rank_results::RankResults;
 pub use rma::{
     Completions, CxFutures, rget, rget_into, rget_slice, rget_with, rput, rput_slice, rput_with,
 };
@@ -121,9 +226,6 @@ pub use gasnet_bridge::job_ranks;
 /// What this machine can hold: memory needed against available, ranks and threads per core
 /// (the one check every program makes before allocating).
 pub use gasnet_bridge::limits;
-/// Which ranks' results the last [`launch`] of this process returned (all on smp, one under
-/// mpirun).
-pub use gasnet_bridge::returned_ranks;
 /// Writes a formatted line to standard error in one write, so that the lines of different
 /// processes under mpirun never interleave: `pgas::stderr_line(format_args!("..."))`.
 pub use gasnet_bridge::stderr_line;

@@ -6,8 +6,8 @@ mod common;
 
 use common::{allgather, ranks, ranks_wide, run};
 use pgas::{
-    AtomicDomain, GlobalPtr, RpcTable, Team, barrier, barrier_on, broadcast, delete_, new_,
-    rank_me, reduce_all, world,
+    AtomicDomain, GlobalPtr, RpcTable, Team, barrier, barrier_on, broadcast_on, delete_, new_,
+    rank_me, reduce_all_on, world,
 };
 
 /// A word allocated by team rank 0 and known to every member.
@@ -20,7 +20,7 @@ fn team_word<T: pgas::AtomicValue + serde::Serialize + serde::de::DeserializeOwn
     } else {
         GlobalPtr::null()
     };
-    broadcast(team, p, 0).wait()
+    broadcast_on(team, p, 0).wait()
 }
 
 fn free_word<T: 'static>(team: &Team, p: GlobalPtr<T>) {
@@ -52,7 +52,7 @@ fn exercise(team: &Team) {
     assert_eq!(u.load(counter).wait(), K * n);
     let members_sum: u64 = team.members().iter().map(|&w| w as u64 + 1).sum();
     assert_eq!(u.load(sum_p).wait(), K * members_sum);
-    let mut all = reduce_all(team, tickets, common::concat).wait();
+    let mut all = reduce_all_on(team, tickets, common::concat).wait();
     all.sort_unstable();
     assert_eq!(
         all,
@@ -70,7 +70,7 @@ fn exercise(team: &Team) {
     let cas = team_word(team, 0u64);
     let prev = u.compare_exchange(cas, 0, wr + 1).wait();
     let won = prev == 0;
-    let winners = reduce_all(team, won as u64, pgas::ops::add).wait();
+    let winners = reduce_all_on(team, won as u64, pgas::ops::add).wait();
     assert_eq!(winners, 1);
     barrier_on(team);
     let winner_value = u.load(cas).wait();
@@ -155,7 +155,7 @@ fn exercise(team: &Team) {
     // exchange: the previous values and the final one form one chain from 0 through
     // every member's value.
     let prev = u.exchange(bits, wr + 1).wait();
-    let mut chain = reduce_all(team, vec![prev], common::concat).wait();
+    let mut chain = reduce_all_on(team, vec![prev], common::concat).wait();
     barrier_on(team);
     chain.push(u.load(bits).wait());
     chain.sort_unstable();

@@ -20,6 +20,25 @@ fn hello_every_rank_reports_its_rank_and_the_rank_count() {
 }
 
 #[test]
+fn launch_returns_the_results_of_this_process_ranks_on_every_conduit() {
+    for n in ranks() {
+        let out = run(n, 4, RpcTable::new(), || rank_me() * 10);
+        let here = common::held_ranks(n);
+        assert_eq!((out.ranks(), out.job_ranks()), (here.clone(), n));
+        for r in 0..n {
+            let expect = here.contains(&r).then_some(r * 10);
+            assert_eq!(out.get(r).copied(), expect, "rank {r} of {n}");
+        }
+        assert_eq!(out.rank0().copied(), here.contains(&0).then_some(0));
+        if !common::on_mpi() {
+            let every: Vec<usize> = (0..n).map(|r| r * 10).collect();
+            assert_eq!(out, every, "on smp this process ran every rank");
+        }
+        assert_eq!(out.into_rank0(), here.contains(&0).then_some(0));
+    }
+}
+
+#[test]
 fn launch_refuses_a_segment_too_small_for_the_runtime() {
     let e = pgas::launch(
         &LaunchConfig::new(2).segment_bytes(4096),
@@ -122,7 +141,7 @@ fn global_pointers_stored_in_shared_memory_work_as_a_directory() {
             } else {
                 GlobalPtr::null()
             };
-            let dir = pgas::broadcast(&pgas::world(), dir, 0).wait();
+            let dir = pgas::broadcast(dir, 0).wait();
             let mine = new_(1000 + me as u32).unwrap();
             rput(mine, dir + me).wait();
             barrier();

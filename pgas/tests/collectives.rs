@@ -10,8 +10,9 @@ mod common;
 use common::{concat, mix, ranks_in, ranks_wide, run};
 use pgas::collectives::{Algorithm, set_algorithm};
 use pgas::{
-    RpcTable, Team, allgather, barrier, barrier_async, barrier_on, broadcast, ops, rank_me, rank_n,
-    reduce_all, reduce_all_u64, reduce_one, solo_team, world,
+    RpcTable, Team, allgather, allgather_on, barrier, barrier_async_on, barrier_on, broadcast_on,
+    ops, rank_me, rank_n, reduce_all, reduce_all_on, reduce_all_u64, reduce_all_u64_on, reduce_one,
+    reduce_one_on, solo_team, world,
 };
 
 /// Every way the collectives can move their messages.
@@ -34,29 +35,29 @@ fn in_order_on(team: &Team, expect: &[usize], salt: u64) {
     assert_eq!(team.members(), expect);
     for root in 0..n {
         stagger(salt ^ root as u64);
-        let r = reduce_one(team, vec![me], concat, root).wait();
+        let r = reduce_one_on(team, vec![me], concat, root).wait();
         if me == root {
             assert_eq!(r, Some((0..n).collect::<Vec<_>>()), "root {root} of {n}");
         } else {
             assert_eq!(r, None);
         }
-        let s = reduce_one(team, format!("<{}>", rank_me()), |a, b| a + &b, root).wait();
+        let s = reduce_one_on(team, format!("<{}>", rank_me()), |a, b| a + &b, root).wait();
         let want: String = expect.iter().map(|w| format!("<{w}>")).collect();
         assert_eq!(s, (me == root).then_some(want));
-        let b = broadcast(team, (root, rank_me()), root).wait();
+        let b = broadcast_on(team, (root, rank_me()), root).wait();
         assert_eq!(b, (root, expect[root]), "broadcast from {root} of {n}");
     }
     stagger(salt ^ 0xa11);
-    let all = reduce_all(team, vec![rank_me()], concat).wait();
+    let all = reduce_all_on(team, vec![rank_me()], concat).wait();
     assert_eq!(all, expect);
-    let gathered = allgather(team, format!("{me}@{}", rank_me())).wait();
+    let gathered = allgather_on(team, format!("{me}@{}", rank_me())).wait();
     let want: Vec<String> = expect
         .iter()
         .enumerate()
         .map(|(t, w)| format!("{t}@{w}"))
         .collect();
     assert_eq!(gathered, want);
-    barrier_async(team).wait();
+    barrier_async_on(team).wait();
 }
 
 #[test]
@@ -128,11 +129,9 @@ fn float_sums_depend_on_the_team_size_not_on_timing() {
                 (0..40u64)
                     .map(|k| {
                         stagger(salt + k);
-                        let all = reduce_all(&world(), float_of(rank_me()), ops::add).wait();
+                        let all = reduce_all(float_of(rank_me()), ops::add).wait();
                         stagger(salt + k + 1000);
-                        let one =
-                            reduce_one(&world(), float_of(rank_me()), ops::add, k as usize % n)
-                                .wait();
+                        let one = reduce_one(float_of(rank_me()), ops::add, k as usize % n).wait();
                         (all.to_bits(), one.map(f64::to_bits))
                     })
                     .collect::<Vec<_>>()
@@ -176,15 +175,15 @@ fn mixed_collectives_back_to_back_and_in_flight() {
                 let root = (i * 7) % n;
                 let hroot = i % halves.rank_n();
                 // Started without waiting, on three teams, completed in reverse order.
-                let a = broadcast(&world, i * 1000 + me, root);
-                let b = reduce_one(&world, vec![me], concat, (root + 1) % n);
-                let c = barrier_async(&world);
-                let d = reduce_all(&halves, vec![halves.rank_me()], concat);
-                let e = allgather(&halves, (i, me));
-                let f = reduce_all(&solo, i as u64 + me as u64, ops::add);
-                let g = broadcast(&halves, me, hroot);
-                let h = barrier_async(&halves);
-                let u = reduce_all_u64(&world, 1 << me, |x, y| x | y);
+                let a = broadcast_on(&world, i * 1000 + me, root);
+                let b = reduce_one_on(&world, vec![me], concat, (root + 1) % n);
+                let c = barrier_async_on(&world);
+                let d = reduce_all_on(&halves, vec![halves.rank_me()], concat);
+                let e = allgather_on(&halves, (i, me));
+                let f = reduce_all_on(&solo, i as u64 + me as u64, ops::add);
+                let g = broadcast_on(&halves, me, hroot);
+                let h = barrier_async_on(&halves);
+                let u = reduce_all_u64_on(&world, 1 << me, |x, y| x | y);
                 h.wait();
                 assert_eq!(g.wait(), halves.to_world(hroot));
                 assert_eq!(f.wait(), i as u64 + me as u64);
@@ -234,8 +233,8 @@ fn word_reduction_has_the_bits_of_the_message_reduction_under_every_algorithm() 
             (0..50u64)
                 .map(|k| {
                     stagger(k);
-                    let words = reduce_all_u64(&world(), value(rank_me(), k), op);
-                    let messages = reduce_all(&world(), value(rank_me(), k), op).wait();
+                    let words = reduce_all_u64(value(rank_me(), k), op);
+                    let messages = reduce_all(value(rank_me(), k), op).wait();
                     (words, messages)
                 })
                 .collect::<Vec<_>>()
@@ -301,12 +300,12 @@ fn hpgmg_reductions_thousands_of_times_under_competing_load() {
             let mut i = 0u64;
             loop {
                 let mine = (mix(i ^ (me as u64) << 20) % 1000) as f64 / 7.0;
-                let norm = reduce_all(&world(), mine, ops::max).wait();
+                let norm = reduce_all(mine, ops::max).wait();
                 let want = (0..n)
                     .map(|r| (mix(i ^ (r as u64) << 20) % 1000) as f64 / 7.0)
                     .fold(f64::MIN, f64::max);
                 assert_eq!(norm.to_bits(), want.to_bits(), "norm {i} on rank {me}");
-                let parts = allgather(&world(), (me, mine * 0.5)).wait();
+                let parts = allgather((me, mine * 0.5)).wait();
                 let dot: f64 = parts.iter().map(|&(_, p)| p).sum();
                 assert!(parts.iter().enumerate().all(|(r, &(w, _))| r == w));
                 seen = seen

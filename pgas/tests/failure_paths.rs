@@ -48,7 +48,7 @@ fn child() {
             mine.write_local_slice(&vec![SERVED; WORDS])
                 .expect("own array");
         }
-        let served = pgas::broadcast(&pgas::world(), mine, 1).wait();
+        let served = pgas::broadcast(mine, 1).wait();
         pgas::barrier();
         match me {
             2 => {

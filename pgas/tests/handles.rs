@@ -48,12 +48,12 @@ fn allgather_gives_every_value_in_team_order() {
     for n in ranks() {
         let out = run(n, 2, RpcTable::new(), || {
             let world = pgas::world();
-            let all = pgas::allgather(&world, format!("r{}", pgas::rank_me())).wait();
+            let all = pgas::allgather_on(&world, format!("r{}", pgas::rank_me())).wait();
             let halves = world.split(
                 (pgas::rank_me() % 2) as u64,
                 u64::MAX - pgas::rank_me() as u64,
             );
-            let mine = pgas::allgather(&halves, pgas::rank_me() as u64).wait();
+            let mine = pgas::allgather_on(&halves, pgas::rank_me() as u64).wait();
             (all, mine)
         });
         for (r, (all, mine)) in by_rank(n, &out) {
@@ -107,7 +107,7 @@ fn bulk_local_copies_and_non_fetching_bit_operations() {
                     gasnet_bridge::BridgeError::OutOfSegment { .. }
                 ))
             ));
-            let word = pgas::broadcast(&pgas::world(), arr, 0).wait();
+            let word = pgas::broadcast(arr, 0).wait();
             pgas::barrier();
             let ad = pgas::AtomicDomain::<u64>::new();
             ad.xor(word, 1 << me).wait();
@@ -138,17 +138,18 @@ fn fast_world_reduction_matches_the_message_path() {
             // Many in a row: the two alternating words must never be overwritten early.
             for k in 0..200u64 {
                 let mine = (pgas::rank_me() as u64 + 1) * 1000 + k;
-                let fast =
-                    pgas::reduce_all_u64(&world, mine, |a, b| a.wrapping_mul(31).wrapping_add(b));
-                let slow = pgas::reduce_all(&world, mine, |a: u64, b: u64| {
+                let fast = pgas::reduce_all_u64_on(&world, mine, |a, b| {
+                    a.wrapping_mul(31).wrapping_add(b)
+                });
+                let slow = pgas::reduce_all_on(&world, mine, |a: u64, b: u64| {
                     a.wrapping_mul(31).wrapping_add(b)
                 })
                 .wait();
-                let or = pgas::reduce_all_u64(&world, 1 << pgas::rank_me(), |a, b| a | b);
+                let or = pgas::reduce_all_u64_on(&world, 1 << pgas::rank_me(), |a, b| a | b);
                 results.push((fast, slow, or));
             }
             let halves = world.split((pgas::rank_me() % 2) as u64, 0);
-            let team_sum = pgas::reduce_all_u64(&halves, pgas::rank_me() as u64, |a, b| a + b);
+            let team_sum = pgas::reduce_all_u64_on(&halves, pgas::rank_me() as u64, |a, b| a + b);
             (results, team_sum)
         });
         for (r, (results, team_sum)) in by_rank(n, &out) {

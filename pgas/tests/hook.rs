@@ -19,10 +19,10 @@ use pgas::runtime_hooks::{
     RpcReply, SyncEvent, clear_hook, set_hook,
 };
 use pgas::{
-    AtomicDomain, Completions, DistObject, GlobalPtr, RpcTable, barrier, broadcast, delete_, epoch,
-    fence, new_array, rank_me, rget, rget_into, rget_irregular, rget_regular, rget_slice,
-    rget_strided, rget_with, rpc, rpc_ff, rput, rput_irregular, rput_regular, rput_slice,
-    rput_strided, rput_with, world,
+    AtomicDomain, Completions, DistObject, GlobalPtr, RpcTable, barrier, broadcast, broadcast_on,
+    delete_, epoch, fence, new_array, rank_me, rget, rget_into, rget_irregular, rget_regular,
+    rget_slice, rget_strided, rget_with, rpc, rpc_ff, rput, rput_irregular, rput_regular,
+    rput_slice, rput_strided, rput_with, world,
 };
 
 use gasnet_bridge::{AtomicOp, AtomicResult, WriteAck};
@@ -136,7 +136,7 @@ fn counts_logs_and_epochs() {
             ad.fetch_add(word, 1).wait();
             ad.load(word).wait(); // writes nothing
             ad.compare_exchange(word, u64::MAX, 0).wait(); // fails: writes nothing
-            let _ = broadcast(&world(), me, 0).wait();
+            let _ = broadcast(me, 0).wait();
             barrier();
             // Wait for the rpc_ff acknowledgements (they carry the targets' counters).
             while rec.rpc_acks.get() < 2 * n as u64 {
@@ -193,7 +193,7 @@ fn counts_logs_and_epochs() {
                     );
                 }
             }
-            let all = pgas::reduce_all(&world(), log, common::concat).wait();
+            let all = pgas::reduce_all(log, common::concat).wait();
             for t in 0..n as u64 {
                 let mut iwcs: Vec<u64> = all.iter().filter(|w| w.0 == t).map(|w| w.2).collect();
                 iwcs.sort_unstable();
@@ -747,28 +747,28 @@ fn every_public_operation_shows_up_with_kind_rank_and_bytes() {
 
             // Collectives, each once, with its result on this rank.
             let w = world();
-            let b = broadcast(&w, me as u64 + 100, 0).wait();
+            let b = broadcast_on(&w, me as u64 + 100, 0).wait();
             assert_eq!(b, 100);
             world_collective(
                 &tape.take(),
                 CollectiveKind::Broadcast { root: 0 },
                 enc(&100u64),
             );
-            let r = pgas::reduce_one(&w, me as u64, pgas::ops::add, 0).wait();
+            let r = pgas::reduce_one_on(&w, me as u64, pgas::ops::add, 0).wait();
             world_collective(&tape.take(), CollectiveKind::ReduceOne { root: 0 }, enc(&r));
             let sum = (0..n as u64).sum::<u64>();
             assert_eq!(r, (me == 0).then_some(sum));
-            let all = pgas::reduce_all(&w, me as u64, pgas::ops::add).wait();
+            let all = pgas::reduce_all_on(&w, me as u64, pgas::ops::add).wait();
             assert_eq!(all, sum);
             world_collective(&tape.take(), CollectiveKind::ReduceAll, enc(&sum));
-            let g = pgas::allgather(&w, me as u32).wait();
+            let g = pgas::allgather_on(&w, me as u32).wait();
             world_collective(&tape.take(), CollectiveKind::Allgather, enc(&g));
-            let u = pgas::reduce_all_u64(&w, 1 << me, |a, b| a | b);
+            let u = pgas::reduce_all_u64_on(&w, 1 << me, |a, b| a | b);
             assert_eq!(u, (1u64 << n) - 1);
             world_collective(&tape.take(), CollectiveKind::ReduceAllU64, enc(&u));
             barrier();
             world_collective(&tape.take(), CollectiveKind::Barrier, vec![]);
-            pgas::barrier_async(&w).wait();
+            pgas::barrier_async_on(&w).wait();
             world_collective(&tape.take(), CollectiveKind::Barrier, vec![]);
             let half = w.split((me % 2) as u64, 0);
             assert_eq!(half.rank_n(), n / 2 + (n % 2) * (1 - me % 2));
@@ -847,9 +847,9 @@ fn internal_traffic_is_not_seen_counted_or_an_epoch() {
                 assert_eq!(rpc(right, store, 1).wait(), 1);
                 rpc_ff(right, store, 2);
                 let _ = rget(bufs[right]).wait();
-                assert_eq!(pgas::reduce_all_u64(&world(), 1, |a, b| a + b), n as u64);
-                let _ = pgas::reduce_one(&world(), 1u64, pgas::ops::add, 0).wait();
-                let _ = broadcast(&world(), 5u64, 0).wait();
+                assert_eq!(pgas::reduce_all_u64(1, |a, b| a + b), n as u64);
+                let _ = pgas::reduce_one(1u64, pgas::ops::add, 0).wait();
+                let _ = broadcast(5u64, 0).wait();
                 let p = new_array::<u64>(2).unwrap();
                 delete_(p).unwrap();
                 fence();
@@ -1134,14 +1134,14 @@ fn collectives_served_from_a_log_take_no_part_but_step_the_epoch() {
             let d = DistObject::new(rank_me() as u32);
             barrier();
             let w = world();
-            let first = pgas::reduce_all_u64(&w, 1, |a, b| a + b);
+            let first = pgas::reduce_all_u64_on(&w, 1, |a, b| a + b);
             set_hook(Rc::new(Served));
             let e = epoch();
-            assert_eq!(broadcast(&w, 0u64, 0).wait(), 42);
-            assert_eq!(pgas::reduce_all(&w, 0u64, pgas::ops::add).wait(), 42);
-            assert_eq!(pgas::reduce_all_u64(&w, 0, |a, b| a + b), 42);
+            assert_eq!(broadcast_on(&w, 0u64, 0).wait(), 42);
+            assert_eq!(pgas::reduce_all_on(&w, 0u64, pgas::ops::add).wait(), 42);
+            assert_eq!(pgas::reduce_all_u64_on(&w, 0, |a, b| a + b), 42);
             assert_eq!(
-                pgas::reduce_one(&w, 0u64, pgas::ops::add, 0).wait(),
+                pgas::reduce_one_on(&w, 0u64, pgas::ops::add, 0).wait(),
                 Some(41)
             );
             barrier();
@@ -1152,9 +1152,9 @@ fn collectives_served_from_a_log_take_no_part_but_step_the_epoch() {
             clear_hook();
             // Nothing was sent and no sequence number or reduction word was used: the next
             // real collectives still match up.
-            assert_eq!(pgas::reduce_all_u64(&w, 1, |a, b| a + b), first);
-            assert_eq!(pgas::reduce_all(&w, 1u64, pgas::ops::add).wait(), first);
-            assert_eq!(broadcast(&w, rank_me(), 0).wait(), 0);
+            assert_eq!(pgas::reduce_all_u64_on(&w, 1, |a, b| a + b), first);
+            assert_eq!(pgas::reduce_all_on(&w, 1u64, pgas::ops::add).wait(), first);
+            assert_eq!(broadcast_on(&w, rank_me(), 0).wait(), 0);
             barrier();
         });
     }
@@ -1219,7 +1219,7 @@ fn rerun_rpc_runs_a_function_again_uncounted_and_unreplied() {
             }
             barrier();
             let first = hook.acks.borrow().first().map(|a| (a.ec, a.iwc));
-            let ack = pgas::broadcast(&world(), first, 0).wait();
+            let ack = pgas::broadcast(first, 0).wait();
             if me == 1 {
                 let (ec, iwc) = ack.expect("rank 0 logged the request's ack");
                 let puts = hook.puts.borrow().clone();

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use common::{on_mpi, run};
 use pgas::{
     Completions, Future, GlobalPtr, Promise, RpcFn, RpcTable, allgather, barrier, new_array,
-    rank_me, rank_n, rget_slice, rput, rput_slice, rput_with, when_all, world,
+    rank_me, rank_n, rget_slice, rput, rput_slice, rput_with, when_all,
 };
 
 /// Puts per rank in each flood.
@@ -24,7 +24,7 @@ fn cross_host() -> bool {
 /// Every rank's array of `len` words, in rank order.
 fn arrays(len: usize) -> Vec<GlobalPtr<u64>> {
     let mine = new_array::<u64>(len).unwrap();
-    allgather(&world(), mine).wait()
+    allgather(mine).wait()
 }
 
 fn word(rank: usize, i: usize, round: u64) -> u64 {

@@ -94,7 +94,6 @@ fn dissemination_barrier_from_rpc_ff_lets_nobody_leave_early() {
             let rounds = n.next_power_of_two().trailing_zeros() as usize;
             let arrived: Arrived = DistObject::new(RefCell::new(vec![0; rounds.max(1)]));
             let stamps = pgas::broadcast(
-                &pgas::world(),
                 if me == 0 {
                     new_array::<u64>(n).unwrap()
                 } else {

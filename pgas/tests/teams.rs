@@ -7,9 +7,9 @@ mod common;
 
 use common::{allgather, concat, expected_nodes, ranks, ranks_wide, run};
 use pgas::{
-    AtomicDomain, GlobalPtr, LaunchConfig, PgasError, RpcTable, Team, barrier, barrier_async,
-    barrier_on, broadcast, delete_, local_team, new_, ops, rank_me, rank_n, reduce_all, reduce_one,
-    rget, world,
+    AtomicDomain, GlobalPtr, LaunchConfig, PgasError, RpcTable, Team, barrier, barrier_async_on,
+    barrier_on, broadcast_on, delete_, local_team, new_, ops, rank_me, rank_n, reduce_all_on,
+    reduce_one_on, rget, world,
 };
 
 /// Checks numbering, barrier, broadcast and reductions on `team`, whose members in team
@@ -30,7 +30,7 @@ fn check_team(team: &Team, expect: &[usize]) {
 
     // barrier_on: arrivals counted on a word of team rank 0; after the k-th barrier every
     // member has arrived k times.
-    let word = broadcast(
+    let word = broadcast_on(
         team,
         if team.rank_me() == 0 {
             new_(0u64).unwrap()
@@ -60,13 +60,13 @@ fn check_team(team: &Team, expect: &[usize]) {
         } else {
             String::from("not me")
         };
-        let got = broadcast(team, v, root).wait();
+        let got = broadcast_on(team, v, root).wait();
         assert_eq!(got, format!("from {} (team rank {root})", expect[root]));
     }
 
     // reduce_one at every root: Some only there.
     for root in 0..n {
-        let r = reduce_one(team, me as u64 + 1, ops::add, root).wait();
+        let r = reduce_one_on(team, me as u64 + 1, ops::add, root).wait();
         if team.rank_me() == root {
             assert_eq!(r, Some(expect.iter().map(|&w| w as u64 + 1).sum()));
         } else {
@@ -76,47 +76,47 @@ fn check_team(team: &Team, expect: &[usize]) {
     // reduce_all with built-in ops.
     let ws: Vec<u64> = expect.iter().map(|&w| w as u64).collect();
     assert_eq!(
-        reduce_all(team, me as u64, ops::min).wait(),
+        reduce_all_on(team, me as u64, ops::min).wait(),
         *ws.iter().min().unwrap()
     );
     assert_eq!(
-        reduce_all(team, me as u64, ops::max).wait(),
+        reduce_all_on(team, me as u64, ops::max).wait(),
         *ws.iter().max().unwrap()
     );
     assert_eq!(
-        reduce_all(team, me as u64 + 2, ops::mul).wait(),
+        reduce_all_on(team, me as u64 + 2, ops::mul).wait(),
         ws.iter().map(|w| w + 2).product::<u64>()
     );
     assert_eq!(
-        reduce_all(team, 1u64 << me, ops::bit_or).wait(),
+        reduce_all_on(team, 1u64 << me, ops::bit_or).wait(),
         ws.iter().fold(0, |a, w| a | 1 << w)
     );
     assert_eq!(
-        reduce_all(team, me as u64 * 3, ops::bit_xor).wait(),
+        reduce_all_on(team, me as u64 * 3, ops::bit_xor).wait(),
         ws.iter().fold(0, |a, w| a ^ (w * 3))
     );
     assert_eq!(
-        reduce_all(team, !(1u64 << me), ops::bit_and).wait(),
+        reduce_all_on(team, !(1u64 << me), ops::bit_and).wait(),
         !ws.iter().fold(0, |a, w| a | 1 << w)
     );
     assert_eq!(
-        reduce_all(team, me as f64 * 0.5, ops::add).wait(),
+        reduce_all_on(team, me as f64 * 0.5, ops::add).wait(),
         ws.iter().map(|&w| w as f64 * 0.5).sum::<f64>()
     );
     // A user operator that is not commutative: concatenation shows team order.
-    let s = reduce_all(team, format!("[{me}]"), |a: String, b: String| a + &b).wait();
+    let s = reduce_all_on(team, format!("[{me}]"), |a: String, b: String| a + &b).wait();
     let want: String = expect.iter().map(|w| format!("[{w}]")).collect();
     assert_eq!(s, want);
-    let v = reduce_all(team, vec![team.rank_me()], concat).wait();
+    let v = reduce_all_on(team, vec![team.rank_me()], concat).wait();
     assert_eq!(v, (0..n).collect::<Vec<_>>());
 
     // Collectives started without waiting, completed in any order: each result belongs to
     // its own operation.
-    let a = reduce_all(team, me as u64, ops::add);
-    let b = broadcast(team, 1000 + me, n - 1);
-    let c = barrier_async(team);
-    let d = reduce_one(team, vec![me], concat, 0);
-    let e = reduce_all(team, format!("{me},"), |a: String, b: String| a + &b);
+    let a = reduce_all_on(team, me as u64, ops::add);
+    let b = broadcast_on(team, 1000 + me, n - 1);
+    let c = barrier_async_on(team);
+    let d = reduce_one_on(team, vec![me], concat, 0);
+    let e = reduce_all_on(team, format!("{me},"), |a: String, b: String| a + &b);
     let d = d.wait();
     c.wait();
     assert_eq!(

@@ -10,7 +10,7 @@ use std::sync::{Arc, OnceLock};
 use common::{by_rank, mix, ranks, run};
 use pgas::{
     AtomicDomain, GlobalPtr, RpcFn, RpcTable, barrier, broadcast, new_array, ops, progress,
-    rank_me, rank_n, reduce_all, rpc_ff, world,
+    rank_me, rank_n, reduce_all, rpc_ff,
 };
 
 const SEED: u64 = 0x5EED_2024;
@@ -91,7 +91,7 @@ fn unbalanced_tree_search_counts_every_node_once() {
             } else {
                 GlobalPtr::null()
             };
-            let ctr = broadcast(&world(), ctr, 0).wait();
+            let ctr = broadcast(ctr, 0).wait();
             barrier();
             if me == 0 {
                 rpc_ff(owner(ROOT, n), visit, (ctr, ROOT, 0));
@@ -110,7 +110,7 @@ fn unbalanced_tree_search_counts_every_node_once() {
             barrier();
             let total = ad.load(ctr + 1).wait();
             let mine = v2[me].load(Ordering::SeqCst);
-            let sum = reduce_all(&world(), mine, ops::add).wait();
+            let sum = reduce_all(mine, ops::add).wait();
             (total, sum, mine)
         });
         for (r, &(total, sum, mine)) in by_rank(n, &out) {

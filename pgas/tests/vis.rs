@@ -450,7 +450,7 @@ fn the_hook_sees_every_piece_and_iwc_values_have_no_gap() {
             barrier();
             let iwc_now = pgas::runtime_hooks::incoming_writes();
             // All logs together: every rank's IWC values are exactly iwc0+1..=iwc_now.
-            let all = pgas::reduce_all(&pgas::world(), mine, common::concat).wait();
+            let all = pgas::reduce_all(mine, common::concat).wait();
             let mut got: Vec<u64> = all.iter().filter(|w| w.0 == me).map(|w| w.1).collect();
             got.sort_unstable();
             assert_eq!(got, (iwc0 + 1..=iwc_now).collect::<Vec<_>>(), "rank {me}");

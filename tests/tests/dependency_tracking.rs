@@ -187,9 +187,9 @@ fn program(shape: Shape, cds: bool, fail: Fail) -> Result<Out, CdError> {
     let init: Vec<f64> = (0..K).map(|i| (me * 10 + i) as f64).collect();
     cur.write_local_slice(&init).unwrap();
     let arr = Arrays {
-        cur: pgas::allgather(&pgas::world(), cur).wait(),
-        inbox: pgas::allgather(&pgas::world(), inbox).wait(),
-        tally: pgas::allgather(&pgas::world(), pgas::new_array::<u64>(1).unwrap()).wait(),
+        cur: pgas::allgather(cur).wait(),
+        inbox: pgas::allgather(inbox).wait(),
+        tally: pgas::allgather(pgas::new_array::<u64>(1).unwrap()).wait(),
     };
     let mut left: Vec<(usize, u32)> = fail
         .iter()
@@ -232,6 +232,7 @@ fn reference(shape: Shape) -> Vec<Vec<u64>> {
         program(shape, false, &[]).unwrap().bits
     })
     .unwrap()
+    .into_vec()
 }
 
 fn config(tracking: bool) -> CdConfig {

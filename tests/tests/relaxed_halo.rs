@@ -67,7 +67,7 @@ fn program(cds: bool, early: Early) -> Result<Out, CdError> {
     let u = pgas::new_array::<f64>(N + 2).unwrap();
     let init: Vec<f64> = (1..=N).map(|i| (me * 100 + i) as f64).collect();
     (u + 1).write_local_slice(&init).unwrap();
-    let ptrs = pgas::allgather(&pgas::world(), u).wait();
+    let ptrs = pgas::allgather(u).wait();
     let mut left_after_strict = Vec::new();
     for step in 0..STEPS {
         if cds {
@@ -108,7 +108,7 @@ fn reference() -> Vec<Vec<u64>> {
     })
     .unwrap();
     assert_eq!(out.len(), RANKS);
-    out
+    out.into_vec()
 }
 
 fn with_cds(cfg: CdConfig, early: Early) -> cd::CdOutcome<Out> {

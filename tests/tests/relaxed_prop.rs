@@ -256,7 +256,7 @@ fn run_step(
         match ph.then {
             Sync::Barrier => barrier(),
             Sync::AllReduce => {
-                let r = pgas::reduce_all(&pgas::world(), st.acc, u64::wrapping_add).wait();
+                let r = pgas::reduce_all(st.acc, u64::wrapping_add).wait();
                 st.acc = mix(st.acc, r);
             }
         }
@@ -270,7 +270,7 @@ fn program(case: &Case, f: Fns, cds: bool) -> Result<Out, CdError> {
     let mine = pgas::new_array::<u64>(len).unwrap();
     let init: Vec<u64> = (0..len as u64).map(|i| mix(me as u64, i)).collect();
     mine.write_local_slice(&init).unwrap();
-    let arrays = pgas::allgather(&pgas::world(), mine).wait();
+    let arrays = pgas::allgather(mine).wait();
     let mut st = State {
         acc: me as u64,
         live: Vec::new(),
@@ -332,7 +332,9 @@ fn reference(case: &Case) -> Vec<Out> {
     let c = case.clone();
     with_deadline(format!("the reference run of {case:?}"), move || {
         let (t, f) = rpcs();
-        pgas::launch(&job(c.ranks), t, || program(&c, f, false).unwrap()).unwrap()
+        pgas::launch(&job(c.ranks), t, || program(&c, f, false).unwrap())
+            .unwrap()
+            .into_vec()
     })
 }
 

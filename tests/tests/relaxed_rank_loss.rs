@@ -147,8 +147,8 @@ fn program(plan: &Plan, cds: bool) -> Result<Out, CdError> {
     let init: Vec<f64> = (0..K).map(|i| (me * 10 + i) as f64).collect();
     cur.write_local_slice(&init).unwrap();
     let arr = Arrays {
-        cur: pgas::allgather(&pgas::world(), cur).wait(),
-        inbox: pgas::allgather(&pgas::world(), inbox).wait(),
+        cur: pgas::allgather(cur).wait(),
+        inbox: pgas::allgather(inbox).wait(),
     };
     let left = RefCell::new(
         plan.fail
@@ -242,6 +242,7 @@ fn reference(plan: &Plan) -> Vec<Vec<u64>> {
         program(&plan, false).unwrap().bits
     })
     .unwrap()
+    .into_vec()
 }
 
 /// A rank loss at the end of instance `iteration` of `cell` on `rank`.

@@ -52,7 +52,7 @@ fn program(cfg: CdConfig) -> Result<cd::CdOutcome<Vec<f64>>, cd::CdLaunchError> 
             .map(|i| ((i * 31 + me * 7) % 97) as f64)
             .collect();
         pgas::rput_slice(&init, mine).wait();
-        let slabs: Vec<GlobalPtr<f64>> = pgas::allgather(&pgas::world(), mine).wait();
+        let slabs: Vec<GlobalPtr<f64>> = pgas::allgather(mine).wait();
         // A rank-dependent amount of private state too, so the groups pad to their largest.
         let mut history: Vec<f64> = vec![0.0; 8 + me * 5];
         for it in 0..ITERS {

@@ -116,7 +116,7 @@ fn main() {
         // -- preservation bandwidth, local and buddy ------------------------------------
         // The rput baseline writes into a buffer of rank 1's segment (rank 0's buddy).
         let buffer = pgas::new_array::<f64>(MIB / 8).expect("1 MiB of segment");
-        let target = pgas::broadcast(&world, buffer, 1).wait();
+        let target = pgas::broadcast_on(&world, buffer, 1).wait();
         if measuring {
             let mut data: Vec<f64> = (0..MIB / 8).map(|i| i as f64).collect();
             let gbps = |ns: f64| MIB as f64 / ns;
@@ -157,7 +157,7 @@ fn main() {
         // CD, inside a relaxed CD (logged: the hook makes an entry with the bytes and the
         // ack's counters) or directly in the strict CD (no hook), alternating.
         let word = pgas::new_::<u64>(0).expect("a word of segment");
-        let peer = pgas::broadcast(&world, word, 1).wait();
+        let peer = pgas::broadcast_on(&world, word, 1).wait();
         let per_cd = ops / 10;
         let timed = |relaxed: bool, get: bool| -> f64 {
             let mut ns = 0.0;
@@ -259,7 +259,7 @@ fn one_copy_lines(args: &BenchArgs, copies: usize) -> Vec<Line> {
         let measuring = pgas::rank_me() == 0;
         let world = pgas::world();
         let buffer = pgas::new_array::<f64>(MIB / 8).expect("1 MiB of segment");
-        let target = pgas::broadcast(&world, buffer, 1).wait();
+        let target = pgas::broadcast_on(&world, buffer, 1).wait();
         let mut lines = Vec::new();
         if measuring {
             let data: Vec<f64> = (0..MIB / 8).map(|i| i as f64).collect();
@@ -364,7 +364,7 @@ fn xor_lines(args: &BenchArgs, copies: usize, steps: usize) -> Vec<Line> {
         let mut lines = Vec::new();
         let world = pgas::world();
         let buffer = pgas::new_array::<f64>(MIB / 8).expect("1 MiB of segment");
-        let target = pgas::broadcast(&world, buffer, 1).wait();
+        let target = pgas::broadcast_on(&world, buffer, 1).wait();
         let mut data: Vec<f64> = (0..MIB / 8).map(|i| (i + pgas::rank_me()) as f64).collect();
         let gbps = |ns: f64| MIB as f64 / ns;
         let rput = || {

@@ -47,7 +47,7 @@ use gasnet_bridge::{AtomicOp, HandlerTable};
 use pgas::runtime_hooks::Interceptor;
 use pgas::{
     AtomicDomain, Completions, GlobalPtr, LaunchConfig, Promise, RpcFn, RpcTable, barrier,
-    barrier_async, rget, rpc, rpc_ff, rput, rput_slice, rput_with,
+    barrier_async_on, rget, rpc, rpc_ff, rput, rput_slice, rput_with,
 };
 
 const FLOOD_SIZES: [usize; 6] = [8, 512, 4 << 10, 64 << 10, 1 << 20, 4 << 20];
@@ -465,7 +465,7 @@ fn pgas_lines(s: &Sizes, am_rtt: f64) -> Vec<Line> {
         let sum = || {
             barrier();
             ns_per_op(s.ops / 20, || {
-                black_box(pgas::reduce_all_u64(&world, 1, u64::wrapping_add)).into_unit()
+                black_box(pgas::reduce_all_u64_on(&world, 1, u64::wrapping_add)).into_unit()
             })
         };
         let (bridge, allreduce) = paired(s.reps, raw_barrier, sum);
@@ -479,14 +479,14 @@ fn pgas_lines(s: &Sizes, am_rtt: f64) -> Vec<Line> {
         let fast = || {
             barrier();
             ns_per_op(s.ops / 20, || {
-                black_box(pgas::reduce_all_u64(&world, 1, |a, b| a | b)).into_unit()
+                black_box(pgas::reduce_all_u64_on(&world, 1, |a, b| a | b)).into_unit()
             })
         };
         let (bar, fast) = paired(s.reps, api_barrier, fast);
         let messages = || {
             barrier();
             ns_per_op(s.ops / 100, || {
-                black_box(pgas::reduce_all(&world, 1u64, |a, b| a | b).wait()).into_unit()
+                black_box(pgas::reduce_all_on(&world, 1u64, |a, b| a | b).wait()).into_unit()
             })
         };
         let slow = median_of(s.reps, messages);
@@ -619,7 +619,7 @@ fn collective_lines(s: &Sizes, ranks: usize) -> Vec<Line> {
                 ns
             }
         }
-        let reduce = || black_box(pgas::reduce_all(&world, 1u64, or).wait()).into_unit();
+        let reduce = || black_box(pgas::reduce_all_on(&world, 1u64, or).wait()).into_unit();
         let (flat, tree) = paired(
             s.reps,
             under(Algorithm::Flat, ops, &reduce),
@@ -629,7 +629,7 @@ fn collective_lines(s: &Sizes, ranks: usize) -> Vec<Line> {
             Line::new("reduce_all_tree", "world_u64", tree, "ns", Better::Lower)
                 .baseline("reduce_all_flat", flat),
         );
-        let words = || black_box(pgas::reduce_all_u64(&world, 1, or)).into_unit();
+        let words = || black_box(pgas::reduce_all_u64_on(&world, 1, or)).into_unit();
         let (words, tree) = paired(
             s.reps,
             under(Algorithm::Auto, ops, &words),
@@ -645,7 +645,7 @@ fn collective_lines(s: &Sizes, ranks: usize) -> Vec<Line> {
             let bcast = || {
                 let root = k.get() % n;
                 k.set(k.get() + 1);
-                black_box(pgas::broadcast(&world, payload.clone(), root).wait());
+                black_box(pgas::broadcast_on(&world, payload.clone(), root).wait());
             };
             let (flat, tree) = paired(
                 s.reps,
@@ -657,7 +657,7 @@ fn collective_lines(s: &Sizes, ranks: usize) -> Vec<Line> {
                     .baseline("broadcast_flat", flat),
             );
         }
-        let bar = || barrier_async(&world).wait();
+        let bar = || barrier_async_on(&world).wait();
         let (flat, tree) = paired(
             s.reps,
             under(Algorithm::Flat, ops, &bar),
@@ -674,10 +674,8 @@ fn collective_lines(s: &Sizes, ranks: usize) -> Vec<Line> {
         eprintln!("pgas-bench: collectives job failed: {e}");
         std::process::exit(1)
     });
-    if pgas::returned_ranks(ranks).is_none_or(|r| r.start != 0) {
-        return Vec::new();
-    }
-    per_rank.into_iter().next().expect("rank 0")
+    // Rank 0's lines, in the process that ran rank 0.
+    per_rank.into_rank0().unwrap_or_default()
 }
 
 /// Random xor updates into a 1 Mi-word table on rank 1 through the atomic domain, against the

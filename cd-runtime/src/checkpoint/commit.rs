@@ -96,8 +96,7 @@ fn commit_pending(rt: &CdRuntime, keep: usize) {
         return;
     };
     let mine: Written = p.ticket.wait();
-    let all: Vec<Written> =
-        pgas::runtime_hooks::internal(|| pgas::allgather(&pgas::world(), mine).wait());
+    let all: Vec<Written> = pgas::runtime_hooks::internal(|| pgas::allgather(mine).wait());
     if rt.rank != 0 {
         return;
     }

@@ -87,7 +87,7 @@ fn choose(rt: &CdRuntime, root: &Path, shape: &JobShape) -> Result<Option<Resume
             Err(e) => Err(e),
         };
         let whole = pgas::runtime_hooks::internal(|| {
-            pgas::reduce_all(&pgas::world(), u64::from(mine.is_ok()), |a, b| a.min(b)).wait()
+            pgas::reduce_all(u64::from(mine.is_ok()), |a, b| a.min(b)).wait()
         }) == 1;
         match mine {
             Ok(entries) if whole => {

@@ -471,7 +471,7 @@ impl CdConfig {
     }
 
     /// The exact faults (`inject = { at = [...] }`) the run never reached, given those it
-    /// reached ([`CdConfig::exact_sites`] of every execution, on every rank): one line each,
+    /// reached (`CdConfig::exact_sites` of every execution, on every rank): one line each,
     /// naming the file and line and the fault, for the first [`UNREACHED_LINES`], then one
     /// line with the count of the others. A fault is reached when its rank begins that
     /// instance of a CD whose settings take their `at` from the fault's table.

@@ -4,10 +4,10 @@
 //!
 //! While a strict CD with `dependency_tracking = true` runs, each rank notes, from the
 //! operations its hook sees, the ranks it read from and the ranks it wrote into
-//! ([`Dependencies`]). Synchronizations add nothing. When a relaxed child escalates, every
-//! rank of the LCSA gives its notes in one allgather ([`Record`]); grouped by node they are the
+//! (`Dependencies`). Synchronizations add nothing. When a relaxed child escalates, every
+//! rank of the LCSA gives its notes in one allgather (`Record`); grouped by node they are the
 //! read list (nodes a node's CDs read from) and the write list (nodes whose CDs wrote into a
-//! node) of every node, and every rank computes the same set D ([`reexecution_set`]): the
+//! node) of every node, and every rank computes the same set D (`reexecution_set`): the
 //! ranks on the failed node F, on the nodes of F's write list, on the nodes of F's read list,
 //! and on the nodes in the write lists of F's read list.
 //!

@@ -3,9 +3,9 @@
 //!
 //! A relaxed CD is a child of a strict CD (its LCSA, the lowest strict ancestor) or of
 //! another relaxed CD. While one runs on a rank, the rank's pgas hook logs every remote
-//! operation into the CD's log store ([`log_store`]); a failed relaxed CD restores its
-//! preserved state and re-executes in replay mode ([`replay`], [`interceptor`]), applying the
-//! writes other ranks made into it epoch by epoch ([`epochs`]), while every other rank keeps
+//! operation into the CD's log store (`log_store.rs`); a failed relaxed CD restores its
+//! preserved state and re-executes in replay mode (`replay.rs`, `interceptor.rs`), applying the
+//! writes other ranks made into it epoch by epoch (`epochs.rs`), while every other rank keeps
 //! running. Beginning and completing a relaxed CD involve no communication.
 
 pub mod classes;

@@ -48,7 +48,7 @@ impl WriterMarks {
             for i in 0..=ranks {
                 (mine + i).write_local(0).expect("own table");
             }
-            pgas::allgather(&pgas::world(), mine).wait()
+            pgas::allgather(mine).wait()
         });
         WriterMarks {
             tables,

@@ -48,7 +48,6 @@ impl Ring {
     pub fn new(len: usize) -> Ring {
         let mine = pgas::new_array::<f64>(len).expect("segment space for the ring");
         let all = pgas::reduce_all(
-            &pgas::world(),
             vec![(pgas::rank_me(), mine)],
             |mut a: Vec<(usize, GlobalPtr<f64>)>, b| {
                 a.extend(b);

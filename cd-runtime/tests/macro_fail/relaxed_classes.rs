@@ -1,6 +1,6 @@
 // Misuse of private(...) / privatized(...): a name that is not a parameter, the same
 // parameter in two classes or twice in one, a parameter both preserved and classified,
-// `self`, a name bound by a pattern.
+// a region's cells both preserved and privatized, `self`, a name bound by a pattern.
 use cd_runtime as cd;
 use pgas::GlobalPtr;
 
@@ -24,6 +24,12 @@ fn twice(p: GlobalPtr<f64>) -> Result<(), cd::CdError> {
 
 #[cd::relaxed(preserve(p), private(p = 4))]
 fn preserved_and_private(p: GlobalPtr<f64>) -> Result<(), cd::CdError> {
+    let _ = p;
+    Ok(())
+}
+
+#[cd::relaxed(preserve(p = 4), privatized(p = 4))]
+fn preserved_and_privatized(p: GlobalPtr<f64>) -> Result<(), cd::CdError> {
     let _ = p;
     Ok(())
 }

@@ -18,7 +18,7 @@ use std::time::Instant;
 use clap::Parser;
 use pgas::{
     AtomicDomain, GlobalPtr, RpcTable, barrier, broadcast, new_, new_array, ops, rank_me, rank_n,
-    reduce_all, world,
+    reduce_all,
 };
 use pgas_examples::{
     CommonArgs, SplitMix, exchange, fail, mix64, parse_args, parse_positive, run, secs, segment_for,
@@ -197,7 +197,7 @@ fn main() {
         } else {
             GlobalPtr::null()
         };
-        let counter = broadcast(&world(), counter, 0).wait();
+        let counter = broadcast(counter, 0).wait();
         let tables = exchange(mine);
         let dht = Dht {
             geometry,
@@ -233,7 +233,7 @@ fn main() {
         let insert_seconds = secs(start.elapsed());
 
         // Stop every rank if any table filled up: the lookups would fail for a known reason.
-        let failed = reduce_all(&world(), u64::from(!errors.is_empty()), ops::add).wait();
+        let failed = reduce_all(u64::from(!errors.is_empty()), ops::add).wait();
         if failed > 0 {
             return if errors.is_empty() {
                 Ok(Report {
@@ -262,7 +262,7 @@ fn main() {
                 keys_here[s], versions_here[s]
             ));
         }
-        let used = reduce_all(&world(), used, ops::add).wait();
+        let used = reduce_all(used, ops::add).wait();
         if used != total_keys {
             errors.push(format!(
                 "{used} slots are occupied in all, expected {total_keys}"

@@ -21,7 +21,7 @@ use std::time::Instant;
 use clap::{Parser, ValueEnum};
 use pgas::{
     AtomicDomain, GlobalPtr, RpcFn, RpcTable, barrier, new_, new_array, ops, progress, rank_me,
-    rank_n, reduce_all, world,
+    rank_n, reduce_all,
 };
 use pgas_examples::{
     CommonArgs, exchange, fail, hpcc, parse_args, parse_positive, run, secs, segment_for,
@@ -291,16 +291,15 @@ fn main() {
             ran = hpcc::next(ran);
             stream_xor ^= ran;
         }
-        let initial_xor =
-            reduce_all(&world(), xor_local(table, local as usize), ops::bit_xor).wait();
-        let stream_xor = reduce_all(&world(), stream_xor, ops::bit_xor).wait();
+        let initial_xor = reduce_all(xor_local(table, local as usize), ops::bit_xor).wait();
+        let stream_xor = reduce_all(stream_xor, ops::bit_xor).wait();
 
         barrier();
         let start = Instant::now();
         update_pass(&p, &shared, apply, received);
         let seconds = secs(start.elapsed());
 
-        let after_xor = reduce_all(&world(), xor_local(table, local as usize), ops::bit_xor).wait();
+        let after_xor = reduce_all(xor_local(table, local as usize), ops::bit_xor).wait();
         if after_xor != initial_xor ^ stream_xor {
             errors.push(format!(
                 "XOR of the table after the updates is {after_xor:#018x}, expected {:#018x} \
@@ -334,7 +333,7 @@ fn main() {
         let wrong = (0..local)
             .filter(|&i| (table + i as usize).read_local().ok() != Some(base + i))
             .count() as u64;
-        let wrong = reduce_all(&world(), wrong, ops::add).wait();
+        let wrong = reduce_all(wrong, ops::add).wait();
         if wrong > 0 {
             errors.push(format!(
                 "{wrong} of {total} table words are not back to their initial value after \

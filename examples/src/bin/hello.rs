@@ -10,9 +10,7 @@
 use std::time::Instant;
 
 use clap::Parser;
-use pgas::{
-    GlobalPtr, RpcTable, barrier, broadcast, new_array, ops, rank_me, rank_n, reduce_all, world,
-};
+use pgas::{GlobalPtr, RpcTable, barrier, broadcast, new_array, ops, rank_me, rank_n, reduce_all};
 use pgas_examples::{CommonArgs, exchange, fail, parse_args, run, segment_for};
 
 /// Bytes of the greeting buffer each rank exposes in its segment.
@@ -106,14 +104,14 @@ fn main() {
             }
         }
 
-        let sum = reduce_all(&world(), me as u64, ops::add).wait();
+        let sum = reduce_all(me as u64, ops::add).wait();
         let expected = (n as u64) * (n as u64 - 1) / 2;
         if sum != expected {
             errors.push(format!(
                 "reduce_all of ranks gave {sum}, expected {expected}"
             ));
         }
-        let magic = broadcast(&world(), 0x5eed_u64 + n as u64, 0).wait();
+        let magic = broadcast(0x5eed_u64 + n as u64, 0).wait();
         if magic != 0x5eed + n as u64 {
             errors.push(format!("broadcast from rank 0 gave {magic:#x}"));
         }

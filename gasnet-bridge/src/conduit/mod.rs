@@ -10,7 +10,7 @@
 //! variant and the branch disappears. `README.md` beside this file tells the driver and handle
 //! design.
 //!
-//! Which conduit a job uses is decided when it starts ([`selected`](kind::selected)): `PGAS_CONDUIT=smp` or
+//! Which conduit a job uses is decided when it starts ([`kind::selected`]): `PGAS_CONDUIT=smp` or
 //! `PGAS_CONDUIT=mpi` if set, otherwise `mpi` when the process was started by an MPI launcher
 //! (and the feature is built in), otherwise `smp`. The program does not change.
 

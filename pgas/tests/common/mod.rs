@@ -31,7 +31,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use gasnet_bridge::ConduitKind;
-use pgas::{LaunchConfig, RpcTable};
+use pgas::{LaunchConfig, RankResults, RpcTable};
 
 /// Rank counts most tests sweep on smp.
 const RANKS: &[usize] = &[1, 2, 3, 4, 8];
@@ -118,13 +118,17 @@ fn note(what: &str) {
     }
 }
 
-/// The results of the last launch of `n` ranks paired with their ranks: every rank on smp,
-/// this process's rank on mpi. Checks that the vector holds exactly those ranks' results.
-pub fn by_rank<R>(n: usize, out: &[R]) -> impl Iterator<Item = (usize, &R)> {
+/// The results of a launch of `n` ranks paired with their ranks: every rank on smp, this
+/// process's rank on mpi. Checks that they are those the conduit says this process ran.
+pub fn by_rank<R>(n: usize, out: &RankResults<R>) -> impl Iterator<Item = (usize, &R)> {
     let ranks = gasnet_bridge::returned_ranks(n).expect("a job ran");
-    assert!(ranks.end <= n, "ranks {ranks:?} of a job of {n}");
-    assert_eq!(out.len(), ranks.len(), "results of ranks {ranks:?}");
-    ranks.zip(out)
+    assert_eq!(out.job_ranks(), n, "a job of {n} ranks");
+    assert_eq!(
+        out.ranks(),
+        ranks,
+        "the results of the ranks this process ran"
+    );
+    out.with_ranks()
 }
 
 /// The ranks whose results the last launch of `n` ranks returned to this process.
@@ -141,7 +145,7 @@ pub fn try_launch<R, F>(
     config: LaunchConfig,
     rpcs: RpcTable,
     body: F,
-) -> Result<Vec<R>, pgas::LaunchError>
+) -> Result<pgas::RankResults<R>, pgas::LaunchError>
 where
     R: Send + 'static,
     F: Fn() -> R + Sync + Send + 'static,
@@ -175,7 +179,7 @@ where
 }
 
 /// Launches `n` ranks with `segment_mib` MiB segments; panics with the launch error.
-pub fn run<R, F>(n: usize, segment_mib: usize, rpcs: RpcTable, body: F) -> Vec<R>
+pub fn run<R, F>(n: usize, segment_mib: usize, rpcs: RpcTable, body: F) -> RankResults<R>
 where
     R: Send + 'static,
     F: Fn() -> R + Sync + Send + 'static,
@@ -186,7 +190,7 @@ where
 
 /// [`run`] in a job that counts incoming writes (what a resilience runtime asks for), for the
 /// tests of the hook's acks and the IWC; other tests run the default, which does not count.
-pub fn run_counting<R, F>(n: usize, segment_mib: usize, rpcs: RpcTable, body: F) -> Vec<R>
+pub fn run_counting<R, F>(n: usize, segment_mib: usize, rpcs: RpcTable, body: F) -> RankResults<R>
 where
     R: Send + 'static,
     F: Fn() -> R + Sync + Send + 'static,
@@ -230,7 +234,7 @@ pub fn allgather<T>(v: T) -> Vec<T>
 where
     T: serde::Serialize + serde::de::DeserializeOwned + 'static,
 {
-    pgas::reduce_all(&pgas::world(), vec![v], concat).wait()
+    pgas::reduce_all(vec![v], concat).wait()
 }
 
 /// Inside a job: for every world rank, the node the conduit must put it on. On smp that is
