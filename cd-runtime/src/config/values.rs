@@ -1,7 +1,9 @@
 //! The values a key of the configuration takes: the enumerations, and the validated numbers
-//! whose range lives in their type, so a table is checked by converting its raw numbers.
+//! whose range lives in their type, so a table is checked as the parser reads it (the parser
+//! names the key and the line; the type's message says what the key takes).
 
-use serde::{Deserialize, Serialize};
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer, Serialize};
 use thiserror::Error;
 
 use crate::error::FaultKinds;
@@ -72,20 +74,32 @@ impl FaultKind {
     }
 }
 
-impl From<&Vec<FaultKind>> for FaultKinds {
-    fn from(kinds: &Vec<FaultKind>) -> FaultKinds {
-        kinds.iter().fold(FaultKinds::NONE, |acc, k| {
+/// The failures a level contains (`contain`), read from the list of their kinds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct Contain(pub(super) FaultKinds);
+
+impl<'de> Deserialize<'de> for Contain {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Contain, D::Error> {
+        let kinds = Vec::<FaultKind>::deserialize(d)?;
+        Ok(Contain(kinds.iter().fold(FaultKinds::NONE, |acc, k| {
             acc.union(match k {
                 FaultKind::Soft => FaultKinds::SOFT,
                 FaultKind::RankLoss => FaultKinds::RANK_LOSS,
             })
-        })
+        })))
+    }
+}
+
+impl From<Contain> for FaultKinds {
+    fn from(c: Contain) -> FaultKinds {
+        c.0
     }
 }
 
 /// How often a CD run with [`crate::strict_steps`] preserves (`interval`; the reading is in
 /// [`crate::interval`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(try_from = "IntervalFile")]
 pub enum Interval {
     /// At every step (the default): one CD execution per step.
     #[default]
@@ -98,7 +112,7 @@ pub enum Interval {
 }
 
 /// `interval` as written: a name (`"every"`, `"daly"`) or a number of steps.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Deserialize)]
 #[serde(untagged)]
 pub(super) enum IntervalFile {
     Steps(i64),
@@ -130,9 +144,10 @@ pub const MAX_RETRIES: i64 = 1000;
 /// overflow.
 const MAX_BUDDY_SEGMENT_BYTES: i64 = 1 << 40;
 
-/// Declares the validated numbers: each a newtype over its inner type, made from the raw value
-/// `n` the file holds when its rule accepts it; and [`ValueError`], whose variant of the same
-/// name says, when the rule refuses `n`, what the key takes.
+/// Declares the validated numbers: each a newtype over its inner type, read from the raw value
+/// `n` the file holds when its rule accepts it (and converted to its inner type, or an option of
+/// it, for the settings); and [`ValueError`], whose variant of the same name says, when the rule
+/// refuses `n`, what the key takes.
 macro_rules! validated {
     ($($(#[$doc:meta])* $name:ident($inner:ty) from $raw:ty = |$n:ident| $ok:expr,
        $msg:literal $(, $arg:ident = $val:expr)?;)*) => {
@@ -150,12 +165,25 @@ macro_rules! validated {
         #[derive(Debug, Clone, Copy, PartialEq)]
         pub(super) struct $name(pub(super) $inner);
 
-        impl TryFrom<$raw> for $name {
-            type Error = ValueError;
-            fn try_from($n: $raw) -> Result<$name, ValueError> {
-                $ok.map($name).ok_or(ValueError::$name($n))
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<$name, D::Error> {
+                let $n = <$raw>::deserialize(d)?;
+                $ok.map($name).ok_or_else(|| D::Error::custom(ValueError::$name($n)))
             }
-        })*
+        }
+
+        impl From<$name> for $inner {
+            fn from(v: $name) -> $inner {
+                v.0
+            }
+        }
+
+        impl From<$name> for Option<$inner> {
+            fn from(v: $name) -> Option<$inner> {
+                Some(v.0)
+            }
+        }
+        )*
     };
 }
 
