@@ -69,14 +69,13 @@ pub(super) fn table(src: &Source, table: &str, l: &Layer, d: &Layer) -> Result<(
 
 /// A CD whose every execution fails (an injection probability of 1) with retries to spend:
 /// it never completes, and its retries repeat the failure without a word. Checked for a CD
-/// of each name table (or none) at each level table (or none): the tables that set
-/// neither an injection probability nor `retries` change nothing, so only the others are
-/// combined. The error names the probability's key and where the retries come from.
+/// of each name table (or none) at each level table (or none), `tables` being every table with
+/// its name: the tables that set neither an injection probability nor `retries` change
+/// nothing, so only the others are combined. The error names the probability's key and where
+/// the retries come from.
 pub(super) fn hopeless<'a>(
     src: &Source,
-    defaults: &'a Layer,
-    levels: impl Iterator<Item = (String, &'a Layer)>,
-    names: impl Iterator<Item = (String, &'a Layer)>,
+    tables: impl Iterator<Item = (String, &'a Layer)>,
 ) -> Result<(), ConfigError> {
     let probabilities: [(&str, &str, fn(&Layer) -> &Key<Probability>); 2] = [
         ("soft_error", "fail its check", |l| &l.inject.soft_error),
@@ -84,16 +83,18 @@ pub(super) fn hopeless<'a>(
             &l.inject.rank_loss
         }),
     ];
-    let matters = |(_, l): &(String, &Layer)| {
-        l.retries.is_some() || probabilities.iter().any(|(_, _, p)| p(l).is_some())
+    let tables: Vec<_> = (tables)
+        .filter(|(_, l)| l.retries.is_some() || probabilities.iter().any(|p| p.2(l).is_some()))
+        .collect();
+    let defaults = tables.iter().find(|(t, _)| t == "defaults");
+    let of = |kind: &str| {
+        let some = tables.iter().filter(|(t, _)| t.starts_with(kind)).map(Some);
+        std::iter::once(None).chain(some).collect::<Vec<_>>()
     };
-    let levels: Vec<_> = levels.filter(matters).collect();
-    let names: Vec<_> = names.filter(matters).collect();
-    let defaults = ("defaults".to_string(), defaults);
-    for name in std::iter::once(None).chain(names.iter().map(Some)) {
-        for level in std::iter::once(None).chain(levels.iter().map(Some)) {
+    for name in of("cd.") {
+        for &level in &of("level.") {
             // The tables of a CD of that name at that level, most specific first.
-            let tables = || [name, level, Some(&defaults)].into_iter().flatten();
+            let tables = || [name, level, defaults].into_iter().flatten();
             let retries = tables().find_map(|(at, l)| Some((get(&l.retries)?, at)));
             let spent = retries.map_or(CdSettings::default().retries, |(r, _)| r.0);
             if spent == 0 {

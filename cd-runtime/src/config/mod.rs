@@ -166,68 +166,63 @@ impl CdConfig {
         let src = Source::new(text, file);
         let raw: ConfigFile = toml::from_str(text).map_err(|e| src.toml_error(text, &e))?;
         let mut places = BTreeMap::new();
-        let mut place = |key: String, span: std::ops::Range<usize>| {
-            places.insert(key, src.place(span.start));
-        };
         let mut levels = BTreeMap::new();
-        for (k, v) in raw.level {
+        for (k, t) in raw.level {
             let level: usize = k.parse().map_err(|_| {
                 let why = "a level must be a whole number (the root is level 0)";
-                src.error(Some(v.span()), Some(format!("level.{k}")), why.into())
+                src.error(Some(t.span()), Some(format!("level.{k}")), why.into())
             })?;
-            place(format!("level.{level}"), v.span());
-            levels.insert(level, v.into_inner());
+            places.insert(format!("level.{level}"), src.place(t.span().start));
+            levels.insert(level, t.into_inner());
         }
-        let names: BTreeMap<String, Layer> = (raw.cd.into_iter())
-            .map(|(k, v)| {
-                place(format!("cd.{k}"), v.span());
-                (k, v.into_inner())
-            })
-            .collect();
+        let mut names = BTreeMap::new();
+        for (k, t) in raw.cd {
+            places.insert(format!("cd.{k}"), src.place(t.span().start));
+            names.insert(k, t.into_inner());
+        }
         for (key, v) in [
             ("file_dir", &raw.file_dir),
             ("report_file", &raw.report_file),
         ] {
             if let Some(v) = v {
-                place(key.to_string(), v.span());
+                places.insert(key.to_string(), src.place(v.span().start));
             }
         }
-        let defaults = raw.defaults;
-        let tables = std::iter::once(("defaults".to_string(), &defaults))
-            .chain(levels.iter().map(|(k, l)| (format!("level.{k}"), l)))
-            .chain(names.iter().map(|(k, l)| (format!("cd.{k}"), l)));
-        let mut faults = FaultSites::default();
-        for (table, l) in tables {
-            checks::table(&src, &table, l, &defaults)?;
-            if let Some(at) = &l.inject.at {
-                faults.add(table, &src, at.get_ref());
-            }
-        }
-        let level_names = levels.iter().map(|(k, l)| (format!("level.{k}"), l));
-        let cd_names = names.iter().map(|(k, l)| (format!("cd.{k}"), l));
-        checks::hopeless(&src, &defaults, level_names, cd_names)?;
-        Ok(CdConfig {
+        let config = CdConfig {
             seed: raw.seed.unwrap_or(0),
             report: raw.report.unwrap_or(false),
             report_file: raw.report_file.map(Spanned::into_inner),
             file_dir: raw.file_dir.map(Spanned::into_inner),
-            buddy_segment_bytes: raw
-                .buddy_segment_bytes
+            buddy_segment_bytes: (raw.buddy_segment_bytes)
                 .map_or(DEFAULT_BUDDY_SEGMENT_BYTES, Into::into),
             memory_budget_bytes: raw.memory_budget_bytes.map(Into::into),
             buddy_domain: raw.buddy_domain.unwrap_or_default(),
             buddy_copies: raw.buddy_copies.map_or(2, Into::into),
             node_mtbf_seconds: raw.node_mtbf_seconds.map(Into::into),
-            recovery_seconds: raw
-                .recovery_seconds
-                .map_or(DEFAULT_RECOVERY_SECONDS, Into::into),
-            defaults,
+            recovery_seconds: (raw.recovery_seconds).map_or(DEFAULT_RECOVERY_SECONDS, Into::into),
+            defaults: raw.defaults,
             levels,
             names,
             places,
-            faults,
+            faults: FaultSites::default(),
             source: (file != Path::new("<string>")).then(|| file.to_path_buf()),
-        })
+        };
+        let mut faults = FaultSites::default();
+        for (table, l) in config.named_tables() {
+            checks::table(&src, &table, l, &config.defaults)?;
+            if let Some(at) = &l.inject.at {
+                faults.add(table, &src, at.get_ref());
+            }
+        }
+        checks::hopeless(&src, config.named_tables())?;
+        Ok(CdConfig { faults, ..config })
+    }
+
+    /// Every table of the configuration with its name (`defaults`, `level.1`, `cd.step`).
+    fn named_tables(&self) -> impl Iterator<Item = (String, &Layer)> {
+        std::iter::once(("defaults".to_string(), &self.defaults))
+            .chain(self.levels.iter().map(|(k, l)| (format!("level.{k}"), l)))
+            .chain(self.names.iter().map(|(k, l)| (format!("cd.{k}"), l)))
     }
 
     /// The tables of the CD called `name` at `level`, most specific first.
@@ -338,27 +333,22 @@ impl CdConfig {
         Ok(())
     }
 
-    /// Every table of the configuration.
-    fn layers(&self) -> impl Iterator<Item = &Layer> {
-        std::iter::once(&self.defaults)
-            .chain(self.levels.values())
-            .chain(self.names.values())
-    }
-
     /// True when some CD may keep preserved state in files: a table sets `medium = "file"`, or
     /// a memory budget moves copies to files.
     pub(crate) fn keeps_files(&self) -> bool {
         self.memory_budget_bytes.is_some()
-            || self.layers().any(|l| get(&l.medium) == Some(Medium::File))
+            || self
+                .named_tables()
+                .any(|(_, l)| get(&l.medium) == Some(Medium::File))
     }
 
     /// The checksum group sizes (`xor_group`) written anywhere in the configuration, in
     /// increasing order: [`crate::launch`] forms the groups of each size at start-up (a
     /// collective over every rank, so not when a CD first asks).
     pub fn xor_group_sizes(&self) -> Vec<usize> {
-        let mut sizes: Vec<usize> = self
-            .layers()
-            .filter_map(|l| get(&l.xor_group).map(Into::into))
+        let tables = self.named_tables();
+        let mut sizes: Vec<usize> = tables
+            .filter_map(|(_, l)| get(&l.xor_group)?.into())
             .collect();
         sizes.sort_unstable();
         sizes.dedup();

@@ -75,18 +75,16 @@ impl FaultKind {
 }
 
 /// The failures a level contains (`contain`), read from the list of their kinds.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(from = "Vec<FaultKind>")]
 pub(super) struct Contain(pub(super) FaultKinds);
 
-impl<'de> Deserialize<'de> for Contain {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Contain, D::Error> {
-        let kinds = Vec::<FaultKind>::deserialize(d)?;
-        Ok(Contain(kinds.iter().fold(FaultKinds::NONE, |acc, k| {
-            acc.union(match k {
-                FaultKind::Soft => FaultKinds::SOFT,
-                FaultKind::RankLoss => FaultKinds::RANK_LOSS,
-            })
-        })))
+impl From<Vec<FaultKind>> for Contain {
+    fn from(kinds: Vec<FaultKind>) -> Contain {
+        Contain(kinds.iter().fold(FaultKinds::NONE, |acc, k| match k {
+            FaultKind::Soft => acc.union(FaultKinds::SOFT),
+            FaultKind::RankLoss => acc.union(FaultKinds::RANK_LOSS),
+        }))
     }
 }
 
