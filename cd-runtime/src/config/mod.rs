@@ -36,7 +36,7 @@ pub use settings::{CdSettings, Injection};
 pub use values::{BuddyDomain, CdKindSetting, FaultKind, Interval, LogMedium, MAX_RETRIES, Medium};
 
 use faults::FaultSites;
-use settings::{Key, Layer, Merge, get};
+use settings::{Key, Layer, Merge, Tables, get};
 use source::{Place, Source};
 use values::{BuddyCopies, BudgetBytes, Seconds, SegmentBytes};
 
@@ -226,13 +226,9 @@ impl CdConfig {
     }
 
     /// The tables of the CD called `name` at `level`, most specific first.
-    fn tables<'a>(&'a self, name: &str, level: usize) -> impl Iterator<Item = &'a Layer> + Clone {
-        let tables = [
-            self.names.get(name),
-            self.levels.get(&level),
-            Some(&self.defaults),
-        ];
-        tables.into_iter().flatten()
+    fn tables(&self, name: &str, level: usize) -> Tables<'_, Layer> {
+        let (name, level) = (self.names.get(name), self.levels.get(&level));
+        [name, level, Some(&self.defaults)]
     }
 
     /// The settings of the CD called `name` at `level`: its name's table over its level's
@@ -244,7 +240,10 @@ impl CdConfig {
     /// The `kind` the CD called `name` at `level` is configured with, if any: what every CD
     /// begin asks first, without merging the other keys.
     pub fn kind(&self, name: &str, level: usize) -> Option<CdKindSetting> {
-        self.tables(name, level).find_map(|l| get(&l.kind))
+        self.tables(name, level)
+            .iter()
+            .flatten()
+            .find_map(|l| get(&l.kind))
     }
 
     /// The file this configuration was read from, if any.
@@ -407,7 +406,8 @@ impl CdConfig {
         if self.faults.none_at(rank, iteration) {
             return Vec::new();
         }
-        let at = self.tables(name, level).find_map(|l| l.inject.at.as_ref());
+        let tables = self.tables(name, level);
+        let at = tables.iter().flatten().find_map(|l| l.inject.at.as_ref());
         at.map_or_else(Vec::new, |at| {
             self.faults.reached(at.get_ref(), rank, iteration)
         })

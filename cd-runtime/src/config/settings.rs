@@ -29,24 +29,20 @@ pub(super) fn span<T>(key: &Key<T>) -> Option<Range<usize>> {
     key.as_ref().map(Spanned::span)
 }
 
+/// The tables of one CD, most specific first: its name's, its level's, `[defaults]`.
+pub(super) type Tables<'a, T> = [Option<&'a T>; 3];
+
 /// How a setting of type `Out` comes from the tables of a CD.
 pub(super) trait Merge<Out> {
-    /// The value of the most specific of `tables` (most specific first) that sets it, else
-    /// `default`.
-    fn merge<'a, I: Iterator<Item = &'a Self> + Clone>(tables: I, default: Out) -> Out
-    where
-        Self: 'a;
+    /// The value of the most specific of `tables` that sets it, else `default`.
+    fn merge(tables: Tables<'_, Self>, default: Out) -> Out;
 }
 
 /// A key: its value in the first table that sets it.
 impl<W: Clone + Into<Out>, Out> Merge<Out> for Key<W> {
-    fn merge<'a, I: Iterator<Item = &'a Self> + Clone>(mut tables: I, default: Out) -> Out
-    where
-        Self: 'a,
-    {
-        tables
-            .find_map(|k| k.as_ref())
-            .map_or(default, |k| k.get_ref().clone().into())
+    fn merge(tables: Tables<'_, Self>, default: Out) -> Out {
+        let set = tables.iter().flatten().find_map(|k| k.as_ref());
+        set.map_or(default, |k| k.get_ref().clone().into())
     }
 }
 
@@ -78,8 +74,8 @@ macro_rules! settings {
         }
 
         impl Merge<$settings> for $table {
-            fn merge<'a, I: Iterator<Item = &'a Self> + Clone>(t: I, d: $settings) -> $settings {
-                $settings { $($field: Merge::merge(t.clone().map(|t| &t.$field), d.$field),)* }
+            fn merge(t: Tables<'_, Self>, d: $settings) -> $settings {
+                $settings { $($field: Merge::merge(t.map(|t| t.map(|t| &t.$field)), d.$field),)* }
             }
         }
     };
