@@ -5,6 +5,7 @@
 use super::settings::{CdSettings, Key, Layer, get, span};
 use super::source::Source;
 use super::values::{CdKindSetting, Interval, LogMedium, Medium, Probability};
+use crate::checkpoint::format::CheckpointPolicy;
 use crate::error::{ConfigError, FaultKinds};
 
 /// Checks the table `l` called `table` (`cd.step`, `level.1`, `defaults`), with the settings
@@ -124,4 +125,43 @@ pub(super) fn hopeless<'a>(
         }
     }
     Ok(())
+}
+
+/// The one CD with a `checkpoint` key, if any, among `tables` (every table with its name):
+/// only a `[cd.NAME]` table may have it (the checkpoint is the job's, not a level's), and only
+/// one, whose name is usable in a file name.
+pub(super) fn checkpoint<'a>(
+    src: &Source,
+    tables: impl Iterator<Item = (String, &'a Layer)>,
+) -> Result<Option<(String, CheckpointPolicy)>, ConfigError> {
+    let mut found: Option<(String, CheckpointPolicy)> = None;
+    for (table, l) in tables {
+        let Some(c) = &l.checkpoint else {
+            continue;
+        };
+        let fail =
+            |why: String| Err(src.error(Some(c.span()), Some(format!("{table}.checkpoint")), why));
+        let Some(name) = table.strip_prefix("cd.") else {
+            return fail(
+                "a checkpoint is the job's: write it in the [cd.NAME] table of one strict CD \
+                 that spans every rank"
+                    .into(),
+            );
+        };
+        if let Some((first, _)) = &found {
+            return fail(format!(
+                "[cd.{first}] has a checkpoint already: one CD per job has one"
+            ));
+        }
+        let file_name = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b == b'.';
+        if !name.bytes().all(file_name) {
+            return fail(
+                "the CD's name names its checkpoints' directories: letters, digits, `_` and `.` \
+                 only"
+                    .into(),
+            );
+        }
+        found = Some((name.to_string(), c.get_ref().0.clone()));
+    }
+    Ok(found)
 }

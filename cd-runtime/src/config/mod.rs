@@ -40,6 +40,7 @@ use settings::{Key, Layer, Merge, Tables, get};
 use source::{Place, Source};
 use values::{BuddyCopies, BudgetBytes, Seconds, SegmentBytes};
 
+use crate::checkpoint::format::{CheckpointPolicy, RestartFrom};
 use crate::error::ConfigError;
 
 /// The whole file, as written (the order of the fields is the order the message about an
@@ -108,6 +109,14 @@ pub struct CdConfig {
     faults: FaultSites,
     /// The file read (`None` for the default configuration and inline text).
     source: Option<PathBuf>,
+    /// The CD whose completions write checkpoints to disk, and its policy (`checkpoint` in a
+    /// `[cd.NAME]` table; `checkpoint/README.md`).
+    pub checkpoint: Option<(String, CheckpointPolicy)>,
+    /// Where a relaunch resumes from (`--restart`, `CD_RESTART`; set by the program).
+    pub restart: Option<RestartFrom>,
+    /// The program and the parameters that shape its state (set by the program), which a
+    /// checkpoint's manifest records and a restart compares.
+    pub program: String,
 }
 
 impl Default for CdConfig {
@@ -206,6 +215,9 @@ impl CdConfig {
             places,
             faults: FaultSites::default(),
             source: (file != Path::new("<string>")).then(|| file.to_path_buf()),
+            checkpoint: None,
+            restart: None,
+            program: String::new(),
         };
         let mut faults = FaultSites::default();
         for (table, l) in config.named_tables() {
@@ -215,7 +227,12 @@ impl CdConfig {
             }
         }
         checks::hopeless(&src, config.named_tables())?;
-        Ok(CdConfig { faults, ..config })
+        let checkpoint = checks::checkpoint(&src, config.named_tables())?;
+        Ok(CdConfig {
+            faults,
+            checkpoint,
+            ..config
+        })
     }
 
     /// Every table of the configuration with its name (`defaults`, `level.1`, `cd.step`).

@@ -11,9 +11,10 @@ use toml::Spanned;
 
 use super::faults::ExactFaults;
 use super::values::{
-    Bytes, CdKindSetting, Contain, GroupSize, Interval, LogMedium, Medium, Probability, Retries,
-    Seconds, Threads,
+    Bytes, CdKindSetting, Checkpoint, Contain, GroupSize, Interval, LogMedium, Medium, Probability,
+    Retries, Seconds, Threads,
 };
+use crate::checkpoint::format::CheckpointPolicy;
 use crate::error::FaultKinds;
 
 /// A key of a table as written: its value and its place, if the table sets it.
@@ -124,6 +125,9 @@ settings! {
         /// Threads a re-execution may spread its work over (`restart_threads`; 1: serial
         /// restart). See [`crate::Cd::restart_pool`].
         restart_threads: usize = 1, read as Key<Threads>;
+        /// The policy of the job's checkpoints to disk, when this is the CD that writes them
+        /// (only one `[cd.NAME]` table may set `checkpoint`; `checkpoint/README.md`).
+        checkpoint: Option<CheckpointPolicy> = None, read as Key<Checkpoint>;
     }
 }
 

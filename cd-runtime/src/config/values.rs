@@ -3,9 +3,12 @@
 //! names the key and the line; the type's message says what the key takes).
 
 use serde::de::Error as _;
+use std::path::PathBuf;
+
 use serde::{Deserialize, Deserializer, Serialize};
 use thiserror::Error;
 
+use crate::checkpoint::format::CheckpointPolicy;
 use crate::error::FaultKinds;
 
 /// Where preserved state is kept.
@@ -91,6 +94,38 @@ impl From<Vec<FaultKind>> for Contain {
 impl From<Contain> for FaultKinds {
     fn from(c: Contain) -> FaultKinds {
         c.0
+    }
+}
+
+/// `checkpoint = { dir, every, keep }`: a [`CheckpointPolicy`], its defaults where the table
+/// leaves a key out.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(from = "CheckpointFile")]
+pub(super) struct Checkpoint(pub(super) CheckpointPolicy);
+
+/// `checkpoint` as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct CheckpointFile {
+    dir: Option<PathBuf>,
+    every: Option<Count>,
+    keep: Option<Count>,
+}
+
+impl From<CheckpointFile> for Checkpoint {
+    fn from(c: CheckpointFile) -> Checkpoint {
+        let d = CheckpointPolicy::default();
+        Checkpoint(CheckpointPolicy {
+            dir: c.dir.unwrap_or(d.dir),
+            every: c.every.map_or(d.every, |n| n.0 as u64),
+            keep: c.keep.map_or(d.keep, |n| n.0),
+        })
+    }
+}
+
+impl From<Checkpoint> for Option<CheckpointPolicy> {
+    fn from(c: Checkpoint) -> Option<CheckpointPolicy> {
+        Some(c.0)
     }
 }
 
@@ -216,6 +251,9 @@ validated! {
             .filter(|&t| (1..=gasnet_bridge::limits::max_threads()).contains(&t)),
         "restart_threads must be between 1 (a serial restart) and {max} (the threads this \
          machine runs), got {0}", max = gasnet_bridge::limits::max_threads();
+    /// How many, at least 1 (`checkpoint.every`, `checkpoint.keep`).
+    Count(usize) from i64 = |n| usize::try_from(n).ok().filter(|&n| n >= 1),
+        "must be at least 1, got {0}";
     /// A probability per execution (`inject.soft_error`, `inject.rank_loss`): 0 to 1.
     Probability(f64) from f64 = |p| (0.0..=1.0).contains(&p).then_some(p),
         "a probability must be between 0 and 1, got {0}";
