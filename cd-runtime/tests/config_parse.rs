@@ -172,13 +172,13 @@ fn xor_group_parses_merges_and_is_checked() {
         (
             "[cd.x]\nretries = 1\nmedium = \"xor\"\n",
             "cd.x.medium",
-            1,
+            3,
             "xor_group",
         ),
         (
             "[level.2]\nmedium = \"xor\"\nxor_group = 2\nkind = \"relaxed\"\n",
             "level.2.medium",
-            1,
+            2,
             "relaxed",
         ),
     ] {
@@ -305,7 +305,7 @@ fn log_medium_parses_merges_and_refuses_contradictions() {
     let e = parse("[cd.x]\nlog_medium = \"file\"\n").unwrap_err();
     assert_eq!(
         (e.line, e.key.as_deref()),
-        (Some(2), Some("log_medium")),
+        (Some(2), Some("cd.x.log_medium")),
         "{e}"
     );
     assert!(e.to_string().contains("file"), "{e}");
@@ -330,14 +330,17 @@ fn log_medium_parses_merges_and_refuses_contradictions() {
 fn a_bad_value_is_named_by_its_key_not_the_value() {
     let e = parse("[cd.x]\ninject = { at = [{ rank = -1, iteration = 0, kind = \"soft\" }] }\n")
         .unwrap_err();
-    assert_eq!((e.line, e.key.as_deref()), (Some(2), Some("rank")));
+    assert_eq!(
+        (e.line, e.key.as_deref()),
+        (Some(2), Some("cd.x.inject.at.rank"))
+    );
     let msg = e.to_string();
     assert!(
-        msg.contains("key `rank`") && !msg.contains("key `-1`"),
+        msg.contains("key `cd.x.inject.at.rank`") && !msg.contains("key `-1`"),
         "{msg}"
     );
     let e = parse("[cd.x]\nmedium = \"tape\"\n").unwrap_err();
-    assert_eq!(e.key.as_deref(), Some("medium"), "{e}");
+    assert_eq!(e.key.as_deref(), Some("cd.x.medium"), "{e}");
     let e = parse("seed = \"x\"\n").unwrap_err();
     assert_eq!(e.key.as_deref(), Some("seed"), "{e}");
     // An unknown key is still named by the message.

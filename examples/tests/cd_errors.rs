@@ -114,7 +114,10 @@ fn a_configuration_error_names_the_key_and_exits_non_zero() {
     let (out, err) = stencil(&cfg, false);
     assert!(!out.status.success());
     quiet(&err);
-    assert!(err.contains(":2: key `rank`"), "{err}");
+    assert!(
+        err.contains(":2: key `cd.iteration.inject.at.rank`"),
+        "{err}"
+    );
     std::fs::remove_file(cfg).unwrap();
 
     // A file_dir that is a regular file.

@@ -3,7 +3,6 @@
 //! warnings about those a run never reached.
 
 use std::collections::{HashMap, HashSet};
-use std::fmt::Display;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -31,36 +30,55 @@ pub struct ExactFault {
 ///
 /// The empty list holds no allocation: every CD's settings carry one, and settings are made at
 /// every CD begin.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(from = "Vec<Spanned<ExactFault>>")]
 pub struct ExactFaults(Option<Arc<ExactFaultList>>);
 
 /// The faults of [`ExactFaults`] and their index.
 #[derive(Debug, Default)]
 struct ExactFaultList {
     faults: Vec<ExactFault>,
-    /// (rank, iteration) to the first fault written for it.
-    first: HashMap<(usize, u64), usize>,
+    /// Where each fault starts in the text it was read from (empty when made in code).
+    starts: Vec<usize>,
+    /// (rank, iteration) to the faults written for it, in order.
+    at: HashMap<(usize, u64), Vec<usize>>,
 }
 
 impl ExactFaults {
     /// The faults `faults`, in this order.
     pub fn new(faults: Vec<ExactFault>) -> ExactFaults {
-        let mut first = HashMap::with_capacity(faults.len());
+        ExactFaults::written(faults, Vec::new())
+    }
+
+    /// The faults `faults`, the i-th written at byte `starts[i]` of its text.
+    fn written(faults: Vec<ExactFault>, starts: Vec<usize>) -> ExactFaults {
+        let mut at: HashMap<_, Vec<usize>> = HashMap::with_capacity(faults.len());
         for (i, f) in faults.iter().enumerate() {
-            first.entry((f.rank, f.iteration)).or_insert(i);
+            at.entry((f.rank, f.iteration)).or_default().push(i);
         }
-        ExactFaults(Some(Arc::new(ExactFaultList { faults, first })))
+        ExactFaults(Some(Arc::new(ExactFaultList { faults, starts, at })))
     }
 
     /// The first fault written for instance `iteration` on `rank`, if any.
     pub fn find(&self, rank: usize, iteration: u64) -> Option<&ExactFault> {
-        let list = self.0.as_ref()?;
-        list.first.get(&(rank, iteration)).map(|&i| &list.faults[i])
+        let i = *self.indices(rank, iteration).first()?;
+        Some(&self.as_slice()[i])
     }
 
     /// The faults, in the order written.
     pub fn as_slice(&self) -> &[ExactFault] {
         self.0.as_ref().map_or(&[], |list| &list.faults)
+    }
+
+    /// The indices of the faults written for instance `iteration` on `rank`.
+    fn indices(&self, rank: usize, iteration: u64) -> &[usize] {
+        let list = self.0.as_ref().and_then(|l| l.at.get(&(rank, iteration)));
+        list.map_or(&[], Vec::as_slice)
+    }
+
+    /// Whether `self` and `other` are the same list, not merely equal ones.
+    fn same(&self, other: &ExactFaults) -> bool {
+        matches!((&self.0, &other.0), (Some(a), Some(b)) if Arc::ptr_eq(a, b))
     }
 }
 
@@ -76,111 +94,108 @@ impl From<Vec<ExactFault>> for ExactFaults {
     }
 }
 
+/// As written in a file: with where each fault starts, for the messages about it.
+impl From<Vec<Spanned<ExactFault>>> for ExactFaults {
+    fn from(written: Vec<Spanned<ExactFault>>) -> Self {
+        let starts = written.iter().map(|f| f.span().start).collect();
+        ExactFaults::written(
+            written.into_iter().map(Spanned::into_inner).collect(),
+            starts,
+        )
+    }
+}
+
 /// Lines [`crate::CdConfig::unreached`] spends on faults one by one before it counts the rest.
 pub const UNREACHED_LINES: usize = 10;
 
-/// An exact fault as written, for the checks against the job and the run.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct FaultSite {
-    pub(super) place: Place,
-    /// The table it is in (`cd.step`, `level.1`, `defaults`), shared by its faults.
-    pub(super) table: Arc<str>,
-    pub(super) fault: ExactFault,
+/// Every table's exact faults with the table's name (`cd.step`, `level.1`, `defaults`) and the
+/// text they were read from, numbered across the tables in this order (the numbers of
+/// [`crate::CdConfig::exact_sites`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(super) struct FaultSites(Vec<(String, Source, ExactFaults)>);
+
+/// An exact fault of a configuration, with its table and where it is written.
+pub(super) struct FaultSite<'a> {
+    pub(super) table: &'a str,
+    src: &'a Source,
+    start: usize,
+    pub(super) fault: &'a ExactFault,
 }
 
-/// Every exact fault of a configuration, with where it was written, indexed by (rank,
-/// iteration).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub(super) struct FaultSites {
-    sites: Vec<FaultSite>,
-    /// The indices in `sites` of the faults at each (rank, iteration).
-    at: HashMap<(usize, u64), Vec<usize>>,
+impl FaultSite<'_> {
+    /// Where the fault is written.
+    pub(super) fn place(&self) -> Place {
+        self.src.place(self.start)
+    }
 }
 
 impl FaultSites {
-    /// Adds the faults `at` of the table `table` of `src`, and returns them as the CDs that
-    /// take them share them.
-    pub(super) fn add(
-        &mut self,
-        src: &Source,
-        table: &str,
-        at: &[Spanned<ExactFault>],
-    ) -> ExactFaults {
-        let table: Arc<str> = table.into();
-        for f in at {
-            self.push(FaultSite {
-                place: src.place(f.span()),
-                table: table.clone(),
-                fault: f.get_ref().clone(),
-            });
-        }
-        ExactFaults::new(at.iter().map(|f| f.get_ref().clone()).collect())
-    }
-
-    /// Adds one fault.
-    fn push(&mut self, site: FaultSite) {
-        let at = (site.fault.rank, site.fault.iteration);
-        self.at.entry(at).or_default().push(self.sites.len());
-        self.sites.push(site);
+    /// Adds the faults `at` of the table `table`, read from `src`.
+    pub(super) fn add(&mut self, table: String, src: &Source, at: &ExactFaults) {
+        self.0.push((table, src.clone(), at.clone()));
     }
 
     /// These faults, those of the table `table` replaced by the faults of `other`.
     pub(super) fn replace_table(&mut self, table: &str, other: FaultSites) {
-        let old = std::mem::take(self);
-        let kept = old.sites.into_iter().filter(|f| *f.table != *table);
-        kept.chain(other.sites).for_each(|f| self.push(f));
+        self.0.retain(|(t, _, _)| t != table);
+        self.0.extend(other.0);
+    }
+
+    /// Every fault, in the order of their numbers.
+    fn all(&self) -> impl Iterator<Item = FaultSite<'_>> {
+        self.0.iter().flat_map(|(table, src, at)| {
+            let starts = at.0.as_ref().map_or(&[][..], |l| &l.starts);
+            (at.as_slice().iter().enumerate()).map(move |(i, fault)| FaultSite {
+                table,
+                src,
+                start: starts.get(i).copied().unwrap_or(0),
+                fault,
+            })
+        })
     }
 
     /// The first fault on a rank a job of `ranks` ranks lacks.
-    pub(super) fn beyond(&self, ranks: usize) -> Option<&FaultSite> {
-        self.sites.iter().find(|f| f.fault.rank >= ranks)
+    pub(super) fn beyond(&self, ranks: usize) -> Option<FaultSite<'_>> {
+        self.all().find(|s| s.fault.rank >= ranks)
     }
 
     /// Whether no exact fault names `rank` and `iteration`: the common case, answered without
     /// hashing when the configuration has no exact faults at all.
     pub(super) fn none_at(&self, rank: usize, iteration: u64) -> bool {
-        self.at.is_empty() || !self.at.contains_key(&(rank, iteration))
+        let mut tables = self.0.iter();
+        tables.all(|(_, _, at)| at.indices(rank, iteration).is_empty())
     }
 
-    /// The indices of the faults of the table `table` at `rank` and `iteration`. Allocates
-    /// nothing unless some exact fault names this rank and iteration.
-    pub(super) fn reached(&self, table: impl Display, rank: usize, iteration: u64) -> Vec<usize> {
-        self.at.get(&(rank, iteration)).map_or_else(Vec::new, |c| {
-            let table = table.to_string();
-            c.iter()
-                .copied()
-                .filter(|&i| *self.sites[i].table == *table)
-                .collect()
-        })
+    /// The numbers of the faults at `rank` and `iteration` of the table whose list is `at`.
+    /// Allocates nothing unless some exact fault names this rank and iteration.
+    pub(super) fn reached(&self, at: &ExactFaults, rank: usize, iteration: u64) -> Vec<usize> {
+        let mut first = 0;
+        for (_, _, faults) in &self.0 {
+            if faults.same(at) {
+                let found = faults.indices(rank, iteration).iter();
+                return found.map(|i| first + i).collect();
+            }
+            first += faults.as_slice().len();
+        }
+        Vec::new()
     }
 
     /// One line per fault not in `reached`, for the first [`UNREACHED_LINES`], then one line
     /// with the count of the others (a generated list may hold many thousands).
     pub(super) fn unreached(&self, reached: &[usize]) -> Vec<String> {
         let reached: HashSet<usize> = reached.iter().copied().collect();
-        let mut missed = self
-            .sites
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| !reached.contains(i));
-        let mut lines: Vec<String> = missed
-            .by_ref()
-            .take(UNREACHED_LINES)
-            .map(|(_, f)| {
-                let ExactFault {
-                    rank,
-                    iteration,
-                    kind,
-                } = &f.fault;
+        let mut missed = (self.all().enumerate()).filter(|(i, _)| !reached.contains(i));
+        let mut lines: Vec<String> = (missed.by_ref().take(UNREACHED_LINES))
+            .map(|(_, site)| {
+                let (table, f) = (site.table, site.fault);
+                let (rank, iteration) = (f.rank, f.iteration);
                 format!(
-                    "{}[{}] inject.at {{ rank = {rank}, iteration = {iteration}, kind = \"{}\" }} \
-                     was never injected: rank {rank} never began instance {iteration} (counted \
-                     from 0) of a CD that takes its faults from [{}]; check the rank and the \
+                    "{}[{table}] inject.at {{ rank = {rank}, iteration = {iteration}, kind = \"{}\" \
+                     }} was never injected: rank {rank} never began instance {iteration} (counted \
+                     from 0) of a CD that takes its faults from [{table}]; check the rank and the \
                      iteration",
-                    f.place.prefix(),
-                    f.table,
-                    kind.name(),
-                    f.table
+                    site.place().prefix(),
+                    f.kind.name(),
                 )
             })
             .collect();

@@ -8,9 +8,14 @@
 #![doc = concat!("```toml\n", include_str!("../../cd.example.toml"), "```")]
 //!
 //! A file is read in layers, each importing only those before it: `values` (what a key
-//! takes, validated by its type), `source` (lines and errors), `faults` (exact faults),
-//! `settings` (a table as written, validated, and the merge), `checks` (across keys), and
-//! [`CdConfig`] here, which parses and answers the runtime's questions.
+//! takes, validated by its type as it is read), `source` (lines and errors), `faults` (exact
+//! faults), `settings` (each key of a CD's table declared once, and the merge), `checks`
+//! (across keys), and [`CdConfig`] here, which parses and answers the runtime's questions.
+//!
+//! Adding a key of the CD tables is one line in the `settings!` list of `settings.rs` (name,
+//! type, default, and the type it is read as: a [`values`] newtype whose rule and message say
+//! what the key takes, or an enumeration), plus its description in `cd.example.toml` (a test
+//! fails without it). A global key is one field of `ConfigFile` and one of [`CdConfig`].
 
 mod checks;
 mod faults;
@@ -21,9 +26,9 @@ mod tests;
 mod values;
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::path::{Path, PathBuf};
 
+use serde::Deserialize;
 use toml::Spanned;
 
 pub use faults::{ExactFault, ExactFaults, UNREACHED_LINES};
@@ -31,30 +36,31 @@ pub use settings::{CdSettings, Injection};
 pub use values::{BuddyDomain, CdKindSetting, FaultKind, Interval, LogMedium, MAX_RETRIES, Medium};
 
 use faults::FaultSites;
-use settings::{Layer, SettingsFile, first, merge};
+use settings::{Key, Layer, Merge, Tables, get};
 use source::{Place, Source};
 use values::{BuddyCopies, BudgetBytes, Seconds, SegmentBytes};
 
 use crate::checkpoint::format::{CheckpointPolicy, RestartFrom};
 use crate::error::ConfigError;
 
-/// The whole file, as written.
-#[derive(Debug, Clone, Default, PartialEq, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
+/// The whole file, as written (the order of the fields is the order the message about an
+/// unknown key lists them in).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
 struct ConfigFile {
     seed: Option<u64>,
     report: Option<bool>,
-    report_file: Option<Spanned<String>>,
-    file_dir: Option<Spanned<String>>,
-    buddy_segment_bytes: Option<Spanned<i64>>,
-    memory_budget_bytes: Option<Spanned<i64>>,
+    report_file: Key<PathBuf>,
+    file_dir: Key<PathBuf>,
+    buddy_segment_bytes: Option<SegmentBytes>,
+    memory_budget_bytes: Option<BudgetBytes>,
     buddy_domain: Option<BuddyDomain>,
-    buddy_copies: Option<Spanned<i64>>,
-    node_mtbf_seconds: Option<Spanned<f64>>,
-    recovery_seconds: Option<Spanned<f64>>,
-    defaults: Option<SettingsFile>,
-    level: Option<BTreeMap<String, Spanned<SettingsFile>>>,
-    cd: Option<BTreeMap<String, Spanned<SettingsFile>>>,
+    buddy_copies: Option<BuddyCopies>,
+    node_mtbf_seconds: Option<Seconds>,
+    recovery_seconds: Option<Seconds>,
+    defaults: Layer,
+    level: BTreeMap<String, Spanned<Layer>>,
+    cd: BTreeMap<String, Spanned<Layer>>,
 }
 
 /// Default of [`CdConfig::buddy_segment_bytes`]: 16 MiB.
@@ -115,45 +121,7 @@ pub struct CdConfig {
 
 impl Default for CdConfig {
     fn default() -> Self {
-        CdConfig {
-            seed: 0,
-            report: false,
-            report_file: None,
-            file_dir: None,
-            buddy_segment_bytes: DEFAULT_BUDDY_SEGMENT_BYTES,
-            memory_budget_bytes: None,
-            buddy_domain: BuddyDomain::Node,
-            buddy_copies: 2,
-            node_mtbf_seconds: None,
-            recovery_seconds: DEFAULT_RECOVERY_SECONDS,
-            defaults: Layer::default(),
-            levels: BTreeMap::new(),
-            names: BTreeMap::new(),
-            places: BTreeMap::new(),
-            faults: FaultSites::default(),
-            source: None,
-            checkpoint: None,
-            restart: None,
-            program: String::new(),
-        }
-    }
-}
-
-/// A table a CD's settings come from: the name the file gives it.
-#[derive(Debug, Clone, Copy)]
-enum Table<'a> {
-    Cd(&'a str),
-    Level(usize),
-    Defaults,
-}
-
-impl fmt::Display for Table<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Table::Cd(name) => write!(f, "cd.{name}"),
-            Table::Level(level) => write!(f, "level.{level}"),
-            Table::Defaults => f.write_str("defaults"),
-        }
+        CdConfig::parse("", "<string>").expect("the empty configuration is valid")
     }
 }
 
@@ -205,101 +173,94 @@ impl CdConfig {
     pub fn parse(text: &str, file: impl AsRef<Path>) -> Result<CdConfig, ConfigError> {
         let file = file.as_ref();
         let src = Source::new(text, file);
-        let raw: ConfigFile = toml::from_str(text).map_err(|e| src.toml_error(&e))?;
-        let buddy_segment_bytes: Option<SegmentBytes> =
-            src.value(&raw.buddy_segment_bytes, "", "buddy_segment_bytes")?;
-        let memory_budget_bytes: Option<BudgetBytes> =
-            src.value(&raw.memory_budget_bytes, "", "memory_budget_bytes")?;
-        let buddy_copies: Option<BuddyCopies> = src.value(&raw.buddy_copies, "", "buddy_copies")?;
-        let node_mtbf_seconds: Option<Seconds> =
-            src.value(&raw.node_mtbf_seconds, "", "node_mtbf_seconds")?;
-        let recovery_seconds: Option<Seconds> =
-            src.value(&raw.recovery_seconds, "", "recovery_seconds")?;
+        let raw: ConfigFile = toml::from_str(text).map_err(|e| src.toml_error(text, &e))?;
         let mut places = BTreeMap::new();
-        let mut faults = FaultSites::default();
-        let defaults = raw.defaults.unwrap_or_default().validate(
-            &src,
-            "defaults.",
-            "defaults",
-            &mut faults,
-        )?;
-        checks::table(&src, &defaults, "defaults.", None, &defaults)?;
         let mut levels = BTreeMap::new();
-        for (k, v) in raw.level.unwrap_or_default() {
+        for (k, t) in raw.level {
             let level: usize = k.parse().map_err(|_| {
                 let why = "a level must be a whole number (the root is level 0)";
-                src.error(Some(v.span()), Some(format!("level.{k}")), why.into())
+                src.error(Some(t.span()), Some(format!("level.{k}")), why.into())
             })?;
-            let (span, at) = (v.span(), format!("level.{k}."));
-            places.insert(format!("level.{level}"), src.place(span.clone()));
-            let layer =
-                v.into_inner()
-                    .validate(&src, &at, &format!("level.{level}"), &mut faults)?;
-            checks::table(&src, &layer, &at, Some(span), &defaults)?;
-            levels.insert(level, layer);
+            places.insert(format!("level.{level}"), src.place(t.span().start));
+            levels.insert(level, t.into_inner());
         }
         let mut names = BTreeMap::new();
-        for (k, v) in raw.cd.unwrap_or_default() {
-            let (span, at) = (v.span(), format!("cd.{k}."));
-            places.insert(format!("cd.{k}"), src.place(span.clone()));
-            let layer = v
-                .into_inner()
-                .validate(&src, &at, &format!("cd.{k}"), &mut faults)?;
-            checks::table(&src, &layer, &at, Some(span), &defaults)?;
-            names.insert(k, layer);
+        for (k, t) in raw.cd {
+            places.insert(format!("cd.{k}"), src.place(t.span().start));
+            names.insert(k, t.into_inner());
         }
-        checks::hopeless(&src, &defaults, &levels, &names)?;
-        let checkpoint = checks::checkpoint(&src, &defaults, &levels, &names)?;
         for (key, v) in [
             ("file_dir", &raw.file_dir),
             ("report_file", &raw.report_file),
         ] {
             if let Some(v) = v {
-                places.insert(key.to_string(), src.place(v.span()));
+                places.insert(key.to_string(), src.place(v.span().start));
             }
         }
-        Ok(CdConfig {
+        let config = CdConfig {
             seed: raw.seed.unwrap_or(0),
             report: raw.report.unwrap_or(false),
-            report_file: raw.report_file.map(|v| PathBuf::from(v.into_inner())),
-            file_dir: raw.file_dir.map(|v| PathBuf::from(v.into_inner())),
-            buddy_segment_bytes: buddy_segment_bytes.map_or(DEFAULT_BUDDY_SEGMENT_BYTES, |b| b.0),
-            memory_budget_bytes: memory_budget_bytes.map(|b| b.0),
+            report_file: raw.report_file.map(Spanned::into_inner),
+            file_dir: raw.file_dir.map(Spanned::into_inner),
+            buddy_segment_bytes: (raw.buddy_segment_bytes)
+                .map_or(DEFAULT_BUDDY_SEGMENT_BYTES, Into::into),
+            memory_budget_bytes: raw.memory_budget_bytes.map(Into::into),
             buddy_domain: raw.buddy_domain.unwrap_or_default(),
-            buddy_copies: buddy_copies.map_or(2, |c| c.0),
-            node_mtbf_seconds: node_mtbf_seconds.map(|s| s.0),
-            recovery_seconds: recovery_seconds.map_or(DEFAULT_RECOVERY_SECONDS, |s| s.0),
-            defaults,
+            buddy_copies: raw.buddy_copies.map_or(2, Into::into),
+            node_mtbf_seconds: raw.node_mtbf_seconds.map(Into::into),
+            recovery_seconds: (raw.recovery_seconds).map_or(DEFAULT_RECOVERY_SECONDS, Into::into),
+            defaults: raw.defaults,
             levels,
             names,
             places,
-            faults,
+            faults: FaultSites::default(),
             source: (file != Path::new("<string>")).then(|| file.to_path_buf()),
-            checkpoint,
+            checkpoint: None,
             restart: None,
             program: String::new(),
+        };
+        let mut faults = FaultSites::default();
+        for (table, l) in config.named_tables() {
+            checks::table(&src, &table, l, &config.defaults)?;
+            if let Some(at) = &l.inject.at {
+                faults.add(table, &src, at.get_ref());
+            }
+        }
+        checks::hopeless(&src, config.named_tables())?;
+        let checkpoint = checks::checkpoint(&src, config.named_tables())?;
+        Ok(CdConfig {
+            faults,
+            checkpoint,
+            ..config
         })
     }
 
+    /// Every table of the configuration with its name (`defaults`, `level.1`, `cd.step`).
+    fn named_tables(&self) -> impl Iterator<Item = (String, &Layer)> {
+        std::iter::once(("defaults".to_string(), &self.defaults))
+            .chain(self.levels.iter().map(|(k, l)| (format!("level.{k}"), l)))
+            .chain(self.names.iter().map(|(k, l)| (format!("cd.{k}"), l)))
+    }
+
     /// The tables of the CD called `name` at `level`, most specific first.
-    fn tables<'a>(&'a self, name: &'a str, level: usize) -> [Option<(Table<'a>, &'a Layer)>; 3] {
-        [
-            self.names.get(name).map(|l| (Table::Cd(name), l)),
-            self.levels.get(&level).map(|l| (Table::Level(level), l)),
-            Some((Table::Defaults, &self.defaults)),
-        ]
+    fn tables(&self, name: &str, level: usize) -> Tables<'_, Layer> {
+        let (name, level) = (self.names.get(name), self.levels.get(&level));
+        [name, level, Some(&self.defaults)]
     }
 
     /// The settings of the CD called `name` at `level`: its name's table over its level's
     /// over the defaults, key by key.
     pub fn settings(&self, name: &str, level: usize) -> CdSettings {
-        merge(&self.tables(name, level))
+        Layer::merge(self.tables(name, level), CdSettings::default())
     }
 
     /// The `kind` the CD called `name` at `level` is configured with, if any: what every CD
     /// begin asks first, without merging the other keys.
     pub fn kind(&self, name: &str, level: usize) -> Option<CdKindSetting> {
-        first(&self.tables(name, level), |l| l.kind).map(|(k, _)| k)
+        self.tables(name, level)
+            .iter()
+            .flatten()
+            .find_map(|l| get(&l.kind))
     }
 
     /// The file this configuration was read from, if any.
@@ -349,9 +310,10 @@ impl CdConfig {
             ));
         }
         if let Some(f) = self.faults.beyond(ranks) {
+            let place = f.place();
             return Err(ConfigError {
-                file: f.place.file.to_path_buf(),
-                line: Some(f.place.line),
+                file: place.file.to_path_buf(),
+                line: Some(place.line),
                 key: Some(format!("{}.inject.at.rank", f.table)),
                 message: format!(
                     "a fault on rank {}, but the job has {ranks} rank(s) (0 to {}): it would \
@@ -387,26 +349,22 @@ impl CdConfig {
         Ok(())
     }
 
-    /// Every table of the configuration.
-    fn layers(&self) -> impl Iterator<Item = &Layer> {
-        std::iter::once(&self.defaults)
-            .chain(self.levels.values())
-            .chain(self.names.values())
-    }
-
     /// True when some CD may keep preserved state in files: a table sets `medium = "file"`, or
     /// a memory budget moves copies to files.
     pub(crate) fn keeps_files(&self) -> bool {
-        self.memory_budget_bytes.is_some() || self.layers().any(|l| l.medium == Some(Medium::File))
+        self.memory_budget_bytes.is_some()
+            || self
+                .named_tables()
+                .any(|(_, l)| get(&l.medium) == Some(Medium::File))
     }
 
     /// The checksum group sizes (`xor_group`) written anywhere in the configuration, in
     /// increasing order: [`crate::launch`] forms the groups of each size at start-up (a
     /// collective over every rank, so not when a CD first asks).
     pub fn xor_group_sizes(&self) -> Vec<usize> {
-        let mut sizes: Vec<usize> = self
-            .layers()
-            .filter_map(|l| l.xor_group.map(|k| k.0))
+        let tables = self.named_tables();
+        let mut sizes: Vec<usize> = tables
+            .filter_map(|(_, l)| get(&l.xor_group)?.into())
             .collect();
         sizes.sort_unstable();
         sizes.dedup();
@@ -465,8 +423,10 @@ impl CdConfig {
         if self.faults.none_at(rank, iteration) {
             return Vec::new();
         }
-        first(&self.tables(name, level), |l| l.at.as_ref()).map_or_else(Vec::new, |(_, table)| {
-            self.faults.reached(table, rank, iteration)
+        let tables = self.tables(name, level);
+        let at = tables.iter().flatten().find_map(|l| l.inject.at.as_ref());
+        at.map_or_else(Vec::new, |at| {
+            self.faults.reached(at.get_ref(), rank, iteration)
         })
     }
 

@@ -5,9 +5,6 @@ use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
 
-use toml::Spanned;
-
-use super::values::ValueError;
 use crate::error::ConfigError;
 
 /// Where a key of the configuration was written: file and line.
@@ -25,35 +22,30 @@ impl Place {
     }
 }
 
-/// One configuration text being read: its file name and where its lines start.
-pub(super) struct Source<'a> {
-    text: &'a str,
+/// One configuration text's file name and where its lines start; kept by the exact faults,
+/// which are placed only when a message names them.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Source {
     pub(super) file: Arc<Path>,
     /// The byte offsets of its newlines, found once: placing each of many keys is a binary
     /// search instead of a count from the start of the text.
-    newlines: Vec<usize>,
+    newlines: Arc<[usize]>,
 }
 
-impl<'a> Source<'a> {
+impl Source {
     /// The text `text` of the file `file`.
-    pub(super) fn new(text: &'a str, file: &Path) -> Source<'a> {
+    pub(super) fn new(text: &str, file: &Path) -> Source {
         Source {
-            text,
             file: file.into(),
             newlines: text.match_indices('\n').map(|(i, _)| i).collect(),
         }
     }
 
-    /// The 1-based line on which `span` starts.
-    fn line(&self, span: Range<usize>) -> usize {
-        self.newlines.partition_point(|&n| n < span.start) + 1
-    }
-
-    /// The place of `span`.
-    pub(super) fn place(&self, span: Range<usize>) -> Place {
+    /// The place of the byte `at`.
+    pub(super) fn place(&self, at: usize) -> Place {
         Place {
             file: self.file.clone(),
-            line: self.line(span),
+            line: self.newlines.partition_point(|&n| n < at) + 1,
         }
     }
 
@@ -66,52 +58,38 @@ impl<'a> Source<'a> {
     ) -> ConfigError {
         ConfigError {
             file: self.file.to_path_buf(),
-            line: span.map(|s| self.line(s)),
+            line: span.map(|s| self.place(s.start).line),
             key,
             message,
         }
     }
 
-    /// The error of the toml parser. A bad value is named by the key it is given to (`rank`
-    /// for `rank = -1`), not by the value the message quotes; an unknown key by the message.
-    pub(super) fn toml_error(&self, e: &toml::de::Error) -> ConfigError {
-        let key = e
-            .span()
-            .and_then(|s| key_before(self.text, s.start))
-            .or_else(|| key_in(e.message()));
+    /// The error of the toml parser reading `text`. A bad value is named by its whole key
+    /// (`cd.step.retries`), an unknown or missing key as the message names it; a syntax error
+    /// by the key its value follows, if any.
+    pub(super) fn toml_error(&self, text: &str, e: &toml::de::Error) -> ConfigError {
+        let named = ["unknown field `", "missing field `"]
+            .iter()
+            .find_map(|p| e.message().strip_prefix(p)?.split('`').next());
+        let key = (named.map(str::to_string))
+            .or_else(|| key_path(e))
+            .or_else(|| key_before(text, e.span()?.start));
         self.error(e.span(), key, e.message().trim().to_string())
-    }
-
-    /// The validated value of the key `{at}{key}` as written in `raw`, or the error naming it.
-    pub(super) fn value<R: Clone, T: TryFrom<R, Error = ValueError>>(
-        &self,
-        raw: &Option<Spanned<R>>,
-        at: &str,
-        key: &str,
-    ) -> Result<Option<T>, ConfigError> {
-        Ok(self.spanned(raw, at, key)?.map(Spanned::into_inner))
-    }
-
-    /// [`Source::value`] with its place.
-    pub(super) fn spanned<R: Clone, T: TryFrom<R, Error = ValueError>>(
-        &self,
-        raw: &Option<Spanned<R>>,
-        at: &str,
-        key: &str,
-    ) -> Result<Option<Spanned<T>>, ConfigError> {
-        raw.as_ref()
-            .map(|v| match T::try_from(v.get_ref().clone()) {
-                Ok(t) => Ok(Spanned::new(v.span(), t)),
-                Err(e) => {
-                    Err(self.error(Some(v.span()), Some(format!("{at}{key}")), e.to_string()))
-                }
-            })
-            .transpose()
     }
 }
 
-/// The key whose value starts at `at` (`rank` in `{ rank = -1 }`): the name before the `=`
-/// that precedes the value, if the text there is `key =`.
+/// The dotted key whose value a toml error is about (`level.1.inject.rank_loss`). The parser
+/// keeps it but shows it only in its text, and only when it has no input to quote.
+fn key_path(e: &toml::de::Error) -> Option<String> {
+    let mut bare = e.clone();
+    bare.set_input(None);
+    let text = bare.to_string();
+    let (_, key) = text.trim_end().rsplit_once("\nin `")?;
+    key.strip_suffix('`').map(str::to_string)
+}
+
+/// The key whose value starts at `at` (`seed` in `seed = 1x`): the name before the `=` that
+/// precedes the value, if the text there is `key =`.
 fn key_before(text: &str, at: usize) -> Option<String> {
     let before = text.get(..at)?.trim_end();
     let before = before.strip_suffix('=')?.trim_end();
@@ -120,11 +98,4 @@ fn key_before(text: &str, at: usize) -> Option<String> {
         .map_or(0, |i| i + 1);
     let key = before[start..].trim_matches('"');
     (!key.is_empty()).then(|| key.to_string())
-}
-
-/// The key a toml error message names, if any (e.g. "unknown field `retris`").
-fn key_in(message: &str) -> Option<String> {
-    let start = message.find('`')? + 1;
-    let len = message[start..].find('`')?;
-    Some(message[start..start + len].to_string())
 }

@@ -1,9 +1,14 @@
 //! The values a key of the configuration takes: the enumerations, and the validated numbers
-//! whose range lives in their type, so a table is checked by converting its raw numbers.
+//! whose range lives in their type, so a table is checked as the parser reads it (the parser
+//! names the key and the line; the type's message says what the key takes).
 
-use serde::{Deserialize, Serialize};
+use serde::de::Error as _;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Deserializer, Serialize};
 use thiserror::Error;
 
+use crate::checkpoint::format::CheckpointPolicy;
 use crate::error::FaultKinds;
 
 /// Where preserved state is kept.
@@ -72,20 +77,62 @@ impl FaultKind {
     }
 }
 
-impl From<&Vec<FaultKind>> for FaultKinds {
-    fn from(kinds: &Vec<FaultKind>) -> FaultKinds {
-        kinds.iter().fold(FaultKinds::NONE, |acc, k| {
-            acc.union(match k {
-                FaultKind::Soft => FaultKinds::SOFT,
-                FaultKind::RankLoss => FaultKinds::RANK_LOSS,
-            })
+/// The failures a level contains (`contain`), read from the list of their kinds.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(from = "Vec<FaultKind>")]
+pub(super) struct Contain(pub(super) FaultKinds);
+
+impl From<Vec<FaultKind>> for Contain {
+    fn from(kinds: Vec<FaultKind>) -> Contain {
+        Contain(kinds.iter().fold(FaultKinds::NONE, |acc, k| match k {
+            FaultKind::Soft => acc.union(FaultKinds::SOFT),
+            FaultKind::RankLoss => acc.union(FaultKinds::RANK_LOSS),
+        }))
+    }
+}
+
+impl From<Contain> for FaultKinds {
+    fn from(c: Contain) -> FaultKinds {
+        c.0
+    }
+}
+
+/// `checkpoint = { dir, every, keep }`: a [`CheckpointPolicy`], its defaults where the table
+/// leaves a key out.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(from = "CheckpointFile")]
+pub(super) struct Checkpoint(pub(super) CheckpointPolicy);
+
+/// `checkpoint` as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct CheckpointFile {
+    dir: Option<PathBuf>,
+    every: Option<Count>,
+    keep: Option<Count>,
+}
+
+impl From<CheckpointFile> for Checkpoint {
+    fn from(c: CheckpointFile) -> Checkpoint {
+        let d = CheckpointPolicy::default();
+        Checkpoint(CheckpointPolicy {
+            dir: c.dir.unwrap_or(d.dir),
+            every: c.every.map_or(d.every, |n| n.0 as u64),
+            keep: c.keep.map_or(d.keep, |n| n.0),
         })
+    }
+}
+
+impl From<Checkpoint> for Option<CheckpointPolicy> {
+    fn from(c: Checkpoint) -> Option<CheckpointPolicy> {
+        Some(c.0)
     }
 }
 
 /// How often a CD run with [`crate::strict_steps`] preserves (`interval`; the reading is in
 /// [`crate::interval`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(try_from = "IntervalFile")]
 pub enum Interval {
     /// At every step (the default): one CD execution per step.
     #[default]
@@ -98,7 +145,7 @@ pub enum Interval {
 }
 
 /// `interval` as written: a name (`"every"`, `"daly"`) or a number of steps.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Deserialize)]
 #[serde(untagged)]
 pub(super) enum IntervalFile {
     Steps(i64),
@@ -130,9 +177,10 @@ pub const MAX_RETRIES: i64 = 1000;
 /// overflow.
 const MAX_BUDDY_SEGMENT_BYTES: i64 = 1 << 40;
 
-/// Declares the validated numbers: each a newtype over its inner type, made from the raw value
-/// `n` the file holds when its rule accepts it; and [`ValueError`], whose variant of the same
-/// name says, when the rule refuses `n`, what the key takes.
+/// Declares the validated numbers: each a newtype over its inner type, read from the raw value
+/// `n` the file holds when its rule accepts it (and converted to its inner type, or an option of
+/// it, for the settings); and [`ValueError`], whose variant of the same name says, when the rule
+/// refuses `n`, what the key takes.
 macro_rules! validated {
     ($($(#[$doc:meta])* $name:ident($inner:ty) from $raw:ty = |$n:ident| $ok:expr,
        $msg:literal $(, $arg:ident = $val:expr)?;)*) => {
@@ -150,12 +198,25 @@ macro_rules! validated {
         #[derive(Debug, Clone, Copy, PartialEq)]
         pub(super) struct $name(pub(super) $inner);
 
-        impl TryFrom<$raw> for $name {
-            type Error = ValueError;
-            fn try_from($n: $raw) -> Result<$name, ValueError> {
-                $ok.map($name).ok_or(ValueError::$name($n))
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<$name, D::Error> {
+                let $n = <$raw>::deserialize(d)?;
+                $ok.map($name).ok_or_else(|| D::Error::custom(ValueError::$name($n)))
             }
-        })*
+        }
+
+        impl From<$name> for $inner {
+            fn from(v: $name) -> $inner {
+                v.0
+            }
+        }
+
+        impl From<$name> for Option<$inner> {
+            fn from(v: $name) -> Option<$inner> {
+                Some(v.0)
+            }
+        }
+        )*
     };
 }
 
@@ -190,6 +251,9 @@ validated! {
             .filter(|&t| (1..=gasnet_bridge::limits::max_threads()).contains(&t)),
         "restart_threads must be between 1 (a serial restart) and {max} (the threads this \
          machine runs), got {0}", max = gasnet_bridge::limits::max_threads();
+    /// How many, at least 1 (`checkpoint.every`, `checkpoint.keep`).
+    Count(usize) from i64 = |n| usize::try_from(n).ok().filter(|&n| n >= 1),
+        "must be at least 1, got {0}";
     /// A probability per execution (`inject.soft_error`, `inject.rank_loss`): 0 to 1.
     Probability(f64) from f64 = |p| (0.0..=1.0).contains(&p).then_some(p),
         "a probability must be between 0 and 1, got {0}";
