@@ -13,7 +13,7 @@
 //! (across keys), and [`CdConfig`] here, which parses and answers the runtime's questions.
 //!
 //! Adding a key of the CD tables is one line in the `settings!` list of `settings.rs` (name,
-//! type, default, and the type it is read as: a [`values`] newtype whose rule and message say
+//! type, default, and the type it is read as: a `values` newtype whose rule and message say
 //! what the key takes, or an enumeration), plus its description in `cd.example.toml` (a test
 //! fails without it). A global key is one field of `ConfigFile` and one of [`CdConfig`].
 
