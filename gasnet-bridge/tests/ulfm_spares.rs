@@ -4,10 +4,10 @@
 //! one, and checks what the survivors and the spare print: the agreed lost rank, the new
 //! numbering (each survivor keeps its rank, the spare holds the lost one, an allreduce over
 //! the new communicator checked it), and one line for the job. Without a spare the job ends
-//! with one line naming the rank. With every operation over MPI (no shared memory, RMA as
-//! messages), a survivor that computes through the kill meets the revoked communicator in an
-//! MPI call, and no error reaches the program as a panic. Every run is bounded: a hang fails
-//! the test.
+//! with one line naming the rank. With every operation over MPI (no shared memory; RMA as
+//! messages, or through the window), a survivor that computes through the kill meets the
+//! revoked communicator in an MPI call, and no error reaches the program as a panic. Every run
+//! is bounded: a hang fails the test.
 
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
@@ -86,9 +86,39 @@ struct Job {
     stderr: JoinHandle<String>,
 }
 
-/// Starts `processes` processes, `spares` of them spares, for `rounds` rounds; `over_mpi`:
-/// without shared memory and with RMA as messages, so every operation is an MPI call.
-fn start(processes: usize, spares: usize, rounds: u64, over_mpi: bool) -> Job {
+/// Which paths the ranks' operations take.
+#[derive(Clone, Copy)]
+enum Paths {
+    /// The defaults: one host, so shared memory and the rings.
+    Shm,
+    /// No shared memory, RMA as messages: every operation is an MPI call.
+    Messages,
+    /// No shared memory, RMA through the MPI window, AMs as messages.
+    Window,
+}
+
+impl Paths {
+    /// The environment that selects them.
+    fn env(self) -> &'static [(&'static str, &'static str)] {
+        match self {
+            Paths::Shm => &[],
+            Paths::Messages => &[
+                (OVER_MPI, "1"),
+                ("PGAS_MPI_PSHM", "0"),
+                ("PGAS_MPI_RMA", "am"),
+            ],
+            Paths::Window => &[
+                (OVER_MPI, "1"),
+                ("PGAS_MPI_PSHM", "0"),
+                ("PGAS_MPI_RMA", "window"),
+            ],
+        }
+    }
+}
+
+/// Starts `processes` processes, `spares` of them spares, for `rounds` rounds, the operations
+/// on `paths`.
+fn start(processes: usize, spares: usize, rounds: u64, paths: Paths) -> Job {
     let launcher = std::env::var("PGAS_ULFM_MPIRUN")
         .expect("PGAS_ULFM_MPIRUN is unset: source .ci/ulfm-env before running this test");
     let mut words = launcher.split_whitespace();
@@ -102,15 +132,7 @@ fn start(processes: usize, spares: usize, rounds: u64, over_mpi: bool) -> Job {
         .env("PGAS_SPARES", spares.to_string())
         .env("PGAS_MPI_RECOVERY_VERBOSE", "1")
         .env("RUST_BACKTRACE", "0")
-        .envs(
-            [
-                (OVER_MPI, "1"),
-                ("PGAS_MPI_PSHM", "0"),
-                ("PGAS_MPI_RMA", "am"),
-            ]
-            .into_iter()
-            .filter(|_| over_mpi),
-        )
+        .envs(paths.env().iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         // Its own process group, so that a hung job can be ended whole.
@@ -217,10 +239,10 @@ fn lines_with<'a>(text: &'a str, needle: &str) -> Vec<&'a str> {
 
 /// Kills rank `victim` of a job of `ranks` ranks and one spare: the spare holds its number in
 /// the new communicator, every survivor keeps its own, and one line tells the job; no error
-/// reaches the program (`over_mpi`: while every operation is an MPI call).
-fn a_spare_takes_the_killed_rank(ranks: usize, victim: usize, over_mpi: bool) {
+/// reaches the program (over MPI paths: while every operation is an MPI call).
+fn a_spare_takes_the_killed_rank(ranks: usize, victim: usize, paths: Paths) {
     let started = Instant::now();
-    let mut job = start(ranks + 1, 1, 3000, over_mpi);
+    let mut job = start(ranks + 1, 1, 3000, paths);
     let pids = job.pids(ranks, started);
     std::thread::sleep(Duration::from_millis(300));
     kill9(pids[victim]);
@@ -259,7 +281,7 @@ fn a_spare_takes_the_killed_rank(ranks: usize, victim: usize, over_mpi: bool) {
 /// Without a spare, a killed rank ends the job: one line naming it, a nonzero status.
 fn without_a_spare_the_job_ends_with_one_line() {
     let started = Instant::now();
-    let mut job = start(4, 0, 3000, false);
+    let mut job = start(4, 0, 3000, Paths::Shm);
     let pids = job.pids(4, started);
     std::thread::sleep(Duration::from_millis(300));
     kill9(pids[1]);
@@ -275,7 +297,7 @@ fn without_a_spare_the_job_ends_with_one_line() {
 /// With spares and no loss the job ends normally: the spare is released, the status is 0.
 fn an_unneeded_spare_is_released() {
     let started = Instant::now();
-    let job = start(3, 1, 20, false);
+    let job = start(3, 1, 20, Paths::Shm);
     let (status, out, err) = job.finish(started);
     let context = format!("stdout:\n{out}\nstderr:\n{err}");
     assert!(status.success(), "{context}");
@@ -299,22 +321,25 @@ fn main() {
         rank_main(args[i + 1].parse().expect("rounds"));
         return;
     }
-    let tests: [(&str, fn()); 6] = [
+    let tests: [(&str, fn()); 7] = [
         (
             "an_unneeded_spare_is_released",
             an_unneeded_spare_is_released,
         ),
         ("a_spare_takes_killed_rank_2_of_4", || {
-            a_spare_takes_the_killed_rank(4, 2, false)
+            a_spare_takes_the_killed_rank(4, 2, Paths::Shm)
         }),
         ("a_spare_takes_killed_rank_0_of_4", || {
-            a_spare_takes_the_killed_rank(4, 0, false)
+            a_spare_takes_the_killed_rank(4, 0, Paths::Shm)
         }),
         ("a_spare_takes_killed_rank_5_of_8", || {
-            a_spare_takes_the_killed_rank(8, 5, false)
+            a_spare_takes_the_killed_rank(8, 5, Paths::Shm)
         }),
         ("over_mpi_a_killed_peer_reaches_no_program", || {
-            a_spare_takes_the_killed_rank(4, 1, true)
+            a_spare_takes_the_killed_rank(4, 1, Paths::Messages)
+        }),
+        ("over_the_window_a_killed_peer_reaches_no_program", || {
+            a_spare_takes_the_killed_rank(4, 1, Paths::Window)
         }),
         (
             "without_a_spare_the_job_ends_with_one_line",
