@@ -24,13 +24,17 @@ use gasnet_bridge::{AtomicOp, HandlerTable, LaunchConfig, launch};
 /// How long a job may take from start to its last line, kill and recovery included.
 const JOB_LIMIT: Duration = Duration::from_secs(60);
 
+/// A put of this many bytes, at this offset, travels by MPI's rendezvous protocol.
+const LARGE: usize = 256 << 10;
+const LARGE_AT: usize = 64;
+
 /// Set in a rank's environment (by [`start`]) when every operation must travel over MPI.
 const OVER_MPI: &str = "ULFM_SPARES_OVER_MPI";
 
 /// The rank's body: print the pid, then rounds until killed or done. Each round puts to the
-/// next rank and joins a barrier; over MPI it also first gets from the previous rank, and
-/// after the put adds to a word of the next one and sends it an AM whose reply it waits for,
-/// so that a peer's death meets each kind of operation. Every result is `expect`ed: an error reaching the program would
+/// next rank and joins a barrier; over MPI it also first gets from the previous rank and puts
+/// a large block to the next, and after the put adds to a word of the next one and sends it an
+/// AM whose reply it waits for, so that a peer's death meets each kind of operation. Every result is `expect`ed: an error reaching the program would
 /// print as this rank's panic.
 fn rank_main(rounds: u64) {
     let over_mpi = std::env::var_os(OVER_MPI).is_some();
@@ -52,6 +56,11 @@ fn rank_main(rounds: u64) {
             if over_mpi {
                 let mut got = [0u8; 8];
                 ep.get(prev, 0, &mut got).expect("get");
+                // Past MPI's eager size: the bytes leave only when the target takes them, so a
+                // put to a rank that computes, then dies, waits on the caller's memory until
+                // MPI or the revoke ends it.
+                ep.put(next, LARGE_AT, &vec![round as u8; LARGE])
+                    .expect("large put");
             }
             ep.put(next, 0, &round.to_le_bytes()).expect("put");
             if over_mpi {
@@ -321,7 +330,7 @@ fn main() {
         rank_main(args[i + 1].parse().expect("rounds"));
         return;
     }
-    let tests: [(&str, fn()); 7] = [
+    let tests: [(&str, fn()); 8] = [
         (
             "an_unneeded_spare_is_released",
             an_unneeded_spare_is_released,
@@ -337,6 +346,11 @@ fn main() {
         }),
         ("over_mpi_a_killed_peer_reaches_no_program", || {
             a_spare_takes_the_killed_rank(4, 1, Paths::Messages)
+        }),
+        // The last rank is killed while it computes: the rank before it waits in a large
+        // put to it, on its own memory, which only the revoke or MPI's failure notice ends.
+        ("over_mpi_a_send_waiting_on_the_killed_rank_ends", || {
+            a_spare_takes_the_killed_rank(4, 3, Paths::Messages)
         }),
         ("over_the_window_a_killed_peer_reaches_no_program", || {
             a_spare_takes_the_killed_rank(4, 1, Paths::Window)
