@@ -4,7 +4,10 @@
 //! one, and checks what the survivors and the spare print: the agreed lost rank, the new
 //! numbering (each survivor keeps its rank, the spare holds the lost one, an allreduce over
 //! the new communicator checked it), and one line for the job. Without a spare the job ends
-//! with one line naming the rank. Every run is bounded: a hang fails the test.
+//! with one line naming the rank. With every operation over MPI (no shared memory; RMA as
+//! messages, or through the window), a survivor that computes through the kill meets the
+//! revoked communicator in an MPI call, and no error reaches the program as a panic. Every run
+//! is bounded: a hang fails the test.
 
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
@@ -13,21 +16,65 @@ use std::sync::mpsc::{Receiver, channel};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use gasnet_bridge::{HandlerTable, LaunchConfig, launch};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use gasnet_bridge::{AtomicOp, HandlerTable, LaunchConfig, launch};
 
 /// How long a job may take from start to its last line, kill and recovery included.
 const JOB_LIMIT: Duration = Duration::from_secs(60);
 
-/// The rank's body: print the pid, then rounds of a put and a barrier until killed or done.
+/// A put of this many bytes, at this offset, travels by MPI's rendezvous protocol.
+const LARGE: usize = 256 << 10;
+const LARGE_AT: usize = 64;
+
+/// Set in a rank's environment (by [`start`]) when every operation must travel over MPI.
+const OVER_MPI: &str = "ULFM_SPARES_OVER_MPI";
+
+/// The rank's body: print the pid, then rounds until killed or done. Each round puts to the
+/// next rank and joins a barrier; over MPI it also first gets from the previous rank and puts
+/// a large block to the next, and after the put adds to a word of the next one and sends it an
+/// AM whose reply it waits for, so that a peer's death meets each kind of operation. Every result is `expect`ed: an error reaching the program would
+/// print as this rank's panic.
 fn rank_main(rounds: u64) {
+    let over_mpi = std::env::var_os(OVER_MPI).is_some();
     let config = LaunchConfig::from_env(4).expect("config");
-    let result = launch(&config, HandlerTable::new(), |ep| {
+    let replies = Arc::new(AtomicU64::new(0));
+    let mut table = HandlerTable::new();
+    let r = replies.clone();
+    let pong = table.register("pong", move |_| {
+        r.fetch_add(1, Ordering::AcqRel);
+    });
+    let ping = table.register("ping", move |tok| {
+        tok.reply_short(pong, &[]).expect("reply");
+    });
+    let result = launch(&config, table, |ep| {
         let (me, n) = (ep.rank(), ep.ranks());
+        let (next, prev) = ((me + 1) % n, (me + n - 1) % n);
         println!("rank {me} pid {}", std::process::id());
         for round in 1..=rounds {
-            ep.put((me + 1) % n, 0, &round.to_le_bytes()).expect("put");
+            if over_mpi {
+                let mut got = [0u8; 8];
+                ep.get(prev, 0, &mut got).expect("get");
+                // Past MPI's eager size: the bytes leave only when the target takes them, so a
+                // put to a rank that computes, then dies, waits on the caller's memory until
+                // MPI or the revoke ends it.
+                ep.put(next, LARGE_AT, &vec![round as u8; LARGE])
+                    .expect("large put");
+            }
+            ep.put(next, 0, &round.to_le_bytes()).expect("put");
+            if over_mpi {
+                ep.atomic(next, 8, AtomicOp::FetchAdd(1)).expect("atomic");
+                let before = replies.load(Ordering::Acquire);
+                ep.am_request_short(next, ping, &[]).expect("am");
+                ep.wait_until(|| replies.load(Ordering::Acquire) > before);
+            }
             ep.barrier().expect("barrier");
-            std::thread::sleep(Duration::from_millis(10));
+            // Over MPI the last rank computes (sleeps) through the kill while the others
+            // notice it in their waits and revoke the job's communicator: its next operation
+            // then fails in MPI at once, an error that must not reach the program.
+            let computing = over_mpi && me == n - 1;
+            std::thread::sleep(Duration::from_millis(if computing { 2000 } else { 10 }));
         }
         me
     });
@@ -48,7 +95,39 @@ struct Job {
     stderr: JoinHandle<String>,
 }
 
-fn start(processes: usize, spares: usize, rounds: u64) -> Job {
+/// Which paths the ranks' operations take.
+#[derive(Clone, Copy)]
+enum Paths {
+    /// The defaults: one host, so shared memory and the rings.
+    Shm,
+    /// No shared memory, RMA as messages: every operation is an MPI call.
+    Messages,
+    /// No shared memory, RMA through the MPI window, AMs as messages.
+    Window,
+}
+
+impl Paths {
+    /// The environment that selects them.
+    fn env(self) -> &'static [(&'static str, &'static str)] {
+        match self {
+            Paths::Shm => &[],
+            Paths::Messages => &[
+                (OVER_MPI, "1"),
+                ("PGAS_MPI_PSHM", "0"),
+                ("PGAS_MPI_RMA", "am"),
+            ],
+            Paths::Window => &[
+                (OVER_MPI, "1"),
+                ("PGAS_MPI_PSHM", "0"),
+                ("PGAS_MPI_RMA", "window"),
+            ],
+        }
+    }
+}
+
+/// Starts `processes` processes, `spares` of them spares, for `rounds` rounds, the operations
+/// on `paths`.
+fn start(processes: usize, spares: usize, rounds: u64, paths: Paths) -> Job {
     let launcher = std::env::var("PGAS_ULFM_MPIRUN")
         .expect("PGAS_ULFM_MPIRUN is unset: source .ci/ulfm-env before running this test");
     let mut words = launcher.split_whitespace();
@@ -62,6 +141,7 @@ fn start(processes: usize, spares: usize, rounds: u64) -> Job {
         .env("PGAS_SPARES", spares.to_string())
         .env("PGAS_MPI_RECOVERY_VERBOSE", "1")
         .env("RUST_BACKTRACE", "0")
+        .envs(paths.env().iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         // Its own process group, so that a hung job can be ended whole.
@@ -167,10 +247,11 @@ fn lines_with<'a>(text: &'a str, needle: &str) -> Vec<&'a str> {
 }
 
 /// Kills rank `victim` of a job of `ranks` ranks and one spare: the spare holds its number in
-/// the new communicator, every survivor keeps its own, and one line tells the job.
-fn a_spare_takes_the_killed_rank(ranks: usize, victim: usize) {
+/// the new communicator, every survivor keeps its own, and one line tells the job; no error
+/// reaches the program (over MPI paths: while every operation is an MPI call).
+fn a_spare_takes_the_killed_rank(ranks: usize, victim: usize, paths: Paths) {
     let started = Instant::now();
-    let mut job = start(ranks + 1, 1, 3000);
+    let mut job = start(ranks + 1, 1, 3000, paths);
     let pids = job.pids(ranks, started);
     std::thread::sleep(Duration::from_millis(300));
     kill9(pids[victim]);
@@ -209,7 +290,7 @@ fn a_spare_takes_the_killed_rank(ranks: usize, victim: usize) {
 /// Without a spare, a killed rank ends the job: one line naming it, a nonzero status.
 fn without_a_spare_the_job_ends_with_one_line() {
     let started = Instant::now();
-    let mut job = start(4, 0, 3000);
+    let mut job = start(4, 0, 3000, Paths::Shm);
     let pids = job.pids(4, started);
     std::thread::sleep(Duration::from_millis(300));
     kill9(pids[1]);
@@ -225,7 +306,7 @@ fn without_a_spare_the_job_ends_with_one_line() {
 /// With spares and no loss the job ends normally: the spare is released, the status is 0.
 fn an_unneeded_spare_is_released() {
     let started = Instant::now();
-    let job = start(3, 1, 20);
+    let job = start(3, 1, 20, Paths::Shm);
     let (status, out, err) = job.finish(started);
     let context = format!("stdout:\n{out}\nstderr:\n{err}");
     assert!(status.success(), "{context}");
@@ -249,19 +330,30 @@ fn main() {
         rank_main(args[i + 1].parse().expect("rounds"));
         return;
     }
-    let tests: [(&str, fn()); 5] = [
+    let tests: [(&str, fn()); 8] = [
         (
             "an_unneeded_spare_is_released",
             an_unneeded_spare_is_released,
         ),
         ("a_spare_takes_killed_rank_2_of_4", || {
-            a_spare_takes_the_killed_rank(4, 2)
+            a_spare_takes_the_killed_rank(4, 2, Paths::Shm)
         }),
         ("a_spare_takes_killed_rank_0_of_4", || {
-            a_spare_takes_the_killed_rank(4, 0)
+            a_spare_takes_the_killed_rank(4, 0, Paths::Shm)
         }),
         ("a_spare_takes_killed_rank_5_of_8", || {
-            a_spare_takes_the_killed_rank(8, 5)
+            a_spare_takes_the_killed_rank(8, 5, Paths::Shm)
+        }),
+        ("over_mpi_a_killed_peer_reaches_no_program", || {
+            a_spare_takes_the_killed_rank(4, 1, Paths::Messages)
+        }),
+        // The last rank is killed while it computes: the rank before it waits in a large
+        // put to it, on its own memory, which only the revoke or MPI's failure notice ends.
+        ("over_mpi_a_send_waiting_on_the_killed_rank_ends", || {
+            a_spare_takes_the_killed_rank(4, 3, Paths::Messages)
+        }),
+        ("over_the_window_a_killed_peer_reaches_no_program", || {
+            a_spare_takes_the_killed_rank(4, 1, Paths::Window)
         }),
         (
             "without_a_spare_the_job_ends_with_one_line",

@@ -162,7 +162,9 @@ impl Driver {
                 d.put(rank, offset, src)
             }
             #[cfg(feature = "mpi")]
-            Driver::Mpi { world, .. } => world.put(in_handler, rank, offset, src),
+            Driver::Mpi { world, .. } => {
+                world.or_peer_lost(world.put(in_handler, rank, offset, src))
+            }
         }
     }
 
@@ -180,7 +182,9 @@ impl Driver {
                 d.put_uncounted(rank, offset, src)
             }
             #[cfg(feature = "mpi")]
-            Driver::Mpi { world, .. } => world.put_uncounted(in_handler, rank, offset, src),
+            Driver::Mpi { world, .. } => {
+                world.or_peer_lost(world.put_uncounted(in_handler, rank, offset, src))
+            }
         }
     }
 
@@ -198,12 +202,12 @@ impl Driver {
                 d.put(rank, offset, src).map(WriteHandle::complete)
             }
             #[cfg(feature = "mpi")]
-            Driver::Mpi { world, link } => {
-                Ok(match world.put_nb(in_handler, rank, offset, src)? {
+            Driver::Mpi { world, link } => Ok(
+                match world.or_peer_lost(world.put_nb(in_handler, rank, offset, src))? {
                     Started::Done(ack) => WriteHandle::complete(ack),
                     Started::Pending(id) => WriteHandle::pending(Self::pending(link, id)),
-                })
-            }
+                },
+            ),
         }
     }
 
@@ -222,7 +226,7 @@ impl Driver {
             #[cfg(feature = "mpi")]
             Driver::Mpi { world, .. } => world
                 .put_nb_flush(rank, offset, src)
-                .map(|r| r.map(FlushId)),
+                .map(|r| world.or_peer_lost(r).map(FlushId)),
         }
     }
 
@@ -285,7 +289,9 @@ impl Driver {
                 d.get(rank, offset, dst)
             }
             #[cfg(feature = "mpi")]
-            Driver::Mpi { world, .. } => world.get(in_handler, rank, offset, dst),
+            Driver::Mpi { world, .. } => {
+                world.or_peer_lost(world.get(in_handler, rank, offset, dst))
+            }
         }
     }
 
@@ -302,7 +308,9 @@ impl Driver {
                 d.put_vector(rank, pieces, src)
             }
             #[cfg(feature = "mpi")]
-            Driver::Mpi { world, .. } => world.put_vector(in_handler, rank, pieces, src),
+            Driver::Mpi { world, .. } => {
+                world.or_peer_lost(world.put_vector(in_handler, rank, pieces, src))
+            }
         }
     }
 
@@ -319,7 +327,9 @@ impl Driver {
                 d.get_vector(rank, pieces, dst)
             }
             #[cfg(feature = "mpi")]
-            Driver::Mpi { world, .. } => world.get_vector(in_handler, rank, pieces, dst),
+            Driver::Mpi { world, .. } => {
+                world.or_peer_lost(world.get_vector(in_handler, rank, pieces, dst))
+            }
         }
     }
 
@@ -336,12 +346,12 @@ impl Driver {
                 d.get_owned(rank, offset, len).map(OwnedGetHandle::complete)
             }
             #[cfg(feature = "mpi")]
-            Driver::Mpi { world, link } => {
-                Ok(match world.get_nb_owned(in_handler, rank, offset, len)? {
+            Driver::Mpi { world, link } => Ok(
+                match world.or_peer_lost(world.get_nb_owned(in_handler, rank, offset, len))? {
                     Started::Done(bytes) => OwnedGetHandle::complete(bytes),
                     Started::Pending(id) => OwnedGetHandle::pending(Self::pending(link, id)),
-                })
-            }
+                },
+            ),
         }
     }
 
@@ -359,7 +369,9 @@ impl Driver {
                 d.atomic(rank, offset, op)
             }
             #[cfg(feature = "mpi")]
-            Driver::Mpi { world, .. } => world.atomic(in_handler, rank, offset, op),
+            Driver::Mpi { world, .. } => {
+                world.or_peer_lost(world.atomic(in_handler, rank, offset, op))
+            }
         }
     }
 
@@ -376,12 +388,12 @@ impl Driver {
                 d.atomic(rank, offset, op).map(AtomicHandle::complete)
             }
             #[cfg(feature = "mpi")]
-            Driver::Mpi { world, link } => {
-                Ok(match world.atomic_nb(in_handler, rank, offset, op)? {
+            Driver::Mpi { world, link } => Ok(
+                match world.or_peer_lost(world.atomic_nb(in_handler, rank, offset, op))? {
                     Started::Done(r) => AtomicHandle::complete(r),
                     Started::Pending(id) => AtomicHandle::pending(Self::pending(link, id)),
-                })
-            }
+                },
+            ),
         }
     }
 
@@ -419,7 +431,9 @@ impl Driver {
                     AmBody::Short => OutBody::Short,
                     AmBody::Medium(p) => OutBody::Medium(p),
                 };
-                world.send_am(in_handler, target, head, body).map(|_| ())
+                world
+                    .or_peer_lost(world.send_am(in_handler, target, head, body))
+                    .map(|_| ())
             }
         }
     }
@@ -450,7 +464,7 @@ impl Driver {
                     args,
                 };
                 let body = OutBody::Long { payload, offset };
-                match world.send_am(in_handler, target, head, body)? {
+                match world.or_peer_lost(world.send_am(in_handler, target, head, body))? {
                     Some(Started::Done(ack)) => Ok(WriteHandle::complete(ack)),
                     Some(Started::Pending(id)) => Ok(WriteHandle::pending(Self::pending(link, id))),
                     None => unreachable!("a long message is acknowledged"),
@@ -515,7 +529,7 @@ impl Driver {
             Driver::Smp(d) => Ok(d.barrier_notify()),
             #[cfg(feature = "mpi")]
             Driver::Mpi { world, .. } => {
-                world.barrier_notify()?;
+                world.or_peer_lost(world.barrier_notify())?;
                 Ok(Phase::Notified(0))
             }
         }
@@ -526,7 +540,7 @@ impl Driver {
         match self {
             Driver::Smp(d) => Ok(d.barrier_try(generation)),
             #[cfg(feature = "mpi")]
-            Driver::Mpi { world, .. } => world.barrier_test(),
+            Driver::Mpi { world, .. } => world.or_peer_lost(world.barrier_test()),
         }
     }
 
@@ -552,7 +566,7 @@ impl Driver {
                         true
                     }
                 });
-                failed.map_or(Ok(()), Err)
+                world.or_peer_lost(failed.map_or(Ok(()), Err))
             }
         }
     }

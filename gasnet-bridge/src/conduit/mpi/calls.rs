@@ -48,9 +48,11 @@ pub(super) fn must<T>(r: Result<T, BridgeError>) -> T {
     })
 }
 
-/// `r`, except that with ULFM an error saying a peer died or the communicator was revoked
-/// unwinds the rank as a peer's failure, which the recovery answers, instead of reaching the
-/// program. Only where the failed call on `comm` left nothing that MPI may still read or write.
+/// `r`, except that with ULFM an MPI error (`BridgeError::Conduit`) while a peer is known dead
+/// or the communicator was revoked unwinds the rank as a peer's failure, which the recovery
+/// answers, instead of reaching the program; the caller's own mistakes (a range, a handler)
+/// still reach it. Only where the failed call on `comm` left nothing that MPI may still read
+/// or write.
 #[inline]
 pub(super) fn or_peer_lost<T>(
     comm: ffi::MPI_Comm,
@@ -59,12 +61,21 @@ pub(super) fn or_peer_lost<T>(
     #[cfg(not(feature = "ulfm"))]
     let _ = comm;
     #[cfg(feature = "ulfm")]
-    if r.is_err()
-        && (super::ulfm::mpix::failure_seen() || super::ulfm::mpix::comm_has_failure(comm))
-    {
-        std::panic::resume_unwind(Box::new(crate::failure::PeerFailure));
+    if let Err(BridgeError::Conduit(_)) = r {
+        peer_lost_or_not(comm);
     }
     r
+}
+
+/// After an MPI error on `comm`: unwinds as a peer's failure if a peer died or `comm` was
+/// revoked, else returns (the error is this process's own, and reaches the caller).
+#[cfg(feature = "ulfm")]
+#[cold]
+#[inline(never)]
+fn peer_lost_or_not(comm: ffi::MPI_Comm) {
+    if super::ulfm::mpix::failure_seen() || super::ulfm::mpix::comm_has_failure(comm) {
+        std::panic::resume_unwind(Box::new(crate::failure::PeerFailure));
+    }
 }
 
 /// Gathers one short text from every process of `comm` (collective), in rank order: each is

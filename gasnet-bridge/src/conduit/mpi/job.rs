@@ -66,7 +66,7 @@ pub(crate) fn end_failed(
         // failure ends the job as without ULFM, the spares with it.
         let lost = payload.is::<PeerFailure>()
             && world
-                .kept
+                .job
                 .shared
                 .failure
                 .first()
@@ -75,7 +75,7 @@ pub(crate) fn end_failed(
     }
     let (rank, message) = if payload.is::<PeerFailure>() {
         world
-            .kept
+            .job
             .shared
             .failure
             .first()
@@ -84,7 +84,7 @@ pub(crate) fn end_failed(
         let message = panic_message(&*payload);
         // A deliberate stop is the program's to report: the others end quietly.
         let stopped = payload.is::<Stopped>();
-        if let Some(dog) = world.kept.watchdog.borrow().as_ref() {
+        if let Some(dog) = world.job.watchdog.borrow().as_ref() {
             dog.report_failure(&message, stopped);
         }
         (me, message)

@@ -135,13 +135,13 @@ impl MpiWorld {
             if worked {
                 backoff.reset();
             } else {
-                backoff.snooze(&self.kept.shared.sleeper, || true);
+                backoff.snooze(&self.job.shared.sleeper, || true);
             }
         }
         if let Some(payload) = held {
             std::panic::resume_unwind(payload);
         }
-        self.kept.shared.failure.check();
+        self.job.shared.failure.check();
         Ok(())
     }
 }

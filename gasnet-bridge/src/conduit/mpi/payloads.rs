@@ -7,7 +7,7 @@ use ::mpi::ffi;
 
 use crate::error::BridgeError;
 
-use super::calls::{check, mpi_len, null_request, test, uint8};
+use super::calls::{check, mpi_len, must, null_request, test, uint8};
 use super::wire::TAG_PAYLOAD;
 
 /// A payload still arriving, and what to do when it has.
@@ -119,7 +119,9 @@ impl Payloads {
         while *at < self.list.len() {
             match test(self.list[*at].req(), "MPI_Test(payload)") {
                 Ok(false) => *at += 1,
-                Err(e) => panic!("{e}"),
+                // Inside progress no caller can act on it: the rank fails, or with ULFM
+                // unwinds as a peer's failure when the communicator was revoked.
+                Err(e) => must::<()>(Err(e)),
                 Ok(true) => return Some(self.list.swap_remove(*at)),
             }
         }

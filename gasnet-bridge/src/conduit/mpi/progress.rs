@@ -226,9 +226,9 @@ impl MpiWorld {
             if self.progress() > 0 {
                 backoff.reset();
             } else {
-                self.kept.shared.failure.check();
-                backoff.snooze(&self.kept.shared.sleeper, || {
-                    !self.kept.shared.failure.is_failed()
+                self.job.shared.failure.check();
+                backoff.snooze(&self.job.shared.sleeper, || {
+                    !self.job.shared.failure.is_failed()
                 });
                 if let Some(waited) = backoff.hang_due() {
                     crate::stderr_line::stderr_line(format_args!(
@@ -271,9 +271,9 @@ impl MpiWorld {
             if self.poll_rounds(cx, POLL_BATCH, Until::Handled) > 0 {
                 backoff.reset();
             } else {
-                self.kept.shared.failure.check();
-                backoff.snooze(&self.kept.shared.sleeper, || {
-                    !self.kept.shared.failure.is_failed()
+                self.job.shared.failure.check();
+                backoff.snooze(&self.job.shared.sleeper, || {
+                    !self.job.shared.failure.is_failed()
                 });
                 if let Some(waited) = backoff.hang_due() {
                     cx.report_hang(awaiting, waited);

@@ -261,7 +261,7 @@ impl Server<'_> {
                         let req = Payloads::post(self.comm, buf.as_mut_ptr(), len, source);
                         let key = st.user.new_key();
                         st.payloads.push(Inflight::Medium {
-                            req: req.unwrap_or_else(|e| panic!("{e}")),
+                            req: must(req),
                             buf,
                             key,
                         });
@@ -282,7 +282,7 @@ impl Server<'_> {
                             let req = Payloads::post(self.comm, dst, len, source);
                             let key = st.user.new_key();
                             st.payloads.push(Inflight::Long {
-                                req: req.unwrap_or_else(|e| panic!("{e}")),
+                                req: must(req),
                                 origin: source,
                                 id: h.id,
                                 key,
@@ -310,7 +310,7 @@ impl Server<'_> {
                 if separate {
                     let req = Payloads::post(self.comm, dst, len, source);
                     st.payloads.push(Inflight::Put {
-                        req: req.unwrap_or_else(|e| panic!("{e}")),
+                        req: must(req),
                         origin: source,
                         id: h.id,
                         counted,
@@ -333,7 +333,7 @@ impl Server<'_> {
                     let mut buf = payload_buffer(source, &h, own.segment.len());
                     let req = Payloads::post(self.comm, buf.as_mut_ptr(), len, source);
                     st.payloads.push(Inflight::Vector {
-                        req: req.unwrap_or_else(|e| panic!("{e}")),
+                        req: must(req),
                         buf,
                         origin: source,
                         id: h.id,
@@ -379,7 +379,7 @@ impl Server<'_> {
                     let mut buf = payload_buffer(source, &h, own.segment.len());
                     let req = Payloads::post(self.comm, buf.as_mut_ptr(), len, source);
                     st.payloads.push(Inflight::GetReply {
-                        req: req.unwrap_or_else(|e| panic!("{e}")),
+                        req: must(req),
                         buf,
                         id: h.id,
                     });

@@ -8,7 +8,7 @@ use ::mpi::ffi;
 
 use crate::error::BridgeError;
 
-use super::calls::{check, null_request, test, uint8};
+use super::calls::{check, must, null_request, test, uint8};
 use super::credits::Credits;
 use super::wire::{EAGER, Header, SLOTS, TAG_MSG};
 
@@ -138,7 +138,9 @@ impl SendQueue {
                     done += 1;
                 }
                 Ok(false) => i += 1,
-                Err(e) => panic!("{e}"),
+                // Inside progress no caller can act on it: the rank fails, or with ULFM
+                // unwinds as a peer's failure (the buffer stays listed, for MPI to let go of).
+                Err(e) => must::<()>(Err(e)),
             }
         }
         done

@@ -250,15 +250,6 @@ impl MpiWorld {
             )?);
         }
 
-        // The processes of this host share its cores: with more of them than cores, a wait
-        // spins 20 rounds, not 2000 (a spinning process holds the core the one it waits for
-        // needs). Counted against the host's processors, not this process's affinity, which
-        // the launcher may have narrowed to one core.
-        let shared = Arc::new(Shared::with_sleeper(Sleeper::with_spin(
-            Sleeper::spin_rounds_for_host(node_ranks.len()),
-        )));
-        shared.sleeper.register_current();
-        let dog = Watchdog::start(comm, rank, &hosts.by_job_rank(), shared.clone())?;
         let rings = Rings {
             outboxes: std::mem::take(&mut host.outboxes),
             inbox: host.inbox.take(),
@@ -278,10 +269,12 @@ impl MpiWorld {
             },
             segment_len,
             host: HostSegments::new(rank, node_comm, host),
-            shared,
-            watchdog: RefCell::new(Some(dog)),
         };
-        let job = JobParts::build(comm, &kept, rma, rings, counting_scope)?;
+        let watched = Watched {
+            names: hosts.by_job_rank(),
+            host_processes: node_ranks.len(),
+        };
+        let job = JobParts::build(comm, &kept, &watched, rma, rings, counting_scope)?;
         Ok(Rc::new(MpiWorld::from_parts(kept, job)))
     }
 }
@@ -296,22 +289,41 @@ struct Rings {
     ring_per_sender: bool,
 }
 
+/// What the watchdog tree of a job is started from.
+struct Watched {
+    /// The host name of every job rank, in job order.
+    names: Vec<String>,
+    /// The processes of this host, which share its cores.
+    host_processes: usize,
+}
+
 impl JobParts {
-    /// The parts of a job over `comm` (collective), beside the `kept` ones: the window `rma`
-    /// (made over the kept segments), the rings of the inboxes in `rings`, the counting
-    /// switch over `counting_scope`, the posted receives and a fresh protocol state. Ends with
-    /// a barrier, after which every rank may send to every other.
+    /// The parts of a job over `comm` (collective), beside the `kept` ones: the watchdog tree
+    /// over the processes `watched` names, with a fresh failure state, the window `rma` (made
+    /// over the kept segments), the rings of the inboxes in `rings`, the counting switch over
+    /// `counting_scope`, the posted receives and a fresh protocol state. Ends with a barrier,
+    /// after which every rank may send to every other.
     ///
     /// This is the step a rebuild repeats over a new communicator, with the kept parts of the
     /// old world (`../README.md`, "Rebuilding a world").
     fn build(
         comm: ffi::MPI_Comm,
         kept: &Kept,
+        watched: &Watched,
         rma: Option<RmaWindow>,
         rings: Rings,
         counting_scope: Scope,
     ) -> Result<JobParts, BridgeError> {
         let (rank, ranks) = (kept.rank, kept.ranks);
+        // The processes of this host share its cores: with more of them than cores, a wait
+        // spins 20 rounds, not 2000 (a spinning process holds the core the one it waits for
+        // needs). Counted against the host's processors, not this process's affinity, which
+        // the launcher may have narrowed to one core.
+        let shared = Arc::new(Shared::with_sleeper(Sleeper::with_spin(
+            Sleeper::spin_rounds_for_host(watched.host_processes),
+        )));
+        shared.sleeper.register_current();
+        let dog = Watchdog::start(comm, rank, &watched.names, shared.clone())?;
         let slots = Slots::post(comm)?;
         // SAFETY: `comm` is the job communicator, valid until teardown.
         check(unsafe { ffi::MPI_Barrier(comm) }, "MPI_Barrier")?;
@@ -328,6 +340,8 @@ impl JobParts {
             .collect();
         Ok(JobParts {
             comm,
+            shared,
+            watchdog: RefCell::new(Some(dog)),
             rma,
             outboxes: Outboxes::new(rank, rings.outboxes),
             inbox: rings.inbox.map(Inbox::new),

@@ -96,7 +96,7 @@ impl MpiWorld {
             unsafe { ffi::MPI_Comm_free(&mut comm) },
             "MPI_Comm_free(job)",
         )?;
-        if let Some(dog) = self.kept.watchdog.borrow_mut().take() {
+        if let Some(dog) = self.job.watchdog.borrow_mut().take() {
             dog.shutdown();
         }
         self.job.ended.set(true);

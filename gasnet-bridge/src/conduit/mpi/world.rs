@@ -1,7 +1,7 @@
 //! The state of one mpi job as this process sees it, in two groups: what a rebuild over a new
-//! communicator keeps ([`Kept`]: identity, the host's shared segments, the watchdog) and what
-//! it drops and builds again ([`JobParts`]: the communicator, the RMA window, the rings, the
-//! counting switch, the protocol state). Each part is defined in its mechanism's file with its
+//! communicator keeps ([`Kept`]: identity, the host's shared segments) and what it drops and
+//! builds again ([`JobParts`]: the communicator, the watchdog and its failure state, the RMA
+//! window, the rings, the counting switch, the protocol state). Each part is defined in its mechanism's file with its
 //! own operations; the operations that span parts are `impl MpiWorld` blocks in the files
 //! named for them (progress, receiving, RMA, AMs, counting notices, setup, teardown).
 
@@ -14,6 +14,7 @@ use crate::counters::{WriteCounters, WriteCounting};
 use crate::error::BridgeError;
 use crate::topology::Topology;
 
+use super::calls::or_peer_lost;
 use super::counting::CountingSwitch;
 use super::inbox::{Inbox, Outboxes};
 use super::receive::Server;
@@ -31,8 +32,7 @@ pub(crate) struct MpiWorld {
 }
 
 /// The parts a rebuild keeps: the rank's identity (a spare takes a dead rank's number, so
-/// numbers and sizes stay), the host's shared segments with their contents and counters, and
-/// the watchdog tree with the failure state it shares with this thread.
+/// numbers and sizes stay) and the host's shared segments with their contents and counters.
 pub(super) struct Kept {
     pub(super) rank: usize,
     pub(super) ranks: usize,
@@ -40,16 +40,20 @@ pub(super) struct Kept {
     pub(super) segment_len: usize,
     /// The host's shared window and the segments this process maps (`window.rs`).
     pub(super) host: HostSegments,
-    /// The failure state and sleeper this thread shares with the watchdog's.
-    pub(super) shared: Arc<Shared>,
-    pub(super) watchdog: RefCell<Option<Watchdog>>,
 }
 
 /// The parts a rebuild drops and builds again over the new communicator: every MPI object of
-/// the job, the rings' claims, the counting switch and the protocol state (whose pending
-/// operations then fail).
+/// the job, the watchdog tree with its failure state, the rings' claims, the counting switch
+/// and the protocol state (whose pending operations then fail).
 pub(super) struct JobParts {
     pub(super) comm: ffi::MPI_Comm,
+    /// The failure state and sleeper this thread shares with the watchdog's: a failure
+    /// belongs to the job it happened in, so a rebuilt job starts with none.
+    pub(super) shared: Arc<Shared>,
+    /// The watchdog tree over the job's processes (`watchdog/`): its links follow the
+    /// numbering and the processes of one job, so a rebuild connects a new tree, the
+    /// replacement joining it as every rank did at start.
+    pub(super) watchdog: RefCell<Option<Watchdog>>,
     /// The MPI-3 window over every segment that carries RMA to ranks this process does not
     /// map (`rma_window.rs`); `None` keeps that RMA on active messages.
     pub(super) rma: Option<RmaWindow>,
@@ -164,6 +168,17 @@ impl MpiWorld {
                 me: self.kept.rank,
             }),
         }
+    }
+
+    /// `r` as the program gets it from an operation of this world. With ULFM, an MPI error
+    /// saying a peer died or the job's communicator was revoked unwinds the rank as a peer's
+    /// failure (which the recovery answers) instead of reaching the program, where an
+    /// `expect` would print it as this rank's panic. Every operation has let go of the
+    /// caller's memory when it returns (`lent.rs`), so unwinding from here leaves MPI holding
+    /// none of it.
+    #[inline]
+    pub(crate) fn or_peer_lost<T>(&self, r: Result<T, BridgeError>) -> Result<T, BridgeError> {
+        or_peer_lost(self.job.comm, r)
     }
 
     pub(super) fn check_range(
