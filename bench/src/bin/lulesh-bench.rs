@@ -54,7 +54,25 @@
 //!   1 against 8.
 //! - `log_bytes` / `lulesh_step`: bytes logged per rank per cycle.
 //!
-//! `LULESH_BENCH=relaxed` runs only the relaxed lines, `LULESH_BENCH=strict` only the others.
+//! Checkpoints to disk (`cd-runtime/src/checkpoint/README.md`; one rank, `-s 30`, `-s 10` with
+//! `--quick`; `ranks: 1`), all runs under CDs with the strict CD "step" per cycle; the
+//! checkpoints go to a fresh directory in the working directory, removed at the end:
+//! - `checkpoint_overhead` / `lulesh_s30`: wall seconds of the whole run (setup, cycles and the
+//!   last checkpoint's commit) with `[cd.step] checkpoint = { every = n }`, against
+//!   `lulesh_no_checkpoint_s30`, the same run without the key, alternating in order. n is
+//!   Daly's interval for an MTBF of one hour and δ the write time of one checkpoint measured by
+//!   a calibration run before the repetitions (at most half the run's cycles, so that the run
+//!   takes one); `checkpoint_interval` / `lulesh_s30` prints n. Target: at most 1.02.
+//! - `checkpoint_write` / `lulesh_s30`: bytes per second the background writer made durable
+//!   (the CD report's `bytes_checkpointed` over `checkpoint_write_ns`, the runs with the key),
+//!   against `sequential_write`: the same number of bytes per checkpoint written in the same
+//!   repetition as one file by one `write` and one `fsync` (dd-like). Target: at least 0.8.
+//! - `restart_time` / `lulesh_s30`: seconds from the call that launches the run to the end of
+//!   its first cycle, for a run with `--restart auto` resuming from those checkpoints, against
+//!   `cold_start`, the same without a restart, alternating in order.
+//!
+//! `LULESH_BENCH=relaxed` runs only the relaxed lines, `LULESH_BENCH=strict` only the strict
+//! ones, `LULESH_BENCH=media` the media lines, `LULESH_BENCH=checkpoint` the checkpoint lines.
 //!
 //! `--escalation-table` prints instead the table of node-level dependency tracking (issue
 //! 11), on 27 and 64 ranks (one rank per emulated node unless `PGAS_RANKS_PER_NODE` says
@@ -181,6 +199,9 @@ fn main() {
     }
     if only.is_empty() || only == "media" {
         lines.extend(media_lines(&args));
+    }
+    if only.is_empty() || only == "checkpoint" {
+        lines.extend(checkpoint_lines(&args));
     }
     print(&lines, args.json);
 }
@@ -831,4 +852,224 @@ fn stencil_escalation_lines(quick: bool, reps: usize) -> Vec<Line> {
         }
     }
     lines
+}
+
+/// A fresh private directory for the checkpoint lines' files, in the working directory (where a
+/// job's checkpoints go by default), removed on drop.
+struct CheckpointDir(std::path::PathBuf);
+
+impl CheckpointDir {
+    fn new() -> CheckpointDir {
+        let path = std::env::current_dir()
+            .expect("a working directory")
+            .join(format!("lulesh-bench-checkpoints.{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o700)
+            .create(&path)
+            .unwrap_or_else(|e| panic!("create {}: {e}", path.display()));
+        CheckpointDir(path)
+    }
+
+    /// A configuration checkpointing "step" every `every` cycles into this directory, or with
+    /// no checkpoint (`None`).
+    fn config(&self, every: Option<u64>, restart: bool) -> CdConfig {
+        let key = every.map_or(String::new(), |n| {
+            format!(
+                "checkpoint = {{ dir = {:?}, every = {n}, keep = 2 }}\n",
+                self.0.join("ck").display().to_string()
+            )
+        });
+        let mut c = CdConfig::parse(
+            &format!("[cd.{}]\n{key}", containment::STEP_CD),
+            "checkpoint.toml",
+        )
+        .expect("valid configuration");
+        c.program = "lulesh-bench".into();
+        if restart {
+            c.restart = Some(cd_runtime::RestartFrom::Auto);
+        }
+        c
+    }
+}
+
+impl Drop for CheckpointDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A one-rank run under CDs: wall seconds from the launch to the end of the first cycle and
+/// to the end of the run, the report and the CD report.
+fn timed_cd_run(opts: &Options, config: CdConfig) -> (f64, f64, containment::CdRunOutput) {
+    let first = std::sync::OnceLock::new();
+    let start = Instant::now();
+    let out = containment::run(opts, 1, config, |_| {
+        first.get_or_init(|| start.elapsed().as_secs_f64());
+    })
+    .expect("the run completes")
+    .expect("a one-rank job runs in this process");
+    let total = start.elapsed().as_secs_f64();
+    (first.get().copied().unwrap_or(total), total, out)
+}
+
+/// Seconds to write `bytes` bytes as one new file with one `write` and one `fsync` (dd-like),
+/// in `dir`.
+fn sequential_write(dir: &std::path::Path, bytes: usize) -> f64 {
+    use std::io::Write;
+    let data = vec![0x5au8; bytes];
+    let path = dir.join("sequential.bin");
+    let _ = std::fs::remove_file(&path);
+    let start = Instant::now();
+    let mut f = std::fs::File::create(&path).expect("create the sequential file");
+    f.write_all(&data).expect("write the sequential file");
+    f.sync_all().expect("fsync the sequential file");
+    let t = start.elapsed().as_secs_f64();
+    let _ = std::fs::remove_file(&path);
+    t
+}
+
+fn checkpoint_lines(args: &BenchArgs) -> Vec<Line> {
+    let size = if args.quick { 10 } else { 30 };
+    let opts = Options {
+        nx: size,
+        quiet: true,
+        ..Options::default()
+    };
+    let case = format!("lulesh_s{size}");
+    let dir = CheckpointDir::new();
+    let step = containment::STEP_CD;
+
+    // Calibration: the cycle time without checkpoints, and δ, one checkpoint's write time, from
+    // a run that takes about ten.
+    let (_, _, plain) = timed_cd_run(&opts, dir.config(None, false));
+    let cycles = u64::try_from(plain.report.cycles).expect("cycles");
+    let cycle_s = plain.report.elapsed / cycles as f64;
+    let _ = std::fs::remove_dir_all(dir.0.join("ck"));
+    let (_, _, calib) = timed_cd_run(&opts, dir.config(Some((cycles / 10).max(1)), false));
+    same_physics(&calib.report, &plain.report);
+    let s = calib.cd_report.cd(step).expect("step ran");
+    assert!(s.checkpoints > 0, "the calibration run took checkpoints");
+    let delta = s.checkpoint_write_ns as f64 / 1e9 / s.checkpoints as f64;
+    let every = cd_runtime::interval::steps_per_preservation(delta, cycle_s, 3600.0, cycles)
+        .min(cycles / 2)
+        .max(1);
+    if !args.json {
+        eprintln!(
+            "checkpoint: {cycles} cycles of {:.3} ms, one checkpoint written in {:.3} ms: every \
+             {every} cycles",
+            cycle_s * 1e3,
+            delta * 1e3
+        );
+    }
+
+    let (mut with, mut without) = (Vec::new(), Vec::new());
+    let (mut writer_rate, mut dd_rate) = (Vec::new(), Vec::new());
+    for rep in 0..=args.reps.max(1) {
+        let run_with = || {
+            // Fresh: no earlier run's checkpoints to replace.
+            let _ = std::fs::remove_dir_all(dir.0.join("ck"));
+            let (_, t, out) = timed_cd_run(&opts, dir.config(Some(every), false));
+            same_physics(&out.report, &plain.report);
+            (t, out.cd_report.cd(step).expect("step ran").clone())
+        };
+        let run_without = || timed_cd_run(&opts, dir.config(None, false)).1;
+        let ((t_with, s), t_without) = if rep % 2 == 0 {
+            let w = run_with();
+            (w, run_without())
+        } else {
+            let wo = run_without();
+            (run_with(), wo)
+        };
+        assert!(s.checkpoints > 0, "the run took checkpoints");
+        let per_checkpoint = (s.bytes_checkpointed / s.checkpoints) as usize;
+        let mut dd = [0.0; 3].map(|_| sequential_write(&dir.0, per_checkpoint));
+        let dd = median(&mut dd);
+        if !args.json {
+            eprintln!(
+                "checkpoint rep {rep}{}: with {:.3} s ({} checkpoints, {} B in {:.3} ms), \
+                 without {:.3} s; sequential write of {per_checkpoint} B {:.3} ms",
+                if rep == 0 { " (warm-up)" } else { "" },
+                t_with,
+                s.checkpoints,
+                s.bytes_checkpointed,
+                s.checkpoint_write_ns as f64 / 1e6,
+                t_without,
+                dd * 1e3
+            );
+        }
+        if rep > 0 {
+            with.push(t_with);
+            without.push(t_without);
+            writer_rate.push(s.bytes_checkpointed as f64 / (s.checkpoint_write_ns as f64 / 1e9));
+            dd_rate.push(per_checkpoint as f64 / dd);
+        }
+    }
+
+    // Restart against a cold start: the checkpoints of the last run with the key serve.
+    let (mut restart, mut cold) = (Vec::new(), Vec::new());
+    for rep in 0..=args.reps.max(1) {
+        let run_restart = || {
+            let (first, _, out) = timed_cd_run(&opts, dir.config(Some(every), true));
+            same_physics(&out.report, &plain.report);
+            first
+        };
+        // Only its first cycle is timed: one is all it runs.
+        let one_cycle = Options {
+            its: 1,
+            ..opts.clone()
+        };
+        let run_cold = || timed_cd_run(&one_cycle, dir.config(None, false)).0;
+        let (r, c) = if rep % 2 == 0 {
+            let r = run_restart();
+            (r, run_cold())
+        } else {
+            let c = run_cold();
+            (run_restart(), c)
+        };
+        if rep > 0 {
+            restart.push(r);
+            cold.push(c);
+        }
+    }
+
+    let mb = 1024.0 * 1024.0;
+    vec![
+        Line::new(
+            "checkpoint_overhead",
+            &case,
+            median(&mut with),
+            "s",
+            Better::Lower,
+        )
+        .baseline(
+            &format!("lulesh_no_checkpoint_s{size}"),
+            median(&mut without),
+        ),
+        Line::new(
+            "checkpoint_interval",
+            &case,
+            every as f64,
+            "cycles",
+            Better::Higher,
+        ),
+        Line::new(
+            "checkpoint_write",
+            &case,
+            median(&mut writer_rate) / mb,
+            "MiB/s",
+            Better::Higher,
+        )
+        .baseline("sequential_write", median(&mut dd_rate) / mb),
+        Line::new(
+            "restart_time",
+            &case,
+            median(&mut restart),
+            "s",
+            Better::Lower,
+        )
+        .baseline("cold_start", median(&mut cold)),
+    ]
+    .into_iter()
+    .map(|l| l.on("smp", 1))
+    .collect()
 }

@@ -65,6 +65,7 @@ pub(crate) fn completed(rt: &CdRuntime, frame: &Frame) {
     );
     *rt.checkpoint.pending.borrow_mut() = Some(Pending {
         dir,
+        cd: frame.name.clone(),
         iteration: frame.iteration,
         step: frame.first_step.get().unwrap_or(frame.iteration),
         level: frame.level,
@@ -96,6 +97,12 @@ fn commit_pending(rt: &CdRuntime, keep: usize) {
         return;
     };
     let mine: Written = p.ticket.wait();
+    if let Ok(w) = &mine {
+        let mut stats = rt.stats.borrow_mut();
+        let s = stats.entry(&p.cd, p.level);
+        s.bytes_checkpointed += w.bytes;
+        s.checkpoint_write_ns += w.ns;
+    }
     let all: Vec<Written> = pgas::runtime_hooks::internal(|| pgas::allgather(mine).wait());
     if rt.rank != 0 {
         return;
@@ -127,19 +134,12 @@ fn commit_pending(rt: &CdRuntime, keep: usize) {
         .expect("launch gives a checkpointing job its shape");
     // Every rank's buddy as it wrote its copy: the buddy medium's map, the same on every rank.
     let buddies = crate::buddy::buddy_map(&nodes(all.len()), rt.config.buddy_domain);
-    let name = p
-        .dir
-        .file_name()
-        .and_then(|n| n.to_str())
-        .and_then(crate::checkpoint::format::parse_checkpoint_name)
-        .map(|(cd, _)| cd.to_string())
-        .unwrap_or_default();
     let manifest = Manifest {
         version: FORMAT_VERSION,
         program: shape.program,
         seed: format!("{:#x}", shape.seed),
         ranks: shape.ranks,
-        cd: name,
+        cd: p.cd.clone(),
         level: p.level,
         iteration: p.iteration,
         step: p.step,
@@ -147,11 +147,16 @@ fn commit_pending(rt: &CdRuntime, keep: usize) {
             .iter()
             .zip(buddies)
             .map(|(w, buddy)| {
-                let (len, crc) = *w.as_ref().expect("no rank failed");
-                RankFile { len, crc, buddy }
+                let w = w.as_ref().expect("no rank failed");
+                RankFile {
+                    len: w.len,
+                    crc: w.crc,
+                    buddy,
+                }
             })
             .collect(),
     };
+    rt.stats.borrow_mut().entry(&p.cd, p.level).checkpoints += 1;
     let ticket = writer.commit(p.dir, manifest, keep);
     *rt.checkpoint.committing.borrow_mut() = Some(ticket);
 }

@@ -13,6 +13,8 @@ use crate::resume::{Resume, Resumed};
 pub(crate) struct Pending {
     /// Its directory.
     pub(crate) dir: PathBuf,
+    /// The checkpointed CD.
+    pub(crate) cd: String,
     /// The execution it resumes at.
     pub(crate) iteration: u64,
     /// The loop step that execution began with.

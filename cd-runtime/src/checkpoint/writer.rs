@@ -9,14 +9,30 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Sender, channel};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
 
 use crate::checkpoint::format::{
     MANIFEST, MANIFEST_TMP, Manifest, buddy_file, own_file, parse_checkpoint_name,
 };
 use crate::private_files;
 
-/// What a rank file write gives back: the file's length and CRC-32, or why it failed.
-pub(crate) type Written = Result<(u64, u32), String>;
+/// A rank file made durable: what the manifest records of it, and what the writer spent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub(crate) struct FileWritten {
+    /// Bytes of the file.
+    pub(crate) len: u64,
+    /// CRC-32 of the file.
+    pub(crate) crc: u32,
+    /// Bytes written for it (the file and its buddy copy).
+    pub(crate) bytes: u64,
+    /// Nanoseconds from the first write to the last `fsync`.
+    pub(crate) ns: u64,
+}
+
+/// What a queued job gives back: the file written, or why it failed.
+pub(crate) type Written = Result<FileWritten, String>;
 
 /// The result of one queued job, once the thread has done it.
 #[derive(Default)]
@@ -163,10 +179,16 @@ fn run(job: Job) {
             bytes,
             ticket,
         } => {
+            let start = Instant::now();
             let crc = crc32fast::hash(&bytes);
             let out = write_file(&own_file(&dir, rank), &bytes)
                 .and_then(|()| write_file(&buddy_file(&dir, rank, buddy), &bytes))
-                .map(|()| (bytes.len() as u64, crc));
+                .map(|()| FileWritten {
+                    len: bytes.len() as u64,
+                    crc,
+                    bytes: 2 * bytes.len() as u64,
+                    ns: start.elapsed().as_nanos() as u64,
+                });
             ticket.set(out);
         }
         Job::Commit {
@@ -179,13 +201,13 @@ fn run(job: Job) {
                 if let Some(root) = dir.parent() {
                     prune(root, &manifest.cd, manifest.iteration, keep);
                 }
-                (0, 0)
+                FileWritten::default()
             });
             ticket.set(out);
         }
         Job::Discard { dir, ticket } => {
             remove_checkpoint(&dir);
-            ticket.set(Ok((0, 0)));
+            ticket.set(Ok(FileWritten::default()));
         }
     }
 }
@@ -302,7 +324,8 @@ mod tests {
         for it in [10u64, 20, 30] {
             let dir = checkpoint_dir(&root, "step", it);
             let t = w.write_rank(dir.clone(), 0, 0, b"abc".to_vec());
-            assert_eq!(t.wait().unwrap(), (3, crc32fast::hash(b"abc")));
+            let w = t.wait().unwrap();
+            assert_eq!((w.len, w.crc, w.bytes), (3, crc32fast::hash(b"abc"), 6));
             assert!(!dir.join(MANIFEST).exists(), "not whole before its commit");
             w.commit(dir.clone(), manifest(it), 2).wait().unwrap();
             assert_eq!(Manifest::read(&dir).unwrap(), manifest(it));
