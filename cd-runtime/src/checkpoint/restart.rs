@@ -1,6 +1,6 @@
 //! Choosing where a relaunched job resumes (collective, before the program's body): the newest
 //! whole checkpoint of the job in the restart directory, every rank's state loaded from its
-//! own file or its buddy's copy; and, with a checkpointed CD configured, the deletion of the
+//! part or the part's copy; and, with a checkpointed CD configured, the deletion of the
 //! checkpoints newer than the one resumed (`README.md` beside this file).
 
 use std::path::{Path, PathBuf};
