@@ -106,6 +106,7 @@
 use std::collections::BTreeSet;
 use std::time::Instant;
 
+use bench::checkpoint_dir::{CheckpointDir, sequential_write};
 use bench_report::{BenchArgs, Better, Line, median, print};
 use cd_runtime::CdConfig;
 use lulesh::distributed::{self, Arrival};
@@ -854,48 +855,20 @@ fn stencil_escalation_lines(quick: bool, reps: usize) -> Vec<Line> {
     lines
 }
 
-/// A fresh private directory for the checkpoint lines' files, in the working directory (where a
-/// job's checkpoints go by default), removed on drop.
-struct CheckpointDir(std::path::PathBuf);
-
-impl CheckpointDir {
-    fn new() -> CheckpointDir {
-        let path = std::env::current_dir()
-            .expect("a working directory")
-            .join(format!("lulesh-bench-checkpoints.{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&path);
-        std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o700)
-            .create(&path)
-            .unwrap_or_else(|e| panic!("create {}: {e}", path.display()));
-        CheckpointDir(path)
+/// A configuration checkpointing "step" every `every` cycles into `dir`, or with no checkpoint
+/// (`None`); restarting from the newest checkpoint with `restart`.
+fn checkpoint_config(dir: &CheckpointDir, every: Option<u64>, restart: bool) -> CdConfig {
+    let key = every.map_or(String::new(), |n| dir.key(n));
+    let mut c = CdConfig::parse(
+        &format!("[cd.{}]\n{key}", containment::STEP_CD),
+        "checkpoint.toml",
+    )
+    .expect("valid configuration");
+    c.program = "lulesh-bench".into();
+    if restart {
+        c.restart = Some(cd_runtime::RestartFrom::Auto);
     }
-
-    /// A configuration checkpointing "step" every `every` cycles into this directory, or with
-    /// no checkpoint (`None`).
-    fn config(&self, every: Option<u64>, restart: bool) -> CdConfig {
-        let key = every.map_or(String::new(), |n| {
-            format!(
-                "checkpoint = {{ dir = {:?}, every = {n}, keep = 2 }}\n",
-                self.0.join("ck").display().to_string()
-            )
-        });
-        let mut c = CdConfig::parse(
-            &format!("[cd.{}]\n{key}", containment::STEP_CD),
-            "checkpoint.toml",
-        )
-        .expect("valid configuration");
-        c.program = "lulesh-bench".into();
-        if restart {
-            c.restart = Some(cd_runtime::RestartFrom::Auto);
-        }
-        c
-    }
-}
-
-impl Drop for CheckpointDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+    c
 }
 
 /// A one-rank run under CDs: wall seconds from the launch to the end of the first cycle and
@@ -912,22 +885,6 @@ fn timed_cd_run(opts: &Options, config: CdConfig) -> (f64, f64, containment::CdR
     (first.get().copied().unwrap_or(total), total, out)
 }
 
-/// Seconds to write `bytes` bytes as one new file with one `write` and one `fsync` (dd-like),
-/// in `dir`.
-fn sequential_write(dir: &std::path::Path, bytes: usize) -> f64 {
-    use std::io::Write;
-    let data = vec![0x5au8; bytes];
-    let path = dir.join("sequential.bin");
-    let _ = std::fs::remove_file(&path);
-    let start = Instant::now();
-    let mut f = std::fs::File::create(&path).expect("create the sequential file");
-    f.write_all(&data).expect("write the sequential file");
-    f.sync_all().expect("fsync the sequential file");
-    let t = start.elapsed().as_secs_f64();
-    let _ = std::fs::remove_file(&path);
-    t
-}
-
 fn checkpoint_lines(args: &BenchArgs) -> Vec<Line> {
     let size = if args.quick { 10 } else { 30 };
     let opts = Options {
@@ -936,16 +893,19 @@ fn checkpoint_lines(args: &BenchArgs) -> Vec<Line> {
         ..Options::default()
     };
     let case = format!("lulesh_s{size}");
-    let dir = CheckpointDir::new();
+    let dir = CheckpointDir::new("lulesh-bench-checkpoints");
     let step = containment::STEP_CD;
 
     // Calibration: the cycle time without checkpoints, and δ, one checkpoint's write time, from
     // a run that takes about ten.
-    let (_, _, plain) = timed_cd_run(&opts, dir.config(None, false));
+    let (_, _, plain) = timed_cd_run(&opts, checkpoint_config(&dir, None, false));
     let cycles = u64::try_from(plain.report.cycles).expect("cycles");
     let cycle_s = plain.report.elapsed / cycles as f64;
-    let _ = std::fs::remove_dir_all(dir.0.join("ck"));
-    let (_, _, calib) = timed_cd_run(&opts, dir.config(Some((cycles / 10).max(1)), false));
+    dir.fresh_checkpoints();
+    let (_, _, calib) = timed_cd_run(
+        &opts,
+        checkpoint_config(&dir, Some((cycles / 10).max(1)), false),
+    );
     same_physics(&calib.report, &plain.report);
     let s = calib.cd_report.cd(step).expect("step ran");
     assert!(s.checkpoints > 0, "the calibration run took checkpoints");
@@ -966,13 +926,12 @@ fn checkpoint_lines(args: &BenchArgs) -> Vec<Line> {
     let (mut writer_rate, mut dd_rate) = (Vec::new(), Vec::new());
     for rep in 0..=args.reps.max(1) {
         let run_with = || {
-            // Fresh: no earlier run's checkpoints to replace.
-            let _ = std::fs::remove_dir_all(dir.0.join("ck"));
-            let (_, t, out) = timed_cd_run(&opts, dir.config(Some(every), false));
+            dir.fresh_checkpoints();
+            let (_, t, out) = timed_cd_run(&opts, checkpoint_config(&dir, Some(every), false));
             same_physics(&out.report, &plain.report);
             (t, out.cd_report.cd(step).expect("step ran").clone())
         };
-        let run_without = || timed_cd_run(&opts, dir.config(None, false)).1;
+        let run_without = || timed_cd_run(&opts, checkpoint_config(&dir, None, false)).1;
         let ((t_with, s), t_without) = if rep % 2 == 0 {
             let w = run_with();
             (w, run_without())
@@ -982,7 +941,7 @@ fn checkpoint_lines(args: &BenchArgs) -> Vec<Line> {
         };
         assert!(s.checkpoints > 0, "the run took checkpoints");
         let per_checkpoint = (s.bytes_checkpointed / s.checkpoints) as usize;
-        let mut dd = [0.0; 3].map(|_| sequential_write(&dir.0, per_checkpoint));
+        let mut dd = [0.0; 3].map(|_| sequential_write(dir.path(), per_checkpoint));
         let dd = median(&mut dd);
         if !args.json {
             eprintln!(
@@ -1009,7 +968,7 @@ fn checkpoint_lines(args: &BenchArgs) -> Vec<Line> {
     let (mut restart, mut cold) = (Vec::new(), Vec::new());
     for rep in 0..=args.reps.max(1) {
         let run_restart = || {
-            let (first, _, out) = timed_cd_run(&opts, dir.config(Some(every), true));
+            let (first, _, out) = timed_cd_run(&opts, checkpoint_config(&dir, Some(every), true));
             same_physics(&out.report, &plain.report);
             first
         };
@@ -1018,7 +977,7 @@ fn checkpoint_lines(args: &BenchArgs) -> Vec<Line> {
             its: 1,
             ..opts.clone()
         };
-        let run_cold = || timed_cd_run(&one_cycle, dir.config(None, false)).0;
+        let run_cold = || timed_cd_run(&one_cycle, checkpoint_config(&dir, None, false)).0;
         let (r, c) = if rep % 2 == 0 {
             let r = run_restart();
             (r, run_cold())
