@@ -306,6 +306,7 @@ where
                 program: config.program.clone(),
                 seed: config.seed,
                 ranks,
+                cd: config.checkpoint.as_ref().map(|(cd, _)| cd.clone()),
             };
             crate::checkpoint::restart::prepare(&rt, config.restart.as_ref(), shape)
                 .unwrap_or_else(|why| stop_restart(why));

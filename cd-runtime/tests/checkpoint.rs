@@ -209,6 +209,22 @@ fn damaged_checkpoints_fall_back_and_another_job_is_refused() {
     c.program = "test-program n=17".into();
     let e = run(RANKS, c, || Ok(())).unwrap_err();
     assert!(e.to_string().contains("n=17"), "{e}");
+    // The configuration checkpoints another CD: refused up front, one line naming both.
+    let mut c = config(&format!(
+        "[cd.cycle]\ncheckpoint = {{ dir = {:?}, every = 2 }}\n",
+        dir.display().to_string()
+    ));
+    c.program = "test-program n=16".into();
+    c.restart = Some(RestartFrom::Auto);
+    let e = run(RANKS, c, || -> Result<(), cd::CdError> {
+        unreachable!("refused before the body")
+    })
+    .unwrap_err();
+    let line = e.to_string();
+    assert!(
+        line.contains("another checkpointed CD (step, this job: cycle)") && !line.contains('\n'),
+        "{line}"
+    );
     // Both whole ones gone: the run starts from the beginning.
     std::fs::remove_file(newest.join("manifest.toml")).unwrap();
     std::fs::remove_file(older.join("manifest.toml")).unwrap();

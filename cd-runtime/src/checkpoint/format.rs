@@ -131,6 +131,9 @@ pub(crate) struct JobShape {
     pub(crate) program: String,
     pub(crate) seed: u64,
     pub(crate) ranks: usize,
+    /// The CD this job's configuration checkpoints (`None`: none; a restart from a named
+    /// directory then resumes whatever CD the checkpoint holds).
+    pub(crate) cd: Option<String>,
 }
 
 impl Manifest {
@@ -200,7 +203,11 @@ impl Manifest {
         } else if self.seed != seed {
             Some(("CD seed", self.seed.clone(), seed))
         } else {
-            None
+            shape
+                .cd
+                .as_ref()
+                .filter(|cd| **cd != self.cd)
+                .map(|cd| ("checkpointed CD", self.cd.clone(), cd.clone()))
         };
         match differs {
             None => Ok(()),
@@ -371,6 +378,7 @@ mod tests {
             program: "lulesh -s 6".into(),
             seed: u64::MAX,
             ranks: 2,
+            cd: Some("step".into()),
         };
         m.check(Path::new("/c"), &shape).unwrap();
         let e = m
@@ -388,12 +396,29 @@ mod tests {
                 Path::new("/c"),
                 &JobShape {
                     program: "lulesh -s 7".into(),
-                    ..shape
+                    ..shape.clone()
                 },
             )
             .unwrap_err();
         assert!(e.to_string().contains("/c/manifest.toml"), "{e}");
         assert!(e.to_string().contains("lulesh -s 7"), "{e}");
+        // The configuration checkpoints another CD: refused, naming both.
+        let e = m
+            .check(
+                Path::new("/c"),
+                &JobShape {
+                    cd: Some("cycle".into()),
+                    ..shape.clone()
+                },
+            )
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("another checkpointed CD (step, this job: cycle)"),
+            "{e}"
+        );
+        let any_cd = JobShape { cd: None, ..shape };
+        m.check(Path::new("/c"), &any_cd).unwrap();
     }
 
     #[test]
