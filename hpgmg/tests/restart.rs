@@ -1,6 +1,7 @@
 //! Checkpoint and restart across launches (`cd-runtime/src/checkpoint/README.md`,
 //! `hpgmg/src/progress.rs`): `hpgmg 4 1 --ranks 8` checkpointing its solve CD is killed with
-//! SIGKILL at seeded random moments (also while a checkpoint is being written), relaunched
+//! SIGKILL at seeded random moments (every other one as soon as a seeded checkpoint is seen
+//! being written), relaunched
 //! with `--restart auto`, and prints the uninterrupted run's report: every line but the
 //! timings, and exactly the norms of the solves from the resumed one on. A checkpoint key on
 //! another CD, a restart without a CD configuration, and a relaunch with other arguments are
@@ -119,18 +120,33 @@ fn killed_at_twenty_moments_a_relaunch_prints_the_uninterrupted_report() {
     let mut moments = Moments(0x5EED_0030);
     let (mut during_write, mut resumed) = (0, 0);
     for k in 0..KILLS {
+        // Every other kill: at a seeded moment of the run; the others as soon as a seeded one
+        // of its checkpoints (executions 2, 4, .., 14) is seen being written (its directory
+        // there, its manifest not yet).
         let at = Duration::from_millis(moments.next_below(span.as_millis() as u64));
+        let writing = (k % 2 == 1).then(|| {
+            let it = 2 * (1 + moments.next_below(7));
+            dir.join("ck").join(format!("solve-{it:010}"))
+        });
+        // A run from the beginning replaces the earlier runs' checkpoints: gone before it
+        // starts, none of them is mistaken for one it writes.
+        let _ = std::fs::remove_dir_all(dir.join("ck"));
         let mut child = run(false)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .expect("start the run");
         let began = Instant::now();
-        while began.elapsed() < at {
+        while began.elapsed() < at || writing.is_some() {
             if child.try_wait().unwrap().is_some() {
                 break;
             }
-            std::thread::sleep(Duration::from_millis(2));
+            if let Some(ck) = &writing {
+                if ck.is_dir() && !ck.join("manifest.toml").exists() {
+                    break;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(1));
         }
         let _ = child.kill();
         let _ = child.wait();

@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::Write;
+use std::io::{BufWriter, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -23,7 +23,7 @@ use crate::checkpoint::format::{
     MANIFEST, MANIFEST_TMP, Manifest, RankFile, buddy_file, own_file, parse_checkpoint_name,
 };
 use crate::private_files;
-use crate::resume::encode_entries;
+use crate::resume::write_entries;
 
 /// Where a rank's state went in a part made durable, what the manifest records of it, and
 /// what the writer spent on the part.
@@ -347,65 +347,118 @@ fn prune_before(u: &Unsettled) {
 
 /// Writes the states of `part` (by rank) as one file in the directory of its lowest rank and
 /// its copy in that rank's buddy's directory, makes both durable, and answers every rank.
+/// Each file is written and `fsync`ed on a thread of its own while the directories are
+/// `fsync`ed: the two writes overlap, and the file system commits the `fsync`s together.
 fn write_part(dir: &Path, part: BTreeMap<usize, Handed>) {
     let start = Instant::now();
     let (&lead, first) = part.iter().next().expect("a part has a rank");
     let buddy = first.buddy;
-    let encoded: Vec<(usize, Vec<u8>)> = part
-        .iter()
-        .map(|(&r, h)| (r, encode_entries(&h.entries)))
-        .collect();
-    let mut placed = Vec::with_capacity(encoded.len());
-    let mut offset = 0u64;
-    for (r, bytes) in &encoded {
-        let len = bytes.len() as u64;
-        placed.push((*r, offset, len, crc32fast::hash(bytes)));
-        offset += len;
-    }
-    let file_len = offset;
-    let pieces: Vec<&[u8]> = encoded.iter().map(|(_, b)| b.as_slice()).collect();
     let own = own_file(dir, lead);
     let copy = buddy_file(dir, lead, buddy);
-    let out = write_new(&own, &pieces)
-        .and_then(|a| write_new(&copy, &pieces).map(|b| (a, b)))
+    let out: Result<(Vec<Placed>, u64), String> = create_new(&own)
+        .and_then(|a| create_new(&copy).map(|b| (a, b)))
         .and_then(|(a, b)| {
-            let mut durable = vec![Durable::File(&own, a), Durable::File(&copy, b)];
-            durable.push(Durable::Dir(own.parent().expect("in a rank directory")));
+            let mut dirs = vec![Durable::Dir(own.parent().expect("in a rank directory"))];
             if copy.parent() != own.parent() {
-                durable.push(Durable::Dir(copy.parent().expect("in a rank directory")));
+                dirs.push(Durable::Dir(copy.parent().expect("in a rank directory")));
             }
-            sync_together(durable)
+            std::thread::scope(|s| {
+                let own_done = s.spawn(|| write_states(&own, a, &part));
+                let copy_done = s.spawn(|| write_states(&copy, b, &part));
+                let dirs_done = sync_together(dirs);
+                let own_done = own_done.join().unwrap_or_else(|_| Err(panicked(&own)));
+                let copy_done = copy_done.join().unwrap_or_else(|_| Err(panicked(&copy)));
+                let placed = own_done?;
+                copy_done?;
+                dirs_done?;
+                let len = placed.last().map_or(0, |&(_, offset, len, _)| offset + len);
+                Ok((placed, len))
+            })
         });
     let ns = start.elapsed().as_nanos() as u64;
-    for (r, offset, len, crc) in placed {
-        let w = out.clone().map(|()| RankWritten {
-            part: lead,
-            buddy,
-            file_len,
-            offset,
-            len,
-            crc,
-            bytes: if r == lead { 2 * file_len } else { 0 },
-            ns: if r == lead { ns } else { 0 },
-        });
-        part[&r].ticket.set(w);
+    for (&r, h) in &part {
+        let w = match &out {
+            Err(why) => Err(why.clone()),
+            Ok((placed, file_len)) => {
+                let &(_, offset, len, crc) = placed
+                    .iter()
+                    .find(|p| p.0 == r)
+                    .expect("every rank of a written part is placed");
+                Ok(RankWritten {
+                    part: lead,
+                    buddy,
+                    file_len: *file_len,
+                    offset,
+                    len,
+                    crc,
+                    bytes: if r == lead { 2 * file_len } else { 0 },
+                    ns: if r == lead { ns } else { 0 },
+                })
+            }
+        };
+        h.ticket.set(w);
     }
 }
 
-/// Writes `pieces` one after another as the new file `path` (0600, a stale file of the same
-/// name unlinked first, no symbolic link followed), not yet durable.
-fn write_new(path: &Path, pieces: &[&[u8]]) -> Result<File, String> {
-    let describe = |e: std::io::Error| format!("{}: {e}", path.display());
+/// Where a rank's state is in a part: (rank, offset, length, CRC-32).
+type Placed = (usize, u64, u64, u32);
+
+/// Writes the states of `part` one after another into the new file `f` (at `path`) and
+/// `fsync`s it: where each rank's state is, in rank order.
+fn write_states(
+    path: &Path,
+    f: File,
+    part: &BTreeMap<usize, Handed>,
+) -> Result<Vec<Placed>, String> {
+    let mut w = BufWriter::new(f);
+    let mut placed = Vec::with_capacity(part.len());
+    let mut offset = 0u64;
+    for (&r, h) in part {
+        let (mut crc, mut len) = (crc32fast::Hasher::new(), 0u64);
+        write_entries(&h.entries, |piece| {
+            crc.update(piece);
+            len += piece.len() as u64;
+            w.write_all(piece)
+        })
+        .map_err(|e| describe(path, e))?;
+        placed.push((r, offset, len, crc.finalize()));
+        offset += len;
+    }
+    let f = w.into_inner().map_err(|e| describe(path, e.into_error()))?;
+    f.sync_all()
+        .map_err(|e| format!("{}: fsync: {e}", path.display()))?;
+    Ok(placed)
+}
+
+/// The error of a writing thread that panicked.
+fn panicked(path: &Path) -> String {
+    format!("{}: the thread writing it panicked", path.display())
+}
+
+/// An error of the file `path`, as one line naming it.
+fn describe(path: &Path, e: std::io::Error) -> String {
+    format!("{}: {e}", path.display())
+}
+
+/// Creates the new file `path` (0600, its directory too; a stale file of the same name
+/// unlinked first, no symbolic link followed).
+fn create_new(path: &Path) -> Result<File, String> {
     if let Some(parent) = path.parent() {
-        private_files::create_dir(parent).map_err(describe)?;
+        private_files::create_dir(parent).map_err(|e| describe(path, e))?;
     }
     match std::fs::remove_file(path) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(describe(e)),
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(describe(path, e)),
         _ => {}
     }
-    let mut f = private_files::create_file(path).map_err(describe)?;
+    private_files::create_file(path).map_err(|e| describe(path, e))
+}
+
+/// Writes `pieces` one after another as the new file `path` ([`create_new`]), not yet
+/// durable.
+fn write_new(path: &Path, pieces: &[&[u8]]) -> Result<File, String> {
+    let mut f = create_new(path)?;
     for p in pieces {
-        f.write_all(p).map_err(describe)?;
+        f.write_all(p).map_err(|e| describe(path, e))?;
     }
     Ok(f)
 }
@@ -535,7 +588,7 @@ fn prune(root: &Path, cd: &str, iteration: u64, keep: usize) {
 mod tests {
     use super::*;
     use crate::checkpoint::format::{FORMAT_VERSION, checkpoint_dir};
-    use crate::resume::decode_entries;
+    use crate::resume::{decode_entries, encode_entries};
     use std::os::unix::fs::MetadataExt;
 
     fn scratch(name: &str) -> PathBuf {
