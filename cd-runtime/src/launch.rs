@@ -293,6 +293,11 @@ where
         });
         if config.checkpoint.is_some() || config.restart.is_some() {
             *rt.checkpoint.policy.borrow_mut() = config.checkpoint.clone();
+            if let Some(w) = &writer {
+                // Before prepare's barrier: every rank of the process has joined before any
+                // hands its state over.
+                w.join();
+            }
             *rt.checkpoint.writer.borrow_mut() = writer.clone();
             rt.checkpoint
                 .buddy
@@ -301,6 +306,7 @@ where
                 program: config.program.clone(),
                 seed: config.seed,
                 ranks,
+                cd: config.checkpoint.as_ref().map(|(cd, _)| cd.clone()),
             };
             crate::checkpoint::restart::prepare(&rt, config.restart.as_ref(), shape)
                 .unwrap_or_else(|why| stop_restart(why));

@@ -232,7 +232,7 @@ pub use cd_macros::relaxed;
 /// ```
 pub use cd_macros::strict;
 pub use checkpoint::format::{CheckpointError, CheckpointPolicy, Manifest, RestartFrom};
-pub use checkpoint::restart::restarted;
+pub use checkpoint::restart::{restarted, restarted_value};
 pub use config::{
     BuddyDomain, CdConfig, CdKindSetting, CdSettings, ExactFault, ExactFaults, FaultKind,
     Injection, Interval, LogMedium, Medium, UNREACHED_LINES,

@@ -90,6 +90,17 @@ pub struct CdStats {
     /// that a node failure is not survivable for their pairs or groups (`xor::p_cf`).
     #[serde(default)]
     pub pcf: Option<Pcf>,
+    /// The CD with a `checkpoint` key: checkpoints committed to disk (`checkpoint/`).
+    #[serde(default)]
+    pub checkpoints: u64,
+    /// The CD with a `checkpoint` key: bytes the background writer made durable for them
+    /// (every file and its buddy copy).
+    #[serde(default)]
+    pub bytes_checkpointed: u64,
+    /// The CD with a `checkpoint` key: nanoseconds the background writer took for those
+    /// bytes, from its first write of a file to its last `fsync` (off the critical path).
+    #[serde(default)]
+    pub checkpoint_write_ns: u64,
 }
 
 /// The interval a CD run with `interval::strict_steps` chose, for the report.
@@ -197,6 +208,9 @@ impl CdStats {
         self.entries_replayed += o.entries_replayed;
         self.writes_squashed += o.writes_squashed;
         self.bytes_replicated += o.bytes_replicated;
+        self.checkpoints += o.checkpoints;
+        self.bytes_checkpointed += o.bytes_checkpointed;
+        self.checkpoint_write_ns += o.checkpoint_write_ns;
         self.whole_group.extend(o.whole_group.iter().cloned());
         // Every rank of the CD chose the same interval.
         if self.interval.is_none() {
@@ -456,6 +470,16 @@ impl Report {
                 p.recovery_seconds,
                 p.p_cf,
                 p.per_hour
+            );
+        }
+        for c in self.cds.iter().filter(|c| c.checkpoints > 0) {
+            let _ = writeln!(
+                s,
+                "checkpoints of {}: {} committed, {} B written in the background in {:.3} ms",
+                c.name,
+                c.checkpoints,
+                c.bytes_checkpointed,
+                c.checkpoint_write_ns as f64 / 1e6
             );
         }
         for c in self.cds.iter().filter(|c| !c.whole_group.is_empty()) {

@@ -45,8 +45,44 @@ pub(crate) struct Resume {
 
 /// The preserved entries of one rank, as a checkpoint file holds them: `postcard` of the list
 /// of (name, bytes) in name order.
+#[cfg(test)]
 pub(crate) fn encode_entries(entries: &BTreeMap<String, Vec<u8>>) -> Vec<u8> {
     postcard::to_allocvec(entries).expect("a map of byte strings serializes")
+}
+
+/// The bytes of [`encode_entries`], piece by piece to `out`, without copying the entries'
+/// bytes: postcard writes a map as its length, then each key and value as its length and its
+/// bytes (a byte vector as a sequence of `u8`s, one byte each), every length as an unsigned
+/// LEB128 varint. (Serializing through postcard instead goes byte by byte through the
+/// serializer and copies the whole state once more.)
+pub(crate) fn write_entries(
+    entries: &BTreeMap<String, Vec<u8>>,
+    mut out: impl FnMut(&[u8]) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    let varint = |mut n: usize, out: &mut dyn FnMut(&[u8]) -> std::io::Result<()>| {
+        let mut buf = [0u8; 10];
+        let mut i = 0;
+        loop {
+            let low = (n & 0x7f) as u8;
+            n >>= 7;
+            if n == 0 {
+                buf[i] = low;
+                i += 1;
+                break;
+            }
+            buf[i] = low | 0x80;
+            i += 1;
+        }
+        out(&buf[..i])
+    };
+    varint(entries.len(), &mut out)?;
+    for (name, bytes) in entries {
+        varint(name.len(), &mut out)?;
+        out(name.as_bytes())?;
+        varint(bytes.len(), &mut out)?;
+        out(bytes)?;
+    }
+    Ok(())
 }
 
 /// The entries [`encode_entries`] wrote, or why the bytes are not such a list.
@@ -66,5 +102,28 @@ mod tests {
         let bytes = encode_entries(&m);
         assert_eq!(decode_entries(&bytes).unwrap(), m);
         assert!(decode_entries(&bytes[..bytes.len() - 1]).is_err());
+    }
+
+    #[test]
+    fn written_piece_by_piece_the_entries_are_postcards_bytes() {
+        for sizes in [
+            vec![],
+            vec![0],
+            vec![1, 127, 128, 300],
+            vec![16_384, 3_000_000],
+        ] {
+            let m: BTreeMap<String, Vec<u8>> = sizes
+                .iter()
+                .enumerate()
+                .map(|(i, &n)| ("e".repeat(i * 70 + 1), (0..n).map(|b| b as u8).collect()))
+                .collect();
+            let mut pieces = Vec::new();
+            write_entries(&m, |p| {
+                pieces.extend_from_slice(p);
+                Ok(())
+            })
+            .unwrap();
+            assert_eq!(pieces, encode_entries(&m), "sizes {sizes:?}");
+        }
     }
 }

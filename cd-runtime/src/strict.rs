@@ -103,15 +103,23 @@ fn reason_of<R>(out: &Result<R, CdError>, frame: &Frame) -> String {
 }
 
 fn agree(team: &Team, kinds: FaultKinds) -> FaultKinds {
+    agree_writing(team, kinds, false).0
+}
+
+/// The bit of the agreement's word above the fault kinds: the rank still writes the checkpoint
+/// its process's writer was handed at an earlier completion (`checkpoint/commit.rs`).
+const WRITING: u64 = 1 << 32;
+
+/// The union of every rank's fault kinds, and whether any rank still writes a checkpoint.
+fn agree_writing(team: &Team, kinds: FaultKinds, writing: bool) -> (FaultKinds, bool) {
     if team.rank_n() == 1 {
-        return kinds;
+        return (kinds, writing);
     }
+    let mine = u64::from(kinds.0) | if writing { WRITING } else { 0 };
     // On the world team this is one barrier of the core plus a read of every rank's word.
     // The CD runtime's own traffic: unseen by the program's hook, no EC steps.
-    let all = pgas::runtime_hooks::internal(|| {
-        pgas::reduce_all_u64_on(team, u64::from(kinds.0), |a, b| a | b)
-    });
-    FaultKinds(all as u32)
+    let all = pgas::runtime_hooks::internal(|| pgas::reduce_all_u64_on(team, mine, |a, b| a | b));
+    (FaultKinds(all as u32), all & WRITING != 0)
 }
 
 /// The lowest rank of `team` that saw a failure itself, with its reasons (one collective,
@@ -277,7 +285,11 @@ pub(crate) fn run<R>(
         ) {
             kinds = kinds.union(FaultKinds::UNRESTORABLE);
         }
-        let mut agreed = agree(&frame.team, kinds);
+        let (mut agreed, writing) = agree_writing(
+            &frame.team,
+            kinds,
+            crate::checkpoint::commit::still_writing(&rt, &frame),
+        );
         if agreed.contains(FaultKinds::RANK_LOSS) && !agreed.contains(FaultKinds::UNRESTORABLE) {
             // A rank lost in this execution took the buddy copies it held for another rank,
             // which may have lost its own copies in this same execution. Each losing rank told
@@ -334,7 +346,7 @@ pub(crate) fn run<R>(
         }
         // Lost copies alone are no failure of this execution: complete.
         if FaultKinds(agreed.0 & !FaultKinds::UNRESTORABLE.0).is_empty() {
-            crate::checkpoint::commit::completed(&rt, &frame);
+            crate::checkpoint::commit::completed(&rt, &frame, writing);
             return finish(&rt, &frame, out);
         }
         let contained = frame

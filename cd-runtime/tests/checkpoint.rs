@@ -82,6 +82,40 @@ fn a_job_cut_short_resumes_from_its_last_checkpoint_bit_for_bit() {
 }
 
 #[test]
+fn every_checkpoint_handed_over_is_committed_and_counted() {
+    let dir = scratch("counted");
+    let out = run(RANKS, cfg(&dir, 2, None), || {
+        let mut x: Vec<f64> = (0..N).map(|i| i as f64).collect();
+        cd::strict_steps("step", 0..10, |c, s| {
+            c.preserve_slice("x", &mut x);
+            step(&mut x, s);
+            Ok(())
+        })
+    })
+    .unwrap();
+    let s = out.report.cd("step").unwrap();
+    // Executions 2, 4, 6 and 8 (the last at the end of the job), each committed once every
+    // rank's part was written, however late.
+    assert_eq!(s.checkpoints, 4);
+    let manifest = std::fs::read_to_string(dir.join("step-0000000008/manifest.toml")).unwrap();
+    let part: u64 = manifest
+        .lines()
+        .find_map(|l| l.strip_prefix("file_len = "))
+        .unwrap()
+        .parse()
+        .unwrap();
+    // One part of the process's four ranks and its copy per checkpoint.
+    assert_eq!(s.bytes_checkpointed, 4 * 2 * part);
+    assert!(s.checkpoint_write_ns > 0);
+    assert!(
+        out.report
+            .table()
+            .contains("checkpoints of step: 4 committed")
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn a_program_loop_resumes_where_restarted_says() {
     let dir = scratch("own-loop");
     let job = |c: CdConfig, stop: usize| {
@@ -125,13 +159,21 @@ fn damaged_checkpoints_fall_back_and_another_job_is_refused() {
     let restart = || strict_steps_job(cfg(&dir, 2, Some(RestartFrom::Auto)), 10);
     let newest = dir.join("step-0000000006");
     let older = dir.join("step-0000000004");
-    // One byte of rank 1's file: its buddy's copy serves.
+    // The four ranks share a process: one part, rank0/state.bin, its copy in rank 0's buddy's
+    // directory (rank 1's), and no file in the other ranks' directories.
     cut();
-    flip(&newest.join("rank1/state.bin"));
+    assert!(newest.join("rank1/copy-of-rank0.bin").is_file());
+    assert!(!newest.join("rank2").exists() && !newest.join("rank1/state.bin").exists());
+    // One byte of the part (in rank 0's state): the copy serves that rank.
+    flip(&newest.join("rank0/state.bin"));
     assert_eq!(values(&restart().unwrap()), values(&whole));
-    // Rank 2's whole directory (its file and the copy it keeps): the buddy copy serves.
+    // The part's whole directory: the copy in the buddy's directory serves every rank.
     cut();
-    std::fs::remove_dir_all(newest.join("rank2")).unwrap();
+    std::fs::remove_dir_all(newest.join("rank0")).unwrap();
+    assert_eq!(values(&restart().unwrap()), values(&whole));
+    // The copy's directory: the part serves.
+    cut();
+    std::fs::remove_dir_all(newest.join("rank1")).unwrap();
     assert_eq!(values(&restart().unwrap()), values(&whole));
     // A truncated file and its copy damaged too: the previous checkpoint serves.
     cut();
@@ -167,6 +209,22 @@ fn damaged_checkpoints_fall_back_and_another_job_is_refused() {
     c.program = "test-program n=17".into();
     let e = run(RANKS, c, || Ok(())).unwrap_err();
     assert!(e.to_string().contains("n=17"), "{e}");
+    // The configuration checkpoints another CD: refused up front, one line naming both.
+    let mut c = config(&format!(
+        "[cd.cycle]\ncheckpoint = {{ dir = {:?}, every = 2 }}\n",
+        dir.display().to_string()
+    ));
+    c.program = "test-program n=16".into();
+    c.restart = Some(RestartFrom::Auto);
+    let e = run(RANKS, c, || -> Result<(), cd::CdError> {
+        unreachable!("refused before the body")
+    })
+    .unwrap_err();
+    let line = e.to_string();
+    assert!(
+        line.contains("another checkpointed CD (step, this job: cycle)") && !line.contains('\n'),
+        "{line}"
+    );
     // Both whole ones gone: the run starts from the beginning.
     std::fs::remove_file(newest.join("manifest.toml")).unwrap();
     std::fs::remove_file(older.join("manifest.toml")).unwrap();

@@ -1,5 +1,5 @@
-//! `cd_stencil --restart auto`: the job SIGKILLed at 20 seeded moments (also while a
-//! checkpoint is being written) and relaunched prints the uninterrupted run's checksum bit for
+//! `cd_stencil --restart auto`: the job SIGKILLed at 20 seeded moments (every other one as soon
+//! as a seeded checkpoint is seen being written) and relaunched prints the uninterrupted run's checksum bit for
 //! bit (`cd-runtime/src/checkpoint/README.md`).
 
 use std::path::{Path, PathBuf};
@@ -61,15 +61,27 @@ fn killed_at_twenty_moments_a_relaunch_prints_the_uninterrupted_checksum() {
         let mut z = seed;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        let at = Duration::from_millis((z ^ (z >> 31)) % span.max(1));
+        let z = z ^ (z >> 31);
+        let at = Duration::from_millis(z % span.max(1));
+        // Every other kill as soon as a seeded one of the first checkpoints (iterations 10,
+        // 20, .., 100) is seen being written (its directory there, its manifest not yet).
+        let writing = (k % 2 == 1).then(|| ck.join(format!("iteration-{:010}", 10 * (1 + z % 10))));
+        // A run from the beginning replaces the earlier runs' checkpoints: gone before it
+        // starts, none of them is mistaken for one it writes.
+        let _ = std::fs::remove_dir_all(&ck);
         let mut child = run(false)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
         let t = Instant::now();
-        while t.elapsed() < at && child.try_wait().unwrap().is_none() {
-            std::thread::sleep(Duration::from_millis(2));
+        while (t.elapsed() < at || writing.is_some()) && child.try_wait().unwrap().is_none() {
+            if let Some(w) = &writing {
+                if w.is_dir() && !w.join("manifest.toml").exists() {
+                    break;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(1));
         }
         let _ = child.kill();
         let _ = child.wait();

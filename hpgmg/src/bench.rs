@@ -5,11 +5,13 @@ use crate::containment::Containment;
 use crate::error::HpgmgError;
 use crate::format::fmt_e;
 use crate::level::{Level, VECTOR_F, VECTOR_U, VECTORS_RESERVED};
-use crate::mg::{MgHierarchy, print_create_level, print_rebuild};
+use crate::mg::{MgHierarchy, SOLVE_CD, print_create_level, print_rebuild};
 use crate::operator::{STENCIL_RADIUS, rebuild_operator};
 use crate::problem::initialize_problem;
+use crate::progress::{PROGRESS, Progress};
 use crate::restriction::{RestrictionType, restriction};
 use crate::vectors::zero_vector;
+use cd_runtime as cd;
 use std::io::Write;
 
 /// Largest coarsest-grid dimension the problem sizing accepts.
@@ -177,8 +179,25 @@ pub fn run(cfg: Config, out: &mut impl Write) -> std::io::Result<Report> {
     let mut mg = MgHierarchy::build(fine, b, 1, out)?;
     mg.containment = cfg.containment;
     mg.max_vcycles = cfg.max_vcycles;
+    // A relaunch from a checkpoint skips the solves before the resumed one (`progress.rs`).
+    let (resume_at, progress) = if cfg.containment.is_on() {
+        resumed()?
+    } else {
+        (0, Progress::new(DYNAMIC_RANGE))
+    };
+    mg.progress = progress;
+    // The index of the next solve of the run, the iteration of its CD.
+    let next = std::cell::Cell::new(0u64);
+    let solve = |mg: &mut MgHierarchy, l: usize, out: &mut _| {
+        let index = next.get();
+        next.set(index + 1);
+        if index < resume_at {
+            return Ok(None);
+        }
+        zero_vector(&mut mg.levels[l], VECTOR_U);
+        mg.fmg_solve(l, VECTOR_U, VECTOR_F, b, out).map(Some)
+    };
 
-    let mut seconds = [0.0; DYNAMIC_RANGE];
     for l in 0..DYNAMIC_RANGE {
         if l > 0 {
             restrict_f(&mut mg, l);
@@ -199,11 +218,18 @@ pub fn run(cfg: Config, out: &mut impl Write) -> std::io::Result<Report> {
             }
             mg.reset_timers();
             for _ in 0..cfg.solves {
-                zero_vector(&mut mg.levels[l], VECTOR_U);
-                mg.fmg_solve(l, VECTOR_U, VECTOR_F, b, out)?;
+                solve(&mut mg, l, out)?;
             }
         }
-        seconds[l] = mg.solve_seconds / mg.solves_performed as f64;
+        let bottom = mg.levels.len() - 1;
+        if next.get() > resume_at {
+            // The timed pass ran here (at least its last solve): its timers are this level's.
+            let p = &mut mg.progress;
+            p.seconds[l] = mg.solve_seconds / mg.solves_performed as f64;
+            p.vcycles[l] = mg.levels[l].vcycles_from_this_level / mg.solves_performed;
+            p.bottom[l] = mg.levels[bottom].krylov_iterations / mg.solves_performed;
+        }
+        let p = &mg.progress;
         writeln!(
             out,
             "\n\n===== Timing Breakdown =========================================================\n\n"
@@ -213,19 +239,15 @@ pub fn run(cfg: Config, out: &mut impl Write) -> std::io::Result<Report> {
             "   Total time in MGBuild  {:12.6} seconds",
             mg.build_seconds
         )?;
-        writeln!(out, "   Total time in MGSolve  {:12.6} seconds", seconds[l])?;
         writeln!(
             out,
-            "      number of v-cycles  {:12}",
-            mg.levels[l].vcycles_from_this_level / mg.solves_performed
+            "   Total time in MGSolve  {:12.6} seconds",
+            p.seconds[l]
         )?;
-        let bottom = mg.levels.len() - 1;
-        writeln!(
-            out,
-            "Bottom solver iterations  {:12}\n\n",
-            mg.levels[bottom].krylov_iterations / mg.solves_performed
-        )?;
+        writeln!(out, "      number of v-cycles  {:12}", p.vcycles[l])?;
+        writeln!(out, "Bottom solver iterations  {:12}\n\n", p.bottom[l])?;
     }
+    let seconds: [f64; DYNAMIC_RANGE] = std::array::from_fn(|l| mg.progress.seconds[l]);
 
     writeln!(
         out,
@@ -252,14 +274,17 @@ pub fn run(cfg: Config, out: &mut impl Write) -> std::io::Result<Report> {
         "\n\n===== Richardson error analysis ================================================"
     )?;
     mg.reset_timers();
-    let mut norms = [0.0; DYNAMIC_RANGE];
-    for (l, n) in norms.iter_mut().enumerate() {
+    // The error below reads every level's solution: each solve keeps the finer ones.
+    mg.finer_solutions_kept = true;
+    for l in 0..DYNAMIC_RANGE {
         if l > 0 {
             restrict_f(&mut mg, l);
         }
-        zero_vector(&mut mg.levels[l], VECTOR_U);
-        *n = mg.fmg_solve(l, VECTOR_U, VECTOR_F, b, out)?.0;
+        if let Some((norm, _)) = solve(&mut mg, l, out)? {
+            mg.progress.norms[l] = norm;
+        }
     }
+    let norms: [f64; DYNAMIC_RANGE] = std::array::from_fn(|l| mg.progress.norms[l]);
     let (error, order) = mg.richardson_error(0, VECTOR_U, out)?;
     writeln!(
         out,
@@ -272,6 +297,27 @@ pub fn run(cfg: Config, out: &mut impl Write) -> std::io::Result<Report> {
         error,
         order,
     })
+}
+
+/// Where this launch resumes (inside a CD launch): the index of the first solve to run (0 in
+/// a run from the beginning) and the progress of the solves before it.
+fn resumed() -> std::io::Result<(u64, Progress)> {
+    let Some(at) = cd::restarted() else {
+        return Ok((0, Progress::new(DYNAMIC_RANGE)));
+    };
+    if at.cd != SOLVE_CD {
+        return Err(std::io::Error::other(format!(
+            "the checkpoint resumes the CD {:?}; hpgmg resumes at a solve: checkpoint the CD \
+             {SOLVE_CD:?} (`checkpoint` in [cd.{SOLVE_CD}])",
+            at.cd
+        )));
+    }
+    let progress: Progress = cd::restarted_value(PROGRESS).ok_or_else(|| {
+        std::io::Error::other(format!(
+            "the checkpoint of {SOLVE_CD:?} holds no `{PROGRESS}`: not written by hpgmg"
+        ))
+    })?;
+    Ok((at.iteration, progress))
 }
 
 /// F on level `l` = R F on level `l - 1`.

@@ -22,6 +22,7 @@ pub mod level;
 pub mod mg;
 pub mod operator;
 pub mod problem;
+pub mod progress;
 pub mod restriction;
 pub mod transfer;
 pub mod vectors;

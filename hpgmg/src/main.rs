@@ -43,6 +43,10 @@ struct Cli {
     /// norm printed (the reference built with -DUNLIMIT_FMG_ITERATIONS)
     #[arg(long)]
     unlimit_fmg_iterations: bool,
+    /// Resume from a checkpoint of the solve CD (`checkpoint` key of `[cd.solve]`): `auto` for
+    /// the newest whole one in the configured directory, or a directory; default: CD_RESTART
+    #[arg(long, value_name = "DIR|auto")]
+    restart: Option<String>,
 }
 
 fn main() -> ExitCode {
@@ -107,6 +111,10 @@ fn main() -> ExitCode {
         Some(Ok(c)) => Some(c),
         Some(Err(e)) => return fail(format!("--cd-config: {e}")),
     };
+    let cd_config = match restartable(cd_config, &cli, &cfg) {
+        Ok(c) => c,
+        Err(e) => return fail(e),
+    };
     let result = if ranks == 1 && cd_config.is_none() {
         let stdout = std::io::stdout();
         let mut out = std::io::LineWriter::new(stdout.lock());
@@ -130,4 +138,44 @@ fn main() -> ExitCode {
         Ok(_) => ExitCode::SUCCESS,
         Err(e) => fail(e),
     }
+}
+
+/// `config` with what a checkpoint records of this run (the arguments that shape the solves:
+/// sizes, solves per pass, V-cycles after the F-cycle; the ranks are recorded by the runtime)
+/// and the restart `--restart` or `CD_RESTART` asks for, which needs a CD configuration. A
+/// `checkpoint` key on another CD than the solve is refused: a relaunch resumes at a solve.
+fn restartable(
+    config: Option<cd_runtime::CdConfig>,
+    cli: &Cli,
+    cfg: &hpgmg::Config,
+) -> Result<Option<cd_runtime::CdConfig>, String> {
+    let restart = cd_runtime::RestartFrom::for_program(cli.restart.as_deref());
+    let Some(mut c) = config else {
+        return match restart {
+            Some(_) => Err("--restart (or CD_RESTART) resumes a run under Containment \
+                            Domains: give its --cd-config too"
+                .into()),
+            None => Ok(None),
+        };
+    };
+    let solve = hpgmg::mg::SOLVE_CD;
+    if let Some((name, _)) = c.checkpoint.as_ref().filter(|(name, _)| name != solve) {
+        return Err(format!(
+            "--cd-config: the `checkpoint` key is in [cd.{name}], and hpgmg resumes a run at \
+             a solve: move it to [cd.{solve}]"
+        ));
+    }
+    c.program = format!(
+        "hpgmg {} {} --solves {}{}",
+        cli.log2_box_dim,
+        cli.target_boxes_per_rank,
+        cfg.solves,
+        if cfg.max_vcycles > 0 {
+            " --unlimit-fmg-iterations"
+        } else {
+            ""
+        }
+    );
+    c.restart = restart;
+    Ok(Some(c))
 }

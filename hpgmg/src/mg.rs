@@ -11,6 +11,7 @@ use crate::format::fmt_e;
 use crate::interpolation::{interpolation_v2, interpolation_v4};
 use crate::level::{Level, VECTOR_R, VECTOR_TEMP};
 use crate::operator::{STENCIL_RADIUS, rebuild_operator, residual};
+use crate::progress::{PROGRESS, Progress};
 use crate::restriction::{RestrictionType, build_transfer, restriction};
 use crate::vectors::{add_vectors, norm, scale_vector, zero_vector};
 use std::io::Write;
@@ -43,6 +44,12 @@ pub struct MgHierarchy {
     /// V-cycles after each solve's F-cycle at most, until ||F - A u|| / ||F|| < [`RTOL`]
     /// (0: the F-cycle alone, the reference's default).
     pub max_vcycles: usize,
+    /// The driver's record of the solves done, preserved by every solve CD so that a
+    /// checkpoint of it carries the record to a relaunch ([`crate::progress`]).
+    pub progress: Progress,
+    /// The solutions of the levels finer than a solve's are read after it (the Richardson
+    /// analysis): its CD preserves them, so that a relaunch resuming at it has them.
+    pub finer_solutions_kept: bool,
 }
 
 /// Name of the per-solve CD (its table in a CD configuration is `[cd.solve]`).
@@ -256,6 +263,8 @@ impl MgHierarchy {
             build_seconds: start.elapsed().as_secs_f64(),
             containment: Containment::Off,
             max_vcycles: 0,
+            progress: Progress::default(),
+            finer_solutions_kept: false,
         })
     }
 
@@ -292,10 +301,21 @@ impl MgHierarchy {
             max_vcycles: self.max_vcycles,
         };
         let levels = &mut self.levels;
+        let (progress, finer) = (&mut self.progress, self.finer_solutions_kept);
+        let mut timers = (self.solves_performed as u64, self.solve_seconds);
         let (norm_of_f, history) = if solve.containment.is_on() {
             cd::strict(SOLVE_CD, |c| {
                 preserve_vector(c, &mut levels[on_level], u_id, "u");
                 preserve_counters(c, levels);
+                // Unchanged by the solve (nothing to restore in a re-execution), but read by
+                // the rest of the run: a relaunch resuming at this solve finds them here.
+                c.preserve(PROGRESS, progress);
+                c.preserve("timers", &mut timers);
+                if finer {
+                    for (l, level) in levels[..on_level].iter_mut().enumerate() {
+                        preserve_vector(c, level, u_id, &format!("u{l}"));
+                    }
+                }
                 let r = fmg_body(levels, &solve)?;
                 cd::check!(r.1.iter().all(|n| n.is_finite()));
                 Ok(r)
@@ -304,6 +324,9 @@ impl MgHierarchy {
         } else {
             fmg_body(levels, &solve).map_err(escalated)?
         };
+        // A relaunch resuming at this solve continues the interrupted pass's timers.
+        self.solves_performed = timers.0 as usize;
+        self.solve_seconds = timers.1;
         let seconds = start.elapsed().as_secs_f64();
         self.solve_seconds += seconds;
         for (v, &norm_of_residual) in history.iter().enumerate() {

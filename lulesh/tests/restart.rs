@@ -76,9 +76,10 @@ fn killed_during_a_write(ck: &Path) -> bool {
     all.last().is_some_and(|(_, whole)| !whole)
 }
 
-/// Runs `start()` (a fresh run), kills the job at `KILLS` seeded moments within `span`, each
-/// time relaunching with `restart()`, and checks every relaunch prints `reference`; at least
-/// one kill must have come during a checkpoint write. `kill` ends the started job.
+/// Runs `start()` (a fresh run), kills the job at `KILLS` seeded moments within `span` (every
+/// other one as soon as a seeded checkpoint is seen being written), each time relaunching with
+/// `restart()`, and checks every relaunch prints `reference`; at least one kill must have come
+/// during a checkpoint write. `kill` ends the started job.
 fn kill_and_restart(
     dir: &Path,
     reference: &str,
@@ -90,18 +91,33 @@ fn kill_and_restart(
     let mut moments = Moments(0x5EED_0030);
     let mut during_write = 0;
     for k in 0..KILLS {
+        // Every other kill: at a seeded moment of the run; the others as soon as a seeded one
+        // of its first checkpoints (executions 20, 40, .., 200) is seen being written (its
+        // directory there, its manifest not yet).
         let at = Duration::from_millis(moments.next_below(span.as_millis() as u64));
+        let writing = (k % 2 == 1).then(|| {
+            let it = 20 * (1 + moments.next_below(10));
+            dir.join("ck").join(format!("step-{it:010}"))
+        });
+        // A run from the beginning replaces the earlier runs' checkpoints: gone before it
+        // starts, none of them is mistaken for one it writes.
+        let _ = std::fs::remove_dir_all(dir.join("ck"));
         let mut child = start()
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .expect("start the run");
         let began = Instant::now();
-        while began.elapsed() < at {
+        while began.elapsed() < at || writing.is_some() {
             if child.try_wait().unwrap().is_some() {
                 break;
             }
-            std::thread::sleep(Duration::from_millis(2));
+            if let Some(ck) = &writing {
+                if ck.is_dir() && !ck.join("manifest.toml").exists() {
+                    break;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(1));
         }
         kill(&mut child);
         let _ = child.wait();

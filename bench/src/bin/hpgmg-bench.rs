@@ -34,12 +34,27 @@
 //!   1`); `rank_loss_5_8_r8` the same for one rank loss in a smoother call on the finest level
 //!   (buddy copies and log replica, recovered by the lost rank alone).
 //!
-//! The multi-rank runs time 3 solves per pass (5 for one box per rank).
-//! `HPGMG_BENCH=restart` runs only the `parallel_restart` line.
+//! - `checkpoint_overhead` / `hpgmg_6_1`: wall seconds of the whole run `hpgmg 6 1` (one
+//!   rank, strict CDs, the default 10 solves per pass) with `[cd.solve] checkpoint = { every
+//!   = n }` (checkpoints to a fresh directory in the working directory, removed at the end),
+//!   against `hpgmg_no_checkpoint_6_1`, the same run without the key, alternating in order.
+//!   n is Daly's interval for an MTBF of one hour, with δ the write time of one checkpoint
+//!   measured by a calibration run and the step the run's average solve, at most just over
+//!   half the run's solves (so that the run takes at most one checkpoint, and none is left to
+//!   commit at its end); `checkpoint_interval` / `hpgmg_6_1` prints n. Target: at most 1.02.
+//!   `checkpoint_overhead_cpu`: the same in CPU seconds of the process (the writer's
+//!   included), which other load on the machine disturbs less. Not under mpirun.
 //!
-//! `--quick` uses `4 1`/`5 1` and `4 8 --ranks 8` (case names say so) and one solve per pass.
+//! The multi-rank runs time 3 solves per pass (5 for one box per rank).
+//! `HPGMG_BENCH=restart` runs only the `parallel_restart` line, `HPGMG_BENCH=checkpoint` only
+//! the checkpoint lines.
+//!
+//! `--quick` uses `4 1`/`5 1` and `4 8 --ranks 8` (case names say so) and one solve per pass
+//! (the checkpoint lines: `4 1`, two solves per pass).
 //! `--ranks` is ignored: the multi-rank cases use 8 ranks on smp, or the mpirun world.
 
+use bench::checkpoint_dir::CheckpointDir;
+use bench::cpu_time::cpu_seconds;
 use bench_report::{BenchArgs, Better, Line, median, print};
 use hpgmg::comm::ExchangeMode;
 use hpgmg::driver::{JobOptions, run_job};
@@ -205,6 +220,12 @@ fn main() {
         print(&restart_lines(&args, ranks, conduit), args.json);
         return;
     }
+    if std::env::var("HPGMG_BENCH").as_deref() == Ok("checkpoint") {
+        if !under_mpi {
+            print(&checkpoint_lines(&args), args.json);
+        }
+        return;
+    }
 
     // Single-rank speed (skipped under mpirun: every process would run it).
     if !under_mpi {
@@ -348,5 +369,133 @@ fn main() {
         .on(conduit, ranks),
     );
     lines.extend(restart_lines(&args, ranks, conduit));
+    if !under_mpi {
+        lines.extend(checkpoint_lines(&args));
+    }
     print(&lines, args.json);
+}
+
+/// A one-rank run under strict CDs, `[cd.solve]` checkpointing every `every` solves into
+/// `dir` (none with `None`): its wall and CPU seconds, report and CD report.
+fn checkpoint_job(
+    cfg: hpgmg::Config,
+    dir: &CheckpointDir,
+    every: Option<u64>,
+) -> ((f64, f64), Report, cd_runtime::Report) {
+    let key = every.map_or(String::new(), |n| {
+        dir.fresh_checkpoints();
+        dir.key(n)
+    });
+    let mut config = cd_runtime::CdConfig::parse(&format!("[cd.solve]\n{key}"), "checkpoint.toml")
+        .expect("the configuration parses");
+    config.program = "hpgmg-bench".into();
+    let opts = JobOptions {
+        ranks: 1,
+        mode: ExchangeMode::Aggregated,
+    };
+    let (c0, start) = (cpu_seconds(), std::time::Instant::now());
+    let out = run_job(cfg, opts, false, Some(config))
+        .unwrap_or_else(|e| panic!("hpgmg job: {e}"))
+        .expect("a one-rank job runs in this process");
+    let t = (start.elapsed().as_secs_f64(), cpu_seconds() - c0);
+    (t, out.report, out.cd_report.expect("a CD report"))
+}
+
+/// `checkpoint_overhead` and `checkpoint_interval` (module doc).
+fn checkpoint_lines(args: &BenchArgs) -> Vec<Line> {
+    let (log2, solves) = if args.quick {
+        (4, 2)
+    } else {
+        (6, hpgmg::bench::MIN_SOLVES)
+    };
+    let cfg = config(log2, 1, 1, solves);
+    let case = format!("hpgmg_{log2}_1");
+    let dir = CheckpointDir::new("hpgmg-bench-checkpoints");
+    let total = (hpgmg::bench::DYNAMIC_RANGE * (2 * solves + 1)) as u64;
+    let (_, plain, _) = checkpoint_job(cfg, &dir, None);
+    // The average solve: each level's timed average, for its two passes and its Richardson
+    // solve.
+    let solve_s = plain
+        .seconds
+        .iter()
+        .map(|s| s * (2 * solves + 1) as f64)
+        .sum::<f64>()
+        / total as f64;
+    let (_, calib, cds) = checkpoint_job(cfg, &dir, Some((total / 6).max(1)));
+    assert_eq!(calib.norms, plain.norms, "the same solves");
+    let s = cds.cd("solve").expect("the solve CD ran");
+    assert!(s.checkpoints > 0, "the calibration run took checkpoints");
+    let delta = s.checkpoint_write_ns as f64 / 1e9 / s.checkpoints as f64;
+    let daly = cd_runtime::interval::steps_per_preservation(delta, solve_s, 3600.0, u64::MAX);
+    // At most one checkpoint in these short runs, and none left to commit at their end.
+    let every = daly.min(total / 2 + 1).max(1);
+    if !args.json {
+        eprintln!(
+            "checkpoint: {total} solves of {:.3} ms on average, one checkpoint written in \
+             {:.3} ms: Daly's interval {daly} solves, every {every} solves",
+            solve_s * 1e3,
+            delta * 1e3
+        );
+    }
+    let (mut with, mut without) = (Vec::new(), Vec::new());
+    let (mut with_cpu, mut without_cpu) = (Vec::new(), Vec::new());
+    for rep in 0..=args.reps.max(1) {
+        let (w, wo) = if rep % 2 == 0 {
+            let w = checkpoint_job(cfg, &dir, Some(every));
+            (w, checkpoint_job(cfg, &dir, None))
+        } else {
+            let wo = checkpoint_job(cfg, &dir, None);
+            (checkpoint_job(cfg, &dir, Some(every)), wo)
+        };
+        assert_eq!(w.1.norms, plain.norms, "the same solves");
+        assert!(w.2.cd("solve").expect("solve ran").checkpoints > 0);
+        if !args.json {
+            eprintln!(
+                "checkpoint rep {rep}{}: with {:.3} s, without {:.3} s",
+                if rep == 0 { " (warm-up)" } else { "" },
+                w.0.0,
+                wo.0.0
+            );
+        }
+        if rep > 0 {
+            with.push(w.0.0);
+            without.push(wo.0.0);
+            with_cpu.push(w.0.1);
+            without_cpu.push(wo.0.1);
+        }
+    }
+    vec![
+        Line::new(
+            "checkpoint_overhead",
+            &case,
+            median(&mut with),
+            "s",
+            Better::Lower,
+        )
+        .baseline(
+            &format!("hpgmg_no_checkpoint_{log2}_1"),
+            median(&mut without),
+        )
+        .on("smp", 1),
+        Line::new(
+            "checkpoint_overhead_cpu",
+            &case,
+            median(&mut with_cpu),
+            "s",
+            Better::Lower,
+        )
+        .baseline(
+            &format!("hpgmg_no_checkpoint_cpu_{log2}_1"),
+            median(&mut without_cpu),
+        )
+        .on("smp", 1),
+        Line::new(
+            "checkpoint_interval",
+            &case,
+            every as f64,
+            "solves",
+            Better::Higher,
+        )
+        .on("smp", 1),
+    ]
 }

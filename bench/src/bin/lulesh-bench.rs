@@ -54,7 +54,28 @@
 //!   1 against 8.
 //! - `log_bytes` / `lulesh_step`: bytes logged per rank per cycle.
 //!
-//! `LULESH_BENCH=relaxed` runs only the relaxed lines, `LULESH_BENCH=strict` only the others.
+//! Checkpoints to disk (`cd-runtime/src/checkpoint/README.md`; one rank, `-s 30`, `-s 10` with
+//! `--quick`; `ranks: 1`), all runs under CDs with the strict CD "step" per cycle; the
+//! checkpoints go to a fresh directory in the working directory, removed at the end:
+//! - `checkpoint_overhead` / `lulesh_s30`: wall seconds of the whole run (setup, cycles and the
+//!   last checkpoint's commit) with `[cd.step] checkpoint = { every = n }`, against
+//!   `lulesh_no_checkpoint_s30`, the same run without the key, alternating in order. n is
+//!   Daly's interval for an MTBF of one hour and δ the write time of one checkpoint measured by
+//!   a calibration run before the repetitions, at most just over half the run's cycles (so
+//!   that the run takes at most one checkpoint, and none is left to commit at its end);
+//!   `checkpoint_interval` / `lulesh_s30` prints n. Target: at most 1.02.
+//!   `checkpoint_overhead_cpu`: the same in CPU seconds of the process (the writer's
+//!   included), which other load on the machine disturbs less.
+//! - `checkpoint_write` / `lulesh_s30`: bytes per second the background writer made durable
+//!   (the CD report's `bytes_checkpointed` over `checkpoint_write_ns`, the runs with the key),
+//!   against `sequential_write`: the same number of bytes per checkpoint written in the same
+//!   repetition as one file by one `write` and one `fsync` (dd-like). Target: at least 0.8.
+//! - `restart_time` / `lulesh_s30`: seconds from the call that launches the run to the end of
+//!   its first cycle, for a run with `--restart auto` resuming from those checkpoints, against
+//!   `cold_start`, the same without a restart, alternating in order.
+//!
+//! `LULESH_BENCH=relaxed` runs only the relaxed lines, `LULESH_BENCH=strict` only the strict
+//! ones, `LULESH_BENCH=media` the media lines, `LULESH_BENCH=checkpoint` the checkpoint lines.
 //!
 //! `--escalation-table` prints instead the table of node-level dependency tracking (issue
 //! 11), on 27 and 64 ranks (one rank per emulated node unless `PGAS_RANKS_PER_NODE` says
@@ -88,27 +109,14 @@
 use std::collections::BTreeSet;
 use std::time::Instant;
 
+use bench::checkpoint_dir::{CheckpointDir, sequential_write};
+use bench::cpu_time::cpu_seconds;
 use bench_report::{BenchArgs, Better, Line, median, print};
 use cd_runtime::CdConfig;
 use lulesh::distributed::{self, Arrival};
 use lulesh::verify::fmt_e;
 use lulesh::{FinalReport, Options, Simulation, containment};
 use pgas_examples::jacobi::{Checksum, ITERATION_CD, RANK_CD, cd_run, process_grid};
-
-/// CPU seconds (user + sys) this process has used, all threads included.
-fn cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    // Fields after the command name (which may hold spaces) start at state, field 3.
-    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok());
-    // utime and stime are fields 14 and 15 (1-based), 12 and 13 after the command.
-    match (ticks(11), ticks(12)) {
-        // The kernel reports clock ticks; USER_HZ is 100 on Linux.
-        (Some(u), Some(s)) => (u + s) / 100.0,
-        _ => f64::NAN,
-    }
-}
 
 /// One measured run: wall seconds, CPU seconds, its report, and for a run
 /// with CDs the milliseconds per cycle spent preserving.
@@ -181,6 +189,9 @@ fn main() {
     }
     if only.is_empty() || only == "media" {
         lines.extend(media_lines(&args));
+    }
+    if only.is_empty() || only == "checkpoint" {
+        lines.extend(checkpoint_lines(&args));
     }
     print(&lines, args.json);
 }
@@ -831,4 +842,213 @@ fn stencil_escalation_lines(quick: bool, reps: usize) -> Vec<Line> {
         }
     }
     lines
+}
+
+/// A configuration checkpointing "step" every `every` cycles into `dir`, or with no checkpoint
+/// (`None`); restarting from the newest checkpoint with `restart`.
+fn checkpoint_config(dir: &CheckpointDir, every: Option<u64>, restart: bool) -> CdConfig {
+    let key = every.map_or(String::new(), |n| dir.key(n));
+    let mut c = CdConfig::parse(
+        &format!("[cd.{}]\n{key}", containment::STEP_CD),
+        "checkpoint.toml",
+    )
+    .expect("valid configuration");
+    c.program = "lulesh-bench".into();
+    if restart {
+        c.restart = Some(cd_runtime::RestartFrom::Auto);
+    }
+    c
+}
+
+/// One timed one-rank run under CDs.
+struct Timed {
+    /// Wall seconds from the launch to the end of the first cycle.
+    first: f64,
+    /// Wall seconds of the whole run.
+    wall: f64,
+    /// CPU seconds of the whole run (this process, the checkpoint writer included).
+    cpu: f64,
+    /// The reports.
+    out: containment::CdRunOutput,
+}
+
+fn timed_cd_run(opts: &Options, config: CdConfig) -> Timed {
+    let first = std::sync::OnceLock::new();
+    let (c0, start) = (cpu_seconds(), Instant::now());
+    let out = containment::run(opts, 1, config, |_| {
+        first.get_or_init(|| start.elapsed().as_secs_f64());
+    })
+    .expect("the run completes")
+    .expect("a one-rank job runs in this process");
+    let wall = start.elapsed().as_secs_f64();
+    Timed {
+        first: first.get().copied().unwrap_or(wall),
+        wall,
+        cpu: cpu_seconds() - c0,
+        out,
+    }
+}
+
+fn checkpoint_lines(args: &BenchArgs) -> Vec<Line> {
+    let size = if args.quick { 10 } else { 30 };
+    let opts = Options {
+        nx: size,
+        quiet: true,
+        ..Options::default()
+    };
+    let case = format!("lulesh_s{size}");
+    let dir = CheckpointDir::new("lulesh-bench-checkpoints");
+    let step = containment::STEP_CD;
+
+    // Calibration: the cycle time without checkpoints, and δ, one checkpoint's write time, from
+    // a run that takes about ten.
+    let plain = timed_cd_run(&opts, checkpoint_config(&dir, None, false)).out;
+    let cycles = u64::try_from(plain.report.cycles).expect("cycles");
+    let cycle_s = plain.report.elapsed / cycles as f64;
+    dir.fresh_checkpoints();
+    let calib = timed_cd_run(
+        &opts,
+        checkpoint_config(&dir, Some((cycles / 10).max(1)), false),
+    )
+    .out;
+    same_physics(&calib.report, &plain.report);
+    let s = calib.cd_report.cd(step).expect("step ran");
+    assert!(s.checkpoints > 0, "the calibration run took checkpoints");
+    let delta = s.checkpoint_write_ns as f64 / 1e9 / s.checkpoints as f64;
+    let daly = cd_runtime::interval::steps_per_preservation(delta, cycle_s, 3600.0, u64::MAX);
+    // At most one checkpoint in these short runs, and none left to commit at their end.
+    let every = daly.min(cycles / 2 + 1).max(1);
+    if !args.json {
+        eprintln!(
+            "checkpoint: {cycles} cycles of {:.3} ms, one checkpoint written in {:.3} ms: Daly's \
+             interval {daly} cycles, every {every} cycles",
+            cycle_s * 1e3,
+            delta * 1e3
+        );
+    }
+
+    let (mut with, mut without) = (Vec::new(), Vec::new());
+    let (mut with_cpu, mut without_cpu) = (Vec::new(), Vec::new());
+    let (mut writer_rate, mut dd_rate) = (Vec::new(), Vec::new());
+    for rep in 0..=args.reps.max(1) {
+        let run_with = || {
+            dir.fresh_checkpoints();
+            let t = timed_cd_run(&opts, checkpoint_config(&dir, Some(every), false));
+            same_physics(&t.out.report, &plain.report);
+            let s = t.out.cd_report.cd(step).expect("step ran").clone();
+            (t, s)
+        };
+        let run_without = || timed_cd_run(&opts, checkpoint_config(&dir, None, false));
+        let ((t_with, s), t_without) = if rep % 2 == 0 {
+            let w = run_with();
+            (w, run_without())
+        } else {
+            let wo = run_without();
+            (run_with(), wo)
+        };
+        assert!(s.checkpoints > 0, "the run took checkpoints");
+        let per_checkpoint = (s.bytes_checkpointed / s.checkpoints) as usize;
+        let mut dd = [0.0; 3].map(|_| sequential_write(dir.path(), per_checkpoint));
+        let dd = median(&mut dd);
+        if !args.json {
+            eprintln!(
+                "checkpoint rep {rep}{}: with {:.3} s ({} checkpoints, {} B in {:.3} ms), \
+                 without {:.3} s; sequential write of {per_checkpoint} B {:.3} ms",
+                if rep == 0 { " (warm-up)" } else { "" },
+                t_with.wall,
+                s.checkpoints,
+                s.bytes_checkpointed,
+                s.checkpoint_write_ns as f64 / 1e6,
+                t_without.wall,
+                dd * 1e3
+            );
+        }
+        if rep > 0 {
+            with.push(t_with.wall);
+            without.push(t_without.wall);
+            with_cpu.push(t_with.cpu);
+            without_cpu.push(t_without.cpu);
+            writer_rate.push(s.bytes_checkpointed as f64 / (s.checkpoint_write_ns as f64 / 1e9));
+            dd_rate.push(per_checkpoint as f64 / dd);
+        }
+    }
+
+    // Restart against a cold start: the checkpoints of the last run with the key serve.
+    let (mut restart, mut cold) = (Vec::new(), Vec::new());
+    for rep in 0..=args.reps.max(1) {
+        let run_restart = || {
+            let t = timed_cd_run(&opts, checkpoint_config(&dir, Some(every), true));
+            same_physics(&t.out.report, &plain.report);
+            t.first
+        };
+        // Only its first cycle is timed: one is all it runs.
+        let one_cycle = Options {
+            its: 1,
+            ..opts.clone()
+        };
+        let run_cold = || timed_cd_run(&one_cycle, checkpoint_config(&dir, None, false)).first;
+        let (r, c) = if rep % 2 == 0 {
+            let r = run_restart();
+            (r, run_cold())
+        } else {
+            let c = run_cold();
+            (run_restart(), c)
+        };
+        if rep > 0 {
+            restart.push(r);
+            cold.push(c);
+        }
+    }
+
+    let mb = 1024.0 * 1024.0;
+    vec![
+        Line::new(
+            "checkpoint_overhead",
+            &case,
+            median(&mut with),
+            "s",
+            Better::Lower,
+        )
+        .baseline(
+            &format!("lulesh_no_checkpoint_s{size}"),
+            median(&mut without),
+        ),
+        Line::new(
+            "checkpoint_overhead_cpu",
+            &case,
+            median(&mut with_cpu),
+            "s",
+            Better::Lower,
+        )
+        .baseline(
+            &format!("lulesh_no_checkpoint_cpu_s{size}"),
+            median(&mut without_cpu),
+        ),
+        Line::new(
+            "checkpoint_interval",
+            &case,
+            every as f64,
+            "cycles",
+            Better::Higher,
+        ),
+        Line::new(
+            "checkpoint_write",
+            &case,
+            median(&mut writer_rate) / mb,
+            "MiB/s",
+            Better::Higher,
+        )
+        .baseline("sequential_write", median(&mut dd_rate) / mb),
+        Line::new(
+            "restart_time",
+            &case,
+            median(&mut restart),
+            "s",
+            Better::Lower,
+        )
+        .baseline("cold_start", median(&mut cold)),
+    ]
+    .into_iter()
+    .map(|l| l.on("smp", 1))
+    .collect()
 }

@@ -8,7 +8,6 @@ use crate::checkpoint::format::{FORMAT_VERSION, Manifest, RankFile, checkpoint_d
 use crate::checkpoint::state::Pending;
 use crate::checkpoint::writer::Written;
 use crate::frame::Frame;
-use crate::resume::encode_entries;
 use crate::runtime::{CdRuntime, eprint_line};
 
 /// An execution of `frame` begins (first attempt): it takes the resume position if it is the
@@ -40,14 +39,32 @@ pub(crate) fn begin(rt: &CdRuntime, frame: &Frame) {
     }
 }
 
-/// An execution of `frame` completed (the agreement said so on every rank): commits the
-/// checkpoint handed over at an earlier completion, then hands over this execution's capture.
-pub(crate) fn completed(rt: &CdRuntime, frame: &Frame) {
+/// Whether this rank still writes the checkpoint handed over at an earlier completion of
+/// `frame`'s CD: its part of the agreement that ends each execution of the checkpointed CD
+/// (`strict.rs`), so that the checkpoint is committed at the first completion where no rank
+/// writes any more, without a collective of its own and without waiting.
+pub(crate) fn still_writing(rt: &CdRuntime, frame: &Frame) -> bool {
+    rt.checkpoint
+        .pending
+        .borrow()
+        .as_ref()
+        .is_some_and(|p| p.cd == frame.name && p.level == frame.level && !p.ticket.is_done())
+}
+
+/// An execution of `frame` completed (the agreement said so on every rank, and whether any
+/// rank still wrote the pending checkpoint, `writing`): commits the checkpoint handed over at
+/// an earlier completion once every rank has written it (at the latest before handing over
+/// the next one: the writer is never more than one checkpoint behind), then hands over this
+/// execution's capture.
+pub(crate) fn completed(rt: &CdRuntime, frame: &Frame, writing: bool) {
     let Some(policy) = rt.checkpoint.policy_for(&frame.name) else {
         return;
     };
-    commit_pending(rt, policy.keep);
-    let Some(entries) = frame.capture.borrow_mut().take() else {
+    let capture = frame.capture.borrow_mut().take();
+    if !writing || capture.is_some() {
+        commit_pending(rt, policy.keep);
+    }
+    let Some(entries) = capture else {
         return;
     };
     let writer = rt
@@ -57,14 +74,10 @@ pub(crate) fn completed(rt: &CdRuntime, frame: &Frame) {
         .clone()
         .expect("launch gives a checkpointing job its writer");
     let dir = checkpoint_dir(&policy.dir, &frame.name, frame.iteration);
-    let ticket = writer.write_rank(
-        dir.clone(),
-        rt.rank,
-        rt.checkpoint.buddy.get(),
-        encode_entries(&entries),
-    );
+    let ticket = writer.write_rank(dir.clone(), rt.rank, rt.checkpoint.buddy.get(), entries);
     *rt.checkpoint.pending.borrow_mut() = Some(Pending {
         dir,
+        cd: frame.name.clone(),
         iteration: frame.iteration,
         step: frame.first_step.get().unwrap_or(frame.iteration),
         level: frame.level,
@@ -79,23 +92,40 @@ pub(crate) fn at_end(rt: &CdRuntime) {
         Some((_, p)) => p.keep,
         None => return,
     };
+    if rt.checkpoint.pending.borrow().is_some() {
+        // Every rank of this process has handed its state over once all are here (a rank
+        // that failed before would keep its part from being written: the barrier unwinds on
+        // that failure instead of waiting for the part forever).
+        pgas::runtime_hooks::internal(pgas::barrier);
+    }
     commit_pending(rt, keep);
     let committing = rt.checkpoint.committing.borrow_mut().take();
     if let Some(t) = committing {
-        if let Err(why) = t.wait() {
+        if let Err(why) = t.wait(serve) {
             eprint_line(&format!("cd: checkpoint not committed: {why}"));
         }
     }
 }
 
-/// Collective over every rank when a checkpoint is pending: waits for this rank's file (only
+/// The rank's communication progress while it waits for its writer.
+fn serve() {
+    pgas::progress();
+}
+
+/// Collective over every rank when a checkpoint is pending: waits for this rank's part (only
 /// if it is still being written), gathers every rank's result, and on rank 0 hands the
 /// manifest (or the deletion of a checkpoint a rank could not write) to the writer.
 fn commit_pending(rt: &CdRuntime, keep: usize) {
     let Some(p) = rt.checkpoint.pending.borrow_mut().take() else {
         return;
     };
-    let mine: Written = p.ticket.wait();
+    let mine: Written = p.ticket.wait(serve);
+    if let Ok(w) = &mine {
+        let mut stats = rt.stats.borrow_mut();
+        let s = stats.entry(&p.cd, p.level);
+        s.bytes_checkpointed += w.bytes;
+        s.checkpoint_write_ns += w.ns;
+    }
     let all: Vec<Written> = pgas::runtime_hooks::internal(|| pgas::allgather(mine).wait());
     if rt.rank != 0 {
         return;
@@ -106,13 +136,19 @@ fn commit_pending(rt: &CdRuntime, keep: usize) {
         .borrow()
         .clone()
         .expect("launch gives a checkpointing job its writer");
+    // The previous commit is long done (the writer works in order, and this checkpoint's parts
+    // came after it): a failure of it is said now.
+    let previous = rt.checkpoint.committing.borrow_mut().take();
+    if let Some(Err(why)) = previous.map(|t| t.wait(serve)) {
+        eprint_line(&format!("cd: checkpoint not committed: {why}"));
+    }
     let failed = all
         .iter()
         .enumerate()
         .find_map(|(r, w)| w.as_ref().err().map(|why| (r, why.clone())));
     if let Some((r, why)) = failed {
         eprint_line(&format!(
-            "cd: checkpoint {} not committed: rank {r} could not write its file: {why}; the \
+            "cd: checkpoint {} not committed: rank {r} could not write its state: {why}; the \
              run goes on, the previous checkpoint stays the newest",
             p.dir.display()
         ));
@@ -125,38 +161,21 @@ fn commit_pending(rt: &CdRuntime, keep: usize) {
         .borrow()
         .clone()
         .expect("launch gives a checkpointing job its shape");
-    // Every rank's buddy as it wrote its copy: the buddy medium's map, the same on every rank.
-    let buddies = crate::buddy::buddy_map(&nodes(all.len()), rt.config.buddy_domain);
-    let name = p
-        .dir
-        .file_name()
-        .and_then(|n| n.to_str())
-        .and_then(crate::checkpoint::format::parse_checkpoint_name)
-        .map(|(cd, _)| cd.to_string())
-        .unwrap_or_default();
     let manifest = Manifest {
         version: FORMAT_VERSION,
         program: shape.program,
         seed: format!("{:#x}", shape.seed),
         ranks: shape.ranks,
-        cd: name,
+        cd: p.cd.clone(),
         level: p.level,
         iteration: p.iteration,
         step: p.step,
         rank: all
             .iter()
-            .zip(buddies)
-            .map(|(w, buddy)| {
-                let (len, crc) = *w.as_ref().expect("no rank failed");
-                RankFile { len, crc, buddy }
-            })
+            .map(|w| RankFile::from(w.as_ref().expect("no rank failed")))
             .collect(),
     };
+    rt.stats.borrow_mut().entry(&p.cd, p.level).checkpoints += 1;
     let ticket = writer.commit(p.dir, manifest, keep);
     *rt.checkpoint.committing.borrow_mut() = Some(ticket);
-}
-
-/// The node of every rank, as the conduit's topology says.
-fn nodes(ranks: usize) -> Vec<usize> {
-    (0..ranks).map(pgas::node_of).collect()
 }

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 /// Version of the manifest's format (a manifest of another version is refused).
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 
 /// File name of a committed manifest.
 pub(crate) const MANIFEST: &str = "manifest.toml";
@@ -82,15 +82,23 @@ impl RestartFrom {
     }
 }
 
-/// One rank's file in a manifest.
+/// Where one rank's state is in a checkpoint: a range of a *part*, the file that holds the
+/// states of the ranks of one process one after another (`README.md` beside this file).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct RankFile {
-    /// Bytes of the file.
-    pub len: u64,
-    /// CRC-32 of the file.
-    pub crc: u32,
-    /// The rank whose directory holds the buddy copy.
+    /// The rank whose directory holds the part (the lowest rank of its process).
+    pub part: usize,
+    /// The rank whose directory holds the part's buddy copy.
     pub buddy: usize,
+    /// Bytes of the part's file (a file of another length is truncated or overwritten).
+    pub file_len: u64,
+    /// Where the rank's state begins in the part.
+    pub offset: u64,
+    /// Bytes of the rank's state.
+    pub len: u64,
+    /// CRC-32 of the rank's state.
+    pub crc: u32,
 }
 
 /// The manifest of one checkpoint: committed last, the checkpoint is whole iff it exists.
@@ -123,6 +131,9 @@ pub(crate) struct JobShape {
     pub(crate) program: String,
     pub(crate) seed: u64,
     pub(crate) ranks: usize,
+    /// The CD this job's configuration checkpoints (`None`: none; a restart from a named
+    /// directory then resumes whatever CD the checkpoint holds).
+    pub(crate) cd: Option<String>,
 }
 
 impl Manifest {
@@ -157,11 +168,18 @@ impl Manifest {
                 ),
             });
         }
-        if m.rank.len() != m.ranks || m.rank.iter().any(|r| r.buddy >= m.ranks) {
+        let out_of_range = |r: &RankFile| {
+            r.buddy >= m.ranks
+                || r.part >= m.ranks
+                || r.offset
+                    .checked_add(r.len)
+                    .is_none_or(|end| end > r.file_len)
+        };
+        if m.rank.len() != m.ranks || m.rank.iter().any(out_of_range) {
             return Err(CheckpointError::Manifest {
                 path,
                 reason: format!(
-                    "{} rank files (or a buddy out of range) for {} ranks",
+                    "{} rank entries (or a part, buddy or range out of bounds) for {} ranks",
                     m.rank.len(),
                     m.ranks
                 ),
@@ -185,7 +203,11 @@ impl Manifest {
         } else if self.seed != seed {
             Some(("CD seed", self.seed.clone(), seed))
         } else {
-            None
+            shape
+                .cd
+                .as_ref()
+                .filter(|cd| **cd != self.cd)
+                .map(|cd| ("checkpointed CD", self.cd.clone(), cd.clone()))
         };
         match differs {
             None => Ok(()),
@@ -218,14 +240,15 @@ pub(crate) fn rank_dir(dir: &Path, rank: usize) -> PathBuf {
     dir.join(format!("rank{rank}"))
 }
 
-/// Rank `rank`'s own file in the checkpoint `dir`.
-pub(crate) fn own_file(dir: &Path, rank: usize) -> PathBuf {
-    rank_dir(dir, rank).join("state.bin")
+/// The part led by rank `part` (the lowest rank of its process) in the checkpoint `dir`.
+pub(crate) fn own_file(dir: &Path, part: usize) -> PathBuf {
+    rank_dir(dir, part).join("state.bin")
 }
 
-/// The copy of rank `rank`'s file that rank `buddy` keeps, in the checkpoint `dir`.
-pub(crate) fn buddy_file(dir: &Path, rank: usize, buddy: usize) -> PathBuf {
-    rank_dir(dir, buddy).join(format!("copy-of-rank{rank}.bin"))
+/// The copy of the part led by rank `part` that rank `buddy`'s directory keeps, in the
+/// checkpoint `dir`.
+pub(crate) fn buddy_file(dir: &Path, part: usize, buddy: usize) -> PathBuf {
+    rank_dir(dir, buddy).join(format!("copy-of-rank{part}.bin"))
 }
 
 /// Why a checkpoint (or one of its files) is not used. Each displays as one line naming the
@@ -265,7 +288,7 @@ pub enum CheckpointError {
         /// This job's value.
         ours: String,
     },
-    /// A rank file is shorter or longer than the manifest says.
+    /// A part file is shorter or longer than the manifest says.
     #[error("{}: {got} bytes, the manifest says {want}: truncated or overwritten", path.display())]
     Length {
         /// The file.
@@ -275,13 +298,13 @@ pub enum CheckpointError {
         /// Bytes found.
         got: u64,
     },
-    /// A rank file's bytes are not those written.
+    /// A rank's range of a part file is not the bytes written.
     #[error("{}: {}: it changed on disk after it was written", path.display(), crate::checksum::FAILED)]
     Checksum {
         /// The file.
         path: PathBuf,
     },
-    /// A rank file's bytes do not decode.
+    /// A rank's range of a part file does not decode.
     #[error("{}: {reason}", path.display())]
     Decode {
         /// The file.
@@ -294,9 +317,9 @@ pub enum CheckpointError {
     RankLost {
         /// The rank.
         rank: usize,
-        /// Why its own file was refused.
+        /// Why its part was refused.
         own: Box<CheckpointError>,
-        /// Why its buddy's copy was refused.
+        /// Why the part's copy was refused.
         copy: Box<CheckpointError>,
     },
 }
@@ -317,14 +340,20 @@ mod tests {
             step: 20,
             rank: vec![
                 RankFile {
+                    part: 0,
+                    buddy: 1,
+                    file_len: 21,
+                    offset: 0,
                     len: 10,
                     crc: u32::MAX,
-                    buddy: 1,
                 },
                 RankFile {
+                    part: 0,
+                    buddy: 1,
+                    file_len: 21,
+                    offset: 10,
                     len: 11,
                     crc: 7,
-                    buddy: 0,
                 },
             ],
         }
@@ -349,6 +378,7 @@ mod tests {
             program: "lulesh -s 6".into(),
             seed: u64::MAX,
             ranks: 2,
+            cd: Some("step".into()),
         };
         m.check(Path::new("/c"), &shape).unwrap();
         let e = m
@@ -366,12 +396,29 @@ mod tests {
                 Path::new("/c"),
                 &JobShape {
                     program: "lulesh -s 7".into(),
-                    ..shape
+                    ..shape.clone()
                 },
             )
             .unwrap_err();
         assert!(e.to_string().contains("/c/manifest.toml"), "{e}");
         assert!(e.to_string().contains("lulesh -s 7"), "{e}");
+        // The configuration checkpoints another CD: refused, naming both.
+        let e = m
+            .check(
+                Path::new("/c"),
+                &JobShape {
+                    cd: Some("cycle".into()),
+                    ..shape.clone()
+                },
+            )
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("another checkpointed CD (step, this job: cycle)"),
+            "{e}"
+        );
+        let any_cd = JobShape { cd: None, ..shape };
+        m.check(Path::new("/c"), &any_cd).unwrap();
     }
 
     #[test]

@@ -1,13 +1,13 @@
 //! Reading a checkpoint back: the candidates in a directory, newest first, and one rank's
-//! state from its own file or, when that is missing or damaged, its buddy's copy. Every
+//! state from its part or, when that is missing or damaged, the part's copy. Every
 //! refusal is a [`CheckpointError`] naming the file and the reason.
 
 use std::collections::BTreeMap;
-use std::io::Read;
+use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use crate::checkpoint::format::{
-    CheckpointError, MANIFEST, Manifest, buddy_file, own_file, parse_checkpoint_name,
+    CheckpointError, MANIFEST, Manifest, RankFile, buddy_file, own_file, parse_checkpoint_name,
 };
 use crate::resume::decode_entries;
 
@@ -33,7 +33,7 @@ pub(crate) fn candidates(path: &Path) -> (Vec<PathBuf>, bool) {
     (found.into_iter().map(|(_, p)| p).collect(), false)
 }
 
-/// A rank's entries, and the line to print when its own file was refused and the buddy's copy
+/// A rank's entries, and the line to print when its part was refused and the part's copy
 /// served.
 pub(crate) type Loaded = (BTreeMap<String, Vec<u8>>, Option<String>);
 
@@ -44,13 +44,13 @@ pub(crate) fn load_rank(
     rank: usize,
 ) -> Result<Loaded, CheckpointError> {
     let info = &manifest.rank[rank];
-    let own = own_file(dir, rank);
-    let own_err = match read_checked(&own, info.len, info.crc) {
+    let own = own_file(dir, info.part);
+    let own_err = match read_checked(&own, info) {
         Ok(e) => return Ok((e, None)),
         Err(e) => e,
     };
-    let copy = buddy_file(dir, rank, info.buddy);
-    match read_checked(&copy, info.len, info.crc) {
+    let copy = buddy_file(dir, info.part, info.buddy);
+    match read_checked(&copy, info) {
         Ok(e) => Ok((
             e,
             Some(format!(
@@ -66,11 +66,11 @@ pub(crate) fn load_rank(
     }
 }
 
-/// The entries of the file `path`, if it has `len` bytes whose CRC-32 is `crc`.
+/// The entries of the rank `info` describes, from the part file `path`: refused unless the
+/// file has the part's length and the rank's range its CRC-32.
 fn read_checked(
     path: &Path,
-    len: u64,
-    crc: u32,
+    info: &RankFile,
 ) -> Result<BTreeMap<String, Vec<u8>>, CheckpointError> {
     let io = |source| CheckpointError::Io {
         path: path.to_path_buf(),
@@ -78,23 +78,27 @@ fn read_checked(
     };
     let mut f = crate::private_files::open_file(path).map_err(io)?;
     let got = f.metadata().map_err(io)?.len();
-    if got != len {
+    if got != info.file_len {
         return Err(CheckpointError::Length {
             path: path.to_path_buf(),
-            want: len,
+            want: info.file_len,
             got,
         });
     }
-    let mut bytes = Vec::with_capacity(len as usize);
-    f.read_to_end(&mut bytes).map_err(io)?;
-    if bytes.len() as u64 != len {
-        return Err(CheckpointError::Length {
-            path: path.to_path_buf(),
-            want: len,
-            got: bytes.len() as u64,
+    f.seek(SeekFrom::Start(info.offset)).map_err(io)?;
+    let mut bytes = vec![0u8; info.len as usize];
+    if let Err(e) = f.read_exact(&mut bytes) {
+        return Err(match e.kind() {
+            // Shortened since its length was read.
+            std::io::ErrorKind::UnexpectedEof => CheckpointError::Length {
+                path: path.to_path_buf(),
+                want: info.file_len,
+                got: f.metadata().map_or(0, |m| m.len()),
+            },
+            _ => io(e),
         });
     }
-    if crc32fast::hash(&bytes) != crc {
+    if crc32fast::hash(&bytes) != info.crc {
         return Err(CheckpointError::Checksum {
             path: path.to_path_buf(),
         });
@@ -108,7 +112,7 @@ fn read_checked(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::checkpoint::format::{FORMAT_VERSION, RankFile, checkpoint_dir, rank_dir};
+    use crate::checkpoint::format::{FORMAT_VERSION, checkpoint_dir, rank_dir};
     use crate::checkpoint::writer::write_file;
     use crate::resume::encode_entries;
 
@@ -118,7 +122,7 @@ mod tests {
         dir
     }
 
-    /// A two-rank checkpoint whose ranks are each other's buddies.
+    /// A two-rank checkpoint, one process per rank, whose ranks are each other's buddies.
     fn two_ranks(root: &Path, it: u64) -> (PathBuf, Manifest, Vec<BTreeMap<String, Vec<u8>>>) {
         let dir = checkpoint_dir(root, "step", it);
         let mut states = Vec::new();
@@ -130,9 +134,12 @@ mod tests {
             write_file(&own_file(&dir, r), &bytes).unwrap();
             write_file(&buddy_file(&dir, r, 1 - r), &bytes).unwrap();
             files.push(RankFile {
+                part: r,
+                buddy: 1 - r,
+                file_len: bytes.len() as u64,
+                offset: 0,
                 len: bytes.len() as u64,
                 crc: crc32fast::hash(&bytes),
-                buddy: 1 - r,
             });
             states.push(m);
         }
@@ -149,6 +156,55 @@ mod tests {
         };
         write_file(&dir.join(MANIFEST), manifest.to_text().as_bytes()).unwrap();
         (dir, manifest, states)
+    }
+
+    #[test]
+    fn a_part_of_two_ranks_is_judged_rank_by_rank_and_as_a_file() {
+        let root = scratch("part");
+        let dir = checkpoint_dir(&root, "step", 3);
+        let states: Vec<BTreeMap<String, Vec<u8>>> = (0..2u8)
+            .map(|r| BTreeMap::from([("x".to_string(), vec![r; 50])]))
+            .collect();
+        let encoded: Vec<Vec<u8>> = states.iter().map(encode_entries).collect();
+        let part = encoded.concat();
+        write_file(&own_file(&dir, 0), &part).unwrap();
+        write_file(&buddy_file(&dir, 0, 1), &part).unwrap();
+        let a = encoded[0].len() as u64;
+        let rank = |offset: u64, bytes: &[u8]| RankFile {
+            part: 0,
+            buddy: 1,
+            file_len: part.len() as u64,
+            offset,
+            len: bytes.len() as u64,
+            crc: crc32fast::hash(bytes),
+        };
+        let m = Manifest {
+            version: FORMAT_VERSION,
+            program: "t".into(),
+            seed: "0x0".into(),
+            ranks: 2,
+            cd: "step".into(),
+            level: 1,
+            iteration: 3,
+            step: 3,
+            rank: vec![rank(0, &encoded[0]), rank(a, &encoded[1])],
+        };
+        // A byte of rank 1's range: rank 0 keeps the part, rank 1 reads the copy.
+        let mut flipped = part.clone();
+        flipped[a as usize + 4] ^= 1;
+        write_file(&own_file(&dir, 0), &flipped).unwrap();
+        assert_eq!(load_rank(&dir, &m, 0).unwrap(), (states[0].clone(), None));
+        let (got, line) = load_rank(&dir, &m, 1).unwrap();
+        assert_eq!(got, states[1]);
+        assert!(line.unwrap().contains("copy-of-rank0.bin"));
+        // One byte short: the whole part is refused, for both ranks.
+        write_file(&own_file(&dir, 0), &part[..part.len() - 1]).unwrap();
+        for (r, state) in states.iter().enumerate() {
+            let (got, line) = load_rank(&dir, &m, r).unwrap();
+            assert_eq!(&got, state);
+            assert!(line.unwrap().contains("truncated"));
+        }
+        std::fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]

@@ -1,9 +1,11 @@
 //! Choosing where a relaunched job resumes (collective, before the program's body): the newest
 //! whole checkpoint of the job in the restart directory, every rank's state loaded from its
-//! own file or its buddy's copy; and, with a checkpointed CD configured, the deletion of the
+//! part or the part's copy; and, with a checkpointed CD configured, the deletion of the
 //! checkpoints newer than the one resumed (`README.md` beside this file).
 
 use std::path::{Path, PathBuf};
+
+use serde::de::DeserializeOwned;
 
 use crate::checkpoint::format::{CheckpointError, JobShape, Manifest, RestartFrom};
 use crate::checkpoint::load::{candidates, load_rank};
@@ -149,6 +151,28 @@ fn refuse_rank(e: &CheckpointError) {
 /// Outside [`crate::launch`].
 pub fn restarted() -> Option<Resumed> {
     crate::runtime::with(|rt| rt.checkpoint.resumed.borrow().clone())
+}
+
+/// The value the launch resumed for the entry `name` of the resumed CD (`preserve(name, ..)`
+/// in its checkpointed execution), for a program that needs it before that execution begins:
+/// to print what the executions it skips printed, say. `None` in a run that started from the
+/// beginning, for a name the checkpoint does not hold, and once the resumed execution has
+/// begun (its `preserve` call writes the value into the program's own).
+///
+/// # Panics
+/// Outside [`crate::launch`], or if the bytes do not decode as a `T` (the checkpoint was
+/// written by another version of the program).
+pub fn restarted_value<T: DeserializeOwned>(name: &str) -> Option<T> {
+    crate::runtime::with(|rt| {
+        let resume = rt.checkpoint.resume.borrow();
+        let bytes = resume.as_ref()?.entries.get(name)?;
+        Some(postcard::from_bytes(bytes).unwrap_or_else(|e| {
+            panic!(
+                "the checkpoint's `{name}` does not decode as this program's value ({e}): was \
+                 it written by another version of the program?"
+            )
+        }))
+    })
 }
 
 /// Deletes the checkpoints of `cd` in `root` newer than execution `after` (abandoned by the

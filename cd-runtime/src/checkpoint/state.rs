@@ -9,10 +9,12 @@ use crate::checkpoint::format::{CheckpointPolicy, JobShape};
 use crate::checkpoint::writer::{CheckpointWriter, Ticket};
 use crate::resume::{Resume, Resumed};
 
-/// A checkpoint whose rank file is handed to the writer and whose manifest is not written.
+/// A checkpoint whose rank state is handed to the writer and whose manifest is not written.
 pub(crate) struct Pending {
     /// Its directory.
     pub(crate) dir: PathBuf,
+    /// The checkpointed CD.
+    pub(crate) cd: String,
     /// The execution it resumes at.
     pub(crate) iteration: u64,
     /// The loop step that execution began with.
@@ -32,7 +34,7 @@ pub(crate) struct RankCheckpoint {
     pub(crate) writer: RefCell<Option<Arc<CheckpointWriter>>>,
     /// What a manifest records of the job.
     pub(crate) shape: RefCell<Option<JobShape>>,
-    /// The rank whose directory keeps this rank's copy.
+    /// The rank whose directory keeps the copy of the part this rank leads.
     pub(crate) buddy: Cell<usize>,
     /// Handed over, not committed.
     pub(crate) pending: RefCell<Option<Pending>>,

@@ -1,22 +1,69 @@
 //! The checkpoint writer: one background thread per process (per launch) that writes what
-//! the checkpointed CD's completions hand it, in order: rank files (own and buddy copy,
-//! `fsync`ed), then rank 0's manifest (write-then-rename) and the deletion of checkpoints no
-//! longer kept. Every job has a [`Ticket`] the rank waits on only when it needs the result
-//! (the next completion, the end of the job). See `README.md` beside this file.
+//! the checkpointed CD's completions hand it, in order. The ranks of the process each hand over
+//! their captured state; once every one of them has, the thread writes them as one **part**:
+//! one file holding their states one after another, and its copy in the buddy's directory, made
+//! durable by one round of concurrent `fsync`s. Rank 0's writer then commits the manifest
+//! (write-then-rename) and deletes the checkpoints no longer kept. Every job has a [`Ticket`]
+//! the rank waits on only when it needs the result. See `README.md` beside this file.
 
-use std::io::Write;
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Sender, channel};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
 
 use crate::checkpoint::format::{
-    MANIFEST, MANIFEST_TMP, Manifest, buddy_file, own_file, parse_checkpoint_name,
+    MANIFEST, MANIFEST_TMP, Manifest, RankFile, buddy_file, own_file, parse_checkpoint_name,
 };
 use crate::private_files;
+use crate::resume::write_entries;
 
-/// What a rank file write gives back: the file's length and CRC-32, or why it failed.
-pub(crate) type Written = Result<(u64, u32), String>;
+/// Where a rank's state went in a part made durable, what the manifest records of it, and
+/// what the writer spent on the part.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub(crate) struct RankWritten {
+    /// The rank whose directory holds the part (the part's lowest rank).
+    pub(crate) part: usize,
+    /// The rank whose directory holds the part's copy.
+    pub(crate) buddy: usize,
+    /// Bytes of the part's file.
+    pub(crate) file_len: u64,
+    /// Where this rank's state begins in it.
+    pub(crate) offset: u64,
+    /// Bytes of this rank's state.
+    pub(crate) len: u64,
+    /// CRC-32 of this rank's state.
+    pub(crate) crc: u32,
+    /// Bytes written for the part (the file and its copy), on the part's lowest rank only (0
+    /// on the others, so that a sum over ranks counts each part once).
+    pub(crate) bytes: u64,
+    /// Nanoseconds from the part's first write to its last `fsync`, on the part's lowest rank
+    /// only.
+    pub(crate) ns: u64,
+}
+
+/// What a queued job gives back: where the rank's state went, or why it could not be written.
+pub(crate) type Written = Result<RankWritten, String>;
+
+impl From<&RankWritten> for RankFile {
+    fn from(w: &RankWritten) -> RankFile {
+        RankFile {
+            part: w.part,
+            buddy: w.buddy,
+            file_len: w.file_len,
+            offset: w.offset,
+            len: w.len,
+            crc: w.crc,
+        }
+    }
+}
 
 /// The result of one queued job, once the thread has done it.
 #[derive(Default)]
@@ -31,28 +78,51 @@ impl Ticket {
         self.ready.notify_all();
     }
 
-    /// Waits for the job's result.
-    pub(crate) fn wait(&self) -> Written {
+    /// True once the job is done.
+    pub(crate) fn is_done(&self) -> bool {
+        self.done
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
+    }
+
+    /// Waits for the job's result. On a rank, `serve` runs every millisecond meanwhile (the
+    /// rank's communication progress: other ranks may need it while this one waits).
+    pub(crate) fn wait(&self, mut serve: impl FnMut()) -> Written {
         let mut g = self.done.lock().unwrap_or_else(|e| e.into_inner());
         loop {
             if let Some(w) = g.as_ref() {
                 return w.clone();
             }
-            g = self.ready.wait(g).unwrap_or_else(|e| e.into_inner());
+            g = self
+                .ready
+                .wait_timeout(g, Duration::from_millis(1))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+            if g.is_none() {
+                drop(g);
+                serve();
+                g = self.done.lock().unwrap_or_else(|e| e.into_inner());
+            }
         }
     }
 }
 
+/// One rank's hand-over: its captured entries for the checkpoint `dir`.
+struct Handed {
+    buddy: usize,
+    entries: BTreeMap<String, Vec<u8>>,
+    ticket: Arc<Ticket>,
+}
+
 /// One queued piece of work.
 enum Job {
-    /// Rank `rank`'s file into the checkpoint `dir`, and its copy into rank `buddy`'s
-    /// directory there.
+    /// Rank `rank`'s state for the checkpoint `dir` (its copy goes to rank `buddy`'s
+    /// directory when `rank` is the lowest rank of the part).
     Rank {
         dir: PathBuf,
         rank: usize,
-        buddy: usize,
-        bytes: Vec<u8>,
-        ticket: Arc<Ticket>,
+        handed: Handed,
     },
     /// Commits the checkpoint `dir` with `manifest`, then keeps the `keep` newest whole
     /// checkpoints of the same CD in its parent (and deletes abandoned older ones).
@@ -69,6 +139,8 @@ enum Job {
 /// The process's checkpoint writer (shared by the ranks of the process).
 pub(crate) struct CheckpointWriter {
     queue: Mutex<Option<(Sender<Job>, JoinHandle<()>)>>,
+    /// Ranks of this process that hand over their state (each joins before the first CD).
+    ranks: Arc<AtomicUsize>,
 }
 
 impl CheckpointWriter {
@@ -76,33 +148,42 @@ impl CheckpointWriter {
     pub(crate) fn new() -> Self {
         CheckpointWriter {
             queue: Mutex::new(None),
+            ranks: Arc::new(AtomicUsize::new(0)),
         }
+    }
+
+    /// Counts one more rank of this process among those whose states make a part. Every rank
+    /// that shares the writer joins before any rank hands over (launch's barrier is between).
+    pub(crate) fn join(&self) {
+        self.ranks.fetch_add(1, Ordering::SeqCst);
     }
 
     fn submit(&self, job: Job) {
         let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
-        let (sender, _) = q.get_or_insert_with(start);
-        if let Err(returned) = sender.send(job) {
-            // The thread ended (it only does when its queue closes): do the job here.
-            run(returned.0);
-        }
+        let (sender, _) = q.get_or_insert_with(|| start(self.ranks.clone()));
+        // The thread only ends when its queue closes (`finish`), so the send cannot fail while
+        // the writer is alive; a job sent after `finish` has nobody to wait for it.
+        let _ = sender.send(job);
     }
 
-    /// Queues rank `rank`'s file for the checkpoint `dir` (and its copy at rank `buddy`).
+    /// Queues rank `rank`'s captured `entries` for the checkpoint `dir` (`buddy`: the rank
+    /// whose directory keeps the copy of a part this rank leads).
     pub(crate) fn write_rank(
         &self,
         dir: PathBuf,
         rank: usize,
         buddy: usize,
-        bytes: Vec<u8>,
+        entries: BTreeMap<String, Vec<u8>>,
     ) -> Arc<Ticket> {
         let ticket = Arc::new(Ticket::default());
         self.submit(Job::Rank {
             dir,
             rank,
-            buddy,
-            bytes,
-            ticket: ticket.clone(),
+            handed: Handed {
+                buddy,
+                entries,
+                ticket: ticket.clone(),
+            },
         });
         ticket
     }
@@ -129,7 +210,8 @@ impl CheckpointWriter {
         ticket
     }
 
-    /// Ends the thread after its queued jobs.
+    /// Ends the thread after its queued jobs (a part some rank never handed its state to is
+    /// not written: the job ended before that checkpoint could be whole).
     pub(crate) fn finish(&self) {
         let q = self.queue.lock().unwrap_or_else(|e| e.into_inner()).take();
         if let Some((sender, thread)) = q {
@@ -145,77 +227,315 @@ impl Drop for CheckpointWriter {
     }
 }
 
-fn start() -> (Sender<Job>, JoinHandle<()>) {
+/// Niceness of the writer thread: it yields the cores to the ranks' computation, which it
+/// only needs for copying and checksumming (its time goes to waiting for the disk).
+const WRITER_NICE: i32 = 10;
+
+/// Lowers the calling thread's scheduling priority to [`WRITER_NICE`] (Linux: per thread).
+#[allow(unsafe_code)]
+fn lower_priority() {
+    // SAFETY: setpriority takes three integers and touches no memory of ours; `who = 0` is
+    // the calling thread on Linux. Failing (a sandbox forbids it) leaves the priority as is.
+    unsafe {
+        libc::setpriority(libc::PRIO_PROCESS, 0, WRITER_NICE);
+    }
+}
+
+fn start(ranks: Arc<AtomicUsize>) -> (Sender<Job>, JoinHandle<()>) {
     let (sender, jobs) = channel::<Job>();
     let thread = std::thread::Builder::new()
         .name("cd-checkpoint-writer".into())
-        .spawn(move || jobs.into_iter().for_each(run))
+        .spawn(move || {
+            lower_priority();
+            let mut state = State::default();
+            for job in jobs {
+                state.run(job, ranks.load(Ordering::SeqCst).max(1));
+            }
+            state.settle();
+        })
         .expect("start the checkpoint writer thread");
     (sender, thread)
 }
 
-fn run(job: Job) {
-    match job {
-        Job::Rank {
-            dir,
-            rank,
-            buddy,
-            bytes,
-            ticket,
-        } => {
-            let crc = crc32fast::hash(&bytes);
-            let out = write_file(&own_file(&dir, rank), &bytes)
-                .and_then(|()| write_file(&buddy_file(&dir, rank, buddy), &bytes))
-                .map(|()| (bytes.len() as u64, crc));
-            ticket.set(out);
-        }
-        Job::Commit {
-            dir,
-            manifest,
-            keep,
-            ticket,
-        } => {
-            let out = commit(&dir, &manifest).map(|()| {
-                if let Some(root) = dir.parent() {
-                    prune(root, &manifest.cd, manifest.iteration, keep);
+/// A commit renamed into place whose rename is not durable yet: made durable by the next
+/// commit's round of `fsync`s (or at the end), and only then counted among the checkpoints
+/// kept, so that the older ones are deleted only once a newer commit is on disk for sure.
+struct Unsettled {
+    dir: PathBuf,
+    cd: String,
+    iteration: u64,
+    keep: usize,
+}
+
+/// What the writer thread keeps between jobs.
+#[derive(Default)]
+struct State {
+    /// Hand-overs waiting for the other ranks of the process, by checkpoint directory.
+    parts: BTreeMap<PathBuf, BTreeMap<usize, Handed>>,
+    /// The last commit, until its rename is durable.
+    unsettled: Option<Unsettled>,
+}
+
+impl State {
+    /// Does `job`; a rank's hand-over waits until every one of the process's `ranks` has
+    /// handed over for the same checkpoint.
+    fn run(&mut self, job: Job, ranks: usize) {
+        match job {
+            Job::Rank { dir, rank, handed } => {
+                let part = self.parts.entry(dir.clone()).or_default();
+                part.insert(rank, handed);
+                if part.len() >= ranks {
+                    let part = self.parts.remove(&dir).expect("inserted above");
+                    write_part(&dir, part);
                 }
-                (0, 0)
-            });
-            ticket.set(out);
+            }
+            Job::Commit {
+                dir,
+                manifest,
+                keep,
+                ticket,
+            } => {
+                let before = self.unsettled.take();
+                let out = commit(&dir, &manifest, before.as_ref().map(|u| u.dir.as_path()));
+                if let Some(u) = before {
+                    // Durable now (the commit's round of fsyncs made it so), or the commit
+                    // failed before: either way the older ones may go only if it is whole.
+                    if out.is_ok() {
+                        prune_before(&u);
+                    } else {
+                        self.unsettled = Some(u);
+                    }
+                }
+                if out.is_ok() {
+                    self.unsettled = Some(Unsettled {
+                        dir,
+                        cd: manifest.cd.clone(),
+                        iteration: manifest.iteration,
+                        keep,
+                    });
+                }
+                ticket.set(out.map(|()| RankWritten::default()));
+            }
+            Job::Discard { dir, ticket } => {
+                remove_checkpoint(&dir);
+                ticket.set(Ok(RankWritten::default()));
+            }
         }
-        Job::Discard { dir, ticket } => {
-            remove_checkpoint(&dir);
-            ticket.set(Ok((0, 0)));
+    }
+
+    /// Makes the last commit's rename durable and deletes the checkpoints it leaves beyond
+    /// `keep` (the end of the writer).
+    fn settle(&mut self) {
+        if let Some(u) = self.unsettled.take() {
+            let mut dirs = vec![Durable::Dir(&u.dir)];
+            if let Some(root) = u.dir.parent() {
+                dirs.push(Durable::Dir(root));
+            }
+            if sync_together(dirs).is_ok() {
+                prune_before(&u);
+            }
         }
     }
 }
 
-/// Writes `bytes` as the new file `path` (0600, a stale file of the same name unlinked first,
-/// no symbolic link followed) and `fsync`s it.
-pub(crate) fn write_file(path: &Path, bytes: &[u8]) -> Result<(), String> {
-    let describe = |e: std::io::Error| format!("{}: {e}", path.display());
+/// Deletes, after the durable commit `u`, the checkpoints of its CD beyond its `keep`.
+fn prune_before(u: &Unsettled) {
+    if let Some(root) = u.dir.parent() {
+        prune(root, &u.cd, u.iteration, u.keep);
+    }
+}
+
+/// Writes the states of `part` (by rank) as one file in the directory of its lowest rank and
+/// its copy in that rank's buddy's directory, makes both durable, and answers every rank.
+/// Each file is written and `fsync`ed on a thread of its own while the directories are
+/// `fsync`ed: the two writes overlap, and the file system commits the `fsync`s together.
+fn write_part(dir: &Path, part: BTreeMap<usize, Handed>) {
+    let start = Instant::now();
+    let (&lead, first) = part.iter().next().expect("a part has a rank");
+    let buddy = first.buddy;
+    let own = own_file(dir, lead);
+    let copy = buddy_file(dir, lead, buddy);
+    let out: Result<(Vec<Placed>, u64), String> = create_new(&own)
+        .and_then(|a| create_new(&copy).map(|b| (a, b)))
+        .and_then(|(a, b)| {
+            let mut dirs = vec![Durable::Dir(own.parent().expect("in a rank directory"))];
+            if copy.parent() != own.parent() {
+                dirs.push(Durable::Dir(copy.parent().expect("in a rank directory")));
+            }
+            std::thread::scope(|s| {
+                let own_done = s.spawn(|| write_states(&own, a, &part));
+                let copy_done = s.spawn(|| write_states(&copy, b, &part));
+                let dirs_done = sync_together(dirs);
+                let own_done = own_done.join().unwrap_or_else(|_| Err(panicked(&own)));
+                let copy_done = copy_done.join().unwrap_or_else(|_| Err(panicked(&copy)));
+                let placed = own_done?;
+                copy_done?;
+                dirs_done?;
+                let len = placed.last().map_or(0, |&(_, offset, len, _)| offset + len);
+                Ok((placed, len))
+            })
+        });
+    let ns = start.elapsed().as_nanos() as u64;
+    for (&r, h) in &part {
+        let w = match &out {
+            Err(why) => Err(why.clone()),
+            Ok((placed, file_len)) => {
+                let &(_, offset, len, crc) = placed
+                    .iter()
+                    .find(|p| p.0 == r)
+                    .expect("every rank of a written part is placed");
+                Ok(RankWritten {
+                    part: lead,
+                    buddy,
+                    file_len: *file_len,
+                    offset,
+                    len,
+                    crc,
+                    bytes: if r == lead { 2 * file_len } else { 0 },
+                    ns: if r == lead { ns } else { 0 },
+                })
+            }
+        };
+        h.ticket.set(w);
+    }
+}
+
+/// Where a rank's state is in a part: (rank, offset, length, CRC-32).
+type Placed = (usize, u64, u64, u32);
+
+/// Writes the states of `part` one after another into the new file `f` (at `path`) and
+/// `fsync`s it: where each rank's state is, in rank order.
+fn write_states(
+    path: &Path,
+    f: File,
+    part: &BTreeMap<usize, Handed>,
+) -> Result<Vec<Placed>, String> {
+    let mut w = BufWriter::new(f);
+    let mut placed = Vec::with_capacity(part.len());
+    let mut offset = 0u64;
+    for (&r, h) in part {
+        let (mut crc, mut len) = (crc32fast::Hasher::new(), 0u64);
+        write_entries(&h.entries, |piece| {
+            crc.update(piece);
+            len += piece.len() as u64;
+            w.write_all(piece)
+        })
+        .map_err(|e| describe(path, e))?;
+        placed.push((r, offset, len, crc.finalize()));
+        offset += len;
+    }
+    let f = w.into_inner().map_err(|e| describe(path, e.into_error()))?;
+    f.sync_all()
+        .map_err(|e| format!("{}: fsync: {e}", path.display()))?;
+    Ok(placed)
+}
+
+/// The error of a writing thread that panicked.
+fn panicked(path: &Path) -> String {
+    format!("{}: the thread writing it panicked", path.display())
+}
+
+/// An error of the file `path`, as one line naming it.
+fn describe(path: &Path, e: std::io::Error) -> String {
+    format!("{}: {e}", path.display())
+}
+
+/// Creates the new file `path` (0600, its directory too; a stale file of the same name
+/// unlinked first, no symbolic link followed).
+fn create_new(path: &Path) -> Result<File, String> {
     if let Some(parent) = path.parent() {
-        private_files::create_dir(parent).map_err(describe)?;
+        private_files::create_dir(parent).map_err(|e| describe(path, e))?;
     }
     match std::fs::remove_file(path) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(describe(e)),
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(describe(path, e)),
         _ => {}
     }
-    let mut f = private_files::create_file(path).map_err(describe)?;
-    f.write_all(bytes).map_err(describe)?;
-    f.sync_all().map_err(describe)
+    private_files::create_file(path).map_err(|e| describe(path, e))
 }
 
-/// Writes the manifest to a temporary name, then renames it: the checkpoint is whole from the
-/// rename on; the directory is `fsync`ed so that the rename survives a crash.
-fn commit(dir: &Path, manifest: &Manifest) -> Result<(), String> {
+/// Writes `pieces` one after another as the new file `path` ([`create_new`]), not yet
+/// durable.
+fn write_new(path: &Path, pieces: &[&[u8]]) -> Result<File, String> {
+    let mut f = create_new(path)?;
+    for p in pieces {
+        f.write_all(p).map_err(|e| describe(path, e))?;
+    }
+    Ok(f)
+}
+
+/// Writes `bytes` as the new file `path` ([`write_new`]) and `fsync`s it (the tests' files).
+#[cfg(test)]
+pub(crate) fn write_file(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    let f = write_new(path, &[bytes])?;
+    sync_together(vec![Durable::File(path, f)])
+}
+
+/// Something to make durable: a written file, or a directory whose entries changed.
+enum Durable<'a> {
+    File(&'a Path, File),
+    Dir(&'a Path),
+}
+
+/// `fsync`s every item, all at once from threads of their own: the file system commits
+/// concurrent `fsync`s together (one journal commit for all on ext4), where one after another
+/// each waits for a commit of its own.
+fn sync_together(items: Vec<Durable<'_>>) -> Result<(), String> {
+    let sync = |item: Durable<'_>| -> Result<(), String> {
+        match item {
+            Durable::File(path, f) => f
+                .sync_all()
+                .map_err(|e| format!("{}: fsync: {e}", path.display())),
+            Durable::Dir(path) => std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_DIRECTORY)
+                .open(path)
+                .and_then(|d| d.sync_all())
+                .map_err(|e| format!("{}: fsync of the directory: {e}", path.display())),
+        }
+    };
+    if items.len() == 1 {
+        return items.into_iter().try_for_each(sync);
+    }
+    std::thread::scope(|s| {
+        let handles: Vec<_> = items
+            .into_iter()
+            .map(|item| s.spawn(move || sync(item)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err("fsync thread panicked".into()))
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .collect::<Result<(), String>>()
+    })
+}
+
+/// Commits the checkpoint `dir` (`README.md` beside this file, "Durability"): every file the
+/// manifest names is durable already (its part's round of `fsync`s, before its ticket said
+/// so). The manifest is written to a temporary name and made durable in one round of
+/// `fsync`s with the checkpoint directory (its rank directories' entries), its parent (the
+/// checkpoint directory's entry) and the previous commit's directory (`previous`: its rename),
+/// then renamed: the checkpoint is whole from the rename on.
+fn commit(dir: &Path, manifest: &Manifest, previous: Option<&Path>) -> Result<(), String> {
     let tmp = dir.join(MANIFEST_TMP);
-    write_file(&tmp, manifest.to_text().as_bytes())?;
+    let f = write_new(&tmp, &[manifest.to_text().as_bytes()])?;
+    let mut round = vec![Durable::File(&tmp, f), Durable::Dir(dir)];
+    let root = dir.parent();
+    if let Some(root) = root {
+        round.push(Durable::Dir(root));
+    }
+    if let Some(p) = previous.filter(|p| *p != dir) {
+        round.push(Durable::Dir(p));
+        if let Some(proot) = p.parent().filter(|r| Some(*r) != root) {
+            round.push(Durable::Dir(proot));
+        }
+    }
+    sync_together(round)?;
     let path = dir.join(MANIFEST);
-    std::fs::rename(&tmp, &path).map_err(|e| format!("{}: {e}", path.display()))?;
-    std::fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| format!("{}: {e}", dir.display()))
+    std::fs::rename(&tmp, &path).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// Deletes a checkpoint: its manifest first, so that a kill in the middle leaves it absent
@@ -267,7 +587,8 @@ fn prune(root: &Path, cd: &str, iteration: u64, keep: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::checkpoint::format::{FORMAT_VERSION, RankFile, checkpoint_dir};
+    use crate::checkpoint::format::{FORMAT_VERSION, checkpoint_dir};
+    use crate::resume::{decode_entries, encode_entries};
     use std::os::unix::fs::MetadataExt;
 
     fn scratch(name: &str) -> PathBuf {
@@ -277,7 +598,11 @@ mod tests {
         dir
     }
 
-    fn manifest(iteration: u64) -> Manifest {
+    fn entries(tag: u8) -> BTreeMap<String, Vec<u8>> {
+        BTreeMap::from([("x".to_string(), vec![tag; 5])])
+    }
+
+    fn manifest(iteration: u64, w: &RankWritten) -> Manifest {
         Manifest {
             version: FORMAT_VERSION,
             program: "t".into(),
@@ -287,11 +612,7 @@ mod tests {
             level: 1,
             iteration,
             step: iteration,
-            rank: vec![RankFile {
-                len: 3,
-                crc: crc32fast::hash(b"abc"),
-                buddy: 0,
-            }],
+            rank: vec![RankFile::from(w)],
         }
     }
 
@@ -299,25 +620,87 @@ mod tests {
     fn files_are_private_commits_rename_and_old_ones_go() {
         let root = scratch("commit");
         let w = CheckpointWriter::new();
+        w.join();
         for it in [10u64, 20, 30] {
             let dir = checkpoint_dir(&root, "step", it);
-            let t = w.write_rank(dir.clone(), 0, 0, b"abc".to_vec());
-            assert_eq!(t.wait().unwrap(), (3, crc32fast::hash(b"abc")));
+            let t = w.write_rank(dir.clone(), 0, 0, entries(1));
+            let got = t.wait(|| {}).unwrap();
+            let bytes = encode_entries(&entries(1));
+            assert_eq!(
+                (got.part, got.offset, got.len, got.crc, got.bytes),
+                (
+                    0,
+                    0,
+                    bytes.len() as u64,
+                    crc32fast::hash(&bytes),
+                    2 * bytes.len() as u64
+                )
+            );
             assert!(!dir.join(MANIFEST).exists(), "not whole before its commit");
-            w.commit(dir.clone(), manifest(it), 2).wait().unwrap();
-            assert_eq!(Manifest::read(&dir).unwrap(), manifest(it));
+            w.commit(dir.clone(), manifest(it, &got), 2)
+                .wait(|| {})
+                .unwrap();
+            assert_eq!(Manifest::read(&dir).unwrap(), manifest(it, &got));
         }
+        // The last commit's rename is not durable until the next commit (or the end): the
+        // older one it would replace stays until then.
+        let kept: Vec<u64> = list(&root, "step").iter().map(|(i, ..)| *i).collect();
+        assert_eq!(kept, vec![10, 20, 30], "keep = 2 durable ones and the last");
         // An abandoned one newer than the last commit stays (it may be being written).
         let abandoned = checkpoint_dir(&root, "step", 40);
-        w.write_rank(abandoned.clone(), 0, 0, b"x".to_vec())
-            .wait()
+        w.write_rank(abandoned.clone(), 0, 0, entries(2))
+            .wait(|| {})
             .unwrap();
+        drop(w);
         let kept: Vec<u64> = list(&root, "step").iter().map(|(i, ..)| *i).collect();
         assert_eq!(kept, vec![20, 30, 40], "keep = 2 whole ones");
         let f = own_file(&checkpoint_dir(&root, "step", 30), 0);
         assert_eq!(std::fs::metadata(&f).unwrap().mode() & 0o777, 0o600);
         let d = f.parent().unwrap();
         assert_eq!(std::fs::metadata(d).unwrap().mode() & 0o777, 0o700);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn the_ranks_of_a_process_make_one_part_and_its_copy() {
+        let root = scratch("part");
+        let w = CheckpointWriter::new();
+        for _ in 0..3 {
+            w.join();
+        }
+        let dir = checkpoint_dir(&root, "step", 5);
+        // Handed over in any order; the part waits for all three.
+        let tickets: Vec<(usize, Arc<Ticket>)> = [2usize, 0, 1]
+            .into_iter()
+            .map(|r| (r, w.write_rank(dir.clone(), r, 1, entries(r as u8))))
+            .collect();
+        let got: Vec<(usize, RankWritten)> = tickets
+            .into_iter()
+            .map(|(r, t)| (r, t.wait(|| {}).unwrap()))
+            .collect();
+        let file = std::fs::read(own_file(&dir, 0)).unwrap();
+        assert_eq!(std::fs::read(buddy_file(&dir, 0, 1)).unwrap(), file);
+        let mut total_bytes = 0;
+        for (r, got) in got {
+            assert_eq!(
+                (got.part, got.buddy, got.file_len),
+                (0, 1, file.len() as u64)
+            );
+            let range = got.offset as usize..(got.offset + got.len) as usize;
+            assert_eq!(crc32fast::hash(&file[range.clone()]), got.crc);
+            assert_eq!(decode_entries(&file[range]).unwrap(), entries(r as u8));
+            total_bytes += got.bytes;
+        }
+        assert_eq!(
+            total_bytes,
+            2 * file.len() as u64,
+            "counted once, on rank 0"
+        );
+        assert_eq!(
+            std::fs::read_dir(&dir).unwrap().count(),
+            2,
+            "rank 0's directory and rank 1's (the copy)"
+        );
         drop(w);
         std::fs::remove_dir_all(&root).unwrap();
     }
