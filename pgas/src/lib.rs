@@ -95,7 +95,10 @@
 //!
 //! let out = launch(&LaunchConfig::new(3).segment_bytes(1 << 20), RpcTable::new(), || {
 //!     let name = DistObject::new(format!("rank {}", rank_me()));
-//!     name.fetch((rank_me() + 1) % rank_n()).wait()
+//!     let next = name.fetch((rank_me() + 1) % rank_n()).wait();
+//!     // An instance must outlive every fetch of it: nobody drops theirs before all fetched.
+//!     pgas::barrier();
+//!     next
 //! })
 //! .unwrap();
 //! assert_eq!(out, vec!["rank 1", "rank 2", "rank 0"]);
