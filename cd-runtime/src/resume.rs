@@ -85,9 +85,45 @@ pub(crate) fn write_entries(
     Ok(())
 }
 
-/// The entries [`encode_entries`] wrote, or why the bytes are not such a list.
+/// The entries [`write_entries`] wrote, or why the bytes are not such a list: the same
+/// format read piece by piece, each value copied out in one piece (postcard's own reader goes
+/// byte by byte through the deserializer).
 pub(crate) fn decode_entries(bytes: &[u8]) -> Result<BTreeMap<String, Vec<u8>>, String> {
-    postcard::from_bytes(bytes).map_err(|e| format!("not a list of preserved entries ({e})"))
+    let bad = |why: &str| format!("not a list of preserved entries ({why})");
+    let mut rest = bytes;
+    let varint = |rest: &mut &[u8]| -> Result<usize, String> {
+        let mut n: u64 = 0;
+        for i in 0..10 {
+            let (&b, tail) = rest.split_first().ok_or_else(|| bad("cut short"))?;
+            *rest = tail;
+            n |= u64::from(b & 0x7f) << (7 * i);
+            if b & 0x80 == 0 {
+                return usize::try_from(n).map_err(|_| bad("a length out of range"));
+            }
+        }
+        Err(bad("a length of more than ten bytes"))
+    };
+    let take = |rest: &mut &[u8], n: usize| -> Result<Vec<u8>, String> {
+        if rest.len() < n {
+            return Err(bad("cut short"));
+        }
+        let (piece, tail) = rest.split_at(n);
+        *rest = tail;
+        Ok(piece.to_vec())
+    };
+    let count = varint(&mut rest)?;
+    let mut out = BTreeMap::new();
+    for _ in 0..count {
+        let n = varint(&mut rest)?;
+        let name = String::from_utf8(take(&mut rest, n)?).map_err(|_| bad("a name not UTF-8"))?;
+        let n = varint(&mut rest)?;
+        let value = take(&mut rest, n)?;
+        out.insert(name, value);
+    }
+    if !rest.is_empty() {
+        return Err(bad("bytes after the last entry"));
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -124,6 +160,15 @@ mod tests {
             })
             .unwrap();
             assert_eq!(pieces, encode_entries(&m), "sizes {sizes:?}");
+            assert_eq!(decode_entries(&pieces).unwrap(), m, "sizes {sizes:?}");
+            let from_postcard: BTreeMap<String, Vec<u8>> = postcard::from_bytes(&pieces).unwrap();
+            assert_eq!(from_postcard, m);
+            if !pieces.is_empty() {
+                assert!(decode_entries(&pieces[..pieces.len() - 1]).is_err());
+                let mut longer = pieces.clone();
+                longer.push(0);
+                assert!(decode_entries(&longer).is_err());
+            }
         }
     }
 }

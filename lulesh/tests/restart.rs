@@ -120,7 +120,15 @@ fn kill_and_restart(
             std::thread::sleep(Duration::from_millis(1));
         }
         kill(&mut child);
-        let _ = child.wait();
+        // The job is ending; a launcher that outlives its processes (Open MPI's mpirun has
+        // been seen not to exit once every process of the job had ended) is ended too.
+        let ending = Instant::now();
+        while child.try_wait().unwrap().is_none() {
+            if ending.elapsed() > Duration::from_secs(20) {
+                let _ = child.kill();
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
         if killed_during_a_write(&dir.join("ck")) {
             during_write += 1;
         }

@@ -43,7 +43,9 @@
 //!   half the run's solves (so that the run takes at most one checkpoint, and none is left to
 //!   commit at its end); `checkpoint_interval` / `hpgmg_6_1` prints n. Target: at most 1.02.
 //!   `checkpoint_overhead_cpu`: the same in CPU seconds of the process (the writer's
-//!   included), which other load on the machine disturbs less. Not under mpirun.
+//!   included), which other load on the machine disturbs less; `checkpoint_overhead_paired`:
+//!   the median of each repetition's ratio of the two wall times (unit `x`). Not under
+//!   mpirun.
 //!
 //! The multi-rank runs time 3 solves per pass (5 for one box per rank).
 //! `HPGMG_BENCH=restart` runs only the `parallel_restart` line, `HPGMG_BENCH=checkpoint` only
@@ -464,7 +466,18 @@ fn checkpoint_lines(args: &BenchArgs) -> Vec<Line> {
             without_cpu.push(wo.0.1);
         }
     }
+    // Each repetition's ratio: the two runs are neighbours in time, so slow drifts of the
+    // machine's speed cancel, which a ratio of two medians keeps.
+    let mut paired: Vec<f64> = with.iter().zip(&without).map(|(w, wo)| w / wo).collect();
     vec![
+        Line::new(
+            "checkpoint_overhead_paired",
+            &case,
+            median(&mut paired),
+            "x",
+            Better::Lower,
+        )
+        .on("smp", 1),
         Line::new(
             "checkpoint_overhead",
             &case,

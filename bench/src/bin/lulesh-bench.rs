@@ -65,7 +65,8 @@
 //!   that the run takes at most one checkpoint, and none is left to commit at its end);
 //!   `checkpoint_interval` / `lulesh_s30` prints n. Target: at most 1.02.
 //!   `checkpoint_overhead_cpu`: the same in CPU seconds of the process (the writer's
-//!   included), which other load on the machine disturbs less.
+//!   included), which other load on the machine disturbs less; `checkpoint_overhead_paired`:
+//!   the median of each repetition's ratio of the two wall times (unit `x`).
 //! - `checkpoint_write` / `lulesh_s30`: bytes per second the background writer made durable
 //!   (the CD report's `bytes_checkpointed` over `checkpoint_write_ns`, the runs with the key),
 //!   against `sequential_write`: the same number of bytes per checkpoint written in the same
@@ -1000,8 +1001,18 @@ fn checkpoint_lines(args: &BenchArgs) -> Vec<Line> {
         }
     }
 
+    // Each repetition's ratio: the two runs are neighbours in time, so slow drifts of the
+    // machine's speed cancel, which a ratio of two medians keeps.
+    let mut paired: Vec<f64> = with.iter().zip(&without).map(|(w, wo)| w / wo).collect();
     let mb = 1024.0 * 1024.0;
     vec![
+        Line::new(
+            "checkpoint_overhead_paired",
+            &case,
+            median(&mut paired),
+            "x",
+            Better::Lower,
+        ),
         Line::new(
             "checkpoint_overhead",
             &case,
