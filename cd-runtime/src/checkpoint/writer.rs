@@ -347,8 +347,11 @@ fn prune_before(u: &Unsettled) {
 
 /// Writes the states of `part` (by rank) as one file in the directory of its lowest rank and
 /// its copy in that rank's buddy's directory, makes both durable, and answers every rank.
-/// Each file is written and `fsync`ed on a thread of its own while the directories are
-/// `fsync`ed: the two writes overlap, and the file system commits the `fsync`s together.
+/// The two files are written on threads of their own, each handing its pages to the disk as
+/// it goes ([`Streamed`]); only then are the files and their directories `fsync`ed, in one
+/// concurrent round: the file system commits the round together (one journal commit on
+/// ext4), where a directory's `fsync` racing the files' writes would commit its entry alone
+/// and leave the files' data to a second commit.
 fn write_part(dir: &Path, part: BTreeMap<usize, Handed>) {
     let start = Instant::now();
     let (&lead, first) = part.iter().next().expect("a part has a rank");
@@ -358,22 +361,25 @@ fn write_part(dir: &Path, part: BTreeMap<usize, Handed>) {
     let out: Result<(Vec<Placed>, u64), String> = create_new(&own)
         .and_then(|a| create_new(&copy).map(|b| (a, b)))
         .and_then(|(a, b)| {
-            let mut dirs = vec![Durable::Dir(own.parent().expect("in a rank directory"))];
-            if copy.parent() != own.parent() {
-                dirs.push(Durable::Dir(copy.parent().expect("in a rank directory")));
-            }
-            std::thread::scope(|s| {
+            let (own_done, copy_done) = std::thread::scope(|s| {
                 let own_done = s.spawn(|| write_states(&own, a, &part));
-                let copy_done = s.spawn(|| write_states(&copy, b, &part));
-                let dirs_done = sync_together(dirs);
+                let copy_done = write_states(&copy, b, &part);
                 let own_done = own_done.join().unwrap_or_else(|_| Err(panicked(&own)));
-                let copy_done = copy_done.join().unwrap_or_else(|_| Err(panicked(&copy)));
-                let placed = own_done?;
-                copy_done?;
-                dirs_done?;
-                let len = placed.last().map_or(0, |&(_, offset, len, _)| offset + len);
-                Ok((placed, len))
-            })
+                (own_done, copy_done)
+            });
+            let (placed, a) = own_done?;
+            let (_, b) = copy_done?;
+            let mut items = vec![
+                Durable::File(&own, a),
+                Durable::File(&copy, b),
+                Durable::Dir(own.parent().expect("in a rank directory")),
+            ];
+            if copy.parent() != own.parent() {
+                items.push(Durable::Dir(copy.parent().expect("in a rank directory")));
+            }
+            sync_together(items)?;
+            let len = placed.last().map_or(0, |&(_, offset, len, _)| offset + len);
+            Ok((placed, len))
         });
     let ns = start.elapsed().as_nanos() as u64;
     for (&r, h) in &part {
@@ -403,14 +409,15 @@ fn write_part(dir: &Path, part: BTreeMap<usize, Handed>) {
 /// Where a rank's state is in a part: (rank, offset, length, CRC-32).
 type Placed = (usize, u64, u64, u32);
 
-/// Writes the states of `part` one after another into the new file `f` (at `path`) and
-/// `fsync`s it: where each rank's state is, in rank order.
+/// Writes the states of `part` one after another into the new file `f` (at `path`), its pages
+/// on their way to the disk but not yet durable: where each rank's state is, in rank order,
+/// and the file to `fsync`.
 fn write_states(
     path: &Path,
     f: File,
     part: &BTreeMap<usize, Handed>,
-) -> Result<Vec<Placed>, String> {
-    let mut w = BufWriter::new(f);
+) -> Result<(Vec<Placed>, File), String> {
+    let mut w = Streamed::new(f);
     let mut placed = Vec::with_capacity(part.len());
     let mut offset = 0u64;
     for (&r, h) in part {
@@ -424,10 +431,75 @@ fn write_states(
         placed.push((r, offset, len, crc.finalize()));
         offset += len;
     }
-    let f = w.into_inner().map_err(|e| describe(path, e.into_error()))?;
-    f.sync_all()
-        .map_err(|e| format!("{}: fsync: {e}", path.display()))?;
-    Ok(placed)
+    let f = w.finish().map_err(|e| describe(path, e))?;
+    Ok((placed, f))
+}
+
+/// Bytes written between two hand-overs of a file's pages to the disk.
+const WRITEBACK_CHUNK: u64 = 4 << 20;
+
+/// A new file written front to back whose pages are handed to the disk every
+/// [`WRITEBACK_CHUNK`] bytes and at the end, so that the disk works while the rest is
+/// encoded and the `fsync` that follows waits for the last pages only, not for all of them.
+struct Streamed {
+    w: BufWriter<File>,
+    written: u64,
+    started: u64,
+}
+
+impl Streamed {
+    fn new(f: File) -> Self {
+        Streamed {
+            w: BufWriter::new(f),
+            written: 0,
+            started: 0,
+        }
+    }
+
+    fn write_all(&mut self, piece: &[u8]) -> std::io::Result<()> {
+        self.w.write_all(piece)?;
+        self.written += piece.len() as u64;
+        if self.written - self.started >= WRITEBACK_CHUNK {
+            self.w.flush()?;
+            start_writeback(self.w.get_ref(), self.started, self.written - self.started);
+            self.started = self.written;
+        }
+        Ok(())
+    }
+
+    /// The file, every byte written and on its way to the disk.
+    fn finish(self) -> std::io::Result<File> {
+        let f = self.w.into_inner().map_err(|e| e.into_error())?;
+        start_writeback(&f, self.started, self.written - self.started);
+        Ok(f)
+    }
+}
+
+/// Starts the write-back of `len` bytes of `f` from `offset` without waiting for it (Linux's
+/// `sync_file_range` with `SYNC_FILE_RANGE_WRITE`); elsewhere it does nothing.
+#[allow(unsafe_code)]
+fn start_writeback(f: &File, offset: u64, len: u64) {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        if len == 0 {
+            return;
+        }
+        // SAFETY: sync_file_range reads and writes no memory of ours: it takes a descriptor,
+        // open for the call's duration because `f` is borrowed, and three integers. Its
+        // failure (a file system without it) only loses the head start: the `fsync` that
+        // follows writes every page anyway.
+        unsafe {
+            libc::sync_file_range(
+                f.as_raw_fd(),
+                offset as libc::off64_t,
+                len as libc::off64_t,
+                libc::SYNC_FILE_RANGE_WRITE,
+            );
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (f, offset, len);
 }
 
 /// The error of a writing thread that panicked.
