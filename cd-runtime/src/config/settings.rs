@@ -113,8 +113,10 @@ settings! {
         check_classes: bool = cfg!(debug_assertions), read as Key<bool>;
         /// For a strict CD around relaxed ones: keep node-level read and write lists, so that
         /// an escalation from a relaxed child re-executes only the ranks it can have touched
-        /// (`relaxed/dependencies.rs`); off, it re-executes every rank of the CD.
-        dependency_tracking: bool = false, read as Key<bool>;
+        /// (`relaxed/dependencies.rs`); `Some(false)` re-executes every rank of the CD. Unset
+        /// (`None`), a strict CD tracks from the instance after the first one that held
+        /// relaxed CDs, so strict-only CDs never pay for the hook.
+        dependency_tracking: Option<bool> = None, read as Key<bool>;
         /// How often the CD preserves when run with [`crate::strict_steps`].
         interval: Interval = Interval::Every, read as Key<Interval>;
         /// The mean time between failures this CD contains, in seconds (for
