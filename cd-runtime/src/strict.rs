@@ -125,9 +125,8 @@ fn agree_writing(
     if team.rank_n() == 1 {
         return (kinds, writing, relaxed);
     }
-    let mine = u64::from(kinds.0)
-        | if writing { WRITING } else { 0 }
-        | if relaxed { RELAXED } else { 0 };
+    let mine =
+        u64::from(kinds.0) | if writing { WRITING } else { 0 } | if relaxed { RELAXED } else { 0 };
     // On the world team this is one barrier of the core plus a read of every rank's word.
     // The CD runtime's own traffic: unseen by the program's hook, no EC steps.
     let all = pgas::runtime_hooks::internal(|| pgas::reduce_all_u64_on(team, mine, |a, b| a | b));

@@ -463,7 +463,10 @@ fn tracking_is_on_by_default_from_the_second_instance() {
         assert_eq!(report.failures[0].limited, step > 0);
         if step == 0 {
             assert!(
-                report.whole_group.iter().any(|w| w.contains("kept no dependency notes")),
+                report
+                    .whole_group
+                    .iter()
+                    .any(|w| w.contains("kept no dependency notes")),
                 "{:?}",
                 report.whole_group
             );

@@ -12,7 +12,7 @@ use toml::Spanned;
 use super::faults::ExactFaults;
 use super::values::{
     Bytes, CdKindSetting, Checkpoint, Contain, GroupSize, Interval, LogMedium, Medium, Probability,
-    Retries, Seconds, Threads,
+    Retries, Seconds,
 };
 use crate::checkpoint::format::CheckpointPolicy;
 use crate::error::FaultKinds;
@@ -124,9 +124,6 @@ settings! {
         mtbf_seconds: Option<f64> = None, read as Key<Seconds>;
         /// Members of a checksum group of the xor medium (`xor_group`; at least 2).
         xor_group: Option<usize> = None, read as Key<GroupSize>;
-        /// Threads a re-execution may spread its work over (`restart_threads`; 1: serial
-        /// restart). See [`crate::Cd::restart_pool`].
-        restart_threads: usize = 1, read as Key<Threads>;
         /// The policy of the job's checkpoints to disk, when this is the CD that writes them
         /// (only one `[cd.NAME]` table may set `checkpoint`; `checkpoint/README.md`).
         checkpoint: Option<CheckpointPolicy> = None, read as Key<Checkpoint>;
