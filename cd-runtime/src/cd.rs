@@ -62,25 +62,6 @@ impl Cd {
         self.attempt() > 0 || self.frame.is_resumed()
     }
 
-    /// A pool of `restart_threads` threads (configuration) for this execution's own
-    /// parallel work, when this is a re-execution and `restart_threads` > 1; otherwise
-    /// `None` (run as in the first execution).
-    ///
-    /// For CDs whose re-execution leaves other ranks idle (a relaxed CD recovering alone, a
-    /// rank recovering from its loss, a limited re-execution): their waiting cores take the
-    /// re-executed work (`restart.rs`). The pool is the process's, shared by its ranks. The
-    /// program must compute the same bits on any number of threads; a pool that cannot be
-    /// started gives `None` (a serial restart) and a warning.
-    pub fn restart_pool(&self) -> Option<std::sync::Arc<rayon::ThreadPool>> {
-        let threads = self.frame.settings.restart_threads;
-        if threads <= 1 || !self.is_reexecution() {
-            return None;
-        }
-        crate::restart::pool(threads)
-            .map_err(|e| crate::runtime::eprint_line(&format!("cd: warning: {e}")))
-            .ok()
-    }
-
     /// True while this rank takes part in a dependency-limited re-execution (only the ranks
     /// that depend on a failed relaxed CD re-execute; `dependency_tracking`): the others keep
     /// their state, so a program's own re-execution protocol (sequence generations) must not

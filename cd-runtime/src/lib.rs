@@ -141,7 +141,6 @@ mod private_files;
 mod recovery;
 pub mod relaxed;
 pub mod report;
-mod restart;
 pub mod resume;
 pub mod rng;
 mod runtime;

@@ -103,23 +103,38 @@ fn reason_of<R>(out: &Result<R, CdError>, frame: &Frame) -> String {
 }
 
 fn agree(team: &Team, kinds: FaultKinds) -> FaultKinds {
-    agree_writing(team, kinds, false).0
+    agree_writing(team, kinds, false, false).0
 }
 
 /// The bit of the agreement's word above the fault kinds: the rank still writes the checkpoint
 /// its process's writer was handed at an earlier completion (`checkpoint/commit.rs`).
 const WRITING: u64 = 1 << 32;
 
-/// The union of every rank's fault kinds, and whether any rank still writes a checkpoint.
-fn agree_writing(team: &Team, kinds: FaultKinds, writing: bool) -> (FaultKinds, bool) {
+/// The bit of the agreement's word that says the rank ran relaxed CDs inside this execution
+/// (the strict CD is the LCSA of a relaxed group).
+const RELAXED: u64 = 1 << 33;
+
+/// The union of every rank's fault kinds, whether any rank still writes a checkpoint, and
+/// whether any rank ran relaxed CDs inside the CD.
+fn agree_writing(
+    team: &Team,
+    kinds: FaultKinds,
+    writing: bool,
+    relaxed: bool,
+) -> (FaultKinds, bool, bool) {
     if team.rank_n() == 1 {
-        return (kinds, writing);
+        return (kinds, writing, relaxed);
     }
-    let mine = u64::from(kinds.0) | if writing { WRITING } else { 0 };
+    let mine =
+        u64::from(kinds.0) | if writing { WRITING } else { 0 } | if relaxed { RELAXED } else { 0 };
     // On the world team this is one barrier of the core plus a read of every rank's word.
     // The CD runtime's own traffic: unseen by the program's hook, no EC steps.
     let all = pgas::runtime_hooks::internal(|| pgas::reduce_all_u64_on(team, mine, |a, b| a | b));
-    (FaultKinds(all as u32), all & WRITING != 0)
+    (
+        FaultKinds(all as u32),
+        all & WRITING != 0,
+        all & RELAXED != 0,
+    )
 }
 
 /// The lowest rank of `team` that saw a failure itself, with its reasons (one collective,
@@ -189,7 +204,19 @@ pub(crate) fn run<R>(
     let cd = Cd {
         frame: frame.clone(),
     };
-    let tracking = frame.settings.dependency_tracking;
+    // Tracking: notes kept from the begin (configured, or learned: an earlier instance held
+    // relaxed CDs). An escalation is planned by every tracking-enabled CD whose agreement says
+    // relaxed CDs ran, so all members decide alike; an execution that kept no notes then
+    // says so and the whole group re-executes.
+    let enabled = frame.settings.dependency_tracking != Some(false);
+    let tracking = match frame.settings.dependency_tracking {
+        Some(on) => on,
+        None => rt
+            .relaxed
+            .groups
+            .borrow()
+            .contains(&(name.to_string(), frame.level)),
+    };
     // D of a dependency-limited attempt (`None`: every rank of the CD executes), whether one
     // was tried, and the result of the execution a limited attempt keeps on the ranks
     // outside D.
@@ -230,6 +257,7 @@ pub(crate) fn run<R>(
             crate::relaxed::replica::clear(&rt, &frame);
             {
                 let mut rx = frame.rx.borrow_mut();
+                rx.tracked = tracking;
                 if limited.is_none() {
                     if tracking {
                         // Its limited re-execution gathers the writes of a gapless window.
@@ -285,11 +313,18 @@ pub(crate) fn run<R>(
         ) {
             kinds = kinds.union(FaultKinds::UNRESTORABLE);
         }
-        let (mut agreed, writing) = agree_writing(
+        let (mut agreed, writing, relaxed_ran) = agree_writing(
             &frame.team,
             kinds,
             crate::checkpoint::commit::still_writing(&rt, &frame),
+            frame.rx.borrow().had_relaxed,
         );
+        if relaxed_ran && enabled {
+            rt.relaxed
+                .groups
+                .borrow_mut()
+                .insert((name.to_string(), frame.level));
+        }
         if agreed.contains(FaultKinds::RANK_LOSS) && !agreed.contains(FaultKinds::UNRESTORABLE) {
             // A rank lost in this execution took the buddy copies it held for another rank,
             // which may have lost its own copies in this same execution. Each losing rank told
@@ -419,7 +454,7 @@ pub(crate) fn run<R>(
             );
         }
         limited = None;
-        if tracking && !limited_tried {
+        if enabled && relaxed_ran && !limited_tried {
             limited_tried = true;
             let relaxed_only = frame.rx.borrow().deps.escalated_child
                 && frame.state.borrow().failure.is_empty()
@@ -435,7 +470,7 @@ pub(crate) fn run<R>(
                 Failure::Other
             };
             let planning = Instant::now();
-            let planned = plan_limited(&rt, &cd, failure);
+            let planned = plan_limited(&rt, &cd, failure, tracking);
             planning_ns = planning.elapsed().as_nanos() as u64;
             if let Some((d, prepared)) = planned {
                 limited = Some(d);
@@ -462,6 +497,7 @@ fn plan_limited(
     rt: &CdRuntime,
     cd: &Cd,
     failure: Failure,
+    tracked: bool,
 ) -> Option<(Vec<usize>, Result<(), String>)> {
     let frame = &cd.frame;
     let record = {
@@ -473,6 +509,7 @@ fn plan_limited(
             writes_to: rx.deps.writes_to.iter().copied().collect(),
             unlogged: rx.deps.unlogged,
             notes_lost: rx.deps.notes_lost,
+            untracked: !tracked,
         }
     };
     let records: Vec<Record> =

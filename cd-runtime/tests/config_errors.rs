@@ -85,18 +85,20 @@ fn bad_values() {
     );
     let e = err("seed = -3\n");
     assert_eq!(e.line, Some(1), "{e}");
-    at(
-        &err("[cd.smooth]\nrestart_threads = 0\n"),
-        2,
-        "cd.smooth.restart_threads",
-        "between 1 (a serial restart) and",
-    );
-    at(
-        &err("[defaults]\nrestart_threads = 1000000\n"),
-        2,
-        "defaults.restart_threads",
-        "the threads this machine runs",
-    );
+    // A removed key is refused with why and what to do, at its place.
+    for text in [
+        "[cd.smooth]\nrestart_threads = 2\n",
+        "[defaults]\nrestart_threads = 1\n",
+    ] {
+        at(
+            &err(text),
+            2,
+            "restart_threads",
+            "`restart_threads` was removed: a re-execution's kernels on a thread pool were \
+             measured slower",
+        );
+        assert!(err(text).message.contains("Delete the key"), "{text}");
+    }
 }
 
 #[test]

@@ -115,12 +115,7 @@ impl Smoothing {
             let mut executions = plan.executions();
             c.preserve("exchanges", &mut executions);
             plan.set_executions(executions);
-            // A recovery runs alone while the other ranks wait: with `restart_threads` in
-            // the configuration, its kernels use their cores (parallel restart).
-            match c.restart_pool() {
-                Some(pool) => crate::kernels::with_pool(pool, || smooth(level, x_id, rhs_id, b)),
-                None => smooth(level, x_id, rhs_id, b),
-            }
+            smooth(level, x_id, rhs_id, b);
             let plan = &level.remote[STENCIL_SHAPE_NO_CORNERS];
             debug_assert!(
                 plan.is_idle() || plan.executions() == executions + FLAG_SLOTS as u64,

@@ -244,22 +244,6 @@ pub fn set_threads(threads: usize) -> Result<(), String> {
     Ok(())
 }
 
-/// Runs `f` with this rank's kernels on `pool` (a re-execution's restart pool,
-/// `cd_runtime::Cd::restart_pool`), then puts the rank's own pool back; the bits do not
-/// change (see [`set_threads`]).
-pub fn with_pool<R>(pool: Arc<rayon::ThreadPool>, f: impl FnOnce() -> R) -> R {
-    /// Puts the rank's pool back when `f` returns or unwinds.
-    struct Restore(Option<Arc<rayon::ThreadPool>>);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            let own = self.0.take();
-            POOL.with(|p| *p.borrow_mut() = own);
-        }
-    }
-    let _restore = Restore(POOL.with(|p| p.borrow_mut().replace(pool)));
-    f()
-}
-
 /// Threads this rank's kernels run on.
 pub fn threads() -> usize {
     POOL.with(|p| p.borrow().as_ref().map_or(1, |p| p.current_num_threads()))

@@ -176,31 +176,15 @@ fn the_faults_config_recovers_each_soft_error_on_its_rank_alone() {
     assert!(squashed >= 6 * faults.len() as u64, "{out}");
 }
 
-/// Parallel restart (`restart_threads = 2`): the recovering rank's kernels run on the
-/// process's restart pool; the answer stays the fault-free one, bit for bit.
-#[test]
-fn a_parallel_restart_gives_the_same_bits() {
-    let clean = hpgmg(&[]);
-    let text = format!("{RELAXED_FAULTS}restart_threads = 2\n");
-    let config = TempFile::new("restart.toml", &text);
-    let out = hpgmg(&["--cd-config", config.arg()]);
-    check_recovered(
-        &out,
-        &clean,
-        &[(0, 20), (5, 13), (7, 58)],
-        "restart_threads = 2",
-    );
-}
-
 /// A rank loss in a finest-level smoother call, with buddy copies and the log replicated at
-/// the buddy: the lost rank recovers alone, its kernels on the restart pool, bit for bit.
+/// the buddy: the lost rank recovers alone, bit for bit.
 #[test]
-fn a_rank_loss_in_the_smoother_recovers_alone_with_a_parallel_restart() {
+fn a_rank_loss_in_the_smoother_recovers_alone() {
     let clean = hpgmg(&[]);
     let config = TempFile::new(
         "loss.toml",
         "[cd.smooth]\nkind = \"relaxed\"\nlogging = true\nmedium = \"buddy\"\n\
-         log_medium = \"buddy\"\nrestart_threads = 2\n\
+         log_medium = \"buddy\"\n\
          inject = { at = [{ rank = 5, iteration = 13, kind = \"rank_loss\" }] }\n",
     );
     let out = hpgmg(&["--cd-config", config.arg()]);

@@ -429,3 +429,47 @@ fn a_failed_preparation_falls_back_to_the_whole_group() {
     assert_eq!(step.failures[0].ranks, (0..7).collect::<Vec<_>>());
     assert_eq!(step.failures[0].attempt, 2, "{:?}", step.failures);
 }
+
+/// The default configuration (no `dependency_tracking` key): the first instance of `step`
+/// holding relaxed CDs keeps no notes, so an escalation there re-executes every rank and
+/// says why; from the next instance on the lists are kept and an escalation re-executes
+/// exactly D. Both answers are bit-identical to the run without CDs.
+#[test]
+fn tracking_is_on_by_default_from_the_second_instance() {
+    let shape = Shape {
+        dims: [7, 1, 1],
+        pull: [true, true, true],
+        ranks_per_node: 1,
+        tally: false,
+    };
+    let want = reference(shape);
+    let text = "[cd.step]\nretries = 2\n[cd.cell]\nretries = 1\ncheck_classes = false\n";
+    for (step, expected) in [(0, (0..7).collect::<Vec<usize>>()), (1, vec![2, 3, 4])] {
+        let fail = vec![(3, step, 2)];
+        let out = cd::launch(
+            &job(&shape),
+            CdConfig::parse(text, "default.toml").unwrap(),
+            pgas::RpcTable::new(),
+            move || program(shape, true, &fail),
+        )
+        .unwrap();
+        for (r, o) in out.results.iter().enumerate() {
+            assert_eq!(o.bits, want[r], "failure at step {step}: rank {r} differs");
+        }
+        let report = out.report.cd("step").unwrap();
+        assert_eq!(report.escalations, 0);
+        assert_eq!(report.failures.len(), 1, "{:?}", report.failures);
+        assert_eq!(report.failures[0].ranks, expected, "failure at step {step}");
+        assert_eq!(report.failures[0].limited, step > 0);
+        if step == 0 {
+            assert!(
+                report
+                    .whole_group
+                    .iter()
+                    .any(|w| w.contains("kept no dependency notes")),
+                "{:?}",
+                report.whole_group
+            );
+        }
+    }
+}

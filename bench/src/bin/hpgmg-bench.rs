@@ -26,14 +26,6 @@
 //!   box-to-box region, the naturally-grained puts of the UPC++ port); `agg_5_1_r8` the same
 //!   with one box per rank (every neighbour remote).
 //!
-//! - `parallel_restart` / `smooth_5_8_r8`: milliseconds of the relaxed smoother CD's
-//!   recoveries (the report's per-failure recovery time, summed) for the three soft errors
-//!   of `hpgmg/configs/relaxed-faults.toml` (finest levels, ranks 0, 5, 7), each recovered by
-//!   its rank alone, with `restart_threads = 2` (the recovering rank's kernels on the
-//!   process's restart pool), baseline `serial_restart_smooth_5_8_r8` (`restart_threads =
-//!   1`); `rank_loss_5_8_r8` the same for one rank loss in a smoother call on the finest level
-//!   (buddy copies and log replica, recovered by the lost rank alone).
-//!
 //! - `checkpoint_overhead` / `hpgmg_6_1`: wall seconds of the whole run `hpgmg 6 1` (one
 //!   rank, strict CDs, the default 10 solves per pass) with `[cd.solve] checkpoint = { every
 //!   = n }` (checkpoints to a fresh directory in the working directory, removed at the end),
@@ -48,8 +40,7 @@
 //!   mpirun.
 //!
 //! The multi-rank runs time 3 solves per pass (5 for one box per rank).
-//! `HPGMG_BENCH=restart` runs only the `parallel_restart` line, `HPGMG_BENCH=checkpoint` only
-//! the checkpoint lines.
+//! `HPGMG_BENCH=checkpoint` runs only the checkpoint lines.
 //!
 //! `--quick` uses `4 1`/`5 1` and `4 8 --ranks 8` (case names say so) and one solve per pass
 //! (the checkpoint lines: `4 1`, two solves per pass).
@@ -105,88 +96,6 @@ fn job(cfg: hpgmg::Config, mode: ExchangeMode, cds: Cds) -> Option<(f64, f64)> {
         .map(|o| (o.report.seconds[0], o.report.dofs[0] / o.report.seconds[0]))
 }
 
-/// The soft errors of `relaxed-faults.toml` (finest levels, ranks 0, 5, 7).
-const SOFT_FAULTS: &str = include_str!("../../../hpgmg/configs/relaxed-faults.toml");
-
-/// A rank loss in rank 5's 21st smoother call (on the finest level), recovered by that rank
-/// alone from its buddy copies and its log's replica.
-const RANK_LOSS: &str = "[cd.smooth]\nkind = \"relaxed\"\nlogging = true\nmedium = \"buddy\"\n\
-    log_medium = \"buddy\"\ninject = { at = [{ rank = 5, iteration = 20, kind = \"rank_loss\" }] }\n";
-
-/// Milliseconds of the smoother CD's recoveries (summed over its `faults` failures) in a
-/// relaxed job configured by `text` (whose last table is `[cd.smooth]`) with `threads`
-/// restart threads; `None` in the processes of an mpi job but rank 0's.
-fn restart_job(cfg: hpgmg::Config, text: &str, faults: usize, threads: usize) -> Option<f64> {
-    let text = format!("{text}restart_threads = {threads}\n");
-    let config =
-        cd_runtime::CdConfig::parse(&text, "restart.toml").expect("the configuration parses");
-    let opts = JobOptions {
-        ranks: cfg.num_ranks,
-        mode: ExchangeMode::Aggregated,
-    };
-    let out =
-        run_job(cfg, opts, false, Some(config)).unwrap_or_else(|e| panic!("hpgmg job: {e}"))?;
-    let report = out.cd_report.expect("a CD report");
-    let smooth = report.cd("smooth").expect("the smoother CD ran");
-    assert_eq!(smooth.failures.len(), faults, "every fault recovered");
-    assert!(
-        smooth.failures.iter().all(|f| f.ranks.len() == 1),
-        "each by its rank alone"
-    );
-    Some(
-        smooth
-            .failures
-            .iter()
-            .map(|f| f.recover_ns as f64 / 1e6)
-            .sum(),
-    )
-}
-
-/// `parallel_restart` against `serial_restart` for soft errors and for a rank loss,
-/// alternating (docs/benchmarks.md).
-fn restart_lines(args: &BenchArgs, ranks: usize, conduit: &str) -> Vec<Line> {
-    let (log2, per_rank) = if args.quick { (4, 8) } else { (5, 8) };
-    let cfg = config(log2, per_rank, ranks, 1);
-    let case = format!("{log2}_{per_rank}_r{ranks}");
-    let mut lines = Vec::new();
-    for (name, text, faults) in [("smooth", SOFT_FAULTS, 3), ("rank_loss", RANK_LOSS, 1)] {
-        let (mut parallel, mut serial) = (Vec::new(), Vec::new());
-        for rep in 0..=args.reps {
-            let (p, s) = if rep % 2 == 1 {
-                let s = restart_job(cfg, text, faults, 1);
-                (restart_job(cfg, text, faults, 2), s)
-            } else {
-                let p = restart_job(cfg, text, faults, 2);
-                (p, restart_job(cfg, text, faults, 1))
-            };
-            if rep > 0 {
-                if let (Some(p), Some(s)) = (p, s) {
-                    parallel.push(p);
-                    serial.push(s);
-                }
-            }
-        }
-        if parallel.is_empty() {
-            continue;
-        }
-        lines.push(
-            Line::new(
-                "parallel_restart",
-                &format!("{name}_{case}"),
-                median(&mut parallel),
-                "ms",
-                Better::Lower,
-            )
-            .baseline(
-                &format!("serial_restart_{name}_{case}"),
-                median(&mut serial),
-            )
-            .on(conduit, ranks),
-        );
-    }
-    lines
-}
-
 /// DOF/s at h of the reference binary `bin` (`None` if it cannot run).
 fn reference(bin: &str, log2: i64, boxes: i64) -> Option<f64> {
     let out = std::process::Command::new(bin)
@@ -218,10 +127,6 @@ fn main() {
     let under_mpi = matches!(pgas::mpi_world(), Ok(Some(_)));
     let conduit = if under_mpi { "mpi" } else { "smp" };
     let mut lines = Vec::new();
-    if std::env::var("HPGMG_BENCH").as_deref() == Ok("restart") {
-        print(&restart_lines(&args, ranks, conduit), args.json);
-        return;
-    }
     if std::env::var("HPGMG_BENCH").as_deref() == Ok("checkpoint") {
         if !under_mpi {
             print(&checkpoint_lines(&args), args.json);
@@ -370,7 +275,6 @@ fn main() {
         )
         .on(conduit, ranks),
     );
-    lines.extend(restart_lines(&args, ranks, conduit));
     if !under_mpi {
         lines.extend(checkpoint_lines(&args));
     }

@@ -75,7 +75,13 @@
 //!   its first cycle, for a run with `--restart auto` resuming from those checkpoints, against
 //!   `cold_start`, the same without a restart, alternating in order.
 //!
-//! `LULESH_BENCH=relaxed` runs only the relaxed lines, `LULESH_BENCH=strict` only the strict
+//! - `dependency_tracking_overhead` / `lulesh_s15_r8`: the relaxed run (`relaxed.toml`) with
+//!   `[cd.step] dependency_tracking = true` (notes from the first step on) against
+//!   `tracking_off_lulesh_s15_r8`, the same with `false`, alternating in order; `_paired`: the
+//!   median of each repetition's ratio (unit `x`). Target: at most 1.005.
+//!
+//! `LULESH_BENCH=relaxed` runs only the relaxed lines (the tracking ones included;
+//! `LULESH_BENCH=tracking` only those), `LULESH_BENCH=strict` only the strict
 //! ones, `LULESH_BENCH=media` the media lines, `LULESH_BENCH=checkpoint` the checkpoint lines.
 //!
 //! `--escalation-table` prints instead the table of node-level dependency tracking (issue
@@ -188,6 +194,9 @@ fn main() {
     if only.is_empty() || only == "relaxed" {
         lines.extend(relaxed_lines(&args));
     }
+    if only.is_empty() || only == "relaxed" || only == "tracking" {
+        lines.extend(tracking_lines(&args));
+    }
     if only.is_empty() || only == "media" {
         lines.extend(media_lines(&args));
     }
@@ -225,6 +234,68 @@ fn cd_r8(opts: &Options, config: CdConfig) -> containment::CdRunOutput {
 fn same_physics(a: &FinalReport, b: &FinalReport) {
     assert_eq!(a.cycles, b.cycles);
     assert_eq!(fmt_e(a.energy_sum, 17), fmt_e(b.energy_sum, 17));
+}
+
+/// `dependency_tracking_overhead`: the relaxed run with the step's dependency notes kept from
+/// its first instance against the same run with them off, alternating in order.
+fn tracking_lines(args: &BenchArgs) -> Vec<Line> {
+    let size = if args.quick { 5 } else { 15 };
+    let opts = Options {
+        nx: size,
+        quiet: true,
+        ..Options::default()
+    };
+    let case = format!("lulesh_s{size}_r{RANKS}");
+    let step = containment::STEP_CD;
+    let (mut on, mut off) = (Vec::new(), Vec::new());
+    let mut energy = None;
+    for rep in 0..=args.reps.max(1) {
+        let mut t = [0.0; 2];
+        for k in 0..2 {
+            let which = (k + rep) % 2;
+            let out = cd_r8(
+                &opts,
+                relaxed_config(&format!(
+                    "[cd.{step}]\ndependency_tracking = {}\n",
+                    which == 0
+                )),
+            );
+            // Both runs compute the same bits; the tracked one kept notes on every rank.
+            let e = fmt_e(out.report.energy_sum, 17);
+            assert_eq!(energy.get_or_insert_with(|| e.clone()), &e);
+            t[which] = out.report.elapsed;
+        }
+        if !args.json {
+            eprintln!(
+                "tracking rep {rep}{}: on {:.3} s, off {:.3} s",
+                if rep == 0 { " (warm-up)" } else { "" },
+                t[0],
+                t[1]
+            );
+        }
+        if rep > 0 {
+            on.push(t[0]);
+            off.push(t[1]);
+        }
+    }
+    let mut paired: Vec<f64> = on.iter().zip(&off).map(|(a, b)| a / b).collect();
+    vec![
+        Line::new(
+            "dependency_tracking_overhead_paired",
+            &case,
+            median(&mut paired),
+            "x",
+            Better::Lower,
+        ),
+        Line::new(
+            "dependency_tracking_overhead",
+            &case,
+            median(&mut on),
+            "s",
+            Better::Lower,
+        )
+        .baseline(&format!("tracking_off_{case}"), median(&mut off)),
+    ]
 }
 
 fn relaxed_lines(args: &BenchArgs) -> Vec<Line> {

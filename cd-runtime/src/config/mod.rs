@@ -19,6 +19,7 @@
 
 mod checks;
 mod faults;
+mod removed;
 mod settings;
 mod source;
 #[cfg(test)]
@@ -173,7 +174,8 @@ impl CdConfig {
     pub fn parse(text: &str, file: impl AsRef<Path>) -> Result<CdConfig, ConfigError> {
         let file = file.as_ref();
         let src = Source::new(text, file);
-        let raw: ConfigFile = toml::from_str(text).map_err(|e| src.toml_error(text, &e))?;
+        let raw: ConfigFile =
+            toml::from_str(text).map_err(|e| removed::explain(src.toml_error(text, &e)))?;
         let mut places = BTreeMap::new();
         let mut levels = BTreeMap::new();
         for (k, t) in raw.level {

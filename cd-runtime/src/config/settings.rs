@@ -12,7 +12,7 @@ use toml::Spanned;
 use super::faults::ExactFaults;
 use super::values::{
     Bytes, CdKindSetting, Checkpoint, Contain, GroupSize, Interval, LogMedium, Medium, Probability,
-    Retries, Seconds, Threads,
+    Retries, Seconds,
 };
 use crate::checkpoint::format::CheckpointPolicy;
 use crate::error::FaultKinds;
@@ -113,8 +113,10 @@ settings! {
         check_classes: bool = cfg!(debug_assertions), read as Key<bool>;
         /// For a strict CD around relaxed ones: keep node-level read and write lists, so that
         /// an escalation from a relaxed child re-executes only the ranks it can have touched
-        /// (`relaxed/dependencies.rs`); off, it re-executes every rank of the CD.
-        dependency_tracking: bool = false, read as Key<bool>;
+        /// (`relaxed/dependencies.rs`); `Some(false)` re-executes every rank of the CD. Unset
+        /// (`None`), a strict CD tracks from the instance after the first one that held
+        /// relaxed CDs, so strict-only CDs never pay for the hook.
+        dependency_tracking: Option<bool> = None, read as Key<bool>;
         /// How often the CD preserves when run with [`crate::strict_steps`].
         interval: Interval = Interval::Every, read as Key<Interval>;
         /// The mean time between failures this CD contains, in seconds (for
@@ -122,9 +124,6 @@ settings! {
         mtbf_seconds: Option<f64> = None, read as Key<Seconds>;
         /// Members of a checksum group of the xor medium (`xor_group`; at least 2).
         xor_group: Option<usize> = None, read as Key<GroupSize>;
-        /// Threads a re-execution may spread its work over (`restart_threads`; 1: serial
-        /// restart). See [`crate::Cd::restart_pool`].
-        restart_threads: usize = 1, read as Key<Threads>;
         /// The policy of the job's checkpoints to disk, when this is the CD that writes them
         /// (only one `[cd.NAME]` table may set `checkpoint`; `checkpoint/README.md`).
         checkpoint: Option<CheckpointPolicy> = None, read as Key<Checkpoint>;

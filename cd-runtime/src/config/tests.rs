@@ -78,6 +78,16 @@ fn the_example_toml_parses_and_names_every_key() {
     let c = parse(text).unwrap_or_else(|e| panic!("cd.example.toml: {e}"));
     assert_eq!(c.settings("solve", 1).xor_group, Some(4));
     assert_eq!(c.settings("halo", 1).log_medium, LogMedium::Buddy);
+    // Dependency tracking: set in the example's `step`, unset (learned per CD) elsewhere.
+    assert_eq!(c.settings("step", 1).dependency_tracking, Some(true));
+    assert_eq!(c.settings("solve", 1).dependency_tracking, None);
+    assert_eq!(
+        parse("[cd.step]\ndependency_tracking = false\n")
+            .unwrap()
+            .settings("step", 1)
+            .dependency_tracking,
+        Some(false)
+    );
     let mut written = std::collections::HashSet::new();
     keys_in(&toml::from_str(text).unwrap(), &mut written);
     for probe in [

@@ -245,12 +245,6 @@ validated! {
     GroupSize(usize) from i64 = |n| usize::try_from(n).ok().filter(|&k| k >= 2),
         "a checksum group needs at least 2 members (the parity of one member is a copy of it), \
          got {0}";
-    /// Threads of a re-execution (`restart_threads`): 1 to the threads this machine runs.
-    Threads(usize) from i64 = |n| usize::try_from(n)
-            .ok()
-            .filter(|&t| (1..=gasnet_bridge::limits::max_threads()).contains(&t)),
-        "restart_threads must be between 1 (a serial restart) and {max} (the threads this \
-         machine runs), got {0}", max = gasnet_bridge::limits::max_threads();
     /// How many, at least 1 (`checkpoint.every`, `checkpoint.keep`).
     Count(usize) from i64 = |n| usize::try_from(n).ok().filter(|&n| n >= 1),
         "must be at least 1, got {0}";

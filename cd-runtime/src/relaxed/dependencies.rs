@@ -2,7 +2,8 @@
 //! "Escalation and dependency lists"): which ranks an escalation from a
 //! relaxed CD must re-execute.
 //!
-//! While a strict CD with `dependency_tracking = true` runs, each rank notes, from the
+//! While a tracking strict CD runs (`dependency_tracking = true`, or unset: from the
+//! instance after the first one that held relaxed CDs), each rank notes, from the
 //! operations its hook sees, the ranks it read from and the ranks it wrote into
 //! (`Dependencies`). Synchronizations add nothing. When a relaxed child escalates, every
 //! rank of the LCSA gives its notes in one allgather (`Record`); grouped by node they are the
@@ -47,6 +48,9 @@ pub(crate) struct Record {
     pub(crate) writes_to: Vec<usize>,
     pub(crate) unlogged: bool,
     pub(crate) notes_lost: bool,
+    /// This execution kept no notes (tracking unset, and the CD's first instance that held
+    /// relaxed CDs).
+    pub(crate) untracked: bool,
 }
 
 /// Why an escalation re-executes the whole group instead of a limited set.
@@ -58,6 +62,8 @@ pub(crate) enum WholeGroup {
     Unlogged(usize),
     /// A rank lost its notes with its memory.
     NotesLost(usize),
+    /// The execution kept no notes: the first instance of the CD that held relaxed CDs.
+    Untracked,
     /// D is every rank anyway.
     Everyone,
 }
@@ -77,6 +83,12 @@ impl std::fmt::Display for WholeGroup {
                 f,
                 "rank {r} lost its dependency notes with its memory (no replica: log_medium = \
                  \"local\")"
+            ),
+            WholeGroup::Untracked => write!(
+                f,
+                "the first instance of this CD that held relaxed CDs kept no dependency notes \
+                 (tracking starts with the next one; set dependency_tracking = true to track \
+                 from the first)"
             ),
             WholeGroup::Everyone => write!(f, "every rank depends on the failed ones"),
         }
@@ -138,6 +150,9 @@ pub(crate) fn reexecution_set(
     if let Some(r) = records.iter().find(|r| r.failure == Failure::Other) {
         return Err(WholeGroup::OtherFailure(r.rank));
     }
+    if records.iter().any(|r| r.untracked) {
+        return Err(WholeGroup::Untracked);
+    }
     if let Some(r) = records.iter().find(|r| r.unlogged) {
         return Err(WholeGroup::Unlogged(r.rank));
     }
@@ -172,7 +187,7 @@ pub(crate) fn tracking_frame(rt: &CdRuntime) -> Option<std::rc::Rc<Frame>> {
         // No tracking CD runs: spare the logging path the search.
         return None;
     }
-    Some(rt.lcsa()).filter(|f| f.settings.dependency_tracking)
+    Some(rt.lcsa()).filter(|f| f.rx.borrow().tracked)
 }
 
 /// Notes a remote operation in the tracking strict CD's lists (no-op without one).
@@ -194,6 +209,7 @@ mod tests {
             writes_to: writes.to_vec(),
             unlogged: false,
             notes_lost: false,
+            untracked: false,
         }
     }
 

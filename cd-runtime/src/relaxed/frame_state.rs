@@ -69,6 +69,9 @@ pub(crate) struct RelaxedFrame {
     pub(crate) deferred: Vec<usize>,
     /// A relaxed CD ran inside this (strict) CD: deferred frees and logs to clean up.
     pub(crate) had_relaxed: bool,
+    /// This strict CD's current execution keeps dependency notes (its hook installed from
+    /// its begin; `strict.rs` decides).
+    pub(crate) tracked: bool,
     /// For a strict CD with `dependency_tracking`: the ranks this rank read from and wrote
     /// into during the current execution.
     pub(crate) deps: Dependencies,

@@ -41,6 +41,7 @@ use crate::config::LogMedium;
 use crate::error::FaultKinds;
 use crate::frame::{CdKind, Frame};
 use crate::relaxed::dependencies::Dependencies;
+use crate::relaxed::frame_state::RelaxedFrame;
 use crate::relaxed::log_store::LogEntry;
 use crate::runtime::CdRuntime;
 
@@ -65,8 +66,8 @@ pub(crate) fn replicates(frame: &Frame) -> bool {
 }
 
 /// True if the dependency notes of `frame` are kept (a strict CD with tracking).
-fn tracks(frame: &Frame) -> bool {
-    frame.kind == CdKind::Strict && frame.settings.dependency_tracking
+fn tracks(frame: &Frame, rx: &RelaxedFrame) -> bool {
+    frame.kind == CdKind::Strict && rx.tracked
 }
 
 /// The body of `frame` ended (a relaxed CD that [`replicates`]): waits for the rank's acks,
@@ -95,7 +96,7 @@ pub(crate) fn replicate(rt: &CdRuntime, frame: &Frame) {
         let complete = entries.iter().take_while(|e| e.is_complete()).count();
         entries.truncate(complete);
         let own_iwcs = rx.own_iwcs.get(done.iwcs..).unwrap_or_default().to_vec();
-        let deps = (tracks(f)
+        let deps = (tracks(f, &rx)
             && done.deps.as_ref().unwrap_or(&Dependencies::default()) != &rx.deps)
             .then(|| rx.deps.clone());
         if entries.is_empty() && own_iwcs.is_empty() && deps.is_none() {
@@ -201,7 +202,7 @@ pub(crate) fn restore_logs(rt: &CdRuntime) {
                 ));
             }
         }
-        if rx.log_lost.is_some() && tracks(f) {
+        if rx.log_lost.is_some() && tracks(f, &rx) {
             rx.deps.notes_lost = true;
         }
         if rx.log_lost.is_some() || rx.replica.keys.is_empty() {
@@ -226,7 +227,7 @@ pub(crate) fn restore_logs(rt: &CdRuntime) {
                         rx.store.push(e);
                     }
                     rx.own_iwcs = part.own_iwcs;
-                    if tracks(f) {
+                    if tracks(f, &rx) {
                         rx.deps = part.deps.unwrap_or_default();
                     }
                 }
@@ -236,7 +237,7 @@ pub(crate) fn restore_logs(rt: &CdRuntime) {
                         f.name,
                         rt.buddy.buddy_rank()
                     ));
-                    if tracks(f) {
+                    if tracks(f, &rx) {
                         rx.deps.notes_lost = true;
                     }
                 }
@@ -329,12 +330,12 @@ pub(crate) fn cannot_recover_alone(rt: &CdRuntime, frame: &Frame) -> Option<(Str
 /// replica holds is lost for good (`log_lost`); [`restore_logs`] brings back the rest.
 pub(crate) fn wipe(frame: &Frame) {
     let mut rx = frame.rx.borrow_mut();
-    let sent = if tracks(frame) {
+    let sent = if tracks(frame, &rx) {
         rx.replica.deps.clone().unwrap_or_default()
     } else {
         Dependencies::default()
     };
-    let notes_uncovered = tracks(frame) && rx.deps != sent;
+    let notes_uncovered = tracks(frame, &rx) && rx.deps != sent;
     let uncovered = rx.store.len() > rx.replica.entries
         || rx.own_iwcs.len() > rx.replica.iwcs
         || notes_uncovered;
@@ -349,7 +350,7 @@ pub(crate) fn wipe(frame: &Frame) {
     rx.store.clear();
     rx.own_iwcs.clear();
     rx.deps = Dependencies {
-        notes_lost: tracks(frame) && had_notes,
+        notes_lost: tracks(frame, &rx) && had_notes,
         ..Dependencies::default()
     };
 }
