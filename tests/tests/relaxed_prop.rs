@@ -26,10 +26,12 @@
 //!   counter by a get and a put, in any phase: the sum is exact only if the lock excludes
 //!   (the last rank itself only when its relaxed CD preserves the counters, as its own
 //!   adds);
-//! - a phase that signals: each rank `put_signal`s a value of its accumulator into the
-//!   mailbox of the rank `shift` to its right, setting its flag to the number of signaling
-//!   phases so far, then `wait_until`s its own flag reaches that number and folds its mailbox
-//!   in.
+//! - a phase that signals: each rank writes its own mailbox, tells the rank `d` to its left
+//!   by a signal (no data) that it may overwrite it, waits for the same word from the rank
+//!   `d` to its right, `put_signal`s a value of its accumulator into that rank's mailbox
+//!   (setting its flag to the number of signaling phases so far), then `wait_until`s its
+//!   own flag reaches that number and folds its mailbox in: the value it reads is the left
+//!   neighbour's only if the replay orders that put after the local write.
 //!
 //! A rank keeps an accumulator that every read, rpc reply, collective result and allocation
 //! feeds, and that every put's value depends on, so a wrong value anywhere shows.
@@ -66,12 +68,14 @@ use proptest::test_runner::{Config, TestCaseError, TestRunner};
 const K: usize = 3;
 /// Atomic counters after the columns.
 const C: usize = 2;
-/// Words after the counters: the mailbox, its flag, the lock word, the guarded counter.
+/// Words after the counters: the mailbox, its flag, the lock word, the guarded counter, the
+/// flag saying the right neighbour's mailbox may be overwritten.
 const MAILBOX: usize = 0;
 const FLAG: usize = 1;
 const LOCK: usize = 2;
 const LOCKED: usize = 3;
-const EXTRA: usize = 4;
+const READY: usize = 4;
+const EXTRA: usize = 5;
 /// Longest a run may take before it counts as a hang.
 const DEADLINE: Duration = Duration::from_secs(60);
 
@@ -329,7 +333,15 @@ fn run_step(
         }
         if let Some(shift) = ph.signal {
             signals += 1;
-            let to = (me + 1 + shift % (n - 1)) % n;
+            let d = 1 + shift % (n - 1);
+            let (to, from) = ((me + d) % n, (me + n - d) % n);
+            // The mailbox holds this rank's own value until the left neighbour, told by the
+            // signal that follows the local write, overwrites it.
+            let mailbox = arrays[me] + (extra + MAILBOX);
+            mailbox.write_local(mix(st.acc, 9)).unwrap();
+            let ready = arrays[from] + (extra + READY);
+            put_signal::<u64>(&[], ready, ready, Signal::Set(signals)).unwrap();
+            wait_until(arrays[me] + (extra + READY), |v| v >= signals).unwrap();
             let value = mix(st.acc, 7);
             let dst = arrays[to] + (extra + MAILBOX);
             put_signal(&[value], dst, arrays[to] + (extra + FLAG), Signal::Set(signals)).unwrap();
