@@ -18,8 +18,8 @@ use cd_runtime::relaxed::ReplayEvent;
 use common::{config, run};
 use pgas::runtime_hooks::internal;
 use pgas::{
-    AtomicDomain, DistLock, GlobalPtr, Signal, SyncOrder, barrier, put_signal, rank_me, rget,
-    rput, wait_until,
+    AtomicDomain, DistLock, GlobalPtr, Signal, SyncOrder, barrier, put_signal, rank_me, rget, rput,
+    wait_until,
 };
 
 /// The rank that fails and replays.

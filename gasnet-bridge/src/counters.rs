@@ -273,6 +273,29 @@ mod tests {
     }
 
     #[test]
+    fn the_ack_carries_the_epoch_read_before_the_bytes() {
+        let c = WriteCounters::default();
+        c.set_ec(4);
+        let ec = WriteCounting::On.epoch_now(&c);
+        // The target sees the bytes and steps before the writer counts.
+        c.set_ec(5);
+        assert_eq!(
+            WriteCounting::On.count_since(&c, 1, ec),
+            WriteAck { ec: 4, iwc: 1 }
+        );
+        assert_eq!(
+            WriteCounting::On.count_since(&c, 2, 5),
+            WriteAck { ec: 5, iwc: 3 }
+        );
+        assert_eq!(WriteCounting::Off.epoch_now(&c), 0);
+        assert_eq!(
+            WriteCounting::Off.count_since(&c, 1, 0),
+            WriteAck::UNCOUNTED
+        );
+        assert_eq!(c.iwc(), 3);
+    }
+
+    #[test]
     fn a_job_that_does_not_count_leaves_the_counters_alone() {
         let c = WriteCounters::default();
         c.set_ec(3);

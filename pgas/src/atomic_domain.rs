@@ -243,7 +243,13 @@ impl<T: AtomicValue> AtomicDomain<T> {
 
     /// [`compare_exchange`](Self::compare_exchange) as a synchronization ([`SyncOrder`]),
     /// such as taking a lock word (`Acquire`) or handing it over (`Release`).
-    pub fn compare_exchange_sync(&self, p: GlobalPtr<T>, current: T, new: T, order: SyncOrder) -> T {
+    pub fn compare_exchange_sync(
+        &self,
+        p: GlobalPtr<T>,
+        current: T,
+        new: T,
+        order: SyncOrder,
+    ) -> T {
         let op = AtomicOp::CompareExchange {
             current: current.to_bits(),
             new: new.to_bits(),

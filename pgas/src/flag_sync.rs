@@ -34,7 +34,10 @@ pub enum Signal {
 ///
 /// # Errors
 /// [`PgasError::WaitNotOwn`] if `flag` is another rank's.
-pub fn wait_until(flag: GlobalPtr<u64>, mut pred: impl FnMut(u64) -> bool) -> Result<u64, PgasError> {
+pub fn wait_until(
+    flag: GlobalPtr<u64>,
+    mut pred: impl FnMut(u64) -> bool,
+) -> Result<u64, PgasError> {
     flag.check_access("wait_until");
     let me = runtime::rank_me();
     if flag.rank() != me {

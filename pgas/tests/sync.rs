@@ -27,7 +27,12 @@ fn put_signal_data_is_there_when_the_flag_is() {
             let w = words(5);
             barrier();
             let right = (me + 1) % n;
-            let data = [me as u64 * 10 + 1, me as u64 * 10 + 2, me as u64 * 10 + 3, 7];
+            let data = [
+                me as u64 * 10 + 1,
+                me as u64 * 10 + 2,
+                me as u64 * 10 + 3,
+                7,
+            ];
             let e0 = epoch();
             put_signal(&data, w[right], w[right] + 4, Signal::Set(1)).unwrap();
             let e1 = epoch();
@@ -41,7 +46,11 @@ fn put_signal_data_is_there_when_the_flag_is() {
         for (r, (sig, wait, seen, got)) in by_rank(n, &out) {
             let left = ((r + n - 1) % n) as u64;
             assert_eq!((*sig, *wait, *seen), (1, 1, 1), "rank {r}: one step each");
-            assert_eq!(*got, [left * 10 + 1, left * 10 + 2, left * 10 + 3, 7], "rank {r}");
+            assert_eq!(
+                *got,
+                [left * 10 + 1, left * 10 + 2, left * 10 + 3, 7],
+                "rank {r}"
+            );
         }
     }
 }
@@ -99,7 +108,9 @@ fn refusals_name_their_cause() {
                 }
             );
             assert!(matches!(not_held, PgasError::LockNotHeld { rank, home: 1, .. } if *rank == r));
-            assert!(matches!(twice, PgasError::LockHeldByCaller { rank, home: 1, .. } if *rank == r));
+            assert!(
+                matches!(twice, PgasError::LockHeldByCaller { rank, home: 1, .. } if *rank == r)
+            );
             assert!(twice.to_string().contains("not reentrant"), "{twice}");
         }
     }
@@ -140,7 +151,10 @@ fn sync_atomics_step_the_epoch_by_their_order() {
                 assert_eq!(ad.exchange_sync(target, 4, SyncOrder::AcqRel), 9);
             });
             measure(&|| {
-                assert_eq!(ad.compare_exchange_sync(target, 4, 5, SyncOrder::Acquire), 4);
+                assert_eq!(
+                    ad.compare_exchange_sync(target, 4, 5, SyncOrder::Acquire),
+                    4
+                );
             });
             barrier();
             steps

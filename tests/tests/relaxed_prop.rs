@@ -285,11 +285,6 @@ fn run_step(
                         ad.fetch_add_sync(arrays[to % n] + (ctr + slot), v, order);
                     }
                 }
-                Op::Put { .. }
-                | Op::AtomicAdd { .. }
-                | Op::RpcStore { .. }
-                | Op::AddSync { .. }
-                | Op::Locked { .. } => st.acc = mix(st.acc, 2),
                 // The last rank's own update is a local read-modify-write that its replay
                 // repeats: only on state its relaxed CD restores (as its own adds).
                 Op::Locked { v } if case.preserve_counters || me != n - 1 => {
@@ -300,6 +295,11 @@ fn run_step(
                     lock.release().unwrap();
                     st.acc = mix(st.acc, 3);
                 }
+                Op::Put { .. }
+                | Op::AtomicAdd { .. }
+                | Op::RpcStore { .. }
+                | Op::AddSync { .. }
+                | Op::Locked { .. } => st.acc = mix(st.acc, 2),
                 Op::Get { from, slot } => {
                     let from = from % n;
                     let slot = if ph.write {
@@ -344,7 +344,13 @@ fn run_step(
             wait_until(arrays[me] + (extra + READY), |v| v >= signals).unwrap();
             let value = mix(st.acc, 7);
             let dst = arrays[to] + (extra + MAILBOX);
-            put_signal(&[value], dst, arrays[to] + (extra + FLAG), Signal::Set(signals)).unwrap();
+            put_signal(
+                &[value],
+                dst,
+                arrays[to] + (extra + FLAG),
+                Signal::Set(signals),
+            )
+            .unwrap();
             wait_until(arrays[me] + (extra + FLAG), |v| v >= signals).unwrap();
             let got = (arrays[me] + (extra + MAILBOX)).read_local().unwrap();
             st.acc = mix(st.acc, got);
