@@ -12,6 +12,15 @@
 //! `iwc() == n` with `Acquire` sees the bytes of every one of those `n` writes: the IWC counts
 //! writes that have fully landed, never one still in flight.
 //!
+//! A writer that puts the bytes into the target's memory itself (a thread on smp, a process
+//! mapping the target's segment) reads the target's EC for the ack *before* the bytes go in
+//! place ([`WriteCounting::epoch_now`], then [`WriteCounting::count_since`]), with `Acquire`,
+//! so the stores of the bytes stay after that load. The target steps its EC only after it
+//! has seen the bytes (a flag it waits on), with a `Release` store after that load, so the
+//! ack can never name an epoch the target entered after seeing the write: a replay applies
+//! the write no later than the epoch in which the target read it. (Read after the bytes, the
+//! EC could be the next one: the target saw the flag, stepped, and the writer then read.)
+//!
 //! # Counting is a job-wide mode
 //!
 //! The IWC increment is a read-modify-write on the target's counter line, which every writer
@@ -102,6 +111,27 @@ impl WriteCounting {
             WriteCounting::Off => WriteAck::UNCOUNTED,
             WriteCounting::Switched => counters.count_if_switched_on(n),
         }
+    }
+
+    /// The target's EC for the ack of a write about to land, read before its bytes go in
+    /// place (the module note on ordering); 0 in a job that does not count.
+    #[inline]
+    pub fn epoch_now(self, counters: &WriteCounters) -> u64 {
+        match self {
+            WriteCounting::Off => 0,
+            _ => counters.ec(),
+        }
+    }
+
+    /// [`count_n`](Self::count_n) for writes whose bytes are now in place, the ack carrying
+    /// `ec` from [`epoch_now`](Self::epoch_now) before they were written.
+    #[inline]
+    pub fn count_since(self, counters: &WriteCounters, n: u64, ec: u64) -> WriteAck {
+        let ack = self.count_n(counters, n);
+        if ack == WriteAck::UNCOUNTED {
+            return ack;
+        }
+        WriteAck { ec, iwc: ack.iwc }
     }
 
     /// Switches counting of the writes into `counters` (their owner's) on or off in a
@@ -240,6 +270,29 @@ mod tests {
         assert_eq!(c.count_write(), WriteAck { ec: 9, iwc: 2 });
         assert_eq!(c.iwc(), 2);
         assert_eq!(c.ec(), 9);
+    }
+
+    #[test]
+    fn the_ack_carries_the_epoch_read_before_the_bytes() {
+        let c = WriteCounters::default();
+        c.set_ec(4);
+        let ec = WriteCounting::On.epoch_now(&c);
+        // The target sees the bytes and steps before the writer counts.
+        c.set_ec(5);
+        assert_eq!(
+            WriteCounting::On.count_since(&c, 1, ec),
+            WriteAck { ec: 4, iwc: 1 }
+        );
+        assert_eq!(
+            WriteCounting::On.count_since(&c, 2, 5),
+            WriteAck { ec: 5, iwc: 3 }
+        );
+        assert_eq!(WriteCounting::Off.epoch_now(&c), 0);
+        assert_eq!(
+            WriteCounting::Off.count_since(&c, 1, 0),
+            WriteAck::UNCOUNTED
+        );
+        assert_eq!(c.iwc(), 3);
     }
 
     #[test]

@@ -94,12 +94,13 @@ pub(crate) fn scatter_counted(
     if pieces.is_empty() {
         return Ok(WriteAck::default());
     }
+    let ec = counting.epoch_now(counters);
     let mut at = 0;
     for &(offset, len) in pieces {
         segment.write(offset, &src[at..at + len])?;
         at += len;
     }
-    Ok(counting.count_n(counters, pieces.len() as u64))
+    Ok(counting.count_since(counters, pieces.len() as u64, ec))
 }
 
 /// Reads the pieces of `segment` into `dst`, back to back.

@@ -10,7 +10,7 @@ use gasnet_bridge::{AtomicOp, AtomicResult};
 
 use crate::future::Future;
 use crate::global_ptr::GlobalPtr;
-use crate::hook::AtomicAction;
+use crate::hook::{AtomicAction, SyncEvent};
 use crate::pending::{PendingRead, push_read};
 use crate::runtime::{self, Runtime};
 use gasnet_bridge::Awaiting;
@@ -46,6 +46,55 @@ impl AtomicValue for f64 {
     fn from_bits(bits: u64) -> Self {
         f64::from_bits(bits)
     }
+}
+
+/// The synchronization a `*_sync` atomic makes, as C++'s `memory_order` names it; each
+/// side it has steps this rank's epoch counter (EC) once.
+///
+/// Why a separate family of methods with this argument, rather than an ordering on every
+/// atomic: the plain atomics stay what they are (relaxed, futures, many in flight, no EC step,
+/// nothing added to their path), and an atomic the program uses *to synchronize* says so at
+/// the call, where a reader and a resilience runtime both need to see it. The `*_sync` calls
+/// block until the result is back: the acquire step must come after the result and before
+/// anything the program does with it, which a future completed later in progress could not
+/// place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SyncOrder {
+    /// Later accesses of this rank are ordered after the atomic: the EC steps after it
+    /// returns (a flag or lock word read before using what it guards).
+    Acquire,
+    /// Earlier accesses of this rank are ordered before the atomic: the rank's operations in
+    /// flight complete, then the EC steps, then the atomic leaves (a flag set after the data
+    /// it announces).
+    Release,
+    /// Both: the EC steps before and after.
+    AcqRel,
+}
+
+impl SyncOrder {
+    fn releases(self) -> bool {
+        matches!(self, SyncOrder::Release | SyncOrder::AcqRel)
+    }
+    fn acquires(self) -> bool {
+        matches!(self, SyncOrder::Acquire | SyncOrder::AcqRel)
+    }
+}
+
+/// Runs `op` on `p` as a synchronization with ordering `order` (see [`SyncOrder`]).
+fn synchronizing<T: AtomicValue, V: 'static>(
+    p: GlobalPtr<T>,
+    op: AtomicOp,
+    order: SyncOrder,
+    value: fn(u64) -> V,
+) -> V {
+    if order.releases() {
+        runtime::with(|rt| rt.sync(SyncEvent::AtomicRelease));
+    }
+    let v = start(p, op, value).wait();
+    if order.acquires() {
+        runtime::with(|rt| rt.sync(SyncEvent::AtomicAcquire));
+    }
+    v
 }
 
 /// Atomic operations on `T` values in any rank's segment.
@@ -175,6 +224,39 @@ impl<T: AtomicValue> AtomicDomain<T> {
         start(p, op, T::from_bits)
     }
 
+    /// Reads the value as a synchronization ([`SyncOrder`]): with `Acquire`, what the
+    /// program does after depends on what it read.
+    pub fn load_sync(&self, p: GlobalPtr<T>, order: SyncOrder) -> T {
+        synchronizing(p, AtomicOp::Load, order, T::from_bits)
+    }
+
+    /// Writes `v` as a synchronization ([`SyncOrder`]): with `Release`, a flag set after
+    /// the accesses it announces.
+    pub fn store_sync(&self, p: GlobalPtr<T>, v: T, order: SyncOrder) {
+        synchronizing(p, AtomicOp::Store(v.to_bits()), order, |_| ())
+    }
+
+    /// Writes `v` and returns the previous value, as a synchronization ([`SyncOrder`]).
+    pub fn exchange_sync(&self, p: GlobalPtr<T>, v: T, order: SyncOrder) -> T {
+        synchronizing(p, AtomicOp::Swap(v.to_bits()), order, T::from_bits)
+    }
+
+    /// [`compare_exchange`](Self::compare_exchange) as a synchronization ([`SyncOrder`]),
+    /// such as taking a lock word (`Acquire`) or handing it over (`Release`).
+    pub fn compare_exchange_sync(
+        &self,
+        p: GlobalPtr<T>,
+        current: T,
+        new: T,
+        order: SyncOrder,
+    ) -> T {
+        let op = AtomicOp::CompareExchange {
+            current: current.to_bits(),
+            new: new.to_bits(),
+        };
+        synchronizing(p, op, order, T::from_bits)
+    }
+
     /// Applies `f` to the value with a compare-exchange loop; returns the previous value.
     fn update(&self, p: GlobalPtr<T>, f: impl Fn(T) -> T) -> T {
         let mut current = T::from_bits(run(p, AtomicOp::Load));
@@ -196,6 +278,11 @@ macro_rules! integer_ops {
             #[inline]
             pub fn fetch_add(&self, p: GlobalPtr<$t>, v: $t) -> Future<$t> {
                 start(p, AtomicOp::FetchAdd(v.to_bits()), <$t>::from_bits)
+            }
+            /// Adds `v` (wrapping) and returns the previous value, as a synchronization
+            /// ([`SyncOrder`]): a counter others wait on (`Release`), a ticket (`Acquire`).
+            pub fn fetch_add_sync(&self, p: GlobalPtr<$t>, v: $t, order: SyncOrder) -> $t {
+                synchronizing(p, AtomicOp::FetchAdd(v.to_bits()), order, <$t>::from_bits)
             }
             /// Adds `v` (wrapping).
             pub fn add(&self, p: GlobalPtr<$t>, v: $t) -> Future<()> {

@@ -79,6 +79,42 @@ pub enum PgasError {
     /// A team argument is out of range.
     #[error("{0}")]
     Team(String),
+    /// `wait_until` on a word of another rank: a flag is waited on where it lives.
+    #[error(
+        "wait_until on rank {rank}'s memory from rank {me}: a rank waits only on a flag in its \
+         own segment (others set it by put or atomic); to watch another rank's word, poll it \
+         with AtomicDomain::load_sync"
+    )]
+    WaitNotOwn { rank: usize, me: usize },
+    /// `put_signal` whose data and flag live on different ranks.
+    #[error(
+        "put_signal with data on rank {data_rank} and its flag on rank {flag_rank}: the flag \
+         must be on the rank the data goes to, so that it is set only after the data landed \
+         there"
+    )]
+    SignalRanks { data_rank: usize, flag_rank: usize },
+    /// `DistLock::acquire` by the rank that already holds the lock (it would wait for itself).
+    #[error(
+        "rank {rank} acquires the lock at rank {home}, offset {offset} that it already holds: \
+         release it first (the lock is not reentrant)"
+    )]
+    LockHeldByCaller {
+        rank: usize,
+        home: usize,
+        offset: usize,
+    },
+    /// `DistLock::release` by a rank that does not hold the lock.
+    #[error(
+        "rank {rank} releases the lock at rank {home}, offset {offset}, which {holder}: \
+         release only a lock this rank acquired"
+    )]
+    LockNotHeld {
+        rank: usize,
+        home: usize,
+        offset: usize,
+        /// Who holds it, in words ("is free", "rank 3 holds").
+        holder: String,
+    },
 }
 
 /// Why [`rerun_rpc`](crate::runtime_hooks::rerun_rpc) could not produce the function's result.

@@ -21,6 +21,7 @@
 //! | `DistObject::fetch` of another rank's instance | `before_fetch`, `after_fetch` |
 //! | `barrier`, `barrier_on`, `barrier_async`, `broadcast`, `reduce_one`, `reduce_all`, `reduce_all_u64`, `allgather`, `Team::split` | `before_collective`, `after_collective`, and `on_sync` for its EC steps |
 //! | `fence` | `on_sync` |
+//! | the `*_sync` atomics of [`AtomicDomain`](crate::AtomicDomain), [`wait_until`](crate::wait_until), [`put_signal`](crate::put_signal), [`DistLock`](crate::DistLock) acquire and release | `on_sync` (and the atomics and put they are made of, as above) |
 //! | `new_`, `new_array`; `delete_` | `before_alloc`, `after_alloc`; `before_free` |
 //!
 //! **Collectives** are seen as a whole, not as the messages they are built from: a replaying rank
@@ -150,6 +151,20 @@ pub enum SyncEvent {
     Collective,
     /// A fence or flush (EC + 1).
     Fence,
+    /// Before a synchronizing atomic with release semantics leaves (EC + 1): writes into
+    /// this rank that the atomic lets others make land in a later epoch than this rank's
+    /// accesses before it.
+    AtomicRelease,
+    /// After a synchronizing atomic with acquire semantics returned (EC + 1).
+    AtomicAcquire,
+    /// After [`wait_until`](crate::wait_until) saw its flag hold (EC + 1).
+    FlagWait,
+    /// Before [`put_signal`](crate::put_signal) puts its data and updates its flag (EC + 1).
+    Signal,
+    /// After a [`DistLock`](crate::DistLock) was acquired (EC + 1).
+    LockAcquire,
+    /// Before a [`DistLock`](crate::DistLock) is released (EC + 1).
+    LockRelease,
 }
 
 /// What to do with a put.

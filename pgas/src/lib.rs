@@ -144,7 +144,9 @@ pub mod atomic_domain;
 pub mod collectives;
 pub mod dist_object;
 mod dist_registry;
+pub mod flag_sync;
 pub mod global_ptr;
+pub mod lock;
 pub mod rma;
 pub mod rpc;
 pub mod strided;
@@ -156,7 +158,7 @@ mod resilience;
 mod launch;
 
 pub use alloc::{delete_, new_, new_array, shared_bytes_in_use};
-pub use atomic_domain::{AtomicDomain, AtomicValue};
+pub use atomic_domain::{AtomicDomain, AtomicValue, SyncOrder};
 pub use collectives::{
     allgather, allgather_on, barrier, barrier_async, barrier_async_on, barrier_on, broadcast,
     broadcast_on, ops, reduce_all, reduce_all_on, reduce_all_u64, reduce_all_u64_on, reduce_one,
@@ -164,9 +166,11 @@ pub use collectives::{
 };
 pub use dist_object::DistObject;
 pub use error::PgasError;
+pub use flag_sync::{Signal, put_signal, wait_until};
 pub use future::{Future, when_all};
 pub use global_ptr::GlobalPtr;
 pub use launch::{launch, launch_from_env};
+pub use lock::DistLock;
 pub use mix::mix64;
 pub use promise::Promise;
 pub use rank_results::RankResults;

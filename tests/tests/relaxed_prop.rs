@@ -1,11 +1,15 @@
-//! Property: random programs of puts, gets, atomics, rpcs, barriers and allocations on 2-8
-//! ranks, with random relaxed failures, equal the fault-free run or end in an error.
+//! Property: random programs of puts, gets, atomics, rpcs, barriers, allocations and
+//! point-to-point synchronizations (a lock, synchronizing atomics, signaling puts and flag
+//! waits) on 2-8 ranks, with random relaxed failures, equal the fault-free run or end in an
+//! error.
 //!
 //! The program language: a program is a list of steps; a step is a list of phases; a phase
 //! gives every rank its own list of operations and ends with a collective every rank takes
-//! part in (a barrier or an all-reduce). Each rank owns one array in its segment: a column
-//! of `K` data slots per writer rank, then `C` atomic counters. The programs are race free
-//! by construction, so they have one defined answer:
+//! part in (a barrier or an all-reduce), before which it may hand a value to a neighbour by
+//! a signaling put. Each rank owns one array in its segment: a column of `K` data slots per
+//! writer rank, then `C` atomic counters, then the mailbox and flag of the signaling puts,
+//! then a lock word and the counter that lock guards (used on the last rank). The programs
+//! are race free by construction, so they have one defined answer:
 //!
 //! - phases are *write* or *read* phases, alike on all ranks;
 //! - in a write phase a rank puts only into its own column of any rank's array, adds into
@@ -15,7 +19,19 @@
 //!   write phase, store into the sender's column of the target's array and reply with the
 //!   word they replaced (a put made by the target's rpc function);
 //! - allocations are private to the rank: written and read locally, freed in a later op or
-//!   step.
+//!   step;
+//! - a synchronizing add (`fetch_add_sync`, any ordering) is an add of a write phase whose
+//!   fetched value is not used (it depends on the order of the ranks);
+//! - under the lock (`DistLock`, its word on the last rank) a rank adds to the guarded
+//!   counter by a get and a put, in any phase: the sum is exact only if the lock excludes
+//!   (the last rank itself only when its relaxed CD preserves the counters, as its own
+//!   adds);
+//! - a phase that signals: each rank writes its own mailbox, tells the rank `d` to its left
+//!   by a signal (no data) that it may overwrite it, waits for the same word from the rank
+//!   `d` to its right, `put_signal`s a value of its accumulator into that rank's mailbox
+//!   (setting its flag to the number of signaling phases so far), then `wait_until`s its
+//!   own flag reaches that number and folds its mailbox in: the value it reads is the left
+//!   neighbour's only if the replay orders that put after the local write.
 //!
 //! A rank keeps an accumulator that every read, rpc reply, collective result and allocation
 //! feeds, and that every put's value depends on, so a wrong value anywhere shows.
@@ -28,7 +44,8 @@
 //!
 //! Verdict: every rank's array, accumulator and live allocations equal the run without CDs
 //! bit for bit, or every rank ends with the same `CdError` whose cause is one of the
-//! accepted ones: an incoming combining write outside the preserved regions, or retries
+//! accepted ones: an incoming combining write outside the preserved regions (also the lock's
+//! compare-exchanges into the last rank when only the data columns are preserved), or retries
 //! exhausted under a random soft-error rate (incoming rpc requests are replayed: their
 //! functions touch only the target's preserved array). A
 //! wrong answer, another error, a panic or a hang (a deadline per run) fails the property.
@@ -40,7 +57,10 @@ use std::time::Duration;
 use cd_runtime as cd;
 use cd_runtime::{CdConfig, CdError};
 use gasnet_bridge::LaunchConfig;
-use pgas::{AtomicDomain, GlobalPtr, RpcFn, RpcTable, barrier, mix64, rank_me, rget, rput};
+use pgas::{
+    AtomicDomain, DistLock, GlobalPtr, RpcFn, RpcTable, Signal, SyncOrder, barrier, mix64,
+    put_signal, rank_me, rget, rput, wait_until,
+};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 
@@ -48,6 +68,14 @@ use proptest::test_runner::{Config, TestCaseError, TestRunner};
 const K: usize = 3;
 /// Atomic counters after the columns.
 const C: usize = 2;
+/// Words after the counters: the mailbox, its flag, the lock word, the guarded counter, the
+/// flag saying the right neighbour's mailbox may be overwritten.
+const MAILBOX: usize = 0;
+const FLAG: usize = 1;
+const LOCK: usize = 2;
+const LOCKED: usize = 3;
+const READY: usize = 4;
+const EXTRA: usize = 5;
 /// Longest a run may take before it counts as a hang.
 const DEADLINE: Duration = Duration::from_secs(60);
 
@@ -67,6 +95,15 @@ enum Op {
     Alloc { len: usize, v: u64 },
     /// Frees live allocation `idx % live`, folding its words in first.
     Free { idx: usize },
+    /// Write phase, a `fetch_add_sync` into counter `slot` of `to` (result unused).
+    AddSync {
+        to: usize,
+        slot: usize,
+        v: u64,
+        order: SyncOrder,
+    },
+    /// Under the lock: adds `v` to the guarded counter by a get and a put.
+    Locked { v: u64 },
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -80,6 +117,9 @@ struct Phase {
     write: bool,
     /// Per rank (only the first `ranks` are used).
     ops: Vec<Vec<Op>>,
+    /// Before the collective: every rank signals the rank this far to its right
+    /// (`1 + shift % (ranks - 1)`).
+    signal: Option<usize>,
     then: Sync,
 }
 
@@ -105,6 +145,18 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0..8usize, 0..K, any::<u64>()).prop_map(|(to, slot, v)| Op::RpcStore { to, slot, v }),
         1 => (1..4usize, any::<u64>()).prop_map(|(len, v)| Op::Alloc { len, v }),
         1 => (0..4usize).prop_map(|idx| Op::Free { idx }),
+        1 => (
+            0..8usize,
+            0..C,
+            1..100u64,
+            prop_oneof![
+                Just(SyncOrder::Acquire),
+                Just(SyncOrder::Release),
+                Just(SyncOrder::AcqRel)
+            ]
+        )
+            .prop_map(|(to, slot, v, order)| Op::AddSync { to, slot, v, order }),
+        1 => (1..100u64).prop_map(|v| Op::Locked { v }),
     ]
 }
 
@@ -112,9 +164,15 @@ fn phase(ranks: usize) -> impl Strategy<Value = Phase> {
     (
         prop::bool::weighted(0.6),
         prop::collection::vec(prop::collection::vec(op(), 0..5), ranks),
+        prop::option::weighted(0.3, 0..8usize),
         prop_oneof![3 => Just(Sync::Barrier), 1 => Just(Sync::AllReduce)],
     )
-        .prop_map(|(write, ops, then)| Phase { write, ops, then })
+        .prop_map(|(write, ops, signal, then)| Phase {
+            write,
+            ops,
+            signal,
+            then,
+        })
 }
 
 fn case() -> impl Strategy<Value = Case> {
@@ -183,17 +241,20 @@ fn words(p: GlobalPtr<u64>, len: usize) -> Vec<u64> {
     w
 }
 
-/// One step's phases on this rank, from `st`.
+/// One step's phases on this rank, from `st`; `signals` signaling phases came before.
 fn run_step(
     case: &Case,
     step: &[Phase],
     arrays: &[GlobalPtr<u64>],
     f: Fns,
     mut st: State,
+    mut signals: u64,
 ) -> State {
     let (me, n) = (rank_me(), case.ranks);
     let ad = AtomicDomain::<u64>::new();
     let ctr = n * K;
+    let extra = ctr + C;
+    let lock = DistLock::from_word(arrays[n - 1] + (extra + LOCK));
     // No write of this step lands in a rank before it preserved its array (its snapshot would
     // hold the write that its recovery then replays: an add applied twice) or while it still
     // recovers the previous step.
@@ -219,9 +280,26 @@ fn run_step(
                         pgas::rpc(to, f.store, (arrays[to] + (me * K + slot), st.acc ^ v)).wait();
                     st.acc = mix(st.acc, old);
                 }
-                Op::Put { .. } | Op::AtomicAdd { .. } | Op::RpcStore { .. } => {
-                    st.acc = mix(st.acc, 2)
+                Op::AddSync { to, slot, v, order } if ph.write => {
+                    if case.preserve_counters || to % n != me {
+                        ad.fetch_add_sync(arrays[to % n] + (ctr + slot), v, order);
+                    }
                 }
+                // The last rank's own update is a local read-modify-write that its replay
+                // repeats: only on state its relaxed CD restores (as its own adds).
+                Op::Locked { v } if case.preserve_counters || me != n - 1 => {
+                    let at = arrays[n - 1] + (extra + LOCKED);
+                    lock.acquire().unwrap();
+                    let x = rget(at).wait();
+                    rput(x + v, at).wait();
+                    lock.release().unwrap();
+                    st.acc = mix(st.acc, 3);
+                }
+                Op::Put { .. }
+                | Op::AtomicAdd { .. }
+                | Op::RpcStore { .. }
+                | Op::AddSync { .. }
+                | Op::Locked { .. } => st.acc = mix(st.acc, 2),
                 Op::Get { from, slot } => {
                     let from = from % n;
                     let slot = if ph.write {
@@ -253,6 +331,30 @@ fn run_step(
                 }
             }
         }
+        if let Some(shift) = ph.signal {
+            signals += 1;
+            let d = 1 + shift % (n - 1);
+            let (to, from) = ((me + d) % n, (me + n - d) % n);
+            // The mailbox holds this rank's own value until the left neighbour, told by the
+            // signal that follows the local write, overwrites it.
+            let mailbox = arrays[me] + (extra + MAILBOX);
+            mailbox.write_local(mix(st.acc, 9)).unwrap();
+            let ready = arrays[from] + (extra + READY);
+            put_signal::<u64>(&[], ready, ready, Signal::Set(signals)).unwrap();
+            wait_until(arrays[me] + (extra + READY), |v| v >= signals).unwrap();
+            let value = mix(st.acc, 7);
+            let dst = arrays[to] + (extra + MAILBOX);
+            put_signal(
+                &[value],
+                dst,
+                arrays[to] + (extra + FLAG),
+                Signal::Set(signals),
+            )
+            .unwrap();
+            wait_until(arrays[me] + (extra + FLAG), |v| v >= signals).unwrap();
+            let got = (arrays[me] + (extra + MAILBOX)).read_local().unwrap();
+            st.acc = mix(st.acc, got);
+        }
         match ph.then {
             Sync::Barrier => barrier(),
             Sync::AllReduce => {
@@ -264,18 +366,38 @@ fn run_step(
     st
 }
 
+/// The signaling phases of the steps before step `at` (a step's re-execution starts its
+/// flags from there: they are in the preserved array).
+fn signals_before(case: &Case, at: usize) -> u64 {
+    case.steps[..at]
+        .iter()
+        .flatten()
+        .filter(|ph| ph.signal.is_some())
+        .count() as u64
+}
+
 fn program(case: &Case, f: Fns, cds: bool) -> Result<Out, CdError> {
     let me = rank_me();
-    let len = case.ranks * K + C;
+    let len = case.ranks * K + C + EXTRA;
     let mine = pgas::new_array::<u64>(len).unwrap();
-    let init: Vec<u64> = (0..len as u64).map(|i| mix(me as u64, i)).collect();
+    // The mailbox, flag, lock word and guarded counter start at 0 (a free lock).
+    let init: Vec<u64> = (0..len)
+        .map(|i| {
+            if i < case.ranks * K + C {
+                mix(me as u64, i as u64)
+            } else {
+                0
+            }
+        })
+        .collect();
     mine.write_local_slice(&init).unwrap();
     let arrays = pgas::allgather(mine).wait();
     let mut st = State {
         acc: me as u64,
         live: Vec::new(),
     };
-    for step in &case.steps {
+    for (at, step) in case.steps.iter().enumerate() {
+        let signals = signals_before(case, at);
         st = if cds {
             cd::strict("step", |c| {
                 c.preserve_global("array", mine, len);
@@ -287,11 +409,11 @@ fn program(case: &Case, f: Fns, cds: bool) -> Result<Out, CdError> {
                         case.ranks * K
                     };
                     r.preserve_global("array", mine, covered);
-                    Ok(run_step(case, step, &arrays, f, from.clone()))
+                    Ok(run_step(case, step, &arrays, f, from.clone(), signals))
                 })
             })?
         } else {
-            run_step(case, step, &arrays, f, st)
+            run_step(case, step, &arrays, f, st, signals)
         };
     }
     barrier();

@@ -57,8 +57,9 @@ impl Mapped {
     #[inline]
     pub(super) fn atomic(&self, offset: usize, op: AtomicOp) -> Result<AtomicResult, BridgeError> {
         let word = self.segment.atomic_u64(offset)?;
+        let ec = self.counting.epoch_now(self.counters());
         let (previous, wrote) = op.apply(word);
-        let ack = wrote.then(|| self.count_write());
+        let ack = wrote.then(|| self.counting.count_since(self.counters(), 1, ec));
         Ok(AtomicResult { previous, ack })
     }
 
@@ -66,8 +67,9 @@ impl Mapped {
     /// memory, as on smp.
     #[inline]
     pub(super) fn write_counted(&self, offset: usize, src: &[u8]) -> Result<WriteAck, BridgeError> {
+        let ec = self.counting.epoch_now(self.counters());
         self.segment.write(offset, src)?;
-        Ok(self.count_write())
+        Ok(self.counting.count_since(self.counters(), 1, ec))
     }
 }
 

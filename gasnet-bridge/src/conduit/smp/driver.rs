@@ -78,8 +78,10 @@ impl SmpDriver {
         offset: usize,
         src: &[u8],
     ) -> Result<WriteAck, BridgeError> {
-        self.world.segment(rank)?.write(offset, src)?;
-        Ok(self.world.count_write(rank))
+        let segment = self.world.segment(rank)?;
+        let ec = self.world.epoch_now(rank);
+        segment.write(offset, src)?;
+        Ok(self.world.count_write_since(rank, ec))
     }
 
     #[inline]
@@ -145,8 +147,9 @@ impl SmpDriver {
         op: AtomicOp,
     ) -> Result<AtomicResult, BridgeError> {
         let word = self.world.segment(rank)?.atomic_u64(offset)?;
+        let ec = self.world.epoch_now(rank);
         let (previous, wrote) = op.apply(word);
-        let ack = wrote.then(|| self.world.count_write(rank));
+        let ack = wrote.then(|| self.world.count_write_since(rank, ec));
         Ok(AtomicResult { previous, ack })
     }
 
@@ -181,8 +184,9 @@ impl SmpDriver {
         payload: &[u8],
         offset: usize,
     ) -> Result<WriteAck, BridgeError> {
+        let ec = self.world.epoch_now(target);
         self.world.segments[target].write(offset, payload)?;
-        let ack = self.world.count_write(target);
+        let ack = self.world.count_write_since(target, ec);
         let body = Outgoing::Long {
             offset,
             len: payload.len(),

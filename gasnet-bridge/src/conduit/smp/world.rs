@@ -82,10 +82,17 @@ impl SmpWorld {
             .switch(&self.counters[rank], on, Scope::Process);
     }
 
-    /// Counts a write that landed in `rank`'s segment, if the job counts writes.
+    /// `rank`'s EC for the ack of a write about to land there (read before its bytes).
     #[inline]
-    pub(crate) fn count_write(&self, rank: usize) -> WriteAck {
-        self.write_counting.count(&self.counters[rank])
+    pub(crate) fn epoch_now(&self, rank: usize) -> u64 {
+        self.write_counting.epoch_now(&self.counters[rank])
+    }
+
+    /// Counts a write that landed in `rank`'s segment, its ack carrying `ec` from
+    /// [`World::epoch_now`] before the bytes.
+    #[inline]
+    pub(crate) fn count_write_since(&self, rank: usize, ec: u64) -> WriteAck {
+        self.write_counting.count_since(&self.counters[rank], 1, ec)
     }
 
     /// Number of ranks.
