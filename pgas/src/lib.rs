@@ -145,6 +145,8 @@ pub mod collectives;
 pub mod dist_object;
 mod dist_registry;
 pub mod global_ptr;
+mod program_agreement;
+pub mod remote_registry;
 pub mod rma;
 pub mod rpc;
 pub mod strided;
@@ -168,12 +170,14 @@ pub use future::{Future, when_all};
 pub use global_ptr::GlobalPtr;
 pub use launch::{launch, launch_from_env};
 pub use mix::mix64;
+pub use pgas_macros::remote;
 pub use promise::Promise;
 pub use rank_results::RankResults;
+pub use remote_registry::{Remote, Reply};
 pub use rma::{
     Completions, CxFutures, rget, rget_into, rget_slice, rget_with, rput, rput_slice, rput_with,
 };
-pub use rpc::{RpcFn, RpcTable, rpc, rpc_ff};
+pub use rpc::{RpcFn, RpcTable, RpcTarget, rpc, rpc_ff};
 pub use runtime::{epoch, fence, in_launch, node_of, poll_until, progress, rank_me, rank_n, stop};
 pub use strided::{
     rget_irregular, rget_regular, rget_strided, rput_irregular, rput_regular, rput_strided,
@@ -205,6 +209,12 @@ pub mod runtime_hooks {
 pub mod testing {
     pub use crate::runtime::bench_endpoint;
     pub use crate::strided::{rget_strided_run_by_run, rput_strided_run_by_run};
+}
+
+/// What the code `#[pgas::remote]` writes names; not for programs.
+#[doc(hidden)]
+pub mod __private {
+    pub use linkme;
 }
 
 /// Re-exported so users can derive `Pod` for their own types.
