@@ -29,6 +29,8 @@ use syn::{Error, FnArg, ItemFn, ReturnType, Type};
 /// may start communication but not wait.
 ///
 /// Refused: generic, `async`, `const`, `unsafe` or `extern` functions, and methods (`self`).
+/// Being a constant, the name cannot be rebound by a `let` where it is in scope (`let add =
+/// ...` is a pattern against the constant, a compile error): name the binding otherwise.
 #[proc_macro_attribute]
 pub fn remote(attr: TokenStream, item: TokenStream) -> TokenStream {
     let attr = TokenStream2::from(attr);
