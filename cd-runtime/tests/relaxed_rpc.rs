@@ -15,9 +15,7 @@ use cd_runtime::relaxed::{RecoveryTrace, ReplayEvent};
 use cd_runtime::{CdConfig, CdError, CdOutcome};
 use common::{config, job};
 use pgas::runtime_hooks::internal;
-use pgas::{
-    GlobalPtr, RpcFn, RpcTable, RpcTarget, barrier, rank_me, rank_n, rpc, rpc_ff, rput,
-};
+use pgas::{GlobalPtr, RpcFn, RpcTable, RpcTarget, barrier, rank_me, rank_n, rpc, rpc_ff, rput};
 
 /// Words of a rank's inbox: the increments' word, the halo, the halo's arrival flag.
 const INBOX: usize = 2 + HALO;
@@ -49,7 +47,10 @@ fn halo_into((inbox, halo, flag): HaloArgs) {
     (inbox + 1 + HALO).write_local(flag).unwrap();
 }
 
-fn rpcs() -> (RpcTable, Rpcs<RpcFn<AddArgs, u64>, RpcFn<HaloArgs, ()>>) {
+/// The ring's functions from a table.
+type TableRpcs = Rpcs<RpcFn<AddArgs, u64>, RpcFn<HaloArgs, ()>>;
+
+fn rpcs() -> (RpcTable, TableRpcs) {
     let mut t = RpcTable::new();
     let add = t.register("ring.add", add_into);
     let halo = t.register("ring.halo", halo_into);

@@ -30,20 +30,42 @@
 //!
 //! # Remote procedure calls
 //!
-//! A function registered in an [`RpcTable`] before the job runs on the rank named in
-//! [`rpc()`]; its result comes back as a future ([`rpc_ff`] sends without a reply):
+//! A `#[pgas::remote]` function runs on the rank named in [`rpc()`]; its result comes back as
+//! a future ([`rpc_ff`] sends without a reply). It is registered at link time, so nothing is
+//! set up before [`launch`] (the arguments travel as one value, a tuple for several):
+//!
+//! ```
+//! use pgas::{LaunchConfig, RpcTable, launch, rank_me, rank_n};
+//!
+//! #[pgas::remote]
+//! fn scaled(x: u64, by: u64) -> u64 {
+//!     x * by + rank_me() as u64 // runs on the target: its rank
+//! }
+//!
+//! let out = launch(&LaunchConfig::new(3).segment_bytes(1 << 20), RpcTable::new(), || {
+//!     let right = (rank_me() + 1) % rank_n();
+//!     let there = pgas::rpc(right, scaled, (10, 100)).wait();
+//!     let here = scaled(10, 100); // still an ordinary function, run here
+//!     (there, here)
+//! })
+//! .unwrap();
+//! assert_eq!(out, vec![(1001, 1000), (1002, 1001), (1000, 1002)]);
+//! ```
+//!
+//! A function can also be registered by name in an [`RpcTable`], for one that captures state:
 //!
 //! ```
 //! use pgas::{launch, rank_me, rank_n, LaunchConfig, RpcTable};
 //!
 //! let mut rpcs = RpcTable::new();
-//! let square = rpcs.register("square", |x: u64| x * x);
+//! let offset = 100;
+//! let shifted = rpcs.register("shifted", move |x: u64| x + offset);
 //! let out = launch(&LaunchConfig::new(3).segment_bytes(1 << 20), rpcs, move || {
 //!     let right = (rank_me() + 1) % rank_n();
-//!     pgas::rpc(right, square, right as u64).wait()
+//!     pgas::rpc(right, shifted, right as u64).wait()
 //! })
 //! .unwrap();
-//! assert_eq!(out, vec![1, 4, 0]);
+//! assert_eq!(out, vec![101, 102, 100]);
 //! ```
 //!
 //! # Remote atomics

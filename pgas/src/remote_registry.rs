@@ -1,5 +1,5 @@
 //! The functions of `#[pgas::remote]`, registered at link time: each one is an entry of one
-//! linker section ([`REMOTES`], a `linkme` distributed slice), so a program needs no table
+//! linker section (`REMOTES`, a `linkme` distributed slice), so a program needs no table
 //! and no registration code, and an rpc names its function by the entry's position in it.
 //!
 //! The position is only meaningful between processes running the same binary (the linker
@@ -89,7 +89,7 @@ impl RemoteEntry {
         }
     }
 
-    /// Its position in [`REMOTES`], the number an rpc sends.
+    /// Its position in `REMOTES`, the number an rpc sends.
     pub(crate) fn index(&'static self) -> usize {
         let base = REMOTES.as_ptr() as usize;
         let i = (self as *const RemoteEntry as usize).wrapping_sub(base) / size_of::<Self>();

@@ -322,7 +322,7 @@ fn prepare<F: RpcTarget>(
     let (number, hash) = f.number();
     let call = RpcCall {
         rank,
-        name: function_at(&rt.state::<Arc<RpcTable>>(), number).map_or("?", |f| f.name()),
+        name: function_at(rt.state::<Arc<RpcTable>>(), number).map_or("?", |f| f.name()),
         fire_and_forget,
     };
     (encode("rpc arguments", args), call, [number, hash])
@@ -424,7 +424,7 @@ pub(crate) fn run_request(
     };
     let rpcs = rt.state::<Arc<RpcTable>>();
     let dist = rt.state::<DistRegistry>();
-    let entry = function_at(&rpcs, index)
+    let entry = function_at(rpcs, index)
         .filter(|e| e.hash() == hash)
         .unwrap_or_else(|| {
             let (what, number) = match index & REMOTE {
@@ -528,7 +528,7 @@ fn with_serving<R>(rt: &Runtime, serving: Option<ServedRequest>, f: impl FnOnce(
 pub(crate) fn rerun(rt: &Runtime, name: &str, args: &[u8]) -> Result<Vec<u8>, RerunError> {
     let dist = rt.state::<DistRegistry>();
     let table = rt.state::<Arc<RpcTable>>();
-    let entry = function_named(&table, name).ok_or_else(|| RerunError::Unknown {
+    let entry = function_named(table, name).ok_or_else(|| RerunError::Unknown {
         name: name.to_string(),
     })?;
     dist.clear_missing();
