@@ -2,7 +2,8 @@
 //! by rpc into each neighbour's preserved inbox, with a soft error on every rank at every step,
 //! equals the fault-free run bit for bit with one rank re-executing and each incoming rpc
 //! replayed once in IWC order; a function whose result differs in the replay, and one that
-//! communicates, make the recovery escalate instead of giving a wrong answer.
+//! communicates, make the recovery escalate instead of giving a wrong answer. The ring runs
+//! with `#[pgas::remote]` functions too: replayed by their paths, the same answer.
 
 mod common;
 
@@ -14,7 +15,7 @@ use cd_runtime::relaxed::{RecoveryTrace, ReplayEvent};
 use cd_runtime::{CdConfig, CdError, CdOutcome};
 use common::{config, job};
 use pgas::runtime_hooks::internal;
-use pgas::{GlobalPtr, RpcFn, RpcTable, barrier, rank_me, rank_n, rpc, rpc_ff, rput};
+use pgas::{GlobalPtr, RpcFn, RpcTable, RpcTarget, barrier, rank_me, rank_n, rpc, rpc_ff, rput};
 
 /// Words of a rank's inbox: the increments' word, the halo, the halo's arrival flag.
 const INBOX: usize = 2 + HALO;
@@ -26,25 +27,44 @@ type AddArgs = (GlobalPtr<u64>, u64);
 /// (the target's inbox, halo, flag): replaces the halo, then raises the flag.
 type HaloArgs = (GlobalPtr<u64>, Vec<u64>, u64);
 
+/// The ring's two functions: from a table, or `#[pgas::remote]` ones.
 #[derive(Clone, Copy)]
-struct Rpcs {
-    add: RpcFn<AddArgs, u64>,
-    halo: RpcFn<HaloArgs, ()>,
+struct Rpcs<A, H> {
+    add: A,
+    halo: H,
 }
 
-fn rpcs() -> (RpcTable, Rpcs) {
+/// The increment: not commutative with itself, so applied twice or out of order, the value
+/// shows it.
+fn add_into((word, v): AddArgs) -> u64 {
+    let x = word.read_local().unwrap().wrapping_mul(31).wrapping_add(v);
+    word.write_local(x).unwrap();
+    x
+}
+
+fn halo_into((inbox, halo, flag): HaloArgs) {
+    (inbox + 1).write_local_slice(&halo).unwrap();
+    (inbox + 1 + HALO).write_local(flag).unwrap();
+}
+
+/// The ring's functions from a table.
+type TableRpcs = Rpcs<RpcFn<AddArgs, u64>, RpcFn<HaloArgs, ()>>;
+
+fn rpcs() -> (RpcTable, TableRpcs) {
     let mut t = RpcTable::new();
-    let add = t.register("ring.add", |(word, v): AddArgs| {
-        // Not commutative with itself: applied twice or out of order, the value shows it.
-        let x = word.read_local().unwrap().wrapping_mul(31).wrapping_add(v);
-        word.write_local(x).unwrap();
-        x
-    });
-    let halo = t.register("ring.halo", |(inbox, halo, flag): HaloArgs| {
-        (inbox + 1).write_local_slice(&halo).unwrap();
-        (inbox + 1 + HALO).write_local(flag).unwrap();
-    });
+    let add = t.register("ring.add", add_into);
+    let halo = t.register("ring.halo", halo_into);
     (t, Rpcs { add, halo })
+}
+
+#[pgas::remote]
+fn remote_add(args: AddArgs) -> u64 {
+    add_into(args)
+}
+
+#[pgas::remote]
+fn remote_halo(args: HaloArgs) {
+    halo_into(args)
 }
 
 fn mix(a: u64, b: u64) -> u64 {
@@ -57,7 +77,11 @@ type Out = (u64, Vec<u64>);
 /// `STEPS` steps; each a strict CD holding one relaxed CD per rank that sends its right
 /// neighbour an increment (`rpc`, the reply folded in) and its left neighbour a halo
 /// (`rpc_ff`), then folds its inbox into its accumulator.
-fn ring(f: Rpcs) -> Result<(Out, Vec<RecoveryTrace>), CdError> {
+fn ring<A, H>(f: Rpcs<A, H>) -> Result<(Out, Vec<RecoveryTrace>), CdError>
+where
+    A: RpcTarget<Args = AddArgs, Output = u64>,
+    H: RpcTarget<Args = HaloArgs>,
+{
     let (me, n) = (rank_me(), rank_n());
     let inbox = pgas::new_array::<u64>(INBOX).unwrap();
     inbox.write_local(me as u64 + 1).unwrap();
@@ -101,6 +125,29 @@ fn ring(f: Rpcs) -> Result<(Out, Vec<RecoveryTrace>), CdError> {
 fn launch(ranks: usize, cfg: CdConfig) -> CdOutcome<(Out, Vec<RecoveryTrace>)> {
     let (t, f) = rpcs();
     cd::launch(&job(ranks), cfg, t, || ring(f)).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// [`launch`] with the `#[pgas::remote]` functions and no table.
+fn launch_remote(ranks: usize, cfg: CdConfig) -> CdOutcome<(Out, Vec<RecoveryTrace>)> {
+    let f = Rpcs {
+        add: remote_add,
+        halo: remote_halo,
+    };
+    cd::launch(&job(ranks), cfg, RpcTable::new(), || ring(f)).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The names a recovery's trace gives its replayed rpc requests, sorted.
+fn replayed_names(t: &RecoveryTrace) -> Vec<&str> {
+    let mut names: Vec<&str> = t
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            ReplayEvent::IncomingRpc { name, .. } => Some(name.as_str()),
+            _ => None,
+        })
+        .collect();
+    names.sort_unstable();
+    names
 }
 
 fn fault(rank: usize, step: u64) -> CdConfig {
@@ -159,19 +206,35 @@ fn rpcs_into_a_failed_rank_are_replayed_once_in_iwc_order() {
                 // rank with 2 ranks): nothing else writes into an inbox.
                 assert_eq!(rpcs, expect, "{what}: {:?}", t.events);
                 assert_eq!(rpcs.len(), 2, "{what}");
-                let names: Vec<&str> = t
-                    .events
-                    .iter()
-                    .filter_map(|e| match e {
-                        ReplayEvent::IncomingRpc { name, .. } => Some(name.as_str()),
-                        _ => None,
-                    })
-                    .collect();
-                let mut sorted = names.clone();
-                sorted.sort_unstable();
-                assert_eq!(sorted, ["ring.add", "ring.halo"], "{what}");
+                assert_eq!(replayed_names(t), ["ring.add", "ring.halo"], "{what}");
             }
         }
+    }
+}
+
+/// The same ring with `#[pgas::remote]` functions: the failed rank replays each incoming
+/// request by the function's path, and the answer is the table's fault-free one.
+#[test]
+fn remote_functions_are_replayed_like_the_table_s() {
+    let ranks = 3;
+    let clean = launch(ranks, config("[cd.rx]\ncheck_classes = false\n"));
+    let want: Vec<Out> = clean.results.iter().map(|r| r.0.clone()).collect();
+    for failed in 0..ranks {
+        let step = failed as u64 % STEPS;
+        let out = launch_remote(ranks, fault(failed, step));
+        let what = format!("rank {failed} failing at step {step}");
+        for (r, (got, _)) in out.results.iter().enumerate() {
+            assert_eq!(*got, want[r], "{what}: rank {r} differs");
+        }
+        let rx = out.report.cd("rx").unwrap();
+        assert_eq!((rx.reexecutions, rx.escalations), (1, 0), "{what}");
+        let traces = &out.results[failed].1;
+        assert_eq!(traces.len(), 1, "{what}");
+        assert_eq!(
+            replayed_names(&traces[0]),
+            ["relaxed_rpc::remote_add", "relaxed_rpc::remote_halo"],
+            "{what}"
+        );
     }
 }
 

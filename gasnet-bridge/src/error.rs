@@ -157,4 +157,9 @@ pub enum LaunchError {
     /// The conduit could not start or end the job (MPI initialization, setup, teardown).
     #[error("conduit error: {0}")]
     Conduit(String),
+    /// The processes of the job run different programs (mpi conduit: a runtime above found
+    /// that they register different functions); no rank ran the program's body. `message`
+    /// names the ranks and what differs.
+    #[error("{message}")]
+    DifferentPrograms { message: String },
 }

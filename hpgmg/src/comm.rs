@@ -22,7 +22,7 @@ use std::collections::HashMap;
 
 use std::sync::atomic::{Ordering, fence};
 
-use pgas::{Completions, GlobalPtr, Promise, RpcFn, RpcTable, allgather, new_array};
+use pgas::{Completions, GlobalPtr, Promise, allgather, new_array};
 
 use crate::kernels::NUM_SMOOTHS;
 
@@ -77,7 +77,6 @@ impl Arrival {
 }
 
 thread_local! {
-    static ARRIVED: Cell<Option<RpcFn<u32, ()>>> = const { Cell::new(None) };
     static COUNTS: RefCell<HashMap<u32, usize>> = RefCell::new(HashMap::new());
     static NEXT_PLAN: Cell<u32> = const { Cell::new(0) };
     static MODE: Cell<ExchangeMode> = const { Cell::new(ExchangeMode::Aggregated) };
@@ -85,18 +84,13 @@ thread_local! {
 }
 
 /// The arrival rpc: one more message for `key` (plan id * 2 + slot) is in this rank's inbox.
+#[pgas::remote]
 fn arrived(key: u32) {
     COUNTS.with(|c| *c.borrow_mut().entry(key).or_insert(0) += 1);
 }
 
-/// Registers the arrival rpc (every rank's table is built the same way).
-pub fn register_rpcs(table: &mut RpcTable) -> RpcFn<u32, ()> {
-    table.register("hpgmg.arrived", arrived)
-}
-
 /// Prepares this rank (inside `pgas::launch`) to build plans.
-pub fn start_rank(f: RpcFn<u32, ()>, mode: ExchangeMode, arrival: Arrival) {
-    ARRIVED.with(|a| a.set(Some(f)));
+pub fn start_rank(mode: ExchangeMode, arrival: Arrival) {
     COUNTS.with(|c| c.borrow_mut().clear());
     NEXT_PLAN.with(|n| n.set(0));
     MODE.with(|m| m.set(mode));
@@ -372,9 +366,6 @@ impl<T: Clone> Plan<T> {
             let dst = m.remote + (m.offset + slot.index * m.stride);
             match self.arrival {
                 Arrival::Rpc => {
-                    let arrived = ARRIVED
-                        .with(|a| a.get())
-                        .expect("hpgmg::comm::start_rank before plans run");
                     let key = self.id * 2 + slot.index as u32;
                     let sent = Promise::new();
                     let cx = Completions::new()

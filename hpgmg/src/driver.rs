@@ -65,10 +65,8 @@ pub fn run_job(
     config.segment_bytes = config
         .segment_bytes
         .max(segment_bytes(&cfg, arrival.slots()));
-    let mut rpcs = pgas::RpcTable::new();
-    let arrived = comm::register_rpcs(&mut rpcs);
     let body = || {
-        comm::start_rank(arrived, job.mode, arrival);
+        comm::start_rank(job.mode, arrival);
         let r = if pgas::rank_me() == 0 {
             let mut out: Box<dyn Write> = if print {
                 Box::new(std::io::LineWriter::new(std::io::stdout()))
@@ -90,10 +88,14 @@ pub fn run_job(
         })
     };
     let (results, cd_report) = match cd_config {
-        None => (pgas::launch(&config, rpcs, body).map_err(job_error)?, None),
+        None => (
+            pgas::launch(&config, pgas::RpcTable::new(), body).map_err(job_error)?,
+            None,
+        ),
         Some(mut c) => {
             c.report = false;
-            let out = cd::launch(&config, c, rpcs, || Ok(body())).map_err(|e| e.to_string())?;
+            let out = cd::launch(&config, c, pgas::RpcTable::new(), || Ok(body()))
+                .map_err(|e| e.to_string())?;
             (out.results, Some(out.report))
         }
     };

@@ -475,12 +475,10 @@ pub fn run(
     } else {
         Arrival::Rpc
     };
-    let mut rpcs = RpcTable::new();
-    let arrived = distributed::register_rpcs(&mut rpcs);
     let failure = FirstFailure::default();
 
-    let outcome = cd::launch(&job, config, rpcs, || {
-        let mut sim = distributed::start_rank(opts, ranks, ranks == 1, arrived, arrival, &failure);
+    let outcome = cd::launch(&job, config, RpcTable::new(), || {
+        let mut sim = distributed::start_rank(opts, ranks, ranks == 1, arrival, &failure);
         preserve_read_only(&cd::current(), &mut sim.domain, nx);
         let rank0 = pgas::rank_me() == 0;
         let fail = |e| -> Infallible { failure.fail(e) };

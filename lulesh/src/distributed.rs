@@ -23,7 +23,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{Ordering, fence};
 
 use pgas::{
-    Completions, DistObject, GlobalPtr, LaunchConfig, Promise, RpcFn, RpcTable, new_array, ops,
+    Completions, DistObject, GlobalPtr, LaunchConfig, Promise, RpcTable, new_array, ops,
     reduce_all, reduce_one, rput_with,
 };
 
@@ -138,6 +138,7 @@ fn current_sequence(kind: usize) -> u64 {
 const FLAGS: usize = KINDS * 26;
 
 /// The arrival rpc: one more message of `kind` is in this rank's buffer.
+#[pgas::remote]
 fn arrived(kind: u8) {
     let kind = kind as usize;
     let ready = ARRIVALS.with(|a| {
@@ -193,12 +194,6 @@ pub fn halo_idle() -> bool {
     })
 }
 
-/// Registers the rpc that signals an arrival (every rank's table must be
-/// built the same way).
-pub fn register_rpcs(table: &mut RpcTable) -> RpcFn<u8, ()> {
-    table.register("lulesh.halo_arrived", arrived)
-}
-
 /// Shared-segment bytes a rank needs for `nx`^3 elements: three receive
 /// buffers of the largest (interior) block, the pgas runtime's reserved
 /// area, and some slack.
@@ -232,7 +227,6 @@ pub struct PgasComm {
     /// buffer of its kind (as long as one, allocated once, reused every exchange).
     inbox: Vec<f64>,
     neighbours: [Option<Neighbour>; 26],
-    arrived: RpcFn<u8, ()>,
     arrival: Arrival,
     /// This rank's arrival flags, `FLAGS` of them, by kind then direction (the side the
     /// message comes from).
@@ -246,7 +240,7 @@ fn segment_error(e: pgas::PgasError) -> LuleshError {
 impl PgasComm {
     /// Collective: allocates this rank's receive buffers and learns the
     /// neighbours' (every rank must call it, once, inside `pgas::launch`).
-    pub fn new(nx: usize, arrived: RpcFn<u8, ()>, arrival: Arrival) -> Result<Self, LuleshError> {
+    pub fn new(nx: usize, arrival: Arrival) -> Result<Self, LuleshError> {
         let rank = pgas::rank_me() as i32;
         let num_ranks = pgas::rank_n() as i32;
         let layout = BlockLayout::decompose(num_ranks, rank, nx)?;
@@ -293,7 +287,6 @@ impl PgasComm {
             send: vec![0.0; buf_len],
             inbox: vec![0.0; buf_len],
             neighbours,
-            arrived,
             arrival,
             flags,
         })
@@ -328,7 +321,7 @@ impl PgasComm {
                 Arrival::Rpc => {
                     let cx = Completions::new()
                         .source_promise(&sent)
-                        .remote_rpc(self.arrived, kind as u8);
+                        .remote_rpc(arrived, kind as u8);
                     let _ = rput_with(buf, nb.recv[kind] + theirs, cx);
                 }
                 Arrival::Flags => {
@@ -414,9 +407,9 @@ impl PgasComm {
             // Arrived: this exchange's number or a later one *of the same generation*. A flag
             // of another generation is stale, or the pattern a rank loss leaves in the segment
             // (which, read as a number, is larger than any sequence number).
-            let arrived = |v: u64| v >= want && v >> 32 == want >> 32;
+            let landed = |v: u64| v >= want && v >> 32 == want >> 32;
             pgas::poll_until(|| {
-                arrived(flag.read_local().expect("this rank's own flags are local"))
+                landed(flag.read_local().expect("this rank's own flags are local"))
             });
         }
         // The messages were complete before their flags were set.
@@ -577,7 +570,6 @@ pub(crate) fn start_rank(
     opts: &Options,
     ranks: usize,
     solo: bool,
-    arrived: RpcFn<u8, ()>,
     arrival: Arrival,
     failure: &FirstFailure,
 ) -> Simulation {
@@ -586,7 +578,7 @@ pub(crate) fn start_rank(
         Box::new(SingleRank)
     } else {
         let nx = opts.nx as usize;
-        Box::new(PgasComm::new(nx, arrived, arrival).unwrap_or_else(|e| failure.fail(e)))
+        Box::new(PgasComm::new(nx, arrival).unwrap_or_else(|e| failure.fail(e)))
     };
     Simulation::new(opts, comm).unwrap_or_else(|e| failure.fail(e))
 }
@@ -616,12 +608,10 @@ pub fn run_with_arrival(
 ) -> Result<Option<FinalReport>, LuleshError> {
     let num_ranks = ranks as i32;
     let config = launch_config(ranks, opts.nx as usize)?;
-    let mut rpcs = RpcTable::new();
-    let arrived = register_rpcs(&mut rpcs);
     let failure = FirstFailure::default();
 
-    let outcome = pgas::launch(&config, rpcs, || {
-        let mut sim = start_rank(opts, ranks, false, arrived, arrival, &failure);
+    let outcome = pgas::launch(&config, RpcTable::new(), || {
+        let mut sim = start_rank(opts, ranks, false, arrival, &failure);
         let rank0 = pgas::rank_me() == 0;
         let elapsed = sim
             .run(opts.its, |dom| {

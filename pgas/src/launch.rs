@@ -12,6 +12,7 @@ use crate::dist_object;
 use crate::dist_registry::DistRegistry;
 use crate::messages;
 use crate::pending::Pending;
+use crate::program_agreement::{self, Registered};
 use crate::rank_results::RankResults;
 use crate::rpc::{self, PendingReplies, RpcTable};
 use crate::runtime::{self, RESERVED, Runtime};
@@ -24,7 +25,9 @@ use crate::wire::Kind;
 /// mpirun. [`RankResults::print_once`] prints a report once on either.
 ///
 /// Before a rank returns, every operation in flight anywhere in the job completes (rpcs run,
-/// replies arrive). If a rank panics, the error names it and its message.
+/// replies arrive). If a rank panics, the error names it and its message. On the mpi conduit
+/// the processes first agree that they register the same rpc functions (`#[pgas::remote]`
+/// and `rpcs`); if not, no body runs and the error is [`LaunchError::DifferentPrograms`].
 pub fn launch<R, F>(
     config: &LaunchConfig,
     rpcs: RpcTable,
@@ -43,6 +46,10 @@ where
             ),
         }));
     }
+    // One process runs every rank on smp, with one registry and one table: nothing to agree.
+    let registered = gasnet_bridge::conduit::mpi_world()?
+        .is_some()
+        .then(|| Registered::of(&rpcs));
     let rpcs = Arc::new(rpcs);
     let mut handlers = HandlerTable::new();
     let msg_handler = handlers.register("pgas.message", |token: &Token<'_>| {
@@ -58,14 +65,23 @@ where
             Box::new(TeamRegistry::new(ep)),
         ];
         let rt = Runtime::new(ep, msg_handler, Box::new(Pending::default()), states);
-        (ep.rank(), ep.ranks(), runtime::run_rank(&rt, &body))
+        let run = || match &registered {
+            Some(mine) => program_agreement::agree(mine).map(|()| body()),
+            None => Ok(body()),
+        };
+        (ep.rank(), ep.ranks(), runtime::run_rank(&rt, run))
     })?;
+    if let Some(message) = tagged.iter().find_map(|t| t.2.as_ref().err()) {
+        return Err(LaunchError::DifferentPrograms {
+            message: message.clone(),
+        });
+    }
     let first = tagged.first().map_or(0, |t| t.0);
     let job_ranks = tagged.first().map_or(0, |t| t.1);
     Ok(RankResults::new(
         first,
         job_ranks,
-        tagged.into_iter().map(|(_, _, r)| r).collect(),
+        tagged.into_iter().filter_map(|(_, _, r)| r.ok()).collect(),
     ))
 }
 

@@ -30,20 +30,42 @@
 //!
 //! # Remote procedure calls
 //!
-//! A function registered in an [`RpcTable`] before the job runs on the rank named in
-//! [`rpc()`]; its result comes back as a future ([`rpc_ff`] sends without a reply):
+//! A `#[pgas::remote]` function runs on the rank named in [`rpc()`]; its result comes back as
+//! a future ([`rpc_ff`] sends without a reply). It is registered at link time, so nothing is
+//! set up before [`launch`] (the arguments travel as one value, a tuple for several):
+//!
+//! ```
+//! use pgas::{LaunchConfig, RpcTable, launch, rank_me, rank_n};
+//!
+//! #[pgas::remote]
+//! fn scaled(x: u64, by: u64) -> u64 {
+//!     x * by + rank_me() as u64 // runs on the target: its rank
+//! }
+//!
+//! let out = launch(&LaunchConfig::new(3).segment_bytes(1 << 20), RpcTable::new(), || {
+//!     let right = (rank_me() + 1) % rank_n();
+//!     let there = pgas::rpc(right, scaled, (10, 100)).wait();
+//!     let here = scaled(10, 100); // still an ordinary function, run here
+//!     (there, here)
+//! })
+//! .unwrap();
+//! assert_eq!(out, vec![(1001, 1000), (1002, 1001), (1000, 1002)]);
+//! ```
+//!
+//! A function can also be registered by name in an [`RpcTable`], for one that captures state:
 //!
 //! ```
 //! use pgas::{launch, rank_me, rank_n, LaunchConfig, RpcTable};
 //!
 //! let mut rpcs = RpcTable::new();
-//! let square = rpcs.register("square", |x: u64| x * x);
+//! let offset = 100;
+//! let shifted = rpcs.register("shifted", move |x: u64| x + offset);
 //! let out = launch(&LaunchConfig::new(3).segment_bytes(1 << 20), rpcs, move || {
 //!     let right = (rank_me() + 1) % rank_n();
-//!     pgas::rpc(right, square, right as u64).wait()
+//!     pgas::rpc(right, shifted, right as u64).wait()
 //! })
 //! .unwrap();
-//! assert_eq!(out, vec![1, 4, 0]);
+//! assert_eq!(out, vec![101, 102, 100]);
 //! ```
 //!
 //! # Remote atomics
@@ -147,6 +169,8 @@ mod dist_registry;
 pub mod flag_sync;
 pub mod global_ptr;
 pub mod lock;
+mod program_agreement;
+pub mod remote_registry;
 pub mod rma;
 pub mod rpc;
 pub mod strided;
@@ -172,12 +196,14 @@ pub use global_ptr::GlobalPtr;
 pub use launch::{launch, launch_from_env};
 pub use lock::DistLock;
 pub use mix::mix64;
+pub use pgas_macros::remote;
 pub use promise::Promise;
 pub use rank_results::RankResults;
+pub use remote_registry::{Remote, Reply};
 pub use rma::{
     Completions, CxFutures, rget, rget_into, rget_slice, rget_with, rput, rput_slice, rput_with,
 };
-pub use rpc::{RpcFn, RpcTable, rpc, rpc_ff};
+pub use rpc::{RpcFn, RpcTable, RpcTarget, rpc, rpc_ff};
 pub use runtime::{epoch, fence, in_launch, node_of, poll_until, progress, rank_me, rank_n, stop};
 pub use strided::{
     rget_irregular, rget_regular, rget_strided, rput_irregular, rput_regular, rput_strided,
@@ -209,6 +235,12 @@ pub mod runtime_hooks {
 pub mod testing {
     pub use crate::runtime::bench_endpoint;
     pub use crate::strided::{rget_strided_run_by_run, rput_strided_run_by_run};
+}
+
+/// What the code `#[pgas::remote]` writes names; not for programs.
+#[doc(hidden)]
+pub mod __private {
+    pub use linkme;
 }
 
 /// Re-exported so users can derive `Pod` for their own types.

@@ -15,7 +15,6 @@
 use bytemuck::Pod;
 use gasnet_bridge::Awaiting;
 use gasnet_bridge::WriteHandle;
-use serde::Serialize;
 
 use crate::future::Future;
 use crate::global_ptr::GlobalPtr;
@@ -25,7 +24,7 @@ use crate::pending::{
     push_read,
 };
 use crate::promise::Promise;
-use crate::rpc::{RpcFn, rpc_ff};
+use crate::rpc::{RpcTarget, rpc_ff};
 use crate::runtime::{self, Runtime};
 
 /// Writes `bytes` at (`rank`, `offset`) through the hook, if any.
@@ -338,12 +337,13 @@ impl<'p> Completions<'p> {
         self.operation = Some(Notify::Promise(promise));
         self
     }
-    /// Run `f(args)` at the target once the data has landed there.
-    pub fn remote_rpc<A: Serialize + 'static, R: 'static>(
-        mut self,
-        f: RpcFn<A, R>,
-        args: A,
-    ) -> Self {
+    /// Run `f(args)` at the target once the data has landed there (`f` a `#[pgas::remote]`
+    /// function or a table's handle, as for [`rpc_ff`]).
+    pub fn remote_rpc<F>(mut self, f: F, args: F::Args) -> Self
+    where
+        F: RpcTarget + 'static,
+        F::Args: 'static,
+    {
         self.remote = Some(Box::new(move |rank| rpc_ff(rank, f, args)));
         self
     }

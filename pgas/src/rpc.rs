@@ -1,12 +1,15 @@
-//! Remote procedure calls: functions registered by name in an [`RpcTable`] before launch,
-//! shipped by table index (plus a hash of the name, checked at the target), with arguments
-//! and results serialized by serde + postcard.
+//! Remote procedure calls: a `#[pgas::remote]` function (registered at link time,
+//! `remote_registry.rs`), or a function registered by name in an [`RpcTable`] before launch,
+//! shipped by its number in the registry or the table (plus a hash of its name, checked at the
+//! target), with arguments and results serialized by serde + postcard.
 //!
-//! Every rank builds the same table by running the same registration code, so index `k` names
-//! the same function everywhere, on threads or across processes; no function address is ever
+//! Every process runs the same binary and every rank builds the same table by running the same
+//! registration code, so a number names the same function everywhere, on threads or across
+//! processes (`launch` checks both before the program starts); no function address is ever
 //! sent. An rpc function runs at the target inside its progress, in UPC++'s "restricted
 //! context": it may start communication but not wait; to reply later it returns a future
-//! (register it with [`RpcTable::register_future`]).
+//! (a remote function returning `Future<T>`, or one registered with
+//! [`RpcTable::register_future`]).
 //!
 //! The target counts each request as an incoming write (seed 003 logs rpcs like writes) and
 //! sends its (EC, IWC) back with the reply, so the initiator's hook can log it.
@@ -26,6 +29,7 @@ use crate::error::RerunError;
 use crate::future::{Future, ReplyLanding};
 use crate::hook::{ReplyAction, RpcAction, RpcCall, RpcReply, ServedRequest};
 use crate::messages;
+use crate::remote_registry::{Invoked, Remote, name_hash, remote_at, remote_named};
 use crate::runtime::{self, Runtime};
 use crate::wire::{self, Kind, decode_reply};
 
@@ -35,13 +39,11 @@ const NO_REPLY: u64 = u64::MAX;
 /// hook), so the reply carries no bytes.
 const ACK_ONLY: u64 = 1 << 62;
 
-type Invoke = Box<dyn Fn(&[u8]) -> Result<Outcome, postcard::Error> + Send + Sync>;
+/// Flag of the number an rpc sends: the function is the `#[pgas::remote]` one at that
+/// position of the registry, not the table's.
+const REMOTE: u64 = 1 << 32;
 
-/// What an rpc function produced: bytes to send now, or a future of them.
-enum Outcome {
-    Now(Vec<u8>),
-    Later(Future<Vec<u8>>),
-}
+type Invoke = Box<dyn Fn(&[u8]) -> Result<Invoked, postcard::Error> + Send + Sync>;
 
 struct Entry {
     name: &'static str,
@@ -94,11 +96,92 @@ impl<A, R> std::fmt::Debug for RpcFn<A, R> {
     }
 }
 
-/// FNV-1a, a stable hash of the name (the same in every process).
-fn name_hash(name: &str) -> u64 {
-    name.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
-    })
+/// What [`rpc`] and [`rpc_ff`] call: a `#[pgas::remote]` function ([`Remote`]) or a handle
+/// from an [`RpcTable`] ([`RpcFn`]).
+pub trait RpcTarget: Copy + sealed::Numbered {
+    /// The arguments, sent as one value.
+    type Args: Serialize;
+    /// The result the caller's future gives.
+    type Output;
+}
+
+mod sealed {
+    /// How an rpc names its function on the wire: (number, hash of the name).
+    pub trait Numbered {
+        fn number(&self) -> (u64, u64);
+    }
+}
+
+impl<A: Serialize, R> RpcTarget for RpcFn<A, R> {
+    type Args = A;
+    type Output = R;
+}
+
+impl<A, R> sealed::Numbered for RpcFn<A, R> {
+    fn number(&self) -> (u64, u64) {
+        (self.index as u64, self.hash)
+    }
+}
+
+impl<A: Serialize, R, F: Copy> RpcTarget for Remote<A, R, F> {
+    type Args = A;
+    type Output = R;
+}
+
+impl<A, R, F: Copy> sealed::Numbered for Remote<A, R, F> {
+    fn number(&self) -> (u64, u64) {
+        let entry = self.entry();
+        (REMOTE | entry.index() as u64, entry.hash)
+    }
+}
+
+/// A function an rpc names: a table's entry or a `#[pgas::remote]` function.
+#[derive(Clone, Copy)]
+enum Function<'a> {
+    Table(&'a Entry),
+    Remote(&'static crate::remote_registry::RemoteEntry),
+}
+
+impl Function<'_> {
+    fn name(&self) -> &'static str {
+        match self {
+            Function::Table(e) => e.name,
+            Function::Remote(e) => e.path,
+        }
+    }
+
+    fn hash(&self) -> u64 {
+        match self {
+            Function::Table(e) => e.hash,
+            Function::Remote(e) => e.hash,
+        }
+    }
+
+    fn invoke(&self, args: &[u8]) -> Result<Invoked, postcard::Error> {
+        match self {
+            Function::Table(e) => (e.invoke)(args),
+            Function::Remote(e) => (e.invoke)(args),
+        }
+    }
+}
+
+/// The function numbered `number` in `table` or the registry (see [`REMOTE`]), if any.
+fn function_at(table: &RpcTable, number: u64) -> Option<Function<'_>> {
+    if number & REMOTE != 0 {
+        remote_at((number & !REMOTE) as usize).map(Function::Remote)
+    } else {
+        table.entries.get(number as usize).map(Function::Table)
+    }
+}
+
+/// The function registered as `name` in `table`, else in the registry, if any.
+fn function_named<'a>(table: &'a RpcTable, name: &str) -> Option<Function<'a>> {
+    table
+        .entries
+        .iter()
+        .find(|e| e.name == name)
+        .map(Function::Table)
+        .or_else(|| remote_named(name).map(Function::Remote))
 }
 
 impl RpcTable {
@@ -119,7 +202,7 @@ impl RpcTable {
     {
         self.add(name, move |bytes| {
             let args: A = postcard::from_bytes(bytes)?;
-            Ok(Outcome::Now(postcard::to_allocvec(&f(args))?))
+            Ok(Invoked::Now(postcard::to_allocvec(&f(args))?))
         })
     }
 
@@ -132,7 +215,7 @@ impl RpcTable {
     {
         self.add(name, move |bytes| {
             let args: A = postcard::from_bytes(bytes)?;
-            Ok(Outcome::Later(f(args).then(|r| {
+            Ok(Invoked::Later(f(args).then(|r| {
                 postcard::to_allocvec(&r).expect("serialize an rpc result")
             })))
         })
@@ -141,7 +224,7 @@ impl RpcTable {
     fn add<A, R>(
         &mut self,
         name: &'static str,
-        invoke: impl Fn(&[u8]) -> Result<Outcome, postcard::Error> + Send + Sync + 'static,
+        invoke: impl Fn(&[u8]) -> Result<Invoked, postcard::Error> + Send + Sync + 'static,
     ) -> RpcFn<A, R> {
         assert!(
             self.entries.iter().all(|e| e.name != name),
@@ -171,8 +254,9 @@ impl RpcTable {
         self.entries.is_empty()
     }
 
-    fn name_of(&self, index: u32) -> &'static str {
-        self.entries.get(index as usize).map_or("?", |e| e.name)
+    /// The names of the registered functions, in registration order.
+    pub(crate) fn names(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.entries.iter().map(|e| e.name)
     }
 }
 
@@ -225,35 +309,37 @@ fn encode<A: Serialize>(what: &str, args: &A) -> Vec<u8> {
 }
 
 /// Checks the target, serializes the arguments and describes the call for the hook.
-fn prepare<A: Serialize, R>(
+fn prepare<F: RpcTarget>(
     rt: &Runtime,
     rank: usize,
-    f: &RpcFn<A, R>,
-    args: &A,
+    f: &F,
+    args: &F::Args,
     fire_and_forget: bool,
-) -> (Vec<u8>, RpcCall) {
+) -> (Vec<u8>, RpcCall, [u64; 2]) {
     let n = rt.ep().ranks();
     let op = if fire_and_forget { "rpc_ff" } else { "rpc" };
     assert!(rank < n, "{op} to rank {rank}: the job has {n} ranks");
+    let (number, hash) = f.number();
     let call = RpcCall {
         rank,
-        name: rt.state::<Arc<RpcTable>>().name_of(f.index),
+        name: function_at(rt.state::<Arc<RpcTable>>(), number).map_or("?", |f| f.name()),
         fire_and_forget,
     };
-    (encode("rpc arguments", args), call)
+    (encode("rpc arguments", args), call, [number, hash])
 }
 
-/// Calls `f(args)` on `rank` and returns a future of its result.
+/// Calls `f(args)` on `rank` and returns a future of its result; `f` is a `#[pgas::remote]`
+/// function or a handle from an [`RpcTable`].
 ///
 /// # Panics
 /// If `rank` does not exist.
-pub fn rpc<A, R>(rank: usize, f: RpcFn<A, R>, args: A) -> Future<R>
+pub fn rpc<F>(rank: usize, f: F, args: F::Args) -> Future<F::Output>
 where
-    A: Serialize,
-    R: DeserializeOwned + 'static,
+    F: RpcTarget,
+    F::Output: DeserializeOwned + 'static,
 {
     runtime::with(|rt| {
-        let (bytes, call) = prepare(rt, rank, &f, &args, false);
+        let (bytes, call, [number, hash]) = prepare(rt, rank, &f, &args, false);
         let hook = rt.hook_op();
         if let Some((h, id)) = &hook {
             if let RpcAction::Served(reply) = h.before_rpc(*id, &call, &bytes) {
@@ -276,27 +362,19 @@ where
                 fulfiller.fulfill(value);
             })),
         });
-        messages::send(
-            rt,
-            rank,
-            Kind::RpcRequest,
-            &[f.index as u64, f.hash, slot],
-            &bytes,
-        );
+        messages::send(rt, rank, Kind::RpcRequest, &[number, hash, slot], &bytes);
         future
     })
 }
 
-/// Calls `f(args)` on `rank` without a reply (UPC++ `rpc_ff`); the result is dropped.
+/// Calls `f(args)` on `rank` without a reply (UPC++ `rpc_ff`); the result is dropped. `f` is
+/// a `#[pgas::remote]` function or a handle from an [`RpcTable`].
 ///
 /// # Panics
 /// If `rank` does not exist.
-pub fn rpc_ff<A, R>(rank: usize, f: RpcFn<A, R>, args: A)
-where
-    A: Serialize,
-{
+pub fn rpc_ff<F: RpcTarget>(rank: usize, f: F, args: F::Args) {
     runtime::with(|rt| {
-        let (bytes, call) = prepare(rt, rank, &f, &args, true);
+        let (bytes, call, [number, hash]) = prepare(rt, rank, &f, &args, true);
         // With a hook the target's counters must come back for the log: ask for an
         // acknowledgement (an empty reply) that completes nothing else.
         let slot = match rt.hook_op() {
@@ -315,13 +393,7 @@ where
             }
             None => NO_REPLY,
         };
-        messages::send(
-            rt,
-            rank,
-            Kind::RpcRequest,
-            &[f.index as u64, f.hash, slot],
-            &bytes,
-        );
+        messages::send(rt, rank, Kind::RpcRequest, &[number, hash, slot], &bytes);
     })
 }
 
@@ -352,17 +424,19 @@ pub(crate) fn run_request(
     };
     let rpcs = rt.state::<Arc<RpcTable>>();
     let dist = rt.state::<DistRegistry>();
-    let entry = rpcs
-        .entries
-        .get(index as usize)
-        .filter(|e| e.hash == hash)
+    let entry = function_at(rpcs, index)
+        .filter(|e| e.hash() == hash)
         .unwrap_or_else(|| {
+            let (what, number) = match index & REMOTE {
+                0 => ("rpc table's function", index),
+                _ => ("#[pgas::remote] function", index & !REMOTE),
+            };
             wire::malformed(
                 source,
                 &format!(
-                    "rpc #{index} is not registered here under the same name ({} functions): \
-                     every rank must register the same rpc functions in the same order",
-                    rpcs.len()
+                    "the {what} #{number} is not registered here under the same name: every \
+                     process must run the same binary, and every rank register the same rpc \
+                     functions in the same order"
                 ),
             )
         });
@@ -374,7 +448,7 @@ pub(crate) fn run_request(
         ec: ack.ec,
         iwc: ack.iwc,
     });
-    let invoked = with_serving(rt, serving, || (entry.invoke)(payload));
+    let invoked = with_serving(rt, serving, || entry.invoke(payload));
     let outcome = match invoked {
         Ok(outcome) => outcome,
         Err(e) => match dist.take_missing() {
@@ -399,16 +473,16 @@ pub(crate) fn run_request(
                 &format!(
                     "arguments of rpc {:?} name dist_object {id}, which this rank has \
                      already destroyed",
-                    entry.name
+                    entry.name()
                 ),
             ),
             None => wire::malformed(
                 source,
-                &format!("arguments of rpc {:?} do not decode: {e}", entry.name),
+                &format!("arguments of rpc {:?} do not decode: {e}", entry.name()),
             ),
         },
     };
-    let name = entry.name;
+    let name = entry.name();
     let (slot, ack_only) = match slot {
         NO_REPLY => (NO_REPLY, false),
         s => (s & !ACK_ONLY, s & ACK_ONLY != 0),
@@ -418,9 +492,9 @@ pub(crate) fn run_request(
         reply(rt, source, name, slot, ack, bytes)
     };
     match outcome {
-        Outcome::Now(bytes) if slot != NO_REPLY => reply(rt, &bytes),
-        Outcome::Now(_) => {}
-        Outcome::Later(future) => {
+        Invoked::Now(bytes) if slot != NO_REPLY => reply(rt, &bytes),
+        Invoked::Now(_) => {}
+        Invoked::Later(future) => {
             // The reply leaves later, in whatever mode the rank is in then: send it in the
             // request's.
             let internal = rt.is_internal();
@@ -453,26 +527,22 @@ fn with_serving<R>(rt: &Runtime, serving: Option<ServedRequest>, f: impl FnOnce(
 /// result. Nothing is counted, sent or replied (`runtime_hooks::rerun_rpc` tells why).
 pub(crate) fn rerun(rt: &Runtime, name: &str, args: &[u8]) -> Result<Vec<u8>, RerunError> {
     let dist = rt.state::<DistRegistry>();
-    let entry = rt
-        .state::<Arc<RpcTable>>()
-        .entries
-        .iter()
-        .find(|e| e.name == name)
-        .ok_or_else(|| RerunError::Unknown {
-            name: name.to_string(),
-        })?;
+    let table = rt.state::<Arc<RpcTable>>();
+    let entry = function_named(table, name).ok_or_else(|| RerunError::Unknown {
+        name: name.to_string(),
+    })?;
     dist.clear_missing();
     let was_in_handler = rt.in_handler.replace(true);
-    let invoked = rt.in_mode(false, || with_serving(rt, None, || (entry.invoke)(args)));
+    let invoked = rt.in_mode(false, || with_serving(rt, None, || entry.invoke(args)));
     rt.in_handler.set(was_in_handler);
     match invoked {
-        Ok(Outcome::Now(bytes)) => Ok(bytes),
-        Ok(Outcome::Later(future)) if future.is_ready() => Ok(future.result()),
-        Ok(Outcome::Later(_)) => Err(RerunError::NotReady {
-            name: entry.name.to_string(),
+        Ok(Invoked::Now(bytes)) => Ok(bytes),
+        Ok(Invoked::Later(future)) if future.is_ready() => Ok(future.result()),
+        Ok(Invoked::Later(_)) => Err(RerunError::NotReady {
+            name: entry.name().to_string(),
         }),
         Err(e) => Err(RerunError::Arguments {
-            name: entry.name.to_string(),
+            name: entry.name().to_string(),
             reason: match dist.take_missing() {
                 Some(id) => format!("they name dist_object {id}, which this rank does not hold"),
                 None => e.to_string(),
@@ -522,15 +592,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn names_hash_stably_and_register_once() {
-        assert_eq!(name_hash(""), 0xcbf2_9ce4_8422_2325);
-        assert_ne!(name_hash("a"), name_hash("b"));
+    fn functions_register_once_in_order() {
         let mut t = RpcTable::new();
         let f: RpcFn<u32, u32> = t.register("double", |x: u32| x * 2);
         let g: RpcFn<(), ()> = t.register("nothing", |()| ());
         assert_eq!((f.index, g.index), (0, 1));
         let out = (t.entries[0].invoke)(&postcard::to_allocvec(&21u32).unwrap()).unwrap();
-        let Outcome::Now(bytes) = out else {
+        let Invoked::Now(bytes) = out else {
             panic!("immediate")
         };
         assert_eq!(postcard::from_bytes::<u32>(&bytes).unwrap(), 42);

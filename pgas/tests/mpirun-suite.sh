@@ -1,7 +1,8 @@
 #!/bin/sh
 # The pgas conformance suite on the mpi conduit: every test file of pgas/tests (but
-# compile_fail.rs, a trybuild test, and failure_paths.rs, which starts mpirun itself) as
-# `mpirun -n N` processes, for each N given (default: 2 3 4), stopping at the first failure.
+# compile_fail.rs, a trybuild test, and failure_paths.rs and different_programs.rs, which start
+# mpirun themselves) as `mpirun -n N` processes, for each N given (default: 2 3 4), stopping at
+# the first failure.
 #
 #   pgas/tests/mpirun-suite.sh [N...]
 #
@@ -17,10 +18,10 @@ cd "$(dirname "$0")/../.."
 [ $# -gt 0 ] || set -- 2 3 4
 
 # The targets, named explicitly; a test file added to pgas/tests must be added here.
-TESTS="atomics basics collectives dist_object errors futures handles hook in_flight reserved rma rpc sync teams uts vis"
+TESTS="atomics basics collectives dist_object errors futures handles hook in_flight remote reserved rma rpc sync teams uts vis"
 for f in pgas/tests/*.rs; do
     t=$(basename "$f" .rs)
-    case " $TESTS compile_fail failure_paths " in
+    case " $TESTS compile_fail failure_paths different_programs " in
         *" $t "*) ;;
         *) echo "$0: pgas/tests/$t.rs is not in TESTS" >&2; exit 2 ;;
     esac

@@ -14,14 +14,13 @@
 
 #![forbid(unsafe_code)]
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::cell::Cell;
 use std::time::Instant;
 
 use clap::{Parser, ValueEnum};
 use pgas::{
-    AtomicDomain, GlobalPtr, RpcFn, RpcTable, barrier, new_, new_array, ops, progress, rank_me,
-    rank_n, reduce_all,
+    AtomicDomain, GlobalPtr, RpcTable, barrier, new_, new_array, ops, progress, rank_me, rank_n,
+    reduce_all,
 };
 use pgas_examples::{
     CommonArgs, exchange, fail, hpcc, parse_args, parse_positive, run, secs, segment_for,
@@ -113,13 +112,26 @@ fn apply_local(table: GlobalPtr<u64>, updates: &[u64], p: &Problem) {
     }
 }
 
+thread_local! {
+    /// This rank's problem, for the rpc that applies incoming batches (set before any is sent).
+    static PROBLEM: Cell<Option<Problem>> = const { Cell::new(None) };
+    /// Updates applied at this rank by incoming batches: the rpc runs on the rank's thread and
+    /// counts there, the waiting loop of the same rank reads it.
+    static RECEIVED: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Applies a batch of updates that another rank sent to this rank's `table`.
+#[pgas::remote]
+fn apply((table, batch): (GlobalPtr<u64>, Vec<u64>)) {
+    let p = PROBLEM
+        .with(Cell::get)
+        .expect("the problem is set before any batch is sent");
+    apply_local(table, &batch, &p);
+    RECEIVED.with(|r| r.set(r.get() + batch.len() as u64));
+}
+
 /// One pass of this rank's share of the update stream.
-fn update_pass(
-    p: &Problem,
-    shared: &[Shared],
-    apply: RpcFn<(GlobalPtr<u64>, Vec<u64>), ()>,
-    received: &AtomicU64,
-) {
+fn update_pass(p: &Problem, shared: &[Shared]) {
     let (me, n) = (rank_me(), rank_n());
     let (first, count) = p.share(me, n);
     let mut ran = hpcc::starts(first as i64);
@@ -176,7 +188,7 @@ fn update_pass(
             }
             barrier();
             let expected = ad.load(shared[me].1).wait();
-            while received.load(Ordering::Acquire) < expected {
+            while RECEIVED.with(Cell::get) < expected {
                 if progress() == 0 {
                     std::thread::yield_now();
                 }
@@ -184,7 +196,7 @@ fn update_pass(
             // Reset both counters for the next pass once every rank is done with them.
             barrier();
             ad.store(shared[me].1, 0).wait();
-            received.store(0, Ordering::Release);
+            RECEIVED.with(|r| r.set(0));
             barrier();
         }
     }
@@ -255,21 +267,10 @@ fn main() {
         .and_then(segment_for)
         .unwrap_or_else(|e| fail(NAME, e));
 
-    // Updates applied at each rank by incoming batches, indexed by rank: the handler runs on
-    // the target's thread and counts there, the waiting loop of the same rank reads it.
-    let received: Arc<Vec<AtomicU64>> = Arc::new((0..ranks).map(|_| AtomicU64::new(0)).collect());
-    let mut rpcs = RpcTable::new();
-    let counts = received.clone();
-    let apply = rpcs.register(
-        "gups.apply",
-        move |(table, batch): (GlobalPtr<u64>, Vec<u64>)| {
-            apply_local(table, &batch, &p);
-            counts[rank_me()].fetch_add(batch.len() as u64, Ordering::Release);
-        },
-    );
-
-    let Some(reports) = run(NAME, ranks, segment, rpcs, || {
+    let Some(reports) = run(NAME, ranks, segment, RpcTable::new(), || {
         let (me, n) = (rank_me(), rank_n());
+        PROBLEM.with(|c| c.set(Some(p)));
+        RECEIVED.with(|r| r.set(0));
         let alloc_err = |e: pgas::PgasError| format!("cannot allocate the table: {e}");
         let table: GlobalPtr<u64> = new_array(local as usize).map_err(alloc_err)?;
         let incoming: GlobalPtr<u64> = new_(0).map_err(alloc_err)?;
@@ -280,7 +281,6 @@ fn main() {
                 .map_err(|e| e.to_string())?;
         }
         let shared: Vec<Shared> = exchange((table, incoming));
-        let received = &received[me];
         let mut errors = Vec::new();
 
         // The XOR of the table after the pass must be the initial XOR times the stream's XOR.
@@ -296,7 +296,7 @@ fn main() {
 
         barrier();
         let start = Instant::now();
-        update_pass(&p, &shared, apply, received);
+        update_pass(&p, &shared);
         let seconds = secs(start.elapsed());
 
         let after_xor = reduce_all(xor_local(table, local as usize), ops::bit_xor).wait();
@@ -329,7 +329,7 @@ fn main() {
         barrier();
 
         // HPCC verification: the same stream again restores the initial table.
-        update_pass(&p, &shared, apply, received);
+        update_pass(&p, &shared);
         let wrong = (0..local)
             .filter(|&i| (table + i as usize).read_local().ok() != Some(base + i))
             .count() as u64;

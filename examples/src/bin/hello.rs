@@ -47,21 +47,22 @@ fn text(buf: &[u8]) -> String {
     String::from_utf8_lossy(&buf[..end]).into_owned()
 }
 
+/// The rpc of the round trips: the reply names the rank it ran on, so the caller can check the
+/// rpc went where it asked.
+#[pgas::remote]
+fn echo(from: u64, token: u64) -> (u64, u64, u64) {
+    (rank_me() as u64, from, token.wrapping_mul(3))
+}
+
 fn main() {
     const NAME: &str = "hello";
     let args: Args = parse_args();
     let ranks = args.common.ranks().unwrap_or_else(|e| fail(NAME, e));
     let rounds = args.rounds;
 
-    let mut rpcs = RpcTable::new();
-    // The reply names the rank it ran on, so the caller can check the rpc went where it asked.
-    let echo = rpcs.register("hello.echo", |(from, token): (u64, u64)| {
-        (rank_me() as u64, from, token.wrapping_mul(3))
-    });
-
     let start = Instant::now();
     let segment = segment_for(GREETING_BYTES).unwrap_or_else(|e| fail(NAME, e));
-    let Some(sums) = run(NAME, ranks, segment, rpcs, || {
+    let Some(sums) = run(NAME, ranks, segment, RpcTable::new(), || {
         let (me, n) = (rank_me(), rank_n());
         println!("hello from rank {me} of {n}");
         let mut errors = Vec::new();
