@@ -22,7 +22,7 @@ use crate::topology::Topology;
 
 use super::calls::{allgather_text, check, uint8};
 use super::counting::CountingSwitch;
-use super::inbox::{Inbox, InboxLayout, Outboxes};
+use super::inbox::{Inbox, Outboxes, RingLayouts};
 use super::process::{self, JOB_ACTIVE};
 use super::rma_window::{Flavor, RmaWindow};
 use super::slots::Slots;
@@ -250,7 +250,7 @@ impl MpiWorld {
             )?);
         }
 
-        let rings = Rings {
+        let rings = RingLayouts {
             outboxes: std::mem::take(&mut host.outboxes),
             inbox: host.inbox.take(),
             ring_per_sender: host.ring_per_sender,
@@ -268,7 +268,8 @@ impl MpiWorld {
                 Topology::new(ranks, 1)
             },
             segment_len,
-            host: HostSegments::new(rank, node_comm, host),
+            host: HostSegments::new(rank, node_comm, node_ranks.clone(), host),
+            rings: rings.clone(),
         };
         let watched = Watched {
             names: hosts.by_job_rank(),
@@ -279,22 +280,12 @@ impl MpiWorld {
     }
 }
 
-/// What [`map_host`] found of the host's inboxes: the rings a job's parts are built on.
-struct Rings {
-    /// By rank: the inbox of that rank of this host, for this rank to claim a ring in.
-    outboxes: Vec<Option<InboxLayout>>,
-    /// This rank's inbox.
-    inbox: Option<InboxLayout>,
-    /// Every other rank of the host can have a ring in every inbox.
-    ring_per_sender: bool,
-}
-
 /// What the watchdog tree of a job is started from.
-struct Watched {
+pub(super) struct Watched {
     /// The host name of every job rank, in job order.
-    names: Vec<String>,
+    pub(super) names: Vec<String>,
     /// The processes of this host, which share its cores.
-    host_processes: usize,
+    pub(super) host_processes: usize,
 }
 
 impl JobParts {
@@ -306,12 +297,12 @@ impl JobParts {
     ///
     /// This is the step a rebuild repeats over a new communicator, with the kept parts of the
     /// old world (`../README.md`, "Rebuilding a world").
-    fn build(
+    pub(super) fn build(
         comm: ffi::MPI_Comm,
         kept: &Kept,
         watched: &Watched,
         rma: Option<RmaWindow>,
-        rings: Rings,
+        rings: RingLayouts,
         counting_scope: Scope,
     ) -> Result<JobParts, BridgeError> {
         let (rank, ranks) = (kept.rank, kept.ranks);
