@@ -269,13 +269,13 @@ impl MpiWorld {
             },
             segment_len,
             host: HostSegments::new(rank, node_comm, node_ranks.clone(), host),
-            rings: rings.clone(),
+            rings,
         };
         let watched = Watched {
             names: hosts.by_job_rank(),
             host_processes: node_ranks.len(),
         };
-        let job = JobParts::build(comm, &kept, &watched, rma, rings, counting_scope)?;
+        let job = JobParts::build(comm, &kept, &watched, rma, counting_scope)?;
         Ok(Rc::new(MpiWorld::from_parts(kept, job)))
     }
 }
@@ -291,7 +291,7 @@ pub(super) struct Watched {
 impl JobParts {
     /// The parts of a job over `comm` (collective), beside the `kept` ones: the watchdog tree
     /// over the processes `watched` names, with a fresh failure state, the window `rma` (made
-    /// over the kept segments), the rings of the inboxes in `rings`, the counting switch over
+    /// over the kept segments), rings claimed in the kept inboxes, the counting switch over
     /// `counting_scope`, the posted receives and a fresh protocol state. Ends with a barrier,
     /// after which every rank may send to every other.
     ///
@@ -302,10 +302,10 @@ impl JobParts {
         kept: &Kept,
         watched: &Watched,
         rma: Option<RmaWindow>,
-        rings: RingLayouts,
         counting_scope: Scope,
     ) -> Result<JobParts, BridgeError> {
         let (rank, ranks) = (kept.rank, kept.ranks);
+        let rings = kept.rings.clone();
         // The processes of this host share its cores: with more of them than cores, a wait
         // spins 20 rounds, not 2000 (a spinning process holds the core the one it waits for
         // needs). Counted against the host's processors, not this process's affinity, which

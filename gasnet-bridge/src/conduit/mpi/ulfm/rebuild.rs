@@ -218,14 +218,7 @@ fn rebuild_in_place(w: &mut MpiWorld, new: &NewJob, lost: &[usize]) -> Result<()
     // 5. New job parts over the new communicator: no RMA window (RMA to unmapped ranks as
     // active messages), the counting switch over the same scope as before.
     let scope = w.job.counting.scope();
-    let job = JobParts::build(
-        comm,
-        &w.kept,
-        &agreed.watched,
-        None,
-        w.kept.rings.clone(),
-        scope,
-    )?;
+    let job = JobParts::build(comm, &w.kept, &agreed.watched, None, scope)?;
     let old = std::mem::replace(&mut w.job, job);
     // Its MPI objects live on a revoked communicator with a dead member (freeing them is
     // collective), and MPI may still complete its posted receives into its buffers.
@@ -293,14 +286,7 @@ fn build_replacement(config: &LaunchConfig, new: &NewJob) -> Result<MpiWorld, Br
         host: HostSegments::new(rank, alone, vec![rank], mapping),
         rings: RingLayouts::none(ranks),
     };
-    let job = JobParts::build(
-        comm,
-        &kept,
-        &agreed.watched,
-        None,
-        kept.rings.clone(),
-        Scope::Thread,
-    )?;
+    let job = JobParts::build(comm, &kept, &agreed.watched, None, Scope::Thread)?;
     Ok(MpiWorld::from_parts(kept, job))
 }
 
