@@ -22,7 +22,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 
 use gasnet_bridge::for_runtimes::PeerFailure;
-use gasnet_bridge::{AtomicOp, Endpoint, HandlerId, HandlerTable, LaunchConfig, launch};
+use std::cell::RefCell;
+
+use gasnet_bridge::{
+    AtomicOp, BridgeError, Endpoint, HandlerId, HandlerTable, LaunchConfig, WriteHandle, launch,
+};
 
 /// How long a job may take from start to its last line, kill and recovery included.
 const JOB_LIMIT: Duration = Duration::from_secs(60);
@@ -74,6 +78,7 @@ fn rank_main(rounds: u64) {
             over_mpi,
             ping,
             replies: &replies,
+            kept: RefCell::new(None),
         };
         match recover_from {
             None => ops.rounds(ep, rounds),
@@ -95,6 +100,9 @@ struct Ops<'a> {
     over_mpi: bool,
     ping: HandlerId,
     replies: &'a AtomicU64,
+    /// Over MPI: the handle of the latest round's non-blocking put, kept unwaited, which a
+    /// recovery must leave answering `WorldRebuilt`.
+    kept: RefCell<Option<WriteHandle>>,
 }
 
 impl Ops<'_> {
@@ -114,6 +122,10 @@ impl Ops<'_> {
                     .expect("large put");
             }
             ep.put(next, 0, &round.to_le_bytes()).expect("put");
+            if over_mpi {
+                let h = ep.put_nb(next, 16, &round.to_le_bytes()).expect("put_nb");
+                *self.kept.borrow_mut() = Some(h);
+            }
             if over_mpi {
                 ep.atomic(next, 8, AtomicOp::FetchAdd(1)).expect("atomic");
                 let before = replies.load(Ordering::Acquire);
@@ -165,6 +177,9 @@ impl Ops<'_> {
                     let r = ep.recover().expect("recover");
                     assert!(!r.replacement && r.rank == me, "{r:?}");
                     assert_eq!(ep.recovered().as_ref(), Some(&r));
+                    if let Some(h) = self.kept.borrow_mut().take() {
+                        old_handle_answers_rebuilt(ep, h, &r.lost);
+                    }
                     recovered = Some(r);
                 }
                 Err(p) => resume_unwind(p),
@@ -208,6 +223,30 @@ impl Ops<'_> {
         assert_eq!(theirs, mark(prev), "rank {me}: rank {prev}'s mark");
         println!("rank {me} rebuilt at epoch {epoch}");
     }
+}
+
+/// A handle of the job before the rebuild: nothing arrived (its link is cut), and a wait
+/// answers `WorldRebuilt` naming the lost ranks, at once.
+fn old_handle_answers_rebuilt(ep: &Endpoint, h: WriteHandle, lost: &[usize]) {
+    if h.completed_at_once().is_some() {
+        return;
+    }
+    assert!(
+        h.arrived().is_none(),
+        "an old handle sees nothing of the rebuilt job"
+    );
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let waited = catch_unwind(AssertUnwindSafe(|| h.wait(ep)));
+    std::panic::set_hook(hook);
+    let payload = waited.expect_err("a wait on an old handle answers an error");
+    let message = gasnet_bridge::for_runtimes::panic_message(&*payload);
+    let expected = BridgeError::WorldRebuilt {
+        lost: lost.to_vec(),
+    }
+    .to_string();
+    assert_eq!(message, expected);
+    println!("rank {} old handle: {message}", ep.rank());
 }
 
 /// A job under the ULFM launcher, its output read as it comes.
@@ -562,6 +601,14 @@ fn survivors_recover_and_replacements_run(
         !err.contains("panicked") && !err.contains("gives up") && !err.contains("job ends"),
         "nothing but the recovery's lines\n{context}"
     );
+    if matches!(paths, Paths::Messages) {
+        let survivors = ranks - victims.len();
+        assert_eq!(
+            lines_with(&out, "old handle: a completion handle of the job before").len(),
+            survivors,
+            "every survivor's old handle answers WorldRebuilt\n{context}"
+        );
+    }
     let times: Vec<String> = times.iter().map(|t| format!("{t:.2} s")).collect();
     println!(
         "  ranks {victims:?} of {ranks}+{spares} killed: every rank rebuilt {} after each kill",
