@@ -601,7 +601,7 @@ fn survivors_recover_and_replacements_run(
         !err.contains("panicked") && !err.contains("gives up") && !err.contains("job ends"),
         "nothing but the recovery's lines\n{context}"
     );
-    if matches!(paths, Paths::Messages) {
+    if !matches!(paths, Paths::Shm) {
         let survivors = ranks - victims.len();
         assert_eq!(
             lines_with(&out, "old handle: a completion handle of the job before").len(),
@@ -680,7 +680,7 @@ fn main() {
         rank_main(args[i + 1].parse().expect("rounds"));
         return;
     }
-    let tests: [(&str, fn()); 13] = [
+    let tests: [(&str, fn()); 14] = [
         (
             "an_unneeded_spare_is_released",
             an_unneeded_spare_is_released,
@@ -717,6 +717,10 @@ fn main() {
         }),
         ("recover_over_mpi_killed_rank_1_of_4", || {
             survivors_recover_and_replacements_run(4, 1, &[1], Paths::Messages)
+        }),
+        // The old job had an RMA window; the rebuilt one carries RMA as messages.
+        ("recover_over_the_window_killed_rank_2_of_4", || {
+            survivors_recover_and_replacements_run(4, 1, &[2], Paths::Window)
         }),
         ("recover_two_losses_one_after_the_other", || {
             survivors_recover_and_replacements_run(4, 2, &[1, 3], Paths::Shm)
