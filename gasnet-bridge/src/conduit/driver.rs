@@ -29,8 +29,8 @@ use std::rc::Rc;
 
 /// A rank's conduit: the smp driver, or this process's mpi world with the link its handles
 /// hold (the driver may invalidate it, see `conduit/README.md`). The mpi world sits in a
-/// cell because a recovery replaces it through `&self`; the smp arm has no cell, so its
-/// operations pay nothing for that.
+/// cell because a recovery rebuilds it and replaces its link through `&self`; the smp arm has
+/// no cell, so its operations pay nothing for that.
 #[derive(Debug)]
 pub(crate) enum Driver {
     Smp(SmpDriver),
@@ -40,7 +40,8 @@ pub(crate) enum Driver {
 
 /// This process's mpi world and the link its pending handles hold. Every operation borrows it
 /// shared (handlers run inside waits, so borrows nest); only a recovery borrows it mutably, to
-/// put a rebuilt world in, and it is refused while any operation is on the stack.
+/// rebuild the world in place and put a new link in, and it is refused while any operation is
+/// on the stack.
 #[cfg(feature = "mpi")]
 #[derive(Debug)]
 pub(crate) struct MpiDriver {
