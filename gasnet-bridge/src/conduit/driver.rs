@@ -49,6 +49,16 @@ pub(crate) struct MpiDriver {
     pub(crate) link: Rc<Link>,
 }
 
+/// Runs `f` on the mpi driver, borrowed shared for the call. Never inlined: the borrow (and
+/// the release of it when `f` unwinds) would otherwise be inlined into every operation's
+/// callers with the rest of the mpi arm, and slow the smp arm of the same match (as
+/// `MpiWorld::put` is kept out of line for).
+#[cfg(feature = "mpi")]
+#[inline(never)]
+fn with_mpi<T>(m: &RefCell<MpiDriver>, f: impl FnOnce(&MpiDriver) -> T) -> T {
+    f(&m.borrow())
+}
+
 /// What a message carries besides its handler and arguments, as the endpoint gives it.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum AmBody<'a> {
@@ -67,10 +77,7 @@ impl Driver {
         match self {
             Driver::Smp(d) => d.ranks(),
             #[cfg(feature = "mpi")]
-            Driver::Mpi(m) => {
-                let MpiDriver { world, .. } = &*m.borrow();
-                world.ranks()
-            }
+            Driver::Mpi(m) => with_mpi(m, |MpiDriver { world, .. }| world.ranks()),
         }
     }
 
@@ -86,10 +93,7 @@ impl Driver {
         match self {
             Driver::Smp(d) => d.world().topology,
             #[cfg(feature = "mpi")]
-            Driver::Mpi(m) => {
-                let MpiDriver { world, .. } = &*m.borrow();
-                world.topology()
-            }
+            Driver::Mpi(m) => with_mpi(m, |MpiDriver { world, .. }| world.topology()),
         }
     }
 
@@ -97,10 +101,7 @@ impl Driver {
         match self {
             Driver::Smp(d) => d.segment_len(),
             #[cfg(feature = "mpi")]
-            Driver::Mpi(m) => {
-                let MpiDriver { world, .. } = &*m.borrow();
-                world.segment_len()
-            }
+            Driver::Mpi(m) => with_mpi(m, |MpiDriver { world, .. }| world.segment_len()),
         }
     }
 
@@ -108,10 +109,7 @@ impl Driver {
         match self {
             Driver::Smp(d) => Ok(d.segment(rank)?.base()),
             #[cfg(feature = "mpi")]
-            Driver::Mpi(m) => {
-                let MpiDriver { world, .. } = &*m.borrow();
-                world.segment_base(rank)
-            }
+            Driver::Mpi(m) => with_mpi(m, |MpiDriver { world, .. }| world.segment_base(rank)),
         }
     }
 
@@ -122,10 +120,7 @@ impl Driver {
                 false
             }
             #[cfg(feature = "mpi")]
-            Driver::Mpi(m) => {
-                let MpiDriver { world, .. } = &*m.borrow();
-                world.puts_by_messages(rank)
-            }
+            Driver::Mpi(m) => with_mpi(m, |MpiDriver { world, .. }| world.puts_by_messages(rank)),
         }
     }
 
@@ -134,10 +129,7 @@ impl Driver {
         match self {
             Driver::Smp(d) => rank < d.ranks(),
             #[cfg(feature = "mpi")]
-            Driver::Mpi(m) => {
-                let MpiDriver { world, .. } = &*m.borrow();
-                world.maps(rank)
-            }
+            Driver::Mpi(m) => with_mpi(m, |MpiDriver { world, .. }| world.maps(rank)),
         }
     }
 
@@ -157,10 +149,7 @@ impl Driver {
         match self {
             Driver::Smp(d) => d.world().write_counting,
             #[cfg(feature = "mpi")]
-            Driver::Mpi(m) => {
-                let MpiDriver { world, .. } = &*m.borrow();
-                world.write_counting()
-            }
+            Driver::Mpi(m) => with_mpi(m, |MpiDriver { world, .. }| world.write_counting()),
         }
     }
 
@@ -168,10 +157,7 @@ impl Driver {
         match self {
             Driver::Smp(d) => d.switch_counting(on),
             #[cfg(feature = "mpi")]
-            Driver::Mpi(m) => {
-                let MpiDriver { world, .. } = &*m.borrow();
-                world.switch_counting(on)
-            }
+            Driver::Mpi(m) => with_mpi(m, |MpiDriver { world, .. }| world.switch_counting(on)),
         }
     }
 
@@ -179,10 +165,7 @@ impl Driver {
         match self {
             Driver::Smp(d) => d.messages_sent(),
             #[cfg(feature = "mpi")]
-            Driver::Mpi(m) => {
-                let MpiDriver { world, .. } = &*m.borrow();
-                world.messages_sent()
-            }
+            Driver::Mpi(m) => with_mpi(m, |MpiDriver { world, .. }| world.messages_sent()),
         }
     }
 
@@ -204,10 +187,9 @@ impl Driver {
                 d.put(rank, offset, src)
             }
             #[cfg(feature = "mpi")]
-            Driver::Mpi(m) => {
-                let MpiDriver { world, .. } = &*m.borrow();
+            Driver::Mpi(m) => with_mpi(m, |MpiDriver { world, .. }| {
                 world.or_peer_lost(world.put(in_handler, rank, offset, src))
-            }
+            }),
         }
     }
 
@@ -225,10 +207,9 @@ impl Driver {
                 d.put_uncounted(rank, offset, src)
             }
             #[cfg(feature = "mpi")]
-            Driver::Mpi(m) => {
-                let MpiDriver { world, .. } = &*m.borrow();
+            Driver::Mpi(m) => with_mpi(m, |MpiDriver { world, .. }| {
                 world.or_peer_lost(world.put_uncounted(in_handler, rank, offset, src))
-            }
+            }),
         }
     }
 
@@ -246,15 +227,14 @@ impl Driver {
                 d.put(rank, offset, src).map(WriteHandle::complete)
             }
             #[cfg(feature = "mpi")]
-            Driver::Mpi(m) => {
-                let MpiDriver { world, link } = &*m.borrow();
+            Driver::Mpi(m) => with_mpi(m, |MpiDriver { world, link }| {
                 Ok(
                     match world.or_peer_lost(world.put_nb(in_handler, rank, offset, src))? {
                         Started::Done(ack) => WriteHandle::complete(ack),
                         Started::Pending(id) => WriteHandle::pending(Self::pending(link, id)),
                     },
                 )
-            }
+            }),
         }
     }
 
@@ -271,12 +251,11 @@ impl Driver {
                 None
             }
             #[cfg(feature = "mpi")]
-            Driver::Mpi(m) => {
-                let MpiDriver { world, .. } = &*m.borrow();
+            Driver::Mpi(m) => with_mpi(m, |MpiDriver { world, .. }| {
                 world
                     .put_nb_flush(rank, offset, src)
                     .map(|r| world.or_peer_lost(r).map(FlushId))
-            }
+            }),
         }
     }
 
@@ -285,10 +264,7 @@ impl Driver {
         match self {
             Driver::Smp(_) => false,
             #[cfg(feature = "mpi")]
-            Driver::Mpi(m) => {
-                let MpiDriver { world, .. } = &*m.borrow();
-                world.flush_rma()
-            }
+            Driver::Mpi(m) => with_mpi(m, |MpiDriver { world, .. }| world.flush_rma()),
         }
     }
 
@@ -300,10 +276,7 @@ impl Driver {
                 true
             }
             #[cfg(feature = "mpi")]
-            Driver::Mpi(m) => {
-                let MpiDriver { world, .. } = &*m.borrow();
-                world.flushed(id.0)
-            }
+            Driver::Mpi(m) => with_mpi(m, |MpiDriver { world, .. }| world.flushed(id.0)),
         }
     }
 
@@ -314,10 +287,9 @@ impl Driver {
                 WriteHandle::complete(WriteAck::UNCOUNTED)
             }
             #[cfg(feature = "mpi")]
-            Driver::Mpi(m) => {
-                let MpiDriver { link, .. } = &*m.borrow();
+            Driver::Mpi(m) => with_mpi(m, |MpiDriver { link, .. }| {
                 WriteHandle::pending(Self::pending(link, id.0))
-            }
+            }),
         }
     }
 
@@ -328,10 +300,9 @@ impl Driver {
                 let _ = id;
             }
             #[cfg(feature = "mpi")]
-            Driver::Mpi(m) => {
-                let MpiDriver { world, .. } = &*m.borrow();
+            Driver::Mpi(m) => with_mpi(m, |MpiDriver { world, .. }| {
                 world.wait_ack(id.0);
-            }
+            }),
         }
     }
 
@@ -349,10 +320,9 @@ impl Driver {
                 d.get(rank, offset, dst)
             }
             #[cfg(feature = "mpi")]
-            Driver::Mpi(m) => {
-                let MpiDriver { world, .. } = &*m.borrow();
+            Driver::Mpi(m) => with_mpi(m, |MpiDriver { world, .. }| {
                 world.or_peer_lost(world.get(in_handler, rank, offset, dst))
-            }
+            }),
         }
     }
 
@@ -369,10 +339,9 @@ impl Driver {
                 d.put_vector(rank, pieces, src)
             }
             #[cfg(feature = "mpi")]
-            Driver::Mpi(m) => {
-                let MpiDriver { world, .. } = &*m.borrow();
+            Driver::Mpi(m) => with_mpi(m, |MpiDriver { world, .. }| {
                 world.or_peer_lost(world.put_vector(in_handler, rank, pieces, src))
-            }
+            }),
         }
     }
 
@@ -389,10 +358,9 @@ impl Driver {
                 d.get_vector(rank, pieces, dst)
             }
             #[cfg(feature = "mpi")]
-            Driver::Mpi(m) => {
-                let MpiDriver { world, .. } = &*m.borrow();
+            Driver::Mpi(m) => with_mpi(m, |MpiDriver { world, .. }| {
                 world.or_peer_lost(world.get_vector(in_handler, rank, pieces, dst))
-            }
+            }),
         }
     }
 
@@ -409,15 +377,14 @@ impl Driver {
                 d.get_owned(rank, offset, len).map(OwnedGetHandle::complete)
             }
             #[cfg(feature = "mpi")]
-            Driver::Mpi(m) => {
-                let MpiDriver { world, link } = &*m.borrow();
+            Driver::Mpi(m) => with_mpi(m, |MpiDriver { world, link }| {
                 Ok(
                     match world.or_peer_lost(world.get_nb_owned(in_handler, rank, offset, len))? {
                         Started::Done(bytes) => OwnedGetHandle::complete(bytes),
                         Started::Pending(id) => OwnedGetHandle::pending(Self::pending(link, id)),
                     },
                 )
-            }
+            }),
         }
     }
 
@@ -435,10 +402,9 @@ impl Driver {
                 d.atomic(rank, offset, op)
             }
             #[cfg(feature = "mpi")]
-            Driver::Mpi(m) => {
-                let MpiDriver { world, .. } = &*m.borrow();
+            Driver::Mpi(m) => with_mpi(m, |MpiDriver { world, .. }| {
                 world.or_peer_lost(world.atomic(in_handler, rank, offset, op))
-            }
+            }),
         }
     }
 
@@ -455,15 +421,14 @@ impl Driver {
                 d.atomic(rank, offset, op).map(AtomicHandle::complete)
             }
             #[cfg(feature = "mpi")]
-            Driver::Mpi(m) => {
-                let MpiDriver { world, link } = &*m.borrow();
+            Driver::Mpi(m) => with_mpi(m, |MpiDriver { world, link }| {
                 Ok(
                     match world.or_peer_lost(world.atomic_nb(in_handler, rank, offset, op))? {
                         Started::Done(r) => AtomicHandle::complete(r),
                         Started::Pending(id) => AtomicHandle::pending(Self::pending(link, id)),
                     },
                 )
-            }
+            }),
         }
     }
 
@@ -491,8 +456,7 @@ impl Driver {
                 Ok(())
             }
             #[cfg(feature = "mpi")]
-            Driver::Mpi(m) => {
-                let MpiDriver { world, .. } = &*m.borrow();
+            Driver::Mpi(m) => with_mpi(m, |MpiDriver { world, .. }| {
                 let head = AmHead {
                     handler,
                     is_reply,
@@ -505,7 +469,7 @@ impl Driver {
                 world
                     .or_peer_lost(world.send_am(in_handler, target, head, body))
                     .map(|_| ())
-            }
+            }),
         }
     }
 
@@ -528,8 +492,7 @@ impl Driver {
                     .map(WriteHandle::complete)
             }
             #[cfg(feature = "mpi")]
-            Driver::Mpi(m) => {
-                let MpiDriver { world, link } = &*m.borrow();
+            Driver::Mpi(m) => with_mpi(m, |MpiDriver { world, link }| {
                 let head = AmHead {
                     handler,
                     is_reply,
@@ -541,7 +504,7 @@ impl Driver {
                     Some(Started::Pending(id)) => Ok(WriteHandle::pending(Self::pending(link, id))),
                     None => unreachable!("a long message is acknowledged"),
                 }
-            }
+            }),
         }
     }
 
@@ -552,10 +515,7 @@ impl Driver {
         match self {
             Driver::Smp(d) => d.poll(cx),
             #[cfg(feature = "mpi")]
-            Driver::Mpi(m) => {
-                let MpiDriver { world, .. } = &*m.borrow();
-                world.poll(cx, POLL_BATCH)
-            }
+            Driver::Mpi(m) => with_mpi(m, |MpiDriver { world, .. }| world.poll(cx, POLL_BATCH)),
         }
     }
 
@@ -565,10 +525,7 @@ impl Driver {
         match self {
             Driver::Smp(d) => d.handled(),
             #[cfg(feature = "mpi")]
-            Driver::Mpi(m) => {
-                let MpiDriver { world, .. } = &*m.borrow();
-                world.handled()
-            }
+            Driver::Mpi(m) => with_mpi(m, |MpiDriver { world, .. }| world.handled()),
         }
     }
 
@@ -582,10 +539,9 @@ impl Driver {
         match self {
             Driver::Smp(d) => d.wait_for(cx, awaiting, done),
             #[cfg(feature = "mpi")]
-            Driver::Mpi(m) => {
-                let MpiDriver { world, .. } = &*m.borrow();
+            Driver::Mpi(m) => with_mpi(m, |MpiDriver { world, .. }| {
                 world.wait_until(cx, awaiting, done)
-            }
+            }),
         }
     }
 
@@ -646,11 +602,10 @@ impl Driver {
         match self {
             Driver::Smp(d) => Ok(d.barrier_notify()),
             #[cfg(feature = "mpi")]
-            Driver::Mpi(m) => {
-                let MpiDriver { world, .. } = &*m.borrow();
+            Driver::Mpi(m) => with_mpi(m, |MpiDriver { world, .. }| {
                 world.or_peer_lost(world.barrier_notify())?;
                 Ok(Phase::Notified(0))
-            }
+            }),
         }
     }
 
@@ -659,10 +614,9 @@ impl Driver {
         match self {
             Driver::Smp(d) => Ok(d.barrier_try(generation)),
             #[cfg(feature = "mpi")]
-            Driver::Mpi(m) => {
-                let MpiDriver { world, .. } = &*m.borrow();
+            Driver::Mpi(m) => with_mpi(m, |MpiDriver { world, .. }| {
                 world.or_peer_lost(world.barrier_test())
-            }
+            }),
         }
     }
 
@@ -678,8 +632,7 @@ impl Driver {
                 Ok(())
             }
             #[cfg(feature = "mpi")]
-            Driver::Mpi(m) => {
-                let MpiDriver { world, .. } = &*m.borrow();
+            Driver::Mpi(m) => with_mpi(m, |MpiDriver { world, .. }| {
                 let mut failed = None;
                 let awaiting = Awaiting::new(crate::hang_report::BARRIER).woken();
                 world.wait_until(cx, awaiting, || match world.barrier_test() {
@@ -690,7 +643,7 @@ impl Driver {
                     }
                 });
                 world.or_peer_lost(failed.map_or(Ok(()), Err))
-            }
+            }),
         }
     }
 
@@ -699,10 +652,7 @@ impl Driver {
         match self {
             Driver::Smp(d) => d.finish(cx),
             #[cfg(feature = "mpi")]
-            Driver::Mpi(m) => {
-                let MpiDriver { world, .. } = &*m.borrow();
-                world.finish(cx)
-            }
+            Driver::Mpi(m) => with_mpi(m, |MpiDriver { world, .. }| world.finish(cx)),
         }
     }
 }
