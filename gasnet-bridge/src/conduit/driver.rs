@@ -49,16 +49,6 @@ pub(crate) struct MpiDriver {
     pub(crate) link: Rc<Link>,
 }
 
-/// Runs `f` on the mpi driver, borrowed shared for the call. Never inlined: the borrow (and
-/// the release of it when `f` unwinds) would otherwise be inlined into every operation's
-/// callers with the rest of the mpi arm, and slow the smp arm of the same match (as
-/// `MpiWorld::put` is kept out of line for).
-#[cfg(feature = "mpi")]
-#[inline(never)]
-fn with_mpi<T>(m: &RefCell<MpiDriver>, f: impl FnOnce(&MpiDriver) -> T) -> T {
-    f(&m.borrow())
-}
-
 /// What a message carries besides its handler and arguments, as the endpoint gives it.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum AmBody<'a> {
@@ -77,7 +67,10 @@ impl Driver {
         match self {
             Driver::Smp(d) => d.ranks(),
             #[cfg(feature = "mpi")]
-            Driver::Mpi(m) => with_mpi(m, |MpiDriver { world, .. }| world.ranks()),
+            Driver::Mpi(m) => {
+                let MpiDriver { world, .. } = &*m.borrow();
+                world.ranks()
+            }
         }
     }
 
@@ -93,7 +86,10 @@ impl Driver {
         match self {
             Driver::Smp(d) => d.world().topology,
             #[cfg(feature = "mpi")]
-            Driver::Mpi(m) => with_mpi(m, |MpiDriver { world, .. }| world.topology()),
+            Driver::Mpi(m) => {
+                let MpiDriver { world, .. } = &*m.borrow();
+                world.topology()
+            }
         }
     }
 
@@ -101,7 +97,10 @@ impl Driver {
         match self {
             Driver::Smp(d) => d.segment_len(),
             #[cfg(feature = "mpi")]
-            Driver::Mpi(m) => with_mpi(m, |MpiDriver { world, .. }| world.segment_len()),
+            Driver::Mpi(m) => {
+                let MpiDriver { world, .. } = &*m.borrow();
+                world.segment_len()
+            }
         }
     }
 
@@ -109,7 +108,10 @@ impl Driver {
         match self {
             Driver::Smp(d) => Ok(d.segment(rank)?.base()),
             #[cfg(feature = "mpi")]
-            Driver::Mpi(m) => with_mpi(m, |MpiDriver { world, .. }| world.segment_base(rank)),
+            Driver::Mpi(m) => {
+                let MpiDriver { world, .. } = &*m.borrow();
+                world.segment_base(rank)
+            }
         }
     }
 
@@ -120,7 +122,10 @@ impl Driver {
                 false
             }
             #[cfg(feature = "mpi")]
-            Driver::Mpi(m) => with_mpi(m, |MpiDriver { world, .. }| world.puts_by_messages(rank)),
+            Driver::Mpi(m) => {
+                let MpiDriver { world, .. } = &*m.borrow();
+                world.puts_by_messages(rank)
+            }
         }
     }
 
@@ -129,7 +134,10 @@ impl Driver {
         match self {
             Driver::Smp(d) => rank < d.ranks(),
             #[cfg(feature = "mpi")]
-            Driver::Mpi(m) => with_mpi(m, |MpiDriver { world, .. }| world.maps(rank)),
+            Driver::Mpi(m) => {
+                let MpiDriver { world, .. } = &*m.borrow();
+                world.maps(rank)
+            }
         }
     }
 
@@ -149,7 +157,10 @@ impl Driver {
         match self {
             Driver::Smp(d) => d.world().write_counting,
             #[cfg(feature = "mpi")]
-            Driver::Mpi(m) => with_mpi(m, |MpiDriver { world, .. }| world.write_counting()),
+            Driver::Mpi(m) => {
+                let MpiDriver { world, .. } = &*m.borrow();
+                world.write_counting()
+            }
         }
     }
 
@@ -157,7 +168,10 @@ impl Driver {
         match self {
             Driver::Smp(d) => d.switch_counting(on),
             #[cfg(feature = "mpi")]
-            Driver::Mpi(m) => with_mpi(m, |MpiDriver { world, .. }| world.switch_counting(on)),
+            Driver::Mpi(m) => {
+                let MpiDriver { world, .. } = &*m.borrow();
+                world.switch_counting(on)
+            }
         }
     }
 
@@ -165,7 +179,10 @@ impl Driver {
         match self {
             Driver::Smp(d) => d.messages_sent(),
             #[cfg(feature = "mpi")]
-            Driver::Mpi(m) => with_mpi(m, |MpiDriver { world, .. }| world.messages_sent()),
+            Driver::Mpi(m) => {
+                let MpiDriver { world, .. } = &*m.borrow();
+                world.messages_sent()
+            }
         }
     }
 
@@ -187,9 +204,10 @@ impl Driver {
                 d.put(rank, offset, src)
             }
             #[cfg(feature = "mpi")]
-            Driver::Mpi(m) => with_mpi(m, |MpiDriver { world, .. }| {
+            Driver::Mpi(m) => {
+                let MpiDriver { world, .. } = &*m.borrow();
                 world.or_peer_lost(world.put(in_handler, rank, offset, src))
-            }),
+            }
         }
     }
 
@@ -207,9 +225,10 @@ impl Driver {
                 d.put_uncounted(rank, offset, src)
             }
             #[cfg(feature = "mpi")]
-            Driver::Mpi(m) => with_mpi(m, |MpiDriver { world, .. }| {
+            Driver::Mpi(m) => {
+                let MpiDriver { world, .. } = &*m.borrow();
                 world.or_peer_lost(world.put_uncounted(in_handler, rank, offset, src))
-            }),
+            }
         }
     }
 
@@ -227,14 +246,15 @@ impl Driver {
                 d.put(rank, offset, src).map(WriteHandle::complete)
             }
             #[cfg(feature = "mpi")]
-            Driver::Mpi(m) => with_mpi(m, |MpiDriver { world, link }| {
+            Driver::Mpi(m) => {
+                let MpiDriver { world, link } = &*m.borrow();
                 Ok(
                     match world.or_peer_lost(world.put_nb(in_handler, rank, offset, src))? {
                         Started::Done(ack) => WriteHandle::complete(ack),
                         Started::Pending(id) => WriteHandle::pending(Self::pending(link, id)),
                     },
                 )
-            }),
+            }
         }
     }
 
@@ -251,11 +271,12 @@ impl Driver {
                 None
             }
             #[cfg(feature = "mpi")]
-            Driver::Mpi(m) => with_mpi(m, |MpiDriver { world, .. }| {
+            Driver::Mpi(m) => {
+                let MpiDriver { world, .. } = &*m.borrow();
                 world
                     .put_nb_flush(rank, offset, src)
                     .map(|r| world.or_peer_lost(r).map(FlushId))
-            }),
+            }
         }
     }
 
@@ -264,7 +285,10 @@ impl Driver {
         match self {
             Driver::Smp(_) => false,
             #[cfg(feature = "mpi")]
-            Driver::Mpi(m) => with_mpi(m, |MpiDriver { world, .. }| world.flush_rma()),
+            Driver::Mpi(m) => {
+                let MpiDriver { world, .. } = &*m.borrow();
+                world.flush_rma()
+            }
         }
     }
 
@@ -276,7 +300,10 @@ impl Driver {
                 true
             }
             #[cfg(feature = "mpi")]
-            Driver::Mpi(m) => with_mpi(m, |MpiDriver { world, .. }| world.flushed(id.0)),
+            Driver::Mpi(m) => {
+                let MpiDriver { world, .. } = &*m.borrow();
+                world.flushed(id.0)
+            }
         }
     }
 
@@ -287,9 +314,10 @@ impl Driver {
                 WriteHandle::complete(WriteAck::UNCOUNTED)
             }
             #[cfg(feature = "mpi")]
-            Driver::Mpi(m) => with_mpi(m, |MpiDriver { link, .. }| {
+            Driver::Mpi(m) => {
+                let MpiDriver { link, .. } = &*m.borrow();
                 WriteHandle::pending(Self::pending(link, id.0))
-            }),
+            }
         }
     }
 
@@ -300,9 +328,10 @@ impl Driver {
                 let _ = id;
             }
             #[cfg(feature = "mpi")]
-            Driver::Mpi(m) => with_mpi(m, |MpiDriver { world, .. }| {
+            Driver::Mpi(m) => {
+                let MpiDriver { world, .. } = &*m.borrow();
                 world.wait_ack(id.0);
-            }),
+            }
         }
     }
 
@@ -320,9 +349,10 @@ impl Driver {
                 d.get(rank, offset, dst)
             }
             #[cfg(feature = "mpi")]
-            Driver::Mpi(m) => with_mpi(m, |MpiDriver { world, .. }| {
+            Driver::Mpi(m) => {
+                let MpiDriver { world, .. } = &*m.borrow();
                 world.or_peer_lost(world.get(in_handler, rank, offset, dst))
-            }),
+            }
         }
     }
 
@@ -339,9 +369,10 @@ impl Driver {
                 d.put_vector(rank, pieces, src)
             }
             #[cfg(feature = "mpi")]
-            Driver::Mpi(m) => with_mpi(m, |MpiDriver { world, .. }| {
+            Driver::Mpi(m) => {
+                let MpiDriver { world, .. } = &*m.borrow();
                 world.or_peer_lost(world.put_vector(in_handler, rank, pieces, src))
-            }),
+            }
         }
     }
 
@@ -358,9 +389,10 @@ impl Driver {
                 d.get_vector(rank, pieces, dst)
             }
             #[cfg(feature = "mpi")]
-            Driver::Mpi(m) => with_mpi(m, |MpiDriver { world, .. }| {
+            Driver::Mpi(m) => {
+                let MpiDriver { world, .. } = &*m.borrow();
                 world.or_peer_lost(world.get_vector(in_handler, rank, pieces, dst))
-            }),
+            }
         }
     }
 
@@ -377,14 +409,15 @@ impl Driver {
                 d.get_owned(rank, offset, len).map(OwnedGetHandle::complete)
             }
             #[cfg(feature = "mpi")]
-            Driver::Mpi(m) => with_mpi(m, |MpiDriver { world, link }| {
+            Driver::Mpi(m) => {
+                let MpiDriver { world, link } = &*m.borrow();
                 Ok(
                     match world.or_peer_lost(world.get_nb_owned(in_handler, rank, offset, len))? {
                         Started::Done(bytes) => OwnedGetHandle::complete(bytes),
                         Started::Pending(id) => OwnedGetHandle::pending(Self::pending(link, id)),
                     },
                 )
-            }),
+            }
         }
     }
 
@@ -402,9 +435,10 @@ impl Driver {
                 d.atomic(rank, offset, op)
             }
             #[cfg(feature = "mpi")]
-            Driver::Mpi(m) => with_mpi(m, |MpiDriver { world, .. }| {
+            Driver::Mpi(m) => {
+                let MpiDriver { world, .. } = &*m.borrow();
                 world.or_peer_lost(world.atomic(in_handler, rank, offset, op))
-            }),
+            }
         }
     }
 
@@ -421,14 +455,15 @@ impl Driver {
                 d.atomic(rank, offset, op).map(AtomicHandle::complete)
             }
             #[cfg(feature = "mpi")]
-            Driver::Mpi(m) => with_mpi(m, |MpiDriver { world, link }| {
+            Driver::Mpi(m) => {
+                let MpiDriver { world, link } = &*m.borrow();
                 Ok(
                     match world.or_peer_lost(world.atomic_nb(in_handler, rank, offset, op))? {
                         Started::Done(r) => AtomicHandle::complete(r),
                         Started::Pending(id) => AtomicHandle::pending(Self::pending(link, id)),
                     },
                 )
-            }),
+            }
         }
     }
 
@@ -456,7 +491,8 @@ impl Driver {
                 Ok(())
             }
             #[cfg(feature = "mpi")]
-            Driver::Mpi(m) => with_mpi(m, |MpiDriver { world, .. }| {
+            Driver::Mpi(m) => {
+                let MpiDriver { world, .. } = &*m.borrow();
                 let head = AmHead {
                     handler,
                     is_reply,
@@ -469,7 +505,7 @@ impl Driver {
                 world
                     .or_peer_lost(world.send_am(in_handler, target, head, body))
                     .map(|_| ())
-            }),
+            }
         }
     }
 
@@ -492,7 +528,8 @@ impl Driver {
                     .map(WriteHandle::complete)
             }
             #[cfg(feature = "mpi")]
-            Driver::Mpi(m) => with_mpi(m, |MpiDriver { world, link }| {
+            Driver::Mpi(m) => {
+                let MpiDriver { world, link } = &*m.borrow();
                 let head = AmHead {
                     handler,
                     is_reply,
@@ -504,7 +541,7 @@ impl Driver {
                     Some(Started::Pending(id)) => Ok(WriteHandle::pending(Self::pending(link, id))),
                     None => unreachable!("a long message is acknowledged"),
                 }
-            }),
+            }
         }
     }
 
@@ -515,7 +552,10 @@ impl Driver {
         match self {
             Driver::Smp(d) => d.poll(cx),
             #[cfg(feature = "mpi")]
-            Driver::Mpi(m) => with_mpi(m, |MpiDriver { world, .. }| world.poll(cx, POLL_BATCH)),
+            Driver::Mpi(m) => {
+                let MpiDriver { world, .. } = &*m.borrow();
+                world.poll(cx, POLL_BATCH)
+            }
         }
     }
 
@@ -525,7 +565,10 @@ impl Driver {
         match self {
             Driver::Smp(d) => d.handled(),
             #[cfg(feature = "mpi")]
-            Driver::Mpi(m) => with_mpi(m, |MpiDriver { world, .. }| world.handled()),
+            Driver::Mpi(m) => {
+                let MpiDriver { world, .. } = &*m.borrow();
+                world.handled()
+            }
         }
     }
 
@@ -539,9 +582,10 @@ impl Driver {
         match self {
             Driver::Smp(d) => d.wait_for(cx, awaiting, done),
             #[cfg(feature = "mpi")]
-            Driver::Mpi(m) => with_mpi(m, |MpiDriver { world, .. }| {
+            Driver::Mpi(m) => {
+                let MpiDriver { world, .. } = &*m.borrow();
                 world.wait_until(cx, awaiting, done)
-            }),
+            }
         }
     }
 
@@ -602,10 +646,11 @@ impl Driver {
         match self {
             Driver::Smp(d) => Ok(d.barrier_notify()),
             #[cfg(feature = "mpi")]
-            Driver::Mpi(m) => with_mpi(m, |MpiDriver { world, .. }| {
+            Driver::Mpi(m) => {
+                let MpiDriver { world, .. } = &*m.borrow();
                 world.or_peer_lost(world.barrier_notify())?;
                 Ok(Phase::Notified(0))
-            }),
+            }
         }
     }
 
@@ -614,9 +659,10 @@ impl Driver {
         match self {
             Driver::Smp(d) => Ok(d.barrier_try(generation)),
             #[cfg(feature = "mpi")]
-            Driver::Mpi(m) => with_mpi(m, |MpiDriver { world, .. }| {
+            Driver::Mpi(m) => {
+                let MpiDriver { world, .. } = &*m.borrow();
                 world.or_peer_lost(world.barrier_test())
-            }),
+            }
         }
     }
 
@@ -632,7 +678,8 @@ impl Driver {
                 Ok(())
             }
             #[cfg(feature = "mpi")]
-            Driver::Mpi(m) => with_mpi(m, |MpiDriver { world, .. }| {
+            Driver::Mpi(m) => {
+                let MpiDriver { world, .. } = &*m.borrow();
                 let mut failed = None;
                 let awaiting = Awaiting::new(crate::hang_report::BARRIER).woken();
                 world.wait_until(cx, awaiting, || match world.barrier_test() {
@@ -643,7 +690,7 @@ impl Driver {
                     }
                 });
                 world.or_peer_lost(failed.map_or(Ok(()), Err))
-            }),
+            }
         }
     }
 
@@ -652,7 +699,10 @@ impl Driver {
         match self {
             Driver::Smp(d) => d.finish(cx),
             #[cfg(feature = "mpi")]
-            Driver::Mpi(m) => with_mpi(m, |MpiDriver { world, .. }| world.finish(cx)),
+            Driver::Mpi(m) => {
+                let MpiDriver { world, .. } = &*m.borrow();
+                world.finish(cx)
+            }
         }
     }
 }
