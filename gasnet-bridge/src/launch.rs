@@ -195,7 +195,7 @@ where
         recovered,
     } = mpi::start(config)?;
     let me = world.rank();
-    let driver = Driver::Mpi(std::cell::RefCell::new(MpiDriver { world, link }));
+    let driver = Driver::Mpi(Box::new(std::cell::RefCell::new(MpiDriver { world, link })));
     let endpoint = Endpoint::new(me, driver, handlers);
     if let Some(r) = recovered {
         endpoint.set_recovered(r);

@@ -34,8 +34,10 @@ use std::rc::Rc;
 #[derive(Debug)]
 pub(crate) enum Driver {
     Smp(SmpDriver),
+    // Boxed: a pointer-sized arm, as the two `Rc`s before the cell were, keeps the enum's
+    // layout, which the smp put's tight loop is sensitive to.
     #[cfg(feature = "mpi")]
-    Mpi(RefCell<MpiDriver>),
+    Mpi(Box<RefCell<MpiDriver>>),
 }
 
 /// This process's mpi world and the link its pending handles hold. Every operation borrows it
