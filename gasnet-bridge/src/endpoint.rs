@@ -7,7 +7,7 @@
 //! belongs to the rank whatever its conduit: the in-handler rule, the barrier phase, the
 //! message checks, and the handlers.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,6 +20,7 @@ use crate::conduit::kind::ConduitKind;
 use crate::counters::{WriteAck, WriteCounters, WriteCounting};
 use crate::error::BridgeError;
 use crate::message::{HandlerId, MAX_ARGS, MAX_MEDIUM, MessageView};
+use crate::recovered::Recovered;
 use crate::sleep::Awaiting;
 use crate::topology::Topology;
 
@@ -43,6 +44,8 @@ pub struct Endpoint {
     registered: usize,
     in_handler: Cell<bool>,
     phase: Cell<Phase>,
+    /// What the latest recovery told this rank (`None` in a job that lost no process).
+    recovered: RefCell<Option<Recovered>>,
 }
 
 /// Resets the in-handler flag even if the handler unwinds.
@@ -81,7 +84,20 @@ impl Endpoint {
             handlers,
             in_handler: Cell::new(false),
             phase: Cell::new(Phase::Idle),
+            recovered: RefCell::new(None),
         }
+    }
+
+    /// Records what the recovery that made this rank's process a replacement told it.
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+    pub(crate) fn set_recovered(&self, recovered: Recovered) {
+        *self.recovered.borrow_mut() = Some(recovered);
+    }
+
+    /// The driver, once the rank's body and its end are over.
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+    pub(crate) fn into_driver(self) -> Driver {
+        self.driver
     }
 
     /// This rank's index, `0..ranks()`.
@@ -138,9 +154,10 @@ impl Endpoint {
         self.driver.maps(rank)
     }
 
+    /// Runs `f` on this rank's counters.
     #[inline]
-    pub(crate) fn counters(&self) -> &WriteCounters {
-        self.driver.counters()
+    pub(crate) fn with_counters<T>(&self, f: impl FnOnce(&WriteCounters) -> T) -> T {
+        self.driver.with_counters(f)
     }
 
     /// Whether this rank is running an AM handler now (where a blocking call panics), for
@@ -153,25 +170,27 @@ impl Endpoint {
 
     /// This rank's Epoch Counter.
     pub fn epoch(&self) -> u64 {
-        self.counters().ec()
+        self.with_counters(WriteCounters::ec)
     }
 
     /// Sets this rank's Epoch Counter (a replaying CD rewinds it this way).
     pub fn set_epoch(&self, ec: u64) {
-        self.counters().set_ec(ec);
+        self.with_counters(|c| c.set_ec(ec));
     }
 
     /// Advances this rank's Epoch Counter by `steps` and returns the new value.
     pub fn advance_epoch(&self, steps: u64) -> u64 {
-        let ec = self.counters().ec() + steps;
-        self.counters().set_ec(ec);
-        ec
+        self.with_counters(|c| {
+            let ec = c.ec() + steps;
+            c.set_ec(ec);
+            ec
+        })
     }
 
     /// Number of writes that have landed in this rank's segment (0 in a job that does not
     /// count writes, [`crate::WriteCounting::Off`]).
     pub fn incoming_writes(&self) -> u64 {
-        self.counters().iwc()
+        self.with_counters(WriteCounters::iwc)
     }
 
     /// Whether this job counts incoming writes (fixed at launch, the same on every rank;
@@ -202,14 +221,15 @@ impl Endpoint {
         match self.write_counting() {
             WriteCounting::On => true,
             WriteCounting::Off => false,
-            WriteCounting::Switched => self.counters().switched_on(),
+            WriteCounting::Switched => self.with_counters(WriteCounters::switched_on),
         }
     }
 
     /// Counts a write into this rank's own segment (a message that modifies its memory), if
     /// the job counts writes.
     pub(crate) fn count_own_write(&self) -> WriteAck {
-        self.write_counting().count(self.counters())
+        let counting = self.write_counting();
+        self.with_counters(|c| counting.count(c))
     }
 
     // ---- RMA ------------------------------------------------------------------------------
@@ -594,6 +614,41 @@ impl Endpoint {
         let result = self.driver.barrier_wait(self, generation);
         self.phase.set(Phase::Idle);
         result
+    }
+
+    // ---- recovery after a lost process ---------------------------------------------------------
+
+    /// Goes on after another rank's process was lost (mpi conduit with the `ulfm` feature,
+    /// spares started with `PGAS_SPARES`): call it after catching the unwind a peer's failure
+    /// starts ([`PeerFailure`](crate::for_runtimes::PeerFailure), `std::panic::catch_unwind`
+    /// around the work this rank can redo). Collective over every live process: the job's
+    /// communicator is revoked and shrunk, the live processes agree on the dead, a spare takes
+    /// each lost rank's number, and the conduit is rebuilt over the new communicator. This
+    /// rank keeps its number, its segment's contents and every `(rank, offset)` address;
+    /// handles of operations started before answer [`BridgeError::WorldRebuilt`]. The lost
+    /// ranks' replacements run the job's body from its start, [`Endpoint::recovered`] telling
+    /// them so. When the job cannot go on (no spare left, another loss during the recovery)
+    /// the process ends, the first live one printing one line that says why.
+    ///
+    /// Refused inside a handler or an operation, on smp, without the `ulfm` feature, and when
+    /// no process was lost.
+    pub fn recover(&self) -> Result<Recovered, BridgeError> {
+        if self.in_handler.get() {
+            return Err(BridgeError::RecoverRefused(
+                "called inside an active-message handler: catch the unwind in the rank's body",
+            ));
+        }
+        let recovered = self.driver.recover()?;
+        self.phase.set(Phase::Idle);
+        *self.recovered.borrow_mut() = Some(recovered.clone());
+        Ok(recovered)
+    }
+
+    /// What the latest recovery told this rank: `None` in a job that lost no process; on a
+    /// survivor after [`Endpoint::recover`], and on a replacement from the start of its body
+    /// (`replacement: true`).
+    pub fn recovered(&self) -> Option<Recovered> {
+        self.recovered.borrow().clone()
     }
 
     // ---- end of the job -------------------------------------------------------------------

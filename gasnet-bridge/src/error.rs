@@ -72,6 +72,21 @@ pub enum BridgeError {
     )]
     JobEnded,
 
+    /// A completion handle of a job whose conduit was rebuilt after a lost process was asked
+    /// about its operation: the old job's communication is gone, so nothing can answer it.
+    #[error(
+        "a completion handle of the job before the conduit was rebuilt (rank{} {} lost) was \
+         used while its operation was unanswered; nothing can answer it now: redo the \
+         operation in the rebuilt job",
+        if lost.len() == 1 { "" } else { "s" },
+        lost.iter().map(usize::to_string).collect::<Vec<_>>().join(", ")
+    )]
+    WorldRebuilt { lost: Vec<usize> },
+
+    /// [`Endpoint::recover`](crate::Endpoint::recover) called where it cannot run.
+    #[error("Endpoint::recover refused: {0}")]
+    RecoverRefused(&'static str),
+
     /// A vector put or get whose pieces do not add up to its local buffer.
     #[error(
         "vector transfer of {pieces} pieces totalling {total} bytes with a local buffer of \

@@ -1,10 +1,11 @@
 //! What a runtime built on this crate needs and a program does not (pgas is such a runtime):
-//! how a rank stops a job on purpose, the per-piece counts of a vector put, and the directories
+//! how a rank stops a job on purpose, the unwind that a lost peer starts (caught before
+//! [`Endpoint::recover`](crate::Endpoint::recover)), the per-piece counts of a vector put, and the directories
 //! to remove when the process ends by `_exit`.
 //!
 //! Programs use the crate root; the items here let a runtime keep its promises to them.
 
-pub use crate::failure::{Stopped, panic_message};
+pub use crate::failure::{PeerFailure, Stopped, panic_message};
 pub use crate::vector::piece_iwc;
 
 /// Directories a runtime keeps on disk for a job, removed even when the process ends without

@@ -187,24 +187,34 @@ fn launch_mpi<R, F>(
 where
     F: Fn(&Endpoint) -> R,
 {
+    use crate::conduit::driver::MpiDriver;
     use crate::conduit::mpi;
-    let (world, link) = mpi::start(config)?;
+    let mpi::Joined {
+        world,
+        link,
+        recovered,
+    } = mpi::start(config)?;
     let me = world.rank();
-    let driver = Driver::Mpi {
-        world: world.clone(),
-        link: link.clone(),
-    };
+    let driver = Driver::Mpi(Box::new(std::cell::RefCell::new(MpiDriver { world, link })));
     let endpoint = Endpoint::new(me, driver, handlers);
+    if let Some(r) = recovered {
+        endpoint.set_recovered(r);
+    }
     let outcome = catch_unwind(AssertUnwindSafe(|| {
         let result = body(&endpoint);
         endpoint.finish();
         result
     }));
-    // The endpoint goes first: the window is freed only after every reference into it.
-    drop(endpoint);
+    // The world as the endpoint leaves it (rebuilt, if the job recovered from a loss). The
+    // endpoint goes first: the window is freed only after every reference into it.
+    let (world, link) = endpoint
+        .into_driver()
+        .into_mpi()
+        .expect("an mpi job's driver is mpi");
     match outcome {
         Ok(result) => {
             mpi::end_normally(world)?;
+            drop(link);
             Ok(vec![result])
         }
         Err(payload) => Err(mpi::end_failed(world, &link, payload)),

@@ -16,24 +16,56 @@ use crate::conduit::smp::SmpDriver;
 use crate::conduit::smp_inbox::Outgoing;
 use crate::counters::{WriteAck, WriteCounters, WriteCounting};
 use crate::error::BridgeError;
+use crate::recovered::Recovered;
 use crate::sleep::Awaiting;
 use crate::topology::Topology;
 
 #[cfg(feature = "mpi")]
 use crate::conduit::mpi::{AmHead, Link, MpiWorld, OutBody, Pending, Started};
 #[cfg(feature = "mpi")]
+use std::cell::RefCell;
+#[cfg(feature = "mpi")]
 use std::rc::Rc;
 
 /// A rank's conduit: the smp driver, or this process's mpi world with the link its handles
-/// hold (the driver may invalidate it, see `conduit/README.md`).
+/// hold (the driver may invalidate it, see `conduit/README.md`). The mpi world sits in a
+/// cell because a recovery rebuilds it and replaces its link through `&self`; the smp arm has
+/// no cell, so its operations pay nothing for that.
 #[derive(Debug)]
 pub(crate) enum Driver {
     Smp(SmpDriver),
+    // Boxed: a pointer-sized arm, as the two `Rc`s before the cell were, keeps the enum's
+    // layout, which the smp put's tight loop is sensitive to.
     #[cfg(feature = "mpi")]
-    Mpi {
-        world: Rc<MpiWorld>,
-        link: Rc<Link>,
-    },
+    Mpi(Box<RefCell<MpiDriver>>),
+}
+
+/// This process's mpi world and the link its pending handles hold. Every operation borrows it
+/// shared (handlers run inside waits, so borrows nest); only a recovery borrows it mutably, to
+/// rebuild the world in place and put a new link in, and it is refused while any operation is
+/// on the stack.
+#[cfg(feature = "mpi")]
+#[derive(Debug)]
+pub(crate) struct MpiDriver {
+    pub(crate) world: Rc<MpiWorld>,
+    pub(crate) link: Rc<Link>,
+}
+
+/// The mpi arm of [`Driver::put`], out of line with its arguments by value: the borrow of the
+/// cell (and its release when the put unwinds) inlined into every put's callers slowed the smp
+/// arm of the same match (`pgas-bench` `rput_flood`'s `bridge_put_rate_8B`), as the rest of
+/// the mpi put would (`MpiWorld::put` is kept out of line for the same reason).
+#[cfg(feature = "mpi")]
+#[inline(never)]
+fn mpi_put(
+    m: &RefCell<MpiDriver>,
+    in_handler: bool,
+    rank: usize,
+    offset: usize,
+    src: &[u8],
+) -> Result<WriteAck, BridgeError> {
+    let MpiDriver { world, .. } = &*m.borrow();
+    world.or_peer_lost(world.put(in_handler, rank, offset, src))
 }
 
 /// What a message carries besides its handler and arguments, as the endpoint gives it.
@@ -54,7 +86,10 @@ impl Driver {
         match self {
             Driver::Smp(d) => d.ranks(),
             #[cfg(feature = "mpi")]
-            Driver::Mpi { world, .. } => world.ranks(),
+            Driver::Mpi(m) => {
+                let MpiDriver { world, .. } = &*m.borrow();
+                world.ranks()
+            }
         }
     }
 
@@ -62,7 +97,7 @@ impl Driver {
         match self {
             Driver::Smp(_) => ConduitKind::Smp,
             #[cfg(feature = "mpi")]
-            Driver::Mpi { .. } => ConduitKind::Mpi,
+            Driver::Mpi(_) => ConduitKind::Mpi,
         }
     }
 
@@ -70,7 +105,10 @@ impl Driver {
         match self {
             Driver::Smp(d) => d.world().topology,
             #[cfg(feature = "mpi")]
-            Driver::Mpi { world, .. } => world.topology(),
+            Driver::Mpi(m) => {
+                let MpiDriver { world, .. } = &*m.borrow();
+                world.topology()
+            }
         }
     }
 
@@ -78,7 +116,10 @@ impl Driver {
         match self {
             Driver::Smp(d) => d.segment_len(),
             #[cfg(feature = "mpi")]
-            Driver::Mpi { world, .. } => world.segment_len(),
+            Driver::Mpi(m) => {
+                let MpiDriver { world, .. } = &*m.borrow();
+                world.segment_len()
+            }
         }
     }
 
@@ -86,7 +127,10 @@ impl Driver {
         match self {
             Driver::Smp(d) => Ok(d.segment(rank)?.base()),
             #[cfg(feature = "mpi")]
-            Driver::Mpi { world, .. } => world.segment_base(rank),
+            Driver::Mpi(m) => {
+                let MpiDriver { world, .. } = &*m.borrow();
+                world.segment_base(rank)
+            }
         }
     }
 
@@ -97,7 +141,10 @@ impl Driver {
                 false
             }
             #[cfg(feature = "mpi")]
-            Driver::Mpi { world, .. } => world.puts_by_messages(rank),
+            Driver::Mpi(m) => {
+                let MpiDriver { world, .. } = &*m.borrow();
+                world.puts_by_messages(rank)
+            }
         }
     }
 
@@ -106,16 +153,21 @@ impl Driver {
         match self {
             Driver::Smp(d) => rank < d.ranks(),
             #[cfg(feature = "mpi")]
-            Driver::Mpi { world, .. } => world.maps(rank),
+            Driver::Mpi(m) => {
+                let MpiDriver { world, .. } = &*m.borrow();
+                world.maps(rank)
+            }
         }
     }
 
+    /// Runs `f` on this rank's counters (a closure, because the mpi world they live in is
+    /// borrowed from its cell only for the call).
     #[inline]
-    pub(crate) fn counters(&self) -> &WriteCounters {
+    pub(crate) fn with_counters<T>(&self, f: impl FnOnce(&WriteCounters) -> T) -> T {
         match self {
-            Driver::Smp(d) => d.counters(),
+            Driver::Smp(d) => f(d.counters()),
             #[cfg(feature = "mpi")]
-            Driver::Mpi { world, .. } => world.counters(),
+            Driver::Mpi(m) => f(m.borrow().world.counters()),
         }
     }
 
@@ -124,7 +176,10 @@ impl Driver {
         match self {
             Driver::Smp(d) => d.world().write_counting,
             #[cfg(feature = "mpi")]
-            Driver::Mpi { world, .. } => world.write_counting(),
+            Driver::Mpi(m) => {
+                let MpiDriver { world, .. } = &*m.borrow();
+                world.write_counting()
+            }
         }
     }
 
@@ -132,7 +187,10 @@ impl Driver {
         match self {
             Driver::Smp(d) => d.switch_counting(on),
             #[cfg(feature = "mpi")]
-            Driver::Mpi { world, .. } => world.switch_counting(on),
+            Driver::Mpi(m) => {
+                let MpiDriver { world, .. } = &*m.borrow();
+                world.switch_counting(on)
+            }
         }
     }
 
@@ -140,7 +198,10 @@ impl Driver {
         match self {
             Driver::Smp(d) => d.messages_sent(),
             #[cfg(feature = "mpi")]
-            Driver::Mpi { world, .. } => world.messages_sent(),
+            Driver::Mpi(m) => {
+                let MpiDriver { world, .. } = &*m.borrow();
+                world.messages_sent()
+            }
         }
     }
 
@@ -162,9 +223,7 @@ impl Driver {
                 d.put(rank, offset, src)
             }
             #[cfg(feature = "mpi")]
-            Driver::Mpi { world, .. } => {
-                world.or_peer_lost(world.put(in_handler, rank, offset, src))
-            }
+            Driver::Mpi(m) => mpi_put(m, in_handler, rank, offset, src),
         }
     }
 
@@ -182,7 +241,8 @@ impl Driver {
                 d.put_uncounted(rank, offset, src)
             }
             #[cfg(feature = "mpi")]
-            Driver::Mpi { world, .. } => {
+            Driver::Mpi(m) => {
+                let MpiDriver { world, .. } = &*m.borrow();
                 world.or_peer_lost(world.put_uncounted(in_handler, rank, offset, src))
             }
         }
@@ -202,12 +262,15 @@ impl Driver {
                 d.put(rank, offset, src).map(WriteHandle::complete)
             }
             #[cfg(feature = "mpi")]
-            Driver::Mpi { world, link } => Ok(
-                match world.or_peer_lost(world.put_nb(in_handler, rank, offset, src))? {
-                    Started::Done(ack) => WriteHandle::complete(ack),
-                    Started::Pending(id) => WriteHandle::pending(Self::pending(link, id)),
-                },
-            ),
+            Driver::Mpi(m) => {
+                let MpiDriver { world, link } = &*m.borrow();
+                Ok(
+                    match world.or_peer_lost(world.put_nb(in_handler, rank, offset, src))? {
+                        Started::Done(ack) => WriteHandle::complete(ack),
+                        Started::Pending(id) => WriteHandle::pending(Self::pending(link, id)),
+                    },
+                )
+            }
         }
     }
 
@@ -224,9 +287,12 @@ impl Driver {
                 None
             }
             #[cfg(feature = "mpi")]
-            Driver::Mpi { world, .. } => world
-                .put_nb_flush(rank, offset, src)
-                .map(|r| world.or_peer_lost(r).map(FlushId)),
+            Driver::Mpi(m) => {
+                let MpiDriver { world, .. } = &*m.borrow();
+                world
+                    .put_nb_flush(rank, offset, src)
+                    .map(|r| world.or_peer_lost(r).map(FlushId))
+            }
         }
     }
 
@@ -235,7 +301,10 @@ impl Driver {
         match self {
             Driver::Smp(_) => false,
             #[cfg(feature = "mpi")]
-            Driver::Mpi { world, .. } => world.flush_rma(),
+            Driver::Mpi(m) => {
+                let MpiDriver { world, .. } = &*m.borrow();
+                world.flush_rma()
+            }
         }
     }
 
@@ -247,7 +316,10 @@ impl Driver {
                 true
             }
             #[cfg(feature = "mpi")]
-            Driver::Mpi { world, .. } => world.flushed(id.0),
+            Driver::Mpi(m) => {
+                let MpiDriver { world, .. } = &*m.borrow();
+                world.flushed(id.0)
+            }
         }
     }
 
@@ -258,7 +330,10 @@ impl Driver {
                 WriteHandle::complete(WriteAck::UNCOUNTED)
             }
             #[cfg(feature = "mpi")]
-            Driver::Mpi { link, .. } => WriteHandle::pending(Self::pending(link, id.0)),
+            Driver::Mpi(m) => {
+                let MpiDriver { link, .. } = &*m.borrow();
+                WriteHandle::pending(Self::pending(link, id.0))
+            }
         }
     }
 
@@ -269,7 +344,8 @@ impl Driver {
                 let _ = id;
             }
             #[cfg(feature = "mpi")]
-            Driver::Mpi { world, .. } => {
+            Driver::Mpi(m) => {
+                let MpiDriver { world, .. } = &*m.borrow();
                 world.wait_ack(id.0);
             }
         }
@@ -289,7 +365,8 @@ impl Driver {
                 d.get(rank, offset, dst)
             }
             #[cfg(feature = "mpi")]
-            Driver::Mpi { world, .. } => {
+            Driver::Mpi(m) => {
+                let MpiDriver { world, .. } = &*m.borrow();
                 world.or_peer_lost(world.get(in_handler, rank, offset, dst))
             }
         }
@@ -308,7 +385,8 @@ impl Driver {
                 d.put_vector(rank, pieces, src)
             }
             #[cfg(feature = "mpi")]
-            Driver::Mpi { world, .. } => {
+            Driver::Mpi(m) => {
+                let MpiDriver { world, .. } = &*m.borrow();
                 world.or_peer_lost(world.put_vector(in_handler, rank, pieces, src))
             }
         }
@@ -327,7 +405,8 @@ impl Driver {
                 d.get_vector(rank, pieces, dst)
             }
             #[cfg(feature = "mpi")]
-            Driver::Mpi { world, .. } => {
+            Driver::Mpi(m) => {
+                let MpiDriver { world, .. } = &*m.borrow();
                 world.or_peer_lost(world.get_vector(in_handler, rank, pieces, dst))
             }
         }
@@ -346,12 +425,15 @@ impl Driver {
                 d.get_owned(rank, offset, len).map(OwnedGetHandle::complete)
             }
             #[cfg(feature = "mpi")]
-            Driver::Mpi { world, link } => Ok(
-                match world.or_peer_lost(world.get_nb_owned(in_handler, rank, offset, len))? {
-                    Started::Done(bytes) => OwnedGetHandle::complete(bytes),
-                    Started::Pending(id) => OwnedGetHandle::pending(Self::pending(link, id)),
-                },
-            ),
+            Driver::Mpi(m) => {
+                let MpiDriver { world, link } = &*m.borrow();
+                Ok(
+                    match world.or_peer_lost(world.get_nb_owned(in_handler, rank, offset, len))? {
+                        Started::Done(bytes) => OwnedGetHandle::complete(bytes),
+                        Started::Pending(id) => OwnedGetHandle::pending(Self::pending(link, id)),
+                    },
+                )
+            }
         }
     }
 
@@ -369,7 +451,8 @@ impl Driver {
                 d.atomic(rank, offset, op)
             }
             #[cfg(feature = "mpi")]
-            Driver::Mpi { world, .. } => {
+            Driver::Mpi(m) => {
+                let MpiDriver { world, .. } = &*m.borrow();
                 world.or_peer_lost(world.atomic(in_handler, rank, offset, op))
             }
         }
@@ -388,12 +471,15 @@ impl Driver {
                 d.atomic(rank, offset, op).map(AtomicHandle::complete)
             }
             #[cfg(feature = "mpi")]
-            Driver::Mpi { world, link } => Ok(
-                match world.or_peer_lost(world.atomic_nb(in_handler, rank, offset, op))? {
-                    Started::Done(r) => AtomicHandle::complete(r),
-                    Started::Pending(id) => AtomicHandle::pending(Self::pending(link, id)),
-                },
-            ),
+            Driver::Mpi(m) => {
+                let MpiDriver { world, link } = &*m.borrow();
+                Ok(
+                    match world.or_peer_lost(world.atomic_nb(in_handler, rank, offset, op))? {
+                        Started::Done(r) => AtomicHandle::complete(r),
+                        Started::Pending(id) => AtomicHandle::pending(Self::pending(link, id)),
+                    },
+                )
+            }
         }
     }
 
@@ -421,7 +507,8 @@ impl Driver {
                 Ok(())
             }
             #[cfg(feature = "mpi")]
-            Driver::Mpi { world, .. } => {
+            Driver::Mpi(m) => {
+                let MpiDriver { world, .. } = &*m.borrow();
                 let head = AmHead {
                     handler,
                     is_reply,
@@ -457,7 +544,8 @@ impl Driver {
                     .map(WriteHandle::complete)
             }
             #[cfg(feature = "mpi")]
-            Driver::Mpi { world, link } => {
+            Driver::Mpi(m) => {
+                let MpiDriver { world, link } = &*m.borrow();
                 let head = AmHead {
                     handler,
                     is_reply,
@@ -480,7 +568,10 @@ impl Driver {
         match self {
             Driver::Smp(d) => d.poll(cx),
             #[cfg(feature = "mpi")]
-            Driver::Mpi { world, .. } => world.poll(cx, POLL_BATCH),
+            Driver::Mpi(m) => {
+                let MpiDriver { world, .. } = &*m.borrow();
+                world.poll(cx, POLL_BATCH)
+            }
         }
     }
 
@@ -490,7 +581,10 @@ impl Driver {
         match self {
             Driver::Smp(d) => d.handled(),
             #[cfg(feature = "mpi")]
-            Driver::Mpi { world, .. } => world.handled(),
+            Driver::Mpi(m) => {
+                let MpiDriver { world, .. } = &*m.borrow();
+                world.handled()
+            }
         }
     }
 
@@ -504,7 +598,10 @@ impl Driver {
         match self {
             Driver::Smp(d) => d.wait_for(cx, awaiting, done),
             #[cfg(feature = "mpi")]
-            Driver::Mpi { world, .. } => world.wait_until(cx, awaiting, done),
+            Driver::Mpi(m) => {
+                let MpiDriver { world, .. } = &*m.borrow();
+                world.wait_until(cx, awaiting, done)
+            }
         }
     }
 
@@ -513,11 +610,48 @@ impl Driver {
         match self {
             Driver::Smp(d) => d.hang_detail(what, phase),
             #[cfg(feature = "mpi")]
-            Driver::Mpi { .. } if what == crate::hang_report::BARRIER => {
+            Driver::Mpi(_) if what == crate::hang_report::BARRIER => {
                 "; MPI does not tell which ranks have arrived (look for a stopped process)".into()
             }
             #[cfg(feature = "mpi")]
-            Driver::Mpi { .. } => String::new(),
+            Driver::Mpi(_) => String::new(),
+        }
+    }
+
+    // ---- recovery ----------------------------------------------------------------------------
+
+    /// Recovers the job after a lost process and puts the rebuilt world in place of the old
+    /// one (mpi with ULFM; `conduit/mpi/ulfm/RECOVERY.md`). Refused while an operation of this
+    /// driver is on the stack (its world is borrowed), and on smp.
+    pub(crate) fn recover(&self) -> Result<Recovered, BridgeError> {
+        match self {
+            Driver::Smp(_) => Err(BridgeError::RecoverRefused(
+                "the smp conduit's ranks are threads of one process, which is never lost alone",
+            )),
+            #[cfg(feature = "mpi")]
+            Driver::Mpi(m) => {
+                let mut slot = m.try_borrow_mut().map_err(|_| {
+                    BridgeError::RecoverRefused(
+                        "called while an operation of this rank is running (inside a wait's \
+                         condition): call it after the operation returned or unwound",
+                    )
+                })?;
+                let MpiDriver { world, link } = &mut *slot;
+                crate::conduit::mpi::recover(world, link)
+            }
+        }
+    }
+
+    /// The mpi world and link, once the endpoint is done with them (`launch` ends the job
+    /// with them); `None` on smp.
+    #[cfg(feature = "mpi")]
+    pub(crate) fn into_mpi(self) -> Option<(Rc<MpiWorld>, Rc<Link>)> {
+        match self {
+            Driver::Smp(_) => None,
+            Driver::Mpi(m) => {
+                let MpiDriver { world, link } = m.into_inner();
+                Some((world, link))
+            }
         }
     }
 
@@ -528,7 +662,8 @@ impl Driver {
         match self {
             Driver::Smp(d) => Ok(d.barrier_notify()),
             #[cfg(feature = "mpi")]
-            Driver::Mpi { world, .. } => {
+            Driver::Mpi(m) => {
+                let MpiDriver { world, .. } = &*m.borrow();
                 world.or_peer_lost(world.barrier_notify())?;
                 Ok(Phase::Notified(0))
             }
@@ -540,7 +675,10 @@ impl Driver {
         match self {
             Driver::Smp(d) => Ok(d.barrier_try(generation)),
             #[cfg(feature = "mpi")]
-            Driver::Mpi { world, .. } => world.or_peer_lost(world.barrier_test()),
+            Driver::Mpi(m) => {
+                let MpiDriver { world, .. } = &*m.borrow();
+                world.or_peer_lost(world.barrier_test())
+            }
         }
     }
 
@@ -556,7 +694,8 @@ impl Driver {
                 Ok(())
             }
             #[cfg(feature = "mpi")]
-            Driver::Mpi { world, .. } => {
+            Driver::Mpi(m) => {
+                let MpiDriver { world, .. } = &*m.borrow();
                 let mut failed = None;
                 let awaiting = Awaiting::new(crate::hang_report::BARRIER).woken();
                 world.wait_until(cx, awaiting, || match world.barrier_test() {
@@ -576,7 +715,10 @@ impl Driver {
         match self {
             Driver::Smp(d) => d.finish(cx),
             #[cfg(feature = "mpi")]
-            Driver::Mpi { world, .. } => world.finish(cx),
+            Driver::Mpi(m) => {
+                let MpiDriver { world, .. } = &*m.borrow();
+                world.finish(cx)
+            }
         }
     }
 }

@@ -80,6 +80,60 @@ pub(super) fn inbox_bytes(rings: usize) -> usize {
     }
 }
 
+/// The inboxes of a host as `map_host` laid them out (`window.rs`), which a job's
+/// [`Outboxes`] and [`Inbox`] claim rings in. The world keeps them, because a job rebuilt
+/// after a lost process claims them again.
+#[derive(Debug, Clone)]
+pub(super) struct RingLayouts {
+    /// By rank: the inbox of that rank of this host, for this rank to claim a ring in.
+    pub(super) outboxes: Vec<Option<InboxLayout>>,
+    /// This rank's inbox.
+    pub(super) inbox: Option<InboxLayout>,
+    /// Every other rank of the host can have a ring in every inbox.
+    pub(super) ring_per_sender: bool,
+}
+
+impl RingLayouts {
+    /// No inbox at all: every message to another rank travels through MPI.
+    #[cfg_attr(not(feature = "ulfm"), allow(dead_code))]
+    pub(super) fn none(ranks: usize) -> RingLayouts {
+        RingLayouts {
+            outboxes: vec![None; ranks],
+            inbox: None,
+            ring_per_sender: true,
+        }
+    }
+
+    /// The layouts after the processes of the ranks `lost` died: no ring toward them (a
+    /// replacement does not map this host's window), and this rank's inbox emptied, claims
+    /// and records, so that the rebuilt job's senders claim its rings again.
+    ///
+    /// # Safety
+    /// No view of this rank's rings is used any more (the old job's `Outboxes` and `Inbox`
+    /// are leaked), and no live process writes into this inbox until a barrier of the new
+    /// job that every process of the host passes after this call (`JobParts::build`'s).
+    #[cfg_attr(not(feature = "ulfm"), allow(dead_code))]
+    pub(super) unsafe fn after_loss(&self, lost: &[usize]) -> RingLayouts {
+        if let Some(inbox) = &self.inbox {
+            // SAFETY: the inbox's bytes lie in this rank's piece of the kept window (`new`'s
+            // contract), mapped for the process's life; the caller guarantees no access
+            // races with the fill, which is `shared_copy`'s like every access to window memory.
+            unsafe { crate::shared_copy::fill(inbox.base, 0, inbox_bytes(inbox.rings)) };
+        }
+        let mut outboxes = self.outboxes.clone();
+        for &r in lost {
+            if let Some(o) = outboxes.get_mut(r) {
+                *o = None;
+            }
+        }
+        RingLayouts {
+            outboxes,
+            inbox: self.inbox,
+            ring_per_sender: self.ring_per_sender,
+        }
+    }
+}
+
 /// Where an inbox lies in its owner's piece of the host's window.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct InboxLayout {

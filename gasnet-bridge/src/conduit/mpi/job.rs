@@ -7,17 +7,27 @@ use std::rc::Rc;
 use std::sync::atomic::Ordering;
 
 use crate::config::LaunchConfig;
-use crate::error::LaunchError;
+use crate::error::{BridgeError, LaunchError};
 use crate::failure::{PeerFailure, Stopped, panic_message};
+use crate::recovered::Recovered;
 
 use super::pending::Link;
 use super::process::{self, JOB_ACTIVE, POISONED};
 use super::watchdog;
 use super::world::MpiWorld;
 
+/// This process's place in a job it joined: its world, the link its handles hold, and, on a
+/// replacement, what the recovery that gave it its rank tells the body.
+pub(crate) struct Joined {
+    pub(crate) world: Rc<MpiWorld>,
+    pub(crate) link: Rc<Link>,
+    pub(crate) recovered: Option<Recovered>,
+}
+
 /// Sets up this process's rank of a job spanning every process of `MPI_COMM_WORLD`
-/// (collective), with the link its completion handles will hold.
-pub(crate) fn start(config: &LaunchConfig) -> Result<(Rc<MpiWorld>, Rc<Link>), LaunchError> {
+/// (collective), with the link its completion handles will hold. With ULFM a spare returns
+/// from here only when a recovery gave it a lost rank: then with what its body is told.
+pub(crate) fn start(config: &LaunchConfig) -> Result<Joined, LaunchError> {
     if POISONED.load(Ordering::Acquire) {
         return Err(LaunchError::Conduit(
             "an earlier job of this process failed; MPI cannot start another one".into(),
@@ -25,7 +35,18 @@ pub(crate) fn start(config: &LaunchConfig) -> Result<(Rc<MpiWorld>, Rc<Link>), L
     }
     process::check_thread(process::process()?)?;
     #[cfg(feature = "ulfm")]
-    let members = super::ulfm::lifecycle::rank_holders()?;
+    let members = match super::ulfm::lifecycle::rank_holders()? {
+        super::ulfm::lifecycle::Holders::Start(comm) => comm,
+        super::ulfm::lifecycle::Holders::Replace(new, deadline) => {
+            let (world, recovered) = super::ulfm::lifecycle::replacement(config, new, deadline);
+            let link = Link::new(world.clone());
+            return Ok(Joined {
+                world,
+                link,
+                recovered: Some(recovered),
+            });
+        }
+    };
     #[cfg(not(feature = "ulfm"))]
     // SAFETY: reading a link-time constant of rsmpi's C shim.
     let members = unsafe { ::mpi::ffi::RSMPI_COMM_WORLD };
@@ -33,7 +54,50 @@ pub(crate) fn start(config: &LaunchConfig) -> Result<(Rc<MpiWorld>, Rc<Link>), L
     #[cfg(feature = "ulfm")]
     super::ulfm::lifecycle::started(world.rank())?;
     let link = Link::new(world.clone());
-    Ok((world, link))
+    Ok(Joined {
+        world,
+        link,
+        recovered: None,
+    })
+}
+
+/// `Endpoint::recover` on this conduit: after a peer's failure this rank caught, the recovery
+/// and the rebuild of `world` in place, with a new `link` (`ulfm/RECOVERY.md`). Ends the
+/// process when the job cannot go on. Refused when no process was lost, and without ULFM.
+pub(crate) fn recover(
+    world: &mut Rc<MpiWorld>,
+    link: &mut Rc<Link>,
+) -> Result<Recovered, BridgeError> {
+    #[cfg(feature = "ulfm")]
+    {
+        let lost = world
+            .job
+            .shared
+            .failure
+            .first()
+            .is_some_and(|(r, m)| m == watchdog::lost_message(r));
+        let failed = world.job.shared.failure.is_failed();
+        if !lost
+            && (failed
+                || !(super::ulfm::mpix::failure_seen()
+                    || super::ulfm::mpix::comm_has_failure(world.job.comm)))
+        {
+            return Err(BridgeError::RecoverRefused(
+                "no process of the job was lost (a rank that panicked or stopped ends the \
+                 job; let the unwind reach launch)",
+            ));
+        }
+        Ok(super::ulfm::lifecycle::rebuild_survivor(world, link))
+    }
+    #[cfg(not(feature = "ulfm"))]
+    {
+        let _ = (world, link);
+        Err(BridgeError::RecoverRefused(
+            "a lost process is recovered only with the `ulfm` cargo feature and an MPI with \
+             ULFM (`. .ci/ulfm-env`, then build with `--features ulfm` and run under \
+             `mpirun --with-ft ulfm` with PGAS_SPARES); without it a lost process ends the job",
+        ))
+    }
 }
 
 /// Frees the world's MPI objects after the body returned and the job reached quiescence on

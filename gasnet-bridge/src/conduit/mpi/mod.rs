@@ -42,7 +42,7 @@ mod window;
 mod wire;
 mod world;
 
-pub(crate) use job::{end_failed, end_normally, start};
+pub(crate) use job::{Joined, end_failed, end_normally, recover, start};
 pub(crate) use outgoing::{AmHead, OutBody};
 pub(crate) use pending::{Link, Pending};
 pub(crate) use process::world_shape;

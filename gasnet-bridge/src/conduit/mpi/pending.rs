@@ -1,8 +1,8 @@
 //! The completion handles' side of the conduit: an operation number and a link to the world
 //! that numbered it. The driver owns the world; handles own only the link, which the driver
 //! invalidates when the world is gone for good (a failed job; a world rebuilt over a new
-//! communicator), after which every handle answers [`BridgeError::JobEnded`] without
-//! touching the world.
+//! communicator), after which every handle answers [`BridgeError::JobEnded`] (or
+//! [`BridgeError::WorldRebuilt`], naming the lost ranks) without touching the world.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -13,26 +13,48 @@ use crate::error::BridgeError;
 
 use super::world::MpiWorld;
 
-/// The way from handles to their world; empty once the driver invalidated it.
+/// The way from handles to their world; empty once the driver invalidated it, with the
+/// error the handles then answer.
 #[derive(Debug)]
-pub(crate) struct Link(RefCell<Option<Rc<MpiWorld>>>);
+pub(crate) struct Link(RefCell<Result<Rc<MpiWorld>, BridgeError>>);
 
 impl Link {
     /// A valid link to `world`.
     pub(crate) fn new(world: Rc<MpiWorld>) -> Rc<Link> {
-        Rc::new(Link(RefCell::new(Some(world))))
+        Rc::new(Link(RefCell::new(Ok(world))))
     }
 
     /// Cuts every handle off its world: from now on they answer `JobEnded`.
     pub(crate) fn invalidate(&self) {
-        let world = self.0.borrow_mut().take();
+        self.invalidate_with(BridgeError::JobEnded);
+    }
+
+    /// Cuts every handle off its world, which a rebuild after the loss of the ranks `lost`
+    /// replaced: from now on they answer [`BridgeError::WorldRebuilt`] naming them.
+    #[cfg_attr(not(feature = "ulfm"), allow(dead_code))]
+    pub(crate) fn invalidate_rebuilt(&self, lost: Vec<usize>) {
+        self.invalidate_with(BridgeError::WorldRebuilt { lost });
+    }
+
+    fn invalidate_with(&self, why: BridgeError) {
+        let world = std::mem::replace(&mut *self.0.borrow_mut(), Err(why));
         drop(world);
     }
 
     /// The world, if the link is valid (cloned, so no borrow is held while it works: a wait
     /// may run progress that drops other handles).
     fn world(&self) -> Option<Rc<MpiWorld>> {
-        self.0.borrow().clone()
+        self.0.borrow().as_ref().ok().cloned()
+    }
+
+    /// Why the link is invalid (`JobEnded` while it is valid: only asked once it is not).
+    fn why(&self) -> BridgeError {
+        self.0
+            .borrow()
+            .as_ref()
+            .err()
+            .cloned()
+            .unwrap_or(BridgeError::JobEnded)
     }
 }
 
@@ -43,11 +65,12 @@ pub(crate) struct Pending {
     id: u64,
 }
 
-/// A handle whose world is gone asked for progress: the job ended without completing it.
+/// A handle whose world is gone asked for progress: the job ended (or was rebuilt) without
+/// completing it; `why` says which.
 #[cold]
 #[inline(never)]
-fn ended() -> ! {
-    panic!("{}", BridgeError::JobEnded)
+fn ended(why: BridgeError) -> ! {
+    panic!("{why}")
 }
 
 impl Pending {
@@ -62,7 +85,7 @@ impl Pending {
     }
 
     fn world(&self) -> Rc<MpiWorld> {
-        self.link.world().unwrap_or_else(|| ended())
+        self.link.world().unwrap_or_else(|| ended(self.link.why()))
     }
 
     /// The write's ack if it has arrived (no progress); `None` once the link is invalid.

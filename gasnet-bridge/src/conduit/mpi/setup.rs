@@ -22,7 +22,7 @@ use crate::topology::Topology;
 
 use super::calls::{allgather_text, check, uint8};
 use super::counting::CountingSwitch;
-use super::inbox::{Inbox, InboxLayout, Outboxes};
+use super::inbox::{Inbox, Outboxes, RingLayouts};
 use super::process::{self, JOB_ACTIVE};
 use super::rma_window::{Flavor, RmaWindow};
 use super::slots::Slots;
@@ -250,7 +250,7 @@ impl MpiWorld {
             )?);
         }
 
-        let rings = Rings {
+        let rings = RingLayouts {
             outboxes: std::mem::take(&mut host.outboxes),
             inbox: host.inbox.take(),
             ring_per_sender: host.ring_per_sender,
@@ -268,53 +268,44 @@ impl MpiWorld {
                 Topology::new(ranks, 1)
             },
             segment_len,
-            host: HostSegments::new(rank, node_comm, host),
+            host: HostSegments::new(rank, node_comm, node_ranks.clone(), host),
+            rings,
         };
         let watched = Watched {
             names: hosts.by_job_rank(),
             host_processes: node_ranks.len(),
         };
-        let job = JobParts::build(comm, &kept, &watched, rma, rings, counting_scope)?;
+        let job = JobParts::build(comm, &kept, &watched, rma, counting_scope)?;
         Ok(Rc::new(MpiWorld::from_parts(kept, job)))
     }
 }
 
-/// What [`map_host`] found of the host's inboxes: the rings a job's parts are built on.
-struct Rings {
-    /// By rank: the inbox of that rank of this host, for this rank to claim a ring in.
-    outboxes: Vec<Option<InboxLayout>>,
-    /// This rank's inbox.
-    inbox: Option<InboxLayout>,
-    /// Every other rank of the host can have a ring in every inbox.
-    ring_per_sender: bool,
-}
-
 /// What the watchdog tree of a job is started from.
-struct Watched {
+pub(super) struct Watched {
     /// The host name of every job rank, in job order.
-    names: Vec<String>,
+    pub(super) names: Vec<String>,
     /// The processes of this host, which share its cores.
-    host_processes: usize,
+    pub(super) host_processes: usize,
 }
 
 impl JobParts {
     /// The parts of a job over `comm` (collective), beside the `kept` ones: the watchdog tree
     /// over the processes `watched` names, with a fresh failure state, the window `rma` (made
-    /// over the kept segments), the rings of the inboxes in `rings`, the counting switch over
+    /// over the kept segments), rings claimed in the kept inboxes, the counting switch over
     /// `counting_scope`, the posted receives and a fresh protocol state. Ends with a barrier,
     /// after which every rank may send to every other.
     ///
     /// This is the step a rebuild repeats over a new communicator, with the kept parts of the
     /// old world (`../README.md`, "Rebuilding a world").
-    fn build(
+    pub(super) fn build(
         comm: ffi::MPI_Comm,
         kept: &Kept,
         watched: &Watched,
         rma: Option<RmaWindow>,
-        rings: Rings,
         counting_scope: Scope,
     ) -> Result<JobParts, BridgeError> {
         let (rank, ranks) = (kept.rank, kept.ranks);
+        let rings = kept.rings.clone();
         // The processes of this host share its cores: with more of them than cores, a wait
         // spins 20 rounds, not 2000 (a spinning process holds the core the one it waits for
         // needs). Counted against the host's processors, not this process's affinity, which

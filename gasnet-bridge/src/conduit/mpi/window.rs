@@ -100,17 +100,45 @@ pub(super) struct HostSegments {
     /// By rank: the segments this process maps (its own always, its host's unless
     /// `PGAS_MPI_PSHM=0`).
     mapped: Box<[Option<Mapped>]>,
+    /// The job ranks of the processes of `node_comm`, which a free waits for.
+    node_ranks: Vec<usize>,
+    /// A process of `node_comm` was lost: freeing is collective over it and would never
+    /// complete, so the window and its communicator stay (MPI finalizes with them).
+    orphaned: bool,
 }
 
 impl HostSegments {
     /// The segments of `mapping` (allocated on `node_comm`), seen by job rank `me`.
-    pub(super) fn new(me: usize, node_comm: ffi::MPI_Comm, mapping: HostMapping) -> HostSegments {
+    pub(super) fn new(
+        me: usize,
+        node_comm: ffi::MPI_Comm,
+        node_ranks: Vec<usize>,
+        mapping: HostMapping,
+    ) -> HostSegments {
         HostSegments {
             me,
             win: mapping.win,
             node_comm,
             mapped: mapping.mapped.into_boxed_slice(),
+            node_ranks,
+            orphaned: false,
         }
+    }
+
+    /// After the processes of the ranks `lost` died: their segments are no longer mapped
+    /// (their bytes were the dead processes', a replacement has a segment of its own), and
+    /// if one of them shared this window it is never freed. The other mappings stay, so
+    /// the survivors' segments keep their contents and addresses.
+    #[cfg_attr(not(feature = "ulfm"), allow(dead_code))]
+    pub(super) fn after_loss(&mut self, lost: &[usize]) {
+        for &rank in lost {
+            if rank != self.me {
+                if let Some(m) = self.mapped.get_mut(rank) {
+                    *m = None;
+                }
+            }
+        }
+        self.orphaned |= self.node_ranks.iter().any(|r| lost.contains(r));
     }
 
     /// This rank's own segment.
@@ -137,8 +165,12 @@ impl HostSegments {
     }
 
     /// Frees the window and the host's communicator (collective over the host): after every
-    /// `Segment` over it was dropped and no process accesses it any more.
+    /// `Segment` over it was dropped and no process accesses it any more. An orphaned window
+    /// (`after_loss`) is left as it is.
     pub(super) fn free(&self) -> Result<(), BridgeError> {
+        if self.orphaned {
+            return Ok(());
+        }
         let (mut win, mut node_comm) = (self.win, self.node_comm);
         // SAFETY: the window is freed exactly once, by the teardown that ends the job, after
         // its barrier (no access remains) and after the endpoint and every `Segment` over it

@@ -16,7 +16,7 @@ use crate::topology::Topology;
 
 use super::calls::or_peer_lost;
 use super::counting::CountingSwitch;
-use super::inbox::{Inbox, Outboxes};
+use super::inbox::{Inbox, Outboxes, RingLayouts};
 use super::receive::Server;
 use super::rma_window::RmaWindow;
 use super::state::Protocol;
@@ -40,6 +40,9 @@ pub(super) struct Kept {
     pub(super) segment_len: usize,
     /// The host's shared window and the segments this process maps (`window.rs`).
     pub(super) host: HostSegments,
+    /// The inboxes of the host's ranks in that window (`inbox.rs`), which each job claims
+    /// rings in.
+    pub(super) rings: RingLayouts,
 }
 
 /// The parts a rebuild drops and builds again over the new communicator: every MPI object of

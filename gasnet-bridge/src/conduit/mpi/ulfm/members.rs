@@ -22,6 +22,8 @@ pub(crate) struct Membership {
     pub(crate) me: usize,
     /// The same at every live process.
     pub(crate) roles: Roles,
+    /// The recoveries this process took part in (the same at every live process).
+    pub(crate) epoch: u64,
 }
 
 thread_local! {
@@ -103,6 +105,7 @@ pub(crate) fn split() -> Result<Place, BridgeError> {
                 holders: Vec::new(),
                 spares: Vec::new(),
             },
+            epoch: 0,
         })
     });
     if spare {

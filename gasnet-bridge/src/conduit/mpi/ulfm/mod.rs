@@ -1,9 +1,11 @@
 //! Spare processes and the recovery of a killed process over an MPI with ULFM (cargo feature
 //! `ulfm`). The protocol is told in `RECOVERY.md` beside this file.
 
+mod deadline;
 pub(crate) mod lifecycle;
 mod members;
 pub(crate) mod mpix;
+mod rebuild;
 mod recovery;
 mod roles;
 mod spare;

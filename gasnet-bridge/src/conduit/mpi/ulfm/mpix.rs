@@ -88,6 +88,12 @@ pub(crate) fn note(rc: c_int) {
     }
 }
 
+/// Forgets the failures seen so far, once a rebuilt job replaced the one they happened in: an
+/// error of the new job is a peer's loss only if it says so itself.
+pub(crate) fn forget_failure() {
+    FAILURE_SEEN.store(false, Ordering::Release);
+}
+
 /// Whether an MPI call of this process reported a dead process or a revoked communicator: the
 /// error that unwound the rank is then a peer's loss, not a fault of this rank.
 pub(crate) fn failure_seen() -> bool {

@@ -46,7 +46,7 @@ pub(crate) enum RecoveryError {
 
 /// A job communicator of the same size and numbering as before, over live processes.
 #[derive(Debug)]
-pub(crate) struct Recovered {
+pub(crate) struct NewJob {
     /// The job communicator: rank r is job rank r; `None` at a spare that is still idle.
     pub(crate) job: Option<ffi::MPI_Comm>,
     /// This process's job rank in it.
@@ -60,6 +60,16 @@ pub(crate) struct Recovered {
     pub(crate) replaced: Vec<(usize, usize)>,
     /// Whether this process is the first of the live ones (it speaks for them).
     pub(crate) first: bool,
+    /// How many recoveries this process has taken part in, this one included: the same at
+    /// every live process, since every live process takes part in every recovery.
+    pub(crate) epoch: u64,
+}
+
+impl NewJob {
+    /// The job ranks that were lost, in increasing order.
+    pub(crate) fn lost(&self) -> Vec<usize> {
+        self.replaced.iter().map(|&(rank, _)| rank).collect()
+    }
 }
 
 /// An error of the recovery, and whether this process is the first live one (so that one line
@@ -76,7 +86,7 @@ fn failed(first: bool) -> impl FnOnce(RecoveryError) -> Failed {
 
 /// Revokes `job` (this process's job communicator, `None` at a spare) and the communicator of
 /// every process, then shrinks, agrees and renumbers (collective over every live process).
-pub(crate) fn recover(job: Option<ffi::MPI_Comm>) -> Result<Recovered, Failed> {
+pub(crate) fn recover(job: Option<ffi::MPI_Comm>) -> Result<NewJob, Failed> {
     let (all, me, roles) = members::with(|m| {
         let m = m.expect("the job has its membership");
         (m.all, m.me, m.roles.clone())
@@ -134,19 +144,22 @@ pub(crate) fn recover(job: Option<ffi::MPI_Comm>) -> Result<Recovered, Failed> {
             }));
         }
     }
-    members::with(|m| {
+    let epoch = members::with(|m| {
         let m = m.expect("the job has its membership");
         m.all = new_all.expect("every live process is in it");
         m.me = key;
         m.roles = new.compacted();
+        m.epoch += 1;
+        m.epoch
     });
-    Ok(Recovered {
+    Ok(NewJob {
         job: new_job,
         rank,
         was: roles.rank_of(me),
         ranks: new.holders.len(),
         replaced: renumbered.replaced,
         first,
+        epoch,
     })
 }
 

@@ -124,6 +124,9 @@ pub(crate) struct Shared {
     /// The first failure was a deliberate stop (`STOP`), already reported by the program:
     /// nothing about it is printed.
     stopped: AtomicBool,
+    /// Set when a recovery took the job over (`disarm`): the exit deadline a loss armed
+    /// then does nothing when it expires.
+    disarmed: Arc<AtomicBool>,
 }
 
 impl Shared {
@@ -163,10 +166,14 @@ impl Shared {
         if !self.deadline_armed.swap(true, Ordering::AcqRel) {
             let info = self.failure.first();
             let quiet = self.stopped.load(Ordering::Acquire);
+            let disarmed = self.disarmed.clone();
             let _ = std::thread::Builder::new()
                 .name("gasnet-bridge exit deadline".into())
                 .spawn(move || {
                     std::thread::sleep(deadline);
+                    if disarmed.load(Ordering::Acquire) {
+                        return;
+                    }
                     let (rank, message) = info.unwrap_or((rank, String::new()));
                     if !quiet {
                         crate::stderr_line::stderr_line(format_args!(
@@ -183,6 +190,15 @@ impl Shared {
     }
 }
 
+impl Shared {
+    /// Cancels the exit deadline a failure armed (or will arm): a recovery rebuilt the job,
+    /// and this state belongs to the job before it.
+    #[cfg_attr(not(feature = "ulfm"), allow(dead_code))]
+    pub(crate) fn disarm(&self) {
+        self.disarmed.store(true, Ordering::Release);
+    }
+}
+
 /// One job's watchdog: the connections and the thread that watches them.
 #[derive(Debug)]
 pub(crate) struct Watchdog {
@@ -191,6 +207,8 @@ pub(crate) struct Watchdog {
     /// The connections to this rank's neighbours in the tree, by their rank.
     writers: Arc<Mutex<Vec<(usize, TcpStream)>>>,
     stop: Arc<AtomicBool>,
+    /// Leave at once, without `BYE` and without waiting for the neighbours' (`abandon`).
+    abandon: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -374,11 +392,13 @@ impl Watchdog {
         }
         let writers = Arc::new(Mutex::new(conns));
         let stop = Arc::new(AtomicBool::new(false));
+        let abandon = Arc::new(AtomicBool::new(false));
         let watcher = Watcher {
             me,
             shared: shared.clone(),
             writers: writers.clone(),
             stop: stop.clone(),
+            abandon: abandon.clone(),
             secret,
         };
         let thread = std::thread::Builder::new()
@@ -390,6 +410,7 @@ impl Watchdog {
             shared,
             writers,
             stop,
+            abandon,
             thread: Some(thread),
         })
     }
@@ -425,6 +446,23 @@ impl Watchdog {
     }
 }
 
+impl Watchdog {
+    /// Leaves a tree that a loss broke, for a recovery that connects a new one: no `BYE`
+    /// (the neighbours leave it too, each on its own), no wait for theirs, the exit deadline
+    /// the loss armed cancelled, the thread joined (within one poll round) and the
+    /// connections closed. A neighbour's end-of-file seen meanwhile is not news any more.
+    #[cfg_attr(not(feature = "ulfm"), allow(dead_code))]
+    pub(crate) fn abandon(mut self) {
+        self.shared.leaving.store(true, Ordering::Release);
+        self.shared.disarm();
+        self.abandon.store(true, Ordering::Release);
+        self.stop.store(true, Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
 /// Writes `line` to every neighbour but `except`; returns how many connections there are.
 fn send_all(writers: &Mutex<Vec<(usize, TcpStream)>>, line: &str, except: Option<usize>) -> usize {
     let mut w = writers.lock().unwrap_or_else(|e| e.into_inner());
@@ -449,6 +487,7 @@ struct Watcher {
     shared: Arc<Shared>,
     writers: Arc<Mutex<Vec<(usize, TcpStream)>>>,
     stop: Arc<AtomicBool>,
+    abandon: Arc<AtomicBool>,
     secret: Secret,
 }
 
@@ -476,6 +515,9 @@ impl Watcher {
         let mut term_at: Option<Instant> = None;
         let mut stop_at: Option<Instant> = None;
         loop {
+            if self.abandon.load(Ordering::Acquire) {
+                return;
+            }
             if self.stop.load(Ordering::Acquire) {
                 let since = *stop_at.get_or_insert_with(Instant::now);
                 // Stay until every neighbour said goodbye (or 10 s passed).

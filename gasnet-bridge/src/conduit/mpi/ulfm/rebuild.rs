@@ -1,0 +1,333 @@
+//! The conduit rebuilt over the new job communicator after a recovery (`RECOVERY.md`,
+//! "Rebuilding the conduit"): a survivor's world rebuilt in place around the parts it keeps
+//! (its segments stay where they are), and a replacement's world made around a segment of its
+//! own, through the same collective steps, so that both meet in `JobParts::build`.
+
+use std::rc::Rc;
+
+use ::mpi::ffi;
+
+use crate::config::LaunchConfig;
+use crate::counters::WriteCounting;
+use crate::error::BridgeError;
+use crate::membarrier::Scope;
+use crate::recovered::Recovered;
+use crate::topology::Topology;
+
+use super::super::calls::{allgather_text, check, uint8};
+use super::super::inbox::RingLayouts;
+use super::super::pending::Link;
+use super::super::process;
+use super::super::setup::Watched;
+use super::super::window::{HostSegments, map_host};
+use super::super::world::{JobParts, Kept, MpiWorld};
+use super::deadline::Deadline;
+use super::mpix;
+use super::recovery::{NewJob, recover};
+use super::unrecovered::{
+    UNCAUGHT, end_failed_rebuild, end_failed_recovery, end_recovered, go_on, say_place,
+};
+
+/// Offered in place of a write-counting mode by a process that adopts the survivors'.
+const ADOPT: u64 = u64::MAX;
+
+/// A write-counting mode as a number every process can compare.
+fn counting_code(c: WriteCounting) -> u64 {
+    match c {
+        WriteCounting::Off => 0,
+        WriteCounting::On => 1,
+        WriteCounting::Switched => 2,
+    }
+}
+
+fn counting_of(code: u64) -> Option<WriteCounting> {
+    match code {
+        0 => Some(WriteCounting::Off),
+        1 => Some(WriteCounting::On),
+        2 => Some(WriteCounting::Switched),
+        _ => None,
+    }
+}
+
+/// What one process brings to the rebuilt job.
+#[derive(Debug, Clone, Copy)]
+struct Offer {
+    segment_len: usize,
+    /// Its write-counting mode (a survivor's mappings were made with it), or [`ADOPT`].
+    counting: u64,
+    /// Its node: ranks of one node map each other's segments. A survivor's node in the old
+    /// topology; a replacement's a number no other rank offers.
+    node: u64,
+}
+
+/// The rebuilt job as every process of the new job communicator sees it.
+struct Agreed {
+    counting: WriteCounting,
+    topology: Topology,
+    watched: Watched,
+}
+
+/// Node sizes from every rank's node number: each run of equal numbers is a node, so that
+/// ranks stay contiguous per node (a replacement cuts its host's range around it).
+fn node_sizes(nodes: &[u64]) -> Vec<usize> {
+    let mut sizes: Vec<usize> = Vec::new();
+    for (i, n) in nodes.iter().enumerate() {
+        if i > 0 && nodes[i - 1] == *n {
+            *sizes.last_mut().expect("a node so far") += 1;
+        } else {
+            sizes.push(1);
+        }
+    }
+    sizes
+}
+
+/// Exchanges every rank's [`Offer`] and host name over the new job communicator `comm`
+/// (collective) and checks them: one segment length, one counting mode among the survivors.
+fn agree(
+    comm: ffi::MPI_Comm,
+    rank: usize,
+    ranks: usize,
+    offer: Offer,
+) -> Result<Agreed, BridgeError> {
+    let mine = [offer.segment_len as u64, offer.counting, offer.node];
+    let mut every = vec![[0u64; 3]; ranks];
+    // SAFETY: 24 bytes sent and 24 per rank of `comm` (which has `ranks`: the recovery
+    // checked its size) received; both buffers live across this blocking call.
+    check(
+        unsafe {
+            ffi::MPI_Allgather(
+                mine.as_ptr().cast(),
+                24,
+                uint8(),
+                every.as_mut_ptr().cast(),
+                24,
+                uint8(),
+                comm,
+            )
+        },
+        "MPI_Allgather(rebuilt job)",
+    )?;
+    if let Some(other) = (0..ranks).find(|&r| every[r][0] != every[0][0]) {
+        return Err(BridgeError::Conduit(format!(
+            "rank 0 has a segment of {} bytes and rank {other} one of {} bytes: every process \
+             must run with the same PGAS_SEGMENT_MB",
+            every[0][0], every[other][0]
+        )));
+    }
+    let modes: Vec<u64> = every.iter().map(|o| o[1]).filter(|&c| c != ADOPT).collect();
+    let counting = match modes.first().and_then(|&c| counting_of(c)) {
+        Some(c) if modes.iter().all(|&m| m == modes[0]) => c,
+        _ => {
+            return Err(BridgeError::Conduit(format!(
+                "the survivors offer the write-counting modes {modes:?}: one mode, the one \
+                 every mapping was made with, was expected"
+            )));
+        }
+    };
+    let nodes: Vec<u64> = every.iter().map(|o| o[2]).collect();
+    const NAME: usize = ffi::MPI_MAX_PROCESSOR_NAME as usize;
+    let names = allgather_text(
+        comm,
+        ranks,
+        &process::processor_name(),
+        NAME,
+        "MPI_Allgather(host names, rebuilt job)",
+    )?;
+    let host_processes = names.iter().filter(|n| **n == names[rank]).count();
+    Ok(Agreed {
+        counting,
+        topology: Topology::from_node_sizes(&node_sizes(&nodes)),
+        watched: Watched {
+            names,
+            host_processes,
+        },
+    })
+}
+
+/// `Endpoint::recover` on a survivor, after it caught a peer's failure: the recovery
+/// (revoke, shrink, agree, renumber), then the rebuild in place of `world`, and a new `link`
+/// for the handles of the rebuilt job. Ends the process, the first live one printing one
+/// line, when the job cannot go on.
+pub(crate) fn rebuild_survivor(world: &mut Rc<MpiWorld>, link: &mut Rc<Link>) -> Recovered {
+    let deadline = Deadline::arm();
+    let new = match recover(Some(world.job.comm)) {
+        Ok(r) => r,
+        Err(f) => end_failed_recovery(f),
+    };
+    if !go_on(true) {
+        end_recovered(&new, UNCAUGHT);
+    }
+    let lost = new.lost();
+    // 1. Every handle of the old job answers `WorldRebuilt` from now on, without touching it.
+    link.invalidate_rebuilt(lost.clone());
+    // With the link cut, the driver holds the world's only reference.
+    let Some(w) = Rc::get_mut(world) else {
+        end_failed_rebuild(
+            &new,
+            &BridgeError::Conduit(
+                "the old world is still referenced outside the driver (a bug of the conduit)"
+                    .into(),
+            ),
+        )
+    };
+    if let Err(e) = rebuild_in_place(w, &new, &lost) {
+        end_failed_rebuild(&new, &e);
+    }
+    *link = Link::new(world.clone());
+    mpix::forget_failure();
+    say_place(&new);
+    deadline.disarm();
+    Recovered {
+        rank: world.rank(),
+        epoch: new.epoch,
+        lost,
+        replacement: false,
+    }
+}
+
+/// Steps 2 to 5 of the rebuild on a survivor (`RECOVERY.md`, "The rebuild, in order").
+fn rebuild_in_place(w: &mut MpiWorld, new: &NewJob, lost: &[usize]) -> Result<(), BridgeError> {
+    let comm = new.job.expect("a survivor holds a rank");
+    // 2. The old job ends: no MPI call for it any more, its watchdog tree left without a BYE.
+    w.job.ended.set(true);
+    if let Some(dog) = w.job.watchdog.borrow_mut().take() {
+        dog.abandon();
+    }
+    w.job.shared.disarm();
+    // 3. The kept parts: no mapping of a dead rank, the window orphaned if one shared it.
+    let node = w.kept.topology.node_of(w.kept.rank) as u64;
+    w.kept.host.after_loss(lost);
+    // 4. The rings: this rank's inbox emptied for new claims.
+    // SAFETY: every live process of the host is inside this rebuild (each unwound out of its
+    // operations before it entered the shrink, which completed), so nobody writes into this
+    // inbox until `JobParts::build`'s barrier below; the old job's ring views are leaked with
+    // its parts and never used again.
+    w.kept.rings = unsafe { w.kept.rings.after_loss(lost) };
+    let counting = w.write_counting();
+    let agreed = agree(
+        comm,
+        w.kept.rank,
+        w.kept.ranks,
+        Offer {
+            segment_len: w.kept.segment_len,
+            counting: counting_code(counting),
+            node,
+        },
+    )?;
+    w.kept.topology = agreed.topology;
+    // 5. New job parts over the new communicator: no RMA window (RMA to unmapped ranks as
+    // active messages), the counting switch over the same scope as before.
+    let scope = w.job.counting.scope();
+    let job = JobParts::build(comm, &w.kept, &agreed.watched, None, scope)?;
+    let old = std::mem::replace(&mut w.job, job);
+    // Its MPI objects live on a revoked communicator with a dead member (freeing them is
+    // collective), and MPI may still complete its posted receives into its buffers.
+    std::mem::forget(old);
+    Ok(())
+}
+
+/// A spare that took a lost rank in the recovery `new`: its world over the new job
+/// communicator, with a segment of its own (zeroed), built with the survivors' rebuild.
+/// Ends the process when that fails, as the survivors do.
+pub(crate) fn replacement(
+    config: &LaunchConfig,
+    new: NewJob,
+    deadline: Deadline,
+) -> (Rc<MpiWorld>, Recovered) {
+    let world = match build_replacement(config, &new) {
+        Ok(w) => w,
+        Err(e) => end_failed_rebuild(&new, &e),
+    };
+    mpix::forget_failure();
+    say_place(&new);
+    deadline.disarm();
+    let recovered = Recovered {
+        rank: world.rank(),
+        epoch: new.epoch,
+        lost: new.lost(),
+        replacement: true,
+    };
+    (Rc::new(world), recovered)
+}
+
+fn build_replacement(config: &LaunchConfig, new: &NewJob) -> Result<MpiWorld, BridgeError> {
+    let comm = new.job.expect("a replacement holds a rank");
+    let rank = new.rank.expect("a replacement holds a rank");
+    let ranks = new.ranks;
+    let segment_len = config.segment_bytes;
+    let agreed = agree(
+        comm,
+        rank,
+        ranks,
+        Offer {
+            segment_len,
+            counting: ADOPT,
+            node: u64::MAX - rank as u64,
+        },
+    )?;
+    // A new process cannot map the host's old window, and a new shared window would move
+    // every survivor's segment: its segment is its own, in a window of this process alone.
+    let alone = self_comm()?;
+    let mapping = map_host(
+        alone,
+        &[rank],
+        rank,
+        ranks,
+        segment_len,
+        false,
+        agreed.counting,
+        None,
+    )?;
+    let kept = Kept {
+        rank,
+        ranks,
+        topology: agreed.topology,
+        segment_len,
+        host: HostSegments::new(rank, alone, vec![rank], mapping),
+        rings: RingLayouts::none(ranks),
+    };
+    let job = JobParts::build(comm, &kept, &agreed.watched, None, Scope::Thread)?;
+    Ok(MpiWorld::from_parts(kept, job))
+}
+
+/// A communicator of this process alone (a duplicate of `MPI_COMM_SELF`, which teardown may
+/// free), errors returned.
+fn self_comm() -> Result<ffi::MPI_Comm, BridgeError> {
+    // SAFETY: reading a link-time constant of rsmpi's C shim.
+    let mut comm = unsafe { ffi::RSMPI_COMM_NULL };
+    // SAFETY: MPI is initialized; `comm` is written with the new communicator.
+    check(
+        unsafe { ffi::MPI_Comm_dup(ffi::RSMPI_COMM_SELF, &mut comm) },
+        "MPI_Comm_dup(MPI_COMM_SELF)",
+    )?;
+    // SAFETY: `comm` was just created; ERRORS_RETURN is predefined.
+    check(
+        unsafe { ffi::MPI_Comm_set_errhandler(comm, ffi::RSMPI_ERRORS_RETURN) },
+        "MPI_Comm_set_errhandler(self)",
+    )?;
+    Ok(comm)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_replacement_cuts_its_hosts_range() {
+        assert_eq!(node_sizes(&[0, 0, u64::MAX - 2, 0]), vec![2, 1, 1]);
+        assert_eq!(node_sizes(&[u64::MAX, 0, 0, 0]), vec![1, 3]);
+        assert_eq!(node_sizes(&[0, 1, 2, 3]), vec![1, 1, 1, 1]);
+    }
+
+    #[test]
+    fn counting_modes_round_trip() {
+        for c in [
+            WriteCounting::Off,
+            WriteCounting::On,
+            WriteCounting::Switched,
+        ] {
+            assert_eq!(counting_of(counting_code(c)), Some(c));
+        }
+        assert_eq!(counting_of(ADOPT), None);
+    }
+}
