@@ -101,8 +101,10 @@ fn rpc_ff_and_remote_completion_take_remote_functions() {
                 .wait();
             // Two arrivals from the left neighbour: the rpc_ff and the put's completion.
             spin_until(|| ARRIVED.with(Cell::get) == 2);
-            barrier();
+            // Read before the barrier: once past it, the left neighbour's `store` may land
+            // while this rank still waits in the barrier.
             let landed = mine.read_local().unwrap();
+            barrier();
             let doubled = rpc(right, store, (all[right], 40)).wait();
             barrier();
             (landed, doubled, mine.read_local().unwrap())
