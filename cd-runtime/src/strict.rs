@@ -215,7 +215,8 @@ pub(crate) fn run<R>(
             .relaxed
             .groups
             .borrow()
-            .contains(&(name.to_string(), frame.level)),
+            .get(&frame.level)
+            .is_some_and(|names| names.contains(name)),
     };
     // D of a dependency-limited attempt (`None`: every rank of the CD executes), whether one
     // was tried, and the result of the execution a limited attempt keeps on the ranks
@@ -323,7 +324,9 @@ pub(crate) fn run<R>(
             rt.relaxed
                 .groups
                 .borrow_mut()
-                .insert((name.to_string(), frame.level));
+                .entry(frame.level)
+                .or_default()
+                .insert(name.to_string());
         }
         if agreed.contains(FaultKinds::RANK_LOSS) && !agreed.contains(FaultKinds::UNRESTORABLE) {
             // A rank lost in this execution took the buddy copies it held for another rank,

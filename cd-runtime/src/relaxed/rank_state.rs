@@ -54,8 +54,10 @@ pub(crate) struct RankState {
     pub(crate) tracking: Cell<usize>,
     /// The strict CDs (name, level) of which an instance held relaxed CDs on some rank of
     /// its team (learned from their agreements, so the same on every member): with
-    /// `dependency_tracking` unset, their next instances track.
-    pub(crate) groups: RefCell<std::collections::HashSet<(String, usize)>>,
+    /// `dependency_tracking` unset, their next instances track. By level, then name, so a
+    /// CD's begin looks its name up without building a key.
+    pub(crate) groups:
+        RefCell<std::collections::BTreeMap<usize, std::collections::BTreeSet<String>>>,
     /// The dependency-limited re-execution this rank takes part in, if any.
     pub(crate) limited: RefCell<Option<Limited>>,
     /// The rank lost its memory and has not fetched its log replicas back yet: gathers are
@@ -89,7 +91,7 @@ impl RankState {
             hook: RefCell::new(None),
             hook_users: Cell::new(0),
             tracking: Cell::new(0),
-            groups: RefCell::new(std::collections::HashSet::new()),
+            groups: RefCell::new(std::collections::BTreeMap::new()),
             limited: RefCell::new(None),
             restoring: Cell::new(false),
             log_key: Cell::new(0),
