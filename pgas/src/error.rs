@@ -146,3 +146,57 @@ pub enum RerunError {
         name: String,
     },
 }
+
+/// Why a [`DistArray`](crate::dist_array::DistArray) operation was refused (before anything
+/// was sent).
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ArrayError {
+    /// An element index at or past the array's length.
+    #[error(
+        "index {index} is out of range for a distributed array of length {len} (valid indices \
+         are 0..{len})"
+    )]
+    IndexOutOfRange {
+        /// The index asked for.
+        index: usize,
+        /// The array's length.
+        len: usize,
+    },
+    /// An index range that is reversed or ends past the array.
+    #[error(
+        "range {start}..{end} is out of bounds for a distributed array of length {len} (a range \
+         must satisfy start <= end <= {len})"
+    )]
+    RangeOutOfBounds {
+        /// The range's first index.
+        start: usize,
+        /// The range's end (exclusive).
+        end: usize,
+        /// The array's length.
+        len: usize,
+    },
+    /// A local write whose source length is not the number of elements this rank owns.
+    #[error(
+        "write_local of {given} elements to rank {rank}'s part of a distributed array, which \
+         holds {owned} (local_range().len()): pass exactly that many"
+    )]
+    LocalLength {
+        /// This rank (in the world).
+        rank: usize,
+        /// Elements given.
+        given: usize,
+        /// Elements this rank owns.
+        owned: usize,
+    },
+    /// A member could not allocate its part of the array in its shared segment.
+    #[error(
+        "rank {rank} could not allocate its {bytes} bytes of a distributed array in its shared \
+         segment (raise PGAS_SEGMENT_MB / LaunchConfig::segment_bytes, or free memory)"
+    )]
+    OutOfMemory {
+        /// The member (world rank) that failed.
+        rank: usize,
+        /// The bytes it asked for.
+        bytes: usize,
+    },
+}

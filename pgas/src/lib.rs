@@ -147,6 +147,7 @@
 // The modules in layers, each importing only the layers above it (pgas/src/README.md gives the
 // order of the files within a layer).
 // Plain data and the wire format:
+pub mod array_layout;
 pub mod error;
 mod heap;
 mod hook;
@@ -164,6 +165,7 @@ pub mod promise;
 pub mod alloc;
 pub mod atomic_domain;
 pub mod collectives;
+pub mod dist_array;
 pub mod dist_object;
 mod dist_registry;
 pub mod flag_sync;
@@ -182,14 +184,16 @@ mod resilience;
 mod launch;
 
 pub use alloc::{delete_, new_, new_array, shared_bytes_in_use};
+pub use array_layout::{Layout, LocalIndices};
 pub use atomic_domain::{AtomicDomain, AtomicValue, SyncOrder};
 pub use collectives::{
     allgather, allgather_on, barrier, barrier_async, barrier_async_on, barrier_on, broadcast,
     broadcast_on, ops, reduce_all, reduce_all_on, reduce_all_u64, reduce_all_u64_on, reduce_one,
     reduce_one_on,
 };
+pub use dist_array::{DistArray, Reducible};
 pub use dist_object::DistObject;
-pub use error::PgasError;
+pub use error::{ArrayError, PgasError};
 pub use flag_sync::{Signal, put_signal, wait_until};
 pub use future::{Future, when_all};
 pub use global_ptr::GlobalPtr;

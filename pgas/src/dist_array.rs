@@ -1,0 +1,384 @@
+//! `DistArray<T>`: an array of `len` plain-data elements spread over a team's shared
+//! segments by a [`Layout`], addressed by global index from any member.
+//!
+//! Each member holds its elements contiguously in one allocation of its segment (its *local
+//! block*), in increasing global index. Element access is a one-sided rget/rput/atomic on the
+//! owner's block; a range is split into one contiguous run of local elements per owner
+//! ([`Layout::pieces`]), all issued before any is waited for, with one future for the whole.
+
+use std::ops::Range;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::alloc::{delete_, new_array};
+use crate::array_layout::{Layout, LocalIndices};
+use crate::atomic_domain::{AtomicDomain, AtomicValue};
+use crate::collectives::{allgather_on, barrier_on, reduce_all_on};
+use crate::error::ArrayError;
+use crate::future::{Future, when_all};
+use crate::global_ptr::GlobalPtr;
+use crate::rma::{rget, rget_slice, rput, rput_slice};
+use crate::runtime;
+use crate::team::{Team, world};
+
+/// A distributed array of `T` over a team, in a block or cyclic [`Layout`].
+///
+/// Construction and drop are collective over the team (every member, in the same order as its
+/// other collectives). Dropping waits for every member to drop (a barrier over the team) and
+/// then frees this member's block, so an access another member completed before its drop never
+/// lands in freed memory; accesses must therefore be complete (their futures waited) before a
+/// member drops its handle.
+pub struct DistArray<T: 'static> {
+    team: Team,
+    layout: Layout,
+    len: usize,
+    /// Every member's local block, by team rank.
+    blocks: Vec<GlobalPtr<T>>,
+}
+
+impl<T: bytemuck::Pod> DistArray<T> {
+    /// A zeroed array of `len` elements over every rank (collective over the world).
+    pub fn new(len: usize, layout: Layout) -> Result<Self, ArrayError> {
+        Self::new_on(&world(), len, layout)
+    }
+
+    /// A zeroed array of `len` elements over `team` (collective over it). If any member cannot
+    /// allocate its block, every member returns the error naming it (nothing stays allocated).
+    pub fn new_on(team: &Team, len: usize, layout: Layout) -> Result<Self, ArrayError> {
+        let (me, n) = (team.rank_me(), team.rank_n());
+        // At least one element: every member has a distinct, non-null block, and a null
+        // pointer in the exchange below means a failed allocation.
+        let count = layout.local_len(me, len, n).max(1);
+        let mine = new_array::<T>(count).unwrap_or_else(|_| GlobalPtr::null());
+        let blocks = allgather_on(team, mine).wait();
+        if let Some(failed) = blocks.iter().position(GlobalPtr::is_null) {
+            if !mine.is_null() {
+                delete_(mine).expect("this rank's block was allocated just above");
+            }
+            return Err(ArrayError::OutOfMemory {
+                rank: team.to_world(failed),
+                bytes: layout.local_len(failed, len, n).max(1) * size_of::<T>(),
+            });
+        }
+        Ok(DistArray {
+            team: team.clone(),
+            layout,
+            len,
+            blocks,
+        })
+    }
+
+    /// The number of elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True for an array of no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// How the elements are spread over the team.
+    pub fn layout(&self) -> Layout {
+        self.layout
+    }
+
+    /// The team the array is spread over.
+    pub fn team(&self) -> &Team {
+        &self.team
+    }
+
+    /// The world rank that holds element `i`.
+    pub fn owner_of(&self, i: usize) -> Result<usize, ArrayError> {
+        let (rank, _) = self.place(i)?;
+        Ok(self.team.to_world(rank))
+    }
+
+    /// The global pointer to element `i`, for operations this type does not wrap (the
+    /// `*_sync` atomics, `put_signal`, completions).
+    pub fn ptr(&self, i: usize) -> Result<GlobalPtr<T>, ArrayError> {
+        let (rank, local) = self.place(i)?;
+        Ok(self.blocks[rank] + local)
+    }
+
+    /// The global indices this rank owns, in increasing order (the order of its local block).
+    pub fn local_range(&self) -> LocalIndices {
+        let n = self.team.rank_n();
+        self.layout.local_indices(self.team.rank_me(), self.len, n)
+    }
+
+    /// This rank's local block (its first element; `local_range().len()` of them).
+    pub fn local_block(&self) -> GlobalPtr<T> {
+        self.blocks[self.team.rank_me()]
+    }
+
+    /// A copy of this rank's elements, in local order.
+    pub fn read_local(&self) -> Vec<T> {
+        let mut out = vec![T::zeroed(); self.local_range().len()];
+        self.local_block()
+            .read_local_slice(&mut out)
+            .expect("a member's own block is local to it");
+        out
+    }
+
+    /// Overwrites this rank's elements with `src`, which must hold exactly
+    /// `local_range().len()` of them.
+    pub fn write_local(&self, src: &[T]) -> Result<(), ArrayError> {
+        let owned = self.local_range().len();
+        if src.len() != owned {
+            return Err(ArrayError::LocalLength {
+                rank: self.team.to_world(self.team.rank_me()),
+                given: src.len(),
+                owned,
+            });
+        }
+        self.local_block()
+            .write_local_slice(src)
+            .expect("a member's own block is local to it");
+        Ok(())
+    }
+
+    /// Reads element `i`.
+    pub fn get(&self, i: usize) -> Result<Future<T>, ArrayError> {
+        Ok(rget(self.ptr(i)?))
+    }
+
+    /// Writes `value` to element `i`; the future completes when it has landed.
+    pub fn put(&self, i: usize, value: T) -> Result<Future<()>, ArrayError> {
+        Ok(rput(value, self.ptr(i)?))
+    }
+
+    /// Reads the elements of `range`, which may span several owners: one get per owner, all
+    /// in flight together, one future for the whole range.
+    pub fn get_range(&self, range: Range<usize>) -> Result<Future<Vec<T>>, ArrayError> {
+        self.check_range(&range)?;
+        let total = range.len();
+        let pieces = self.layout.pieces(range, self.len, self.team.rank_n());
+        let gets = pieces
+            .iter()
+            .map(|p| rget_slice(self.blocks[p.rank] + p.local_start, p.count))
+            .collect();
+        Ok(when_all(gets).then(move |parts| {
+            let mut out = vec![T::zeroed(); total];
+            for (p, part) in pieces.iter().zip(parts) {
+                for (k, v) in part.into_iter().enumerate() {
+                    out[p.first + k * p.stride] = v;
+                }
+            }
+            out
+        }))
+    }
+
+    /// Writes `src` to the elements from `start` on (`start .. start + src.len()`), which may
+    /// span several owners: one put per owner, all in flight together; the future completes
+    /// when every one has landed.
+    pub fn put_range(&self, start: usize, src: &[T]) -> Result<Future<()>, ArrayError> {
+        let range = start..start.saturating_add(src.len());
+        self.check_range(&range)?;
+        let puts = self
+            .layout
+            .pieces(range, self.len, self.team.rank_n())
+            .into_iter()
+            .map(|p| {
+                let dst = self.blocks[p.rank] + p.local_start;
+                if p.stride == 1 {
+                    rput_slice(&src[p.first..p.first + p.count], dst)
+                } else {
+                    let run: Vec<T> = (0..p.count).map(|k| src[p.first + k * p.stride]).collect();
+                    rput_slice(&run, dst)
+                }
+            })
+            .collect();
+        Ok(when_all(puts).then(|_| ()))
+    }
+
+    /// The owner (team rank) and local index of element `i`.
+    fn place(&self, i: usize) -> Result<(usize, usize), ArrayError> {
+        if i >= self.len {
+            return Err(ArrayError::IndexOutOfRange {
+                index: i,
+                len: self.len,
+            });
+        }
+        Ok(self.layout.place(i, self.len, self.team.rank_n()))
+    }
+
+    fn check_range(&self, range: &Range<usize>) -> Result<(), ArrayError> {
+        if range.start > range.end || range.end > self.len {
+            return Err(ArrayError::RangeOutOfBounds {
+                start: range.start,
+                end: range.end,
+                len: self.len,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// An element type the reductions of [`DistArray`] support: how two values add, and their
+/// order (`PartialOrd`).
+pub trait Reducible: bytemuck::Pod + PartialOrd + Serialize + DeserializeOwned {
+    /// `a + b`; integers wrap (as [`AtomicDomain`]'s `fetch_add` does), so that an overflow
+    /// gives the same bits on every member rather than a panic on some.
+    fn add(a: Self, b: Self) -> Self;
+}
+
+macro_rules! wrapping_sum {
+    ($($t:ty),*) => {$(
+        impl Reducible for $t {
+            fn add(a: Self, b: Self) -> Self {
+                a.wrapping_add(b)
+            }
+        }
+    )*};
+}
+wrapping_sum!(
+    u8, u16, u32, u64, u128, usize, i8, i16, i32, i64, i128, isize
+);
+
+impl Reducible for f32 {
+    fn add(a: Self, b: Self) -> Self {
+        a + b
+    }
+}
+impl Reducible for f64 {
+    fn add(a: Self, b: Self) -> Self {
+        a + b
+    }
+}
+
+/// Reductions over the whole array, collective over its team.
+///
+/// Each member folds its own block in increasing global index, then the members' partials are
+/// combined by [`reduce_all_on`], in team-rank order with a parenthesisation fixed by the team
+/// size (see the collectives module). What is reproducible:
+///
+/// * **`sum` of integers, `min`, `max`**: exact, so the same value for every team size and both
+///   layouts. Integer addition (wrapping) is associative and commutative; `min` and `max`
+///   return the extreme value and, among equal ones (`-0.0` and `0.0`), the one with the lowest
+///   global index, which no grouping changes. This holds for values `<` orders totally: with a
+///   NaN in the array, `min`/`max` get only the guarantee of the next point.
+/// * **`sum` of `f32`/`f64`**: the same bits on every run, every conduit and every collective
+///   algorithm for the same length, layout and team size; a different team size or layout
+///   groups the additions differently and may change the last bits.
+///
+/// Each member reads its block when it calls: writes into the array must be complete (e.g.
+/// waited, then a barrier) before the members call.
+impl<T: Reducible> DistArray<T> {
+    /// The sum of every element (0 for an empty array).
+    pub fn sum(&self) -> Future<T> {
+        let partial = self.read_local().into_iter().reduce(T::add);
+        reduce_all_on(&self.team, partial, |a, b| match (a, b) {
+            (Some(a), Some(b)) => Some(T::add(a, b)),
+            (a, b) => a.or(b),
+        })
+        .then(|s| s.unwrap_or_else(T::zeroed))
+    }
+
+    /// The smallest element (`None` for an empty array).
+    pub fn min(&self) -> Future<Option<T>> {
+        self.extreme(|x, y| x < y)
+    }
+
+    /// The largest element (`None` for an empty array).
+    pub fn max(&self) -> Future<Option<T>> {
+        self.extreme(|x, y| x > y)
+    }
+
+    /// The element preferred over every other (`better(x, y)`: `x` is preferred to `y`), the
+    /// lowest index among ties.
+    fn extreme(&self, better: fn(&T, &T) -> bool) -> Future<Option<T>> {
+        let pick = move |a: (u64, T), b: (u64, T)| {
+            let b_wins = better(&b.1, &a.1) || (!better(&a.1, &b.1) && b.0 < a.0);
+            if b_wins { b } else { a }
+        };
+        let local = self.local_range();
+        let partial = self
+            .read_local()
+            .into_iter()
+            .enumerate()
+            .map(|(k, v)| (local.global(k) as u64, v))
+            .reduce(pick);
+        reduce_all_on(&self.team, partial, move |a, b| match (a, b) {
+            (Some(a), Some(b)) => Some(pick(a, b)),
+            (a, b) => a.or(b),
+        })
+        .then(|m| m.map(|(_, v)| v))
+    }
+}
+
+/// Element-wise atomics on any [`AtomicValue`] element (through [`AtomicDomain`]).
+impl<T: AtomicValue> DistArray<T> {
+    /// Atomically reads element `i`.
+    pub fn load(&self, i: usize) -> Result<Future<T>, ArrayError> {
+        Ok(AtomicDomain::new().load(self.ptr(i)?))
+    }
+
+    /// Atomically writes `v` to element `i`.
+    pub fn store(&self, i: usize, v: T) -> Result<Future<()>, ArrayError> {
+        Ok(AtomicDomain::new().store(self.ptr(i)?, v))
+    }
+
+    /// Atomically writes `v` to element `i`; returns the previous value.
+    pub fn exchange(&self, i: usize, v: T) -> Result<Future<T>, ArrayError> {
+        Ok(AtomicDomain::new().exchange(self.ptr(i)?, v))
+    }
+
+    /// Writes `new` to element `i` if it equals `current`; returns the previous value.
+    pub fn compare_exchange(&self, i: usize, current: T, new: T) -> Result<Future<T>, ArrayError> {
+        Ok(AtomicDomain::new().compare_exchange(self.ptr(i)?, current, new))
+    }
+}
+
+/// The element-wise forms of [`AtomicDomain`]'s operations of one type.
+macro_rules! element_atomics {
+    ($t:ty: $($op:ident: $doc:literal),*) => {
+        impl DistArray<$t> {
+            $(
+                #[doc = $doc]
+                pub fn $op(&self, i: usize, v: $t) -> Result<Future<$t>, ArrayError> {
+                    Ok(AtomicDomain::<$t>::new().$op(self.ptr(i)?, v))
+                }
+            )*
+        }
+    };
+}
+
+element_atomics!(u64:
+    fetch_add: "Atomically adds `v` (wrapping) to element `i`; returns the previous value.",
+    fetch_sub: "Atomically subtracts `v` (wrapping) from element `i`; returns the previous value.",
+    fetch_min: "Atomically stores the minimum of element `i` and `v`; returns the previous value.",
+    fetch_max: "Atomically stores the maximum of element `i` and `v`; returns the previous value.",
+    fetch_and: "Atomically ands `v` into element `i`; returns the previous value.",
+    fetch_or: "Atomically ors `v` into element `i`; returns the previous value.",
+    fetch_xor: "Atomically xors `v` into element `i`; returns the previous value."
+);
+element_atomics!(i64:
+    fetch_add: "Atomically adds `v` (wrapping) to element `i`; returns the previous value.",
+    fetch_sub: "Atomically subtracts `v` (wrapping) from element `i`; returns the previous value.",
+    fetch_min: "Atomically stores the minimum of element `i` and `v`; returns the previous value.",
+    fetch_max: "Atomically stores the maximum of element `i` and `v`; returns the previous value.",
+    fetch_and: "Atomically ands `v` into element `i`; returns the previous value.",
+    fetch_or: "Atomically ors `v` into element `i`; returns the previous value.",
+    fetch_xor: "Atomically xors `v` into element `i`; returns the previous value."
+);
+element_atomics!(f64:
+    fetch_add: "Atomically adds `v` to element `i` (a compare-exchange loop); returns the \
+                previous value.",
+    fetch_min: "Atomically stores the minimum of element `i` and `v`; returns the previous value.",
+    fetch_max: "Atomically stores the maximum of element `i` and `v`; returns the previous value."
+);
+
+impl<T: 'static> Drop for DistArray<T> {
+    fn drop(&mut self) {
+        if !runtime::in_launch() || std::thread::panicking() {
+            // Past the job, or unwinding from a failed rank: no collective can complete, and
+            // the segment goes with the job.
+            return;
+        }
+        barrier_on(&self.team);
+        let mine = self.blocks[self.team.rank_me()];
+        delete_(mine).unwrap_or_else(|e| panic!("freeing this rank's block of a DistArray: {e}"));
+    }
+}
