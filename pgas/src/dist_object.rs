@@ -4,15 +4,18 @@
 //! n-th object of each rank gets id n. `fetch(rank)` returns a copy of another rank's
 //! instance; a fetch that arrives before the target has constructed its instance is answered
 //! when it does. Passed as an rpc argument, a `DistObject` travels as its id and becomes the
-//! target's own instance.
-
+//! target's own instance. This rank's instance is read with `with`/`get` and changed with
+//! `update`, each for the span of a closure (see [`DistObject::update`] for why that is sound
+//! beside the fetches other ranks make of it).
+use std::cell::RefCell;
 use std::rc::Rc;
 
 use gasnet_bridge::Token;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::dist_registry::DistRegistry;
+use crate::dist_registry::{DistRegistry, Encoded};
+use crate::error::DistObjectError;
 use crate::future::Future;
 use crate::hook::{Fetch, FetchAction, RpcReply};
 use crate::messages;
@@ -23,7 +26,7 @@ use crate::wire::{self, Kind};
 /// This rank's instance of a distributed object.
 pub struct DistObject<T: 'static> {
     id: u64,
-    value: Rc<T>,
+    value: Rc<RefCell<T>>,
     /// The handle made by `new` unregisters the instance when dropped; copies made by
     /// deserialization do not.
     owner: bool,
@@ -33,16 +36,18 @@ impl<T: Serialize + DeserializeOwned + 'static> DistObject<T> {
     /// Constructs this rank's instance (collective: every rank constructs, in the same order).
     pub fn new(value: T) -> DistObject<T> {
         runtime::with(|rt| {
-            let value = Rc::new(value);
+            let value = Rc::new(RefCell::new(value));
             let for_encode = value.clone();
             let (id, waiting, deferred) = rt.state::<DistRegistry>().construct(
                 value.clone(),
-                Box::new(move || {
-                    postcard::to_allocvec(&*for_encode).expect("serialize a dist_object")
+                Box::new(move || match for_encode.try_borrow() {
+                    Ok(v) => Encoded::Bytes(encode(&*v)),
+                    // Inside this rank's `update` of it: answered when the update ends.
+                    Err(_) => Encoded::Updating,
                 }),
             );
             if !waiting.is_empty() {
-                let bytes = postcard::to_allocvec(&*value).expect("serialize a dist_object");
+                let bytes = encode(&*value.borrow());
                 for (to, slot) in waiting {
                     answer(rt, to, slot, &bytes);
                 }
@@ -67,7 +72,7 @@ impl<T: Serialize + DeserializeOwned + 'static> DistObject<T> {
     pub fn fetch(&self, rank: usize) -> Future<T> {
         runtime::with(|rt| {
             if rank == rt.rank_me() {
-                let bytes = postcard::to_allocvec(&*self.value).expect("serialize a dist_object");
+                let bytes = self.with(|v| encode(v));
                 return Future::ready(postcard::from_bytes(&bytes).expect("round trip"));
             }
             let n = rt.ep().ranks();
@@ -110,6 +115,77 @@ impl<T: 'static> DistObject<T> {
     pub fn id(&self) -> u64 {
         self.id
     }
+
+    /// Runs `f` on this rank's instance and returns its result.
+    ///
+    /// Panics if called inside an [`update`](Self::update) of the same instance (from its
+    /// closure, or from an rpc that closure's waiting let run); [`try_with`](Self::try_with)
+    /// returns that as an error.
+    pub fn with<R>(&self, f: impl FnOnce(&T) -> R) -> R {
+        self.try_with(f).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`with`](Self::with), or [`DistObjectError::Updating`] inside an update of the instance.
+    pub fn try_with<R>(&self, f: impl FnOnce(&T) -> R) -> Result<R, DistObjectError> {
+        let v = self.value.try_borrow().map_err(|_| self.updating())?;
+        Ok(f(&v))
+    }
+
+    /// A copy of this rank's instance.
+    pub fn get(&self) -> T
+    where
+        T: Clone,
+    {
+        self.with(T::clone)
+    }
+
+    /// Runs `f` on this rank's instance with write access and returns its result.
+    ///
+    /// Sound beside remote reads: other ranks read an instance only by `fetch`, which this rank
+    /// answers in its handler, on its own thread, when it polls. The instance sits in a
+    /// `RefCell`; `update` holds its one mutable borrow for the span of `f` and no `&T` or
+    /// `&mut T` outlives a closure. If `f` polls (waits for a future, sends an rpc) and a fetch
+    /// of this instance arrives meanwhile, the handler finds the cell borrowed and does not
+    /// read it: the fetch is answered when `update` returns, with the updated value, so a
+    /// remote reader sees the value before or after an update, never during. A `with`,
+    /// `update` or own-rank `fetch` of the same instance from inside `f` (directly or through
+    /// an rpc run while `f` waits) would alias the `&mut T`: it is refused (a panic here, an
+    /// error from [`try_update`](Self::try_update)) rather than deferred, because `f` would be
+    /// waiting for itself.
+    pub fn update<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
+        self.try_update(f).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`update`](Self::update), or [`DistObjectError::Updating`] if the instance is being read
+    /// or updated on this rank already (from a closure that let this rpc run).
+    pub fn try_update<R>(&self, f: impl FnOnce(&mut T) -> R) -> Result<R, DistObjectError> {
+        let result = {
+            let mut v = self.value.try_borrow_mut().map_err(|_| self.updating())?;
+            f(&mut v)
+        };
+        // Fetches that arrived during `f` wait for the borrow's end, which is here.
+        runtime::with(|rt| {
+            let waiting = rt.state::<DistRegistry>().take_waiting_for_update(self.id);
+            if let Some((first, rest)) = waiting.split_first() {
+                let bytes = rt
+                    .state::<DistRegistry>()
+                    .encode(self.id)
+                    .and_then(Encoded::bytes)
+                    .expect("the instance is registered and no longer borrowed");
+                for &(to, slot) in std::iter::once(first).chain(rest) {
+                    answer(rt, to, slot, &bytes);
+                }
+            }
+        });
+        Ok(result)
+    }
+
+    fn updating(&self) -> DistObjectError {
+        DistObjectError::Updating {
+            id: self.id,
+            rank: runtime::rank_me(),
+        }
+    }
 }
 
 /// Another handle on the same instance (not a copy of the value). Sending a `DistObject` in
@@ -124,13 +200,6 @@ impl<T: 'static> Clone for DistObject<T> {
             value: self.value.clone(),
             owner: false,
         }
-    }
-}
-
-impl<T: 'static> std::ops::Deref for DistObject<T> {
-    type Target = T;
-    fn deref(&self) -> &T {
-        &self.value
     }
 }
 
@@ -159,7 +228,7 @@ impl<'de, T: 'static> Deserialize<'de> for DistObject<T> {
                      rank, e.g. before a barrier, before sending it)"
                 ))
             })?
-            .downcast::<T>()
+            .downcast::<RefCell<T>>()
             .map_err(|_| {
                 serde::de::Error::custom(format!("dist_object {id} has another type here"))
             })?;
@@ -169,6 +238,11 @@ impl<'de, T: 'static> Deserialize<'de> for DistObject<T> {
             owner: false,
         })
     }
+}
+
+/// An instance's encoding, for a fetch.
+fn encode<T: Serialize>(v: &T) -> Vec<u8> {
+    postcard::to_allocvec(v).expect("serialize a dist_object")
 }
 
 /// Sends `bytes`, an instance's encoding, to the fetch of rank `to` waiting in reply slot `slot`.
@@ -184,9 +258,12 @@ pub(crate) fn handle_fetch(rt: &Runtime, token: &Token<'_>, header: &[u64]) {
         wire::malformed(source, "a dist_object fetch without its header")
     };
     let registry = rt.state::<DistRegistry>();
-    if let Some(bytes) = registry.encode(id) {
-        answer(rt, source, slot, &bytes);
-    } else if registry.constructed(id) {
+    match registry.encode(id) {
+        Some(Encoded::Bytes(bytes)) => return answer(rt, source, slot, &bytes),
+        Some(Encoded::Updating) => return registry.wait_for_update(id, source, slot),
+        None => {}
+    }
+    if registry.constructed(id) {
         // Constructed here before and since destroyed: waiting would never end.
         panic!(
             "rank {source} fetched dist_object {id} from rank {}, which has already destroyed it",

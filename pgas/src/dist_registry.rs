@@ -11,7 +11,25 @@ use gasnet_bridge::WriteAck;
 
 struct Entry {
     value: Rc<dyn Any>,
-    encode: Box<dyn Fn() -> Vec<u8>>,
+    encode: Box<dyn Fn() -> Encoded>,
+}
+
+/// An instance's encoding for a fetch, or why it cannot be read now.
+pub(crate) enum Encoded {
+    /// The instance's bytes.
+    Bytes(Vec<u8>),
+    /// This rank is inside an `update` of the instance: the fetch waits for its end.
+    Updating,
+}
+
+impl Encoded {
+    /// The bytes, if the instance could be read.
+    pub(crate) fn bytes(self) -> Option<Vec<u8>> {
+        match self {
+            Encoded::Bytes(b) => Some(b),
+            Encoded::Updating => None,
+        }
+    }
 }
 
 /// The instances of this rank, and fetches and rpcs waiting for an instance not yet constructed.
@@ -20,6 +38,8 @@ pub(crate) struct DistRegistry {
     next_id: Cell<u64>,
     objects: RefCell<HashMap<u64, Entry>>,
     waiting: RefCell<HashMap<u64, Vec<(usize, u64)>>>,
+    /// Fetches (rank, reply slot) that arrived during an `update` of the instance, by its id.
+    waiting_for_update: RefCell<HashMap<u64, Vec<(usize, u64)>>>,
     /// The id a failed deserialization did not find (read by the rpc handler to defer it).
     missing: Cell<Option<u64>>,
     /// Rpcs whose arguments name an instance this rank has not constructed yet, by its id.
@@ -42,7 +62,7 @@ impl DistRegistry {
     pub(crate) fn construct(
         &self,
         value: Rc<dyn Any>,
-        encode: Box<dyn Fn() -> Vec<u8>>,
+        encode: Box<dyn Fn() -> Encoded>,
     ) -> (u64, Vec<(usize, u64)>, Vec<DeferredRpc>) {
         let id = self.next_id.get();
         self.next_id.set(id + 1);
@@ -70,8 +90,29 @@ impl DistRegistry {
     }
 
     /// The encoded value of instance `id`, if it is here.
-    pub(crate) fn encode(&self, id: u64) -> Option<Vec<u8>> {
+    pub(crate) fn encode(&self, id: u64) -> Option<Encoded> {
         self.objects.borrow().get(&id).map(|e| (e.encode)())
+    }
+
+    /// Keeps a fetch of `id` from rank `source` (reply slot `slot`) until the `update` of `id`
+    /// this rank is inside ends.
+    pub(crate) fn wait_for_update(&self, id: u64, source: usize, slot: u64) {
+        self.waiting_for_update
+            .borrow_mut()
+            .entry(id)
+            .or_default()
+            .push((source, slot));
+    }
+
+    /// The fetches of `id` that arrived during an update of it (none, usually).
+    pub(crate) fn take_waiting_for_update(&self, id: u64) -> Vec<(usize, u64)> {
+        if self.waiting_for_update.borrow().is_empty() {
+            return Vec::new();
+        }
+        self.waiting_for_update
+            .borrow_mut()
+            .remove(&id)
+            .unwrap_or_default()
     }
 
     /// True if `id` was constructed here (whether or not it has been destroyed since).

@@ -200,3 +200,21 @@ pub enum ArrayError {
         bytes: usize,
     },
 }
+
+/// Why a [`DistObject`](crate::dist_object::DistObject) access was refused.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum DistObjectError {
+    /// A read or update of an instance while this rank is inside an `update` of it (or an
+    /// update while it is being read): the closure's access would alias the other.
+    #[error(
+        "dist_object {id} on rank {rank} is accessed while this rank is inside an update of it \
+         (or updated while being read): use the value the enclosing closure holds, or access \
+         the object after that closure returns"
+    )]
+    Updating {
+        /// The object's id.
+        id: u64,
+        /// This rank.
+        rank: usize,
+    },
+}

@@ -193,7 +193,7 @@ pub use collectives::{
 };
 pub use dist_array::{DistArray, Reducible};
 pub use dist_object::DistObject;
-pub use error::{ArrayError, PgasError};
+pub use error::{ArrayError, DistObjectError, PgasError};
 pub use flag_sync::{Signal, put_signal, wait_until};
 pub use future::{Future, when_all};
 pub use global_ptr::GlobalPtr;

@@ -4,7 +4,6 @@
 
 mod common;
 
-use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -27,7 +26,7 @@ fn spin_until(mut done: impl FnMut() -> bool) {
 }
 
 /// Arrivals recorded by the ring: (origin, hops left) per message, in the target's instance.
-type Log = DistObject<RefCell<Vec<(u32, u32)>>>;
+type Log = DistObject<Vec<(u32, u32)>>;
 /// The ring's rpc: (log, origin, hops left).
 type HopFn = RpcFn<(Log, u32, u32), ()>;
 
@@ -43,7 +42,7 @@ fn rpc_ff_ring_forwards_and_counts_every_arrival_exactly() {
             move |(log, origin, left): (Log, u32, u32)| {
                 let me = rank_me();
                 arrivals[me].fetch_add(1, Ordering::SeqCst);
-                log.borrow_mut().push((origin, left));
+                log.update(|l| l.push((origin, left)));
                 if left > 0 {
                     let next = (me + 1) % rank_n();
                     rpc_ff(next, *hop_fn.get().unwrap(), (log, origin, left - 1));
@@ -54,7 +53,7 @@ fn rpc_ff_ring_forwards_and_counts_every_arrival_exactly() {
         let a2 = arrivals.clone();
         let logs = run(n, 4, rpcs, move || {
             let me = rank_me();
-            let log: Log = DistObject::new(RefCell::new(Vec::new()));
+            let log: Log = DistObject::new(Vec::new());
             barrier(); // every instance exists before an rpc names it
             rpc_ff((me + 1) % n, hop, (log.clone(), me as u32, HOPS));
             // Each rank receives exactly HOPS + 1 messages in all (hop k of every origin
@@ -62,7 +61,7 @@ fn rpc_ff_ring_forwards_and_counts_every_arrival_exactly() {
             spin_until(|| a2[me].load(Ordering::SeqCst) > HOPS as u64);
             barrier();
             assert_eq!(a2[me].load(Ordering::SeqCst), HOPS as u64 + 1);
-            let mut got = log.borrow().clone();
+            let mut got = log.get();
             got.sort_unstable();
             got
         });
@@ -85,14 +84,14 @@ fn dissemination_barrier_from_rpc_ff_lets_nobody_leave_early() {
     for n in ranks() {
         let mut rpcs = RpcTable::new();
         // Messages of round k arrived at this rank, over all iterations so far.
-        type Arrived = DistObject<RefCell<Vec<u64>>>;
+        type Arrived = DistObject<Vec<u64>>;
         let signal = rpcs.register("signal", |(arrived, round): (Arrived, usize)| {
-            arrived.borrow_mut()[round] += 1;
+            arrived.update(|a| a[round] += 1);
         });
         run(n, 4, rpcs, move || {
             let me = rank_me();
             let rounds = n.next_power_of_two().trailing_zeros() as usize;
-            let arrived: Arrived = DistObject::new(RefCell::new(vec![0; rounds.max(1)]));
+            let arrived: Arrived = DistObject::new(vec![0; rounds.max(1)]);
             let stamps = pgas::broadcast(
                 if me == 0 {
                     new_array::<u64>(n).unwrap()
@@ -107,7 +106,7 @@ fn dissemination_barrier_from_rpc_ff_lets_nobody_leave_early() {
                 for k in 0..rounds {
                     let partner = (me + (1 << k)) % n;
                     rpc_ff(partner, signal, (arrived.clone(), k));
-                    spin_until(|| arrived.borrow()[k] > iteration);
+                    spin_until(|| arrived.with(|a| a[k]) > iteration);
                 }
             };
             for i in 0..ITERS {
@@ -124,7 +123,7 @@ fn dissemination_barrier_from_rpc_ff_lets_nobody_leave_early() {
                 }
             }
             for k in 0..rounds {
-                assert_eq!(arrived.borrow()[k], ITERS, "round {k} messages");
+                assert_eq!(arrived.with(|a| a[k]), ITERS, "round {k} messages");
             }
             barrier();
             if me == 0 {
