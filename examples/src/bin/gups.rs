@@ -1,6 +1,6 @@
 //! GUPS: the HPCC RandomAccess benchmark on pgas.
 //!
-//! A table of `2^log_table` u64 words per rank is updated by XOR-ing random values from the
+//! A table of `2^log_table` u64 words per rank (a block-layout `DistArray`) is updated by XOR-ing random values from the
 //! HPCC stream into random words of the whole table, either with remote atomics
 //! (`--variant atomic`: one `fetch_xor` per update) or by aggregation (`--variant rpc`: updates
 //! are buffered per destination rank and shipped in batches with `rpc_ff`, applied at the
@@ -14,17 +14,14 @@
 
 #![forbid(unsafe_code)]
 
-use std::cell::Cell;
 use std::time::Instant;
 
 use clap::{Parser, ValueEnum};
 use pgas::{
-    AtomicDomain, GlobalPtr, RpcTable, barrier, new_, new_array, ops, progress, rank_me, rank_n,
-    reduce_all,
+    AtomicDomain, DistArray, DistObject, GlobalPtr, Layout, RpcTable, barrier, ops, progress,
+    rank_me, rank_n, reduce_all,
 };
-use pgas_examples::{
-    CommonArgs, exchange, fail, hpcc, parse_args, parse_positive, run, secs, segment_for,
-};
+use pgas_examples::{CommonArgs, fail, hpcc, parse_args, parse_positive, run, secs, segment_for};
 
 /// Largest `--log-table` accepted: 2^30 words is 8 GiB per rank, past any sensible run here.
 const MAX_LOG_TABLE: u32 = 30;
@@ -63,7 +60,6 @@ struct Args {
 /// Everything a rank needs to know about the problem (the same on all ranks).
 #[derive(Debug, Clone, Copy)]
 struct Problem {
-    log_local: u32,
     local: u64,
     total: u64,
     updates: u64,
@@ -72,17 +68,6 @@ struct Problem {
 }
 
 impl Problem {
-    /// The rank and local word that `ran` updates: word `ran mod total` of the global table
-    /// (HPCC's `ran & (TableSize-1)` when the rank count is a power of two).
-    #[inline]
-    fn place(&self, ran: u64) -> (usize, usize) {
-        let global = ran % self.total;
-        (
-            (global >> self.log_local) as usize,
-            (global & (self.local - 1)) as usize,
-        )
-    }
-
     /// First stream position and count of `rank`'s updates (the remainder to the first ranks).
     fn share(&self, rank: usize, ranks: usize) -> (u64, u64) {
         let (n, r) = (ranks as u64, rank as u64);
@@ -97,117 +82,103 @@ struct Report {
     seconds: f64,
 }
 
-/// The shared words of one rank, exchanged at start-up.
-type Shared = (GlobalPtr<u64>, GlobalPtr<u64>);
-
-/// XORs each of `updates` into its word of this rank's table; `table` must be this rank's.
-/// A local atomic per update (as the atomic variant's remote ones): the owner applies the
-/// batches it receives, and XOR updates commute, so the result is exact in any order.
-fn apply_local(table: GlobalPtr<u64>, updates: &[u64], p: &Problem) {
+/// XORs each of `updates` into word `ran mod local` of the local block `block` (HPCC's
+/// `ran & (TableSize-1)` within the owner's block, `local` a power of two). A local atomic
+/// per update, as the atomic variant's remote ones: XOR updates commute, so the owner may apply
+/// batches in any order and the result is exact.
+fn apply_local(block: GlobalPtr<u64>, local: u64, updates: &[u64]) {
     let ad = AtomicDomain::<u64>::new();
     for &ran in updates {
-        let (_, index) = p.place(ran);
         // Completes at once on this rank's own word.
-        ad.xor(table + index, ran).detach();
+        ad.xor(block + (ran & (local - 1)) as usize, ran).detach();
     }
 }
 
-thread_local! {
-    /// This rank's problem, for the rpc that applies incoming batches (set before any is sent).
-    static PROBLEM: Cell<Option<Problem>> = const { Cell::new(None) };
-    /// Updates applied at this rank by incoming batches: the rpc runs on the rank's thread and
-    /// counts there, the waiting loop of the same rank reads it.
-    static RECEIVED: Cell<u64> = const { Cell::new(0) };
-}
-
-/// Applies a batch of updates that another rank sent to this rank's `table`.
+/// Applies a batch another rank sent to this rank's block, and counts it in `received`.
 #[pgas::remote]
-fn apply((table, batch): (GlobalPtr<u64>, Vec<u64>)) {
-    let p = PROBLEM
-        .with(Cell::get)
-        .expect("the problem is set before any batch is sent");
-    apply_local(table, &batch, &p);
-    RECEIVED.with(|r| r.set(r.get() + batch.len() as u64));
+fn apply((block, local, batch, received): (GlobalPtr<u64>, u64, Vec<u64>, DistObject<u64>)) {
+    apply_local(block, local, &batch);
+    received.update(|r| *r += batch.len() as u64);
 }
 
-/// One pass of this rank's share of the update stream.
-fn update_pass(p: &Problem, shared: &[Shared]) {
+/// One pass of this rank's share of the update stream over `table` (a block layout of `local`
+/// words per rank: word `ran mod total` lives on rank `(ran mod total) / local`). The rpc
+/// variant counts the updates each rank expects in `incoming` (element r on rank r) and those
+/// applied in `received`.
+fn update_pass(
+    p: &Problem,
+    table: &DistArray<u64>,
+    incoming: &DistArray<u64>,
+    received: &DistObject<u64>,
+) {
     let (me, n) = (rank_me(), rank_n());
     let (first, count) = p.share(me, n);
     let mut ran = hpcc::starts(first as i64);
-    match p.variant {
-        Variant::Atomic => {
-            let ad = AtomicDomain::<u64>::new();
-            for _ in 0..count {
-                ran = hpcc::next(ran);
-                let (rank, index) = p.place(ran);
-                // The previous value is not needed; the operation completes at once here.
-                ad.fetch_xor(shared[rank].0 + index, ran).detach();
-            }
-            barrier();
+    if p.variant == Variant::Atomic {
+        for _ in 0..count {
+            ran = hpcc::next(ran);
+            // The previous value is not needed; the operation completes at once here.
+            table
+                .fetch_xor((ran % p.total) as usize, ran)
+                .expect("an index below the length")
+                .detach();
         }
-        Variant::Rpc => {
-            let mut buffers: Vec<Vec<u64>> = (0..n).map(|_| Vec::with_capacity(p.batch)).collect();
-            let mut sent = vec![0u64; n];
-            for i in 0..count {
-                ran = hpcc::next(ran);
-                let (rank, _) = p.place(ran);
-                buffers[rank].push(ran);
-                if buffers[rank].len() == p.batch {
-                    if rank == me {
-                        // Own updates are batched too: the table is looked up once per batch.
-                        apply_local(shared[me].0, &buffers[me], p);
-                        buffers[me].clear();
-                    } else {
-                        let batch =
-                            std::mem::replace(&mut buffers[rank], Vec::with_capacity(p.batch));
-                        sent[rank] += batch.len() as u64;
-                        pgas::rpc_ff(rank, apply, (shared[rank].0, batch));
-                    }
-                }
-                // Apply incoming batches now and then, so they do not pile up in the queue.
-                if i % 4096 == 0 {
-                    progress();
-                }
-            }
-            for (rank, batch) in buffers.into_iter().enumerate() {
-                if rank == me {
-                    apply_local(shared[me].0, &batch, p);
-                } else if !batch.is_empty() {
-                    sent[rank] += batch.len() as u64;
-                    pgas::rpc_ff(rank, apply, (shared[rank].0, batch));
-                }
-            }
-            // rpc_ff has no completion: tell each destination how many updates to expect,
-            // then make progress until that many have been applied here.
-            let ad = AtomicDomain::<u64>::new();
-            for (rank, &s) in sent.iter().enumerate() {
-                if s > 0 {
-                    ad.fetch_add(shared[rank].1, s).detach();
-                }
-            }
-            barrier();
-            let expected = ad.load(shared[me].1).wait();
-            while RECEIVED.with(Cell::get) < expected {
-                if progress() == 0 {
-                    std::thread::yield_now();
-                }
-            }
-            // Reset both counters for the next pass once every rank is done with them.
-            barrier();
-            ad.store(shared[me].1, 0).wait();
-            RECEIVED.with(|r| r.set(0));
-            barrier();
+        barrier();
+        return;
+    }
+    let block = |rank: usize| {
+        table
+            .ptr(rank * p.local as usize)
+            .expect("every rank owns words")
+    };
+    let ship = |rank: usize, batch: Vec<u64>| {
+        if rank == me {
+            apply_local(block(me), p.local, &batch);
+        } else if !batch.is_empty() {
+            incoming
+                .fetch_add(rank, batch.len() as u64)
+                .expect("one counter per rank")
+                .detach();
+            pgas::rpc_ff(rank, apply, (block(rank), p.local, batch, received.clone()));
+        }
+    };
+    let mut buffers: Vec<Vec<u64>> = (0..n).map(|_| Vec::with_capacity(p.batch)).collect();
+    for i in 0..count {
+        ran = hpcc::next(ran);
+        let rank = ((ran % p.total) / p.local) as usize;
+        buffers[rank].push(ran);
+        if buffers[rank].len() == p.batch {
+            ship(
+                rank,
+                std::mem::replace(&mut buffers[rank], Vec::with_capacity(p.batch)),
+            );
+        }
+        // Apply incoming batches now and then, so they do not pile up in the queue.
+        if i % 4096 == 0 {
+            progress();
         }
     }
+    for (rank, batch) in buffers.into_iter().enumerate() {
+        ship(rank, batch);
+    }
+    // rpc_ff has no completion: make progress until every update announced here is applied.
+    barrier();
+    let expected = incoming.load(me).expect("one counter per rank").wait();
+    while received.get() < expected {
+        if progress() == 0 {
+            std::thread::yield_now();
+        }
+    }
+    // Reset both counters for the next pass once every rank is done with them.
+    barrier();
+    incoming.write_local(&[0]).expect("one counter per rank");
+    received.update(|r| *r = 0);
+    barrier();
 }
 
 /// XOR of this rank's table words.
-fn xor_local(table: GlobalPtr<u64>, local: usize) -> u64 {
-    pgas::rget_slice(table, local)
-        .wait()
-        .iter()
-        .fold(0, |a, &w| a ^ w)
+fn xor_local(table: &DistArray<u64>) -> u64 {
+    table.read_local().iter().fold(0, |a, &w| a ^ w)
 }
 
 /// Parses `--log-table` (a clap value parser naming the limit).
@@ -241,7 +212,6 @@ fn main() {
             .unwrap_or_else(|| fail(NAME, "4 x the table size overflows; pass --updates")),
     };
     let p = Problem {
-        log_local: args.log_table,
         local,
         total,
         updates,
@@ -269,18 +239,16 @@ fn main() {
 
     let Some(reports) = run(NAME, ranks, segment, RpcTable::new(), || {
         let (me, n) = (rank_me(), rank_n());
-        PROBLEM.with(|c| c.set(Some(p)));
-        RECEIVED.with(|r| r.set(0));
-        let alloc_err = |e: pgas::PgasError| format!("cannot allocate the table: {e}");
-        let table: GlobalPtr<u64> = new_array(local as usize).map_err(alloc_err)?;
-        let incoming: GlobalPtr<u64> = new_(0).map_err(alloc_err)?;
+        let alloc_err = |e: pgas::ArrayError| format!("cannot allocate the table: {e}");
+        // Block layout of `local` words per rank: HPCC's table, word g on rank g / local.
+        let table = DistArray::<u64>::new(total as usize, Layout::Block).map_err(alloc_err)?;
+        let incoming = DistArray::<u64>::new(n, Layout::Block).map_err(alloc_err)?;
+        let received = DistObject::new(0u64);
         let base = me as u64 * local;
-        for i in 0..local {
-            (table + i as usize)
-                .write_local(base + i)
-                .map_err(|e| e.to_string())?;
-        }
-        let shared: Vec<Shared> = exchange((table, incoming));
+        table
+            .write_local(&(base..base + local).collect::<Vec<_>>())
+            .map_err(|e| e.to_string())?;
+        barrier();
         let mut errors = Vec::new();
 
         // The XOR of the table after the pass must be the initial XOR times the stream's XOR.
@@ -291,15 +259,15 @@ fn main() {
             ran = hpcc::next(ran);
             stream_xor ^= ran;
         }
-        let initial_xor = reduce_all(xor_local(table, local as usize), ops::bit_xor).wait();
+        let initial_xor = reduce_all(xor_local(&table), ops::bit_xor).wait();
         let stream_xor = reduce_all(stream_xor, ops::bit_xor).wait();
 
         barrier();
         let start = Instant::now();
-        update_pass(&p, &shared);
+        update_pass(&p, &table, &incoming, &received);
         let seconds = secs(start.elapsed());
 
-        let after_xor = reduce_all(xor_local(table, local as usize), ops::bit_xor).wait();
+        let after_xor = reduce_all(xor_local(&table), ops::bit_xor).wait();
         if after_xor != initial_xor ^ stream_xor {
             errors.push(format!(
                 "XOR of the table after the updates is {after_xor:#018x}, expected {:#018x} \
@@ -314,24 +282,29 @@ fn main() {
                 ran = hpcc::next(ran);
                 reference[(ran % total) as usize] ^= ran;
             }
-            for (rank, &(t, _)) in shared.iter().enumerate() {
-                let got = pgas::rget_slice(t, local as usize).wait();
-                let want = &reference[rank * local as usize..(rank + 1) * local as usize];
-                if let Some(i) = (0..got.len()).find(|&i| got[i] != want[i]) {
-                    errors.push(format!(
-                        "rank {rank}'s word {i} is {:#x} after the updates; a serial run gives {:#x}",
-                        got[i], want[i]
-                    ));
-                }
+            let got = table
+                .get_range(0..total as usize)
+                .map_err(|e| e.to_string())?
+                .wait();
+            if let Some(i) = (0..got.len()).find(|&i| got[i] != reference[i]) {
+                errors.push(format!(
+                    "word {i} (on rank {}) is {:#x} after the updates; a serial run gives {:#x}",
+                    i as u64 / local,
+                    got[i],
+                    reference[i]
+                ));
             }
         }
         // Nobody updates again until rank 0's serial comparison has read every table.
         barrier();
 
         // HPCC verification: the same stream again restores the initial table.
-        update_pass(&p, &shared);
-        let wrong = (0..local)
-            .filter(|&i| (table + i as usize).read_local().ok() != Some(base + i))
+        update_pass(&p, &table, &incoming, &received);
+        let wrong = table
+            .read_local()
+            .into_iter()
+            .zip(base..)
+            .filter(|(w, initial)| w != initial)
             .count() as u64;
         let wrong = reduce_all(wrong, ops::add).wait();
         if wrong > 0 {
