@@ -1,6 +1,6 @@
-//! A distributed hash table in the style of the key-value store of the ftRMA paper: each rank's
-//! segment holds an open-addressing table (key words, version words, values); a key hashes to a
-//! home (rank, slot) and probes linearly there.
+//! A distributed hash table in the style of the key-value store of the ftRMA paper: each rank
+//! holds an open-addressing table (its blocks of three block-layout `DistArray`s: key words,
+//! version words, values); a key hashes to a home (rank, slot) and probes linearly there.
 //!
 //! Insert claims a slot with `compare_exchange` on its key word (0 = empty), writes the value
 //! with `rput_slice`, then publishes it by `fetch_add` on the slot's version word, and counts
@@ -16,12 +16,9 @@
 use std::time::Instant;
 
 use clap::Parser;
-use pgas::{
-    AtomicDomain, GlobalPtr, RpcTable, barrier, broadcast, new_, new_array, ops, rank_me, rank_n,
-    reduce_all,
-};
+use pgas::{DistArray, Layout, RpcTable, barrier, ops, rank_me, rank_n, reduce_all};
 use pgas_examples::{
-    CommonArgs, SplitMix, exchange, fail, mix64, parse_args, parse_positive, run, secs, segment_for,
+    CommonArgs, SplitMix, fail, mix64, parse_args, parse_positive, run, secs, segment_for,
 };
 
 /// Words of a value.
@@ -47,9 +44,6 @@ struct Args {
     #[arg(long, allow_negative_numbers = true, value_parser = parse_positive)]
     lookups: Option<usize>,
 }
-
-/// One rank's table: where its key, version and value arrays are.
-type Table = (GlobalPtr<u64>, GlobalPtr<u64>, GlobalPtr<u64>);
 
 /// The table geometry, the same on every rank.
 #[derive(Debug, Clone, Copy)]
@@ -79,32 +73,43 @@ fn value_of(key: u64) -> Value {
     [key, mix64(key ^ 0xA5A5_A5A5), key.rotate_left(17), !key]
 }
 
+/// Why an index of the table is in range: `Dht::probes` gives only slots of the table.
+const SLOT: &str = "a probe is a slot of the table";
+
 /// Why an insert failed.
 #[derive(Debug)]
 struct Full {
     rank: usize,
 }
 
-/// The one-sided operations of the table.
-struct Dht<'a> {
+/// The table: slot `s` of rank `r` is element `r * slots + s` of each array (block layouts,
+/// so every rank holds its slots).
+struct Dht {
     geometry: Geometry,
-    tables: &'a [Table],
-    ad: AtomicDomain<u64>,
+    keys: DistArray<u64>,
+    versions: DistArray<u64>,
+    values: DistArray<Value>,
 }
 
-impl Dht<'_> {
+impl Dht {
+    /// The table's global slots of `key`, in probe order, with its home rank.
+    fn probes(&self, key: u64) -> (usize, impl Iterator<Item = usize> + use<>) {
+        let (rank, start) = self.geometry.home(key);
+        let slots = self.geometry.slots;
+        let slot = move |p| rank * slots + (start + p) % slots;
+        (rank, (0..slots).map(slot))
+    }
+
     /// Inserts (or overwrites) `key`; returns the number of slots probed.
     fn insert(&self, key: u64, value: &Value) -> Result<usize, Full> {
-        let (rank, start) = self.geometry.home(key);
-        let (keys, versions, values) = self.tables[rank];
-        for probe in 0..self.geometry.slots {
-            let slot = (start + probe) % self.geometry.slots;
-            let seen = self.ad.compare_exchange(keys + slot, 0, key).wait();
+        let (rank, probes) = self.probes(key);
+        for (probe, g) in probes.enumerate() {
+            let seen = self.keys.compare_exchange(g, 0, key).expect(SLOT).wait();
             if seen == 0 || seen == key {
                 // The put completes before the publication, so a reader that sees the new
                 // version reads the whole value.
-                pgas::rput_slice(value, values + slot * VALUE_WORDS).wait();
-                self.ad.fetch_add(versions + slot, 1).wait();
+                self.values.put(g, *value).expect(SLOT).wait();
+                self.versions.fetch_add(g, 1).expect(SLOT).wait();
                 return Ok(probe + 1);
             }
         }
@@ -113,27 +118,23 @@ impl Dht<'_> {
 
     /// The value under `key`, if present.
     fn lookup(&self, key: u64) -> Result<Option<Value>, String> {
-        let (rank, start) = self.geometry.home(key);
-        let (keys, versions, values) = self.tables[rank];
-        for probe in 0..self.geometry.slots {
-            let slot = (start + probe) % self.geometry.slots;
-            let k = pgas::rget(keys + slot).wait();
-            if k == 0 {
-                return Ok(None);
-            }
-            if k != key {
-                continue;
+        let (rank, probes) = self.probes(key);
+        for g in probes {
+            match self.keys.get(g).expect(SLOT).wait() {
+                0 => return Ok(None),
+                k if k != key => continue,
+                _ => {}
             }
             // Claimed: wait for the publication, and retry if it changed under the read.
+            let version = || self.versions.load(g).expect(SLOT).wait();
             loop {
-                let before = self.ad.load(versions + slot).wait();
+                let before = version();
                 if before == 0 {
                     pgas::progress();
                     continue;
                 }
-                let mut value = [0u64; VALUE_WORDS];
-                pgas::rget_into(values + slot * VALUE_WORDS, &mut value);
-                if self.ad.load(versions + slot).wait() == before {
+                let value = self.values.get(g).expect(SLOT).wait();
+                if version() == before {
                     return Ok(Some(value));
                 }
             }
@@ -185,25 +186,16 @@ fn main() {
 
     let Some(reports) = run(NAME, ranks, segment, RpcTable::new(), || {
         let (me, n) = (rank_me(), rank_n());
-        let alloc_err = |e: pgas::PgasError| format!("cannot allocate the table: {e}");
-        let mine: Table = (
-            new_array(slots).map_err(alloc_err)?,
-            new_array(slots).map_err(alloc_err)?,
-            new_array(slots * VALUE_WORDS).map_err(alloc_err)?,
-        );
-        // The global insert counter lives on rank 0; everyone learns where.
-        let counter = if me == 0 {
-            new_(0u64).map_err(alloc_err)?
-        } else {
-            GlobalPtr::null()
-        };
-        let counter = broadcast(counter, 0).wait();
-        let tables = exchange(mine);
+        let alloc_err = |e| format!("cannot allocate the table: {e}");
+        let array = |len| DistArray::new(len, Layout::Block).map_err(alloc_err);
         let dht = Dht {
             geometry,
-            tables: &tables,
-            ad: AtomicDomain::new(),
+            keys: array(slots * n)?,
+            versions: array(slots * n)?,
+            values: DistArray::new(slots * n, Layout::Block).map_err(alloc_err)?,
         };
+        // The global insert counter, on rank 0.
+        let counter = array(1)?;
         let mut errors = Vec::new();
 
         barrier();
@@ -216,7 +208,7 @@ fn main() {
                 Ok(p) => {
                     probes += p as u64;
                     inserted += 1;
-                    dht.ad.fetch_add(counter, 1).detach();
+                    counter.fetch_add(0, 1).expect("element 0").detach();
                 }
                 Err(Full { rank }) => {
                     errors.push(format!(
@@ -247,14 +239,14 @@ fn main() {
             };
         }
 
-        let count = dht.ad.load(counter).wait();
+        let count = counter.load(0).expect("element 0").wait();
         if count != total_keys {
             errors.push(format!(
                 "the insert counter reads {count}, expected {total_keys}"
             ));
         }
-        let keys_here = pgas::rget_slice(mine.0, slots).wait();
-        let versions_here = pgas::rget_slice(mine.1, slots).wait();
+        let keys_here = dht.keys.read_local();
+        let versions_here = dht.versions.read_local();
         let used = keys_here.iter().filter(|&&k| k != 0).count() as u64;
         if let Some(s) = (0..slots).find(|&s| (keys_here[s] != 0) != (versions_here[s] != 0)) {
             errors.push(format!(
