@@ -176,9 +176,14 @@ impl<T: bytemuck::Pod> DistArray<T> {
     pub fn put_range(&self, start: usize, src: &[T]) -> Result<Future<()>, ArrayError> {
         let range = start..start.saturating_add(src.len());
         self.check_range(&range)?;
-        let puts = self
-            .layout
-            .pieces(range, self.len, self.team.rank_n())
+        let pieces = self.layout.pieces(range, self.len, self.team.rank_n());
+        if let [p] = pieces[..]
+            && p.stride == 1
+        {
+            // Within one owner's block: the put's own future.
+            return Ok(rput_slice(src, self.blocks[p.rank] + p.local_start));
+        }
+        let puts = pieces
             .into_iter()
             .map(|p| {
                 let dst = self.blocks[p.rank] + p.local_start;
