@@ -110,20 +110,57 @@
 //!
 //! # Distributed objects
 //!
-//! A [`DistObject`] has one instance per rank, readable from any rank:
+//! A [`DistObject`] has one instance per rank, readable from any rank ([`DistObject::fetch`])
+//! and changed by its own rank ([`DistObject::update`], also from an rpc run there):
 //!
 //! ```
 //! use pgas::{DistObject, LaunchConfig, RpcTable, launch, rank_me, rank_n};
 //!
+//! #[pgas::remote]
+//! fn visit((seen, from): (DistObject<Vec<usize>>, usize)) {
+//!     seen.update(|v| v.push(from)); // the target's own instance
+//! }
+//!
 //! let out = launch(&LaunchConfig::new(3).segment_bytes(1 << 20), RpcTable::new(), || {
 //!     let name = DistObject::new(format!("rank {}", rank_me()));
+//!     let seen = DistObject::new(Vec::new());
+//!     pgas::barrier(); // every instance exists before an rpc names it
 //!     let next = name.fetch((rank_me() + 1) % rank_n()).wait();
+//!     pgas::rpc((rank_me() + 1) % rank_n(), visit, (seen.clone(), rank_me())).wait();
 //!     // An instance must outlive every fetch of it: nobody drops theirs before all fetched.
 //!     pgas::barrier();
-//!     next
+//!     (next, seen.get())
 //! })
 //! .unwrap();
-//! assert_eq!(out, vec!["rank 1", "rank 2", "rank 0"]);
+//! assert_eq!(out[0], ("rank 1".to_string(), vec![2]));
+//! assert_eq!(out[2], ("rank 0".to_string(), vec![1]));
+//! ```
+//!
+//! # Distributed arrays
+//!
+//! A [`DistArray`] spreads `len` elements over a team in a block or cyclic [`Layout`]; any
+//! rank reads and writes any element or range by global index (a range spanning several
+//! owners is one future), applies atomics to elements, and reduces the whole array:
+//!
+//! ```
+//! use pgas::{DistArray, LaunchConfig, Layout, RpcTable, barrier, launch, rank_me};
+//!
+//! let out = launch(&LaunchConfig::new(4).segment_bytes(1 << 20), RpcTable::new(), || {
+//!     let a = DistArray::<u64>::new(10, Layout::Cyclic).unwrap(); // 3, 3, 2, 2 elements
+//!     let mine: Vec<u64> = a.local_range().iter().map(|i| i as u64).collect();
+//!     a.write_local(&mine).unwrap(); // element i holds i
+//!     barrier();
+//!     let across = a.get_range(2..7).unwrap().wait(); // from every rank's part
+//!     a.fetch_add(9, 1).unwrap().wait(); // every rank adds 1 to element 9
+//!     barrier();
+//!     let sum = a.sum().wait(); // 0 + 1 + ... + 9, plus the 4 additions
+//!     let out_of_range = a.get(10).unwrap_err().to_string();
+//!     (a.owner_of(6).unwrap(), across, sum, a.max().wait(), out_of_range)
+//! })
+//! .unwrap();
+//! let (owner, across, sum, max, err) = &out[0];
+//! assert_eq!((*owner, across.as_slice(), *sum, *max), (2, &[2, 3, 4, 5, 6][..], 49, Some(13)));
+//! assert!(err.starts_with("index 10 is out of range for a distributed array of length 10"));
 //! ```
 //!
 //! # Running on a cluster
