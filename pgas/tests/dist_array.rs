@@ -109,7 +109,13 @@ fn ranges_put_across_owners_land_where_they_belong() {
 
 #[test]
 fn out_of_range_indices_are_errors_naming_index_and_length() {
-    run(3, 4, RpcTable::new(), || {
+    for n in ranks() {
+        out_of_range_on(n);
+    }
+}
+
+fn out_of_range_on(n: usize) {
+    run(n, 4, RpcTable::new(), || {
         for layout in LAYOUTS {
             let a = DistArray::<u64>::new(5, layout).unwrap();
             let out = ArrayError::IndexOutOfRange { index: 5, len: 5 };

@@ -205,7 +205,13 @@ fn a_fetch_during_an_update_sees_the_value_after_it() {
 
 #[test]
 fn access_inside_its_own_update_is_an_error_not_aliasing() {
-    run(2, 4, RpcTable::new(), || {
+    for n in ranks() {
+        access_inside_update_on(n);
+    }
+}
+
+fn access_inside_update_on(n: usize) {
+    run(n, 4, RpcTable::new(), || {
         let d = DistObject::new(5u64);
         let inner = d.update(|v| {
             *v += 1;
