@@ -45,7 +45,7 @@ impl LocalIndices {
     /// Whether global index `i` is one of these.
     pub fn contains(&self, i: usize) -> bool {
         i >= self.start
-            && (i - self.start) % self.step == 0
+            && (i - self.start).is_multiple_of(self.step)
             && (i - self.start) / self.step < self.len
     }
 
