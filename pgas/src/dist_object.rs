@@ -7,6 +7,7 @@
 //! target's own instance. This rank's instance is read with `with`/`get` and changed with
 //! `update`, each for the span of a closure (see [`DistObject::update`] for why that is sound
 //! beside the fetches other ranks make of it).
+
 use std::cell::RefCell;
 use std::rc::Rc;
 
@@ -165,14 +166,14 @@ impl<T: 'static> DistObject<T> {
         };
         // Fetches that arrived during `f` wait for the borrow's end, which is here.
         runtime::with(|rt| {
-            let waiting = rt.state::<DistRegistry>().take_waiting_for_update(self.id);
-            if let Some((first, rest)) = waiting.split_first() {
-                let bytes = rt
-                    .state::<DistRegistry>()
+            let registry = rt.state::<DistRegistry>();
+            let waiting = registry.take_waiting_for_update(self.id);
+            if !waiting.is_empty() {
+                let bytes = registry
                     .encode(self.id)
                     .and_then(Encoded::bytes)
                     .expect("the instance is registered and no longer borrowed");
-                for &(to, slot) in std::iter::once(first).chain(rest) {
+                for (to, slot) in waiting {
                     answer(rt, to, slot, &bytes);
                 }
             }
