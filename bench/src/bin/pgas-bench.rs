@@ -33,6 +33,10 @@
 //!   per repetition; `rput_512B` (one contiguous rput of the same 512 bytes, paired).
 //! - `barrier` / `world` (an existing line): `OPS / 20` barriers; `bridge_barrier`,
 //!   `mpi_barrier` (as many `MPI_Barrier`s).
+//!
+//! `dist_array_fetch_add` / `u64`: `OPS` `DistArray::fetch_add`s of an element on rank 1 (index
+//! checked and placed by the layout on each) against `atomic_fetch_add`, the `AtomicDomain`
+//! fetch-add on a global pointer to a word of rank 1, paired: what global indexing costs.
 
 use std::hint::black_box;
 use std::rc::Rc;
@@ -46,8 +50,8 @@ use bench_report::{
 use gasnet_bridge::{AtomicOp, HandlerTable};
 use pgas::runtime_hooks::Interceptor;
 use pgas::{
-    AtomicDomain, Completions, GlobalPtr, LaunchConfig, Promise, RpcFn, RpcTable, barrier,
-    barrier_async_on, rget, rpc, rpc_ff, rput, rput_slice, rput_with,
+    AtomicDomain, Completions, DistArray, GlobalPtr, LaunchConfig, Layout, Promise, RpcFn,
+    RpcTable, barrier, barrier_async_on, rget, rpc, rpc_ff, rput, rput_slice, rput_with,
 };
 
 const FLOOD_SIZES: [usize; 6] = [8, 512, 4 << 10, 64 << 10, 1 << 20, 4 << 20];
@@ -307,6 +311,8 @@ fn pgas_lines(s: &Sizes, am_rtt: f64) -> Vec<Line> {
         let target: GlobalPtr<u8> = GlobalPtr::from_raw(1, mine.offset());
         let word = target.cast::<u64>();
         let at = word.offset();
+        // Element 1 of a cyclic array lives on rank 1, as `word` does.
+        let array = DistArray::<u64>::new(2, Layout::Cyclic).expect("bench array");
         barrier();
         if pgas::rank_me() == 0 {
             let (ops, reps) = (s.ops, s.reps);
@@ -369,6 +375,18 @@ fn pgas_lines(s: &Sizes, am_rtt: f64) -> Vec<Line> {
                 lines.push(
                     Line::new("atomic_fetch_add", "u64", fadd, "ns", Better::Lower)
                         .baseline("bridge_atomic_fetch_add", bridge),
+                );
+            }
+            let array_add = || {
+                ns_per_op(ops, || {
+                    black_box(array.fetch_add(1, 1).expect("element 1").wait()).into_unit()
+                })
+            };
+            if s.wants(&["dist_array_fetch_add"]) {
+                let (global_ptr, element) = paired(reps, api_add, array_add);
+                lines.push(
+                    Line::new("dist_array_fetch_add", "u64", element, "ns", Better::Lower)
+                        .baseline("atomic_fetch_add", global_ptr),
                 );
             }
             let round_trips = ops / 10;
