@@ -97,6 +97,7 @@ impl Layout {
     }
 
     /// The owner (team rank) and local index of global index `i < len`.
+    #[inline]
     pub fn place(self, i: usize, len: usize, ranks: usize) -> (usize, usize) {
         debug_assert!(i < len, "place of index {i} in an array of {len}");
         match self {

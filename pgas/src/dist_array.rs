@@ -90,6 +90,7 @@ impl<T: bytemuck::Pod> DistArray<T> {
     }
 
     /// The world rank that holds element `i`.
+    #[inline]
     pub fn owner_of(&self, i: usize) -> Result<usize, ArrayError> {
         let (rank, _) = self.place(i)?;
         Ok(self.team.to_world(rank))
@@ -97,6 +98,7 @@ impl<T: bytemuck::Pod> DistArray<T> {
 
     /// The global pointer to element `i`, for operations this type does not wrap (the
     /// `*_sync` atomics, `put_signal`, completions).
+    #[inline]
     pub fn ptr(&self, i: usize) -> Result<GlobalPtr<T>, ArrayError> {
         let (rank, local) = self.place(i)?;
         Ok(self.blocks[rank] + local)
@@ -140,11 +142,13 @@ impl<T: bytemuck::Pod> DistArray<T> {
     }
 
     /// Reads element `i`.
+    #[inline]
     pub fn get(&self, i: usize) -> Result<Future<T>, ArrayError> {
         Ok(rget(self.ptr(i)?))
     }
 
     /// Writes `value` to element `i`; the future completes when it has landed.
+    #[inline]
     pub fn put(&self, i: usize, value: T) -> Result<Future<()>, ArrayError> {
         Ok(rput(value, self.ptr(i)?))
     }
@@ -199,6 +203,7 @@ impl<T: bytemuck::Pod> DistArray<T> {
     }
 
     /// The owner (team rank) and local index of element `i`.
+    #[inline]
     fn place(&self, i: usize) -> Result<(usize, usize), ArrayError> {
         if i >= self.len {
             return Err(ArrayError::IndexOutOfRange {
@@ -316,21 +321,25 @@ impl<T: Reducible> DistArray<T> {
 /// Element-wise atomics on any [`AtomicValue`] element (through [`AtomicDomain`]).
 impl<T: AtomicValue> DistArray<T> {
     /// Atomically reads element `i`.
+    #[inline]
     pub fn load(&self, i: usize) -> Result<Future<T>, ArrayError> {
         Ok(AtomicDomain::new().load(self.ptr(i)?))
     }
 
     /// Atomically writes `v` to element `i`.
+    #[inline]
     pub fn store(&self, i: usize, v: T) -> Result<Future<()>, ArrayError> {
         Ok(AtomicDomain::new().store(self.ptr(i)?, v))
     }
 
     /// Atomically writes `v` to element `i`; returns the previous value.
+    #[inline]
     pub fn exchange(&self, i: usize, v: T) -> Result<Future<T>, ArrayError> {
         Ok(AtomicDomain::new().exchange(self.ptr(i)?, v))
     }
 
     /// Writes `new` to element `i` if it equals `current`; returns the previous value.
+    #[inline]
     pub fn compare_exchange(&self, i: usize, current: T, new: T) -> Result<Future<T>, ArrayError> {
         Ok(AtomicDomain::new().compare_exchange(self.ptr(i)?, current, new))
     }
@@ -342,6 +351,7 @@ macro_rules! element_atomics {
         impl DistArray<$t> {
             $(
                 #[doc = $doc]
+                #[inline]
                 pub fn $op(&self, i: usize, v: $t) -> Result<Future<$t>, ArrayError> {
                     Ok(AtomicDomain::<$t>::new().$op(self.ptr(i)?, v))
                 }
