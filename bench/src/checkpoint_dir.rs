@@ -68,3 +68,54 @@ pub fn sequential_write(dir: &Path, bytes: usize) -> f64 {
     let _ = std::fs::remove_file(&path);
     t
 }
+
+/// Seconds to write `bytes` bytes as a checkpoint part and its copy are written: two new files
+/// of `bytes / 2` each in two new directories of `dir`, written by two threads at once, then
+/// both files and both directories `fsync`ed at once. The baseline that does the durability
+/// work a checkpoint writer must do (two files, their directory entries), where
+/// [`sequential_write`] does the least any writer of these bytes does.
+pub fn sequential_write_pair(dir: &Path, bytes: usize) -> f64 {
+    use std::io::Write;
+    let data = vec![0x5au8; bytes / 2];
+    let dirs = [dir.join("pair-a"), dir.join("pair-b")];
+    for d in &dirs {
+        let _ = std::fs::remove_dir_all(d);
+    }
+    let start = std::time::Instant::now();
+    let files: Vec<std::fs::File> = std::thread::scope(|s| {
+        let writers: Vec<_> = dirs
+            .iter()
+            .map(|d| {
+                let data = &data;
+                s.spawn(move || {
+                    std::fs::create_dir(d).expect("create a pair directory");
+                    let mut f =
+                        std::fs::File::create(d.join("part.bin")).expect("create a pair file");
+                    f.write_all(data).expect("write a pair file");
+                    f
+                })
+            })
+            .collect();
+        writers
+            .into_iter()
+            .map(|h| h.join().expect("a pair writer"))
+            .collect()
+    });
+    std::thread::scope(|s| {
+        for f in &files {
+            s.spawn(move || f.sync_all().expect("fsync a pair file"));
+        }
+        for d in &dirs {
+            s.spawn(move || {
+                std::fs::File::open(d)
+                    .and_then(|d| d.sync_all())
+                    .expect("fsync a pair directory")
+            });
+        }
+    });
+    let t = start.elapsed().as_secs_f64();
+    for d in &dirs {
+        let _ = std::fs::remove_dir_all(d);
+    }
+    t
+}

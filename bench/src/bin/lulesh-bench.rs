@@ -71,6 +71,10 @@
 //!   (the CD report's `bytes_checkpointed` over `checkpoint_write_ns`, the runs with the key),
 //!   against `sequential_write`: the same number of bytes per checkpoint written in the same
 //!   repetition as one file by one `write` and one `fsync` (dd-like). Target: at least 0.8.
+//!   `checkpoint_write_vs_pair`: the same rate against `sequential_write_pair`, those bytes
+//!   as two files in two new directories written and `fsync`ed (files and directories) at
+//!   once, the durability work the writer does. `LULESH_BENCH_CHECKPOINT_S=45` runs these
+//!   lines at another size (a larger state per checkpoint).
 //! - `restart_time` / `lulesh_s30`: seconds from the call that launches the run to the end of
 //!   its first cycle, for a run with `--restart auto` resuming from those checkpoints, against
 //!   `cold_start`, the same without a restart, alternating in order.
@@ -116,7 +120,7 @@
 use std::collections::BTreeSet;
 use std::time::Instant;
 
-use bench::checkpoint_dir::{CheckpointDir, sequential_write};
+use bench::checkpoint_dir::{CheckpointDir, sequential_write, sequential_write_pair};
 use bench::cpu_time::cpu_seconds;
 use bench_report::{BenchArgs, Better, Line, median, print};
 use cd_runtime::CdConfig;
@@ -962,7 +966,15 @@ fn timed_cd_run(opts: &Options, config: CdConfig) -> Timed {
 }
 
 fn checkpoint_lines(args: &BenchArgs) -> Vec<Line> {
-    let size = if args.quick { 10 } else { 30 };
+    // `LULESH_BENCH_CHECKPOINT_S`: another problem size (a larger state per checkpoint).
+    let size = std::env::var("LULESH_BENCH_CHECKPOINT_S")
+        .ok()
+        .map(|s| {
+            s.trim()
+                .parse::<usize>()
+                .unwrap_or_else(|_| panic!("LULESH_BENCH_CHECKPOINT_S={s:?}: not a size"))
+        })
+        .unwrap_or(if args.quick { 10 } else { 30 });
     let opts = Options {
         nx: size,
         quiet: true,
@@ -1001,7 +1013,7 @@ fn checkpoint_lines(args: &BenchArgs) -> Vec<Line> {
 
     let (mut with, mut without) = (Vec::new(), Vec::new());
     let (mut with_cpu, mut without_cpu) = (Vec::new(), Vec::new());
-    let (mut writer_rate, mut dd_rate) = (Vec::new(), Vec::new());
+    let (mut writer_rate, mut dd_rate, mut pair_rate) = (Vec::new(), Vec::new(), Vec::new());
     for rep in 0..=args.reps.max(1) {
         let run_with = || {
             dir.fresh_checkpoints();
@@ -1022,17 +1034,21 @@ fn checkpoint_lines(args: &BenchArgs) -> Vec<Line> {
         let per_checkpoint = (s.bytes_checkpointed / s.checkpoints) as usize;
         let mut dd = [0.0; 3].map(|_| sequential_write(dir.path(), per_checkpoint));
         let dd = median(&mut dd);
+        let mut pair = [0.0; 3].map(|_| sequential_write_pair(dir.path(), per_checkpoint));
+        let pair = median(&mut pair);
         if !args.json {
             eprintln!(
                 "checkpoint rep {rep}{}: with {:.3} s ({} checkpoints, {} B in {:.3} ms), \
-                 without {:.3} s; sequential write of {per_checkpoint} B {:.3} ms",
+                 without {:.3} s; sequential write of {per_checkpoint} B {:.3} ms, as two \
+                 files {:.3} ms",
                 if rep == 0 { " (warm-up)" } else { "" },
                 t_with.wall,
                 s.checkpoints,
                 s.bytes_checkpointed,
                 s.checkpoint_write_ns as f64 / 1e6,
                 t_without.wall,
-                dd * 1e3
+                dd * 1e3,
+                pair * 1e3
             );
         }
         if rep > 0 {
@@ -1042,6 +1058,7 @@ fn checkpoint_lines(args: &BenchArgs) -> Vec<Line> {
             without_cpu.push(t_without.cpu);
             writer_rate.push(s.bytes_checkpointed as f64 / (s.checkpoint_write_ns as f64 / 1e9));
             dd_rate.push(per_checkpoint as f64 / dd);
+            pair_rate.push(per_checkpoint as f64 / pair);
         }
     }
 
@@ -1121,6 +1138,14 @@ fn checkpoint_lines(args: &BenchArgs) -> Vec<Line> {
             Better::Higher,
         )
         .baseline("sequential_write", median(&mut dd_rate) / mb),
+        Line::new(
+            "checkpoint_write_vs_pair",
+            &case,
+            median(&mut writer_rate) / mb,
+            "MiB/s",
+            Better::Higher,
+        )
+        .baseline("sequential_write_pair", median(&mut pair_rate) / mb),
         Line::new(
             "restart_time",
             &case,
