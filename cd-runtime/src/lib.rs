@@ -126,6 +126,7 @@ pub mod checkpoint;
 mod checksum;
 mod clock;
 pub mod config;
+mod daly;
 pub mod error;
 mod file_medium;
 mod frame;
@@ -230,7 +231,9 @@ pub use cd_macros::relaxed;
 /// assert_eq!(out.report.cd("step").unwrap().reexecutions, 2);
 /// ```
 pub use cd_macros::strict;
-pub use checkpoint::format::{CheckpointError, CheckpointPolicy, Manifest, RestartFrom};
+pub use checkpoint::format::{
+    CheckpointError, CheckpointEvery, CheckpointPolicy, Manifest, RestartFrom,
+};
 pub use checkpoint::restart::{restarted, restarted_value};
 pub use config::{
     BuddyDomain, CdConfig, CdKindSetting, CdSettings, ExactFault, ExactFaults, FaultKind,

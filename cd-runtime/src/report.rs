@@ -101,6 +101,10 @@ pub struct CdStats {
     /// bytes, from its first write of a file to its last `fsync` (off the critical path).
     #[serde(default)]
     pub checkpoint_write_ns: u64,
+    /// The CD with `checkpoint = { every = "daly" }`: the executions between checkpoints
+    /// Daly's formula chose at the last commit (the same on every rank).
+    #[serde(default)]
+    pub checkpoint_every: Option<u64>,
 }
 
 /// The interval a CD run with `interval::strict_steps` chose, for the report.
@@ -211,6 +215,7 @@ impl CdStats {
         self.checkpoints += o.checkpoints;
         self.bytes_checkpointed += o.bytes_checkpointed;
         self.checkpoint_write_ns += o.checkpoint_write_ns;
+        self.checkpoint_every = self.checkpoint_every.or(o.checkpoint_every);
         self.whole_group.extend(o.whole_group.iter().cloned());
         // Every rank of the CD chose the same interval.
         if self.interval.is_none() {
@@ -481,6 +486,13 @@ impl Report {
                 c.bytes_checkpointed,
                 c.checkpoint_write_ns as f64 / 1e6
             );
+            if let Some(n) = c.checkpoint_every {
+                let _ = writeln!(
+                    s,
+                    "checkpoints of {}: every {n} executions (Daly's interval at the last commit)",
+                    c.name
+                );
+            }
         }
         for c in self.cds.iter().filter(|c| !c.whole_group.is_empty()) {
             let _ = writeln!(

@@ -7,7 +7,7 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use cd_runtime as cd;
-use cd_runtime::{CdConfig, CdLaunchError, RestartFrom};
+use cd_runtime::{CdConfig, CdLaunchError, CheckpointEvery, RestartFrom};
 use common::{Ring, config, run, step};
 
 const N: usize = 16;
@@ -249,7 +249,10 @@ fn the_key_is_refused_outside_a_cd_table_and_files_are_private() {
     assert!(e.to_string().contains("one CD per job"), "{e}");
     let c = CdConfig::parse("[cd.a]\ncheckpoint = {}\n", "x.toml").unwrap();
     let (name, p) = c.checkpoint.unwrap();
-    assert_eq!((name.as_str(), p.every, p.keep), ("a", 1, 2));
+    assert_eq!(
+        (name.as_str(), p.every, p.keep),
+        ("a", CheckpointEvery::Executions(1), 2)
+    );
     assert_eq!(p.dir, Path::new(cd::checkpoint::format::DEFAULT_DIR));
     let dir = scratch("private");
     strict_steps_job(cfg(&dir, 1, None), 3).unwrap();
@@ -259,4 +262,100 @@ fn the_key_is_refused_outside_a_cd_table_and_files_are_private() {
     let m = dir.join("step-0000000002/manifest.toml");
     assert_eq!(std::fs::metadata(&m).unwrap().mode() & 0o777, 0o600);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn daly_cfg(dir: &Path, mtbf: &str, restart: Option<RestartFrom>) -> CdConfig {
+    let mut c = config(&format!(
+        "[cd.step]\ncheckpoint = {{ dir = {:?}, every = \"daly\", mtbf_seconds = {mtbf} }}\n",
+        dir.display().to_string()
+    ));
+    c.program = "test-program n=16".into();
+    c.restart = restart;
+    c
+}
+
+/// `every = "daly"`: the interval follows what the run measured, through the same formula the
+/// unit tests of `checkpoint/schedule.rs` feed injected times to. With an MTBF far below any
+/// write time, Daly's interval is the MTBF itself, shorter than an execution: every execution
+/// after the first commit is checkpointed. With an MTBF of decades, the interval is longer than
+/// the run: only execution 1 (taken before anything is measured). Both resume bit for bit.
+#[test]
+fn daly_checkpoints_follow_the_measured_write_time_and_resume_bit_for_bit() {
+    let dir = scratch("daly");
+    let whole = strict_steps_job(cfg(&dir, 1, None), 12).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+
+    // Steps long enough (20 of 15 ms) for the first checkpoint's write to end inside the run,
+    // so that it is committed at a completion, where the next interval is chosen.
+    let slow_job = |c: CdConfig| {
+        run(RANKS, c, || {
+            let mut x: Vec<f64> = (0..N).map(|i| i as f64).collect();
+            cd::strict_steps("step", 0..20, |c, s| {
+                c.preserve_slice("x", &mut x);
+                step(&mut x, s);
+                std::thread::sleep(std::time::Duration::from_millis(15));
+                Ok(())
+            })
+        })
+        .unwrap()
+        .report
+    };
+    let report = slow_job(daly_cfg(&dir, "1e-9", None));
+    let s = report.cd("step").unwrap();
+    assert_eq!(s.checkpoint_every, Some(1), "{}", report.table());
+    // Execution 1, then the next execution after each commit (a commit waits for the write).
+    assert!(s.checkpoints >= 2, "{}", report.table());
+    assert!(
+        report
+            .table()
+            .contains("every 1 executions (Daly's interval")
+    );
+
+    let _ = std::fs::remove_dir_all(&dir);
+    let report = slow_job(daly_cfg(&dir, "1e9", None));
+    let s = report.cd("step").unwrap();
+    assert_eq!(s.checkpoints, 1, "{}", report.table());
+    assert!(s.checkpoint_every.unwrap() > 20, "{}", report.table());
+
+    // Cut short after 8 steps and resumed from a Daly checkpoint: the uninterrupted numbers.
+    let _ = std::fs::remove_dir_all(&dir);
+    strict_steps_job(daly_cfg(&dir, "1e-9", None), 8).unwrap();
+    let again = strict_steps_job(daly_cfg(&dir, "1e-9", Some(RestartFrom::Auto)), 12).unwrap();
+    assert!(again.iter().all(|(_, r)| r.is_some()), "resumed");
+    assert_eq!(values(&again), values(&whole), "bit for bit");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn daly_needs_its_mtbf_and_the_mtbf_needs_daly() {
+    let e = CdConfig::parse("[cd.a]\ncheckpoint = { every = \"daly\" }\n", "x.toml").unwrap_err();
+    assert!(e.to_string().contains("add mtbf_seconds"), "{e}");
+    let e = CdConfig::parse(
+        "[cd.a]\ncheckpoint = { every = 3, mtbf_seconds = 60 }\n",
+        "x.toml",
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string().contains("only serves every = \"daly\""),
+        "{e}"
+    );
+    let e = CdConfig::parse("[cd.a]\ncheckpoint = { every = \"weekly\" }\n", "x.toml").unwrap_err();
+    assert!(e.to_string().contains("cd.a.checkpoint.every"), "{e}");
+    let e = CdConfig::parse(
+        "[cd.a]\ncheckpoint = { every = \"daly\", mtbf_seconds = 0 }\n",
+        "x.toml",
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("above 0"), "{e}");
+    let c = CdConfig::parse(
+        "[cd.a]\ncheckpoint = { every = \"daly\", mtbf_seconds = 3600 }\n",
+        "x.toml",
+    )
+    .unwrap();
+    assert_eq!(
+        c.checkpoint.unwrap().1.every,
+        CheckpointEvery::Daly {
+            mtbf_seconds: 3600.0
+        }
+    );
 }

@@ -971,7 +971,7 @@ fn checkpoint_lines(args: &BenchArgs) -> Vec<Line> {
         .ok()
         .map(|s| {
             s.trim()
-                .parse::<usize>()
+                .parse::<i32>()
                 .unwrap_or_else(|_| panic!("LULESH_BENCH_CHECKPOINT_S={s:?}: not a size"))
         })
         .unwrap_or(if args.quick { 10 } else { 30 });

@@ -4,7 +4,9 @@
 
 use std::collections::BTreeMap;
 
-use crate::checkpoint::format::{FORMAT_VERSION, Manifest, RankFile, checkpoint_dir};
+use crate::checkpoint::format::{
+    CheckpointPolicy, FORMAT_VERSION, Manifest, RankFile, checkpoint_dir,
+};
 use crate::checkpoint::state::Pending;
 use crate::checkpoint::writer::Written;
 use crate::frame::Frame;
@@ -25,7 +27,7 @@ pub(crate) fn begin(rt: &CdRuntime, frame: &Frame) {
     let Some(policy) = ck.policy_for(&frame.name) else {
         return;
     };
-    if policy.takes(frame.iteration) {
+    if ck.schedule.takes(policy.every, frame.iteration) {
         assert_eq!(
             frame.team.rank_n(),
             pgas::rank_n(),
@@ -62,7 +64,7 @@ pub(crate) fn completed(rt: &CdRuntime, frame: &Frame, writing: bool) {
     };
     let capture = frame.capture.borrow_mut().take();
     if !writing || capture.is_some() {
-        commit_pending(rt, policy.keep);
+        commit_pending(rt, &policy, Some(frame.iteration));
     }
     let Some(entries) = capture else {
         return;
@@ -75,6 +77,7 @@ pub(crate) fn completed(rt: &CdRuntime, frame: &Frame, writing: bool) {
         .expect("launch gives a checkpointing job its writer");
     let dir = checkpoint_dir(&policy.dir, &frame.name, frame.iteration);
     let ticket = writer.write_rank(dir.clone(), rt.rank, rt.checkpoint.buddy.get(), entries);
+    rt.checkpoint.schedule.handed_over(frame.iteration);
     *rt.checkpoint.pending.borrow_mut() = Some(Pending {
         dir,
         cd: frame.name.clone(),
@@ -88,9 +91,8 @@ pub(crate) fn completed(rt: &CdRuntime, frame: &Frame, writing: bool) {
 /// The end of the job (every rank, after the program's body): commits the pending checkpoint
 /// and, on rank 0, waits until its manifest is on disk.
 pub(crate) fn at_end(rt: &CdRuntime) {
-    let keep = match &*rt.checkpoint.policy.borrow() {
-        Some((_, p)) => p.keep,
-        None => return,
+    let Some((_, policy)) = rt.checkpoint.policy.borrow().clone() else {
+        return;
     };
     if rt.checkpoint.pending.borrow().is_some() {
         // Every rank of this process has handed its state over once all are here (a rank
@@ -98,7 +100,7 @@ pub(crate) fn at_end(rt: &CdRuntime) {
         // that failure instead of waiting for the part forever).
         pgas::runtime_hooks::internal(pgas::barrier);
     }
-    commit_pending(rt, keep);
+    commit_pending(rt, &policy, None);
     let committing = rt.checkpoint.committing.borrow_mut().take();
     if let Some(t) = committing {
         if let Err(why) = t.wait(serve) {
@@ -113,9 +115,12 @@ fn serve() {
 }
 
 /// Collective over every rank when a checkpoint is pending: waits for this rank's part (only
-/// if it is still being written), gathers every rank's result, and on rank 0 hands the
-/// manifest (or the deletion of a checkpoint a rank could not write) to the writer.
-fn commit_pending(rt: &CdRuntime, keep: usize) {
+/// if it is still being written), gathers every rank's result (and its time per execution
+/// since the hand-over, for the schedule: `now` is the execution that just completed, `None`
+/// at the end of the job), and on rank 0 hands the manifest (or the deletion of a checkpoint
+/// a rank could not write) to the writer.
+fn commit_pending(rt: &CdRuntime, policy: &CheckpointPolicy, now: Option<u64>) {
+    let keep = policy.keep;
     let Some(p) = rt.checkpoint.pending.borrow_mut().take() else {
         return;
     };
@@ -126,10 +131,31 @@ fn commit_pending(rt: &CdRuntime, keep: usize) {
         s.bytes_checkpointed += w.bytes;
         s.checkpoint_write_ns += w.ns;
     }
-    let all: Vec<Written> = pgas::runtime_hooks::internal(|| pgas::allgather(mine).wait());
+    let execution_ns = now.map_or(0, |n| rt.checkpoint.schedule.execution_ns(n));
+    let all: Vec<(Written, u64)> =
+        pgas::runtime_hooks::internal(|| pgas::allgather((mine, execution_ns)).wait());
+    if let Some(now) = now {
+        // The same values on every rank: the same next checkpoint everywhere.
+        let write_ns = all
+            .iter()
+            .filter_map(|(w, _)| w.as_ref().ok())
+            .map(|w| w.ns);
+        let execution_ns = all.iter().map(|(_, t)| *t).max().unwrap_or(0);
+        rt.checkpoint.schedule.committed(
+            policy.every,
+            p.iteration,
+            now,
+            write_ns.max().unwrap_or(0),
+            execution_ns,
+        );
+        if let Some(n) = rt.checkpoint.schedule.chosen() {
+            rt.stats.borrow_mut().entry(&p.cd, p.level).checkpoint_every = Some(n);
+        }
+    }
     if rt.rank != 0 {
         return;
     }
+    let all: Vec<Written> = all.into_iter().map(|(w, _)| w).collect();
     let writer = rt
         .checkpoint
         .writer

@@ -19,13 +19,26 @@ pub(crate) const MANIFEST_TMP: &str = ".manifest.tmp";
 /// the system's temporary directory, where another user could make it first.
 pub const DEFAULT_DIR: &str = "cd-checkpoint";
 
+/// How often the checkpointed CD writes a checkpoint (`every`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum CheckpointEvery {
+    /// Execution `i` is checkpointed when `i > 0` and `i % n == 0` (`every = n`).
+    Executions(u64),
+    /// Daly's interval (`every = "daly"`): from the write time of the previous checkpoint, the
+    /// time of an execution and the job's mean time between failures (`schedule.rs`).
+    Daly {
+        /// The mean time between the failures that end the job, in seconds.
+        mtbf_seconds: f64,
+    },
+}
+
 /// The `checkpoint` key of a CD: where, how often, how many are kept.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct CheckpointPolicy {
     /// The checkpoint directory (relative paths are relative to the working directory).
     pub dir: PathBuf,
-    /// Execution `i` of the CD is checkpointed when `i > 0` and `i % every == 0`.
-    pub every: u64,
+    /// Which executions of the CD are checkpointed.
+    pub every: CheckpointEvery,
     /// Whole checkpoints kept (at least 1).
     pub keep: usize,
 }
@@ -34,16 +47,9 @@ impl Default for CheckpointPolicy {
     fn default() -> Self {
         CheckpointPolicy {
             dir: PathBuf::from(DEFAULT_DIR),
-            every: 1,
+            every: CheckpointEvery::Executions(1),
             keep: 2,
         }
-    }
-}
-
-impl CheckpointPolicy {
-    /// Whether execution `iteration` of the CD is checkpointed.
-    pub fn takes(&self, iteration: u64) -> bool {
-        iteration > 0 && iteration.is_multiple_of(self.every.max(1))
     }
 }
 
@@ -435,11 +441,5 @@ mod tests {
             RestartFrom::for_program_with(None, Some(String::new())),
             None
         );
-        assert!(CheckpointPolicy::default().takes(1));
-        let p = CheckpointPolicy {
-            every: 10,
-            ..Default::default()
-        };
-        assert!(!p.takes(0) && !p.takes(5) && p.takes(10) && p.takes(20));
     }
 }

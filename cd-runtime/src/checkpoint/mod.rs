@@ -5,5 +5,6 @@ pub(crate) mod commit;
 pub mod format;
 pub(crate) mod load;
 pub(crate) mod restart;
+pub mod schedule;
 pub(crate) mod state;
 pub(crate) mod writer;

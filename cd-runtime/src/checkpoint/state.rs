@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::checkpoint::format::{CheckpointPolicy, JobShape};
+use crate::checkpoint::schedule::Schedule;
 use crate::checkpoint::writer::{CheckpointWriter, Ticket};
 use crate::resume::{Resume, Resumed};
 
@@ -44,6 +45,8 @@ pub(crate) struct RankCheckpoint {
     pub(crate) resume: RefCell<Option<Resume>>,
     /// The position this launch resumed at (for `restarted()`).
     pub(crate) resumed: RefCell<Option<Resumed>>,
+    /// Which executions write a checkpoint.
+    pub(crate) schedule: Schedule,
 }
 
 impl RankCheckpoint {

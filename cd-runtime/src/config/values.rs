@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Deserializer, Serialize};
 use thiserror::Error;
 
-use crate::checkpoint::format::CheckpointPolicy;
+use crate::checkpoint::format::{CheckpointEvery, CheckpointPolicy};
 use crate::error::FaultKinds;
 
 /// Where preserved state is kept.
@@ -97,10 +97,10 @@ impl From<Contain> for FaultKinds {
     }
 }
 
-/// `checkpoint = { dir, every, keep }`: a [`CheckpointPolicy`], its defaults where the table
-/// leaves a key out.
+/// `checkpoint = { dir, every, keep, mtbf_seconds }`: a [`CheckpointPolicy`], its defaults
+/// where the table leaves a key out.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(from = "CheckpointFile")]
+#[serde(try_from = "CheckpointFile")]
 pub(super) struct Checkpoint(pub(super) CheckpointPolicy);
 
 /// `checkpoint` as written.
@@ -108,18 +108,50 @@ pub(super) struct Checkpoint(pub(super) CheckpointPolicy);
 #[serde(deny_unknown_fields)]
 pub(super) struct CheckpointFile {
     dir: Option<PathBuf>,
-    every: Option<Count>,
+    every: Option<EveryKey>,
     keep: Option<Count>,
+    mtbf_seconds: Option<Seconds>,
 }
 
-impl From<CheckpointFile> for Checkpoint {
-    fn from(c: CheckpointFile) -> Checkpoint {
+/// `checkpoint.every`: a number of executions (at least 1) or `"daly"`.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(try_from = "IntervalFile")]
+pub(super) enum EveryKey {
+    Executions(u64),
+    Daly,
+}
+
+impl TryFrom<IntervalFile> for EveryKey {
+    type Error = ValueError;
+    fn try_from(i: IntervalFile) -> Result<EveryKey, ValueError> {
+        match i {
+            IntervalFile::Steps(n) => u64::try_from(n)
+                .ok()
+                .filter(|&n| n >= 1)
+                .map(EveryKey::Executions)
+                .ok_or(ValueError::Count(n)),
+            IntervalFile::Name(s) if s == "daly" => Ok(EveryKey::Daly),
+            IntervalFile::Name(s) => Err(ValueError::EveryName(s)),
+        }
+    }
+}
+
+impl TryFrom<CheckpointFile> for Checkpoint {
+    type Error = ValueError;
+    fn try_from(c: CheckpointFile) -> Result<Checkpoint, ValueError> {
         let d = CheckpointPolicy::default();
-        Checkpoint(CheckpointPolicy {
+        let every = match (c.every, c.mtbf_seconds) {
+            (None, None) => d.every,
+            (Some(EveryKey::Executions(n)), None) => CheckpointEvery::Executions(n),
+            (Some(EveryKey::Daly), Some(m)) => CheckpointEvery::Daly { mtbf_seconds: m.0 },
+            (Some(EveryKey::Daly), None) => return Err(ValueError::DalyWithoutMtbf),
+            (_, Some(_)) => return Err(ValueError::MtbfWithoutDaly),
+        };
+        Ok(Checkpoint(CheckpointPolicy {
             dir: c.dir.unwrap_or(d.dir),
-            every: c.every.map_or(d.every, |n| n.0 as u64),
+            every,
             keep: c.keep.map_or(d.keep, |n| n.0),
-        })
+        }))
     }
 }
 
@@ -192,6 +224,17 @@ macro_rules! validated {
             Steps(i64),
             #[error("must be \"every\", \"daly\" or a number of steps, got {0:?}")]
             IntervalName(String),
+            #[error("must be a number of executions or \"daly\", got {0:?}")]
+            EveryName(String),
+            #[error(
+                "every = \"daly\" needs the mean time between the failures that end the job: \
+                 add mtbf_seconds = M to the checkpoint key"
+            )]
+            DalyWithoutMtbf,
+            #[error(
+                "mtbf_seconds only serves every = \"daly\": remove it, or set every = \"daly\""
+            )]
+            MtbfWithoutDaly,
         }
 
         $($(#[$doc])*
