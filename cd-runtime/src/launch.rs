@@ -230,6 +230,7 @@ where
         relaxed: RelaxedRpcs::register(&mut rpcs),
         xor: XorRpcs::register(&mut rpcs),
     };
+    let checkpoint_rpcs = crate::checkpoint::transfer::register(&mut rpcs);
     // This launch's own directory (in the process: each process under mpirun makes its own),
     // inside `file_dir` or the temporary directory; removed on every exit path.
     let private_dir = crate::private_files::PrivateDir::create(config.file_dir.as_deref())
@@ -296,9 +297,10 @@ where
             if let Some(w) = &writer {
                 // Before prepare's barrier: every rank of the process has joined before any
                 // hands its state over.
-                w.join();
+                w.join(rank);
             }
             *rt.checkpoint.writer.borrow_mut() = writer.clone();
+            rt.checkpoint.rpcs.set(Some(checkpoint_rpcs));
             rt.checkpoint
                 .buddy
                 .set(buddy::buddy_map(&nodes, config.buddy_domain)[rank]);

@@ -359,3 +359,57 @@ fn daly_needs_its_mtbf_and_the_mtbf_needs_daly() {
         }
     );
 }
+
+fn node_local_cfg(dir: &Path, restart: Option<RestartFrom>) -> CdConfig {
+    let mut c = config(&format!(
+        "[cd.step]\ncheckpoint = {{ dir = {:?}, every = 2, keep = 2, node_local = true }}\n",
+        dir.display().to_string()
+    ));
+    c.program = "test-program n=16".into();
+    c.restart = restart;
+    c
+}
+
+/// `node_local = true` on smp (one process: its ranks share the directory, the copy still
+/// travels by rpc to the buddy rank, which writes it): a job cut short resumes bit for bit,
+/// also when the part's own file is gone and the copy is fetched from the buddy by rpc.
+#[test]
+fn node_local_copies_travel_by_rpc_and_a_lost_part_is_fetched_from_the_buddy() {
+    let dir = scratch("node-local");
+    let whole = strict_steps_job(cfg(&dir, 2, None), 12).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    strict_steps_job(node_local_cfg(&dir, None), 8).unwrap();
+    // The last checkpoint: execution 6 (8 steps, every 2; execution 8 never began).
+    let last = dir.join("step-0000000006");
+    let m: cd::Manifest =
+        toml::from_str(&std::fs::read_to_string(last.join("manifest.toml")).unwrap()).unwrap();
+    let buddy = m.rank[0].buddy;
+    assert_ne!(buddy, 0);
+    let copy = last.join(format!("rank{buddy}/copy-of-rank0.bin"));
+    let own = last.join("rank0/state.bin");
+    assert_eq!(std::fs::read(&copy).unwrap(), std::fs::read(&own).unwrap());
+    std::fs::remove_file(&own).unwrap();
+    let again = strict_steps_job(node_local_cfg(&dir, Some(RestartFrom::Auto)), 12).unwrap();
+    assert!(
+        again.iter().all(|(_, r)| *r == Some(6)),
+        "resumed at step 6"
+    );
+    assert_eq!(values(&again), values(&whole), "bit for bit");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_per_rank_dir_is_node_local() {
+    let c = CdConfig::parse("[cd.a]\ncheckpoint = { dir = \"ck-{rank}\" }\n", "x.toml").unwrap();
+    let p = c.checkpoint.unwrap().1;
+    assert!(p.node_local);
+    assert_eq!(p.dir_of(3), Path::new("ck-3"));
+    let c = CdConfig::parse("[cd.a]\ncheckpoint = { dir = \"ck\" }\n", "x.toml").unwrap();
+    assert!(!c.checkpoint.unwrap().1.node_local);
+    let e = CdConfig::parse(
+        "[cd.a]\ncheckpoint = { dir = \"ck-{rank}\", node_local = false }\n",
+        "x.toml",
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("contradicts"), "{e}");
+}

@@ -2,12 +2,14 @@
 //! resumes or is captured; at its completion, the commit of the checkpoint handed over before
 //! and the hand-over of this one (`README.md` beside this file).
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 
 use crate::checkpoint::format::{
     CheckpointPolicy, FORMAT_VERSION, Manifest, RankFile, checkpoint_dir,
 };
 use crate::checkpoint::state::Pending;
+use crate::checkpoint::transfer;
 use crate::checkpoint::writer::Written;
 use crate::frame::Frame;
 use crate::runtime::{CdRuntime, eprint_line};
@@ -46,11 +48,12 @@ pub(crate) fn begin(rt: &CdRuntime, frame: &Frame) {
 /// (`strict.rs`), so that the checkpoint is committed at the first completion where no rank
 /// writes any more, without a collective of its own and without waiting.
 pub(crate) fn still_writing(rt: &CdRuntime, frame: &Frame) -> bool {
+    transfer::poll(rt);
     rt.checkpoint
         .pending
         .borrow()
         .as_ref()
-        .is_some_and(|p| p.cd == frame.name && p.level == frame.level && !p.ticket.is_done())
+        .is_some_and(|p| p.cd == frame.name && p.level == frame.level && !transfer::written(p))
 }
 
 /// An execution of `frame` completed (the agreement said so on every rank, and whether any
@@ -75,8 +78,15 @@ pub(crate) fn completed(rt: &CdRuntime, frame: &Frame, writing: bool) {
         .borrow()
         .clone()
         .expect("launch gives a checkpointing job its writer");
-    let dir = checkpoint_dir(&policy.dir, &frame.name, frame.iteration);
-    let ticket = writer.write_rank(dir.clone(), rt.rank, rt.checkpoint.buddy.get(), entries);
+    let dir = checkpoint_dir(&policy.dir_of(writer.lead()), &frame.name, frame.iteration);
+    let remote = policy.node_local;
+    let ticket = writer.write_rank(
+        dir.clone(),
+        rt.rank,
+        rt.checkpoint.buddy.get(),
+        remote,
+        entries,
+    );
     rt.checkpoint.schedule.handed_over(frame.iteration);
     *rt.checkpoint.pending.borrow_mut() = Some(Pending {
         dir,
@@ -85,6 +95,9 @@ pub(crate) fn completed(rt: &CdRuntime, frame: &Frame, writing: bool) {
         step: frame.first_step.get().unwrap_or(frame.iteration),
         level: frame.level,
         ticket,
+        remote,
+        sent: RefCell::new(None),
+        acked: RefCell::new(None),
     });
 }
 
@@ -103,15 +116,17 @@ pub(crate) fn at_end(rt: &CdRuntime) {
     commit_pending(rt, &policy, None);
     let committing = rt.checkpoint.committing.borrow_mut().take();
     if let Some(t) = committing {
-        if let Err(why) = t.wait(serve) {
+        if let Err(why) = t.wait(|| serve(rt)) {
             eprint_line(&format!("cd: checkpoint not committed: {why}"));
         }
     }
 }
 
-/// The rank's communication progress while it waits for its writer.
-fn serve() {
+/// The rank's communication progress while it waits for its writer or a collective: the
+/// network buddy copies move on too (a buddy that waits here answers the copies it holds).
+fn serve(rt: &CdRuntime) {
     pgas::progress();
+    transfer::poll(rt);
 }
 
 /// Collective over every rank when a checkpoint is pending: waits for this rank's part (only
@@ -121,10 +136,38 @@ fn serve() {
 /// a rank could not write) to the writer.
 fn commit_pending(rt: &CdRuntime, policy: &CheckpointPolicy, now: Option<u64>) {
     let keep = policy.keep;
-    let Some(p) = rt.checkpoint.pending.borrow_mut().take() else {
+    let Some(ticket) = rt
+        .checkpoint
+        .pending
+        .borrow()
+        .as_ref()
+        .map(|p| p.ticket.clone())
+    else {
         return;
     };
-    let mine: Written = p.ticket.wait(serve);
+    let own = ticket.wait(|| serve(rt));
+    // A part's lead also waits for the buddy's ack of its copy (node-local directories).
+    while !rt
+        .checkpoint
+        .pending
+        .borrow()
+        .as_ref()
+        .is_some_and(transfer::written)
+    {
+        serve(rt);
+        std::thread::sleep(std::time::Duration::from_micros(100));
+    }
+    let p = rt
+        .checkpoint
+        .pending
+        .borrow_mut()
+        .take()
+        .expect("checked above");
+    let mine: Written = own.and_then(|w| {
+        transfer::ack(&p)
+            .map(|()| w)
+            .map_err(|why| format!("the buddy copy of rank {}'s part: {why}", w.part))
+    });
     if let Ok(w) = &mine {
         let mut stats = rt.stats.borrow_mut();
         let s = stats.entry(&p.cd, p.level);
@@ -132,8 +175,11 @@ fn commit_pending(rt: &CdRuntime, policy: &CheckpointPolicy, now: Option<u64>) {
         s.checkpoint_write_ns += w.ns;
     }
     let execution_ns = now.map_or(0, |n| rt.checkpoint.schedule.execution_ns(n));
-    let all: Vec<(Written, u64)> =
-        pgas::runtime_hooks::internal(|| pgas::allgather((mine, execution_ns)).wait());
+    let gathered = pgas::runtime_hooks::internal(|| pgas::allgather((mine, execution_ns)));
+    while !gathered.is_ready() {
+        serve(rt);
+    }
+    let all: Vec<(Written, u64)> = gathered.wait();
     if let Some(now) = now {
         // The same values on every rank: the same next checkpoint everywhere.
         let write_ns = all
@@ -152,20 +198,23 @@ fn commit_pending(rt: &CdRuntime, policy: &CheckpointPolicy, now: Option<u64>) {
             rt.stats.borrow_mut().entry(&p.cd, p.level).checkpoint_every = Some(n);
         }
     }
-    if rt.rank != 0 {
-        return;
-    }
-    let all: Vec<Written> = all.into_iter().map(|(w, _)| w).collect();
     let writer = rt
         .checkpoint
         .writer
         .borrow()
         .clone()
         .expect("launch gives a checkpointing job its writer");
+    // Rank 0 commits; in node-local directories every process's lead commits its own copy of
+    // the manifest too (its directory is the only one it sees at a restart).
+    let lead = rt.rank == 0;
+    if !lead && !(p.remote && writer.lead() == rt.rank) {
+        return;
+    }
+    let all: Vec<Written> = all.into_iter().map(|(w, _)| w).collect();
     // The previous commit is long done (the writer works in order, and this checkpoint's parts
     // came after it): a failure of it is said now.
     let previous = rt.checkpoint.committing.borrow_mut().take();
-    if let Some(Err(why)) = previous.map(|t| t.wait(serve)) {
+    if let Some(Err(why)) = previous.map(|t| t.wait(|| serve(rt))) {
         eprint_line(&format!("cd: checkpoint not committed: {why}"));
     }
     let failed = all
@@ -173,6 +222,10 @@ fn commit_pending(rt: &CdRuntime, policy: &CheckpointPolicy, now: Option<u64>) {
         .enumerate()
         .find_map(|(r, w)| w.as_ref().err().map(|why| (r, why.clone())));
     if let Some((r, why)) = failed {
+        if !lead {
+            writer.discard(p.dir);
+            return;
+        }
         eprint_line(&format!(
             "cd: checkpoint {} not committed: rank {r} could not write its state: {why}; the \
              run goes on, the previous checkpoint stays the newest",
@@ -201,7 +254,9 @@ fn commit_pending(rt: &CdRuntime, policy: &CheckpointPolicy, now: Option<u64>) {
             .map(|w| RankFile::from(w.as_ref().expect("no rank failed")))
             .collect(),
     };
-    rt.stats.borrow_mut().entry(&p.cd, p.level).checkpoints += 1;
+    if lead {
+        rt.stats.borrow_mut().entry(&p.cd, p.level).checkpoints += 1;
+    }
     let ticket = writer.commit(p.dir, manifest, keep);
     *rt.checkpoint.committing.borrow_mut() = Some(ticket);
 }

@@ -41,6 +41,10 @@ pub struct CheckpointPolicy {
     pub every: CheckpointEvery,
     /// Whole checkpoints kept (at least 1).
     pub keep: usize,
+    /// Each process's `dir` is its own (a node-local disk, or a `{rank}` in `dir`): no process
+    /// reads or writes another's, and a part's buddy copy travels to the buddy's process over
+    /// the network, which writes it into its own `dir` (`transfer.rs`).
+    pub node_local: bool,
 }
 
 impl Default for CheckpointPolicy {
@@ -49,7 +53,30 @@ impl Default for CheckpointPolicy {
             dir: PathBuf::from(DEFAULT_DIR),
             every: CheckpointEvery::Executions(1),
             keep: 2,
+            node_local: false,
         }
+    }
+}
+
+/// The placeholder in `dir` that names each process's own directory by its lowest rank.
+pub const RANK_PLACEHOLDER: &str = "{rank}";
+
+impl CheckpointPolicy {
+    /// The checkpoint directory of the process whose lowest rank is `lead`: `dir` with
+    /// [`RANK_PLACEHOLDER`] replaced by `lead`.
+    pub fn dir_of(&self, lead: usize) -> PathBuf {
+        expand_rank(&self.dir, lead)
+    }
+}
+
+/// `path` with [`RANK_PLACEHOLDER`] replaced by `lead` (a `--restart DIR` of a node-local
+/// job names each process's directory the same way).
+pub fn expand_rank(path: &Path, lead: usize) -> PathBuf {
+    match path.to_str() {
+        Some(s) if s.contains(RANK_PLACEHOLDER) => {
+            PathBuf::from(s.replace(RANK_PLACEHOLDER, &lead.to_string()))
+        }
+        _ => path.to_path_buf(),
     }
 }
 
@@ -315,6 +342,17 @@ pub enum CheckpointError {
     Decode {
         /// The file.
         path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// The part's copy could not be fetched from the buddy that keeps it (node-local
+    /// directories).
+    #[error("{}: not fetched from rank {buddy}: {reason}", path.display())]
+    Fetch {
+        /// The copy's file at the buddy.
+        path: PathBuf,
+        /// The rank that keeps it.
+        buddy: usize,
         /// Why.
         reason: String,
     },

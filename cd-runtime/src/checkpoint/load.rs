@@ -43,6 +43,18 @@ pub(crate) fn load_rank(
     manifest: &Manifest,
     rank: usize,
 ) -> Result<Loaded, CheckpointError> {
+    load_rank_with(dir, manifest, rank, |copy, info| read_checked(copy, info))
+}
+
+/// Rank `rank`'s entries in the checkpoint `dir` of `manifest`, the part's copy (when the part
+/// is refused) read by `read_copy` (given the copy's path and the rank's place in the part):
+/// from the file, or fetched from the buddy that keeps it (node-local directories).
+pub(crate) fn load_rank_with(
+    dir: &Path,
+    manifest: &Manifest,
+    rank: usize,
+    read_copy: impl FnOnce(&Path, &RankFile) -> Result<BTreeMap<String, Vec<u8>>, CheckpointError>,
+) -> Result<Loaded, CheckpointError> {
     let info = &manifest.rank[rank];
     let own = own_file(dir, info.part);
     let own_err = match read_checked(&own, info) {
@@ -50,7 +62,7 @@ pub(crate) fn load_rank(
         Err(e) => e,
     };
     let copy = buddy_file(dir, info.part, info.buddy);
-    match read_checked(&copy, info) {
+    match read_copy(&copy, info) {
         Ok(e) => Ok((
             e,
             Some(format!(
@@ -98,15 +110,47 @@ fn read_checked(
             _ => io(e),
         });
     }
-    if crc32fast::hash(&bytes) != info.crc {
+    check_range(path, info, &bytes)
+}
+
+/// The entries of the rank `info` describes from `bytes`, its range of the part `path`:
+/// refused unless the range has its CRC-32 and decodes.
+fn check_range(
+    path: &Path,
+    info: &RankFile,
+    bytes: &[u8],
+) -> Result<BTreeMap<String, Vec<u8>>, CheckpointError> {
+    if crc32fast::hash(bytes) != info.crc {
         return Err(CheckpointError::Checksum {
             path: path.to_path_buf(),
         });
     }
-    decode_entries(&bytes).map_err(|reason| CheckpointError::Decode {
+    decode_entries(bytes).map_err(|reason| CheckpointError::Decode {
         path: path.to_path_buf(),
         reason,
     })
+}
+
+/// The entries of the rank `info` describes from `part`, the whole bytes of the part `path`
+/// (a copy fetched from its buddy): refused unless it has the part's length and the rank's
+/// range its CRC-32.
+pub(crate) fn check_part(
+    path: &Path,
+    info: &RankFile,
+    part: &[u8],
+) -> Result<BTreeMap<String, Vec<u8>>, CheckpointError> {
+    if part.len() as u64 != info.file_len {
+        return Err(CheckpointError::Length {
+            path: path.to_path_buf(),
+            want: info.file_len,
+            got: part.len() as u64,
+        });
+    }
+    check_range(
+        path,
+        info,
+        &part[info.offset as usize..(info.offset + info.len) as usize],
+    )
 }
 
 #[cfg(test)]

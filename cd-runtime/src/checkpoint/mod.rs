@@ -7,4 +7,5 @@ pub(crate) mod load;
 pub(crate) mod restart;
 pub mod schedule;
 pub(crate) mod state;
+pub(crate) mod transfer;
 pub(crate) mod writer;

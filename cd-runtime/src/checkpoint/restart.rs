@@ -7,8 +7,11 @@ use std::path::{Path, PathBuf};
 
 use serde::de::DeserializeOwned;
 
-use crate::checkpoint::format::{CheckpointError, JobShape, Manifest, RestartFrom};
-use crate::checkpoint::load::{candidates, load_rank};
+use crate::checkpoint::format::{
+    CheckpointError, JobShape, MANIFEST, Manifest, RestartFrom, expand_rank, parse_checkpoint_name,
+};
+use crate::checkpoint::load::{candidates, check_part, load_rank, load_rank_with};
+use crate::checkpoint::transfer::fetch;
 use crate::checkpoint::writer::{list, remove_checkpoint};
 use crate::resume::{Resume, ResumeSource, Resumed};
 use crate::runtime::{CdRuntime, eprint_line};
@@ -25,12 +28,15 @@ pub(crate) fn prepare(
 ) -> Result<(), Refused> {
     let ck = &rt.checkpoint;
     let policy = ck.policy.borrow().clone();
+    // This process's lowest rank names its directory when `dir` has `{rank}`.
+    let lead = ck.writer.borrow().as_ref().map_or(rt.rank, |w| w.lead());
+    let node_local = policy.as_ref().is_some_and(|(_, p)| p.node_local);
     let resume = match restart {
         None => None,
         Some(from) => {
             let root: PathBuf = match (from, &policy) {
-                (RestartFrom::Dir(d), _) => d.clone(),
-                (RestartFrom::Auto, Some((_, p))) => p.dir.clone(),
+                (RestartFrom::Dir(d), _) => expand_rank(d, lead),
+                (RestartFrom::Auto, Some((_, p))) => p.dir_of(lead),
                 (RestartFrom::Auto, None) => {
                     return Err(
                         "--restart auto (CD_RESTART=auto) restarts from the configured \
@@ -40,13 +46,15 @@ pub(crate) fn prepare(
                     );
                 }
             };
-            choose(rt, &root, &shape)?
+            *ck.restart_root.borrow_mut() = Some(root.clone());
+            choose(rt, &root, &shape, node_local)?
         }
     };
     if let Some((cd, p)) = &policy {
         let after = resume.as_ref().map_or(0, |r| r.at.iteration);
-        if rt.rank == 0 {
-            remove_newer(&p.dir, cd, after, resume.is_none());
+        // Each process cleans its own directory when they are node-local.
+        if rt.rank == 0 || (node_local && lead == rt.rank) {
+            remove_newer(&p.dir_of(lead), cd, after, resume.is_none() && rt.rank == 0);
         }
     }
     if let Some(r) = resume {
@@ -62,11 +70,24 @@ pub(crate) fn prepare(
 
 /// The newest whole checkpoint of this job in `root` (or `root` itself), with this rank's
 /// state; `None` when there is none (said in one line).
-fn choose(rt: &CdRuntime, root: &Path, shape: &JobShape) -> Result<Option<Resume>, Refused> {
-    let (dirs, explicit) = candidates(root);
+fn choose(
+    rt: &CdRuntime,
+    root: &Path,
+    shape: &JobShape,
+    node_local: bool,
+) -> Result<Option<Resume>, Refused> {
+    let (mut dirs, mut explicit) = candidates(root);
+    if node_local {
+        (dirs, explicit) = agreed_candidates(root, dirs, explicit);
+    }
     let lead = rt.rank == 0;
     for dir in dirs {
-        let manifest = match Manifest::read(&dir) {
+        let read = if node_local {
+            agreed_manifest(&dir)
+        } else {
+            Manifest::read(&dir)
+        };
+        let manifest = match read {
             Ok(m) => m,
             Err(e) if explicit => return Err(format!("cannot restart: {e}")),
             Err(e) => {
@@ -79,7 +100,22 @@ fn choose(rt: &CdRuntime, root: &Path, shape: &JobShape) -> Result<Option<Resume
         manifest
             .check(&dir, shape)
             .map_err(|e| format!("cannot restart: {e}"))?;
-        let mine = match load_rank(&dir, &manifest, rt.rank) {
+        let loaded = if node_local {
+            load_rank_with(&dir, &manifest, rt.rank, |copy, info| {
+                let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+                let bytes = fetch(rt, name, info.part, info.buddy).map_err(|reason| {
+                    CheckpointError::Fetch {
+                        path: copy.to_path_buf(),
+                        buddy: info.buddy,
+                        reason,
+                    }
+                })?;
+                check_part(copy, info, &bytes)
+            })
+        } else {
+            load_rank(&dir, &manifest, rt.rank)
+        };
+        let mine = match loaded {
             Ok((entries, line)) => {
                 if let Some(line) = line {
                     eprint_line(&format!("cd: restart: {line}"));
@@ -136,6 +172,47 @@ fn choose(rt: &CdRuntime, root: &Path, shape: &JobShape) -> Result<Option<Resume
         ));
     }
     Ok(None)
+}
+
+/// Node-local directories: the checkpoints any process has a manifest of, newest first (a
+/// process whose directory is gone has none; its ranks load their state from the buddies'
+/// copies), and whether the restart named one checkpoint. Collective.
+fn agreed_candidates(root: &Path, mine: Vec<PathBuf>, explicit: bool) -> (Vec<PathBuf>, bool) {
+    let names: Vec<String> = mine
+        .iter()
+        .filter_map(|d| d.file_name()?.to_str().map(str::to_string))
+        .collect();
+    let all: Vec<(Vec<String>, bool)> =
+        pgas::runtime_hooks::internal(|| pgas::allgather((names, explicit)).wait());
+    if all.iter().any(|(_, e)| *e) {
+        return (vec![root.to_path_buf()], true);
+    }
+    let mut union: Vec<(u64, String)> = all
+        .into_iter()
+        .flat_map(|(n, _)| n)
+        .filter_map(|n| parse_checkpoint_name(&n).map(|(_, it)| (it, n.clone())))
+        .collect();
+    union.sort();
+    union.dedup();
+    (
+        union.into_iter().rev().map(|(_, n)| root.join(n)).collect(),
+        false,
+    )
+}
+
+/// Node-local directories: the manifest of the checkpoint `dir` as the lowest rank that has
+/// one reads it (every process that committed it holds the same text). Collective.
+fn agreed_manifest(dir: &Path) -> Result<Manifest, CheckpointError> {
+    let mine = Manifest::read(dir);
+    let text = mine.as_ref().ok().map(Manifest::to_text);
+    let all: Vec<Option<String>> = pgas::runtime_hooks::internal(|| pgas::allgather(text).wait());
+    match all.into_iter().flatten().next() {
+        Some(t) => toml::from_str(&t).map_err(|e| CheckpointError::Manifest {
+            path: dir.join(MANIFEST),
+            reason: e.message().to_string(),
+        }),
+        None => mine,
+    }
 }
 
 /// This rank's line about its refused state.

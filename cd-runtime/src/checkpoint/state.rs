@@ -5,6 +5,10 @@ use std::cell::{Cell, RefCell};
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use pgas::{Future, Promise, RpcFn};
+
+use crate::buddy::Bytes;
+
 use crate::checkpoint::format::{CheckpointPolicy, JobShape};
 use crate::checkpoint::schedule::Schedule;
 use crate::checkpoint::writer::{CheckpointWriter, Ticket};
@@ -24,6 +28,30 @@ pub(crate) struct Pending {
     pub(crate) level: usize,
     /// This rank's file's write.
     pub(crate) ticket: Arc<Ticket>,
+    /// Node-local directories: the part's copy goes to the buddy over the network.
+    pub(crate) remote: bool,
+    /// The copy sent to the buddy (`transfer.rs`), until its ack is recorded.
+    pub(crate) sent: RefCell<Option<Future<Result<(), String>>>>,
+    /// The buddy's ack: the copy is durable, or why not.
+    pub(crate) acked: RefCell<Option<Result<(), String>>>,
+}
+
+/// A copy this rank received for another rank's part and its writer is writing, with the
+/// rpc's reply waiting for it (`transfer.rs`).
+pub(crate) struct Receiving {
+    /// The copy's write.
+    pub(crate) ticket: Arc<Ticket>,
+    /// The reply: the copy is durable, or why not.
+    pub(crate) reply: Promise<Result<(), String>>,
+}
+
+/// The rpc functions of the network buddy copy (`transfer.rs`).
+#[derive(Clone, Copy)]
+pub(crate) struct CheckpointRpcs {
+    /// Sends a part's bytes to its buddy; replies once the copy is durable.
+    pub(crate) copy: RpcFn<(String, usize, Bytes), Result<(), String>>,
+    /// Fetches a part's copy from its buddy (restart).
+    pub(crate) fetch: RpcFn<(String, usize), Result<Bytes, String>>,
 }
 
 /// The checkpoint state of one rank (set by `launch` before the program's body).
@@ -47,6 +75,13 @@ pub(crate) struct RankCheckpoint {
     pub(crate) resumed: RefCell<Option<Resumed>>,
     /// Which executions write a checkpoint.
     pub(crate) schedule: Schedule,
+    /// The rpc functions of the network buddy copy.
+    pub(crate) rpcs: Cell<Option<CheckpointRpcs>>,
+    /// Copies received for other ranks' parts and being written (node-local directories).
+    pub(crate) receiving: RefCell<Vec<Receiving>>,
+    /// This process's directory of the checkpoints a restart chooses from (its buddy copies
+    /// are fetched from it).
+    pub(crate) restart_root: RefCell<Option<PathBuf>>,
 }
 
 impl RankCheckpoint {

@@ -70,9 +70,20 @@ impl From<&RankWritten> for RankFile {
 pub(crate) struct Ticket {
     done: Mutex<Option<Written>>,
     ready: Condvar,
+    /// A node-local part's bytes, for its lead rank to send to the buddy (`transfer.rs`).
+    payload: Mutex<Option<Vec<u8>>>,
 }
 
 impl Ticket {
+    /// The bytes of the node-local part this ticket's rank leads, once: set before the
+    /// ticket is done, taken by the rank that sends them to the part's buddy.
+    pub(crate) fn take_payload(&self) -> Option<Vec<u8>> {
+        self.payload
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+    }
+
     fn set(&self, w: Written) {
         *self.done.lock().unwrap_or_else(|e| e.into_inner()) = Some(w);
         self.ready.notify_all();
@@ -111,6 +122,9 @@ impl Ticket {
 /// One rank's hand-over: its captured entries for the checkpoint `dir`.
 struct Handed {
     buddy: usize,
+    /// The part's copy goes to the buddy over the network (node-local directories): the
+    /// writer writes the part alone and hands its bytes to the lead's ticket.
+    remote: bool,
     entries: BTreeMap<String, Vec<u8>>,
     ticket: Arc<Ticket>,
 }
@@ -134,6 +148,15 @@ enum Job {
     },
     /// Deletes the checkpoint `dir` (one that could not be completed).
     Discard { dir: PathBuf, ticket: Arc<Ticket> },
+    /// Writes `bytes`, the part rank `part` leads, as its copy in rank `buddy`'s directory of
+    /// the checkpoint `dir` (received over the network: node-local directories).
+    Copy {
+        dir: PathBuf,
+        part: usize,
+        buddy: usize,
+        bytes: Vec<u8>,
+        ticket: Arc<Ticket>,
+    },
 }
 
 /// The process's checkpoint writer (shared by the ranks of the process).
@@ -141,6 +164,8 @@ pub(crate) struct CheckpointWriter {
     queue: Mutex<Option<(Sender<Job>, JoinHandle<()>)>>,
     /// Ranks of this process that hand over their state (each joins before the first CD).
     ranks: Arc<AtomicUsize>,
+    /// The lowest of them: the process's directory of a node-local checkpoint is named by it.
+    lead: AtomicUsize,
 }
 
 impl CheckpointWriter {
@@ -149,13 +174,20 @@ impl CheckpointWriter {
         CheckpointWriter {
             queue: Mutex::new(None),
             ranks: Arc::new(AtomicUsize::new(0)),
+            lead: AtomicUsize::new(usize::MAX),
         }
     }
 
-    /// Counts one more rank of this process among those whose states make a part. Every rank
+    /// Counts rank `rank` of this process among those whose states make a part. Every rank
     /// that shares the writer joins before any rank hands over (launch's barrier is between).
-    pub(crate) fn join(&self) {
+    pub(crate) fn join(&self, rank: usize) {
         self.ranks.fetch_add(1, Ordering::SeqCst);
+        self.lead.fetch_min(rank, Ordering::SeqCst);
+    }
+
+    /// The lowest rank of this process (once every rank has joined).
+    pub(crate) fn lead(&self) -> usize {
+        self.lead.load(Ordering::SeqCst)
     }
 
     fn submit(&self, job: Job) {
@@ -168,11 +200,14 @@ impl CheckpointWriter {
 
     /// Queues rank `rank`'s captured `entries` for the checkpoint `dir` (`buddy`: the rank
     /// whose directory keeps the copy of a part this rank leads).
+    /// `remote`: the copy travels to the buddy over the network instead (node-local
+    /// directories; the lead's ticket then holds the part's bytes).
     pub(crate) fn write_rank(
         &self,
         dir: PathBuf,
         rank: usize,
         buddy: usize,
+        remote: bool,
         entries: BTreeMap<String, Vec<u8>>,
     ) -> Arc<Ticket> {
         let ticket = Arc::new(Ticket::default());
@@ -181,9 +216,30 @@ impl CheckpointWriter {
             rank,
             handed: Handed {
                 buddy,
+                remote,
                 entries,
                 ticket: ticket.clone(),
             },
+        });
+        ticket
+    }
+
+    /// Queues the copy `bytes` of the part rank `part` leads, received by rank `buddy`, for
+    /// the checkpoint `dir` (in this process's own directory).
+    pub(crate) fn write_copy(
+        &self,
+        dir: PathBuf,
+        part: usize,
+        buddy: usize,
+        bytes: Vec<u8>,
+    ) -> Arc<Ticket> {
+        let ticket = Arc::new(Ticket::default());
+        self.submit(Job::Copy {
+            dir,
+            part,
+            buddy,
+            bytes,
+            ticket: ticket.clone(),
         });
         ticket
     }
@@ -320,6 +376,13 @@ impl State {
                 remove_checkpoint(&dir);
                 ticket.set(Ok(RankWritten::default()));
             }
+            Job::Copy {
+                dir,
+                part,
+                buddy,
+                bytes,
+                ticket,
+            } => ticket.set(write_copy(&dir, part, buddy, &bytes)),
         }
     }
 
@@ -353,8 +416,11 @@ fn prune_before(u: &Unsettled) {
 /// ext4), where a directory's `fsync` racing the files' writes would commit its entry alone
 /// and leave the files' data to a second commit.
 fn write_part(dir: &Path, part: BTreeMap<usize, Handed>) {
-    let start = Instant::now();
     let (&lead, first) = part.iter().next().expect("a part has a rank");
+    if first.remote {
+        return write_part_alone(dir, lead, part);
+    }
+    let start = Instant::now();
     let buddy = first.buddy;
     let own = own_file(dir, lead);
     let copy = buddy_file(dir, lead, buddy);
@@ -382,8 +448,23 @@ fn write_part(dir: &Path, part: BTreeMap<usize, Handed>) {
             Ok((placed, len))
         });
     let ns = start.elapsed().as_nanos() as u64;
-    for (&r, h) in &part {
-        let w = match &out {
+    let file_len = out.as_ref().map_or(0, |(_, l)| *l);
+    answer(&part, lead, buddy, &out, 2 * file_len, ns);
+}
+
+/// Answers every rank of `part` (led by `lead`, copied to `buddy`): where its state is in
+/// the written part, or why the part could not be written. `bytes`: what the writer made
+/// durable for the part; `ns`: how long it took.
+fn answer(
+    part: &BTreeMap<usize, Handed>,
+    lead: usize,
+    buddy: usize,
+    out: &Result<(Vec<Placed>, u64), String>,
+    bytes: u64,
+    ns: u64,
+) {
+    for (&r, h) in part {
+        let w = match out {
             Err(why) => Err(why.clone()),
             Ok((placed, file_len)) => {
                 let &(_, offset, len, crc) = placed
@@ -397,13 +478,87 @@ fn write_part(dir: &Path, part: BTreeMap<usize, Handed>) {
                     offset,
                     len,
                     crc,
-                    bytes: if r == lead { 2 * file_len } else { 0 },
+                    bytes: if r == lead { bytes } else { 0 },
                     ns: if r == lead { ns } else { 0 },
                 })
             }
         };
         h.ticket.set(w);
     }
+}
+
+/// A node-local part (`README.md` beside this file, "Node-local directories"): the states of
+/// `part` encoded once into memory, written as the part's file in the lead's directory and
+/// made durable with every directory entry up to the checkpoint root (no other process makes
+/// this process's directories durable); the bytes go to the lead's ticket, which its rank sends
+/// to the buddy. The copy's write is the buddy's, so `bytes` counts the part's file twice only
+/// once the buddy acknowledged it (`transfer.rs`).
+fn write_part_alone(dir: &Path, lead: usize, part: BTreeMap<usize, Handed>) {
+    let start = Instant::now();
+    let buddy = part[&lead].buddy;
+    let own = own_file(dir, lead);
+    let mut bytes = Vec::new();
+    let mut placed = Vec::with_capacity(part.len());
+    for (&r, h) in &part {
+        let offset = bytes.len() as u64;
+        let _ = write_entries(&h.entries, |piece| {
+            bytes.extend_from_slice(piece);
+            Ok::<(), std::io::Error>(())
+        });
+        let len = bytes.len() as u64 - offset;
+        let crc = crc32fast::hash(&bytes[offset as usize..]);
+        placed.push((r, offset, len, crc));
+    }
+    let out = write_new(&own, &[&bytes]).and_then(|f| {
+        let rank_dir = own.parent().expect("in a rank directory");
+        let mut items = vec![
+            Durable::File(&own, f),
+            Durable::Dir(rank_dir),
+            Durable::Dir(dir),
+        ];
+        if let Some(root) = dir.parent() {
+            items.push(Durable::Dir(root));
+        }
+        sync_together(items)?;
+        Ok((placed, bytes.len() as u64))
+    });
+    let ns = start.elapsed().as_nanos() as u64;
+    if out.is_ok() {
+        *part[&lead]
+            .ticket
+            .payload
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(bytes);
+    }
+    let file_len = out.as_ref().map_or(0, |(_, l)| *l);
+    answer(&part, lead, buddy, &out, 2 * file_len, ns);
+}
+
+/// Writes `bytes`, the copy of the part `part` leads, received over the network by its buddy
+/// `buddy`, into `buddy`'s directory of the checkpoint `dir`, durable with every directory
+/// entry up to the checkpoint root.
+fn write_copy(dir: &Path, part: usize, buddy: usize, bytes: &[u8]) -> Written {
+    let start = Instant::now();
+    let copy = buddy_file(dir, part, buddy);
+    let f = write_new(&copy, &[bytes])?;
+    let rank_dir = copy.parent().expect("in a rank directory");
+    let mut items = vec![
+        Durable::File(&copy, f),
+        Durable::Dir(rank_dir),
+        Durable::Dir(dir),
+    ];
+    if let Some(root) = dir.parent() {
+        items.push(Durable::Dir(root));
+    }
+    sync_together(items)?;
+    Ok(RankWritten {
+        part,
+        buddy,
+        file_len: bytes.len() as u64,
+        bytes: bytes.len() as u64,
+        ns: start.elapsed().as_nanos() as u64,
+        ..RankWritten::default()
+    })
 }
 
 /// Where a rank's state is in a part: (rank, offset, length, CRC-32).
@@ -692,10 +847,10 @@ mod tests {
     fn files_are_private_commits_rename_and_old_ones_go() {
         let root = scratch("commit");
         let w = CheckpointWriter::new();
-        w.join();
+        w.join(0);
         for it in [10u64, 20, 30] {
             let dir = checkpoint_dir(&root, "step", it);
-            let t = w.write_rank(dir.clone(), 0, 0, entries(1));
+            let t = w.write_rank(dir.clone(), 0, 0, false, entries(1));
             let got = t.wait(|| {}).unwrap();
             let bytes = encode_entries(&entries(1));
             assert_eq!(
@@ -720,7 +875,7 @@ mod tests {
         assert_eq!(kept, vec![10, 20, 30], "keep = 2 durable ones and the last");
         // An abandoned one newer than the last commit stays (it may be being written).
         let abandoned = checkpoint_dir(&root, "step", 40);
-        w.write_rank(abandoned.clone(), 0, 0, entries(2))
+        w.write_rank(abandoned.clone(), 0, 0, false, entries(2))
             .wait(|| {})
             .unwrap();
         drop(w);
@@ -737,14 +892,14 @@ mod tests {
     fn the_ranks_of_a_process_make_one_part_and_its_copy() {
         let root = scratch("part");
         let w = CheckpointWriter::new();
-        for _ in 0..3 {
-            w.join();
+        for r in 0..3 {
+            w.join(r);
         }
         let dir = checkpoint_dir(&root, "step", 5);
         // Handed over in any order; the part waits for all three.
         let tickets: Vec<(usize, Arc<Ticket>)> = [2usize, 0, 1]
             .into_iter()
-            .map(|r| (r, w.write_rank(dir.clone(), r, 1, entries(r as u8))))
+            .map(|r| (r, w.write_rank(dir.clone(), r, 1, false, entries(r as u8))))
             .collect();
         let got: Vec<(usize, RankWritten)> = tickets
             .into_iter()

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Deserializer, Serialize};
 use thiserror::Error;
 
-use crate::checkpoint::format::{CheckpointEvery, CheckpointPolicy};
+use crate::checkpoint::format::{CheckpointEvery, CheckpointPolicy, RANK_PLACEHOLDER};
 use crate::error::FaultKinds;
 
 /// Where preserved state is kept.
@@ -111,6 +111,7 @@ pub(super) struct CheckpointFile {
     every: Option<EveryKey>,
     keep: Option<Count>,
     mtbf_seconds: Option<Seconds>,
+    node_local: Option<bool>,
 }
 
 /// `checkpoint.every`: a number of executions (at least 1) or `"daly"`.
@@ -147,10 +148,18 @@ impl TryFrom<CheckpointFile> for Checkpoint {
             (Some(EveryKey::Daly), None) => return Err(ValueError::DalyWithoutMtbf),
             (_, Some(_)) => return Err(ValueError::MtbfWithoutDaly),
         };
+        let dir = c.dir.unwrap_or(d.dir);
+        let per_rank = dir.to_str().is_some_and(|s| s.contains(RANK_PLACEHOLDER));
+        let node_local = match c.node_local {
+            Some(false) if per_rank => return Err(ValueError::RankDirShared),
+            Some(n) => n,
+            None => per_rank,
+        };
         Ok(Checkpoint(CheckpointPolicy {
-            dir: c.dir.unwrap_or(d.dir),
+            dir,
             every,
             keep: c.keep.map_or(d.keep, |n| n.0),
+            node_local,
         }))
     }
 }
@@ -235,6 +244,11 @@ macro_rules! validated {
                 "mtbf_seconds only serves every = \"daly\": remove it, or set every = \"daly\""
             )]
             MtbfWithoutDaly,
+            #[error(
+                "a dir with {{rank}} gives each process its own directory: node_local = false \
+                 contradicts it; remove one of the two"
+            )]
+            RankDirShared,
         }
 
         $($(#[$doc])*
