@@ -239,10 +239,13 @@ where
         })?;
     let file_dir = private_dir.path().to_path_buf();
     // The checkpoint directory, checked as file_dir is; one writer thread for the process.
+    // (A `{rank}` in it names each process's own: that one is checked by the process.)
     if let Some((_, p)) = &config.checkpoint {
-        crate::private_files::check_parent(&p.dir).map_err(|e| CdLaunchError::Files {
-            reason: format!("the checkpoint directory (key `checkpoint`): {e}"),
-        })?;
+        if p.dir_of(0) == p.dir {
+            crate::private_files::check_parent(&p.dir).map_err(|e| CdLaunchError::Files {
+                reason: format!("the checkpoint directory (key `checkpoint`): {e}"),
+            })?;
+        }
     }
     let writer = config
         .checkpoint
@@ -285,6 +288,11 @@ where
         .unwrap_or_else(|e| stop_config(e.to_string()));
         let rt = Rc::new(rt);
         let installed = runtime::install(rt.clone());
+        if let Some(w) = &writer {
+            // Before the barrier below: every rank of the process has joined before any hands
+            // its state over, and the process's lowest rank is known.
+            w.join(rank);
+        }
         // No rank's body starts before every rank has its runtime: an rpc of the runtime's
         // (a buddy slot, a gather) reaching a rank that had none yet found nothing to serve it.
         pgas::runtime_hooks::internal(pgas::barrier);
@@ -294,10 +302,13 @@ where
         });
         if config.checkpoint.is_some() || config.restart.is_some() {
             *rt.checkpoint.policy.borrow_mut() = config.checkpoint.clone();
-            if let Some(w) = &writer {
-                // Before prepare's barrier: every rank of the process has joined before any
-                // hands its state over.
-                w.join(rank);
+            if let (Some(w), Some((_, p))) = (&writer, &config.checkpoint) {
+                let own = p.dir_of(w.lead());
+                if own != p.dir && w.lead() == rank {
+                    crate::private_files::check_parent(&own).unwrap_or_else(|e| {
+                        stop_config(format!("the checkpoint directory (key `checkpoint`): {e}"))
+                    });
+                }
             }
             *rt.checkpoint.writer.borrow_mut() = writer.clone();
             rt.checkpoint.rpcs.set(Some(checkpoint_rpcs));
