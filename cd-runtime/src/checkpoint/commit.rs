@@ -207,7 +207,8 @@ fn commit_pending(rt: &CdRuntime, policy: &CheckpointPolicy, now: Option<u64>) {
     // Rank 0 commits; in node-local directories every process's lead commits its own copy of
     // the manifest too (its directory is the only one it sees at a restart).
     let lead = rt.rank == 0;
-    if !lead && !(p.remote && writer.lead() == rt.rank) {
+    let commits_own = p.remote && writer.lead() == rt.rank;
+    if !(lead || commits_own) {
         return;
     }
     let all: Vec<Written> = all.into_iter().map(|(w, _)| w).collect();

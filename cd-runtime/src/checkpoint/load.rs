@@ -43,7 +43,7 @@ pub(crate) fn load_rank(
     manifest: &Manifest,
     rank: usize,
 ) -> Result<Loaded, CheckpointError> {
-    load_rank_with(dir, manifest, rank, |copy, info| read_checked(copy, info))
+    load_rank_with(dir, manifest, rank, read_checked)
 }
 
 /// Rank `rank`'s entries in the checkpoint `dir` of `manifest`, the part's copy (when the part
