@@ -1,5 +1,7 @@
-//! The fault injector: decides, per CD execution, whether a fault is injected. Seeded and
-//! repeatable: the decision is a hash of (seed, rank, CD name, iteration, attempt).
+//! The fault injector: decides, per CD execution, whether a fault is injected at the end of
+//! its body, and, per operation of a logging relaxed CD's body, whether one strikes right
+//! before it ([`OpFaults`]). Seeded and repeatable: the decision is a hash of (seed, rank,
+//! CD name, iteration, attempt, and the operation's index).
 
 use crate::config::{FaultKind, Injection};
 
@@ -43,7 +45,7 @@ pub fn decide(
     attempt: u32,
 ) -> Option<Injected> {
     if attempt == 0 {
-        if let Some(f) = inject.at.find(rank, iteration) {
+        if let Some(f) = inject.at.find_striking(rank, iteration, false) {
             return Some(match f.kind {
                 FaultKind::Soft => Injected::SoftError,
                 FaultKind::RankLoss => Injected::RankLoss,
@@ -64,6 +66,74 @@ pub fn decide(
         return Some(Injected::SoftError);
     }
     None
+}
+
+/// The faults that strike at an operation of one execution of a relaxed body: an exact
+/// fault at its `at_op`-th intercepted operation (first attempt only) and the per-operation
+/// probabilities.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OpFaults {
+    at: Option<(u64, Injected)>,
+    soft: f64,
+    loss: f64,
+    parts: [u64; 5],
+}
+
+impl OpFaults {
+    /// The operation faults of execution `attempt` of instance `iteration` of CD `name` on
+    /// `rank`; `None` when none can strike (the common case: the hook then counts nothing).
+    pub fn plan(
+        inject: &Injection,
+        seed: u64,
+        rank: usize,
+        name: &str,
+        iteration: u64,
+        attempt: u32,
+    ) -> Option<OpFaults> {
+        let at = (attempt == 0)
+            .then(|| inject.at.find_striking(rank, iteration, true))
+            .flatten()
+            .and_then(|f| {
+                let kind = match f.kind {
+                    FaultKind::Soft => Injected::SoftError,
+                    FaultKind::RankLoss => Injected::RankLoss,
+                };
+                f.at_op.map(|op| (op, kind))
+            });
+        let (soft, loss) = (inject.soft_error_per_op, inject.rank_loss_per_op);
+        if at.is_none() && soft == 0.0 && loss == 0.0 {
+            return None;
+        }
+        Some(OpFaults {
+            at,
+            soft,
+            loss,
+            parts: [
+                seed,
+                rank as u64,
+                name_hash(name),
+                iteration,
+                attempt as u64,
+            ],
+        })
+    }
+
+    /// The fault that strikes right before operation `op` (counted from 0), if any.
+    pub fn strike(&self, op: u64) -> Option<Injected> {
+        if let Some((at, kind)) = self.at {
+            if at == op {
+                return Some(kind);
+            }
+        }
+        let parts = [&self.parts[..], &[op]].concat();
+        if self.loss > 0.0 && uniform(&[&parts[..], &[3]].concat()) < self.loss {
+            return Some(Injected::RankLoss);
+        }
+        if self.soft > 0.0 && uniform(&[&parts[..], &[4]].concat()) < self.soft {
+            return Some(Injected::SoftError);
+        }
+        None
+    }
 }
 
 #[cfg(test)]
@@ -98,6 +168,7 @@ mod tests {
                 rank: 2,
                 iteration: 4,
                 kind: FaultKind::RankLoss,
+                at_op: None,
             }]
             .into(),
             ..Injection::default()
@@ -106,5 +177,32 @@ mod tests {
         assert_eq!(decide(&inj, 0, 2, "x", 4, 1), None);
         assert_eq!(decide(&inj, 0, 1, "x", 4, 0), None);
         assert_eq!(decide(&inj, 0, 2, "x", 3, 0), None);
+    }
+
+    #[test]
+    fn operation_faults_strike_at_their_operation_and_not_at_the_end() {
+        let inj = Injection {
+            at: vec![ExactFault {
+                rank: 1,
+                iteration: 2,
+                kind: FaultKind::RankLoss,
+                at_op: Some(7),
+            }]
+            .into(),
+            ..Injection::default()
+        };
+        assert_eq!(decide(&inj, 0, 1, "x", 2, 0), None);
+        let plan = OpFaults::plan(&inj, 0, 1, "x", 2, 0).expect("a plan");
+        assert_eq!(plan.strike(7), Some(Injected::RankLoss));
+        assert_eq!((0..100).filter(|&op| plan.strike(op).is_some()).count(), 1);
+        assert_eq!(OpFaults::plan(&inj, 0, 1, "x", 2, 1), None);
+        assert_eq!(OpFaults::plan(&inj, 0, 0, "x", 2, 0), None);
+        let rate = Injection {
+            rank_loss_per_op: 0.1,
+            ..Injection::default()
+        };
+        let plan = OpFaults::plan(&rate, 3, 0, "x", 0, 0).expect("a plan");
+        let hits = (0..10_000).filter(|&op| plan.strike(op).is_some()).count();
+        assert!((800..1200).contains(&hits), "{hits}");
     }
 }

@@ -237,7 +237,7 @@ pub use checkpoint::format::{
 pub use checkpoint::restart::{restarted, restarted_value};
 pub use config::{
     BuddyDomain, CdConfig, CdKindSetting, CdSettings, ExactFault, ExactFaults, FaultKind,
-    Injection, Interval, LogMedium, Medium, UNREACHED_LINES,
+    Injection, Interval, LogDurable, LogMedium, Medium, UNREACHED_LINES,
 };
 pub use error::{CdError, CdLaunchError, ConfigError, FaultKinds};
 pub use interval::{daly_steps, strict_steps};

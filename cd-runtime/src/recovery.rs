@@ -12,7 +12,7 @@ use std::rc::Rc;
 use crate::error::FaultKinds;
 use crate::frame::{Frame, Store, find_in_ancestors};
 use crate::injector::Injected;
-use crate::relaxed::replica;
+use crate::relaxed::{durable, fence, replica};
 use crate::runtime::CdRuntime;
 use crate::xor_entries;
 
@@ -45,14 +45,30 @@ pub(crate) fn rereplicate(rt: &CdRuntime) {
 /// and the copies and log replicas it held for its buddies; then fetches back the log
 /// replicas this rank's buddy holds (`relaxed/replica.rs`), as a restarted rank would.
 pub(crate) fn lose_memory(rt: &CdRuntime) {
+    lose(rt, false);
+}
+
+/// [`lose_memory`] in the middle of the body of the innermost CD, a relaxed CD
+/// (`relaxed/op_fault.rs`): a log durable at every operation is cut back to what its
+/// replicas hold (`replica::wipe`); any other log that lost entries escalates.
+pub(crate) fn lose_memory_mid_body(rt: &CdRuntime) {
+    lose(rt, true);
+}
+
+fn lose(rt: &CdRuntime, mid_body: bool) {
     // Until the replicas are back, other ranks' gathers are told to ask again (telling
     // the owners below waits for rpcs, so this rank serves requests meanwhile).
     rt.relaxed.restoring.set(true);
+    // Mid-body, the others are still running and may read what the lost memory held: they
+    // are fenced off first (if that fails, the replay's own fence fails and escalates).
+    let announced = mid_body && fence::announce_loss(rt).is_ok();
+    let truncate = mid_body && durable::durable(&rt.top());
     pgas::runtime_hooks::emulate_memory_loss();
+    fence::after_loss(rt, announced);
     let frames: Vec<Rc<Frame>> = rt.frames.borrow().clone();
     for f in &frames {
         f.lose_local();
-        replica::wipe(f);
+        replica::wipe(f, truncate);
     }
     rt.pool.clear();
     for (owner, lost) in rt.buddy.wipe() {

@@ -51,7 +51,8 @@ fn layers_merge_field_by_field() {
         [ExactFault {
             rank: 2,
             iteration: 3,
-            kind: FaultKind::RankLoss
+            kind: FaultKind::RankLoss,
+            at_op: None,
         }]
     );
     let other = c.settings("other", 2);

@@ -610,3 +610,80 @@ fn after_a_recovered_loss_an_escalation_is_still_dependency_limited() {
         cell.failures
     );
 }
+
+/// The configuration of [`config`] (buddy logs and copies, tracking) with the relaxed CDs'
+/// `log_durable` set and `losses` injected into `cell`.
+fn durable_config(log_durable: &str, losses: &[String]) -> CdConfig {
+    let text = format!(
+        "[cd.step]\nmedium = \"buddy\"\ndependency_tracking = true\nretries = 2\n\
+         [level.2]\nmedium = \"buddy\"\nlog_medium = \"buddy\"\nlog_durable = \"{log_durable}\"\n\
+         retries = 1\ncheck_classes = false\n\
+         [cd.cell]\ninject = {{ at = [{}] }}\n",
+        losses.join(", ")
+    );
+    CdConfig::parse(&text, "durable.toml").unwrap()
+}
+
+/// A rank loss right before operation `op` of instance `iteration` of `cell` on `rank`.
+fn loss_at_op(rank: usize, iteration: usize, op: usize) -> String {
+    format!("{{ rank = {rank}, iteration = {iteration}, kind = \"rank_loss\", at_op = {op} }}")
+}
+
+/// A loss in the middle of a cell's body, before each of its operations in turn (rank 1
+/// pushes to ranks 0 and 2, then pulls 4 values from rank 5: 6 operations, between the
+/// cell's two barriers). With the log durable at every operation the lost rank recovers
+/// alone, bit for bit; with `log_durable = "end"` the loss takes the entries logged since the
+/// cell began (its barrier's among them), so the cell escalates and the step re-executes
+/// every rank (the right bits still, by the strict recovery).
+#[test]
+fn a_loss_at_any_operation_of_a_body_recovers_alone_with_durable_logs() {
+    let plan = Plan {
+        pattern: MIXED,
+        ..Plan::default()
+    };
+    let want = reference(&plan);
+    let (rank, at) = (1, cell_instance(1, 1));
+    for op in 0..6 {
+        let what = format!("loss of rank {rank} before operation {op} of cell #{at}");
+        let out = run(
+            &plan,
+            durable_config("operation", &[loss_at_op(rank, at, op)]),
+            &want,
+            &format!("{what}, durable at every operation"),
+        );
+        let cell = out.report.cd("cell").unwrap();
+        let step = out.report.cd("step").unwrap();
+        assert_eq!(
+            (cell.reexecutions, cell.escalations, cell.injected),
+            (1, 0, 1),
+            "{what}"
+        );
+        assert_eq!(records(cell), vec![one_rank(at, rank)], "{what}");
+        assert_eq!((step.reexecutions, step.escalations), (0, 0), "{what}");
+        for (r, o) in out.results.iter().enumerate() {
+            assert_eq!(o.traces.len(), usize::from(r == rank), "{what}: rank {r}");
+            assert!(
+                o.escalated.is_empty(),
+                "{what}: rank {r}: {:?}",
+                o.escalated
+            );
+        }
+
+        let out = run(
+            &plan,
+            durable_config("end", &[loss_at_op(rank, at, op)]),
+            &want,
+            &format!("{what}, durable at the end of the body only"),
+        );
+        let cell = out.report.cd("cell").unwrap();
+        let step = out.report.cd("step").unwrap();
+        assert_eq!((cell.reexecutions, cell.escalations), (0, 1), "{what}");
+        assert_eq!(step.reexecutions, RANKS as u64, "{what}: the whole group");
+        let escalated = &out.results[rank].escalated;
+        assert_eq!(escalated.len(), 1, "{what}: {escalated:?}");
+        assert!(
+            escalated[0].contains("logged after the last replication"),
+            "{what}: {escalated:?}"
+        );
+    }
+}

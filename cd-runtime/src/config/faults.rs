@@ -21,6 +21,10 @@ pub struct ExactFault {
     pub iteration: u64,
     /// What happens.
     pub kind: FaultKind,
+    /// Strike right before the `at_op`-th intercepted operation of the body (counted from
+    /// 0), not at its end: only in a relaxed CD that logs (`relaxed/op_fault.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at_op: Option<u64>,
 }
 
 /// The exact faults of one table (`inject.at`) in the order written, indexed by rank and
@@ -63,6 +67,15 @@ impl ExactFaults {
     pub fn find(&self, rank: usize, iteration: u64) -> Option<&ExactFault> {
         let i = *self.indices(rank, iteration).first()?;
         Some(&self.as_slice()[i])
+    }
+
+    /// The first fault written for instance `iteration` on `rank` that strikes at an
+    /// operation (`at_op` set) if `at_op`, else at the end of the body.
+    pub fn find_striking(&self, rank: usize, iteration: u64, at_op: bool) -> Option<&ExactFault> {
+        let faults = self.as_slice();
+        (self.indices(rank, iteration).iter())
+            .map(|&i| &faults[i])
+            .find(|f| f.at_op.is_some() == at_op)
     }
 
     /// The faults, in the order written.

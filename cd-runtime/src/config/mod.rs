@@ -34,7 +34,9 @@ use toml::Spanned;
 
 pub use faults::{ExactFault, ExactFaults, UNREACHED_LINES};
 pub use settings::{CdSettings, Injection};
-pub use values::{BuddyDomain, CdKindSetting, FaultKind, Interval, LogMedium, MAX_RETRIES, Medium};
+pub use values::{
+    BuddyDomain, CdKindSetting, FaultKind, Interval, LogDurable, LogMedium, MAX_RETRIES, Medium,
+};
 
 use faults::FaultSites;
 use settings::{Key, Layer, Merge, Tables, get};

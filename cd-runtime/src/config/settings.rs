@@ -11,8 +11,8 @@ use toml::Spanned;
 
 use super::faults::ExactFaults;
 use super::values::{
-    Bytes, CdKindSetting, Checkpoint, Contain, GroupSize, Interval, LogMedium, Medium, Probability,
-    Retries, Seconds,
+    Bytes, CdKindSetting, Checkpoint, Contain, GroupSize, Interval, LogDurable, LogMedium, Medium,
+    Probability, Retries, Seconds,
 };
 use crate::checkpoint::format::CheckpointPolicy;
 use crate::error::FaultKinds;
@@ -109,6 +109,9 @@ settings! {
         /// rank when the body ends, so the rank can recover alone (`log_medium` in
         /// cd.example.toml).
         log_medium: LogMedium = LogMedium::Local, read as Key<LogMedium>;
+        /// With `log_medium = "buddy"`: when the log reaches the buddy, before anything it
+        /// records is visible (`Operation`) or only at the end of the body (`End`).
+        log_durable: LogDurable = LogDurable::Operation, read as Key<LogDurable>;
         /// Check the access classes of relaxed CDs (an internal rpc per remote access).
         check_classes: bool = cfg!(debug_assertions), read as Key<bool>;
         /// For a strict CD around relaxed ones: keep node-level read and write lists, so that
@@ -137,7 +140,14 @@ settings! {
         soft_error: f64 = 0.0, read as Key<Probability>;
         /// Probability that an execution loses the rank's memory.
         rank_loss: f64 = 0.0, read as Key<Probability>;
-        /// Faults at exact (rank, iteration) places.
+        /// Faults at exact (rank, iteration) places, at the end of the body or (`at_op`) at
+        /// one of its operations.
         at: ExactFaults = ExactFaults::default(), read as Key<ExactFaults>;
+        /// Probability, per intercepted operation of a logging relaxed CD's body, that the
+        /// check fails there (detected at the end of the body).
+        soft_error_per_op: f64 = 0.0, read as Key<Probability>;
+        /// Probability, per intercepted operation of a logging relaxed CD's body, that the
+        /// rank loses its memory right before it.
+        rank_loss_per_op: f64 = 0.0, read as Key<Probability>;
     }
 }

@@ -32,8 +32,20 @@ pub enum Medium {
 pub enum LogMedium {
     /// This rank's memory only (a rank loss takes it: the CD escalates).
     Local,
-    /// Also replicated at the buddy rank when the body ends (the rank recovers alone).
+    /// Also replicated at the buddy rank (the rank recovers alone).
     Buddy,
+}
+
+/// When a relaxed CD's log reaches the buddy (`log_durable`, with `log_medium = "buddy"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LogDurable {
+    /// Before anything the logged operations did can be seen by another rank: at every
+    /// synchronization and before every atomic or rpc to another rank (`relaxed/durable.rs`),
+    /// so a loss at any operation of the body recovers alone.
+    Operation,
+    /// Only when the body ends: a loss in the middle of the body escalates.
+    End,
 }
 
 /// Where a rank's buddy is, relative to it (`buddy_domain`).

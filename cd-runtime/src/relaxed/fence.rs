@@ -49,6 +49,15 @@ use crate::runtime::{self, CdRuntime};
 /// poisoned segment after a rank loss is not mistaken for a raised fence).
 pub(crate) const RAISED: u64 = 0x5245_504c_4159_494e; // "REPLAYIN"
 
+/// A fence word the loss of its rank's memory filled: its rank is about to set it (to
+/// [`RAISED`] after a loss in the middle of a body, to 0 otherwise), so it means "wait" too.
+const POISONED: u64 = u64::from_ne_bytes([resilience::POISON; 8]);
+
+/// True if a fence word says: wait.
+fn raised(word: u64) -> bool {
+    word == RAISED || word == POISONED
+}
+
 /// How often F asks a writer again whose writes into F still wait for their ack.
 const DRAIN_ROUNDS: usize = 100_000;
 
@@ -107,6 +116,34 @@ impl Drop for LowerOnDrop {
     }
 }
 
+/// This rank is about to lose its memory in the middle of a relaxed body (as the failure
+/// detector of a real system would tell the others a rank is down): raises the fence and
+/// has every other member of the LCSA's team note it, so that from now on they neither
+/// write into this rank nor read from it (`before_read`) until its replay has rebuilt its
+/// memory up to where the log ends and the fence comes down.
+pub(crate) fn announce_loss(rt: &CdRuntime) -> Result<(), String> {
+    raise_and_drain(rt, true)
+}
+
+/// The loss filled this rank's segment, its fence word with it: sets the word again,
+/// [`RAISED`] after [`announce_loss`] (`raised`), 0 otherwise.
+pub(crate) fn after_loss(rt: &CdRuntime, raised: bool) {
+    let word = rt.relaxed.writers.fence_word(rt.rank);
+    word.write_local(if raised { RAISED } else { 0 })
+        .expect("own fence word");
+}
+
+/// Before a read from `target` (a get, an atomic, an rpc, a fetch) by a rank that `target`
+/// fenced: waits while its fence is up (a rank lost in the middle of a body has not rebuilt
+/// what it published yet). One lookup in an empty list otherwise. Not inside an rpc
+/// handler, which may not wait.
+pub(crate) fn before_read(rt: &CdRuntime, target: usize) {
+    if !rt.relaxed.fenced.contains(target) || resilience::in_handler() {
+        return;
+    }
+    before_write(rt, target, false);
+}
+
 /// Serves F's drain request (step 2): notes that `target` is fenced and answers how many of
 /// this rank's writes into it wait for their ack (`u64::MAX` while this rank restores its
 /// own logs after a loss, as for a gather: F asks again).
@@ -132,7 +169,7 @@ pub(crate) fn before_write(rt: &CdRuntime, target: usize, marked: bool) {
     }
     let word = rt.relaxed.writers.fence_word(target);
     let mut spins = 0u32;
-    while internal(|| pgas::rget(word).wait()) == RAISED {
+    while raised(internal(|| pgas::rget(word).wait())) {
         pgas::progress();
         spins = spins.wrapping_add(1);
         if spins.is_multiple_of(64) {

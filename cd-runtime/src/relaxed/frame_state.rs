@@ -7,6 +7,7 @@ use std::collections::{BTreeSet, HashSet};
 use serde::{Deserialize, Serialize};
 
 use crate::error::ClassificationError;
+use crate::injector::OpFaults;
 use crate::relaxed::log_store::{EntryKind, LogStore, LoggedOp};
 
 /// A region of this rank's segment a relaxed CD preserved with `preserve_global`, with the
@@ -80,6 +81,12 @@ pub(crate) struct RelaxedFrame {
     /// Why this CD's log is incomplete: a rank loss took entries (or dependency notes) that
     /// no replica held. Cleared with the log (`clear`).
     pub(crate) log_lost: Option<String>,
+    /// The faults that strike at an operation of the current execution (`op_fault.rs`).
+    pub(crate) op_faults: Option<OpFaults>,
+    /// Operations of the current execution counted for `op_faults`.
+    pub(crate) ops: u64,
+    /// The current execution lost the rank's memory at one of its operations.
+    pub(crate) lost_mid_body: bool,
 }
 
 /// Entries and bytes a CD's execution logged, and the time spent ([`crate::clock`] ticks).

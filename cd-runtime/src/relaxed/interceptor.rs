@@ -27,6 +27,7 @@ use crate::relaxed::modes::refuse::Refuse;
 use crate::relaxed::modes::replay::Replaying;
 use crate::relaxed::rank_state::RelaxedHook;
 use crate::relaxed::replay::{self, apply_incoming};
+use crate::relaxed::{durable, op_fault};
 use crate::runtime::{self, CdRuntime};
 
 // The paths `classes.rs` and `shadow.rs` import these by.
@@ -100,6 +101,18 @@ fn select(rt: &CdRuntime, op: Op) -> Chosen {
     }
 }
 
+/// `select` for a point-to-point operation with `rank`: before an operation forward mode
+/// takes, the results that arrived since the last flush reach the buddy (`durable.rs`); then
+/// it is counted for the faults that strike at an operation (`op_fault.rs`), and may be one.
+fn select_counted(rt: &CdRuntime, rank: usize) -> Chosen {
+    let chosen = select(rt, Op::Access(rank));
+    if matches!(chosen, Chosen::Forward) {
+        durable::before_op(rt);
+        op_fault::count(rt);
+    }
+    chosen
+}
+
 fn counters(ack: WriteAck) -> TargetCounters {
     TargetCounters {
         ec: ack.ec,
@@ -117,15 +130,13 @@ fn own_write(rt: &CdRuntime, ack: WriteAck) {
     if let Some(frame) = logging_frame(rt) {
         frame.rx.borrow_mut().own_iwcs.push(ack.iwc);
     }
+    // Its IWC reaches the buddy before the next operation: a replay after a loss must know it.
+    durable::effect_done(rt);
 }
 
 impl Interceptor for RelaxedHook {
     fn before_put(&self, id: OpId, rma: &Rma, bytes: &[u8]) -> PutAction {
-        runtime::with(|rt| {
-            select(rt, Op::Access(rma.rank))
-                .mode()
-                .put(rt, id, rma, bytes)
-        })
+        runtime::with(|rt| select_counted(rt, rma.rank).mode().put(rt, id, rma, bytes))
     }
 
     fn after_put(&self, id: OpId, rma: &Rma, ack: WriteAck) {
@@ -143,11 +154,7 @@ impl Interceptor for RelaxedHook {
     }
 
     fn before_get(&self, id: OpId, rma: &Rma, dst: &mut [u8]) -> GetAction {
-        runtime::with(|rt| {
-            select(rt, Op::Access(rma.rank))
-                .mode()
-                .get(rt, id, rma, dst)
-        })
+        runtime::with(|rt| select_counted(rt, rma.rank).mode().get(rt, id, rma, dst))
     }
 
     fn after_get(&self, id: OpId, rma: &Rma, data: &[u8]) {
@@ -164,11 +171,7 @@ impl Interceptor for RelaxedHook {
     }
 
     fn before_rpc(&self, id: OpId, call: &RpcCall, args: &[u8]) -> RpcAction {
-        runtime::with(|rt| {
-            select(rt, Op::Access(call.rank))
-                .mode()
-                .rpc(rt, id, call, args)
-        })
+        runtime::with(|rt| select_counted(rt, call.rank).mode().rpc(rt, id, call, args))
     }
 
     fn after_rpc(&self, id: OpId, call: &RpcCall, ack: WriteAck, reply: &[u8]) {
@@ -188,12 +191,13 @@ impl Interceptor for RelaxedHook {
                     *c = Some(counters(ack));
                 }
             });
+            durable::effect_done(rt);
         })
     }
 
     fn before_atomic(&self, id: OpId, rank: usize, offset: usize, op: AtomicOp) -> AtomicAction {
         runtime::with(|rt| {
-            select(rt, Op::Access(rank))
+            select_counted(rt, rank)
                 .mode()
                 .atomic(rt, id, rank, offset, op)
         })
@@ -227,6 +231,9 @@ impl Interceptor for RelaxedHook {
                     *done = true;
                 }
             });
+            if result.ack.is_some() {
+                durable::effect_done(rt);
+            }
         })
     }
 
@@ -263,6 +270,7 @@ impl Interceptor for RelaxedHook {
                     *r = Some(Bytes(result.to_vec()));
                 }
             });
+            durable::effect_done(rt);
         })
     }
 
@@ -299,8 +307,9 @@ impl Interceptor for RelaxedHook {
         FreeAction::Defer
     }
 
-    fn on_sync(&self, _sync: SyncEvent, ec: u64) {
+    fn on_sync(&self, sync: SyncEvent, ec: u64) {
         runtime::with(|rt| {
+            durable::on_sync(rt, sync);
             let recovering = rt.relaxed.trace.borrow().is_some();
             if !recovering {
                 return;

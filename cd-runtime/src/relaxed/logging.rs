@@ -21,14 +21,13 @@ pub(crate) fn logging_frame(rt: &CdRuntime) -> Option<Rc<Frame>> {
 }
 
 /// Appends an entry for operation `op` to the innermost logging relaxed CD's store, and
-/// notes the operation for a tracking strict CD around it.
-pub(crate) fn log(rt: &CdRuntime, op: u64, kind: EntryKind) {
+/// notes the operation for a tracking strict CD around it. Returns the entry's LSN (`None`:
+/// no relaxed CD logs).
+pub(crate) fn log(rt: &CdRuntime, op: u64, kind: EntryKind) -> Option<u64> {
     let start = clock::now();
     let frame = logging_frame(rt);
     dependencies::note(rt, &kind, frame.is_some());
-    let Some(frame) = frame else {
-        return;
-    };
+    let frame = frame?;
     let written = match &kind {
         EntryKind::Write { target, .. } | EntryKind::Rpc { target, .. } => Some(*target),
         EntryKind::Atomic { target, op, .. } if *op != LoggedOp::Load => Some(*target),
@@ -39,8 +38,9 @@ pub(crate) fn log(rt: &CdRuntime, op: u64, kind: EntryKind) {
         let marked = rt.relaxed.writers.mark(rt.rank, target, generation);
         fence::before_write(rt, target, marked);
     }
+    let lsn = rt.relaxed.next_lsn();
     let e = LogEntry {
-        lsn: rt.relaxed.next_lsn(),
+        lsn,
         ec: pgas::runtime_hooks::epoch(),
         op,
         // An rpc function serving another rank's request started it: a replay of that
@@ -57,6 +57,7 @@ pub(crate) fn log(rt: &CdRuntime, op: u64, kind: EntryKind) {
     rx.logged.entries += 1;
     rx.logged.bytes += size;
     rx.logged.ticks += clock::since(start);
+    Some(lsn)
 }
 
 /// Completes the entry of operation `op` in the innermost logging relaxed CD's store.

@@ -10,6 +10,7 @@
 
 pub mod classes;
 pub mod dependencies;
+pub(crate) mod durable;
 pub(crate) mod entry;
 pub(crate) mod epochs;
 pub(crate) mod fence;
@@ -21,6 +22,7 @@ pub(crate) mod limited;
 pub(crate) mod log_store;
 pub(crate) mod logging;
 pub(crate) mod modes;
+pub(crate) mod op_fault;
 pub(crate) mod rank_state;
 pub(crate) mod replay;
 pub(crate) mod replica;

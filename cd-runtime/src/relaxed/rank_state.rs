@@ -65,6 +65,15 @@ pub(crate) struct RankState {
     pub(crate) restoring: Cell<bool>,
     /// Next key of a log replica at the buddy.
     pub(crate) log_key: Cell<u64>,
+    /// Relaxed CDs running on this rank whose log is durable at every operation
+    /// (`durable.rs` flushes only while > 0).
+    pub(crate) durable: Cell<usize>,
+    /// Results of effects (atomics, rpcs, collectives) arrived that the buddy lacks: flushed
+    /// before the next operation (`durable.rs`).
+    pub(crate) flush_due: Cell<bool>,
+    /// Relaxed CD executions with faults armed at their operations (`op_fault.rs` counts
+    /// operations only while > 0).
+    pub(crate) op_faults_armed: Cell<usize>,
     /// Arrivals at limited barriers, by (team id, sequence number).
     pub(crate) arrivals: RefCell<std::collections::HashMap<(u64, u64), Arrival>>,
     pub(crate) rpcs: RelaxedRpcs,
@@ -95,6 +104,9 @@ impl RankState {
             limited: RefCell::new(None),
             restoring: Cell::new(false),
             log_key: Cell::new(0),
+            durable: Cell::new(0),
+            flush_due: Cell::new(false),
+            op_faults_armed: Cell::new(0),
             arrivals: RefCell::new(std::collections::HashMap::new()),
             rpcs,
             writers: writers::WriterMarks::new(),

@@ -273,6 +273,22 @@ fn begin_fenced(rt: &CdRuntime, cd: &Cd, after_loss: bool) -> Result<(), String>
     Ok(())
 }
 
+/// The recovery of `frame` could not start after its rank was lost in the middle of the body
+/// (it escalates when the body ends): serves the body from its log (collectives, reads, its
+/// own puts squashed) so that the rank takes part in the synchronizations it had not reached,
+/// with no incoming writes applied; forward mode when the log runs out.
+pub(crate) fn begin_without_writes(rt: &CdRuntime, frame: &Frame) {
+    let entries = frame.rx.borrow().store.entries().unwrap_or_default();
+    *rt.relaxed.incoming.borrow_mut() = IncomingQueue::new(Vec::new());
+    rt.relaxed.replay_errors.borrow_mut().clear();
+    *rt.relaxed.replay.borrow_mut() = Some(Replay::new(
+        frame.name.clone(),
+        frame.level,
+        entries,
+        resilience::incoming_writes(),
+    ));
+}
+
 /// Ends the replay when the re-executed body returned: the remaining incoming writes are
 /// applied, and a log not used up means the re-execution did less than the first one.
 /// Returns the errors found while replaying.

@@ -6,9 +6,9 @@
 //! rank's memory, so a rank loss takes them. Without them the rank cannot replay, and the
 //! other ranks' later recoveries cannot gather the writes it made into them.
 //!
-//! **When.** In this emulation a loss is detected at the end of a CD's body (the injector's
-//! rank loss strikes there, after the body's acks are in), so the log is replicated when the
-//! body ends: [`replicate`] ships, in one internal rpc, what no replica holds yet of the log
+//! **When.** The log is replicated when the body ends and, with `log_durable = "operation"`,
+//! at every flush point of `durable.rs` (before what the log records becomes visible):
+//! [`replicate`] ships, in one internal rpc, what no replica holds yet of the log
 //! of *every* CD on the rank's stack: this CD's entries, the entries its completed relaxed
 //! children and siblings pushed into the CDs above, the own IWCs, and a snapshot of the
 //! tracking LCSA's dependency notes when they changed. Each CD's part is one replica under a
@@ -47,13 +47,16 @@ use crate::runtime::CdRuntime;
 
 pub(crate) use super::frame_state::Replicated;
 
-/// One replica: the next entries of one CD's store, its next own IWCs, and (tracking strict
-/// CDs, when they changed) a snapshot of its dependency notes.
+/// One replica: the next entries of one CD's store, its next own IWCs, (tracking strict
+/// CDs, when they changed) a snapshot of its dependency notes, and the LSNs of atomics or
+/// rpcs that left before their entries were complete (`durable.rs`): a restored log that
+/// lacks one of them escalates rather than perform it again.
 #[derive(Serialize, Deserialize)]
 struct Part {
     entries: Vec<LogEntry>,
     own_iwcs: Vec<u64>,
     deps: Option<Dependencies>,
+    pending: Vec<u64>,
 }
 
 /// True if `frame` (a relaxed CD) replicates the logs when its body ends: it logs, its
@@ -70,11 +73,13 @@ fn tracks(frame: &Frame, rx: &RelaxedFrame) -> bool {
     frame.kind == CdKind::Strict && rx.tracked
 }
 
-/// The body of `frame` ended (a relaxed CD that [`replicates`]): waits for the rank's acks,
-/// then ships to the buddy, in one internal rpc, what no replica holds yet of the log of
-/// every CD on this rank's stack. Only complete entries go (an entry still waiting for its
-/// reply is shipped by a later replication). Counted in `frame`'s `bytes_replicated`.
-pub(crate) fn replicate(rt: &CdRuntime, frame: &Frame) {
+/// The body of `frame` ended (a relaxed CD that [`replicates`]), or a flush point of
+/// `durable.rs` came: waits for the rank's acks, then ships to the buddy, in one internal
+/// rpc, what no replica holds yet of the log of every CD on this rank's stack. Only complete
+/// entries go (an entry still waiting for its reply is shipped by a later replication);
+/// `pending`, the LSN of the incomplete entry of an atomic or rpc about to leave, goes with
+/// `frame`'s part. Counted in `frame`'s `bytes_replicated`.
+pub(crate) fn replicate(rt: &CdRuntime, frame: &Frame, pending: Option<u64>) {
     pgas::runtime_hooks::wait_for_acks();
     let frames: Vec<Rc<Frame>> = rt.frames.borrow().clone();
     let mut parts = Vec::new();
@@ -99,7 +104,11 @@ pub(crate) fn replicate(rt: &CdRuntime, frame: &Frame) {
         let deps = (tracks(f, &rx)
             && done.deps.as_ref().unwrap_or(&Dependencies::default()) != &rx.deps)
             .then(|| rx.deps.clone());
-        if entries.is_empty() && own_iwcs.is_empty() && deps.is_none() {
+        let pending: Vec<u64> = pending
+            .filter(|_| std::ptr::eq(&**f, frame))
+            .into_iter()
+            .collect();
+        if entries.is_empty() && own_iwcs.is_empty() && deps.is_none() && pending.is_empty() {
             continue;
         }
         let key = rt.relaxed.log_key.get();
@@ -115,6 +124,7 @@ pub(crate) fn replicate(rt: &CdRuntime, frame: &Frame) {
             entries,
             own_iwcs,
             deps,
+            pending,
         };
         let bytes = postcard::to_allocvec(&part).expect("log entries serialize");
         parts.push((key, Bytes(bytes)));
@@ -222,6 +232,16 @@ pub(crate) fn restore_logs(rt: &CdRuntime) {
         if let Some(range) = range {
             match decode(&keys[range.clone()], &got[range], &rx.replica) {
                 Ok(part) => {
+                    let unresolved = (part.pending.iter())
+                        .find(|lsn| !part.entries.iter().any(|e| e.lsn == **lsn));
+                    if let Some(lsn) = unresolved {
+                        rx.log_lost = Some(format!(
+                            "an atomic or rpc of CD {:?} (LSN {lsn}) had left when the rank \
+                             was lost, before its result reached the buddy: performing it \
+                             again would apply it twice",
+                            f.name
+                        ));
+                    }
                     rx.store.clear();
                     for e in part.entries {
                         rx.store.push(e);
@@ -258,6 +278,7 @@ fn decode(keys: &[u64], got: &[Option<Vec<u8>>], want: &Replicated) -> Result<Pa
         entries: Vec::new(),
         own_iwcs: Vec::new(),
         deps: None,
+        pending: Vec::new(),
     };
     for (k, bytes) in keys.iter().zip(got) {
         let Some(bytes) = bytes else {
@@ -269,6 +290,7 @@ fn decode(keys: &[u64], got: &[Option<Vec<u8>>], want: &Replicated) -> Result<Pa
             postcard::from_bytes(bytes).map_err(|e| format!("replica {k} does not decode: {e}"))?;
         all.entries.extend(part.entries);
         all.own_iwcs.extend(part.own_iwcs);
+        all.pending.extend(part.pending);
         if part.deps.is_some() {
             all.deps = part.deps;
         }
@@ -328,7 +350,14 @@ pub(crate) fn cannot_recover_alone(rt: &CdRuntime, frame: &Frame) -> Option<(Str
 
 /// The rank lost its memory: `frame`'s log, own IWCs and dependency notes are gone. What no
 /// replica holds is lost for good (`log_lost`); [`restore_logs`] brings back the rest.
-pub(crate) fn wipe(frame: &Frame) {
+///
+/// `truncate`: the loss struck in the middle of a relaxed body whose log is durable at every
+/// operation (`durable.rs`): what no replica holds was logged after the last flush point,
+/// seen by no other rank, and the replay performs it again in forward mode, so the log is
+/// cut back to what the replicas hold instead (an atomic or rpc among it is refused by
+/// [`restore_logs`] from the pending LSNs; own IWCs among it leave a gap that the replay's
+/// sequence check refuses).
+pub(crate) fn wipe(frame: &Frame, truncate: bool) {
     let mut rx = frame.rx.borrow_mut();
     let sent = if tracks(frame, &rx) {
         rx.replica.deps.clone().unwrap_or_default()
@@ -339,7 +368,7 @@ pub(crate) fn wipe(frame: &Frame) {
     let uncovered = rx.store.len() > rx.replica.entries
         || rx.own_iwcs.len() > rx.replica.iwcs
         || notes_uncovered;
-    if uncovered && rx.log_lost.is_none() {
+    if uncovered && !truncate && rx.log_lost.is_none() {
         rx.log_lost = Some(format!(
             "the loss took entries of CD {:?}'s log (or its dependency notes) that no replica \
              held (log_medium = \"local\", or logged after the last replication)",
@@ -350,7 +379,7 @@ pub(crate) fn wipe(frame: &Frame) {
     rx.store.clear();
     rx.own_iwcs.clear();
     rx.deps = Dependencies {
-        notes_lost: tracks(frame, &rx) && had_notes,
+        notes_lost: tracks(frame, &rx) && had_notes && !truncate,
         ..Dependencies::default()
     };
 }

@@ -15,7 +15,7 @@ use crate::injector::Injected;
 use crate::recovery;
 use crate::relaxed::frame_state::Region;
 use crate::relaxed::log_store::{EntryKind, LogEntry, TargetCounters};
-use crate::relaxed::{fence, logging, replay, replica, shadow};
+use crate::relaxed::{durable, fence, logging, op_fault, replay, replica, shadow};
 use crate::report::FailureRecord;
 use crate::runtime::{self, CdRuntime};
 
@@ -60,6 +60,9 @@ pub(crate) fn run<R>(
     rt.frames.borrow_mut().push(frame.clone());
     let logging = frame.settings.logging;
     enter(&rt, logging);
+    if durable::durable(&frame) {
+        rt.relaxed.durable.set(rt.relaxed.durable.get() + 1);
+    }
     // Before the IWC this CD starts from is read: its replay window must be gapless.
     rt.count_incoming_writes();
     {
@@ -73,6 +76,10 @@ pub(crate) fn run<R>(
     let mut attempt = 0u32;
     // The previous execution ended with this rank's memory lost (its segment with it).
     let mut after_loss = false;
+    // ... in the middle of its body (`op_fault.rs`).
+    let mut after_mid_body = false;
+    // The recovery could not start after a loss in the middle of the body: why.
+    let mut degraded: Option<String> = None;
     loop {
         frame.begin(attempt);
         let start = Instant::now();
@@ -89,30 +96,58 @@ pub(crate) fn run<R>(
             }
             if let Err(cause) = replay::begin(&rt, &cd, after_loss) {
                 rt.relaxed.finish_trace();
-                return escalate_replay(&rt, &frame, attempt, cause, logging);
+                if !after_mid_body {
+                    return escalate_replay(&rt, &frame, attempt, cause, logging);
+                }
+                // Lost in the middle of its body, the rank has not taken part in the rest of
+                // the body's synchronizations yet: it runs the body served from its log (no
+                // incoming writes) to take part in them, and escalates when it ends.
+                replay::begin_without_writes(&rt, &frame);
+                degraded = Some(cause);
             }
         }
+        op_fault::arm(&rt, &frame, name, attempt);
+        frame.rx.borrow_mut().lost_mid_body = false;
         // `replay::end` lowers the fence; this covers a body that unwinds.
         let fence_guard = (attempt > 0).then_some(fence::LowerOnDrop);
-        let out = body(&cd);
-        let replay_errors = if attempt > 0 {
+        // `None`: the rank was lost at an operation of the body, which unwound from there.
+        let ran = op_fault::run_body(|| body(&cd));
+        op_fault::disarm(&rt, &frame);
+        let lost_mid_body = ran.is_none();
+        // Lost at an operation, the body went on to its end (the CD cannot recover alone).
+        let lost_and_went_on = !lost_mid_body && frame.rx.borrow().lost_mid_body;
+        let mut replay_errors = if attempt > 0 {
             replay::end(&rt)
         } else {
             Vec::new()
         };
         drop(fence_guard);
-        // A loss is detected at the CD's end, so the log is replicated when the body ends.
-        if replica::replicates(&frame) {
-            replica::replicate(&rt, &frame);
+        if lost_mid_body {
+            // The abandoned execution's replay findings are moot: it is executed again.
+            replay_errors.clear();
         }
-        let mut kinds = frame.state.borrow().failure.union(kinds_of(&out));
-        kinds = kinds.union(recovery::take_effect(&rt, &frame, injected));
-        let own_loss = injected == Some(Injected::RankLoss);
+        let out = ran.unwrap_or_else(|| {
+            Err(CdError::Detected {
+                cd: name.to_string(),
+                reason: format!("rank {} was lost in the middle of the body", rt.rank),
+            })
+        });
+        // Replicated when the body ends too: what the last flush point left (with
+        // `log_durable = "end"`, everything), before an end-of-body loss strikes.
+        if !lost_mid_body && !lost_and_went_on && replica::replicates(&frame) {
+            replica::replicate(&rt, &frame, None);
+        }
+        let mut kinds = frame.state.borrow().failure;
+        if !lost_mid_body {
+            kinds = kinds.union(kinds_of(&out));
+            kinds = kinds.union(recovery::take_effect(&rt, &frame, injected));
+        }
+        let own_loss = lost_mid_body || lost_and_went_on || injected == Some(Injected::RankLoss);
         {
             let mut stats = rt.stats.borrow_mut();
             let s = stats.entry(name, level);
             s.executions += 1;
-            if injected.is_some() {
+            if injected.is_some() && !lost_mid_body {
                 s.injected += 1;
             }
             if attempt > 0 {
@@ -127,6 +162,9 @@ pub(crate) fn run<R>(
                     limited: false,
                 });
             }
+        }
+        if let Some(cause) = degraded.take() {
+            return escalate_replay(&rt, &frame, attempt, cause, logging);
         }
         if !replay_errors.is_empty() {
             return escalate_replay(&rt, &frame, attempt, replay_errors.join("; "), logging);
@@ -181,6 +219,8 @@ pub(crate) fn run<R>(
             None
         };
         if let Some(why) = why {
+            // Raised since a loss in the middle of the body (`fence::announce_loss`).
+            fence::lower(&rt);
             rt.stats.borrow_mut().entry(name, level).escalations += 1;
             let mut reasons = frame.state.borrow().reasons.clone();
             if let Err(e) = &out {
@@ -196,6 +236,7 @@ pub(crate) fn run<R>(
             return finish(&rt, &frame, Err(err), logging, false);
         }
         after_loss = own_loss;
+        after_mid_body = lost_mid_body;
         attempt += 1;
     }
 }
@@ -312,6 +353,9 @@ fn finish<R>(
         }
     }
     rt.relaxed.depth.set(rt.relaxed.depth.get() - 1);
+    if durable::durable(frame) {
+        rt.relaxed.durable.set(rt.relaxed.durable.get() - 1);
+    }
     if logging {
         rt.relaxed
             .logging_depth

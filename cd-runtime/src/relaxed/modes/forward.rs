@@ -9,10 +9,10 @@ use pgas::runtime_hooks::{
 };
 
 use crate::buddy::Bytes;
-use crate::relaxed::classes;
 use crate::relaxed::log_store::{EntryKind, LoggedOp};
 use crate::relaxed::logging::log;
 use crate::relaxed::modes::Mode;
+use crate::relaxed::{classes, durable, fence};
 use crate::runtime::CdRuntime;
 
 /// Performs and logs.
@@ -35,6 +35,7 @@ impl Mode for Forward {
     }
 
     fn get(&self, rt: &CdRuntime, id: OpId, rma: &Rma, _dst: &mut [u8]) -> GetAction {
+        fence::before_read(rt, rma.rank);
         classes::check_access(rt, rma.rank, rma.offset, rma.len);
         log(
             rt,
@@ -49,7 +50,8 @@ impl Mode for Forward {
     }
 
     fn rpc(&self, rt: &CdRuntime, id: OpId, call: &RpcCall, args: &[u8]) -> RpcAction {
-        log(
+        fence::before_read(rt, call.rank);
+        let lsn = log(
             rt,
             id.0,
             EntryKind::Rpc {
@@ -61,6 +63,7 @@ impl Mode for Forward {
                 counters: None,
             },
         );
+        durable::before_effect(rt, lsn);
         RpcAction::Proceed
     }
 
@@ -72,23 +75,29 @@ impl Mode for Forward {
         offset: usize,
         op: AtomicOp,
     ) -> AtomicAction {
+        fence::before_read(rt, rank);
         classes::check_access(rt, rank, offset, 8);
-        log(
+        let logged = LoggedOp::from(op);
+        let lsn = log(
             rt,
             id.0,
             EntryKind::Atomic {
                 target: rank,
                 offset,
-                op: LoggedOp::from(op),
+                op: logged,
                 previous: None,
                 counters: None,
                 done: false,
             },
         );
+        if logged != LoggedOp::Load {
+            durable::before_effect(rt, lsn);
+        }
         AtomicAction::Proceed
     }
 
     fn fetch(&self, rt: &CdRuntime, id: OpId, fetch: &Fetch) -> FetchAction {
+        fence::before_read(rt, fetch.rank);
         log(
             rt,
             id.0,
@@ -102,7 +111,7 @@ impl Mode for Forward {
     }
 
     fn collective(&self, rt: &CdRuntime, id: OpId, collective: &Collective) -> CollectiveAction {
-        log(
+        let lsn = log(
             rt,
             id.0,
             EntryKind::Collective {
@@ -110,6 +119,7 @@ impl Mode for Forward {
                 barrier: collective.kind == CollectiveKind::Barrier,
             },
         );
+        durable::before_effect(rt, lsn);
         CollectiveAction::Proceed
     }
 
