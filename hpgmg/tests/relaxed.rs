@@ -194,6 +194,25 @@ fn a_rank_loss_in_the_smoother_recovers_alone() {
     assert_eq!(row(&out, "level")[2], 0, "no strict re-execution");
 }
 
+/// A rank loss in the middle of a finest-level smoother call (right before its fourth
+/// operation), the log durable at every operation: the lost rank replays from what its buddy
+/// held and recovers alone, bit for bit.
+#[test]
+fn a_rank_loss_in_the_middle_of_the_smoother_recovers_alone() {
+    let clean = hpgmg(&[]);
+    let config = TempFile::new(
+        "loss-mid.toml",
+        "[cd.smooth]\nkind = \"relaxed\"\nlogging = true\nmedium = \"buddy\"\n\
+         log_medium = \"buddy\"\nlog_durable = \"operation\"\n\
+         inject = { at = [{ rank = 5, iteration = 13, kind = \"rank_loss\", at_op = 3 }] }\n",
+    );
+    let out = hpgmg(&["--cd-config", config.arg()]);
+    assert_richardson(&out, &REF_5_8, "rank loss mid-body");
+    assert_eq!(physics(&out), physics(&clean), "rank loss mid-body");
+    assert_eq!(failures(&out), [(13, vec![5])], "rank 5 alone re-executed");
+    assert_eq!(row(&out, "level")[2], 0, "no strict re-execution");
+}
+
 #[test]
 fn soft_errors_on_every_level_and_rank_are_recovered_alone_and_bit_exact() {
     let clean = hpgmg(&[]);

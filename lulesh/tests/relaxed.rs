@@ -126,7 +126,7 @@ fn one_soft_error_anywhere_reexecutes_one_rank_and_is_bit_exact() {
     check(&run(&inject(&faults)), &want, &faults, "four soft errors");
 }
 
-/// A rank loss at the end of "rank_step" with the relaxed CD's log and copies at the buddy
+/// A rank loss at the end of "rank_step", or in its middle, with the relaxed CD's log and copies at the buddy
 /// (`log_medium = "buddy"`, `medium = "buddy"`): the lost rank fetches its log back from
 /// its buddy and recovers alone, bit for bit, while "step" is not re-executed. (The halo
 /// buffers and flags the loss poisons are rewritten by the replayed puts: every put into a
@@ -134,14 +134,22 @@ fn one_soft_error_anywhere_reexecutes_one_rank_and_is_bit_exact() {
 #[test]
 fn a_rank_loss_in_rank_step_with_buddy_logs_is_recovered_alone() {
     let want = clean();
-    for (rank, cycle) in [(3, 40), (6, 229)] {
+    // At the end of the body, and (the log durable at every operation) right before an
+    // operation in the middle of it.
+    for (rank, cycle, op) in [
+        (3, 40, None),
+        (6, 229, None),
+        (5, 77, Some(3)),
+        (2, 150, Some(20)),
+    ] {
+        let at_op = op.map_or(String::new(), |op: u64| format!(", at_op = {op}"));
         let text = format!(
             "[cd.step]\nmedium = \"buddy\"\n{RELAXED}medium = \"buddy\"\n\
              log_medium = \"buddy\"\n\
-             inject = {{ at = [{{ rank = {rank}, iteration = {cycle}, kind = \"rank_loss\" }}] }}\n"
+             inject = {{ at = [{{ rank = {rank}, iteration = {cycle}, kind = \"rank_loss\"{at_op} }}] }}\n"
         );
         let out = run(&text);
-        let what = format!("loss of rank {rank} in cycle {cycle}");
+        let what = format!("loss of rank {rank} in cycle {cycle} (before operation {op:?})");
         check(&out, &want, &[(rank, cycle)], &what);
         // Each entry replicated once: about 8.5 kB per rank and cycle at -s 5.
         let inner = out.cd_report.cd(RANK_CD).unwrap();

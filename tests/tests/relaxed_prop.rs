@@ -39,7 +39,8 @@
 //! With CDs each step is a strict CD `step` (preserving the rank's array) holding one
 //! relaxed CD `rx` per rank (preserving the array, or only its data columns: then an incoming
 //! combining add into a recovering rank must escalate). Faults: exact soft errors on random
-//! (rank, instance) of `rx`, sometimes a soft-error rate on every execution, and the strict
+//! (rank, instance) of `rx`, at the end of its body or before a random operation of it
+//! (`at_op`), sometimes a soft-error rate on every execution, and the strict
 //! CD's retries 0 or 1 (0: a relaxed CD's escalation reaches the top as an error).
 //!
 //! Verdict: every rank's array, accumulator and live allocations equal the run without CDs
@@ -127,8 +128,9 @@ struct Phase {
 struct Case {
     ranks: usize,
     steps: Vec<Vec<Phase>>,
-    /// Exact soft errors of `rx`: (rank, instance).
-    faults: Vec<(usize, u64)>,
+    /// Exact soft errors of `rx`: (rank, instance, at its end or before this operation of
+    /// its body).
+    faults: Vec<(usize, u64, Option<u64>)>,
     /// A soft-error rate on every execution of `rx`.
     rate: bool,
     /// `rx` preserves the counters too (else incoming adds must escalate).
@@ -180,7 +182,14 @@ fn case() -> impl Strategy<Value = Case> {
         (
             Just(ranks),
             prop::collection::vec(prop::collection::vec(phase(ranks), 1..=3), nsteps),
-            prop::collection::vec((0..ranks, 0..nsteps as u64), 1..=3),
+            prop::collection::vec(
+                (
+                    0..ranks,
+                    0..nsteps as u64,
+                    prop::option::weighted(0.5, 0..8u64),
+                ),
+                1..=3,
+            ),
             prop::bool::weighted(0.2),
             prop::bool::weighted(0.7),
             0..=1u32,
@@ -464,7 +473,10 @@ fn config(case: &Case) -> CdConfig {
     let at: Vec<String> = case
         .faults
         .iter()
-        .map(|(r, i)| format!("{{ rank = {r}, iteration = {i}, kind = \"soft\" }}"))
+        .map(|(r, i, op)| {
+            let at_op = op.map_or(String::new(), |op| format!(", at_op = {op}"));
+            format!("{{ rank = {r}, iteration = {i}, kind = \"soft\"{at_op} }}")
+        })
         .collect();
     let rate = if case.rate { "soft_error = 0.3, " } else { "" };
     let toml = format!(

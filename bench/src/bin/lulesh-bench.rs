@@ -41,6 +41,12 @@
 //!   relaxed CDs inside it span four cycles, so the step's agreement and copy come once per
 //!   four cycles (the issue's "a strict CD per time step, or per k steps"), in the same
 //!   repetitions, against the same no-CD runs.
+//! - `relaxed_logging_overhead` / `lulesh_s15_r8_buddy_durable`: the relaxed run with its log
+//!   (and preserved state) at the buddy, durable at every operation (`log_durable =
+//!   "operation"`), against `lulesh_s15_r8_buddy_end_of_body`, the same replicated at the end
+//!   of each body only (`log_durable = "end"`), in the same repetitions: the cost of the
+//!   flushes (`_paired`: the median of the per-repetition ratios); `_buddy_end_of_body` and
+//!   `_buddy_durable_vs_no_cd` give each against the run without CDs.
 //! - `relaxed_logging_overhead` / `lulesh_s15_r8_same_comm`: the same relaxed runs against
 //!   runs without CDs using the relaxed runs' halo arrivals (flags), `lulesh_no_cd_flags_s15_r8`:
 //!   the cost of the CDs alone.
@@ -318,10 +324,18 @@ fn relaxed_lines(args: &BenchArgs) -> Vec<Line> {
     let mut relaxed_k = Vec::new();
     let per_k = format!("[cd.{}]\ninterval = {STEP_CYCLES}\n", containment::STEP_CD);
     let mut log_bytes = Vec::new();
+    // Relaxed with the log at the buddy: durable at every operation, and at the end of each
+    // body only (both with the preserved state at the buddy too).
+    let (mut durable, mut at_end) = (Vec::new(), Vec::new());
+    let buddy = |when: &str| {
+        relaxed_config(&format!(
+            "medium = \"buddy\"\nlog_medium = \"buddy\"\nlog_durable = \"{when}\"\n"
+        ))
+    };
     for rep in 0..=reps {
-        let mut t = [0.0; 4];
-        for k in 0..4 {
-            let which = (k + rep) % 4;
+        let mut t = [0.0; 6];
+        for k in 0..6 {
+            let which = (k + rep) % 6;
             t[which] = match which {
                 0 => no_cd_r8(&opts, Arrival::Rpc).elapsed,
                 1 => no_cd_r8(&opts, Arrival::Flags).elapsed,
@@ -334,6 +348,8 @@ fn relaxed_lines(args: &BenchArgs) -> Vec<Line> {
                     }
                     out.report.elapsed
                 }
+                4 => cd_r8(&opts, buddy("operation")).report.elapsed,
+                5 => cd_r8(&opts, buddy("end")).report.elapsed,
                 _ => {
                     let out = cd_r8(&opts, relaxed_config(""));
                     let inner = out
@@ -348,12 +364,15 @@ fn relaxed_lines(args: &BenchArgs) -> Vec<Line> {
         if !args.json {
             eprintln!(
                 "relaxed rep {rep}{}: no CDs {:.3} s, no CDs (flags) {:.3} s, relaxed {:.3} s, \
-                 relaxed with \"step\" per {STEP_CYCLES} cycles {:.3} s",
+                 relaxed with \"step\" per {STEP_CYCLES} cycles {:.3} s, buddy logs durable \
+                 at every operation {:.3} s, at the end of each body {:.3} s",
                 if rep == 0 { " (warm-up)" } else { "" },
                 t[0],
                 t[1],
                 t[2],
-                t[3]
+                t[3],
+                t[4],
+                t[5]
             );
         }
         if rep > 0 {
@@ -361,6 +380,8 @@ fn relaxed_lines(args: &BenchArgs) -> Vec<Line> {
             flags.push(t[1]);
             relaxed.push(t[2]);
             relaxed_k.push(t[3]);
+            durable.push(t[4]);
+            at_end.push(t[5]);
         }
     }
     let clean = cd_r8(&opts, relaxed_config(""));
@@ -422,7 +443,48 @@ fn relaxed_lines(args: &BenchArgs) -> Vec<Line> {
     let mut paired: Vec<f64> = relaxed.iter().zip(&plain).map(|(r, p)| r / p).collect();
     let mut paired_k: Vec<f64> = relaxed_k.iter().zip(&plain).map(|(r, p)| r / p).collect();
     let case_k = format!("{case}_step{STEP_CYCLES}");
+    let mut paired_durable: Vec<f64> = durable.iter().zip(&at_end).map(|(d, e)| d / e).collect();
     vec![
+        Line::new(
+            "relaxed_logging_overhead",
+            &format!("{case}_buddy_durable"),
+            median(&mut durable.clone()),
+            "s",
+            Better::Lower,
+        )
+        .baseline(
+            &format!("{case}_buddy_end_of_body"),
+            median(&mut at_end.clone()),
+        ),
+        Line::new(
+            "relaxed_logging_overhead_paired",
+            &format!("{case}_buddy_durable"),
+            median(&mut paired_durable),
+            "x",
+            Better::Lower,
+        ),
+        Line::new(
+            "relaxed_logging_overhead",
+            &format!("{case}_buddy_end_of_body"),
+            median(&mut at_end),
+            "s",
+            Better::Lower,
+        )
+        .baseline(
+            &format!("lulesh_no_cd_s{size}_r{RANKS}"),
+            median(&mut plain.clone()),
+        ),
+        Line::new(
+            "relaxed_logging_overhead",
+            &format!("{case}_buddy_durable_vs_no_cd"),
+            median(&mut durable),
+            "s",
+            Better::Lower,
+        )
+        .baseline(
+            &format!("lulesh_no_cd_s{size}_r{RANKS}"),
+            median(&mut plain.clone()),
+        ),
         Line::new(
             "relaxed_logging_overhead_paired",
             &case_k,
