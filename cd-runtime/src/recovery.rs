@@ -10,7 +10,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use crate::error::FaultKinds;
-use crate::frame::{Frame, Store, find_in_ancestors};
+use crate::frame::{CdKind, Frame, Store, find_in_ancestors};
 use crate::injector::Injected;
 use crate::relaxed::{durable, fence, replica};
 use crate::runtime::CdRuntime;
@@ -62,13 +62,15 @@ fn lose(rt: &CdRuntime, mid_body: bool) {
     // Mid-body, the others are still running and may read what the lost memory held: they
     // are fenced off first (if that fails, the replay's own fence fails and escalates).
     let announced = mid_body && fence::announce_loss(rt).is_ok();
-    let truncate = mid_body && durable::durable(&rt.top());
+    let top = rt.top();
+    let truncate = mid_body && durable::durable(&top);
     pgas::runtime_hooks::emulate_memory_loss();
     fence::after_loss(rt, announced);
     let frames: Vec<Rc<Frame>> = rt.frames.borrow().clone();
     for f in &frames {
         f.lose_local();
-        replica::wipe(f, truncate);
+        let redone = truncate && Rc::ptr_eq(f, &top);
+        replica::wipe(f, redone, truncate && f.kind == CdKind::Strict);
     }
     rt.pool.clear();
     for (owner, lost) in rt.buddy.wipe() {

@@ -351,20 +351,22 @@ pub(crate) fn cannot_recover_alone(rt: &CdRuntime, frame: &Frame) -> Option<(Str
 /// The rank lost its memory: `frame`'s log, own IWCs and dependency notes are gone. What no
 /// replica holds is lost for good (`log_lost`); [`restore_logs`] brings back the rest.
 ///
-/// `truncate`: the loss struck in the middle of a relaxed body whose log is durable at every
-/// operation (`durable.rs`): what no replica holds was logged after the last flush point,
-/// seen by no other rank, and the replay performs it again in forward mode, so the log is
-/// cut back to what the replicas hold instead (an atomic or rpc among it is refused by
-/// [`restore_logs`] from the pending LSNs; own IWCs among it leave a gap that the replay's
-/// sequence check refuses).
-pub(crate) fn wipe(frame: &Frame, truncate: bool) {
+/// `truncate`: the loss struck in the middle of the body of `frame`, a relaxed CD whose log is
+/// durable at every operation (`durable.rs`): what no replica holds was logged after the last
+/// flush point, seen by no other rank, and the replay performs it again in forward mode, so
+/// the log is cut back to what the replicas hold instead (an atomic or rpc among it is
+/// refused by [`restore_logs`] from the pending LSNs; own IWCs among it leave a gap that the
+/// replay's sequence check refuses). `notes_redone`: the same for the dependency notes of a
+/// tracking strict CD, which that replay makes again (notes of operations no replay redoes
+/// come with entries of a CD in between that are lost, and that CD escalates).
+pub(crate) fn wipe(frame: &Frame, truncate: bool, notes_redone: bool) {
     let mut rx = frame.rx.borrow_mut();
     let sent = if tracks(frame, &rx) {
         rx.replica.deps.clone().unwrap_or_default()
     } else {
         Dependencies::default()
     };
-    let notes_uncovered = tracks(frame, &rx) && rx.deps != sent;
+    let notes_uncovered = tracks(frame, &rx) && rx.deps != sent && !notes_redone;
     let uncovered = rx.store.len() > rx.replica.entries
         || rx.own_iwcs.len() > rx.replica.iwcs
         || notes_uncovered;
@@ -379,7 +381,7 @@ pub(crate) fn wipe(frame: &Frame, truncate: bool) {
     rx.store.clear();
     rx.own_iwcs.clear();
     rx.deps = Dependencies {
-        notes_lost: tracks(frame, &rx) && had_notes && !truncate,
+        notes_lost: tracks(frame, &rx) && had_notes && !notes_redone,
         ..Dependencies::default()
     };
 }
