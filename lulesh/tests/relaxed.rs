@@ -86,8 +86,10 @@ fn check(out: &CdRunOutput, want: &FinalReport, faults: &[(usize, u64)], what: &
         got, want,
         "{what}: exactly the failed rank re-executes each time"
     );
-    if !faults.is_empty() {
-        // Its own halo puts squashed (the first cycle has no reduction to serve).
+    if !faults.is_empty() && !what.contains("before operation Some") {
+        // Its own halo puts squashed (the first cycle has no reduction to serve; a loss in
+        // the middle of the body may come before the first flush point, and the replay then
+        // performs the puts again instead).
         assert!(inner.writes_squashed > 0, "{what}");
     }
 }
