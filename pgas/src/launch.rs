@@ -3,6 +3,7 @@
 //! The top of the layers: the only file that names every mechanism.
 
 use std::any::Any;
+use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::sync::Arc;
 
 use gasnet_bridge::{ConfigError, HandlerTable, LaunchConfig, LaunchError, Token};
@@ -14,6 +15,7 @@ use crate::messages;
 use crate::pending::Pending;
 use crate::program_agreement::{self, Registered};
 use crate::rank_results::RankResults;
+use crate::rerun;
 use crate::rpc::{self, PendingReplies, RpcTable};
 use crate::runtime::{self, RESERVED, Runtime};
 use crate::team::TeamRegistry;
@@ -31,6 +33,38 @@ use crate::wire::Kind;
 pub fn launch<R, F>(
     config: &LaunchConfig,
     rpcs: RpcTable,
+    body: F,
+) -> Result<RankResults<R>, LaunchError>
+where
+    R: Send,
+    F: Fn() -> R + Sync,
+{
+    launch_with(config, rpcs, false, body)
+}
+
+/// [`launch`] for a resilience runtime whose ranks start their body again after a lost process
+/// (`cd-runtime/src/REAL_LOSS.md`): a rank whose body unwinds with a peer's failure calls
+/// `Endpoint::recover` and, once the job is rebuilt, runs the body again from its start with
+/// a new pgas runtime, as the lost rank's replacement does; the launch-time agreement runs
+/// again on every rank with the replacement's. When the recovery is refused (no `ulfm`
+/// feature, smp) the unwind goes on and the job ends as under [`launch`].
+pub fn launch_rerunning<R, F>(
+    config: &LaunchConfig,
+    rpcs: RpcTable,
+    body: F,
+) -> Result<RankResults<R>, LaunchError>
+where
+    R: Send,
+    F: Fn() -> R + Sync,
+{
+    launch_with(config, rpcs, true, body)
+}
+
+/// [`launch`], and with `rerun` [`launch_rerunning`].
+fn launch_with<R, F>(
+    config: &LaunchConfig,
+    rpcs: RpcTable,
+    rerun: bool,
     body: F,
 ) -> Result<RankResults<R>, LaunchError>
 where
@@ -56,20 +90,40 @@ where
         messages::receive(token, deliver)
     });
     let tagged = gasnet_bridge::launch(config, handlers, |ep| {
-        // The most used first: `Runtime::state` looks them up in this order.
-        let states: Vec<Box<dyn Any>> = vec![
-            Box::new(PendingReplies::default()),
-            Box::new(rpcs.clone()),
-            Box::new(DistRegistry::default()),
-            Box::new(CollectiveState::default()),
-            Box::new(TeamRegistry::new(ep)),
-        ];
-        let rt = Runtime::new(ep, msg_handler, Box::new(Pending::default()), states);
-        let run = || match &registered {
-            Some(mine) => program_agreement::agree(mine).map(|()| body()),
-            None => Ok(body()),
+        let attempt = || {
+            if rerun && ep.recovered().is_some() {
+                rerun::rejoin(ep);
+            }
+            // The most used first: `Runtime::state` looks them up in this order.
+            let states: Vec<Box<dyn Any>> = vec![
+                Box::new(PendingReplies::default()),
+                Box::new(rpcs.clone()),
+                Box::new(DistRegistry::default()),
+                Box::new(CollectiveState::default()),
+                Box::new(TeamRegistry::new(ep)),
+            ];
+            let rt = Runtime::new(ep, msg_handler, Box::new(Pending::default()), states);
+            let run = || match &registered {
+                Some(mine) => program_agreement::agree(mine).map(|()| body()),
+                None => Ok(body()),
+            };
+            runtime::run_rank(&rt, run)
         };
-        (ep.rank(), ep.ranks(), runtime::run_rank(&rt, run))
+        if !rerun {
+            return (ep.rank(), ep.ranks(), attempt());
+        }
+        loop {
+            match catch_unwind(AssertUnwindSafe(attempt)) {
+                Ok(out) => return (ep.rank(), ep.ranks(), out),
+                // Nothing of the body is on the stack: the recovery may rebuild the world.
+                Err(p) if rerun::is_peer_failure(&*p) => {
+                    if ep.recover().is_err() {
+                        resume_unwind(p);
+                    }
+                }
+                Err(p) => resume_unwind(p),
+            }
+        }
     })?;
     if let Some(message) = tagged.iter().find_map(|t| t.2.as_ref().err()) {
         return Err(LaunchError::DifferentPrograms {

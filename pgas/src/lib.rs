@@ -219,6 +219,7 @@ mod fault;
 mod resilience;
 // The job's start:
 mod launch;
+mod rerun;
 
 pub use alloc::{delete_, new_, new_array, shared_bytes_in_use};
 pub use array_layout::{Layout, LocalIndices};
@@ -262,12 +263,15 @@ pub mod runtime_hooks {
         FetchAction, FreeAction, GetAction, Interceptor, OpId, PutAction, ReplyAction, Rma,
         RpcAction, RpcCall, RpcReply, ServedRequest, SyncEvent,
     };
+    pub use crate::launch::launch_rerunning;
+    pub use crate::rerun::recovered;
     pub use crate::resilience::{
         cancel_deferred_free, clear_hook, count_incoming_writes, counts_incoming_writes,
         deferred_frees, epoch, free_deferred, in_handler, incoming_writes, internal, is_internal,
         keep_until_job_end, pending_acks, rerun_rpc, rput_uncounted, serving_request, set_epoch,
         set_hook, wait_for_acks,
     };
+    pub use gasnet_bridge::Recovered;
 }
 
 /// **For pgas's own tests and the benchmarks** (feature `testing`): the raw endpoint beside
@@ -291,6 +295,9 @@ pub use gasnet_bridge::LaunchConfig;
 /// The error type of [`launch`] (re-exported so that a program can match on a failed job
 /// without naming the communication core's crate).
 pub use gasnet_bridge::LaunchError;
+/// The spare processes a job asks for (a program's `--spares S`, else `PGAS_SPARES`; mpi
+/// conduit with the `ulfm` feature).
+pub use gasnet_bridge::{request_spares, spares_wanted};
 
 /// What a waiting rank waits for, for the hang report (`PGAS_HANG_REPORT`).
 pub use gasnet_bridge::Awaiting;

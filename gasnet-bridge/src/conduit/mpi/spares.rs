@@ -4,8 +4,7 @@
 
 use thiserror::Error;
 
-/// Environment variable: the number of spare processes among `mpirun -n N+S`'s.
-pub(crate) const SPARES_ENV: &str = "PGAS_SPARES";
+use crate::spares_wanted::SPARES_ENV;
 
 /// Why the spare count cannot be used.
 #[derive(Debug, Error, PartialEq, Eq)]
@@ -47,7 +46,7 @@ pub(crate) fn parse(value: Option<&str>, processes: usize) -> Result<usize, Spar
 
 /// The spare count of this process's job of `processes` processes, from the environment.
 pub(crate) fn from_env(processes: usize) -> Result<usize, SparesError> {
-    parse(std::env::var(SPARES_ENV).ok().as_deref(), processes)
+    parse(crate::spares_wanted::raw().as_deref(), processes)
 }
 
 #[cfg(test)]
