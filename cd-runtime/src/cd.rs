@@ -181,6 +181,9 @@ impl Cd {
                 let start = Instant::now();
                 let bytes: &[u8] = bytemuck::cast_slice(data);
                 self.frame.capture_with(name, || bytes.to_vec());
+                if self.frame.generation.get().is_some() {
+                    crate::injector::kill_at("preserve", rt.rank, self.frame.iteration);
+                }
                 // Local ancestors' copies only back a local preservation (see `preserve_on`).
                 let equal_upstream = medium == Medium::Local
                     && upstream(rt, &self.frame, name, |s| match s {

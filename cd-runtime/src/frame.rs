@@ -119,6 +119,9 @@ pub(crate) struct Frame {
     /// The resumed execution (`resume.rs`): the entries not yet written into the program's
     /// values; `None` in other executions.
     pub(crate) resume: RefCell<Option<BTreeMap<String, Vec<u8>>>>,
+    /// An execution of the CD a real loss rolls back to (`REAL_LOSS.md`): `Some(shared)`
+    /// when its capture is kept as a generation, `shared` when a checkpoint takes it too.
+    pub(crate) generation: Cell<Option<bool>>,
     /// The loop step this execution began with ([`crate::strict_steps`]).
     pub(crate) first_step: Cell<Option<u64>>,
 }
@@ -173,6 +176,7 @@ impl Frame {
             xor_batch: Cell::new(false),
             capture: RefCell::new(None),
             resume: RefCell::new(None),
+            generation: Cell::new(None),
             first_step: Cell::new(None),
         }
     }

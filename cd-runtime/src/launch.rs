@@ -14,6 +14,7 @@ use crate::checkpoint::format::JobShape;
 use crate::checkpoint::writer::CheckpointWriter;
 use crate::config::{CdConfig, LogMedium, Medium};
 use crate::error::{CdError, CdLaunchError, ConfigError, FaultKinds};
+use crate::generations::GenerationRpcs;
 use crate::relaxed::rank_state::RelaxedRpcs;
 use crate::report::Report;
 use crate::runtime::{self, CdRuntime, Installed, RuntimeRpcs, eprint_line};
@@ -229,6 +230,7 @@ where
         buddy: BuddyRpcs::register(&mut rpcs),
         relaxed: RelaxedRpcs::register(&mut rpcs),
         xor: XorRpcs::register(&mut rpcs),
+        generations: GenerationRpcs::register(&mut rpcs),
     };
     let checkpoint_rpcs = crate::checkpoint::transfer::register(&mut rpcs);
     // This launch's own directory (in the process: each process under mpirun makes its own),
@@ -272,7 +274,11 @@ where
     let report_out: Mutex<Option<Report>> = Mutex::new(None);
     let unused_out: Mutex<Vec<String>> = Mutex::new(Vec::new());
     let report_error: Mutex<Option<CdLaunchError>> = Mutex::new(None);
-    let results = pgas::launch(job, rpcs, || {
+    // A rank whose body a lost process interrupted runs it again from its start, with the
+    // replacement (`REAL_LOSS.md`).
+    let results = pgas::runtime_hooks::launch_rerunning(job, rpcs, || {
+        let recovered = pgas::runtime_hooks::recovered();
+        crate::generations::reset(recovered.is_some(), pgas::spares_wanted() > 0);
         let rank = pgas::rank_me();
         let ranks = pgas::rank_n();
         // Every rank computes the same map from the conduit's topology.
@@ -321,8 +327,13 @@ where
                 ranks,
                 cd: config.checkpoint.as_ref().map(|(cd, _)| cd.clone()),
             };
-            crate::checkpoint::restart::prepare(&rt, config.restart.as_ref(), shape)
+            // After a loss the job resumes from memory, not from the checkpoint it began with.
+            let restart = config.restart.as_ref().filter(|_| recovered.is_none());
+            crate::checkpoint::restart::prepare(&rt, restart, shape)
                 .unwrap_or_else(|why| stop_restart(why));
+        }
+        if let Some(r) = &recovered {
+            crate::real_loss::resume(&rt, &r.lost);
         }
         let out = body();
         let value = match out {

@@ -130,6 +130,7 @@ mod daly;
 pub mod error;
 mod file_medium;
 mod frame;
+mod generations;
 /// The fault injector's decision, public for tests (feature `testing`).
 #[cfg(feature = "testing")]
 pub mod injector;
@@ -139,6 +140,7 @@ pub mod interval;
 mod launch;
 mod macro_support;
 mod private_files;
+mod real_loss;
 mod recovery;
 pub mod relaxed;
 pub mod report;

@@ -14,6 +14,10 @@ use std::path::PathBuf;
 pub enum ResumeSource {
     /// A checkpoint on disk: its directory.
     Checkpoint(PathBuf),
+    /// Memory, after a lost process was replaced inside the job (`REAL_LOSS.md`): the
+    /// survivors' own generations and the replacements' copies at their buddies. The ranks
+    /// lost.
+    Memory(Vec<usize>),
 }
 
 /// Where a program resumes, as [`restarted`](crate::restarted) tells it.

@@ -15,6 +15,7 @@ use crate::config::CdConfig;
 use crate::error::CdError;
 use crate::file_medium::FileWriter;
 use crate::frame::{CdKind, Frame, Store};
+use crate::generations::GenerationRpcs;
 use crate::injector::{self, Injected};
 use crate::relaxed::rank_state::{RankState, RelaxedRpcs};
 use crate::report::Collector;
@@ -48,6 +49,8 @@ pub(crate) struct CdRuntime {
     /// with the medium's rpc handler, [`xor::serve`]).
     pub(crate) xor: Rc<XorStore>,
     pub(crate) xor_rpcs: XorRpcs,
+    /// The generations a real loss rolls back to (`REAL_LOSS.md`).
+    pub(crate) gen_rpcs: GenerationRpcs,
     /// This rank has switched counting its incoming writes on ([`CdRuntime::count_incoming_writes`]).
     counting: Cell<bool>,
     /// Checkpoints to disk and the resume position of a restart (`checkpoint/`).
@@ -60,6 +63,7 @@ pub(crate) struct RuntimeRpcs {
     pub(crate) buddy: BuddyRpcs,
     pub(crate) relaxed: RelaxedRpcs,
     pub(crate) xor: XorRpcs,
+    pub(crate) generations: GenerationRpcs,
 }
 
 thread_local! {
@@ -175,6 +179,7 @@ impl CdRuntime {
             relaxed: RankState::new(rpcs.relaxed),
             xor: Rc::new(xor),
             xor_rpcs: rpcs.xor,
+            gen_rpcs: rpcs.generations,
             counting: Cell::new(false),
             checkpoint: RankCheckpoint::default(),
             config,

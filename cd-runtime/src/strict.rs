@@ -199,6 +199,7 @@ pub(crate) fn run<R>(
         ));
         rt.frames.borrow_mut().push(frame.clone());
         crate::checkpoint::commit::begin(rt, &frame);
+        crate::real_loss::begin(&frame);
         frame
     };
     let cd = Cd {
@@ -314,6 +315,9 @@ pub(crate) fn run<R>(
         ) {
             kinds = kinds.union(FaultKinds::UNRESTORABLE);
         }
+        if frame.level == 1 {
+            crate::injector::kill_at("agreement", rt.rank, frame.iteration);
+        }
         let (mut agreed, writing, relaxed_ran) = agree_writing(
             &frame.team,
             kinds,
@@ -384,6 +388,7 @@ pub(crate) fn run<R>(
         }
         // Lost copies alone are no failure of this execution: complete.
         if FaultKinds(agreed.0 & !FaultKinds::UNRESTORABLE.0).is_empty() {
+            crate::real_loss::completed(&rt, &frame);
             crate::checkpoint::commit::completed(&rt, &frame, writing);
             return finish(&rt, &frame, out);
         }

@@ -56,11 +56,22 @@ struct Args {
     /// newest whole one in the configured directory, or a directory; default: `CD_RESTART`.
     #[arg(long, value_name = "DIR|auto")]
     restart: Option<String>,
+    /// Spare processes (mpi conduit, feature `ulfm`, under `mpirun --with-ft ulfm -n N+S`):
+    /// a killed rank's process is replaced by one and the run resumes from memory
+    /// (`cd-runtime/src/REAL_LOSS.md`); default: `PGAS_SPARES`, else none.
+    #[arg(long, value_name = "S")]
+    spares: Option<usize>,
 }
 
 fn main() {
     const NAME: &str = "cd_stencil";
     let args: Args = parse_args();
+    // Before anything starts the conduit, which reads the count once.
+    if let Some(s) = args.spares {
+        if let Err(set) = pgas::request_spares(s) {
+            fail(NAME, format!("--spares {s}: {set} spares were already asked for"));
+        }
+    }
     let ranks = args.common.ranks().unwrap_or_else(|e| fail(NAME, e));
     let (n, iters) = (args.jacobi.n, args.jacobi.iters);
     // The errors are reported in this order: `--n` too large, the configuration, `--n` too
