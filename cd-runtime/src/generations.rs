@@ -185,7 +185,12 @@ impl GenerationRpcs {
     }
 
     /// The copy of `owner`'s generation of execution `iteration` that `holder` keeps.
-    pub(crate) fn fetch_from(&self, holder: usize, owner: usize, iteration: u64) -> Option<Generation> {
+    pub(crate) fn fetch_from(
+        &self,
+        holder: usize,
+        owner: usize,
+        iteration: u64,
+    ) -> Option<Generation> {
         internal(|| pgas::rpc(holder, self.fetch, (owner, iteration)).wait())
     }
 }

@@ -242,8 +242,7 @@ pub(crate) fn kill_at(point: &str, rank: usize, iteration: u64) {
     let Some((p, r, i)) = kill_point() else {
         return;
     };
-    if p != point || *r != rank || *i != iteration || pgas::runtime_hooks::recovered().is_some()
-    {
+    if p != point || *r != rank || *i != iteration || pgas::runtime_hooks::recovered().is_some() {
         return;
     }
     // `kill -9` of this process: the signal a killed node's process gets, with no unwinding.

@@ -16,7 +16,9 @@ use crate::runtime::{CdRuntime, eprint_line};
 /// An execution of strict CD `frame` begins (first attempt): if it is the covered CD (level 1,
 /// every rank) in a launch that keeps generations, its preserve calls capture what they save.
 pub(crate) fn begin(frame: &Frame) {
-    if frame.level != 1 || frame.team.rank_n() != pgas::rank_n() || !generations::covers(&frame.name)
+    if frame.level != 1
+        || frame.team.rank_n() != pgas::rank_n()
+        || !generations::covers(&frame.name)
     {
         return;
     }
@@ -111,7 +113,8 @@ pub(crate) fn resume(rt: &CdRuntime, lost: &[usize]) {
                     .any(|(o, its)| *o == rt.rank && its.contains(&it))
             })
             .expect("available, so some rank offered it");
-        rt.gen_rpcs.fetch_from(holder, rt.rank, it)
+        rt.gen_rpcs
+            .fetch_from(holder, rt.rank, it)
             .expect("offered by the holder, so kept until this fetch")
     });
     // The holders serve the fetches while they wait here.

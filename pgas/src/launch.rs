@@ -91,9 +91,6 @@ where
     });
     let tagged = gasnet_bridge::launch(config, handlers, |ep| {
         let attempt = || {
-            if rerun && ep.recovered().is_some() {
-                rerun::rejoin(ep);
-            }
             // The most used first: `Runtime::state` looks them up in this order.
             let states: Vec<Box<dyn Any>> = vec![
                 Box::new(PendingReplies::default()),
@@ -103,9 +100,16 @@ where
                 Box::new(TeamRegistry::new(ep)),
             ];
             let rt = Runtime::new(ep, msg_handler, Box::new(Pending::default()), states);
-            let run = || match &registered {
-                Some(mine) => program_agreement::agree(mine).map(|()| body()),
-                None => Ok(body()),
+            let run = || {
+                // Inside the new runtime: a faster rank's first messages may arrive during
+                // the barrier, and their handlers need it.
+                if rerun && ep.recovered().is_some() {
+                    rerun::rejoin(ep);
+                }
+                match &registered {
+                    Some(mine) => program_agreement::agree(mine).map(|()| body()),
+                    None => Ok(body()),
+                }
             };
             runtime::run_rank(&rt, run)
         };

@@ -69,7 +69,10 @@ fn main() {
     // Before anything starts the conduit, which reads the count once.
     if let Some(s) = args.spares {
         if let Err(set) = pgas::request_spares(s) {
-            fail(NAME, format!("--spares {s}: {set} spares were already asked for"));
+            fail(
+                NAME,
+                format!("--spares {s}: {set} spares were already asked for"),
+            );
         }
     }
     let ranks = args.common.ranks().unwrap_or_else(|e| fail(NAME, e));

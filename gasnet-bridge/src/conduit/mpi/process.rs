@@ -107,6 +107,11 @@ static PROCESS: OnceLock<Result<Process, String>> = OnceLock::new();
 pub(crate) static POISONED: AtomicBool = AtomicBool::new(false);
 /// Set while a job runs in this process (its watchdog reads the SIGTERM pipe).
 pub(crate) static JOB_ACTIVE: AtomicBool = AtomicBool::new(false);
+/// This process took part in a recovery from a lost process (`ulfm/RECOVERY.md`): its
+/// `MPI_Finalize` is skipped at exit, since Open MPI 5.0.11 was seen waiting in it forever
+/// on every live process after a recovery (`ompi_mpi_finalize`, in some runs of
+/// `cd_stencil_real_loss`); the exit status tells how the job ended.
+pub(crate) static RECOVERED: AtomicBool = AtomicBool::new(false);
 /// Write end of the pipe on which the SIGTERM handler tells the watchdog; -1 when none.
 pub(crate) static SIGTERM_PIPE: AtomicI32 = AtomicI32::new(-1);
 
@@ -216,7 +221,10 @@ fn init() -> Result<Process, String> {
 }
 
 extern "C" fn finalize_at_exit() {
-    if POISONED.load(Ordering::Acquire) || JOB_ACTIVE.load(Ordering::Acquire) {
+    if POISONED.load(Ordering::Acquire)
+        || JOB_ACTIVE.load(Ordering::Acquire)
+        || RECOVERED.load(Ordering::Acquire)
+    {
         // A rank was lost or the process leaves in the middle of a job: the collective
         // finalize could wait forever for the others, and the exit status already tells.
         return;

@@ -87,6 +87,7 @@ fn failed(first: bool) -> impl FnOnce(RecoveryError) -> Failed {
 /// Revokes `job` (this process's job communicator, `None` at a spare) and the communicator of
 /// every process, then shrinks, agrees and renumbers (collective over every live process).
 pub(crate) fn recover(job: Option<ffi::MPI_Comm>) -> Result<NewJob, Failed> {
+    super::super::process::RECOVERED.store(true, std::sync::atomic::Ordering::Release);
     let (all, me, roles) = members::with(|m| {
         let m = m.expect("the job has its membership");
         (m.all, m.me, m.roles.clone())
