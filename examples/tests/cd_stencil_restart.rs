@@ -6,6 +6,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod common;
+use common::kills::{Seeded, being_written};
+
 const CD_STENCIL: &str = env!("CARGO_BIN_EXE_cd_stencil");
 
 fn scratch(name: &str) -> PathBuf {
@@ -53,15 +56,10 @@ fn killed_at_twenty_moments_a_relaunch_prints_the_uninterrupted_checksum() {
     let began = Instant::now();
     let reference = checksum(&run(false).output().unwrap());
     let span = began.elapsed().as_millis() as u64;
-    let mut seed = 0x5EED_57E7u64;
+    let mut seeded = Seeded::new(0x5EED_57E7);
     let mut during_write = 0;
     for k in 0..20 {
-        // SplitMix64.
-        seed = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = seed;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        let z = z ^ (z >> 31);
+        let z = seeded.next_u64();
         let at = Duration::from_millis(z % span.max(1));
         // Every other kill as soon as a seeded one of the first checkpoints (iterations 10,
         // 20, .., 100) is seen being written (its directory there, its manifest not yet).
@@ -76,10 +74,11 @@ fn killed_at_twenty_moments_a_relaunch_prints_the_uninterrupted_checksum() {
             .unwrap();
         let t = Instant::now();
         while (t.elapsed() < at || writing.is_some()) && child.try_wait().unwrap().is_none() {
-            if let Some(w) = &writing {
-                if w.is_dir() && !w.join("manifest.toml").exists() {
-                    break;
-                }
+            if writing
+                .as_ref()
+                .is_some_and(|w| being_written(w, "manifest.toml"))
+            {
+                break;
             }
             std::thread::sleep(Duration::from_millis(1));
         }

@@ -4,6 +4,8 @@
 
 use std::process::{Command, Output};
 
+pub mod kills;
+
 /// Runs `bin` with `args` and `env`, with `PGAS_RANKS` and `CD_CONFIG` removed unless `env`
 /// gives them.
 pub fn run(bin: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
