@@ -107,9 +107,12 @@ fn keep_held(owner: usize, g: Generation) {
     });
 }
 
-/// What this rank offers to the resume agreement: the executions of its own generations, and
+/// What one rank offers to the resume agreement: the executions of its own generations, and
 /// for each owner the executions it holds of theirs.
-pub(crate) fn offer() -> (Vec<u64>, Vec<(usize, Vec<u64>)>) {
+pub(crate) type Offer = (Vec<u64>, Vec<(usize, Vec<u64>)>);
+
+/// This rank's [`Offer`].
+pub(crate) fn offer() -> Offer {
     STORE.with(|s| {
         let s = s.borrow();
         let its = |l: &[Generation]| l.iter().map(|g| g.iteration).collect::<Vec<_>>();

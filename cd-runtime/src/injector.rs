@@ -136,6 +136,53 @@ impl OpFaults {
     }
 }
 
+/// Environment variable naming a point where a rank's process kills itself with SIGKILL, for
+/// the tests of a real loss (`REAL_LOSS.md`): `POINT:RANK:ITERATION`, POINT one of
+/// [`KILL_POINTS`], in the execution ITERATION of the covered CD on rank RANK, in a job that
+/// has not recovered yet (the replacement runs the same execution again and must not die).
+pub const KILL_AT_ENV: &str = "CD_REAL_LOSS_KILL_AT";
+
+/// The named points of [`KILL_AT_ENV`]: inside the preservation (after the first entry is
+/// saved), inside the end agreement (before this rank's part), while sending the generation's
+/// copy to the buddy (sent, its reply not yet waited for).
+pub const KILL_POINTS: [&str; 3] = ["preserve", "agreement", "buddy_copy"];
+
+/// The point [`KILL_AT_ENV`] names, read once (`None`: unset or not of the form).
+fn kill_point() -> Option<&'static (String, usize, u64)> {
+    static AT: std::sync::OnceLock<Option<(String, usize, u64)>> = std::sync::OnceLock::new();
+    AT.get_or_init(|| {
+        let v = std::env::var(KILL_AT_ENV).ok()?;
+        let mut parts = v.split(':');
+        let point = parts.next()?.to_string();
+        let rank = parts.next()?.parse().ok()?;
+        let iteration = parts.next()?.parse().ok()?;
+        assert!(
+            KILL_POINTS.contains(&point.as_str()),
+            "{KILL_AT_ENV}={v:?}: the point is one of {KILL_POINTS:?}"
+        );
+        Some((point, rank, iteration))
+    })
+    .as_ref()
+}
+
+/// Kills this process with SIGKILL when [`KILL_AT_ENV`] names `point` on `rank` in execution
+/// `iteration` and the job has not recovered from a loss yet; returns otherwise.
+pub(crate) fn kill_at(point: &str, rank: usize, iteration: u64) {
+    let Some((p, r, i)) = kill_point() else {
+        return;
+    };
+    if p != point || *r != rank || *i != iteration || pgas::runtime_hooks::recovered().is_some() {
+        return;
+    }
+    // `kill -9` of this process: the signal a killed node's process gets, with no unwinding.
+    let _ = std::process::Command::new("kill")
+        .args(["-9", &std::process::id().to_string()])
+        .status();
+    loop {
+        std::thread::sleep(std::time::Duration::from_secs(1));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -204,52 +251,5 @@ mod tests {
         let plan = OpFaults::plan(&rate, 3, 0, "x", 0, 0).expect("a plan");
         let hits = (0..10_000).filter(|&op| plan.strike(op).is_some()).count();
         assert!((800..1200).contains(&hits), "{hits}");
-    }
-}
-
-/// Environment variable naming a point where a rank's process kills itself with SIGKILL, for
-/// the tests of a real loss (`REAL_LOSS.md`): `POINT:RANK:ITERATION`, POINT one of
-/// [`KILL_POINTS`], in the execution ITERATION of the covered CD on rank RANK, in a job that
-/// has not recovered yet (the replacement runs the same execution again and must not die).
-pub const KILL_AT_ENV: &str = "CD_REAL_LOSS_KILL_AT";
-
-/// The named points of [`KILL_AT_ENV`]: inside the preservation (after the first entry is
-/// saved), inside the end agreement (before this rank's part), while sending the generation's
-/// copy to the buddy (sent, its reply not yet waited for).
-pub const KILL_POINTS: [&str; 3] = ["preserve", "agreement", "buddy_copy"];
-
-/// The point [`KILL_AT_ENV`] names, read once (`None`: unset or not of the form).
-fn kill_point() -> Option<&'static (String, usize, u64)> {
-    static AT: std::sync::OnceLock<Option<(String, usize, u64)>> = std::sync::OnceLock::new();
-    AT.get_or_init(|| {
-        let v = std::env::var(KILL_AT_ENV).ok()?;
-        let mut parts = v.split(':');
-        let point = parts.next()?.to_string();
-        let rank = parts.next()?.parse().ok()?;
-        let iteration = parts.next()?.parse().ok()?;
-        assert!(
-            KILL_POINTS.contains(&point.as_str()),
-            "{KILL_AT_ENV}={v:?}: the point is one of {KILL_POINTS:?}"
-        );
-        Some((point, rank, iteration))
-    })
-    .as_ref()
-}
-
-/// Kills this process with SIGKILL when [`KILL_AT_ENV`] names `point` on `rank` in execution
-/// `iteration` and the job has not recovered from a loss yet; returns otherwise.
-pub(crate) fn kill_at(point: &str, rank: usize, iteration: u64) {
-    let Some((p, r, i)) = kill_point() else {
-        return;
-    };
-    if p != point || *r != rank || *i != iteration || pgas::runtime_hooks::recovered().is_some() {
-        return;
-    }
-    // `kill -9` of this process: the signal a killed node's process gets, with no unwinding.
-    let _ = std::process::Command::new("kill")
-        .args(["-9", &std::process::id().to_string()])
-        .status();
-    loop {
-        std::thread::sleep(std::time::Duration::from_secs(1));
     }
 }

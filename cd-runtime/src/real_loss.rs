@@ -9,7 +9,7 @@ use pgas::runtime_hooks::internal;
 
 use crate::buddy::{Bytes, buddy_map};
 use crate::frame::Frame;
-use crate::generations::{self, Generation};
+use crate::generations::{self, Generation, Offer};
 use crate::resume::{Resume, ResumeSource, Resumed, decode_entries, write_entries};
 use crate::runtime::{CdRuntime, eprint_line};
 
@@ -70,7 +70,7 @@ pub(crate) fn completed(rt: &CdRuntime, frame: &Frame) {
 
 /// The generations available for each rank: its own when it survived the latest loss, the
 /// copies any rank holds when it was `lost`. `offers` is every rank's [`generations::offer`].
-fn available(offers: &[(Vec<u64>, Vec<(usize, Vec<u64>)>)], lost: &[usize]) -> Vec<BTreeSet<u64>> {
+fn available(offers: &[Offer], lost: &[usize]) -> Vec<BTreeSet<u64>> {
     (0..offers.len())
         .map(|r| {
             if lost.contains(&r) {

@@ -53,7 +53,7 @@ pub fn processes_with(env: &[(&str, &str)]) -> Vec<u32> {
             let vars: Vec<&[u8]> = bytes.split(|b| *b == 0).collect();
             env.iter().all(|(k, v)| {
                 let want = format!("{k}={v}");
-                vars.iter().any(|x| *x == want.as_bytes())
+                vars.contains(&want.as_bytes())
             })
         })
         .collect()
