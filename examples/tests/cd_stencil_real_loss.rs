@@ -184,7 +184,7 @@ fn killed_at_thirty_seeded_moments_the_spare_takes_over_and_the_checksum_is_the_
     let expected = reference.checksum().unwrap().to_string();
     let body = reference.body_time();
     let mut seeded = Seeded::new(0x0EA1_1055);
-    let (mut resumed, mut from_start, mut missed) = (0, 0, 0);
+    let (mut resumed, mut from_start, mut missed, mut ended) = (0, 0, 0, 0);
     let mut extra: Vec<Duration> = Vec::new();
     const KILLS: usize = 30;
     for k in 0..KILLS {
@@ -201,7 +201,19 @@ fn killed_at_thirty_seeded_moments_the_spare_takes_over_and_the_checksum_is_the_
         kill9(pid);
         let ran = job.finish();
         let what = format!("kill {k}: rank {rank} at {at:?} into the loop");
-        assert!(ran.status.success(), "{what}: {}", ran.context());
+        if !ran.status.success() {
+            // A rank already past its body, in the conduit's end of the job, when the other
+            // died: the one case the design ends with one line (`REAL_LOSS.md`).
+            let lines = ran
+                .stderr
+                .lines()
+                .filter(|l| l.contains("did not catch the peer failure"))
+                .count();
+            assert_eq!(lines, 1, "{what}: {}", ran.context());
+            assert!(ran.checksum().is_none(), "{what}: {}", ran.context());
+            ended += 1;
+            continue;
+        }
         assert_eq!(
             ran.checksum(),
             Some(expected.as_str()),
@@ -222,12 +234,16 @@ fn killed_at_thirty_seeded_moments_the_spare_takes_over_and_the_checksum_is_the_
     let max = extra.iter().max().copied().unwrap_or_default();
     println!(
         "{KILLS} kills: {resumed} resumed from memory, {from_start} from the beginning, {missed} \
-         after the run ended; kill to back at the iteration it died (the run's wall time over the \
+         after the run ended, {ended} ended with one line; kill to back at the iteration it died (the run's wall time over the \
          fault-free run's, {:.2} s, loop {:.3} s): mean {:.2} s, max {:.2} s",
         reference.wall.as_secs_f64(),
         body.as_secs_f64(),
         mean.as_secs_f64(),
         max.as_secs_f64()
+    );
+    assert!(
+        ended <= 1,
+        "{ended} of {KILLS} runs ended with one line: more than a few percent"
     );
     assert!(
         resumed * 10 >= KILLS * 7,
