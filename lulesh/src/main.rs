@@ -18,6 +18,22 @@ use lulesh::verify::fmt_e;
 use lulesh::{FinalReport, Simulation, containment, distributed};
 
 fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().collect();
+    let exe = args.first().map_or("lulesh", String::as_str);
+    // Parsed before the conduit starts: `--spares` must be set before anything reads the
+    // count (the MPI world's shape below already does).
+    let parsed = options::parse(&args[1..]);
+    if let Ok(Command::Run(Options {
+        spares: Some(s), ..
+    })) = &parsed
+    {
+        if let Err(set) = pgas::request_spares(*s) {
+            pgas::stderr_line(format_args!(
+                "--spares {s}: {set} spares were already asked for"
+            ));
+            return ExitCode::from(255);
+        }
+    }
     // Under the mpi conduit this process is one rank of a job that spans the
     // MPI world; otherwise (smp) every rank runs here.
     let mpi = match distributed::mpi_process() {
@@ -30,9 +46,7 @@ fn main() -> ExitCode {
     // Messages before the job starts come from rank 0's process only (every
     // process meets the same condition and exits with the same status).
     let speaks = mpi.is_none_or(|m| m.rank == 0);
-    let args: Vec<String> = std::env::args().collect();
-    let exe = args.first().map_or("lulesh", String::as_str);
-    let opts = match options::parse(&args[1..]) {
+    let opts = match parsed {
         Ok(Command::Run(o)) => o,
         Ok(Command::Help) => {
             if speaks {

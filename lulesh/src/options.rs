@@ -37,6 +37,9 @@ pub struct Options {
     /// `--restart DIR|auto`: resume from a checkpoint of the CD "step" (its `checkpoint`
     /// key); `None`: `CD_RESTART`, else start from the beginning.
     pub restart: Option<String>,
+    /// `--spares S`: spare processes (mpi conduit, feature `ulfm`, under
+    /// `mpirun --with-ft ulfm -n N+S`) that take a killed rank's place; `None`: `PGAS_SPARES`.
+    pub spares: Option<usize>,
 }
 
 impl Default for Options {
@@ -54,6 +57,7 @@ impl Default for Options {
             ranks: None,
             cd_config: None,
             restart: None,
+            spares: None,
         }
     }
 }
@@ -155,6 +159,9 @@ after the run report (-q suppresses it)\n \
 --restart <d>   : Resume from the newest whole checkpoint (key `checkpoint`\n                   \
 of [cd.step]) in d, or in its configured directory with\n                   \
 d = auto (def: $CD_RESTART; none: from the beginning)\n \
+--spares <s>    : Spare processes under `mpirun --with-ft ulfm -n N+s`\n                   \
+(feature ulfm): a killed rank's process is replaced and\n                   \
+the strict CD \"step\" resumes from memory (def: $PGAS_SPARES)\n \
 -h              : This message\n\n"
     )
 }
@@ -221,6 +228,7 @@ pub fn parse<S: AsRef<str>>(args: &[S]) -> Result<Command, OptionsError> {
             "-c" => opts.cost = as_i32(int_value(&args, i, 0)?),
             "--threads" => opts.threads = int_value(&args, i, 1)? as usize,
             "--ranks" => opts.ranks = Some(int_value(&args, i, 1)? as usize),
+            "--spares" => opts.spares = Some(int_value(&args, i, 0)? as usize),
             "-p" => {
                 opts.show_prog = true;
                 i += 1;
@@ -295,6 +303,13 @@ mod tests {
         assert!(o.show_prog && o.quiet);
         assert_eq!(run(&["--threads", "3"]).threads, 3);
         assert_eq!(run(&["--threads=2"]).threads, 2);
+        assert_eq!(run(&["--spares", "1"]).spares, Some(1));
+        assert_eq!(run(&["--spares", "0"]).spares, Some(0));
+        assert_eq!(run(&[]).spares, None);
+        assert!(matches!(
+            parse(&["--spares", "-1"]).unwrap_err(),
+            OptionsError::OutOfRange { min: 0, .. }
+        ));
         assert_eq!(run(&["--ranks", "8"]).ranks, Some(8));
         assert_eq!(run(&["--ranks=27"]).ranks, Some(27));
         assert!(matches!(

@@ -10,6 +10,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+mod common;
+use common::kills::Seeded;
+
 /// Kill moments per test.
 const KILLS: u64 = 20;
 
@@ -45,18 +48,6 @@ fn physics(out: &Output) -> String {
     text[..end].to_string()
 }
 
-/// A small seeded generator (SplitMix64) for the kill moments.
-struct Moments(u64);
-impl Moments {
-    fn next_below(&mut self, bound: u64) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        (z ^ (z >> 31)) % bound.max(1)
-    }
-}
-
 /// Whether a checkpoint directory holds a checkpoint whose manifest is missing, newer than
 /// every whole one: the kill came while it was being written.
 fn killed_during_a_write(ck: &Path) -> bool {
@@ -88,7 +79,7 @@ fn kill_and_restart(
     restart: impl Fn() -> Command,
     mut kill: impl FnMut(&mut std::process::Child),
 ) {
-    let mut moments = Moments(0x5EED_0030);
+    let mut moments = Seeded(0x5EED_0030);
     let mut during_write = 0;
     for k in 0..KILLS {
         // Every other kill: at a seeded moment of the run; the others as soon as a seeded one
@@ -285,7 +276,7 @@ fn killed_at_twenty_moments_under_mpirun_a_relaunch_prints_the_uninterrupted_rep
     let began = Instant::now();
     let reference = physics(&args(false).output().unwrap());
     let span = began.elapsed();
-    let mut pick = Moments(0x30);
+    let mut pick = Seeded(0x30);
     kill_and_restart(
         &dir,
         &reference,

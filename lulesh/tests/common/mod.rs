@@ -3,6 +3,8 @@
 //! lines.
 #![allow(dead_code)] // each test file uses its own part
 
+pub mod kills;
+
 use std::path::PathBuf;
 
 /// Soft errors in the first cycle (no time-step reduction before its first
