@@ -205,7 +205,9 @@ fn main() -> ExitCode {
             return ExitCode::from(err.exit_code() as u8);
         }
     };
-    if talk {
+    // Printed by the process that ran rank 0: under `--spares`, a spare that took rank 0's
+    // place (its MPI rank is not 0) prints the report the dead process would have.
+    if !opts.quiet {
         print!("{}", report.render());
         if let Some(table) = cd_table {
             print!("{table}");

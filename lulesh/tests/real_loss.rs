@@ -208,6 +208,10 @@ fn killed_at_thirty_seeded_moments_the_spare_takes_over_and_the_report_is_the_fa
             if ran.stderr.contains("lost") || at.is_zero() {
                 break (ran, what);
             }
+            eprintln!(
+                "{what}: the run ended before the signal ({}); again, earlier",
+                ran.status
+            );
             missed += 1;
             at /= 2;
         };
