@@ -205,13 +205,12 @@ fn killed_at_thirty_seeded_moments_the_spare_takes_over_and_the_report_is_the_fa
             kill9(pid);
             let ran = job.finish();
             let what = format!("kill {k}: rank {rank} at {at:?} into the job");
-            if ran.stderr.contains("lost") || at.is_zero() {
+            // Only a run that ended well with no loss is one the signal missed: a failed run
+            // without a loss line is a kill the recovery did not handle, and fails below.
+            if ran.stderr.contains("lost") || !ran.status.success() || at.is_zero() {
                 break (ran, what);
             }
-            eprintln!(
-                "{what}: the run ended before the signal ({}); again, earlier",
-                ran.status
-            );
+            eprintln!("{what}: the run ended before the signal; again, earlier");
             missed += 1;
             at /= 2;
         };
