@@ -285,7 +285,7 @@ fn daly_checkpoints_follow_the_measured_write_time_and_resume_bit_for_bit() {
     let whole = strict_steps_job(cfg(&dir, 1, None), 12).unwrap();
     let _ = std::fs::remove_dir_all(&dir);
 
-    // Steps long enough (20 of 15 ms) for the first checkpoint's write to end inside the run,
+    // Steps that sleep, long enough for the first checkpoint's write to end inside the run,
     // so that it is committed at a completion, where the next interval is chosen.
     let slow_job = |c: CdConfig| {
         run(RANKS, c, || {

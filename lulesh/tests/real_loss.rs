@@ -188,7 +188,7 @@ fn killed_at_thirty_seeded_moments_the_spare_takes_over_and_the_report_is_the_fa
     let reference = reference(&config);
     let expected = reference.physics().unwrap().to_string();
     let body = reference.elapsed();
-    let mut seeded = Seeded(0x1015_4E5B);
+    let mut seeded = Seeded::new(0x1015_4E5B);
     let (mut resumed, mut from_start, mut missed, mut ended) = (0, 0, 0, 0);
     let mut extra: Vec<Duration> = Vec::new();
     for k in 0..KILLS {

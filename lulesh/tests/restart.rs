@@ -79,7 +79,7 @@ fn kill_and_restart(
     restart: impl Fn() -> Command,
     mut kill: impl FnMut(&mut std::process::Child),
 ) {
-    let mut moments = Seeded(0x5EED_0030);
+    let mut moments = Seeded::new(0x5EED_0030);
     let mut during_write = 0;
     for k in 0..KILLS {
         // Every other kill: at a seeded moment of the run; the others as soon as a seeded one
@@ -276,7 +276,7 @@ fn killed_at_twenty_moments_under_mpirun_a_relaunch_prints_the_uninterrupted_rep
     let began = Instant::now();
     let reference = physics(&args(false).output().unwrap());
     let span = began.elapsed();
-    let mut pick = Seeded(0x30);
+    let mut pick = Seeded::new(0x30);
     kill_and_restart(
         &dir,
         &reference,

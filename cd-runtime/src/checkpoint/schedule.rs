@@ -112,7 +112,7 @@ mod tests {
         assert!(!s.takes(DALY, 0) && s.takes(DALY, 1));
         s.handed_over(1);
         assert!(!s.takes(DALY, 2) && !s.takes(DALY, 1_000_000));
-        // Written in 0.5 s, executions of 10 ms: τ(0.5, 3600) / 0.01.
+        // Daly's interval over the execution time: the executions between checkpoints.
         let tau = daly_interval(0.5, 3600.0);
         let n = (tau / 0.01).round() as u64;
         s.committed(DALY, 1, 3, 500_000_000, 10_000_000);

@@ -1,6 +1,8 @@
 //! Killing a running job from outside at seeded moments: the one harness of the kill tests
-//! (`cd_stencil_restart.rs` kills the whole job and relaunches it; `cd_stencil_real_loss.rs`
-//! kills one rank's process under `mpirun --with-ft ulfm` and lets a spare take its place).
+//! (`cd_stencil_restart.rs` and lulesh's `restart.rs` kill the whole job and relaunch it;
+//! `cd_stencil_real_loss.rs` and lulesh's `real_loss.rs` kill one rank's process under
+//! `mpirun --with-ft ulfm` and let a spare take its place). lulesh's tests include this file
+//! by path (`lulesh/tests/common/mod.rs`): a test-only file needs no crate of its own.
 
 use std::path::Path;
 use std::process::{Child, Command};
@@ -24,9 +26,14 @@ impl Seeded {
         z ^ (z >> 31)
     }
 
+    /// A number uniform in `[0, bound)` (0 when `bound` is 0).
+    pub fn next_below(&mut self, bound: u64) -> u64 {
+        self.next_u64() % bound.max(1)
+    }
+
     /// A moment uniform in `[0, span)` (millisecond resolution).
     pub fn moment(&mut self, span: Duration) -> Duration {
-        Duration::from_millis(self.next_u64() % (span.as_millis() as u64).max(1))
+        Duration::from_millis(self.next_below(span.as_millis() as u64))
     }
 }
 

@@ -3,6 +3,7 @@
 //! lines.
 #![allow(dead_code)] // each test file uses its own part
 
+#[path = "../../../examples/tests/common/kills.rs"]
 pub mod kills;
 
 use std::path::PathBuf;
