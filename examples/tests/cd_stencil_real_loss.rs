@@ -6,45 +6,23 @@
 //! (`cd-runtime/src/REAL_LOSS.md`). Without a spare the job ends with one line. Every run is
 //! bounded in time: a hang fails the test.
 
-use std::path::PathBuf;
-use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 mod common;
-use common::kills::{Seeded, has_thread, kill9, processes_with, wait_for};
+use common::kills::{Seeded, kill9};
+use common::ulfm_job::{Job, Ran, marker};
 
 const CD_STENCIL: &str = env!("CARGO_BIN_EXE_cd_stencil");
 /// The job's ranks (the spares come on top).
 const RANKS: usize = 4;
 /// The problem: one to two seconds of iterations, so that the moments spread over many.
 const PROBLEM: [&str; 4] = ["--n", "64", "--iters", "200"];
-/// How long a run may take, kill and recovery included.
-const JOB_LIMIT: Duration = Duration::from_secs(90);
-/// The variable that tells this test's rank processes apart from any other's.
-const MARKER: &str = "CD_REAL_LOSS_TEST_RUN";
-/// The thread a rank's process starts with its job (the watchdog tree): the job is running.
-const JOB_THREAD: &str = "gasnet-bridge w";
 
 /// One run at a time: the machine's cores are few, and a run's timing sets where kills land.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-/// What a run printed and how it ended.
-struct Ran {
-    status: ExitStatus,
-    stdout: String,
-    stderr: String,
-    wall: Duration,
-}
-
 impl Ran {
-    fn context(&self) -> String {
-        format!(
-            "status {}\nstdout:\n{}\nstderr:\n{}",
-            self.status, self.stdout, self.stderr
-        )
-    }
-
     /// The checksum line (the answer, bit for bit).
     fn checksum(&self) -> Option<&str> {
         self.stdout.lines().find(|l| l.starts_with("checksum "))
@@ -67,104 +45,17 @@ impl Ran {
     }
 }
 
-/// A started run of `cd_stencil` with `spares` spares, its rank processes marked with `marker`.
-struct Job {
-    child: Child,
-    marker: String,
-    out: PathBuf,
-    err: PathBuf,
-    started: Instant,
-}
-
-impl Job {
-    fn start(spares: usize, marker: &str, env: &[(&str, &str)]) -> Job {
-        let launcher = std::env::var("PGAS_ULFM_MPIRUN")
-            .expect("PGAS_ULFM_MPIRUN is unset: source .ci/ulfm-env before running this test");
-        let mut parts = launcher.split_whitespace();
-        let mut c = Command::new(parts.next().expect("a launcher"));
-        c.args(parts).args(["-x", MARKER]);
-        for (k, v) in env {
-            c.args(["-x", k]).env(k, v);
-        }
-        let n = (RANKS + spares).to_string();
-        let s = spares.to_string();
-        c.args(["-n", &n, CD_STENCIL, "--spares", &s])
-            .args(PROBLEM)
-            .env(MARKER, marker)
-            .env_remove("CD_CONFIG")
-            .env_remove("CD_RESTART")
-            .env_remove("PGAS_RANKS")
-            .env_remove("PGAS_SPARES");
-        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-        let out = dir.join(format!("{marker}.out"));
-        let err = dir.join(format!("{marker}.err"));
-        c.stdout(Stdio::from(std::fs::File::create(&out).unwrap()))
-            .stderr(Stdio::from(std::fs::File::create(&err).unwrap()));
-        Job {
-            child: c.spawn().expect("start the launcher"),
-            marker: marker.to_string(),
-            out,
-            err,
-            started: Instant::now(),
-        }
-    }
-
-    /// The pid of rank `rank`'s process once its job runs (`None`: the run ended first).
-    fn rank_pid(&mut self, rank: usize) -> Option<u32> {
-        let (marker, r) = (self.marker.clone(), rank.to_string());
-        let mut pid = None;
-        wait_for(&mut self.child, JOB_LIMIT, || {
-            pid = processes_with(&[(MARKER, &marker), ("OMPI_COMM_WORLD_RANK", &r)])
-                .into_iter()
-                .find(|p| has_thread(*p, JOB_THREAD));
-            pid.is_some()
-        });
-        pid
-    }
-
-    /// Waits for the run's end within [`JOB_LIMIT`]; a run that takes longer is killed with
-    /// its processes and fails the test.
-    fn finish(mut self) -> Ran {
-        let status = loop {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                break s;
-            }
-            if self.started.elapsed() > JOB_LIMIT {
-                for p in processes_with(&[(MARKER, &self.marker)]) {
-                    kill9(p);
-                }
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                panic!(
-                    "run {} hung past {JOB_LIMIT:?}; stderr:\n{}",
-                    self.marker,
-                    std::fs::read_to_string(&self.err).unwrap_or_default()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        };
-        let wall = self.started.elapsed();
-        let read = |p: &PathBuf| {
-            let s = String::from_utf8_lossy(&std::fs::read(p).unwrap_or_default()).into_owned();
-            let _ = std::fs::remove_file(p);
-            s
-        };
-        Ran {
-            status,
-            stdout: read(&self.out),
-            stderr: read(&self.err),
-            wall,
-        }
-    }
-}
-
-fn marker(test: &str, k: usize) -> String {
-    format!("{test}-{}-{k}", std::process::id())
+/// Starts `cd_stencil` on the ranks and `spares` spares, `env` set in every process.
+fn start(spares: usize, marker: &str, env: &[(&str, &str)]) -> Job {
+    let s = spares.to_string();
+    let mut args = vec!["--spares", &s];
+    args.extend(PROBLEM);
+    Job::start(RANKS + spares, CD_STENCIL, &args, marker, env)
 }
 
 /// The fault-free run with a spare that is never needed.
 fn reference() -> Ran {
-    let ran = Job::start(1, &marker("reference", 0), &[]).finish();
+    let ran = start(1, &marker("reference", 0), &[]).finish();
     assert!(ran.status.success(), "{}", ran.context());
     assert!(ran.checksum().is_some(), "{}", ran.context());
     ran
@@ -193,7 +84,7 @@ fn killed_at_thirty_seeded_moments_the_spare_takes_over_and_the_checksum_is_the_
         // A run that ended before its signal came (a slower reference, a faster machine) is
         // run again with the kill twice as early, so that every one of the kills is one.
         let (ran, what) = loop {
-            let mut job = Job::start(1, &marker("kill", k), &[]);
+            let mut job = start(1, &marker("kill", k), &[]);
             let Some(pid) = job.rank_pid(rank) else {
                 panic!(
                     "kill {k}: rank {rank}'s job never ran\n{}",
@@ -269,7 +160,7 @@ fn killed_at_named_points_the_run_resumes_at_that_execution_or_the_one_before() 
         .enumerate()
     {
         let at = format!("{point}:{rank}:100");
-        let ran = Job::start(1, &marker("point", k), &[("CD_REAL_LOSS_KILL_AT", &at)]).finish();
+        let ran = start(1, &marker("point", k), &[("CD_REAL_LOSS_KILL_AT", &at)]).finish();
         assert!(ran.status.success(), "{at}: {}", ran.context());
         assert_eq!(
             ran.checksum(),
@@ -290,7 +181,7 @@ fn killed_at_named_points_the_run_resumes_at_that_execution_or_the_one_before() 
 #[test]
 fn without_a_spare_a_killed_rank_ends_the_job_with_one_line() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let mut job = Job::start(0, &marker("nospare", 0), &[]);
+    let mut job = start(0, &marker("nospare", 0), &[]);
     let pid = job.rank_pid(1).expect("rank 1's job runs");
     std::thread::sleep(Duration::from_millis(200));
     kill9(pid);

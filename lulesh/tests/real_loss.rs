@@ -6,14 +6,13 @@
 //! physics bit for bit. Without a spare the job ends with one line. Every run is bounded in
 //! time: a hang fails the test.
 
-use std::path::PathBuf;
-use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 mod common;
 use common::TempFile;
-use common::kills::{Seeded, has_thread, kill9, processes_with, wait_for};
+use common::kills::{Seeded, kill9};
+use common::ulfm_job::{Job, Ran, marker};
 
 const LULESH: &str = env!("CARGO_BIN_EXE_lulesh");
 /// The job's ranks (the spares come on top): the smallest cube above one.
@@ -23,34 +22,13 @@ const RANKS: usize = 8;
 const PROBLEM: [&str; 2] = ["-s", "6"];
 /// Every cycle one execution of the strict CD "step", no fault injected.
 const STRICT: &str = "[cd.step]\nmedium = \"local\"\n";
-/// How long a run may take, kill and recovery included.
-const JOB_LIMIT: Duration = Duration::from_secs(90);
-/// The variable that tells this test's rank processes apart from any other's.
-const MARKER: &str = "LULESH_REAL_LOSS_TEST_RUN";
-/// The thread a rank's process starts with its job (the watchdog tree): the job is running.
-const JOB_THREAD: &str = "gasnet-bridge w";
 /// The kills of the seeded test.
 const KILLS: usize = 30;
 
 /// One run at a time: the machine's cores are few, and a run's timing sets where kills land.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-/// What a run printed and how it ended.
-struct Ran {
-    status: ExitStatus,
-    stdout: String,
-    stderr: String,
-    wall: Duration,
-}
-
 impl Ran {
-    fn context(&self) -> String {
-        format!(
-            "status {}\nstdout:\n{}\nstderr:\n{}",
-            self.status, self.stdout, self.stderr
-        )
-    }
-
     /// The report's lines up to the timings, as `tests/mpi.rs` compares them (the answer).
     fn physics(&self) -> Option<&str> {
         let start = self.stdout.find("Run completed:")?;
@@ -75,103 +53,19 @@ impl Ran {
     }
 }
 
-/// A started run of `lulesh` with `spares` spares, its rank processes marked with `marker`.
-struct Job {
-    child: Child,
-    marker: String,
-    out: PathBuf,
-    err: PathBuf,
-    started: Instant,
+/// Starts `lulesh` on the ranks and `spares` spares with the CD configuration `config`, on
+/// `problem`.
+fn start(spares: usize, marker: &str, config: &TempFile, problem: &[&str]) -> Job {
+    let s = spares.to_string();
+    let config = config.0.to_str().expect("a UTF-8 temporary path");
+    let mut args = vec!["--spares", &s];
+    args.extend(problem);
+    args.extend(["--cd-config", config]);
+    Job::start(RANKS + spares, LULESH, &args, marker, &[])
 }
 
-impl Job {
-    fn start(spares: usize, marker: &str, config: &TempFile) -> Job {
-        let launcher = std::env::var("PGAS_ULFM_MPIRUN")
-            .expect("PGAS_ULFM_MPIRUN is unset: source .ci/ulfm-env before running this test");
-        let mut parts = launcher.split_whitespace();
-        let mut c = Command::new(parts.next().expect("a launcher"));
-        let (n, s) = ((RANKS + spares).to_string(), spares.to_string());
-        c.args(parts)
-            .args(["-x", MARKER, "-n", &n, LULESH, "--spares", &s])
-            .args(PROBLEM)
-            .arg("--cd-config")
-            .arg(&config.0)
-            .env(MARKER, marker)
-            .env_remove("CD_CONFIG")
-            .env_remove("CD_RESTART")
-            .env_remove("PGAS_RANKS")
-            .env_remove("PGAS_SPARES")
-            .env_remove("PGAS_SEGMENT_MB");
-        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-        let out = dir.join(format!("{marker}.out"));
-        let err = dir.join(format!("{marker}.err"));
-        c.stdout(Stdio::from(std::fs::File::create(&out).unwrap()))
-            .stderr(Stdio::from(std::fs::File::create(&err).unwrap()));
-        Job {
-            child: c.spawn().expect("start the launcher"),
-            marker: marker.to_string(),
-            out,
-            err,
-            started: Instant::now(),
-        }
-    }
-
-    /// The pid of rank `rank`'s process once its job runs (`None`: the run ended first).
-    fn rank_pid(&mut self, rank: usize) -> Option<u32> {
-        let (marker, r) = (self.marker.clone(), rank.to_string());
-        let mut pid = None;
-        wait_for(&mut self.child, JOB_LIMIT, || {
-            pid = processes_with(&[(MARKER, &marker), ("OMPI_COMM_WORLD_RANK", &r)])
-                .into_iter()
-                .find(|p| has_thread(*p, JOB_THREAD));
-            pid.is_some()
-        });
-        pid
-    }
-
-    /// Waits for the run's end within [`JOB_LIMIT`]; a run that takes longer is killed with
-    /// its processes and fails the test.
-    fn finish(mut self) -> Ran {
-        let status = loop {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                break s;
-            }
-            if self.started.elapsed() > JOB_LIMIT {
-                for p in processes_with(&[(MARKER, &self.marker)]) {
-                    kill9(p);
-                }
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                panic!(
-                    "run {} hung past {JOB_LIMIT:?}; stderr:\n{}",
-                    self.marker,
-                    std::fs::read_to_string(&self.err).unwrap_or_default()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        };
-        let wall = self.started.elapsed();
-        let read = |p: &PathBuf| {
-            let s = String::from_utf8_lossy(&std::fs::read(p).unwrap_or_default()).into_owned();
-            let _ = std::fs::remove_file(p);
-            s
-        };
-        Ran {
-            status,
-            stdout: read(&self.out),
-            stderr: read(&self.err),
-            wall,
-        }
-    }
-}
-
-fn marker(test: &str, k: usize) -> String {
-    format!("{test}-{}-{k}", std::process::id())
-}
-
-/// The fault-free run with a spare that is never needed.
 fn reference(config: &TempFile) -> Ran {
-    let ran = Job::start(1, &marker("reference", 0), config).finish();
+    let ran = start(1, &marker("reference", 0), config, &PROBLEM).finish();
     assert!(ran.status.success(), "{}", ran.context());
     assert!(ran.physics().is_some(), "{}", ran.context());
     assert!(!ran.stderr.contains("lost"), "{}", ran.context());
@@ -197,7 +91,7 @@ fn killed_at_thirty_seeded_moments_the_spare_takes_over_and_the_report_is_the_fa
         // A run that ended before its signal came (a slower reference, a faster machine) is
         // run again with the kill twice as early, so that every one of the kills is one.
         let (ran, what) = loop {
-            let mut job = Job::start(1, &marker("kill", k), &config);
+            let mut job = start(1, &marker("kill", k), &config, &PROBLEM);
             let Some(pid) = job.rank_pid(rank) else {
                 panic!(
                     "kill {k}: rank {rank}'s job never ran\n{}",
@@ -275,7 +169,9 @@ fn killed_at_thirty_seeded_moments_the_spare_takes_over_and_the_report_is_the_fa
 fn without_a_spare_a_killed_rank_ends_the_job_with_one_line() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let config = TempFile::new("real-loss-nospare.toml", STRICT);
-    let mut job = Job::start(0, &marker("nospare", 0), &config);
+    // A larger problem than the kill test's: its loop (a few seconds) is still running when
+    // the kill comes, on a quiet machine too.
+    let mut job = start(0, &marker("nospare", 0), &config, &["-s", "10"]);
     let pid = job.rank_pid(5).expect("rank 5's job runs");
     std::thread::sleep(Duration::from_millis(300));
     kill9(pid);

@@ -5,6 +5,7 @@
 use std::process::{Command, Output};
 
 pub mod kills;
+pub mod ulfm_job;
 
 /// Runs `bin` with `args` and `env`, with `PGAS_RANKS` and `CD_CONFIG` removed unless `env`
 /// gives them.

@@ -5,6 +5,8 @@
 
 #[path = "../../../examples/tests/common/kills.rs"]
 pub mod kills;
+#[path = "../../../examples/tests/common/ulfm_job.rs"]
+pub mod ulfm_job;
 
 use std::path::PathBuf;
 

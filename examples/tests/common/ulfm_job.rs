@@ -1,0 +1,139 @@
+//! A run of a program under `mpirun --with-ft ulfm` (`$PGAS_ULFM_MPIRUN` from
+//! `. .ci/ulfm-env`) whose rank processes a test finds and kills (`kills.rs`): the one harness
+//! of the real-loss tests (`cd_stencil_real_loss.rs`, lulesh's `real_loss.rs`, which includes
+//! this file by path). Every run is bounded in time: a hang fails the test.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use super::kills::{has_thread, kill9, processes_with, wait_for};
+
+/// How long a run may take, kill and recovery included.
+pub const JOB_LIMIT: Duration = Duration::from_secs(90);
+/// The variable that tells a run's rank processes apart from any other's.
+const MARKER: &str = "PGAS_REAL_LOSS_TEST_RUN";
+/// The thread a rank's process starts with its job (the watchdog tree): the job is running.
+const JOB_THREAD: &str = "gasnet-bridge w";
+
+/// What a run printed and how it ended.
+pub struct Ran {
+    pub status: ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+    pub wall: Duration,
+}
+
+impl Ran {
+    /// Both streams and the status, for a failed assertion.
+    pub fn context(&self) -> String {
+        format!(
+            "status {}\nstdout:\n{}\nstderr:\n{}",
+            self.status, self.stdout, self.stderr
+        )
+    }
+}
+
+/// A started run, its rank processes marked with its marker.
+pub struct Job {
+    child: Child,
+    marker: String,
+    out: PathBuf,
+    err: PathBuf,
+    started: Instant,
+}
+
+/// A marker for run `k` of `test`, unique to this test process.
+pub fn marker(test: &str, k: usize) -> String {
+    format!("{test}-{}-{k}", std::process::id())
+}
+
+impl Job {
+    /// Starts `program args` on `processes` processes (ranks and spares) marked `marker`;
+    /// `env` is set in every process. The variables a user may have set for other runs are
+    /// removed, so the program's own options decide.
+    pub fn start(
+        processes: usize,
+        program: &str,
+        args: &[&str],
+        marker: &str,
+        env: &[(&str, &str)],
+    ) -> Job {
+        let launcher = std::env::var("PGAS_ULFM_MPIRUN")
+            .expect("PGAS_ULFM_MPIRUN is unset: source .ci/ulfm-env before running this test");
+        let mut parts = launcher.split_whitespace();
+        let mut c = Command::new(parts.next().expect("a launcher"));
+        c.args(parts).args(["-x", MARKER]);
+        for (k, v) in env {
+            c.args(["-x", k]).env(k, v);
+        }
+        c.args(["-n", &processes.to_string(), program])
+            .args(args)
+            .env(MARKER, marker)
+            .env_remove("CD_CONFIG")
+            .env_remove("CD_RESTART")
+            .env_remove("PGAS_RANKS")
+            .env_remove("PGAS_SPARES")
+            .env_remove("PGAS_SEGMENT_MB");
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+        let out = dir.join(format!("{marker}.out"));
+        let err = dir.join(format!("{marker}.err"));
+        c.stdout(Stdio::from(std::fs::File::create(&out).unwrap()))
+            .stderr(Stdio::from(std::fs::File::create(&err).unwrap()));
+        Job {
+            child: c.spawn().expect("start the launcher"),
+            marker: marker.to_string(),
+            out,
+            err,
+            started: Instant::now(),
+        }
+    }
+
+    /// The pid of rank `rank`'s process once its job runs (`None`: the run ended first).
+    pub fn rank_pid(&mut self, rank: usize) -> Option<u32> {
+        let (marker, r) = (self.marker.clone(), rank.to_string());
+        let mut pid = None;
+        wait_for(&mut self.child, JOB_LIMIT, || {
+            pid = processes_with(&[(MARKER, &marker), ("OMPI_COMM_WORLD_RANK", &r)])
+                .into_iter()
+                .find(|p| has_thread(*p, JOB_THREAD));
+            pid.is_some()
+        });
+        pid
+    }
+
+    /// Waits for the run's end within [`JOB_LIMIT`]; a run that takes longer is killed with
+    /// its processes and fails the test.
+    pub fn finish(mut self) -> Ran {
+        let status = loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                break s;
+            }
+            if self.started.elapsed() > JOB_LIMIT {
+                for p in processes_with(&[(MARKER, &self.marker)]) {
+                    kill9(p);
+                }
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                panic!(
+                    "run {} hung past {JOB_LIMIT:?}; stderr:\n{}",
+                    self.marker,
+                    std::fs::read_to_string(&self.err).unwrap_or_default()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        let wall = self.started.elapsed();
+        let read = |p: &PathBuf| {
+            let s = String::from_utf8_lossy(&std::fs::read(p).unwrap_or_default()).into_owned();
+            let _ = std::fs::remove_file(p);
+            s
+        };
+        Ran {
+            status,
+            stdout: read(&self.out),
+            stderr: read(&self.err),
+            wall,
+        }
+    }
+}
