@@ -147,6 +147,15 @@ impl CdError {
     }
 }
 
+/// A pgas error inside a CD body (`?` on an rput, an allocation, a local slice) is a detected
+/// error of the current CD: it restores and re-executes, and escalates with the pgas error's
+/// message if the error persists.
+impl From<pgas::PgasError> for CdError {
+    fn from(e: pgas::PgasError) -> CdError {
+        CdError::detected(e.to_string())
+    }
+}
+
 impl CdRuntime {
     /// Rank `rank`'s runtime at launch, with the root CD on its stack: collective (the xor
     /// medium's groups are teams; every rank forms the same groups, or finds the same reason

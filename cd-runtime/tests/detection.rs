@@ -79,6 +79,38 @@ fn a_check_failing_every_time_escalates_after_the_retries() {
 }
 
 #[test]
+fn a_pgas_error_taken_by_question_mark_is_detected_and_reexecutes() {
+    let out = run(2, CdConfig::default(), || {
+        let mut tries = 0u32;
+        cd::strict("allocates", |_| {
+            tries += 1;
+            // Too large on rank 1's first execution only: `?` turns the PgasError into a
+            // detected error of this CD.
+            let len = if pgas::rank_me() == 1 && tries == 1 {
+                1 << 40
+            } else {
+                8
+            };
+            let p = pgas::new_array::<u64>(len)?;
+            pgas::delete_(p)?;
+            Ok(())
+        })?;
+        Ok(tries)
+    })
+    .unwrap();
+    assert_eq!(out.results, vec![2, 2], "both ranks re-executed once");
+    let msg = message(run(1, config("[cd.never]\nretries = 1\n"), || {
+        cd::strict(
+            "never",
+            |_| Ok(pgas::new_array::<u64>(1 << 40).map(|_| ())?),
+        )
+    }));
+    for want in ["\"never\"", "after 2 execution(s)", "segment"] {
+        assert!(msg.contains(want), "{want:?} not in: {msg}");
+    }
+}
+
+#[test]
 fn rng_gives_the_same_numbers_in_a_reexecution() {
     let cfg = config(
         "seed = 42\n[cd.draw]\ninject = { at = [{ rank = 0, iteration = 1, kind = \"soft\" }] }\n\

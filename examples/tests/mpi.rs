@@ -638,3 +638,30 @@ fn the_files_go_when_the_launcher_terminates_the_processes() {
     );
     assert!(left.is_empty(), "left behind: {left:?}");
 }
+
+/// `heat` with its shipped faults under `mpirun -n 4` prints the smp run's checksum and CD
+/// lines, and the fault-free checksum.
+#[test]
+fn heat_with_faults_matches_smp_and_the_fault_free_run() {
+    let Some(_job) = mpi_or_skip("heat") else {
+        return;
+    };
+    const HEAT: &str = env!("CARGO_BIN_EXE_heat");
+    let config = concat!(env!("CARGO_MANIFEST_DIR"), "/configs/heat.toml");
+    let faulty = ["--cd-config", config];
+    let mpi = mpi_ok(4, HEAT, &faulty);
+    let on_smp = smp(4, HEAT, &faulty);
+    let clean = mpi_ok(4, HEAT, &[]);
+    for prefix in ["cd step: ", "cd halo: ", "checksum "] {
+        assert_eq!(
+            the_line(&mpi, prefix),
+            the_line(&on_smp, prefix),
+            "{mpi}\n{on_smp}"
+        );
+    }
+    assert_eq!(the_line(&mpi, "checksum "), the_line(&clean, "checksum "));
+    assert!(
+        the_line(&mpi, "cd halo: ").starts_with("cd halo: 2 faults"),
+        "{mpi}"
+    );
+}
