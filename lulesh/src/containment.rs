@@ -508,7 +508,7 @@ pub fn run(
             |sim| {
                 cycles(sim, &how)?;
                 after_step(&how);
-                Ok(())
+                Ok::<(), cd::CdError>(())
             },
             |_| {},
         )?;
