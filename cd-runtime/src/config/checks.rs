@@ -57,6 +57,9 @@ pub(super) fn table(src: &Source, table: &str, l: &Layer, d: &Layer) -> Result<(
     }
 }
 
+/// The key of a table a check reads.
+type Getter<T> = fn(&Layer) -> &Key<T>;
+
 /// A CD whose every execution fails (an injection probability of 1) with retries to spend: it
 /// never completes, and its retries repeat the failure without a word. Checked for a CD of
 /// each name table (or none) at each level table (or none) of `tables` (every table with its
@@ -66,7 +69,7 @@ pub(super) fn hopeless<'a>(
     src: &Source,
     tables: impl Iterator<Item = (String, &'a Layer)>,
 ) -> Result<(), ConfigError> {
-    let probabilities: [(&str, &str, fn(&Layer) -> &Key<Probability>); 2] = [
+    let probabilities: [(&str, &str, Getter<Probability>); 2] = [
         ("soft_error", "fail its check", |l| &l.inject.soft_error),
         ("rank_loss", "lose its rank's memory", |l| {
             &l.inject.rank_loss

@@ -408,7 +408,7 @@ impl CdConfig {
     }
 
     /// The exact faults (`inject = { at = [...] }`) the run never reached, given those it
-    /// reached ([`CdConfig::exact_sites`] of every execution on every rank): one line each
+    /// reached (`CdConfig::exact_sites` of every execution on every rank): one line each
     /// naming the file, the line and the fault for the first [`UNREACHED_LINES`], then one with
     /// the count of the others.
     pub fn unreached(&self, reached: &[usize]) -> Vec<String> {
