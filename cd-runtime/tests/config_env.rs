@@ -38,12 +38,26 @@ fn cd_config_names_the_configuration_file() {
         Err(CdLaunchError::Config(e)) => {
             assert_eq!(e.file, missing);
             assert!(e.to_string().contains("missing.toml"), "{e}");
+            assert!(e.to_string().contains("(named by CD_CONFIG)"), "{e}");
         }
         other => panic!(
             "expected a configuration error, got {:?}",
             other.map(|o| o.results)
         ),
     }
+
+    // The program's own rule: the command line wins over CD_CONFIG; an empty one is unset.
+    let (a, b) = (dir.join("a.toml"), dir.join("b.toml"));
+    std::fs::write(&a, "seed = 1\n").unwrap();
+    std::fs::write(&b, "seed = 2\n").unwrap();
+    unsafe { std::env::set_var("CD_CONFIG", &b) };
+    let seed =
+        |cli: Option<&std::path::Path>| cd::CdConfig::for_program(cli).unwrap().map(|c| c.seed);
+    assert_eq!((seed(Some(&a)), seed(None)), (Some(1), Some(2)));
+    unsafe { std::env::set_var("CD_CONFIG", "") };
+    assert_eq!(seed(None), None, "empty: unset");
+    let e = cd::CdConfig::for_program(Some(&missing)).unwrap_err();
+    assert!(e.to_string().contains("(named by --cd-config)"), "{e}");
 
     let bad = dir.join("bad.toml");
     std::fs::write(&bad, "[cd.step]\ninject = { soft_error = 2.0 }\n").unwrap();

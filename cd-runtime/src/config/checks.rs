@@ -1,6 +1,6 @@
-//! The checks across keys of a configuration: settings that each are valid but together make
-//! a CD that cannot work (an xor medium without its group size, a log replicated for a loss
-//! that takes the preserved state, a CD that fails every execution and retries it).
+//! The checks across keys: settings that each are valid but together make a CD that cannot
+//! work (an xor medium without its group size, a log replicated for a loss that takes the
+//! preserved state, a CD that fails every execution and retries it, a second checkpoint).
 
 use super::settings::{CdSettings, Key, Layer, get, span};
 use super::source::Source;
@@ -8,75 +8,63 @@ use super::values::{CdKindSetting, Interval, LogMedium, Medium, Probability};
 use crate::checkpoint::format::CheckpointPolicy;
 use crate::error::{ConfigError, FaultKinds};
 
-/// Checks the table `l` called `table` (`cd.step`, `level.1`, `defaults`), with the settings
-/// `defaults` of `[defaults]` (which fill in what the table leaves out). The error names the
-/// key and its line.
+/// Checks the table `l` called `table` (`cd.step`, `level.1`, `defaults`), with `[defaults]`
+/// `d` filling in what it leaves out. The error names the key and its line.
 pub(super) fn table(src: &Source, table: &str, l: &Layer, d: &Layer) -> Result<(), ConfigError> {
-    let fail = |span, key: &str, why: &str| {
-        Err(src.error(span, Some(format!("{table}.{key}")), why.into()))
-    };
-    if get(&l.interval) == Some(Interval::Daly)
-        && l.mtbf_seconds
-            .as_ref()
-            .or(d.mtbf_seconds.as_ref())
-            .is_none()
-    {
-        return fail(
-            span(&l.interval),
-            "interval",
-            "interval = \"daly\" needs the mean time between failures: set mtbf_seconds in \
-             the same table or in [defaults]",
-        );
-    }
     let xor = get(&l.medium) == Some(Medium::Xor);
-    if xor && l.xor_group.as_ref().or(d.xor_group.as_ref()).is_none() {
-        return fail(
-            span(&l.medium),
-            "medium",
-            "medium = \"xor\" needs the size of its checksum groups: set xor_group (2 or more) \
-             in the same table or in [defaults]",
-        );
-    }
-    if xor && get(&l.kind) == Some(CdKindSetting::Relaxed) {
-        return fail(
-            span(&l.medium),
-            "medium",
+    let buddy_log = get(&l.log_medium) == Some(LogMedium::Buddy);
+    let checks = [
+        (
+            get(&l.interval) == Some(Interval::Daly)
+                && l.mtbf_seconds
+                    .as_ref()
+                    .or(d.mtbf_seconds.as_ref())
+                    .is_none(),
+            (span(&l.interval), "interval"),
+            "interval = \"daly\" needs the mean time between failures: set mtbf_seconds in the \
+             same table or in [defaults]",
+        ),
+        (
+            xor && l.xor_group.as_ref().or(d.xor_group.as_ref()).is_none(),
+            (span(&l.medium), "medium"),
+            "medium = \"xor\" needs the size of its checksum groups: set xor_group (2 or more) in \
+             the same table or in [defaults]",
+        ),
+        (
+            xor && get(&l.kind) == Some(CdKindSetting::Relaxed),
+            (span(&l.medium), "medium"),
             "medium = \"xor\" preserves and rebuilds together with the checksum group, which a \
              relaxed CD (kind = \"relaxed\", recovering alone) cannot: use medium = \"buddy\" \
              there",
-        );
+        ),
+        (
+            buddy_log && get(&l.medium) == Some(Medium::Local),
+            (span(&l.log_medium), "log_medium"),
+            "log_medium = \"buddy\" lets the CD recover alone from a rank loss, but medium = \
+             \"local\" (in the same table) keeps its preserved state in the memory the loss \
+             takes: set medium = \"buddy\" (or \"file\")",
+        ),
+        (
+            buddy_log && get(&l.contain).is_some_and(|c| !c.0.contains(FaultKinds::RANK_LOSS)),
+            (span(&l.log_medium), "log_medium"),
+            "log_medium = \"buddy\" replicates the log for rank losses, but `contain` (in the \
+             same table) leaves out \"rank_loss\": add it, or drop log_medium",
+        ),
+    ];
+    match checks.into_iter().find(|c| c.0) {
+        Some((_, (at, key), why)) => Err(src.error(at, Some(format!("{table}.{key}")), why.into())),
+        None => Ok(()),
     }
-    if get(&l.log_medium) == Some(LogMedium::Buddy) {
-        if get(&l.medium) == Some(Medium::Local) {
-            return fail(
-                span(&l.log_medium),
-                "log_medium",
-                "log_medium = \"buddy\" lets the CD recover alone from a rank loss, but medium = \
-                 \"local\" (in the same table) keeps its preserved state in the memory the loss \
-                 takes: set medium = \"buddy\" (or \"file\")",
-            );
-        }
-        if get(&l.contain).is_some_and(|c| !c.0.contains(FaultKinds::RANK_LOSS)) {
-            return fail(
-                span(&l.log_medium),
-                "log_medium",
-                "log_medium = \"buddy\" replicates the log for rank losses, but `contain` (in \
-                 the same table) leaves out \"rank_loss\": add it, or drop log_medium",
-            );
-        }
-    }
-    Ok(())
 }
 
 /// The key of a table a check reads.
 type Getter<T> = fn(&Layer) -> &Key<T>;
 
-/// A CD whose every execution fails (an injection probability of 1) with retries to spend:
-/// it never completes, and its retries repeat the failure without a word. Checked for a CD
-/// of each name table (or none) at each level table (or none), `tables` being every table with
-/// its name: the tables that set neither an injection probability nor `retries` change
-/// nothing, so only the others are combined. The error names the probability's key and where
-/// the retries come from.
+/// A CD whose every execution fails (an injection probability of 1) with retries to spend: it
+/// never completes, and its retries repeat the failure without a word. Checked for a CD of
+/// each name table (or none) at each level table (or none) of `tables` (every table with its
+/// name; only those that set a probability or `retries` change anything). The error names the
+/// probability's key and where the retries come from.
 pub(super) fn hopeless<'a>(
     src: &Source,
     tables: impl Iterator<Item = (String, &'a Layer)>,
@@ -101,67 +89,58 @@ pub(super) fn hopeless<'a>(
             let tables = || [name, level, defaults].into_iter().flatten();
             let retries = tables().find_map(|(at, l)| Some((get(&l.retries)?, at)));
             let spent = retries.map_or(CdSettings::default().retries, |(r, _)| r.0);
-            if spent == 0 {
-                continue;
-            }
             let from = retries.map_or("the default".into(), |(_, at)| format!("`{at}.retries`"));
-            for (key, what, probability) in probabilities {
+            for (key, what, probability) in probabilities.into_iter().filter(|_| spent > 0) {
                 let p = tables().find_map(|(at, l)| Some((probability(l).as_ref()?, at)));
-                let Some((p, at)) = p.filter(|(p, _)| p.get_ref().0 >= 1.0) else {
-                    continue;
-                };
-                return Err(src.error(
-                    Some(p.span()),
-                    Some(format!("{at}.inject.{key}")),
-                    format!(
+                if let Some((p, at)) = p.filter(|(p, _)| p.get_ref().0 >= 1.0) {
+                    let why = format!(
                         "{key} = {} makes every execution of the CD {what}, so it can never \
-                         complete, and retries = {spent} ({from}) would only repeat the \
-                         failure: set {key} below 1, or retries = 0 there to see the \
-                         escalation at once",
+                         complete, and retries = {spent} ({from}) would only repeat the failure: \
+                         set {key} below 1, or retries = 0 there to see the escalation at once",
                         p.get_ref().0
-                    ),
-                ));
+                    );
+                    return Err(src.error(Some(p.span()), Some(format!("{at}.inject.{key}")), why));
+                }
             }
         }
     }
     Ok(())
 }
 
-/// The one CD with a `checkpoint` key, if any, among `tables` (every table with its name):
-/// only a `[cd.NAME]` table may have it (the checkpoint is the job's, not a level's), and only
-/// one, whose name is usable in a file name.
+/// The one CD with a `checkpoint` key, if any, among `tables` (every table with its name): only
+/// a `[cd.NAME]` table may have it (the checkpoint is the job's), only one, and its name must be
+/// usable in a file name.
 pub(super) fn checkpoint<'a>(
     src: &Source,
     tables: impl Iterator<Item = (String, &'a Layer)>,
 ) -> Result<Option<(String, CheckpointPolicy)>, ConfigError> {
     let mut found: Option<(String, CheckpointPolicy)> = None;
-    for (table, l) in tables {
-        let Some(c) = &l.checkpoint else {
-            continue;
-        };
+    for (table, c) in tables.filter_map(|(t, l)| Some((t, l.checkpoint.as_ref()?))) {
         let fail =
             |why: String| Err(src.error(Some(c.span()), Some(format!("{table}.checkpoint")), why));
-        let Some(name) = table.strip_prefix("cd.") else {
-            return fail(
-                "a checkpoint is the job's: write it in the [cd.NAME] table of one strict CD \
-                 that spans every rank"
-                    .into(),
-            );
-        };
-        if let Some((first, _)) = &found {
-            return fail(format!(
-                "[cd.{first}] has a checkpoint already: one CD per job has one"
-            ));
-        }
         let file_name = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b == b'.';
-        if !name.bytes().all(file_name) {
-            return fail(
-                "the CD's name names its checkpoints' directories: letters, digits, `_` and `.` \
-                 only"
-                    .into(),
-            );
+        match (table.strip_prefix("cd."), &found) {
+            (None, _) => {
+                return fail(
+                    "a checkpoint is the job's: write it in the [cd.NAME] table of one \
+                             strict CD that spans every rank"
+                        .into(),
+                );
+            }
+            (_, Some((first, _))) => {
+                return fail(format!(
+                    "[cd.{first}] has a checkpoint already: one CD per job has one"
+                ));
+            }
+            (Some(name), _) if !name.bytes().all(file_name) => {
+                return fail(
+                    "the CD's name names its checkpoints' directories: letters, digits, \
+                             `_` and `.` only"
+                        .into(),
+                );
+            }
+            (Some(name), None) => found = Some((name.to_string(), c.get_ref().0.clone())),
         }
-        found = Some((name.to_string(), c.get_ref().0.clone()));
     }
     Ok(found)
 }

@@ -21,39 +21,28 @@ pub struct ExactFault {
     pub iteration: u64,
     /// What happens.
     pub kind: FaultKind,
-    /// Strike right before the `at_op`-th intercepted operation of the body (counted from
-    /// 0), not at its end: only in a relaxed CD that logs (`relaxed/op_fault.rs`).
+    /// Strike right before the `at_op`-th (from 0) intercepted operation of a logging relaxed
+    /// CD's body instead of at its end (`relaxed/op_fault.rs`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub at_op: Option<u64>,
 }
 
-/// The exact faults of one table (`inject.at`) in the order written, indexed by rank and
-/// iteration: every CD that takes its faults from the table shares them (its settings hold a
-/// reference, not a copy), and finding the fault of an execution is one hash lookup, however
-/// many faults the table lists.
-///
-/// The empty list holds no allocation: every CD's settings carry one, and settings are made at
-/// every CD begin.
+/// The exact faults of one table in the order written, shared by every CD that takes them (its
+/// settings hold a reference, made at every CD begin: the empty list allocates nothing).
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(from = "Vec<Spanned<ExactFault>>")]
 pub struct ExactFaults(Option<Arc<ExactFaultList>>);
 
-/// The faults of [`ExactFaults`] and their index.
+/// The faults of [`ExactFaults`], where each starts in its text (empty when made in code), and
+/// the faults of each (rank, iteration), in order.
 #[derive(Debug, Default)]
 struct ExactFaultList {
     faults: Vec<ExactFault>,
-    /// Where each fault starts in the text it was read from (empty when made in code).
     starts: Vec<usize>,
-    /// (rank, iteration) to the faults written for it, in order.
     at: HashMap<(usize, u64), Vec<usize>>,
 }
 
 impl ExactFaults {
-    /// The faults `faults`, in this order.
-    pub fn new(faults: Vec<ExactFault>) -> ExactFaults {
-        ExactFaults::written(faults, Vec::new())
-    }
-
     /// The faults `faults`, the i-th written at byte `starts[i]` of its text.
     fn written(faults: Vec<ExactFault>, starts: Vec<usize>) -> ExactFaults {
         let mut at: HashMap<_, Vec<usize>> = HashMap::with_capacity(faults.len());
@@ -63,14 +52,8 @@ impl ExactFaults {
         ExactFaults(Some(Arc::new(ExactFaultList { faults, starts, at })))
     }
 
-    /// The first fault written for instance `iteration` on `rank`, if any.
-    pub fn find(&self, rank: usize, iteration: u64) -> Option<&ExactFault> {
-        let i = *self.indices(rank, iteration).first()?;
-        Some(&self.as_slice()[i])
-    }
-
-    /// The first fault written for instance `iteration` on `rank` that strikes at an
-    /// operation (`at_op` set) if `at_op`, else at the end of the body.
+    /// The first fault for instance `iteration` on `rank` that strikes at an operation (`at_op`
+    /// set) if `at_op`, else at the end of the body.
     pub fn find_striking(&self, rank: usize, iteration: u64, at_op: bool) -> Option<&ExactFault> {
         let faults = self.as_slice();
         (self.indices(rank, iteration).iter())
@@ -88,11 +71,6 @@ impl ExactFaults {
         let list = self.0.as_ref().and_then(|l| l.at.get(&(rank, iteration)));
         list.map_or(&[], Vec::as_slice)
     }
-
-    /// Whether `self` and `other` are the same list, not merely equal ones.
-    fn same(&self, other: &ExactFaults) -> bool {
-        matches!((&self.0, &other.0), (Some(a), Some(b)) if Arc::ptr_eq(a, b))
-    }
 }
 
 impl PartialEq for ExactFaults {
@@ -103,11 +81,10 @@ impl PartialEq for ExactFaults {
 
 impl From<Vec<ExactFault>> for ExactFaults {
     fn from(faults: Vec<ExactFault>) -> Self {
-        ExactFaults::new(faults)
+        ExactFaults::written(faults, Vec::new())
     }
 }
 
-/// As written in a file: with where each fault starts, for the messages about it.
 impl From<Vec<Spanned<ExactFault>>> for ExactFaults {
     fn from(written: Vec<Spanned<ExactFault>>) -> Self {
         let starts = written.iter().map(|f| f.span().start).collect();
@@ -121,26 +98,10 @@ impl From<Vec<Spanned<ExactFault>>> for ExactFaults {
 /// Lines [`crate::CdConfig::unreached`] spends on faults one by one before it counts the rest.
 pub const UNREACHED_LINES: usize = 10;
 
-/// Every table's exact faults with the table's name (`cd.step`, `level.1`, `defaults`) and the
-/// text they were read from, numbered across the tables in this order (the numbers of
-/// [`crate::CdConfig::exact_sites`]).
+/// Every table's exact faults with the table's name (`cd.step`) and the text they were read
+/// from, numbered across the tables in this order (the numbers of `CdConfig::exact_sites`).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(super) struct FaultSites(Vec<(String, Source, ExactFaults)>);
-
-/// An exact fault of a configuration, with its table and where it is written.
-pub(super) struct FaultSite<'a> {
-    pub(super) table: &'a str,
-    src: &'a Source,
-    start: usize,
-    pub(super) fault: &'a ExactFault,
-}
-
-impl FaultSite<'_> {
-    /// Where the fault is written.
-    pub(super) fn place(&self) -> Place {
-        self.src.place(self.start)
-    }
-}
 
 impl FaultSites {
     /// Adds the faults `at` of the table `table`, read from `src`.
@@ -154,37 +115,33 @@ impl FaultSites {
         self.0.extend(other.0);
     }
 
-    /// Every fault, in the order of their numbers.
-    fn all(&self) -> impl Iterator<Item = FaultSite<'_>> {
+    /// Every fault with its table, its text and where it starts there, in the order of their
+    /// numbers (placed only when a message names it).
+    fn all(&self) -> impl Iterator<Item = (&str, &Source, usize, &ExactFault)> {
         self.0.iter().flat_map(|(table, src, at)| {
             let starts = at.0.as_ref().map_or(&[][..], |l| &l.starts);
-            (at.as_slice().iter().enumerate()).map(move |(i, fault)| FaultSite {
-                table,
-                src,
-                start: starts.get(i).copied().unwrap_or(0),
-                fault,
-            })
+            let faults = at.as_slice().iter().enumerate();
+            faults.map(move |(i, f)| (table.as_str(), src, starts.get(i).map_or(0, |s| *s), f))
         })
     }
 
-    /// The first fault on a rank a job of `ranks` ranks lacks.
-    pub(super) fn beyond(&self, ranks: usize) -> Option<FaultSite<'_>> {
-        self.all().find(|s| s.fault.rank >= ranks)
+    /// The first fault on a rank a job of `ranks` ranks lacks, with its table and place.
+    pub(super) fn beyond(&self, ranks: usize) -> Option<(&str, Place, &ExactFault)> {
+        let (table, src, start, f) = self.all().find(|s| s.3.rank >= ranks)?;
+        Some((table, src.place(start), f))
     }
 
-    /// Whether no exact fault names `rank` and `iteration`: the common case, answered without
-    /// hashing when the configuration has no exact faults at all.
+    /// Whether no exact fault names `rank` and `iteration` (no hashing without exact faults).
     pub(super) fn none_at(&self, rank: usize, iteration: u64) -> bool {
-        let mut tables = self.0.iter();
-        tables.all(|(_, _, at)| at.indices(rank, iteration).is_empty())
+        (self.0.iter()).all(|(_, _, at)| at.indices(rank, iteration).is_empty())
     }
 
-    /// The numbers of the faults at `rank` and `iteration` of the table whose list is `at`.
-    /// Allocates nothing unless some exact fault names this rank and iteration.
+    /// The numbers of the faults at `rank` and `iteration` of the table whose list is `at` (the
+    /// same list, not an equal one). Allocates nothing unless some fault is there.
     pub(super) fn reached(&self, at: &ExactFaults, rank: usize, iteration: u64) -> Vec<usize> {
         let mut first = 0;
         for (_, _, faults) in &self.0 {
-            if faults.same(at) {
+            if matches!((&faults.0, &at.0), (Some(a), Some(b)) if Arc::ptr_eq(a, b)) {
                 let found = faults.indices(rank, iteration).iter();
                 return found.map(|i| first + i).collect();
             }
@@ -199,16 +156,14 @@ impl FaultSites {
         let reached: HashSet<usize> = reached.iter().copied().collect();
         let mut missed = (self.all().enumerate()).filter(|(i, _)| !reached.contains(i));
         let mut lines: Vec<String> = (missed.by_ref().take(UNREACHED_LINES))
-            .map(|(_, site)| {
-                let (table, f) = (site.table, site.fault);
-                let (rank, iteration) = (f.rank, f.iteration);
+            .map(|(_, (table, src, start, f))| {
+                let (rank, iteration, kind) = (f.rank, f.iteration, f.kind.name());
                 format!(
-                    "{}[{table}] inject.at {{ rank = {rank}, iteration = {iteration}, kind = \"{}\" \
-                     }} was never injected: rank {rank} never began instance {iteration} (counted \
-                     from 0) of a CD that takes its faults from [{table}]; check the rank and the \
-                     iteration",
-                    site.place().prefix(),
-                    f.kind.name(),
+                    "{}[{table}] inject.at {{ rank = {rank}, iteration = {iteration}, kind = \
+                     \"{kind}\" }} was never injected: rank {rank} never began instance \
+                     {iteration} (counted from 0) of a CD that takes its faults from [{table}]; \
+                     check the rank and the iteration",
+                    src.place(start).prefix(),
                 )
             })
             .collect();

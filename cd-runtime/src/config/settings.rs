@@ -1,8 +1,6 @@
-//! The settings of one CD, each key declared once: its type, default and the type it is read
-//! as, from which [`settings!`] makes the settings a CD gets, the table as a file writes them
-//! (each key validated as it is read, with its place), and the one merge rule, the most
-//! specific table that sets a key wins (`[cd.<name>]` over `[level.<n>]` over `[defaults]`
-//! over the built-in defaults).
+//! The settings of one CD, each key declared once (its type, default and the type it is read
+//! as, which validates it), and the one merge rule: the most specific table that sets a key wins
+//! (`[cd.<name>]` over `[level.<n>]` over `[defaults]` over the built-in defaults).
 
 use std::ops::Range;
 
@@ -39,7 +37,6 @@ pub(super) trait Merge<Out> {
     fn merge(tables: Tables<'_, Self>, default: Out) -> Out;
 }
 
-/// A key: its value in the first table that sets it.
 impl<W: Clone + Into<Out>, Out> Merge<Out> for Key<W> {
     fn merge(tables: Tables<'_, Self>, default: Out) -> Out {
         let set = tables.iter().flatten().find_map(|k| k.as_ref());
@@ -48,9 +45,7 @@ impl<W: Clone + Into<Out>, Out> Merge<Out> for Key<W> {
 }
 
 /// Declares settings (`$settings`, with its `Default`) and their table as written (`$table`,
-/// merged into them key by key): each key once, as `name: type = default, read as Written`,
-/// where `Written` is a [`Key`] of the type the value is validated as, or the table of a nested
-/// group of settings.
+/// merged key by key): each key once, as `name: type = default, read as Written`.
 macro_rules! settings {
     ($(#[$doc:meta])* $settings:ident, written as $table:ident {
         $($(#[$fdoc:meta])* $field:ident: $ty:ty = $default:expr, read as $written:ty;)*
@@ -83,8 +78,8 @@ macro_rules! settings {
 }
 
 settings! {
-    /// The settings that apply to one CD, after merging defaults, its level and its name. The
-    /// order of the keys is the order the message about an unknown key lists them in.
+    /// The settings of one CD, merged from its tables; each key is described in
+    /// `cd.example.toml`, and listed in this order by the message about an unknown key.
     CdSettings, written as Layer {
         /// Where `preserve` keeps copies by default.
         medium: Medium = Medium::Local, read as Key<Medium>;
@@ -97,57 +92,43 @@ settings! {
         report: bool = true, read as Key<bool>;
         /// Its fault injector.
         inject: Injection = Injection::default(), read as InjectTable;
-        /// `kind = "strict" | "relaxed"`: run the CD as this kind whatever the program calls
-        /// (`None`: as called).
+        /// Run the CD as this kind whatever the program calls (`None`: as called).
         kind: Option<CdKindSetting> = None, read as Key<CdKindSetting>;
-        /// A relaxed CD logs its communication (without logs it cannot recover alone and
-        /// escalates every failure).
+        /// A relaxed CD logs its communication (without logs every failure escalates).
         logging: bool = true, read as Key<bool>;
         /// Past this many bytes of log in memory, the oldest entries go to a file.
         log_spill_bytes: Option<u64> = None, read as Key<Bytes>;
-        /// Where a relaxed CD's log survives a rank loss: `Buddy` replicates it at the buddy
-        /// rank when the body ends, so the rank can recover alone (`log_medium` in
-        /// cd.example.toml).
+        /// Where a relaxed CD's log survives a rank loss.
         log_medium: LogMedium = LogMedium::Local, read as Key<LogMedium>;
-        /// With `log_medium = "buddy"`: when the log reaches the buddy, before anything it
-        /// records is visible (`Operation`) or only at the end of the body (`End`).
+        /// With `log_medium = "buddy"`: when the log reaches the buddy.
         log_durable: LogDurable = LogDurable::Operation, read as Key<LogDurable>;
         /// Check the access classes of relaxed CDs (an internal rpc per remote access).
         check_classes: bool = cfg!(debug_assertions), read as Key<bool>;
-        /// For a strict CD around relaxed ones: keep node-level read and write lists, so that
-        /// an escalation from a relaxed child re-executes only the ranks it can have touched
-        /// (`relaxed/dependencies.rs`); `Some(false)` re-executes every rank of the CD. Unset
-        /// (`None`), a strict CD tracks from the instance after the first one that held
-        /// relaxed CDs, so strict-only CDs never pay for the hook.
+        /// Node-level dependency lists of a strict CD around relaxed ones (`None`: learned).
         dependency_tracking: Option<bool> = None, read as Key<bool>;
         /// How often the CD preserves when run with [`crate::strict_steps`].
         interval: Interval = Interval::Every, read as Key<Interval>;
-        /// The mean time between failures this CD contains, in seconds (for
-        /// `interval = "daly"`).
+        /// The mean time between failures this CD contains, in seconds.
         mtbf_seconds: Option<f64> = None, read as Key<Seconds>;
-        /// Members of a checksum group of the xor medium (`xor_group`; at least 2).
+        /// Members of a checksum group of the xor medium.
         xor_group: Option<usize> = None, read as Key<GroupSize>;
-        /// The policy of the job's checkpoints to disk, when this is the CD that writes them
-        /// (only one `[cd.NAME]` table may set `checkpoint`; `checkpoint/README.md`).
+        /// The job's checkpoints to disk, when this is the CD that writes them.
         checkpoint: Option<CheckpointPolicy> = None, read as Key<Checkpoint>;
     }
 }
 
 settings! {
-    /// The injector of one CD: probabilities per execution and exact faults.
+    /// The injector of one CD: probabilities and exact faults.
     Injection, written as InjectTable {
         /// Probability that an execution fails its check.
         soft_error: f64 = 0.0, read as Key<Probability>;
         /// Probability that an execution loses the rank's memory.
         rank_loss: f64 = 0.0, read as Key<Probability>;
-        /// Faults at exact (rank, iteration) places, at the end of the body or (`at_op`) at
-        /// one of its operations.
+        /// Faults at exact (rank, iteration) places, at the end of the body or at an operation.
         at: ExactFaults = ExactFaults::default(), read as Key<ExactFaults>;
-        /// Probability, per intercepted operation of a logging relaxed CD's body, that the
-        /// check fails there (detected at the end of the body).
+        /// Probability, per operation of a logging relaxed CD's body, that its check fails.
         soft_error_per_op: f64 = 0.0, read as Key<Probability>;
-        /// Probability, per intercepted operation of a logging relaxed CD's body, that the
-        /// rank loses its memory right before it.
+        /// Probability, per operation of a logging relaxed CD's body, of a rank loss before it.
         rank_loss_per_op: f64 = 0.0, read as Key<Probability>;
     }
 }

@@ -1,5 +1,5 @@
-//! Where a key of the configuration text was written: line numbers found in time linear in the
-//! text, and the [`ConfigError`]s that name the file, the line and the key.
+//! Where a key of the configuration text was written (lines found in time linear in the text),
+//! and the [`ConfigError`]s that name the file, the line and the key.
 
 use std::ops::Range;
 use std::path::Path;
@@ -10,7 +10,6 @@ use crate::error::ConfigError;
 /// Where a key of the configuration was written: file and line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Place {
-    /// Shared by every place in one file.
     pub(super) file: Arc<Path>,
     pub(super) line: usize,
 }
@@ -22,30 +21,40 @@ impl Place {
     }
 }
 
-/// One configuration text's file name and where its lines start; kept by the exact faults,
-/// which are placed only when a message names them.
+/// One configuration text's file name and the offsets of its newlines, found once: placing each
+/// of many keys is a binary search, not a count from the start of the text.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct Source {
     pub(super) file: Arc<Path>,
-    /// The byte offsets of its newlines, found once: placing each of many keys is a binary
-    /// search instead of a count from the start of the text.
     newlines: Arc<[usize]>,
 }
+
+/// Keys the configuration no longer takes, refused with why and what to do instead of as
+/// unknown keys, so a file written for an earlier release says what to change.
+const REMOVED: &[(&str, &str)] = &[(
+    "restart_threads",
+    "`restart_threads` was removed: a re-execution's kernels on a thread pool were measured \
+     slower than the serial re-execution (hpgmg-bench parallel_restart; see ROADMAP.md, \
+     relaxed CDs). Delete the key: a re-execution runs on the rank's own thread, and a program \
+     that wants threads in its kernels starts its own pool (hpgmg's `--threads`)",
+)];
 
 impl Source {
     /// The text `text` of the file `file`.
     pub(super) fn new(text: &str, file: &Path) -> Source {
+        let newlines = text.match_indices('\n').map(|(i, _)| i).collect();
         Source {
             file: file.into(),
-            newlines: text.match_indices('\n').map(|(i, _)| i).collect(),
+            newlines,
         }
     }
 
     /// The place of the byte `at`.
     pub(super) fn place(&self, at: usize) -> Place {
+        let line = self.newlines.partition_point(|&n| n < at) + 1;
         Place {
             file: self.file.clone(),
-            line: self.newlines.partition_point(|&n| n < at) + 1,
+            line,
         }
     }
 
@@ -56,25 +65,34 @@ impl Source {
         key: Option<String>,
         message: String,
     ) -> ConfigError {
+        let line = span.map(|s| self.place(s.start).line);
         ConfigError {
             file: self.file.to_path_buf(),
-            line: span.map(|s| self.place(s.start).line),
+            line,
             key,
             message,
         }
     }
 
     /// The error of the toml parser reading `text`. A bad value is named by its whole key
-    /// (`cd.step.retries`), an unknown or missing key as the message names it; a syntax error
-    /// by the key its value follows, if any.
+    /// (`cd.step.retries`), an unknown or missing key as the message names it (a removed one
+    /// with why it went), a syntax error by the key its value follows, if any.
     pub(super) fn toml_error(&self, text: &str, e: &toml::de::Error) -> ConfigError {
-        let named = ["unknown field `", "missing field `"]
+        let (message, named) = (e.message().trim(), ["unknown field `", "missing field `"]);
+        let named = named
             .iter()
-            .find_map(|p| e.message().strip_prefix(p)?.split('`').next());
+            .find_map(|p| message.strip_prefix(p)?.split('`').next());
+        let removed = REMOVED
+            .iter()
+            .find(|(k, _)| Some(*k) == named && message.starts_with("unknown"));
         let key = (named.map(str::to_string))
             .or_else(|| key_path(e))
             .or_else(|| key_before(text, e.span()?.start));
-        self.error(e.span(), key, e.message().trim().to_string())
+        self.error(
+            e.span(),
+            key,
+            removed.map_or(message, |(_, why)| why).to_string(),
+        )
     }
 }
 
@@ -91,8 +109,7 @@ fn key_path(e: &toml::de::Error) -> Option<String> {
 /// The key whose value starts at `at` (`seed` in `seed = 1x`): the name before the `=` that
 /// precedes the value, if the text there is `key =`.
 fn key_before(text: &str, at: usize) -> Option<String> {
-    let before = text.get(..at)?.trim_end();
-    let before = before.strip_suffix('=')?.trim_end();
+    let before = text.get(..at)?.trim_end().strip_suffix('=')?.trim_end();
     let start = before
         .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.'))
         .map_or(0, |i| i + 1);

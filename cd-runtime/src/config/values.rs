@@ -1,17 +1,16 @@
-//! The values a key of the configuration takes: the enumerations, and the validated numbers
-//! whose range lives in their type, so a table is checked as the parser reads it (the parser
-//! names the key and the line; the type's message says what the key takes).
+//! What a key takes: the enumerations, and the validated numbers whose rule and message live in
+//! their type, so a table is checked as it is read (the parser adds the key and the line).
 
-use serde::de::Error as _;
 use std::path::PathBuf;
 
+use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize};
 use thiserror::Error;
 
 use crate::checkpoint::format::{CheckpointEvery, CheckpointPolicy, RANK_PLACEHOLDER};
 use crate::error::FaultKinds;
 
-/// Where preserved state is kept.
+/// Where preserved state is kept (`medium`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Medium {
@@ -21,8 +20,7 @@ pub enum Medium {
     Buddy,
     /// A file on this machine.
     File,
-    /// This rank's memory plus an XOR parity spread over a checksum group of `xor_group`
-    /// ranks on different nodes (survives the loss of one member per group; `xor.rs`).
+    /// This rank's memory plus an XOR parity over a checksum group of `xor_group` ranks.
     Xor,
 }
 
@@ -40,9 +38,7 @@ pub enum LogMedium {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LogDurable {
-    /// Before anything the logged operations did can be seen by another rank: at every
-    /// synchronization and before every atomic or rpc to another rank (`relaxed/durable.rs`),
-    /// so a loss at any operation of the body recovers alone.
+    /// Before anything a logged operation did is visible to another rank.
     Operation,
     /// Only when the body ends: a loss in the middle of the body escalates.
     End,
@@ -59,7 +55,7 @@ pub enum BuddyDomain {
     Rank,
 }
 
-/// The kind a CD runs as, when the configuration overrides the program's call.
+/// The kind a CD runs as, when the configuration overrides the program's call (`kind`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CdKindSetting {
@@ -109,68 +105,101 @@ impl From<Contain> for FaultKinds {
     }
 }
 
-/// `checkpoint = { dir, every, keep, mtbf_seconds }`: a [`CheckpointPolicy`], its defaults
-/// where the table leaves a key out.
+/// How often a CD run with [`crate::strict_steps`] preserves (`interval`; read in
+/// [`crate::interval`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(try_from = "Written")]
+pub enum Interval {
+    /// At every step (the default).
+    #[default]
+    Every,
+    /// At every n-th step: one CD execution per n steps.
+    Steps(u64),
+    /// At every n-th step, n from Daly's formula (with `mtbf_seconds`).
+    Daly,
+}
+
+/// `interval` or `checkpoint.every` as written: a number or a name.
+#[derive(Deserialize)]
+#[serde(untagged)]
+pub(super) enum Written {
+    Number(i64),
+    Name(String),
+}
+
+impl TryFrom<Written> for Interval {
+    type Error = ValueError;
+    fn try_from(w: Written) -> Result<Interval, ValueError> {
+        match w {
+            Written::Number(1) => Ok(Interval::Every),
+            Written::Number(n) => (u64::try_from(n).ok().filter(|&n| n > 1))
+                .map(Interval::Steps)
+                .ok_or(ValueError::Steps(n)),
+            Written::Name(s) if s == "every" => Ok(Interval::Every),
+            Written::Name(s) if s == "daly" => Ok(Interval::Daly),
+            Written::Name(s) => Err(ValueError::IntervalName(s)),
+        }
+    }
+}
+
+/// `checkpoint.every`: a number of executions (at least 1; `None`) or `"daly"`.
+#[derive(Deserialize)]
+#[serde(try_from = "Written")]
+pub(super) struct Every(Option<u64>);
+
+impl TryFrom<Written> for Every {
+    type Error = ValueError;
+    fn try_from(w: Written) -> Result<Every, ValueError> {
+        match w {
+            Written::Number(n) => match u64::try_from(n) {
+                Ok(n) if n >= 1 => Ok(Every(Some(n))),
+                _ => Err(ValueError::Count(n)),
+            },
+            Written::Name(s) if s == "daly" => Ok(Every(None)),
+            Written::Name(s) => Err(ValueError::EveryName(s)),
+        }
+    }
+}
+
+/// `checkpoint = { dir, every, keep, mtbf_seconds, node_local }`: a [`CheckpointPolicy`], its
+/// defaults where the table leaves a key out.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(try_from = "CheckpointFile")]
+#[serde(try_from = "CheckpointTable")]
 pub(super) struct Checkpoint(pub(super) CheckpointPolicy);
 
 /// `checkpoint` as written.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(super) struct CheckpointFile {
+pub(super) struct CheckpointTable {
     dir: Option<PathBuf>,
-    every: Option<EveryKey>,
+    every: Option<Every>,
     keep: Option<Count>,
     mtbf_seconds: Option<Seconds>,
     node_local: Option<bool>,
 }
 
-/// `checkpoint.every`: a number of executions (at least 1) or `"daly"`.
-#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
-#[serde(try_from = "IntervalFile")]
-pub(super) enum EveryKey {
-    Executions(u64),
-    Daly,
-}
-
-impl TryFrom<IntervalFile> for EveryKey {
+impl TryFrom<CheckpointTable> for Checkpoint {
     type Error = ValueError;
-    fn try_from(i: IntervalFile) -> Result<EveryKey, ValueError> {
-        match i {
-            IntervalFile::Steps(n) => u64::try_from(n)
-                .ok()
-                .filter(|&n| n >= 1)
-                .map(EveryKey::Executions)
-                .ok_or(ValueError::Count(n)),
-            IntervalFile::Name(s) if s == "daly" => Ok(EveryKey::Daly),
-            IntervalFile::Name(s) => Err(ValueError::EveryName(s)),
-        }
-    }
-}
-
-impl TryFrom<CheckpointFile> for Checkpoint {
-    type Error = ValueError;
-    fn try_from(c: CheckpointFile) -> Result<Checkpoint, ValueError> {
+    fn try_from(c: CheckpointTable) -> Result<Checkpoint, ValueError> {
         let d = CheckpointPolicy::default();
         let every = match (c.every, c.mtbf_seconds) {
             (None, None) => d.every,
-            (Some(EveryKey::Executions(n)), None) => CheckpointEvery::Executions(n),
-            (Some(EveryKey::Daly), Some(m)) => CheckpointEvery::Daly { mtbf_seconds: m.0 },
-            (Some(EveryKey::Daly), None) => return Err(ValueError::DalyWithoutMtbf),
+            (Some(Every(Some(n))), None) => CheckpointEvery::Executions(n),
+            (Some(Every(None)), Some(m)) => CheckpointEvery::Daly { mtbf_seconds: m.0 },
+            (Some(Every(None)), None) => return Err(ValueError::DalyWithoutMtbf),
             (_, Some(_)) => return Err(ValueError::MtbfWithoutDaly),
         };
         let dir = c.dir.unwrap_or(d.dir);
         let per_rank = dir.to_str().is_some_and(|s| s.contains(RANK_PLACEHOLDER));
         let node_local = match c.node_local {
             Some(false) if per_rank => return Err(ValueError::RankDirShared),
-            Some(n) => n,
-            None => per_rank,
+            n => n.unwrap_or(per_rank),
         };
+        let keep = c.keep.map_or(d.keep, |n| n.0);
         Ok(Checkpoint(CheckpointPolicy {
             dir,
             every,
-            keep: c.keep.map_or(d.keep, |n| n.0),
+            keep,
             node_local,
         }))
     }
@@ -182,48 +211,8 @@ impl From<Checkpoint> for Option<CheckpointPolicy> {
     }
 }
 
-/// How often a CD run with [`crate::strict_steps`] preserves (`interval`; the reading is in
-/// [`crate::interval`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-#[serde(try_from = "IntervalFile")]
-pub enum Interval {
-    /// At every step (the default): one CD execution per step.
-    #[default]
-    Every,
-    /// At every n-th step: one CD execution per n steps.
-    Steps(u64),
-    /// At every n-th step, n from Daly's formula with the preservation time measured in the
-    /// first step and `mtbf_seconds`.
-    Daly,
-}
-
-/// `interval` as written: a name (`"every"`, `"daly"`) or a number of steps.
-#[derive(Deserialize)]
-#[serde(untagged)]
-pub(super) enum IntervalFile {
-    Steps(i64),
-    Name(String),
-}
-
-impl TryFrom<IntervalFile> for Interval {
-    type Error = ValueError;
-    fn try_from(i: IntervalFile) -> Result<Interval, ValueError> {
-        match i {
-            IntervalFile::Steps(1) => Ok(Interval::Every),
-            IntervalFile::Steps(n) => u64::try_from(n)
-                .ok()
-                .filter(|&n| n > 1)
-                .map(Interval::Steps)
-                .ok_or(ValueError::Steps(n)),
-            IntervalFile::Name(s) if s == "every" => Ok(Interval::Every),
-            IntervalFile::Name(s) if s == "daly" => Ok(Interval::Daly),
-            IntervalFile::Name(s) => Err(ValueError::IntervalName(s)),
-        }
-    }
-}
-
-/// Largest `retries` accepted: a CD that fails a thousand times in a row has a failure that
-/// comes back, which more re-executions only repeat (each one as long as the CD), silently.
+/// Largest `retries` accepted: a failure that comes back a thousand times in a row is not
+/// contained by re-executing again, which would only repeat it, silently.
 pub const MAX_RETRIES: i64 = 1000;
 
 /// Largest `buddy_segment_bytes` accepted (1 TiB), so that adding it to a segment size cannot
@@ -231,35 +220,29 @@ pub const MAX_RETRIES: i64 = 1000;
 const MAX_BUDDY_SEGMENT_BYTES: i64 = 1 << 40;
 
 /// Declares the validated numbers: each a newtype over its inner type, read from the raw value
-/// `n` the file holds when its rule accepts it (and converted to its inner type, or an option of
-/// it, for the settings); and [`ValueError`], whose variant of the same name says, when the rule
-/// refuses `n`, what the key takes.
+/// `n` in the file when its rule accepts it, and the [`ValueError`] variant of the same name
+/// saying what the key takes when the rule refuses `n`.
 macro_rules! validated {
     ($($(#[$doc:meta])* $name:ident($inner:ty) from $raw:ty = |$n:ident| $ok:expr,
-       $msg:literal $(, $arg:ident = $val:expr)?;)*) => {
+       $msg:literal;)*) => {
         /// Why a value is refused: the message says what the key takes.
         #[derive(Debug, Clone, PartialEq, Error)]
         pub(super) enum ValueError {
-            $(#[error($msg $(, $arg = $val)?)] $name($raw),)*
+            $(#[error($msg)] $name($raw),)*
             #[error("a number of steps must be 1 or more, got {0}")]
             Steps(i64),
             #[error("must be \"every\", \"daly\" or a number of steps, got {0:?}")]
             IntervalName(String),
             #[error("must be a number of executions or \"daly\", got {0:?}")]
             EveryName(String),
-            #[error(
-                "every = \"daly\" needs the mean time between the failures that end the job: \
-                 add mtbf_seconds = M to the checkpoint key"
-            )]
+            #[error("every = \"daly\" needs the mean time between the failures that end the job: \
+                     add mtbf_seconds = M to the checkpoint key")]
             DalyWithoutMtbf,
-            #[error(
-                "mtbf_seconds only serves every = \"daly\": remove it, or set every = \"daly\""
-            )]
+            #[error("mtbf_seconds only serves every = \"daly\": remove it, or set every = \
+                     \"daly\"")]
             MtbfWithoutDaly,
-            #[error(
-                "a dir with {{rank}} gives each process its own directory: node_local = false \
-                 contradicts it; remove one of the two"
-            )]
+            #[error("a dir with {{rank}} gives each process its own directory: node_local = false \
+                     contradicts it; remove one of the two")]
             RankDirShared,
         }
 
@@ -284,8 +267,7 @@ macro_rules! validated {
             fn from(v: $name) -> Option<$inner> {
                 Some(v.0)
             }
-        }
-        )*
+        })*
     };
 }
 
@@ -298,10 +280,8 @@ validated! {
     Bytes(u64) from i64 = |n| u64::try_from(n).ok(),
         "must be a number of bytes (0 or more), got {0}";
     /// Segment room for buddy copies (`buddy_segment_bytes`): up to 1 TiB, rounded up to 64.
-    SegmentBytes(usize) from i64 = |n| usize::try_from(n)
-            .ok()
-            .filter(|_| n <= MAX_BUDDY_SEGMENT_BYTES)
-            .map(|b| b.next_multiple_of(64)),
+    SegmentBytes(usize) from i64 = |n| usize::try_from(n).ok()
+            .filter(|_| n <= MAX_BUDDY_SEGMENT_BYTES).map(|b| b.next_multiple_of(64)),
         "must be a number of bytes between 0 and {MAX_BUDDY_SEGMENT_BYTES}, got {0}";
     /// A memory budget (`memory_budget_bytes`): a positive number of bytes.
     BudgetBytes(usize) from i64 = |n| usize::try_from(n).ok().filter(|&b| b > 0),
@@ -317,11 +297,11 @@ validated! {
     /// How many, at least 1 (`checkpoint.every`, `checkpoint.keep`).
     Count(usize) from i64 = |n| usize::try_from(n).ok().filter(|&n| n >= 1),
         "must be at least 1, got {0}";
-    /// A probability per execution (`inject.soft_error`, `inject.rank_loss`): 0 to 1.
+    /// A probability (`inject.soft_error` and the other injection rates): 0 to 1.
     Probability(f64) from f64 = |p| (0.0..=1.0).contains(&p).then_some(p),
         "a probability must be between 0 and 1, got {0}";
-    /// A duration in seconds (`mtbf_seconds`, `node_mtbf_seconds`, `recovery_seconds`):
-    /// finite and above 0.
+    /// A duration in seconds (`mtbf_seconds`, `node_mtbf_seconds`, `recovery_seconds`): finite
+    /// and above 0.
     Seconds(f64) from f64 = |s| (s.is_finite() && s > 0.0).then_some(s),
         "must be a number of seconds above 0, got {0}";
 }
