@@ -76,6 +76,21 @@ pub enum PgasError {
         len: usize,
         max: usize,
     },
+    /// A new viewable block in bytes the allocating rank holds a view of (a view that reaches
+    /// past its allocation, or a block freed inside the view of it).
+    #[error(
+        "new_viewable on rank {rank}: the free bytes {offset}..{} lie under the rank's open view \
+         of bytes {view_start}..{view_end}; allocate outside the view's closure, or view only \
+         allocated memory",
+        offset + len
+    )]
+    UnderView {
+        rank: usize,
+        offset: usize,
+        len: usize,
+        view_start: usize,
+        view_end: usize,
+    },
     /// A team argument is out of range.
     #[error("{0}")]
     Team(String),

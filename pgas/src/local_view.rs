@@ -31,7 +31,58 @@
 //! Ordinary puts are untouched: the segment's paths do not look at views at all.
 //!
 //! Viewable memory is not part of the segment: segment checkpoints and emulated memory loss
-//! (`pgas::runtime_hooks`) do not cover it.
+//! (`pgas::runtime_hooks`) do not cover it, and the interception hook does not see view
+//! accesses (Containment Domains neither log nor replay them).
+//!
+//! # Example: a heat equation stepped in place
+//!
+//! Each rank keeps its cells and a ghost cell at each end in viewable memory, sends its edge
+//! cells into its neighbours' ghost cells, and steps its cells in place: no copy in or out.
+//! The barriers order the views and the puts, so none is refused.
+//!
+//! ```
+//! use pgas::{LaunchConfig, RpcTable, barrier, rank_me, rank_n, view_put, with_local_mut};
+//!
+//! /// One explicit step of the cells between the two ghost cells at the ends of `u`.
+//! fn step(u: &mut [f64]) {
+//!     let mut left = u[0];
+//!     for i in 1..u.len() - 1 {
+//!         let here = u[i];
+//!         u[i] = here + 0.25 * (left - 2.0 * here + u[i + 1]);
+//!         left = here;
+//!     }
+//! }
+//!
+//! let job = LaunchConfig::new(2).segment_bytes(1 << 20);
+//! let out = pgas::launch(&job, RpcTable::new(), || {
+//!     let (me, n) = (rank_me(), rank_n());
+//!     let u = pgas::new_viewable::<f64>(10).unwrap(); // 8 cells and 2 ghost cells
+//!     let all = pgas::allgather(u).wait();
+//!     with_local_mut(u + 1, 8, |cells| cells.fill(me as f64)).unwrap();
+//!     for _ in 0..4 {
+//!         barrier(); // every rank's previous step is done
+//!         let (first, last) = with_local_mut(u + 1, 8, |cells| (cells[0], cells[7])).unwrap();
+//!         if me > 0 {
+//!             view_put(&[first], all[me - 1] + 9).unwrap();
+//!         }
+//!         if me + 1 < n {
+//!             view_put(&[last], all[me + 1]).unwrap();
+//!         }
+//!         barrier(); // every ghost cell has landed
+//!         with_local_mut(u, 10, step).unwrap();
+//!     }
+//!     with_local_mut(u + 1, 8, |cells| cells.to_vec()).unwrap()
+//! })
+//! .unwrap();
+//!
+//! // The same steps on one array give the same bits.
+//! let mut serial = vec![0.0; 18];
+//! serial[9..17].fill(1.0);
+//! for _ in 0..4 {
+//!     step(&mut serial);
+//! }
+//! assert_eq!(out.into_vec().concat(), serial[1..17]);
+//! ```
 
 use std::cell::RefCell;
 use std::marker::PhantomData;
@@ -230,10 +281,21 @@ pub fn new_viewable<T: Pod>(len: usize) -> Result<ViewPtr<T>, PgasError> {
             .heap
             .borrow_mut()
             .alloc(bytes, align_of::<T>().max(8))?;
-        // A block freed and handed out again is zeroed; a view of it cannot be open (its range
-        // was free), so only a racing foreign access could be refused, and it is retried.
-        while state.own(rt).zero(offset, bytes).is_err() {
-            std::hint::spin_loop();
+        // A block handed out again is zeroed. Only a view refuses that: one this rank holds
+        // over bytes it freed, or past its allocation.
+        if let Err(Refused::Viewed {
+            view_start,
+            view_end,
+        }) = state.own(rt).zero(offset, bytes)
+        {
+            state.heap.borrow_mut().free(offset)?;
+            return Err(PgasError::UnderView {
+                rank: rt.rank_me(),
+                offset,
+                len: bytes,
+                view_start,
+                view_end,
+            });
         }
         Ok(ViewPtr::at(rt.rank_me(), offset))
     })

@@ -251,6 +251,15 @@ fn bad_views_are_refused_with_their_cause() {
                 nest(mine, 0),
                 Err(ViewError::TooManyViews { owner: me, max: 8 })
             );
+            // A view past the allocation: a block allocated under it is refused (no hang).
+            let past = with_local_mut(mine + 16, 64, |_| new_viewable::<u32>(4)).unwrap();
+            assert!(
+                matches!(past, Err(PgasError::UnderView { rank, .. }) if rank == me),
+                "{past:?}"
+            );
+            let after = new_viewable::<u32>(4).unwrap();
+            assert_eq!(after, mine + 16, "the refused block was freed again");
+            pgas::delete_viewable(after).unwrap();
             assert!(matches!(
                 pgas::delete_viewable(other),
                 Err(PgasError::BadFree { .. })
