@@ -343,7 +343,7 @@ fn check<T>(rt: &Runtime, p: ViewPtr<T>, len: usize, op: &'static str) -> Result
     let area = rt.state::<ViewState>().reach[p.rank()]
         .as_ref()
         .map_or(rt.ep().segment_len(), |a| a.len());
-    if !p.offset().checked_add(bytes).is_some_and(|e| e <= area) {
+    if p.offset().checked_add(bytes).is_none_or(|e| e > area) {
         return Err(ViewError::OutOfBounds {
             rank: p.rank(),
             offset: p.offset(),
@@ -421,12 +421,15 @@ pub fn with_local_mut<T: Pod, R>(
             self.0.close(self.1);
         }
     }
-    let close = Close(&area, slot);
-    // SAFETY: `slot` was just opened on exactly `start .. start + bytes`; `check` made `start`
-    // aligned for `T` and `bytes` a multiple of its size; no other reference to these bytes
-    // exists (a nested view of them was refused by `open`), and the view closes only when
-    // `close` drops, after `f`, the slice's only user, has returned.
-    let slice = unsafe { close.0.slice_mut::<T>(start, bytes) };
+    let _close = Close(&area, slot);
+    // SAFETY: the view just opened covers exactly `start .. start + bytes`, inside the live
+    // area (which `area`, an `Arc`, keeps alive past the slice). `check` made `start` aligned
+    // for `T` (over a page-aligned base) and `bytes` is `len` elements of `T`. The slice is
+    // exclusive: the handshake keeps every access by anyone else out of the range while the
+    // view is open, a nested view of any of its bytes was refused by `open`, and the view
+    // closes only when `_close` drops, after `f`, the slice's only user, has returned. `T` is
+    // plain data, so any bytes there are a valid `T`.
+    let slice = unsafe { std::slice::from_raw_parts_mut(area.address(start).cast::<T>(), len) };
     Ok(f(slice))
 }
 

@@ -73,7 +73,8 @@ pub(crate) enum Refused {
 /// [`ViewArea::new`] and freed on drop; everyone holding the area (an `Arc`, see
 /// `local_view.rs`) keeps it alive. The bytes are touched only by [`ViewArea::access`]'s
 /// `shared_copy` copies, and by the owner through the slice of a view opened with
-/// [`ViewArea::open`], during which the handshake keeps every access to its range out.
+/// [`ViewArea::open`] (made from [`ViewArea::address`]), during which the handshake keeps every
+/// access to its range out.
 pub(crate) struct ViewArea {
     base: NonNull<u8>,
     len: usize,
@@ -215,24 +216,14 @@ impl ViewArea {
         Ok(slot)
     }
 
-    /// The slice of the view open in `slot` on `start .. start + len` elements' bytes.
+    /// The address of byte `start` of the area, for the slice of a view opened on a range
+    /// starting there (address arithmetic only; `local_view.rs` makes the slice and argues it).
     ///
-    /// # Safety
-    /// `slot` was returned by [`ViewArea::open`] for exactly this range and is not closed yet;
-    /// `start` is aligned for `T` and `len` a multiple of its size; the caller holds no other
-    /// reference to these bytes and closes the view only after the slice's last use.
-    pub(crate) unsafe fn slice_mut<T>(&self, start: usize, len: usize) -> &mut [T] {
-        debug_assert!(self.contains(start, len) && len.is_multiple_of(size_of::<T>().max(1)));
-        // SAFETY: in bounds of the live allocation (type invariant, the range was checked by
-        // `open`), aligned (the caller's promise, over a page-aligned base), and exclusive:
-        // the open view keeps every access out (handshake) and the caller holds no other
-        // reference. `T` is plain data (the callers' bound), so any bytes are a valid value.
-        unsafe {
-            std::slice::from_raw_parts_mut(
-                self.base.as_ptr().add(start).cast::<T>(),
-                len / size_of::<T>().max(1),
-            )
-        }
+    /// # Panics
+    /// If `start` is not inside the area.
+    pub(crate) fn address(&self, start: usize) -> *mut u8 {
+        assert!(start < self.len, "an address outside the view area");
+        self.base.as_ptr().wrapping_add(start)
     }
 
     /// Closes the view in `slot`: accesses to its range are served again.

@@ -113,7 +113,7 @@ fn puts_and_gets_into_a_viewed_block_are_refused_while_the_view_is_open() {
                     i += 1;
                     // Above the words the final puts write (4 * rank, below 16).
                     let at = block + 128 + (i * 7) % (BLOCK - 128 - 4);
-                    let result = if i % 2 == 0 {
+                    let result = if i.is_multiple_of(2) {
                         view_put(&[u64::MAX; 4], at)
                     } else {
                         view_get(at, &mut [0; 4])
@@ -144,7 +144,7 @@ fn puts_and_gets_into_a_viewed_block_are_refused_while_the_view_is_open() {
                         (view_start, view_end),
                         (block.offset(), block.offset() + 2048)
                     );
-                    assert_eq!(op, if i % 2 == 0 { "put" } else { "get" });
+                    assert_eq!(op, if i.is_multiple_of(2) { "put" } else { "get" });
                     let text = err.to_string();
                     assert!(text.contains(&format!("rank {me}'s {op}")), "{text}");
                     refused += 1;
@@ -300,7 +300,7 @@ fn stress_many_ranks_viewing_and_hammering_under_load() {
             for op in 0..400u64 {
                 seed = mix(seed);
                 let stamp = ((me as u64) << 32) | op;
-                if seed % 3 == 0 {
+                if seed.is_multiple_of(3) {
                     with_local_mut(mine, WORDS, |v| {
                         v.fill(stamp);
                         for _ in 0..3 {
@@ -315,7 +315,7 @@ fn stress_many_ranks_viewing_and_hammering_under_load() {
                 }
                 let target = (seed >> 8) as usize % rank_n();
                 let at = (seed >> 16) as usize % (WORDS - 4);
-                let result = if seed % 2 == 0 {
+                let result = if seed.is_multiple_of(2) {
                     view_put(&[stamp; 4], all[target] + at)
                 } else {
                     view_get(all[target] + at, &mut [0; 4])
