@@ -89,7 +89,7 @@ use std::marker::PhantomData;
 use std::ops::Add;
 use std::sync::Arc;
 
-use bytemuck::{Pod, Zeroable};
+use bytemuck::Pod;
 use gasnet_bridge::{Awaiting, Token, WriteAck};
 use serde::{Deserialize, Serialize};
 
@@ -105,23 +105,16 @@ use crate::wire::{self, Kind};
 const NULL_RANK: u32 = u32::MAX;
 
 /// The address of a `T` in some rank's viewable memory (rank + byte offset in its area), as
-/// [`GlobalPtr`](crate::GlobalPtr) is in its segment; made by [`new_viewable`].
-#[repr(C)]
+/// [`GlobalPtr`](crate::GlobalPtr) is in its segment; made by [`new_viewable`], sent to other
+/// ranks as a serde value (by rpc or a collective).
 #[derive(Serialize, Deserialize)]
 #[serde(bound = "")]
 pub struct ViewPtr<T: 'static> {
     offset: u64,
     rank: u32,
-    _pad: u32,
     #[serde(skip)]
     _type: PhantomData<fn() -> T>,
 }
-
-// SAFETY: `repr(C)` of u64 + u32 + u32 + a zero-sized marker: no padding, every bit pattern is
-// a valid value (a pointer is only used through checked accesses).
-unsafe impl<T: 'static> Zeroable for ViewPtr<T> {}
-// SAFETY: as above; the marker is a ZST and the struct is Copy + 'static.
-unsafe impl<T: 'static> Pod for ViewPtr<T> {}
 
 impl<T: 'static> Clone for ViewPtr<T> {
     fn clone(&self) -> Self {
@@ -175,7 +168,6 @@ impl<T: 'static> ViewPtr<T> {
         ViewPtr {
             offset: 0,
             rank: NULL_RANK,
-            _pad: 0,
             _type: PhantomData,
         }
     }
@@ -200,7 +192,6 @@ impl<T: 'static> ViewPtr<T> {
         ViewPtr {
             offset: self.offset,
             rank: self.rank,
-            _pad: 0,
             _type: PhantomData,
         }
     }
@@ -209,7 +200,6 @@ impl<T: 'static> ViewPtr<T> {
         ViewPtr {
             offset: offset as u64,
             rank: u32::try_from(rank).expect("rank fits in 32 bits"),
-            _pad: 0,
             _type: PhantomData,
         }
     }
