@@ -290,7 +290,8 @@ pub enum ViewError {
         len: usize,
         area: usize,
     },
-    /// A pointer not aligned for its element type (made by `cast` or by arithmetic).
+    /// A pointer not aligned for its element type (made by `cast` or by arithmetic), or an
+    /// element type aligned to more than viewable memory serves (16 bytes).
     #[error(
         "offset {offset} of rank {rank}'s viewable memory is not aligned to {align} bytes, as \
          the element type needs"

@@ -99,7 +99,7 @@ use crate::heap::Heap;
 use crate::messages;
 use crate::rpc::{PendingReplies, ReplyTo};
 use crate::runtime::{self, Runtime};
-use crate::view_area::{MAX_VIEWS, Refused, ViewArea};
+use crate::view_area::{AREA_ALIGN, MAX_VIEWS, Refused, ViewArea};
 use crate::wire::{self, Kind};
 
 const NULL_RANK: u32 = u32::MAX;
@@ -341,7 +341,9 @@ fn check<T>(rt: &Runtime, p: ViewPtr<T>, len: usize, op: &'static str) -> Result
             area,
         });
     }
-    if !p.offset().is_multiple_of(align_of::<T>()) {
+    // The area's base is aligned to `AREA_ALIGN`: an offset that is a multiple of a larger
+    // alignment would not make an aligned address.
+    if align_of::<T>() > AREA_ALIGN || !p.offset().is_multiple_of(align_of::<T>()) {
         return Err(ViewError::Misaligned {
             rank: p.rank(),
             offset: p.offset(),
@@ -414,7 +416,8 @@ pub fn with_local_mut<T: Pod, R>(
     let _close = Close(&area, slot);
     // SAFETY: the view just opened covers exactly `start .. start + bytes`, inside the live
     // area (which `area`, an `Arc`, keeps alive past the slice). `check` made `start` aligned
-    // for `T` (over a page-aligned base) and `bytes` is `len` elements of `T`. The slice is
+    // for `T` over a base aligned to `AREA_ALIGN`, which `T`'s alignment divides, and `bytes`
+    // is `len` elements of `T`. The slice is
     // exclusive: the handshake keeps every access by anyone else out of the range while the
     // view is open, a nested view of any of its bytes was refused by `open`, and the view
     // closes only when `_close` drops, after `f`, the slice's only user, has returned. `T` is

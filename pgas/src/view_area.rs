@@ -38,8 +38,10 @@ use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 /// Most views one rank may hold open at once (nested, of disjoint ranges).
 pub(crate) const MAX_VIEWS: usize = 8;
 
-/// Alignment of an area's base: a page, so every offset aligned for `T` is aligned in memory.
-const AREA_ALIGN: usize = 4096;
+/// Alignment of an area's base, and the largest element alignment a view serves: the
+/// allocator's own, so that a large area comes from `calloc`, whose fresh pages stay untouched
+/// (and cost no memory) until used, where a larger alignment would be zeroed by writing it.
+pub(crate) const AREA_ALIGN: usize = 16;
 
 /// A word on a cache line of its own, so accessors counting themselves do not share a line
 /// with the views' ranges the owner writes.
