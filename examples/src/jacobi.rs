@@ -1,8 +1,11 @@
 //! The 3-D Jacobi (7-point) stencil shared by `stencil` and `cd_stencil`: the `n`^3 global grid
 //! is split over a `px * py * pz` process grid ([`Grid`]); each rank iterates on its [`Block`]
-//! (with one-cell halos) and, after every sweep, packs its six faces and writes them with
-//! `rput_slice` into receive buffers in its neighbours' segments, double-buffered by iteration
-//! parity so one barrier per iteration suffices.
+//! (with one-cell halos) and, after every sweep, packs its six faces and writes them into
+//! receive buffers of its neighbours, double-buffered by iteration parity so one barrier per
+//! iteration suffices: with `rput_slice` into their segments, copied out with `rget_into`
+//! ([`Block::new`], what `cd_stencil` runs: its CDs' hook sees and logs those transfers), or
+//! with `view_put` into their viewable memory, read in place through a local view
+//! ([`Block::new_in_place`], what `stencil` runs).
 //!
 //! Every point's update is the same floating-point expression whatever the decomposition, so
 //! the result is bit-identical for any rank count. The [`Checksum`] is the sum of all interior
@@ -19,7 +22,8 @@ use std::time::Instant;
 
 use cd_runtime as cd;
 use pgas::{
-    GlobalPtr, LaunchConfig, RpcTable, barrier, broadcast, new_array, rank_me, rank_n, reduce_all,
+    GlobalPtr, LaunchConfig, RpcTable, ViewPtr, barrier, broadcast, new_array, new_viewable,
+    rank_me, rank_n, reduce_all,
 };
 
 use crate::{
@@ -330,19 +334,72 @@ pub struct Block {
     next: Field,
     /// The rank beyond each side, if any.
     neighbours: [Option<usize>; SIDES],
-    /// `recv[parity * SIDES + s]` receives the face coming from side `s` of this block.
-    recv: Vec<GlobalPtr<f64>>,
-    /// Every rank's `recv`, by rank.
-    everyone: Vec<Vec<GlobalPtr<f64>>>,
+    /// The receive buffers: `[parity * SIDES + s]` receives the face coming from side `s`.
+    buffers: Buffers,
     /// Scratch for the faces sent and received.
     send: Vec<f64>,
     incoming: Vec<f64>,
+    halo: Vec<usize>,
+}
+
+/// Where the faces land: this rank's receive buffers and every rank's, by rank.
+enum Buffers {
+    /// In the segment, written by `rput_slice` and copied out by `rget_into` (the path a
+    /// Containment Domain's hook sees and logs).
+    Segment {
+        recv: Vec<GlobalPtr<f64>>,
+        everyone: Vec<Vec<GlobalPtr<f64>>>,
+    },
+    /// In viewable memory, written by `view_put` and read in place through a local view.
+    Viewable {
+        recv: Vec<ViewPtr<f64>>,
+        everyone: Vec<Vec<ViewPtr<f64>>>,
+    },
+}
+
+/// Allocates the `2 * SIDES` receive buffers of `field` with `alloc` and learns every rank's
+/// (collective).
+fn receive_buffers<P>(
+    field: &Field,
+    alloc: impl Fn(usize) -> Result<P, pgas::PgasError>,
+) -> Result<(Vec<P>, Vec<Vec<P>>), String>
+where
+    P: Clone + serde::Serialize + serde::de::DeserializeOwned + 'static,
+{
+    let mut recv = Vec::with_capacity(2 * SIDES);
+    for _parity in 0..2 {
+        for s in 0..SIDES {
+            recv.push(
+                alloc(field.face_len(s))
+                    .map_err(|e| format!("cannot allocate a receive buffer: {e}"))?,
+            );
+        }
+    }
+    let everyone = exchange(recv.clone());
+    if let Some(r) = (0..rank_n()).find(|&r| everyone[r].len() != 2 * SIDES) {
+        return Err(format!(
+            "rank {r} published {} receive buffers",
+            everyone[r].len()
+        ));
+    }
+    Ok((recv, everyone))
 }
 
 impl Block {
     /// This rank's block of `grid`, set to the initial values, with its receive buffers
-    /// allocated and every rank's buffers known (collective: every rank of the launch calls it).
+    /// allocated in the segment and every rank's buffers known (collective: every rank of the
+    /// launch calls it).
     pub fn new(grid: &Grid) -> Result<Block, String> {
+        Block::with_buffers(grid, false)
+    }
+
+    /// [`Block::new`] with the receive buffers in viewable memory: faces land by `view_put`
+    /// and are read in place through a local view, with no copy out of the buffer.
+    pub fn new_in_place(grid: &Grid) -> Result<Block, String> {
+        Block::with_buffers(grid, true)
+    }
+
+    fn with_buffers(grid: &Grid, in_place: bool) -> Result<Block, String> {
         let n = grid.n;
         let coords = grid.coords(rank_me());
         let bounds = |a: usize, c: usize| (c * n / grid.dims[a], (c + 1) * n / grid.dims[a]);
@@ -352,31 +409,22 @@ impl Block {
 
         let cur = Field::new(len, origin, n);
         let next = cur.clone();
-        let mut recv: Vec<GlobalPtr<f64>> = Vec::with_capacity(2 * SIDES);
-        for _parity in 0..2 {
-            for s in 0..SIDES {
-                recv.push(
-                    new_array(cur.face_len(s))
-                        .map_err(|e| format!("cannot allocate a receive buffer: {e}"))?,
-                );
-            }
-        }
-        let everyone = exchange(recv.clone());
-        if let Some(r) = (0..rank_n()).find(|&r| everyone[r].len() != 2 * SIDES) {
-            return Err(format!(
-                "rank {r} published {} receive buffers",
-                everyone[r].len()
-            ));
-        }
+        let buffers = if in_place {
+            let (recv, everyone) = receive_buffers(&cur, new_viewable)?;
+            Buffers::Viewable { recv, everyone }
+        } else {
+            let (recv, everyone) = receive_buffers(&cur, new_array)?;
+            Buffers::Segment { recv, everyone }
+        };
         Ok(Block {
             n,
             cur,
             next,
             neighbours,
-            recv,
-            everyone,
+            buffers,
             send: Vec::new(),
             incoming: Vec::new(),
+            halo: Vec::new(),
         })
     }
 
@@ -411,7 +459,17 @@ impl Block {
             };
             self.send.clear();
             next.for_face(s, true, |p| self.send.push(next.data[p]));
-            pgas::rput_slice(&self.send, self.everyone[to][parity * SIDES + opposite(s)]).wait();
+            let at = parity * SIDES + opposite(s);
+            match &self.buffers {
+                Buffers::Segment { everyone, .. } => {
+                    pgas::rput_slice(&self.send, everyone[to][at]).wait()
+                }
+                // Never refused: the neighbour reads this buffer only after the barrier below
+                // and is done with it before the next barrier, after which the other parity's
+                // buffer is written.
+                Buffers::Viewable { everyone, .. } => pgas::view_put(&self.send, everyone[to][at])
+                    .unwrap_or_else(|e| panic!("halo exchange: {e}")),
+            }
         }
         // All faces of this iteration have landed; the other parity's buffers are the ones
         // written next, so nobody overwrites a buffer that is still being read.
@@ -420,13 +478,25 @@ impl Block {
             if self.neighbours[s].is_none() {
                 continue;
             }
-            self.incoming.resize(next.face_len(s), 0.0);
-            pgas::rget_into(self.recv[parity * SIDES + s], &mut self.incoming);
-            let mut values = self.incoming.iter();
-            let mut halo = Vec::with_capacity(self.incoming.len());
-            next.for_face(s, false, |p| halo.push(p));
-            for p in halo {
-                next.data[p] = *values.next().expect("face sizes agree");
+            let len = next.face_len(s);
+            self.halo.clear();
+            next.for_face(s, false, |p| self.halo.push(p));
+            let halo = &self.halo;
+            let mut fill = |values: &[f64]| {
+                for (&p, &v) in halo.iter().zip(values) {
+                    next.data[p] = v;
+                }
+            };
+            match &self.buffers {
+                Buffers::Segment { recv, .. } => {
+                    self.incoming.resize(len, 0.0);
+                    pgas::rget_into(recv[parity * SIDES + s], &mut self.incoming);
+                    fill(&self.incoming);
+                }
+                Buffers::Viewable { recv, .. } => {
+                    pgas::with_local_mut(recv[parity * SIDES + s], len, |values| fill(values))
+                        .unwrap_or_else(|e| panic!("halo exchange: {e}"))
+                }
             }
         }
     }

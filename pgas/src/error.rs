@@ -76,6 +76,21 @@ pub enum PgasError {
         len: usize,
         max: usize,
     },
+    /// A new viewable block in bytes the allocating rank holds a view of (a view that reaches
+    /// past its allocation, or a block freed inside the view of it).
+    #[error(
+        "new_viewable on rank {rank}: the free bytes {offset}..{} lie under the rank's open view \
+         of bytes {view_start}..{view_end}; allocate outside the view's closure, or view only \
+         allocated memory",
+        offset + len
+    )]
+    UnderView {
+        rank: usize,
+        offset: usize,
+        len: usize,
+        view_start: usize,
+        view_end: usize,
+    },
     /// A team argument is out of range.
     #[error("{0}")]
     Team(String),
@@ -217,4 +232,89 @@ pub enum DistObjectError {
         /// This rank.
         rank: usize,
     },
+}
+
+/// Why a local view, or an access to viewable memory, was refused. Offsets and lengths are in
+/// bytes of the owner's viewable area.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ViewError {
+    /// A put or get into a range that its owner holds a view of: the owner's slice is
+    /// exclusive while its closure runs, so the access would race it.
+    #[error(
+        "rank {accessor}'s {op} of {len} bytes at offset {offset} of rank {owner}'s viewable \
+         memory was refused: rank {owner} holds a local view of bytes {view_start}..{view_end}; \
+         access it after the view's closure returns (order the two, e.g. with a barrier)"
+    )]
+    Viewed {
+        /// The rank whose put or get was refused.
+        accessor: usize,
+        /// `"put"` or `"get"`.
+        op: &'static str,
+        /// The rank whose memory it is, which holds the view.
+        owner: usize,
+        offset: usize,
+        len: usize,
+        view_start: usize,
+        view_end: usize,
+    },
+    /// A view whose range overlaps a view this rank holds open already (nested views must be
+    /// of disjoint ranges: two slices of the same bytes would alias).
+    #[error(
+        "rank {owner} cannot open a view of bytes {offset}..{} of its viewable memory: it holds \
+         a view of bytes {view_start}..{view_end} already; nested views must not overlap (use \
+         the outer view's slice)",
+        offset + len
+    )]
+    Overlapping {
+        owner: usize,
+        offset: usize,
+        len: usize,
+        view_start: usize,
+        view_end: usize,
+    },
+    /// A view of another rank's memory: a view is of the caller's own memory only.
+    #[error(
+        "rank {me} asked for a local view of rank {owner}'s memory: a view is of the caller's \
+         own viewable memory (copy another rank's with view_get)"
+    )]
+    NotMine { owner: usize, me: usize },
+    /// A range that does not lie inside the owner's viewable area.
+    #[error(
+        "bytes {offset}..{} of rank {rank}'s viewable memory are outside its area of {area} \
+         bytes (a pointer past its allocation, or a length too long)",
+        offset.saturating_add(*len)
+    )]
+    OutOfBounds {
+        rank: usize,
+        offset: usize,
+        len: usize,
+        area: usize,
+    },
+    /// A pointer not aligned for its element type (made by `cast` or by arithmetic), or an
+    /// element type aligned to more than viewable memory serves (16 bytes).
+    #[error(
+        "offset {offset} of rank {rank}'s viewable memory is not aligned to {align} bytes, as \
+         the element type needs"
+    )]
+    Misaligned {
+        rank: usize,
+        offset: usize,
+        align: usize,
+    },
+    /// An access through the null view pointer.
+    #[error("{op} through a null view pointer")]
+    Null { op: &'static str },
+    /// A rank that is not in the job.
+    #[error("{op} to rank {rank}: the job has {ranks} ranks")]
+    NoSuchRank {
+        op: &'static str,
+        rank: usize,
+        ranks: usize,
+    },
+    /// More nested views than a rank may hold open at once.
+    #[error(
+        "rank {owner} holds {max} local views open already, the most a rank may: close one \
+         (return from its closure) before opening another"
+    )]
+    TooManyViews { owner: usize, max: usize },
 }

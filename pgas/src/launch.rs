@@ -11,6 +11,7 @@ use gasnet_bridge::{ConfigError, HandlerTable, LaunchConfig, LaunchError, Token}
 use crate::collectives::{self, CollectiveState};
 use crate::dist_object;
 use crate::dist_registry::DistRegistry;
+use crate::local_view::{self, ViewState};
 use crate::messages;
 use crate::pending::Pending;
 use crate::program_agreement::{self, Registered};
@@ -85,12 +86,20 @@ where
         .is_some()
         .then(|| Registered::of(&rpcs));
     let rpcs = Arc::new(rpcs);
+    // One process runs every rank on smp: every rank reaches every viewable area directly.
+    let smp_areas = registered
+        .is_none()
+        .then(|| local_view::areas(config.ranks, 0..config.ranks, config.segment_bytes));
     let mut handlers = HandlerTable::new();
     let msg_handler = handlers.register("pgas.message", |token: &Token<'_>| {
         messages::receive(token, deliver)
     });
     let tagged = gasnet_bridge::launch(config, handlers, |ep| {
         let attempt = || {
+            let reach = smp_areas.clone().unwrap_or_else(|| {
+                let me = ep.rank();
+                local_view::areas(ep.ranks(), me..me + 1, ep.segment_len())
+            });
             // The most used first: `Runtime::state` looks them up in this order.
             let states: Vec<Box<dyn Any>> = vec![
                 Box::new(PendingReplies::default()),
@@ -98,6 +107,7 @@ where
                 Box::new(DistRegistry::default()),
                 Box::new(CollectiveState::default()),
                 Box::new(TeamRegistry::new(ep)),
+                Box::new(ViewState::new(ep.rank(), reach)),
             ];
             let rt = Runtime::new(ep, msg_handler, Box::new(Pending::default()), states);
             let run = || {
@@ -165,5 +175,6 @@ fn deliver(rt: &Runtime, token: &Token<'_>, kind: Kind, header: &[u64], payload:
         Kind::RpcReply => rpc::handle_reply(rt, token.source(), header, payload),
         Kind::Collective => collectives::handle(rt, token.source(), header, payload),
         Kind::DistFetch => dist_object::handle_fetch(rt, token, header),
+        Kind::View => local_view::handle(rt, token, header, payload),
     }
 }

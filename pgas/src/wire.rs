@@ -46,6 +46,7 @@ pub(crate) enum Kind {
     RpcReply = 2,
     Collective = 3,
     DistFetch = 4,
+    View = 5,
 }
 
 impl Kind {
@@ -55,6 +56,7 @@ impl Kind {
             2 => Kind::RpcReply,
             3 => Kind::Collective,
             4 => Kind::DistFetch,
+            5 => Kind::View,
             _ => return None,
         })
     }

@@ -389,6 +389,9 @@ fn pgas_lines(s: &Sizes, am_rtt: f64) -> Vec<Line> {
                         .baseline("atomic_fetch_add", global_ptr),
                 );
             }
+            if s.wants(&["local_view"]) {
+                lines.push(local_view_line(s));
+            }
             let round_trips = ops / 10;
             let flood = || {
                 median_of(reps, || {
@@ -525,6 +528,55 @@ fn pgas_lines(s: &Sizes, am_rtt: f64) -> Vec<Line> {
         std::process::exit(1)
     });
     per_rank.into_iter().next().expect("rank 0")
+}
+
+/// Points of the heat kernel of the `local_view` line (32 KiB of f64).
+const HEAT_POINTS: usize = 4096;
+
+/// One explicit 1-D heat step over `u` in place (ends fixed): the kernel of `local_view`.
+fn heat_step(u: &mut [f64]) {
+    let Some(last) = u.len().checked_sub(1) else {
+        return;
+    };
+    let mut left = u[0];
+    for i in 1..last {
+        let here = u[i];
+        u[i] = here + 0.25 * (left - 2.0 * here + u[i + 1]);
+        left = here;
+    }
+}
+
+/// `local_view` / `heat_4096_f64`: one heat step on a rank's 4096 f64 in viewable memory,
+/// borrowed in place with `with_local_mut`, against the same step on the same data in the
+/// segment copied out with `read_local_slice` and back with `write_local_slice` (the safe
+/// path without views), paired; nanoseconds per step, `OPS / 1000` steps per repetition.
+fn local_view_line(s: &Sizes) -> Line {
+    let steps = (s.ops / 1000).max(10);
+    let in_segment = pgas::new_array::<f64>(HEAT_POINTS).expect("heat array");
+    let viewable = pgas::new_viewable::<f64>(HEAT_POINTS).expect("viewable heat array");
+    let start: Vec<f64> = (0..HEAT_POINTS).map(|i| (i % 17) as f64).collect();
+    in_segment.write_local_slice(&start).expect("heat array");
+    pgas::view_put(&start, viewable).expect("viewable heat array");
+    let mut buffer = vec![0.0; HEAT_POINTS];
+    let mut copied = || {
+        ns_per_op(steps, || {
+            in_segment.read_local_slice(&mut buffer).expect("copy in");
+            heat_step(black_box(&mut buffer));
+            in_segment.write_local_slice(&buffer).expect("copy out");
+        })
+    };
+    let mut in_place = || {
+        ns_per_op(steps, || {
+            pgas::with_local_mut(viewable, HEAT_POINTS, |u| heat_step(black_box(u))).expect("view")
+        })
+    };
+    let (base, value) = paired(s.reps, &mut copied, &mut in_place);
+    let (mut a, mut b) = (vec![0.0; HEAT_POINTS], vec![0.0; HEAT_POINTS]);
+    in_segment.read_local_slice(&mut a).expect("heat array");
+    pgas::view_get(viewable, &mut b).expect("viewable heat array");
+    assert_eq!(a, b, "both kernels ran the same steps on the same data");
+    Line::new("local_view", "heat_4096_f64", value, "ns", Better::Lower)
+        .baseline("copy_in_out_4096_f64", base)
 }
 
 /// A 64 x 64 block of f64 written into (read from) every other element of 128-element rows

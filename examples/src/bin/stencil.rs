@@ -1,8 +1,9 @@
 //! A 3-D Jacobi (7-point) stencil on pgas: the `n`^3 global grid is split over a
 //! `px * py * pz` process grid; each rank iterates on its block (with one-cell halos) and, after
-//! every sweep, packs its six faces and writes them with `rput_slice` into receive buffers in
-//! its neighbours' segments, double-buffered by iteration parity so one barrier per iteration
-//! suffices. The grid, the exchange and the checksum are [`pgas_examples::jacobi`]'s.
+//! every sweep, packs its six faces and writes them with `view_put` into receive buffers in
+//! its neighbours' viewable memory, double-buffered by iteration parity so one barrier per
+//! iteration suffices; each rank reads its buffers in place through a local view
+//! (`with_local_mut`), with no copy out of them. The grid, the exchange and the checksum are [`pgas_examples::jacobi`]'s.
 //!
 //! Every point's update is the same floating-point expression whatever the decomposition, so
 //! the result is bit-identical for any rank count. The checksum is the sum of all interior
@@ -41,7 +42,7 @@ fn main() {
     let segment = grid.segment_bytes().unwrap_or_else(|e| fail(NAME, e));
 
     let Some(reports) = run(NAME, ranks, segment, RpcTable::new(), || {
-        let mut block = Block::new(&grid)?;
+        let mut block = Block::new_in_place(&grid)?;
         barrier();
         let start = Instant::now();
         for t in 0..iters {
