@@ -5,11 +5,14 @@
 //! ```text
 //! PGAS_TRACE=/tmp/timeline.json cargo run -p lulesh -- -s 6 --ranks 8 -i 12 \
 //!     --cd-config lulesh/configs/relaxed-trace.toml
-//! cargo run -p cd-runtime --bin cd-timeline-svg -- /tmp/timeline.json -o docs/timeline.svg
+//! cargo run -p cd-runtime --bin cd-timeline-svg -- /tmp/timeline.json --fault 1 --ms 2.4 \
+//!     -o docs/timeline.svg
 //! ```
 //!
 //! Several files (one per process under mpirun) are read as one timeline. `--from MS` and
-//! `--to MS` cut a window, in milliseconds from the first event.
+//! `--to MS` cut a window, in milliseconds from the first event; `--fault N --ms W` a window
+//! of W milliseconds around the N-th injected fault (a quarter before it), the same part of
+//! the run whatever the machine's speed moved it to.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -27,6 +30,8 @@ struct Mark {
     /// Microseconds; `None` for an instant.
     dur: Option<f64>,
     attempt: u64,
+    /// The CD's level (executions; 0 otherwise).
+    level: u64,
     /// Nesting depth among the rank's spans (0: outermost).
     depth: usize,
 }
@@ -37,10 +42,13 @@ struct Args {
     out: Option<PathBuf>,
     from_ms: Option<f64>,
     to_ms: Option<f64>,
+    /// The window around this injected fault (1: the first), `window_ms` wide.
+    fault: Option<usize>,
+    window_ms: f64,
 }
 
-const USAGE: &str =
-    "usage: cd-timeline-svg TRACE.json [TRACE.json ...] [-o OUT.svg] [--from MS] [--to MS]";
+const USAGE: &str = "usage: cd-timeline-svg TRACE.json [TRACE.json ...] [-o OUT.svg] \
+     [--from MS] [--to MS] [--fault N [--ms W]]";
 
 fn parse_args() -> Result<Args, String> {
     let mut a = Args {
@@ -48,21 +56,29 @@ fn parse_args() -> Result<Args, String> {
         out: None,
         from_ms: None,
         to_ms: None,
+        fault: None,
+        window_ms: 2.0,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
         let mut value = |what: &str| it.next().ok_or(format!("{arg} needs {what}; {USAGE}"));
         match arg.as_str() {
             "-o" => a.out = Some(PathBuf::from(value("a file")?)),
-            "--from" | "--to" => {
+            "--fault" => {
+                let v = value("a number")?;
+                a.fault = Some(v.parse().ok().filter(|&n| n > 0).ok_or(format!(
+                    "--fault {v}: the number of an injected fault, 1 for the first; {USAGE}"
+                ))?);
+            }
+            "--from" | "--to" | "--ms" => {
                 let v = value("milliseconds")?;
                 let ms: f64 = v
                     .parse()
                     .map_err(|_| format!("{arg} {v}: not a number of milliseconds; {USAGE}"))?;
-                if arg == "--from" {
-                    a.from_ms = Some(ms);
-                } else {
-                    a.to_ms = Some(ms);
+                match arg.as_str() {
+                    "--from" => a.from_ms = Some(ms),
+                    "--to" => a.to_ms = Some(ms),
+                    _ => a.window_ms = ms,
                 }
             }
             "-h" | "--help" => return Err(USAGE.into()),
@@ -109,6 +125,7 @@ fn read(inputs: &[PathBuf]) -> Result<BTreeMap<u64, Vec<Mark>>, String> {
             ts: ts - t0,
             dur: (ph == "X").then(|| e["dur"].as_f64().unwrap_or(0.0)),
             attempt: e["args"]["attempt"].as_u64().unwrap_or(0),
+            level: e["args"]["level"].as_u64().unwrap_or(0),
             depth: 0,
         });
     }
@@ -132,11 +149,13 @@ fn read(inputs: &[PathBuf]) -> Result<BTreeMap<u64, Vec<Mark>>, String> {
     Ok(by_rank)
 }
 
-/// The fill of a span of category `cat` (a re-execution stands out from a first execution).
-fn color(cat: &str, attempt: u64) -> &'static str {
+/// The fill of a span of category `cat` (a re-execution stands out from a first execution,
+/// an inner CD's execution from an outer one's).
+fn color(cat: &str, attempt: u64, level: u64) -> &'static str {
     match cat {
         "execution" if attempt > 0 => "#f28e2b",
-        "execution" => "#a0cbe8",
+        "execution" if level <= 1 => "#c6dbef",
+        "execution" => "#6baed6",
         "preserve" => "#59a14f",
         "agreement" => "#9d9d9d",
         "recovery" => "#b07aa1",
@@ -164,7 +183,7 @@ fn render(by_rank: &BTreeMap<u64, Vec<Mark>>, from_ms: Option<f64>, to_ms: Optio
         to_ms.map_or(end, |ms| ms * 1000.0),
     );
     let span_us = (hi - lo).max(1.0);
-    let (left, width, row, top) = (70.0, 1000.0, 34.0, 30.0);
+    let (left, width, row, top) = (70.0, 1100.0, 34.0, 30.0);
     let x = |t: f64| left + (t - lo).clamp(0.0, span_us) / span_us * width;
     let height = top + row * by_rank.len() as f64 + 70.0;
     let mut s = String::new();
@@ -179,8 +198,9 @@ fn render(by_rank: &BTreeMap<u64, Vec<Mark>>, from_ms: Option<f64>, to_ms: Optio
     );
     let _ = writeln!(
         s,
-        r#"<text x="{left}" y="18">CD timeline, {:.1} ms (one row per rank)</text>"#,
-        span_us / 1000.0
+        r#"<text x="{left}" y="18">CD timeline, {:.2} to {:.2} ms of the run (one row per rank; hover for details)</text>"#,
+        lo / 1000.0,
+        hi / 1000.0
     );
     for (i, (rank, marks)) in by_rank.iter().enumerate() {
         let y0 = top + row * i as f64;
@@ -221,7 +241,7 @@ fn render(by_rank: &BTreeMap<u64, Vec<Mark>>, from_ms: Option<f64>, to_ms: Optio
                         y0 + 2.0 + inset,
                         (x1 - x0).max(0.5),
                         row - 5.0 - 2.0 * inset,
-                        color(&m.cat, m.attempt),
+                        color(&m.cat, m.attempt, m.level),
                         escape(&title)
                     );
                 }
@@ -256,27 +276,28 @@ fn render(by_rank: &BTreeMap<u64, Vec<Mark>>, from_ms: Option<f64>, to_ms: Optio
         );
     }
     let legend = [
-        ("execution", 0, "execution"),
-        ("execution", 1, "re-execution"),
-        ("preserve", 0, "preservation"),
-        ("agreement", 0, "agreement"),
-        ("recovery", 0, "recovery"),
-        ("replay", 0, "replay"),
-        ("escalation", 0, "escalation"),
+        ("execution", 0, 1, "level-1 CD"),
+        ("execution", 0, 2, "inner CD"),
+        ("execution", 1, 1, "re-execution"),
+        ("preserve", 0, 0, "preservation"),
+        ("agreement", 0, 0, "agreement"),
+        ("recovery", 0, 0, "recovery"),
+        ("replay", 0, 0, "replay"),
+        ("escalation", 0, 0, "escalation"),
     ];
     let ly = axis + 38.0;
-    for (i, (cat, attempt, label)) in legend.iter().enumerate() {
-        let lx = left + i as f64 * 115.0;
+    for (i, (cat, attempt, level, label)) in legend.iter().enumerate() {
+        let lx = left + i as f64 * 100.0;
         let _ = writeln!(
             s,
             r##"<rect x="{lx}" y="{:.1}" width="14" height="12" fill="{}" stroke="#555555" stroke-width="0.3"/><text x="{:.1}" y="{:.1}">{label}</text>"##,
             ly - 10.0,
-            color(cat, *attempt),
+            color(cat, *attempt, *level),
             lx + 18.0,
             ly
         );
     }
-    let lx = left + legend.len() as f64 * 115.0;
+    let lx = left + legend.len() as f64 * 100.0;
     let _ = writeln!(
         s,
         r##"<path d="M{:.1},{:.1} l-5,-7 h10 z" fill="#d62728"/><text x="{:.1}" y="{ly:.1}">fault</text>"##,
@@ -302,7 +323,23 @@ fn main() -> ExitCode {
         if by_rank.is_empty() {
             return Err("the trace holds no spans: was the run made with PGAS_TRACE set?".into());
         }
-        let svg = render(&by_rank, args.from_ms, args.to_ms);
+        let (mut from_ms, mut to_ms) = (args.from_ms, args.to_ms);
+        if let Some(n) = args.fault {
+            let mut faults: Vec<f64> = by_rank
+                .values()
+                .flatten()
+                .filter(|m| m.cat == "fault")
+                .map(|m| m.ts / 1000.0)
+                .collect();
+            faults.sort_by(f64::total_cmp);
+            let at = faults.get(n - 1).ok_or(format!(
+                "--fault {n}: the trace holds {} injected fault(s)",
+                faults.len()
+            ))?;
+            from_ms = Some(at - args.window_ms / 4.0);
+            to_ms = Some(at + args.window_ms * 3.0 / 4.0);
+        }
+        let svg = render(&by_rank, from_ms, to_ms);
         match &args.out {
             Some(p) => std::fs::write(p, svg)
                 .map_err(|e| format!("cannot write the picture to {}: {e}", p.display())),
