@@ -238,8 +238,9 @@ pub(crate) fn run<R>(
         let start = Instant::now();
         let ran = in_d && unprepared.is_none();
         // The timeline's span of an execution the report counts, through its agreement.
-        let execution =
-            ran.then(|| crate::timeline::execution(name, frame.level, frame.iteration, attempt, "strict"));
+        let execution = ran.then(|| {
+            crate::timeline::execution(name, frame.level, frame.iteration, attempt, "strict")
+        });
         let (out, mut kinds, injected) = if let Some(why) = unprepared.take() {
             frame.begin(attempt);
             frame.fail(FaultKinds::SOFT, why);

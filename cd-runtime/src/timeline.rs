@@ -170,9 +170,7 @@ impl Timeline {
             pid,
             sink: self.sink.clone(),
         };
-        tracing::dispatcher::set_default(&tracing::Dispatch::new(
-            Registry::default().with(layer),
-        ))
+        tracing::dispatcher::set_default(&tracing::Dispatch::new(Registry::default().with(layer)))
     }
 
     /// Ends the JSON array and flushes the file (after every rank of the process is done).
@@ -385,7 +383,10 @@ mod tests {
             assert_eq!(pres.len(), 1);
             assert_eq!(pres[0]["args"]["entry"], "mesh");
             // Nested: the preservation lies inside the execution.
-            let (es, ed) = (exec[0]["ts"].as_f64().unwrap(), exec[0]["dur"].as_f64().unwrap());
+            let (es, ed) = (
+                exec[0]["ts"].as_f64().unwrap(),
+                exec[0]["dur"].as_f64().unwrap(),
+            );
             let ps = pres[0]["ts"].as_f64().unwrap();
             assert!(es <= ps && ps <= es + ed);
             let f = on("fault");

@@ -61,8 +61,8 @@ fn run(config: &str, trace: bool) -> (Option<Vec<Value>>, Report) {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let report: Report = serde_json::from_str(&std::fs::read_to_string(&report).unwrap())
-        .expect("the JSON report");
+    let report: Report =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).expect("the JSON report");
     let events = trace.then(|| {
         serde_json::from_str(&std::fs::read_to_string(&trace_file).expect("the trace file"))
             .expect("the trace is a JSON array")
@@ -99,7 +99,11 @@ fn the_timeline_of_a_faulty_run_agrees_with_its_report() {
         let stats = report.cd(cd).expect("the CD ran");
         let execs = of(&events, "execution", cd);
         assert_eq!(execs.len() as u64, stats.executions, "executions of {cd}");
-        assert!(execs.iter().all(|e| e["name"] == cd && e["dur"].as_f64().is_some()));
+        assert!(
+            execs
+                .iter()
+                .all(|e| e["name"] == cd && e["dur"].as_f64().is_some())
+        );
         let re = execs.iter().filter(|e| e["args"]["attempt"] != 0).count();
         assert_eq!(re as u64, stats.reexecutions, "re-executions of {cd}");
         assert_eq!(
@@ -123,12 +127,18 @@ fn the_timeline_of_a_faulty_run_agrees_with_its_report() {
         for f in &stats.failures {
             let mut ranks: Vec<u64> = execs
                 .iter()
-                .filter(|e| e["args"]["iteration"] == f.iteration && e["args"]["attempt"] == f.attempt)
+                .filter(|e| {
+                    e["args"]["iteration"] == f.iteration && e["args"]["attempt"] == f.attempt
+                })
                 .map(|e| e["tid"].as_u64().unwrap())
                 .collect();
             ranks.sort_unstable();
             let want: Vec<u64> = f.ranks.iter().map(|&r| r as u64).collect();
-            assert_eq!(ranks, want, "ranks re-executing {cd} #{}.{}", f.iteration, f.attempt);
+            assert_eq!(
+                ranks, want,
+                "ranks re-executing {cd} #{}.{}",
+                f.iteration, f.attempt
+            );
         }
         // Every rank's first executions.
         let mut per_rank: BTreeMap<u64, u64> = BTreeMap::new();
@@ -176,7 +186,10 @@ fn a_trace_file_that_cannot_be_written_is_one_clear_line() {
         .env_remove("PGAS_RANKS")
         .env_remove("CD_CONFIG")
         .env("PGAS_TRACE", "/nonexistent/dir/timeline.json")
-        .args(["--cd-config", TempFile::new("plain.toml", "").0.to_str().unwrap()])
+        .args([
+            "--cd-config",
+            TempFile::new("plain.toml", "").0.to_str().unwrap(),
+        ])
         .output()
         .expect("the binary runs");
     assert!(!out.status.success());

@@ -247,7 +247,11 @@ fn render(by_rank: &BTreeMap<u64, Vec<Mark>>, from_ms: Option<f64>, to_ms: Optio
                 }
                 None => {
                     let (cx, cy) = (x(m.ts), y0 + 4.0);
-                    let fill = if m.cat == "fault" { "#d62728" } else { "#000000" };
+                    let fill = if m.cat == "fault" {
+                        "#d62728"
+                    } else {
+                        "#000000"
+                    };
                     let _ = writeln!(
                         s,
                         r#"<path d="M{:.2},{:.1} l-5,-7 h10 z" fill="{fill}"><title>{}</title></path>"#,

@@ -109,7 +109,8 @@ pub(crate) fn run<R>(
         }
         drop(recovery);
         // The timeline's span of this execution; a re-execution's body is a replay of its log.
-        let execution = crate::timeline::execution(name, level, frame.iteration, attempt, "relaxed");
+        let execution =
+            crate::timeline::execution(name, level, frame.iteration, attempt, "relaxed");
         let replaying = (attempt > 0).then(|| crate::timeline::replay(name, attempt));
         op_fault::arm(&rt, &frame, name, attempt);
         frame.rx.borrow_mut().lost_mid_body = false;
