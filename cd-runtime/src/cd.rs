@@ -110,7 +110,7 @@ impl Cd {
         match self.step(name) {
             Step::Skip => {}
             Step::Restore(i) => runtime::with(|rt| restore_value(rt, &self.frame, i, value)),
-            Step::Save => runtime::with(|rt| {
+            Step::Save => self.saving(name, |rt| {
                 let start = Instant::now();
                 // By reference only to a copy as durable as the one asked for: the ancestors'
                 // copies compared here are local ones, which a rank loss takes, so a buddy or
@@ -177,7 +177,7 @@ impl Cd {
         match self.step(name) {
             Step::Skip => {}
             Step::Restore(i) => self.restore_slice(name, i, data),
-            Step::Save => runtime::with(|rt| {
+            Step::Save => self.saving(name, |rt| {
                 let start = Instant::now();
                 let bytes: &[u8] = bytemuck::cast_slice(data);
                 self.frame.capture_with(name, || bytes.to_vec());
@@ -348,7 +348,7 @@ impl Cd {
         match self.step(name) {
             Step::Skip => {}
             Step::Restore(i) => runtime::with(|rt| restore_value_any(rt, &self.frame, i, value)),
-            Step::Save => runtime::with(|rt| {
+            Step::Save => self.saving(name, |rt| {
                 let store =
                     Store::Regenerate(Box::new(move || Box::new(regenerate()) as Box<dyn Any>));
                 self.record(rt, name, store, 0, Medium::Local, Instant::now());
@@ -370,7 +370,7 @@ impl Cd {
         match self.step(name) {
             Step::Skip => {}
             Step::Restore(i) => runtime::with(|rt| restore_value(rt, &self.frame, i, value)),
-            Step::Save => runtime::with(|rt| {
+            Step::Save => self.saving(name, |rt| {
                 assert!(
                     upstream(rt, &self.frame, name, |_| true),
                     "CD {:?}: preserve_reference(`{name}`) but no enclosing CD preserved `{name}`",
@@ -409,7 +409,7 @@ impl Cd {
         match self.step(name) {
             Step::Skip => {}
             Step::Restore(i) => self.restore_slice(name, i, data),
-            Step::Save => runtime::with(|rt| {
+            Step::Save => self.saving(name, |rt| {
                 assert!(
                     upstream(rt, &self.frame, name, |_| true),
                     "CD {:?}: preserve_slice_reference(`{name}`) but no enclosing CD preserved \
@@ -474,6 +474,13 @@ impl Cd {
         })
     }
 
+    /// Runs the preservation of entry `name` with this rank's runtime, as one span of the
+    /// timeline.
+    fn saving<R>(&self, name: &str, f: impl FnOnce(&CdRuntime) -> R) -> R {
+        let _span = crate::timeline::preserve(&self.frame.name, name);
+        runtime::with(f)
+    }
+
     fn record(
         &self,
         rt: &CdRuntime,
@@ -492,6 +499,7 @@ impl Cd {
                 _ => s.preserved(medium, bytes),
             }
             s.preserve_ns += start.elapsed().as_nanos() as u64;
+            s.preservations += 1;
         }
         let mut st = self.frame.state.borrow_mut();
         // An entry preserved again gives its file slot back (its level can then start over).

@@ -167,6 +167,18 @@ pub enum CdLaunchError {
         /// What the system said.
         reason: String,
     },
+    /// The timeline (`PGAS_TRACE` or the key `trace_file`) could not be written.
+    #[error(
+        "cannot write the timeline to {}: {reason}; name a file in a writable directory in \
+         PGAS_TRACE (or the CD configuration's trace_file), or unset it",
+        path.display()
+    )]
+    Trace {
+        /// The file (under mpirun, this process's, with its rank inserted).
+        path: PathBuf,
+        /// What the system said.
+        reason: String,
+    },
     /// The job's private directory for its files (file medium, spilled logs) could not be
     /// made: `file_dir`, or the system's temporary directory without it, is unusable.
     #[error(
@@ -192,14 +204,14 @@ pub enum CdLaunchError {
 impl CdLaunchError {
     /// The exit status a program ends with for this error: 2 for a configuration error (or
     /// an unusable directory for its files, or a refused restart), 3 for an escalation past the root, 4 for a report
-    /// that cannot be written, 1 otherwise.
+    /// or a timeline that cannot be written, 1 otherwise.
     pub fn exit_code(&self) -> u8 {
         match self {
             CdLaunchError::Config(_)
             | CdLaunchError::Files { .. }
             | CdLaunchError::Restart { .. } => 2,
             CdLaunchError::Escalated { .. } => 3,
-            CdLaunchError::Report { .. } => 4,
+            CdLaunchError::Report { .. } | CdLaunchError::Trace { .. } => 4,
             CdLaunchError::Job(_) => 1,
         }
     }

@@ -18,6 +18,7 @@ use crate::generations::GenerationRpcs;
 use crate::relaxed::rank_state::RelaxedRpcs;
 use crate::report::Report;
 use crate::runtime::{self, CdRuntime, Installed, RuntimeRpcs, eprint_line};
+use crate::timeline::{Timeline, TimelineError, path_for_rank, trace_path};
 use crate::xor::XorRpcs;
 
 /// What a CD-managed job returns: the results of the ranks this process ran and the report
@@ -215,6 +216,10 @@ impl Drop for RankGuard {
 /// ([`CdConfig::unreached`]), also in [`CdOutcome::unused`]. When the configuration asks for it,
 /// rank 0 prints the report table and writes the JSON report (a report that cannot be
 /// written is [`CdLaunchError::Report`]).
+///
+/// With `PGAS_TRACE=FILE.json` in the environment (or `trace_file` in the configuration) the
+/// launch writes the timeline of what the CDs did, one track per rank ([`crate::timeline`]);
+/// a file that cannot be written is [`CdLaunchError::Trace`], before the job starts.
 pub fn launch<R, F>(
     job: &LaunchConfig,
     config: CdConfig,
@@ -226,6 +231,7 @@ where
     F: Fn() -> Result<R, CdError> + Sync,
 {
     config.check_job(job.ranks)?;
+    let timeline = open_timeline(config.trace_file.as_deref())?;
     let runtime_rpcs = RuntimeRpcs {
         buddy: BuddyRpcs::register(&mut rpcs),
         relaxed: RelaxedRpcs::register(&mut rpcs),
@@ -281,6 +287,8 @@ where
         crate::generations::reset(recovered.is_some(), pgas::spares_wanted() > 0);
         let rank = pgas::rank_me();
         let ranks = pgas::rank_n();
+        // Until the rank's body and report are done: its events go to its own track.
+        let _timeline = timeline.as_ref().map(|t| t.enter_rank(rank));
         // Every rank computes the same map from the conduit's topology.
         let nodes: Vec<usize> = (0..ranks).map(pgas::node_of).collect();
         // Every rank forms the same groups, or finds the same reason why not.
@@ -402,6 +410,8 @@ where
     // whatever else it holds. The checkpoints are on disk before the launch returns.
     drop(private_dir);
     drop(writer);
+    // Also when the job failed: the timeline of an escalated run shows how it came to that.
+    let trace_error = timeline.map(Timeline::finish).and_then(Result::err);
     let results = results.map_err(|e| match e {
         gasnet_bridge::LaunchError::RankPanicked { rank, message }
             if message.starts_with(ESCALATION) =>
@@ -433,6 +443,9 @@ where
     if let Some(e) = report_error.into_inner().unwrap_or_else(|e| e.into_inner()) {
         return Err(e);
     }
+    if let Some(TimelineError { path, reason }) = trace_error {
+        return Err(CdLaunchError::Trace { path, reason });
+    }
     let report = report_out
         .into_inner()
         .unwrap_or_else(|e| e.into_inner())
@@ -443,6 +456,21 @@ where
         report,
         unused,
     })
+}
+
+/// The timeline file of this process, created, if `PGAS_TRACE` or `configured` names one:
+/// the file itself on smp, under mpirun the file with this process's rank inserted.
+fn open_timeline(configured: Option<&std::path::Path>) -> Result<Option<Timeline>, CdLaunchError> {
+    let Some(path) = trace_path(configured) else {
+        return Ok(None);
+    };
+    let path = match pgas::mpi_world()? {
+        Some((rank, _)) => path_for_rank(&path, rank),
+        None => path,
+    };
+    Timeline::create(&path)
+        .map(Some)
+        .map_err(|TimelineError { path, reason }| CdLaunchError::Trace { path, reason })
 }
 
 /// [`launch`] with the configuration from the file named by `CD_CONFIG` (defaults if unset).

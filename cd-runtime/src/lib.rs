@@ -152,6 +152,7 @@ pub mod strict;
 /// Observability for tests (feature `testing`).
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod timeline;
 pub mod xor;
 mod xor_entries;
 

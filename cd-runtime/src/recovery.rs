@@ -56,6 +56,7 @@ pub(crate) fn lose_memory_mid_body(rt: &CdRuntime) {
 }
 
 fn lose(rt: &CdRuntime, mid_body: bool) {
+    crate::timeline::loss(mid_body);
     // Until the replicas are back, other ranks' gathers are told to ask again (telling
     // the owners below waits for rpcs, so this rank serves requests meanwhile).
     rt.relaxed.restoring.set(true);
@@ -87,6 +88,7 @@ fn lose(rt: &CdRuntime, mid_body: bool) {
 pub(crate) fn take_effect(rt: &CdRuntime, frame: &Frame, injected: Option<Injected>) -> FaultKinds {
     match injected {
         Some(Injected::SoftError) => {
+            crate::timeline::fault(&frame.name, frame.iteration, "soft");
             frame.fail(
                 FaultKinds::SOFT,
                 format!("injected soft error on rank {}", rt.rank),
@@ -94,6 +96,7 @@ pub(crate) fn take_effect(rt: &CdRuntime, frame: &Frame, injected: Option<Inject
             FaultKinds::SOFT
         }
         Some(Injected::RankLoss) => {
+            crate::timeline::fault(&frame.name, frame.iteration, "rank_loss");
             lose_memory(rt);
             frame.fail(
                 FaultKinds::RANK_LOSS,

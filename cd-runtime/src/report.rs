@@ -23,6 +23,9 @@ pub struct CdStats {
     pub escalations: u64,
     /// Injected faults.
     pub injected: u64,
+    /// Entries preserved (each `preserve*` call that saved rather than restored).
+    #[serde(default)]
+    pub preservations: u64,
     /// Bytes copied into local memory.
     pub bytes_local: u64,
     /// Bytes copied to a buddy rank.
@@ -195,6 +198,7 @@ impl CdStats {
         self.reexecutions += o.reexecutions;
         self.escalations += o.escalations;
         self.injected += o.injected;
+        self.preservations += o.preservations;
         self.bytes_local += o.bytes_local;
         self.bytes_buddy += o.bytes_buddy;
         self.bytes_buddy_rpc += o.bytes_buddy_rpc;

@@ -237,6 +237,10 @@ pub(crate) fn run<R>(
             .is_none_or(|d| d.binary_search(&rt.rank).is_ok());
         let start = Instant::now();
         let ran = in_d && unprepared.is_none();
+        // The timeline's span of an execution the report counts, through its agreement.
+        let execution = ran.then(|| {
+            crate::timeline::execution(name, frame.level, frame.iteration, attempt, "strict")
+        });
         let (out, mut kinds, injected) = if let Some(why) = unprepared.take() {
             frame.begin(attempt);
             frame.fail(FaultKinds::SOFT, why);
@@ -246,6 +250,7 @@ pub(crate) fn run<R>(
             (out, FaultKinds::SOFT, None)
         } else if in_d {
             if attempt > 0 {
+                let _recovery = crate::timeline::recovery(name, attempt);
                 crate::recovery::rereplicate(&rt);
             }
             frame.begin(attempt);
@@ -318,12 +323,14 @@ pub(crate) fn run<R>(
         if frame.level == 1 {
             crate::injector::kill_at("agreement", rt.rank, frame.iteration);
         }
+        let agreement = crate::timeline::agreement(name, attempt);
         let (mut agreed, writing, relaxed_ran) = agree_writing(
             &frame.team,
             kinds,
             crate::checkpoint::commit::still_writing(&rt, &frame),
             frame.rx.borrow().had_relaxed,
         );
+        drop(agreement);
         if relaxed_ran && enabled {
             rt.relaxed
                 .groups
@@ -386,6 +393,7 @@ pub(crate) fn run<R>(
                 });
             }
         }
+        drop(execution);
         // Lost copies alone are no failure of this execution: complete.
         if FaultKinds(agreed.0 & !FaultKinds::UNRESTORABLE.0).is_empty() {
             crate::real_loss::completed(&rt, &frame);
@@ -430,6 +438,7 @@ pub(crate) fn run<R>(
             }
         }
         if let Some(why) = why {
+            let _escalation = crate::timeline::escalation(name, attempt, &why);
             rt.stats.borrow_mut().entry(name, frame.level).escalations += 1;
             // Every rank of the CD gives the same reason (that of the lowest rank that saw a
             // failure itself), so the one line that ends the run names the rank and cause
@@ -478,7 +487,9 @@ pub(crate) fn run<R>(
                 Failure::Other
             };
             let planning = Instant::now();
+            let recovery = crate::timeline::recovery(name, attempt + 1);
             let planned = plan_limited(&rt, &cd, failure, tracking);
+            drop(recovery);
             planning_ns = planning.elapsed().as_nanos() as u64;
             if let Some((d, prepared)) = planned {
                 limited = Some(d);

@@ -44,6 +44,7 @@ struct ConfigFile {
     seed: Option<u64>,
     report: Option<bool>,
     report_file: Key<PathBuf>,
+    trace_file: Key<PathBuf>,
     file_dir: Key<PathBuf>,
     buddy_segment_bytes: Option<SegmentBytes>,
     memory_budget_bytes: Option<BudgetBytes>,
@@ -72,6 +73,8 @@ pub struct CdConfig {
     pub report: bool,
     /// Write the report as JSON here.
     pub report_file: Option<PathBuf>,
+    /// Write the timeline (Chrome trace events) here; `PGAS_TRACE` wins ([`crate::timeline`]).
+    pub trace_file: Option<PathBuf>,
     /// Where each launch makes its private directory (`None`: the system's temporary one).
     pub file_dir: Option<PathBuf>,
     /// Bytes [`crate::launch`] adds to each rank's segment for buddy copies (a multiple of 64).
@@ -172,6 +175,7 @@ impl CdConfig {
         for (key, v) in [
             ("file_dir", &raw.file_dir),
             ("report_file", &raw.report_file),
+            ("trace_file", &raw.trace_file),
         ] {
             if let Some(v) = v {
                 place(key.to_string(), v.span());
@@ -181,6 +185,7 @@ impl CdConfig {
             seed: raw.seed.unwrap_or(0),
             report: raw.report.unwrap_or(false),
             report_file: raw.report_file.map(Spanned::into_inner),
+            trace_file: raw.trace_file.map(Spanned::into_inner),
             file_dir: raw.file_dir.map(Spanned::into_inner),
             buddy_segment_bytes: raw
                 .buddy_segment_bytes

@@ -86,6 +86,11 @@ pub(crate) fn count(rt: &CdRuntime) {
         .borrow_mut()
         .entry(&frame.name, frame.level)
         .injected += 1;
+    let what = match kind {
+        Injected::SoftError => "soft",
+        Injected::RankLoss => "rank_loss",
+    };
+    crate::timeline::fault(&frame.name, frame.iteration, what);
     match (op, kind) {
         (op, Injected::SoftError) => frame.fail(
             FaultKinds::SOFT,

@@ -84,6 +84,7 @@ pub(crate) fn run<R>(
         frame.begin(attempt);
         let start = Instant::now();
         let injected = rt.fault_for(&frame, name, attempt);
+        let recovery = (attempt > 0).then(|| crate::timeline::recovery(name, attempt));
         if attempt > 0 {
             // A preserved copy changed on disk is not restored: the CD escalates.
             if let Some(cause) = recovery::unreadable_files(&rt) {
@@ -106,6 +107,11 @@ pub(crate) fn run<R>(
                 degraded = Some(cause);
             }
         }
+        drop(recovery);
+        // The timeline's span of this execution; a re-execution's body is a replay of its log.
+        let execution =
+            crate::timeline::execution(name, level, frame.iteration, attempt, "relaxed");
+        let replaying = (attempt > 0).then(|| crate::timeline::replay(name, attempt));
         op_fault::arm(&rt, &frame, name, attempt);
         frame.rx.borrow_mut().lost_mid_body = false;
         // `replay::end` lowers the fence; this covers a body that unwinds.
@@ -122,6 +128,7 @@ pub(crate) fn run<R>(
             Vec::new()
         };
         drop(fence_guard);
+        drop(replaying);
         if lost_mid_body {
             // The abandoned execution's replay findings are moot: it is executed again.
             replay_errors.clear();
@@ -163,6 +170,7 @@ pub(crate) fn run<R>(
                 });
             }
         }
+        drop(execution);
         if let Some(cause) = degraded.take() {
             return escalate_replay(&rt, &frame, attempt, cause, logging);
         }
@@ -178,6 +186,7 @@ pub(crate) fn run<R>(
         }
         let class_errors = std::mem::take(&mut frame.rx.borrow_mut().class_errors);
         if let Some(e) = class_errors.into_iter().next() {
+            let _escalation = crate::timeline::escalation(name, attempt, "a classification error");
             rt.stats.borrow_mut().entry(name, level).escalations += 1;
             return finish(
                 &rt,
@@ -221,6 +230,7 @@ pub(crate) fn run<R>(
         if let Some(why) = why {
             // Raised since a loss in the middle of the body (`fence::announce_loss`).
             fence::lower(&rt);
+            let _escalation = crate::timeline::escalation(name, attempt, &why);
             rt.stats.borrow_mut().entry(name, level).escalations += 1;
             let mut reasons = frame.state.borrow().reasons.clone();
             if let Err(e) = &out {
@@ -257,6 +267,7 @@ fn escalate_replay<R>(
     cause: String,
     logging: bool,
 ) -> Result<R, CdError> {
+    let _escalation = crate::timeline::escalation(&frame.name, attempt, &cause);
     rt.stats
         .borrow_mut()
         .entry(&frame.name, frame.level)
