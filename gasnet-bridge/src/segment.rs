@@ -2,7 +2,8 @@
 //!
 //! # Safety invariant
 //!
-//! `base` points to `len` bytes allocated by [`Segment::new`] (zeroed, 4096-byte aligned), or
+//! `base` points to `len` bytes mapped by [`Segment::new`] (anonymous pages: zeroed,
+//! page-aligned), or
 //! lent by a conduit (`Segment::borrowed`), that stay valid until the `Segment` is dropped;
 //! the job keeps every segment alive until all rank threads have been joined. The bytes are
 //! shared by all ranks at once, so no Rust reference to them (`&[u8]`, `&mut [u8]`) is ever
@@ -17,7 +18,7 @@
 //! `shared_copy` module doc says exactly what is and is not promised). Every access is
 //! bounds-checked, so none can leave the segment.
 
-use std::alloc::{Layout, alloc_zeroed, dealloc};
+use std::alloc::Layout;
 use std::ptr::NonNull;
 use std::sync::atomic::AtomicU64;
 
@@ -44,13 +45,30 @@ unsafe impl Send for Segment {}
 unsafe impl Sync for Segment {}
 
 impl Segment {
-    /// Allocates `len` zeroed bytes (untouched pages cost no physical memory) for `rank`.
+    /// Maps `len` zeroed bytes for `rank`. Anonymous pages, not the allocator: the allocator
+    /// zeroes a page-aligned block by writing every byte (making the whole segment resident at
+    /// once), where untouched anonymous pages cost no physical memory.
     pub fn new(rank: usize, len: usize) -> Segment {
         assert!(len > 0, "segment length must be positive");
-        let layout = Layout::from_size_align(len, SEGMENT_ALIGN).expect("segment layout");
-        // SAFETY: the layout has a non-zero size.
-        let raw = unsafe { alloc_zeroed(layout) };
-        let Some(base) = NonNull::new(raw) else {
+        // SAFETY: a fresh private anonymous mapping (no address hint, no file): it aliases no
+        // existing memory; its pages read as zero until written.
+        let raw = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        let base = if raw == libc::MAP_FAILED {
+            None
+        } else {
+            NonNull::new(raw.cast::<u8>())
+        };
+        let Some(base) = base else {
+            let layout = Layout::from_size_align(len, SEGMENT_ALIGN).expect("segment layout");
             std::alloc::handle_alloc_error(layout)
         };
         Segment {
@@ -146,9 +164,10 @@ impl Drop for Segment {
         if !self.owned {
             return;
         }
-        let layout = Layout::from_size_align(self.len, SEGMENT_ALIGN).expect("segment layout");
-        // SAFETY: allocated in `new` with this layout, freed once.
-        unsafe { dealloc(self.base.as_ptr(), layout) };
+        // SAFETY: mapped in `new` with this length, unmapped once; the job has joined every
+        // rank thread (module invariant), so nothing reaches the pages any more. A failure
+        // leaves the pages mapped: nothing to undo.
+        let _ = unsafe { libc::munmap(self.base.as_ptr().cast(), self.len) };
     }
 }
 
@@ -176,6 +195,30 @@ mod tests {
         s.read(100, &mut buf).unwrap();
         assert_eq!(&buf, b"hello, segment!!");
         assert_eq!(s.base() as usize % SEGMENT_ALIGN, 0);
+    }
+
+    /// Resident memory of this process in KiB (Linux's `VmRSS`).
+    fn resident_kib() -> u64 {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+        line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    }
+
+    #[test]
+    fn untouched_pages_are_not_resident() {
+        const LEN: usize = 512 << 20;
+        let before = resident_kib();
+        let s = Segment::new(0, LEN);
+        s.write(LEN - 8, &[1; 8]).unwrap();
+        let grown = resident_kib().saturating_sub(before);
+        // Other tests of this binary run meanwhile; half the segment is far above their noise.
+        assert!(
+            grown < (LEN as u64 >> 10) / 2,
+            "a fresh {LEN}-byte segment made {grown} KiB resident"
+        );
+        let mut last = [0u8; 8];
+        s.read(LEN - 8, &mut last).unwrap();
+        assert_eq!(last, [1; 8]);
     }
 
     #[test]
