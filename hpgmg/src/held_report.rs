@@ -82,10 +82,10 @@ mod tests {
         let mut out = ReportOut::new(&mut sink, true);
         write!(out, "header\nsolve 0\n").unwrap();
         let before_solve_1 = out.held().unwrap();
-        write!(out, "solve 1\n").unwrap();
+        writeln!(out, "solve 1").unwrap();
         // A rerun writes its header again, then takes up the text kept with solve 1.
         out.resume_from("");
-        write!(out, "header\n").unwrap();
+        writeln!(out, "header").unwrap();
         out.resume_from(&before_solve_1);
         write!(out, "solve 1\nend\n").unwrap();
         out.flush().unwrap();
@@ -97,10 +97,10 @@ mod tests {
     fn a_streamed_report_goes_straight_through() {
         let mut sink = Vec::new();
         let mut out = ReportOut::new(&mut sink, false);
-        write!(out, "a\n").unwrap();
+        writeln!(out, "a").unwrap();
         assert_eq!(out.held(), None);
         out.resume_from("ignored");
-        write!(out, "b\n").unwrap();
+        writeln!(out, "b").unwrap();
         out.finish().unwrap();
         assert_eq!(sink, b"a\nb\n");
     }

@@ -57,7 +57,8 @@ fn untimed(line: &str) -> String {
                 "time=T"
             } else if w.starts_with("DOF/s=") {
                 "DOF/s=T"
-            } else if next.starts_with("seconds") && w.trim_start_matches('(').parse::<f64>().is_ok()
+            } else if next.starts_with("seconds")
+                && w.trim_start_matches('(').parse::<f64>().is_ok()
             {
                 "T"
             } else {
@@ -73,7 +74,8 @@ struct Config(std::path::PathBuf);
 
 impl Config {
     fn new(name: &str) -> Config {
-        let path = std::env::temp_dir().join(format!("hpgmg-real-loss-{}-{name}", std::process::id()));
+        let path =
+            std::env::temp_dir().join(format!("hpgmg-real-loss-{}-{name}", std::process::id()));
         std::fs::write(&path, STRICT).expect("write the configuration");
         Config(path)
     }

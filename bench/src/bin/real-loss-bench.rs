@@ -81,7 +81,12 @@ struct Timed {
 fn lulesh_cycle(out: &str) -> Option<f64> {
     let value = |key: &str| -> Option<f64> {
         let line = out.lines().find(|l| l.trim_start().starts_with(key))?;
-        line.split('=').nth(1)?.split_whitespace().next()?.parse().ok()
+        line.split('=')
+            .nth(1)?
+            .split_whitespace()
+            .next()?
+            .parse()
+            .ok()
     };
     Some(value("Elapsed time")? / value("Iteration count")?)
 }
@@ -89,12 +94,23 @@ fn lulesh_cycle(out: &str) -> Option<f64> {
 /// HPGMG's cycle: the seconds per solve at h (the first `time=` of the summary).
 fn hpgmg_cycle(out: &str) -> Option<f64> {
     let line = out.lines().find(|l| l.contains(" time="))?;
-    line.split(" time=").nth(1)?.split_whitespace().next()?.parse().ok()
+    line.split(" time=")
+        .nth(1)?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
 }
 
 /// Runs `case` once under the ULFM launcher, killing rank [`VICTIM`]'s process `kill_after`
 /// after its job started (`None`: no kill).
-fn run(case: &Case, config: &Path, launcher: &str, k: usize, kill_after: Option<Duration>) -> Timed {
+fn run(
+    case: &Case,
+    config: &Path,
+    launcher: &str,
+    k: usize,
+    kill_after: Option<Duration>,
+) -> Timed {
     let marker = format!("{}-{}-{k}", case.name, std::process::id());
     let mut parts = launcher.split_whitespace();
     let mut c = Command::new(parts.next().expect("a launcher"));
