@@ -4,6 +4,7 @@
 use crate::containment::Containment;
 use crate::error::HpgmgError;
 use crate::format::fmt_e;
+use crate::held_report::ReportOut;
 use crate::level::{Level, VECTOR_F, VECTOR_U, VECTORS_RESERVED};
 use crate::mg::{MgHierarchy, SOLVE_CD, print_create_level, print_rebuild};
 use crate::operator::{STENCIL_RADIUS, rebuild_operator};
@@ -40,6 +41,9 @@ pub struct Config {
     pub max_vcycles: usize,
     /// Threads per rank for the operator kernels (`--threads`).
     pub threads: usize,
+    /// The report held in memory and written whole at the run's end (a run over spare
+    /// processes, whose rank 0 may run its body again: `crate::held_report`).
+    pub hold_report: bool,
 }
 
 /// What one run measured.
@@ -118,6 +122,7 @@ pub fn configure(
         containment: Containment::Off,
         max_vcycles: 0,
         threads: 1,
+        hold_report: false,
     })
 }
 
@@ -129,8 +134,17 @@ fn available_memory() -> Option<u64> {
     Some(kib * 1024)
 }
 
-/// Runs the whole benchmark for `cfg`, printing the reference's report to `out`.
+/// Runs the whole benchmark for `cfg`, printing the reference's report to `out` (in one piece
+/// at the end with [`Config::hold_report`]).
 pub fn run(cfg: Config, out: &mut impl Write) -> std::io::Result<Report> {
+    let mut out = ReportOut::new(out, cfg.hold_report);
+    let report = run_to(cfg, &mut out)?;
+    out.finish()?;
+    Ok(report)
+}
+
+/// [`run`], its report written to `out`.
+fn run_to<W: Write>(cfg: Config, out: &mut ReportOut<'_, W>) -> std::io::Result<Report> {
     let (a, b) = (0.0f64, 1.0f64);
     writeln!(out, "\n")?;
     writeln!(
@@ -180,20 +194,27 @@ pub fn run(cfg: Config, out: &mut impl Write) -> std::io::Result<Report> {
     mg.containment = cfg.containment;
     mg.max_vcycles = cfg.max_vcycles;
     // A relaunch from a checkpoint skips the solves before the resumed one (`progress.rs`).
-    let (resume_at, progress) = if cfg.containment.is_on() {
+    let (resume_at, mut progress) = if cfg.containment.is_on() {
         resumed()?
     } else {
         (0, Progress::new(DYNAMIC_RANGE))
     };
+    // A held report takes up the resumed solve's text when the run reaches it.
+    let mut printed = progress.printed.take();
     mg.progress = progress;
     // The index of the next solve of the run, the iteration of its CD.
     let next = std::cell::Cell::new(0u64);
-    let solve = |mg: &mut MgHierarchy, l: usize, out: &mut _| {
+    let mut solve = |mg: &mut MgHierarchy, l: usize, out: &mut ReportOut<'_, W>| {
         let index = next.get();
         next.set(index + 1);
         if index < resume_at {
             return Ok(None);
         }
+        if let Some(text) = printed.take() {
+            out.resume_from(&text);
+        }
+        // Kept with the solve's preserved state (its CD preserves `mg.progress`).
+        mg.progress.printed = out.held();
         zero_vector(&mut mg.levels[l], VECTOR_U);
         mg.fmg_solve(l, VECTOR_U, VECTOR_F, b, out).map(Some)
     };
@@ -218,7 +239,7 @@ pub fn run(cfg: Config, out: &mut impl Write) -> std::io::Result<Report> {
             }
             mg.reset_timers();
             for _ in 0..cfg.solves {
-                solve(&mut mg, l, out)?;
+                solve(&mut mg, l, &mut *out)?;
             }
         }
         let bottom = mg.levels.len() - 1;
@@ -280,7 +301,7 @@ pub fn run(cfg: Config, out: &mut impl Write) -> std::io::Result<Report> {
         if l > 0 {
             restrict_f(&mut mg, l);
         }
-        if let Some((norm, _)) = solve(&mut mg, l, out)? {
+        if let Some((norm, _)) = solve(&mut mg, l, &mut *out)? {
             mg.progress.norms[l] = norm;
         }
     }

@@ -48,7 +48,8 @@ pub struct JobOutput {
 }
 
 /// Runs the benchmark on a job of `job.ranks` ranks, rank 0 printing the report to stdout
-/// when `print`; with a CD configuration every solve and every V-cycle is a strict CD, and
+/// when `print` (as it is written, or once the job has ended with [`Config::hold_report`]);
+/// with a CD configuration every solve and every V-cycle is a strict CD, and
 /// every smoother call a relaxed one when the configuration asks
 /// ([`Containment::of`]). Returns rank 0's report in the process that ran rank 0 (`None` in
 /// the other processes of an mpi job).
@@ -65,17 +66,22 @@ pub fn run_job(
     config.segment_bytes = config
         .segment_bytes
         .max(segment_bytes(&cfg, arrival.slots()));
+    // A held report (`Config::hold_report`) is rank 0's body's result, printed once the job
+    // has ended: a body that a lost process interrupted runs again, and prints nothing itself.
+    let hold = cfg.hold_report;
     let body = || {
         comm::start_rank(job.mode, arrival);
         let r = if pgas::rank_me() == 0 {
-            let mut out: Box<dyn Write> = if print {
-                Box::new(std::io::LineWriter::new(std::io::stdout()))
-            } else {
-                Box::new(std::io::sink())
+            let mut held = Vec::new();
+            let mut out: Box<dyn Write + '_> = match (print, hold) {
+                (true, false) => Box::new(std::io::LineWriter::new(std::io::stdout())),
+                (true, true) => Box::new(&mut held),
+                (false, _) => Box::new(std::io::sink()),
             };
-            let r = run(cfg, &mut out).map(Some);
+            let r = run(cfg, &mut out);
             let _ = out.flush();
-            r
+            drop(out);
+            r.map(|report| Some((report, held)))
         } else {
             run(cfg, &mut std::io::sink()).map(|_| None)
         };
@@ -100,8 +106,17 @@ pub fn run_job(
         }
     };
     // Rank 0's report, in the one process that ran rank 0.
-    let report = results.into_rank0().flatten();
-    Ok(report.map(|report| JobOutput { report, cd_report }))
+    let Some((report, held)) = results.into_rank0().flatten() else {
+        return Ok(None);
+    };
+    if !held.is_empty() {
+        let mut stdout = std::io::stdout().lock();
+        stdout
+            .write_all(&held)
+            .and_then(|()| stdout.flush())
+            .map_err(|e| format!("writing the report to stdout: {e}"))?;
+    }
+    Ok(Some(JobOutput { report, cd_report }))
 }
 
 /// The line a failed job prints: a rank's stop (or panic) with its message as it is.

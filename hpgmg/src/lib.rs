@@ -16,6 +16,7 @@ pub mod containment;
 pub mod driver;
 pub mod error;
 pub mod format;
+pub mod held_report;
 pub mod interpolation;
 pub mod kernels;
 pub mod level;

@@ -47,9 +47,28 @@ struct Cli {
     /// the newest whole one in the configured directory, or a directory; default: CD_RESTART
     #[arg(long, value_name = "DIR|auto")]
     restart: Option<String>,
+    /// Spare processes (mpi conduit, feature `ulfm`, under `mpirun --with-ft ulfm -n N+S`)
+    /// that take a killed rank's place, the solve CD resuming from memory; the report is then
+    /// printed whole at the end. Needs --cd-config. Default: PGAS_SPARES
+    #[arg(long, value_name = "S")]
+    spares: Option<usize>,
 }
 
 fn main() -> ExitCode {
+    // Parsed before the conduit starts: `--spares` must be set before anything reads the
+    // count (the MPI world's shape below already does).
+    let parsed = Cli::try_parse();
+    if let Ok(Cli {
+        spares: Some(s), ..
+    }) = &parsed
+    {
+        if let Err(set) = pgas::request_spares(*s) {
+            pgas::stderr_line(format_args!(
+                "hpgmg: --spares {s}: {set} spares were already asked for"
+            ));
+            return ExitCode::from(1);
+        }
+    }
     // Messages before the job starts come from rank 0's process only.
     let speaks = match pgas::mpi_world() {
         Ok(w) => w.is_none_or(|(rank, _)| rank == 0),
@@ -58,7 +77,7 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let cli = match Cli::try_parse() {
+    let cli = match parsed {
         Ok(cli) => cli,
         Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {
             if speaks {
@@ -115,6 +134,18 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) => return fail(e),
     };
+    // A lost process is recovered by resuming the solve CD, so spares need the CDs; the
+    // report of a body that may run again is held until the job's end (`held_report.rs`).
+    let spares = pgas::spares_wanted();
+    if spares > 0 {
+        if cd_config.is_none() {
+            return fail(format!(
+                "--spares {spares} (or PGAS_SPARES): a killed rank is recovered by resuming the \
+                 strict CD per solve: give --cd-config too (a file holding `[cd.solve]` will do)"
+            ));
+        }
+        cfg.hold_report = true;
+    }
     let result = if ranks == 1 && cd_config.is_none() {
         let stdout = std::io::stdout();
         let mut out = std::io::LineWriter::new(stdout.lock());

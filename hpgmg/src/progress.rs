@@ -37,6 +37,11 @@ pub struct Progress {
     pub bottom: Vec<usize>,
     /// The Richardson solves' final residual norms, in order.
     pub norms: Vec<f64>,
+    /// The report written before this solve, when the run holds its report until its end
+    /// (`crate::held_report`: a rerun after a lost process starts its report from it); `None`
+    /// when the report is streamed.
+    #[serde(default)]
+    pub printed: Option<String>,
 }
 
 impl Progress {
@@ -47,6 +52,7 @@ impl Progress {
             vcycles: vec![0; levels],
             bottom: vec![0; levels],
             norms: vec![0.0; levels],
+            printed: None,
         }
     }
 }

@@ -1,8 +1,9 @@
 //! Killing a running job from outside at seeded moments: the one harness of the kill tests
 //! (`cd_stencil_restart.rs` and lulesh's `restart.rs` kill the whole job and relaunch it;
 //! `cd_stencil_real_loss.rs` and lulesh's `real_loss.rs` kill one rank's process under
-//! `mpirun --with-ft ulfm` and let a spare take its place). lulesh's tests include this file
-//! by path (`lulesh/tests/common/mod.rs`): a test-only file needs no crate of its own.
+//! `mpirun --with-ft ulfm` and let a spare take its place). lulesh's and hpgmg's tests and
+//! bench's `real-loss-bench` include this file by path (`lulesh/tests/common/mod.rs`): a
+//! harness this small needs no crate of its own.
 
 use std::path::Path;
 use std::process::{Child, Command};

@@ -1,7 +1,7 @@
 //! A run of a program under `mpirun --with-ft ulfm` (`$PGAS_ULFM_MPIRUN` from
 //! `. .ci/ulfm-env`) whose rank processes a test finds and kills (`kills.rs`): the one harness
-//! of the real-loss tests (`cd_stencil_real_loss.rs`, lulesh's `real_loss.rs`, which includes
-//! this file by path). Every run is bounded in time: a hang fails the test.
+//! of the real-loss tests (`cd_stencil_real_loss.rs`; lulesh's and hpgmg's `real_loss.rs`,
+//! which include this file by path). Every run is bounded in time: a hang fails the test.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};

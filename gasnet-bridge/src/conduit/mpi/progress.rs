@@ -145,9 +145,18 @@ impl MpiWorld {
 
 impl MpiWorld {
     /// Rounds of internal progress, each followed by the user handlers it made ready (in
-    /// arrival order), until a round takes no MPI message or `batch` handlers ran.
+    /// arrival order), until a round takes no MPI message or `batch` handlers ran. With ULFM,
+    /// a poll that found nothing to do unwinds if a peer is known to have failed, as a wait
+    /// does: a program's own loop over progress (waiting for a flag a lost rank would have
+    /// put) otherwise never reaches the recovery, which the other processes wait in until
+    /// its deadline ends them (`ulfm/RECOVERY.md`, "Detection").
     pub(crate) fn poll(&self, cx: &impl HandlerContext, batch: usize) -> usize {
-        self.poll_rounds(cx, batch, Until::Idle)
+        let n = self.poll_rounds(cx, batch, Until::Idle);
+        #[cfg(feature = "ulfm")]
+        if n == 0 {
+            self.job.shared.failure.check();
+        }
+        n
     }
 
     /// [`poll`](Self::poll), ending after the first round that ran handlers if `until` says

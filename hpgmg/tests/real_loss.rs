@@ -1,0 +1,260 @@
+//! `hpgmg 4 1 --spares 1` under a strict CD configuration on 8+1 processes under
+//! `mpirun --with-ft ulfm` (feature `ulfm`; the launcher `$PGAS_ULFM_MPIRUN` from
+//! `. .ci/ulfm-env`): one rank's process killed with SIGKILL from outside at seeded moments
+//! uniform over the run; the spare takes its rank, every rank resumes the strict CD "solve"
+//! from memory (`cd-runtime/src/REAL_LOSS.md`), and the run prints the fault-free report bit
+//! for bit but for its timings (held until the job's end: `src/held_report.rs`). Without a
+//! spare the job ends with one line. Every run is bounded in time: a hang fails the test.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+#[path = "../../examples/tests/common/kills.rs"]
+#[allow(dead_code)]
+mod kills;
+#[path = "../../examples/tests/common/ulfm_job.rs"]
+#[allow(dead_code)]
+mod ulfm_job;
+
+use kills::{Seeded, kill9};
+use ulfm_job::{Job, Ran, marker};
+
+const HPGMG: &str = env!("CARGO_BIN_EXE_hpgmg");
+/// The job's ranks (the spares come on top).
+const RANKS: usize = 8;
+/// The problem: one 16^3 box per rank, 63 solves of about 20 ms each in a debug build, so that
+/// the moments spread over many executions of "solve".
+const PROBLEM: [&str; 2] = ["4", "1"];
+/// Every solve one execution of the strict CD "solve" (and each V-cycle one of "level"), no
+/// fault injected.
+const STRICT: &str = "[cd.solve]\nmedium = \"local\"\n";
+/// The kills of the seeded test.
+const KILLS: usize = 30;
+
+/// One run at a time: the machine's cores are few, and a run's timing sets where kills land.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// The report's text up to the CD report, each timing replaced by `T`: the answer, which a
+/// recovered run must print bit for bit.
+fn answer(ran: &Ran) -> Option<String> {
+    let end = ran.stdout.find("CD report").unwrap_or(ran.stdout.len());
+    let report = &ran.stdout[..end];
+    if !report.contains("===== Done") {
+        return None;
+    }
+    Some(report.lines().map(untimed).collect::<Vec<_>>().join("\n"))
+}
+
+/// `line` with its timings (`X seconds`, `time=X`, `DOF/s=X`) replaced by `T`.
+fn untimed(line: &str) -> String {
+    let words: Vec<&str> = line.split(' ').collect();
+    words
+        .iter()
+        .enumerate()
+        .map(|(i, w)| {
+            let next = words.get(i + 1).copied().unwrap_or("");
+            if w.starts_with("time=") {
+                "time=T"
+            } else if w.starts_with("DOF/s=") {
+                "DOF/s=T"
+            } else if next.starts_with("seconds")
+                && w.trim_start_matches('(').parse::<f64>().is_ok()
+            {
+                "T"
+            } else {
+                w
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// A temporary CD configuration, removed on drop.
+struct Config(std::path::PathBuf);
+
+impl Config {
+    fn new(name: &str) -> Config {
+        let path =
+            std::env::temp_dir().join(format!("hpgmg-real-loss-{}-{name}", std::process::id()));
+        std::fs::write(&path, STRICT).expect("write the configuration");
+        Config(path)
+    }
+
+    fn arg(&self) -> &str {
+        self.0.to_str().expect("a UTF-8 temporary path")
+    }
+}
+
+impl Drop for Config {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Starts `hpgmg` on the ranks and `spares` spares with the CD configuration `config`, on
+/// `problem` (with `extra` arguments).
+fn start(spares: usize, marker: &str, config: &Config, extra: &[&str]) -> Job {
+    let s = spares.to_string();
+    let mut args = PROBLEM.to_vec();
+    args.extend(["--spares", &s, "--cd-config", config.arg()]);
+    args.extend(extra);
+    Job::start(RANKS + spares, HPGMG, &args, marker, &[])
+}
+
+/// The fault-free run with a spare that is never needed, and how long its job ran from the
+/// moment rank 0's job was seen running (the span the kills are drawn from).
+fn reference(config: &Config) -> (Ran, Duration) {
+    let mut job = start(1, &marker("reference", 0), config, &[]);
+    job.rank_pid(0).expect("rank 0's job runs");
+    let seen = Instant::now();
+    let ran = job.finish();
+    let span = seen.elapsed();
+    assert!(ran.status.success(), "{}", ran.context());
+    assert!(answer(&ran).is_some(), "{}", ran.context());
+    assert!(!ran.stderr.contains("lost"), "{}", ran.context());
+    (ran, span)
+}
+
+#[test]
+#[ignore = "not yet reliable: in one of three runs a kill left one process past the conduit's \
+            20 s recovery deadline and the others waiting (ROADMAP, ULFM area); run with \
+            --ignored"]
+fn killed_at_thirty_seeded_moments_the_spare_takes_over_and_the_report_is_the_fault_free_one() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let config = Config::new("kills.toml");
+    let (reference, span) = reference(&config);
+    let expected = answer(&reference).unwrap();
+    let mut seeded = Seeded::new(0x4B61_5E5D);
+    let (mut resumed, mut from_start, mut missed, mut ended) = (0, 0, 0, 0);
+    let mut extra: Vec<Duration> = Vec::new();
+    for k in 0..KILLS {
+        let rank = seeded.next_below(RANKS as u64) as usize;
+        let mut at = seeded.moment(span);
+        // A run that ended before its signal came (a slower reference, a faster machine) is
+        // run again with the kill twice as early, so that every one of the kills is one.
+        let (ran, what) = loop {
+            let mut job = start(1, &marker("kill", k), &config, &[]);
+            let Some(pid) = job.rank_pid(rank) else {
+                panic!(
+                    "kill {k}: rank {rank}'s job never ran\n{}",
+                    job.finish().context()
+                );
+            };
+            std::thread::sleep(at);
+            kill9(pid);
+            let ran = job.finish();
+            let what = format!("kill {k}: rank {rank} at {at:?} into the job");
+            // Only a run that ended well with no loss is one the signal missed: a failed run
+            // without a loss line is a kill the recovery did not handle, and fails below.
+            if ran.stderr.contains("lost") || !ran.status.success() || at.is_zero() {
+                break (ran, what);
+            }
+            eprintln!("{what}: the run ended before the signal; again, earlier");
+            missed += 1;
+            at /= 2;
+        };
+        if !ran.status.success() {
+            // The two cases the design ends with one line (`REAL_LOSS.md`): a rank already
+            // past its body, in the conduit's end of the job, when the other died; or a kill
+            // during the conduit's start-up collectives, before any body ran.
+            let lines = ran
+                .stderr
+                .lines()
+                .filter(|l| {
+                    l.contains("did not catch the peer failure")
+                        || (l.contains("conduit error") && l.contains("job ranks"))
+                })
+                .count();
+            assert_eq!(lines, 1, "{what}: {}", ran.context());
+            assert!(answer(&ran).is_none(), "{what}: {}", ran.context());
+            ended += 1;
+            continue;
+        }
+        assert_eq!(
+            answer(&ran).as_deref(),
+            Some(expected.as_str()),
+            "{what}: {}",
+            ran.context()
+        );
+        if ran.stderr.contains("lost and replaced") && ran.stderr.contains("from memory") {
+            resumed += 1;
+            extra.push(ran.wall.saturating_sub(reference.wall));
+        } else if ran.stderr.contains("from its beginning") {
+            from_start += 1;
+        } else {
+            panic!("{what}: no line says the rank was lost\n{}", ran.context());
+        }
+    }
+    let mean = extra.iter().sum::<Duration>() / extra.len().max(1) as u32;
+    let max = extra.iter().max().copied().unwrap_or_default();
+    println!(
+        "{KILLS} kills: {resumed} resumed from memory, {from_start} from the beginning, {ended} \
+         ended with one line ({missed} runs again: the run had ended before the signal); the \
+         killed run's wall time over the fault-free run's ({:.2} s, job {:.3} s): mean \
+         {:.2} s, max {:.2} s",
+        reference.wall.as_secs_f64(),
+        span.as_secs_f64(),
+        mean.as_secs_f64(),
+        max.as_secs_f64()
+    );
+    assert!(
+        ended <= 2,
+        "{ended} of {KILLS} runs ended with one line: more than a few percent"
+    );
+    assert!(
+        resumed * 2 >= KILLS,
+        "most kills must land in the solves and resume from memory: {resumed} of {KILLS}"
+    );
+}
+
+#[test]
+fn without_a_spare_a_killed_rank_ends_the_job_with_one_line() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let config = Config::new("nospare.toml");
+    // Twice the solves of the kill test: the solves still run when the kill comes, on a quiet
+    // machine too.
+    let mut job = start(0, &marker("nospare", 0), &config, &["--solves", "20"]);
+    let pid = job.rank_pid(5).expect("rank 5's job runs");
+    std::thread::sleep(Duration::from_millis(300));
+    kill9(pid);
+    let ran = job.finish();
+    assert!(!ran.status.success(), "{}", ran.context());
+    let lines: Vec<&str> = ran
+        .stderr
+        .lines()
+        .filter(|l| l.contains("no spare is left"))
+        .collect();
+    assert_eq!(lines.len(), 1, "one line\n{}", ran.context());
+    assert!(lines[0].contains("rank 5 lost"), "{}", ran.context());
+    assert!(answer(&ran).is_none(), "{}", ran.context());
+}
+
+#[test]
+fn spares_without_a_cd_configuration_are_refused_with_one_line() {
+    let out = std::process::Command::new(HPGMG)
+        .args(["4", "1", "--spares", "1"])
+        .env_remove("PGAS_SPARES")
+        .env_remove("PGAS_RANKS")
+        .output()
+        .expect("run hpgmg");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("--cd-config"), "{err}");
+}
+
+#[test]
+fn a_report_answer_hides_the_timings_only() {
+    assert_eq!(
+        untimed("FMGSolve... f-cycle     norm=8.4e-04  rel=9.6e-04  done (0.027125 seconds)"),
+        "FMGSolve... f-cycle     norm=8.4e-04  rel=9.6e-04  done T seconds)"
+    );
+    assert_eq!(
+        untimed("   Total time in MGSolve      0.003118 seconds"),
+        "   Total time in MGSolve      T seconds"
+    );
+    assert_eq!(
+        untimed("  h=3.1e-02  DOF=3.2e+04  time=0.040102  DOF/s=8.171e+05  MPI=8  OMP=1"),
+        "  h=3.1e-02  DOF=3.2e+04  time=T  DOF/s=T  MPI=8  OMP=1"
+    );
+}
