@@ -10,8 +10,8 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 mod common;
-use common::kills::{Seeded, kill9};
-use common::ulfm_job::{Job, Ran, marker};
+use common::kills::kill9;
+use common::ulfm_job::{Campaign, Job, Ran, kill_campaign, marker};
 
 const CD_STENCIL: &str = env!("CARGO_BIN_EXE_cd_stencil");
 /// The job's ranks (the spares come on top).
@@ -74,80 +74,20 @@ fn killed_at_thirty_seeded_moments_the_spare_takes_over_and_the_checksum_is_the_
     let reference = reference();
     let expected = reference.checksum().unwrap().to_string();
     let body = reference.body_time();
-    let mut seeded = Seeded::new(0x0EA1_1055);
-    let (mut resumed, mut from_start, mut missed, mut ended) = (0, 0, 0, 0);
-    let mut extra: Vec<Duration> = Vec::new();
-    const KILLS: usize = 30;
-    for k in 0..KILLS {
-        let rank = (seeded.next_u64() % RANKS as u64) as usize;
-        let mut at = seeded.moment(body);
-        // A run that ended before its signal came (a slower reference, a faster machine) is
-        // run again with the kill twice as early, so that every one of the kills is one.
-        let (ran, what) = loop {
-            let mut job = start(1, &marker("kill", k), &[]);
-            let Some(pid) = job.rank_pid(rank) else {
-                panic!(
-                    "kill {k}: rank {rank}'s job never ran\n{}",
-                    job.finish().context()
-                );
-            };
-            std::thread::sleep(at);
-            kill9(pid);
-            let ran = job.finish();
-            let what = format!("kill {k}: rank {rank} at {at:?} into the loop");
-            if ran.stderr.contains("lost") || at.is_zero() {
-                break (ran, what);
-            }
-            missed += 1;
-            at /= 2;
-        };
-        if !ran.status.success() {
-            // A rank already past its body, in the conduit's end of the job, when the other
-            // died: the one case the design ends with one line (`REAL_LOSS.md`).
-            let lines = ran
-                .stderr
-                .lines()
-                .filter(|l| l.contains("did not catch the peer failure"))
-                .count();
-            assert_eq!(lines, 1, "{what}: {}", ran.context());
-            assert!(ran.checksum().is_none(), "{what}: {}", ran.context());
-            ended += 1;
-            continue;
-        }
-        assert_eq!(
-            ran.checksum(),
-            Some(expected.as_str()),
-            "{what}: {}",
-            ran.context()
-        );
-        if resumed_at(&ran.stderr).is_some() {
-            resumed += 1;
-            extra.push(ran.wall.saturating_sub(reference.wall));
-        } else if ran.stderr.contains("from its beginning") {
-            from_start += 1;
-        } else {
-            panic!("{what}: no line says the rank was lost\n{}", ran.context());
-        }
-    }
-    let mean = extra.iter().sum::<Duration>() / extra.len().max(1) as u32;
-    let max = extra.iter().max().copied().unwrap_or_default();
-    println!(
-        "{KILLS} kills: {resumed} resumed from memory, {from_start} from the beginning, {ended} \
-         ended with one line ({missed} runs again: the run had ended before the signal); kill \
-         to back at the iteration it died (the run's wall time over the fault-free run's, \
-         {:.2} s, loop {:.3} s): mean {:.2} s, max {:.2} s",
-        reference.wall.as_secs_f64(),
-        body.as_secs_f64(),
-        mean.as_secs_f64(),
-        max.as_secs_f64()
-    );
+    let answer = |ran: &Ran| ran.checksum().map(str::to_string);
+    let campaign = Campaign {
+        seed: 0x0EA1_1055,
+        kills: 30,
+        ranks: RANKS,
+        span: body,
+        reference: &reference,
+        expected: &expected,
+    };
+    let tally = kill_campaign(campaign, answer, |k| start(1, &marker("kill", k), &[]));
     assert!(
-        ended <= 1,
-        "{ended} of {KILLS} runs ended with one line: more than a few percent"
-    );
-    assert!(
-        resumed * 2 >= KILLS,
-        "most kills must land in the loop and resume from memory: {resumed} of {KILLS}"
+        tally.ended <= 1,
+        "{} of 30 runs ended with one line: more than a few percent",
+        tally.ended
     );
 }
 

@@ -137,3 +137,130 @@ impl Job {
         }
     }
 }
+
+/// How the kills of a seeded campaign ended: the counts its test prints and bounds.
+#[derive(Default)]
+pub struct Tally {
+    /// Runs whose replacement resumed from memory.
+    pub resumed: usize,
+    /// Runs that started again from the beginning (killed in the set-up).
+    pub from_start: usize,
+    /// Runs that ended with one line, as the design says (`REAL_LOSS.md`).
+    pub ended: usize,
+    /// Runs the signal missed (ended before it), run again with an earlier kill.
+    pub missed: usize,
+    /// Each resumed run's wall time over the fault-free run's.
+    extra: Vec<Duration>,
+}
+
+/// A campaign of seeded SIGKILLs against a program's runs, and what every run must print.
+pub struct Campaign<'a> {
+    /// The seed of the ranks and moments.
+    pub seed: u64,
+    /// How many kills.
+    pub kills: usize,
+    /// The job's ranks (a kill picks one).
+    pub ranks: usize,
+    /// The moments are uniform in `[0, span)` after the job runs.
+    pub span: Duration,
+    /// The fault-free run.
+    pub reference: &'a Ran,
+    /// What every run that does not end with one line prints (`answer` of its output).
+    pub expected: &'a str,
+}
+
+/// Runs `campaign`, each run started by `start(k)`: each must print the expected answer or end
+/// with one of the designed lines. A run the signal missed (it ended well with no loss) runs
+/// again with the kill twice as early, so that every one of the kills is one.
+pub fn kill_campaign(
+    campaign: Campaign<'_>,
+    answer: impl Fn(&Ran) -> Option<String>,
+    mut start: impl FnMut(usize) -> Job,
+) -> Tally {
+    let Campaign {
+        seed,
+        kills,
+        ranks,
+        span,
+        reference,
+        expected,
+    } = campaign;
+    let mut seeded = super::kills::Seeded::new(seed);
+    let mut tally = Tally::default();
+    for k in 0..kills {
+        let rank = seeded.next_below(ranks as u64) as usize;
+        let mut at = seeded.moment(span);
+        let (ran, what) = loop {
+            let mut job = start(k);
+            let Some(pid) = job.rank_pid(rank) else {
+                panic!(
+                    "kill {k}: rank {rank}'s job never ran\n{}",
+                    job.finish().context()
+                );
+            };
+            std::thread::sleep(at);
+            kill9(pid);
+            let ran = job.finish();
+            let what = format!("kill {k}: rank {rank} at {at:?} into the run");
+            // Only a run that ended well with no loss is one the signal missed: a failed run
+            // without a loss line is a kill the recovery did not handle, and fails below.
+            if ran.stderr.contains("lost") || !ran.status.success() || at.is_zero() {
+                break (ran, what);
+            }
+            tally.missed += 1;
+            at /= 2;
+        };
+        if !ran.status.success() {
+            // The two cases the design ends with one line (`REAL_LOSS.md`): a rank already
+            // past its body, in the conduit's end of the job, when the other died; or a kill
+            // during the conduit's start-up collectives, before any body ran.
+            let lines = ran
+                .stderr
+                .lines()
+                .filter(|l| {
+                    l.contains("did not catch the peer failure")
+                        || (l.contains("conduit error") && l.contains("job ranks"))
+                })
+                .count();
+            assert_eq!(lines, 1, "{what}: {}", ran.context());
+            assert!(answer(&ran).is_none(), "{what}: {}", ran.context());
+            tally.ended += 1;
+            continue;
+        }
+        assert_eq!(
+            answer(&ran).as_deref(),
+            Some(expected),
+            "{what}: {}",
+            ran.context()
+        );
+        if ran.stderr.contains("lost and replaced") && ran.stderr.contains("from memory") {
+            tally.resumed += 1;
+            tally.extra.push(ran.wall.saturating_sub(reference.wall));
+        } else if ran.stderr.contains("from its beginning") {
+            tally.from_start += 1;
+        } else {
+            panic!("{what}: no line says the rank was lost\n{}", ran.context());
+        }
+    }
+    let mean = tally.extra.iter().sum::<Duration>() / tally.extra.len().max(1) as u32;
+    let max = tally.extra.iter().max().copied().unwrap_or_default();
+    println!(
+        "{kills} kills: {} resumed from memory, {} from the beginning, {} ended with one line \
+         ({} runs again: the run had ended before the signal); the killed run's wall time over \
+         the fault-free run's ({:.2} s, span {:.3} s): mean {:.2} s, max {:.2} s",
+        tally.resumed,
+        tally.from_start,
+        tally.ended,
+        tally.missed,
+        reference.wall.as_secs_f64(),
+        span.as_secs_f64(),
+        mean.as_secs_f64(),
+        max.as_secs_f64()
+    );
+    assert!(
+        tally.resumed * 2 >= kills,
+        "most kills must land in the run's loop and resume from memory: {} of {kills}",
+        tally.resumed
+    );
+    tally
+}
