@@ -281,6 +281,15 @@ pub(crate) fn run<R>(
                 rt.relaxed.acquire_hook();
                 rt.relaxed.tracking.set(rt.relaxed.tracking.get() + 1);
             }
+            if attempt > 0 && limited.is_none() {
+                // The preserved cells of this rank's segment go back before any rank of the
+                // CD re-executes: others write into them (a halo), and a write of a faster
+                // rank's re-execution that landed before this rank's restore would be
+                // overwritten with the old value. Every rank of the CD re-executes here, so
+                // all meet at the barrier.
+                cd.restore_globals_now();
+                pgas::runtime_hooks::internal(|| pgas::barrier_on(&frame.team));
+            }
             let injected = rt.fault_for(&frame, name, attempt);
             if limited.is_some() {
                 crate::relaxed::limited::start(&rt);
