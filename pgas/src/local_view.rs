@@ -254,6 +254,12 @@ impl ViewState {
     }
 }
 
+/// Fills this rank's viewable memory with `byte`, except the bytes under its open views:
+/// what an emulated loss of the rank's memory does to its viewable area (`fault.rs`).
+pub(crate) fn poison_own(rt: &Runtime, byte: u8) {
+    rt.state::<ViewState>().own(rt).fill_outside_views(byte);
+}
+
 /// Allocates `len` zeroed `T`s in this rank's viewable memory (as large as its segment, beside
 /// it): memory its owner can borrow in place with [`with_local_mut`] and others reach with
 /// [`view_put`] / [`view_get`].
