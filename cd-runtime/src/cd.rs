@@ -278,21 +278,20 @@ impl Cd {
     /// preserved and restored, never logged (no other rank writes it there, `view_put` refuses).
     ///
     /// # Panics
-    /// For another rank's viewable memory ([`pgas::ViewError::NotMine`]: a CD preserves the
-    /// memory a rank loss of this rank takes), and for a range a view holds or that is not
-    /// inside the area, naming the cause.
+    /// For another rank's viewable memory (a CD preserves the memory a loss of this rank
+    /// takes), and for a range a view holds or that is not inside the area, naming the cause.
     pub fn preserve_view<T: Pod>(&self, name: &str, ptr: pgas::ViewPtr<T>, len: usize) {
         if matches!(self.step_peek(name), Step::Skip) {
             return;
         }
         let me = pgas::rank_me();
-        if ptr.is_null() || ptr.rank() != me {
-            let cause = pgas::ViewError::NotMine {
-                owner: ptr.rank(),
-                me,
-            };
-            panic!("CD {:?}: preserve_view(`{name}`): {cause}", self.frame.name);
-        }
+        assert!(
+            !ptr.is_null() && ptr.rank() == me,
+            "CD {:?}: preserve_view(`{name}`) of rank {}'s viewable memory: a CD preserves only \
+             the rank's own viewable memory (rank {me}'s); preserve those cells on their owner",
+            self.frame.name,
+            ptr.rank()
+        );
         let mut data = vec![T::zeroed(); len];
         pgas::view_get(ptr, &mut data)
             .unwrap_or_else(|e| panic!("CD {:?}: `{name}`: {e}", self.frame.name));
