@@ -55,10 +55,12 @@ use syn::{
 ///   path when the length does not change). Shared references (`&T`) cannot be restored and
 ///   are rejected.
 /// - `preserve(u = len)`: for a `pgas::GlobalPtr<T>` parameter `u`, the `len` elements it
-///   points to (`Cd::preserve_global`; this rank's or another's), written back before each
-///   re-execution. `len` is any `usize` expression, evaluated at the start of each execution.
-///   `preserve(u)` of a type that holds a global pointer (`cd_runtime::HoldsGlobalPtr`:
-///   `GlobalPtr<T>`, containers of it, and types that implement it) is a compile error naming
+///   points to (`Cd::preserve_global`; this rank's or another's), for a `pgas::ViewPtr<T>`
+///   the `len` elements of this rank's viewable memory (`Cd::preserve_view`), written back
+///   before each re-execution. `len` is any `usize` expression, evaluated at the start of each
+///   execution. `preserve(u)` of a type that holds a pointer (`cd_runtime::HoldsGlobalPtr`:
+///   `GlobalPtr<T>`, `ViewPtr<T>`, containers of them, and types that implement it) is a
+///   compile error naming
 ///   `u = len`, since it would restore the pointer and leave the cells as a failure left them.
 /// - `name = "..."`: the CD's name (default: the function's name), as used by the
 ///   configuration (`[cd.<name>]`) and the report.
@@ -117,7 +119,9 @@ pub fn strict(attr: TokenStream, item: TokenStream) -> TokenStream {
 ///
 /// # Options
 ///
-/// - `preserve(a, b, ...)`: as for [`macro@strict`].
+/// - `preserve(a, b, ...)`: as for [`macro@strict`]. A `pgas::ViewPtr<T>`'s cells (this
+///   rank's viewable memory) are private to their owner under a relaxed CD: preserved and
+///   restored, never logged (a `view_put` into another rank's is refused inside the CD).
 /// - `private(x = len, ...)`: the parameter `x`, a `pgas::GlobalPtr<T>` into this rank's
 ///   segment, and `len` elements of `T` from it are *private*: no other
 ///   CD touches them until the relaxed group completes (not logged, simply re-executed).
@@ -720,15 +724,16 @@ fn pattern_error(kind: Kind, name: &Ident, fn_name: &Ident, verb: &str) -> Error
 fn pointer_refusal(kind: Kind, name: &Ident, ty: &str, by_ref: bool) -> TokenStream2 {
     let attr = kind.attr();
     let message = format!(
-        "`{name}: {ty}` holds a global pointer: {attr} preserve({name}) would preserve the \
+        "`{name}: {ty}` holds a pointer: {attr} preserve({name}) would preserve the \
          pointer, not the cells it points to"
     );
     let label = format!(
-        "for a `GlobalPtr<T>`, write preserve({name} = len) to preserve `len` elements it points to"
+        "for a `GlobalPtr<T>` or `ViewPtr<T>`, write preserve({name} = len) to preserve `len` elements it points to"
     );
     let note = format!(
         "for a value that holds pointers among other state, preserve in the body what must be \
-         restored: cd_runtime::current().preserve_global(\"..\", ptr, len) for cells, \
+         restored: cd_runtime::current().preserve_global(\"..\", ptr, len) (or preserve_view) \
+         for cells, \
          cd_runtime::current().preserve(\"{name}\", ..) for the value itself"
     );
     let span = name.span();

@@ -270,6 +270,45 @@ impl Cd {
         }
     }
 
+    /// Preserves `len` elements of this rank's viewable memory at `ptr` (which a rank loss
+    /// wipes, as it wipes the segment) on the CD's medium; in a re-execution, writes them back.
+    ///
+    /// The cells are copied with `view_get` / `view_put`, so no view of them may be open
+    /// during the call. In a relaxed CD viewable memory is private to its owner: it is
+    /// preserved and restored, never logged (no other rank writes it there, `view_put` refuses).
+    ///
+    /// # Panics
+    /// For another rank's viewable memory (a CD preserves the memory a loss of this rank
+    /// takes), and for a range a view holds or that is not inside the area, naming the cause.
+    pub fn preserve_view<T: Pod>(&self, name: &str, ptr: pgas::ViewPtr<T>, len: usize) {
+        if matches!(self.step_peek(name), Step::Skip) {
+            return;
+        }
+        let me = pgas::rank_me();
+        assert!(
+            !ptr.is_null() && ptr.rank() == me,
+            "CD {:?}: preserve_view(`{name}`) of rank {}'s viewable memory: a CD preserves only \
+             the rank's own viewable memory (rank {me}'s); preserve those cells on their owner",
+            self.frame.name,
+            ptr.rank()
+        );
+        let mut data = vec![T::zeroed(); len];
+        pgas::view_get(ptr, &mut data)
+            .unwrap_or_else(|e| panic!("CD {:?}: `{name}`: {e}", self.frame.name));
+        let restoring = matches!(self.step_peek(name), Step::Restore(_))
+            || self
+                .frame
+                .resume
+                .borrow()
+                .as_ref()
+                .is_some_and(|r| r.contains_key(name));
+        self.preserve_slice(name, &mut data);
+        if restoring {
+            pgas::view_put(&data, ptr)
+                .unwrap_or_else(|e| panic!("CD {:?}: `{name}`: {e}", self.frame.name));
+        }
+    }
+
     /// Preserves `len` elements of this rank's shared memory that other ranks write into
     /// during the CD (arrival flags, inboxes), for a dependency-limited re-execution only: it
     /// restores them before any rank re-executes, so the writes of the first execution no

@@ -255,7 +255,7 @@ pub use macro_support::HoldsGlobalPtr;
 #[doc(hidden)]
 pub use macro_support::{
     __HoldsPointer, __NoPointer, __Probe, __ProbeHoldsPointer, __ProbeNoPointer, __preserve_arg,
-    __preserve_cells, __private_arg, __privatized_arg, PreserveArg, RegionArg,
+    __preserve_cells, __private_arg, __privatized_arg, CellsArg, PreserveArg, RegionArg,
 };
 
 /// The innermost CD of this rank (the root CD outside any `strict` call).

@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use bytemuck::Pod;
-use pgas::GlobalPtr;
+use pgas::{GlobalPtr, ViewPtr};
 
 use crate::cd::{Cd, Preservable};
 
@@ -48,12 +48,13 @@ pub fn __preserve_arg<T: PreserveArg + ?Sized>(cd: &Cd, name: &str, value: &mut 
 /// pointer restores the pointer, not the cells it points to (write `preserve(x = len)` for
 /// the cells).
 ///
-/// Implemented for `GlobalPtr<T>` and for the standard containers of such types. A struct or
+/// Implemented for `GlobalPtr<T>`, `ViewPtr<T>` (viewable memory) and for the standard containers of such types. A struct or
 /// tuple holding a pointer is refused only if it implements this trait:
 /// `impl cd_runtime::HoldsGlobalPtr for MyState {}`.
 pub trait HoldsGlobalPtr {}
 
 impl<T: 'static> HoldsGlobalPtr for GlobalPtr<T> {}
+impl<T: 'static> HoldsGlobalPtr for ViewPtr<T> {}
 impl<T: HoldsGlobalPtr> HoldsGlobalPtr for [T] {}
 impl<T: HoldsGlobalPtr, const N: usize> HoldsGlobalPtr for [T; N] {}
 impl<T: HoldsGlobalPtr> HoldsGlobalPtr for Vec<T> {}
@@ -102,11 +103,33 @@ impl<T: ?Sized> __ProbeNoPointer for &__Probe<'_, T> {}
 /// Preserves `len` elements at the pointer `ptr` as `name` in `cd` (restores them in a
 /// re-execution); what `preserve(x = len)` expands to.
 #[doc(hidden)]
-pub fn __preserve_cells<P: RegionArg>(cd: &Cd, name: &str, ptr: P, len: usize)
-where
-    P::Elem: Pod,
-{
-    cd.preserve_global(name, ptr.region_ptr(), len);
+pub fn __preserve_cells<P: CellsArg>(cd: &Cd, name: &str, ptr: P, len: usize) {
+    ptr.preserve_cells(cd, name, len);
+}
+
+/// A pointer argument of `preserve(x = len)`: a `GlobalPtr<T>` (cells of the segment, with
+/// [`Cd::preserve_global`]) or a `ViewPtr<T>` (viewable memory, with [`Cd::preserve_view`]).
+#[doc(hidden)]
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a pointer: `x = len` in #[cd::strict] and #[cd::relaxed] names a `GlobalPtr<T>` or `ViewPtr<T>` parameter",
+    label = "expected a `pgas::GlobalPtr<T>` or `pgas::ViewPtr<T>`",
+    note = "preserve(x = len) names a parameter of type `GlobalPtr<T>` or `ViewPtr<T>` (T: bytemuck::Pod) and a length in elements of `T`"
+)]
+pub trait CellsArg {
+    /// Preserves `len` elements from here as `name` in `cd`.
+    fn preserve_cells(&self, cd: &Cd, name: &str, len: usize);
+}
+
+impl<T: Pod> CellsArg for GlobalPtr<T> {
+    fn preserve_cells(&self, cd: &Cd, name: &str, len: usize) {
+        cd.preserve_global(name, *self, len);
+    }
+}
+
+impl<T: Pod> CellsArg for ViewPtr<T> {
+    fn preserve_cells(&self, cd: &Cd, name: &str, len: usize) {
+        cd.preserve_view(name, *self, len);
+    }
 }
 
 /// A pointer argument of the attributes' `x = len` forms (`preserve(..)`, and

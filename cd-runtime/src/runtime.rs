@@ -156,6 +156,14 @@ impl From<pgas::PgasError> for CdError {
     }
 }
 
+/// A refused view inside a CD body (`?` on `with_local_mut`, `view_put`, `view_get`) is a
+/// detected error of the current CD, as a pgas error is.
+impl From<pgas::ViewError> for CdError {
+    fn from(e: pgas::ViewError) -> CdError {
+        CdError::detected(e.to_string())
+    }
+}
+
 impl CdRuntime {
     /// Rank `rank`'s runtime at launch, with the root CD on its stack: collective (the xor
     /// medium's groups are teams; every rank forms the same groups, or finds the same reason

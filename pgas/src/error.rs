@@ -278,6 +278,13 @@ pub enum ViewError {
          own viewable memory (copy another rank's with view_get)"
     )]
     NotMine { owner: usize, me: usize },
+    /// A `view_put` into another rank's viewable memory while a resilience layer logs this
+    /// rank's writes (inside a relaxed CD): viewable memory is not logged, so a replay of the
+    /// CD would not know of the write.
+    #[error(
+        "rank {me}'s view_put into rank {owner}'s viewable memory was refused inside a relaxed          CD: viewable memory is private to its owner there (preserved, not logged), so a          replay would not know of the write; rput into rank {owner}'s segment, or view_put          outside the relaxed CD"
+    )]
+    UnloggedPut { owner: usize, me: usize },
     /// A range that does not lie inside the owner's viewable area.
     #[error(
         "bytes {offset}..{} of rank {rank}'s viewable memory are outside its area of {area} \

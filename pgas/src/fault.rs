@@ -1,11 +1,13 @@
 //! Fault emulation for resilience testing: the loss of a rank's shared memory.
 
+use crate::local_view;
 use crate::runtime::{self, RESERVED};
 
 /// Byte pattern written over lost memory; never a plausible value of a program's data.
 pub const POISON: u8 = 0xDB;
 
-/// Emulates the loss of this rank's node memory: fills the shared segment with [`POISON`].
+/// Emulates the loss of this rank's node memory: fills the shared segment and the viewable
+/// memory (except bytes under a view this rank holds open) with [`POISON`].
 ///
 /// Allocations stay valid (the heap's bookkeeping is rebuilt on a real restart), but their
 /// contents are gone, so a recovery must restore them from copies kept elsewhere. The
@@ -17,5 +19,6 @@ pub fn emulate_memory_loss() {
         let len = ep.segment_len() - RESERVED;
         ep.fill_mapped(ep.rank(), RESERVED, len, POISON)
             .expect("the program's bytes of the own segment");
+        local_view::poison_own(rt, POISON);
     })
 }

@@ -345,6 +345,12 @@ pub trait Interceptor {
         let _ = (offset, size);
         FreeAction::Proceed
     }
+    /// Whether a `view_put` into another rank's viewable memory may go ahead: a hook that
+    /// logs writes for a replay refuses it, since view accesses are not logged.
+    fn allows_view_put(&self, owner: usize) -> bool {
+        let _ = owner;
+        true
+    }
     /// At a synchronization, with this rank's EC after advancing it.
     fn on_sync(&self, sync: SyncEvent, ec: u64) {
         let _ = (sync, ec);

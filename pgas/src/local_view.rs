@@ -254,6 +254,12 @@ impl ViewState {
     }
 }
 
+/// Fills this rank's viewable memory with `byte`, except the bytes under its open views:
+/// what an emulated loss of the rank's memory does to its viewable area (`fault.rs`).
+pub(crate) fn poison_own(rt: &Runtime, byte: u8) {
+    rt.state::<ViewState>().own(rt).fill_outside_views(byte);
+}
+
 /// Allocates `len` zeroed `T`s in this rank's viewable memory (as large as its segment, beside
 /// it): memory its owner can borrow in place with [`with_local_mut`] and others reach with
 /// [`view_put`] / [`view_get`].
@@ -438,11 +444,19 @@ const REFUSED: u8 = 1;
 ///
 /// # Errors
 /// [`ViewError::Viewed`] if its owner holds a view overlapping the range (nothing is written),
-/// and the refusals of a bad pointer or range.
+/// [`ViewError::UnloggedPut`] for another rank's memory inside a relaxed CD (a replay would
+/// not know of the write), and the refusals of a bad pointer or range.
 pub fn view_put<T: Pod>(src: &[T], dst: ViewPtr<T>) -> Result<(), ViewError> {
     let bytes: &[u8] = bytemuck::cast_slice(src);
     let pending = runtime::with(|rt| {
         check(rt, dst, src.len(), "view_put")?;
+        let me = rt.rank_me();
+        if dst.rank() != me && rt.hook().is_some_and(|h| !h.allows_view_put(dst.rank())) {
+            return Err(ViewError::UnloggedPut {
+                owner: dst.rank(),
+                me,
+            });
+        }
         match &rt.state::<ViewState>().reach[dst.rank()] {
             Some(area) => {
                 let served = area.write(dst.offset(), bytes);

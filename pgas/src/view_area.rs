@@ -170,6 +170,34 @@ impl ViewArea {
         })
     }
 
+    /// Fills every byte of the area with `byte` except those under the owner's open views (an
+    /// emulated loss of the rank's memory: a view's slice stays the closure's). Only the
+    /// owner's thread calls it, so no view opens meanwhile.
+    pub(crate) fn fill_outside_views(&self, byte: u8) {
+        self.accessors.0.fetch_add(1, SeqCst);
+        let mut views: Vec<(usize, usize)> = (self.slots.iter())
+            .map(|s| (s.start.load(SeqCst) as usize, s.end.load(SeqCst) as usize))
+            .filter(|&(_, end)| end != 0)
+            .collect();
+        views.sort_unstable();
+        let mut from = 0;
+        for (start, end) in views.into_iter().chain([(self.len, self.len)]) {
+            if start > from {
+                // SAFETY: `from .. start` lies inside the area (views lie inside it) and no
+                // view covers it; accessors only copy (`shared_copy`), as this fill does.
+                unsafe {
+                    gasnet_bridge::for_runtimes::shared_copy::fill(
+                        self.base.as_ptr().wrapping_add(from),
+                        byte,
+                        start - from,
+                    )
+                }
+            }
+            from = from.max(end);
+        }
+        self.accessors.0.fetch_sub(1, SeqCst);
+    }
+
     /// Runs `copy` on the address of `start .. start + len` inside the handshake's counted
     /// section, unless an open view overlaps the range. `copy` must not make progress.
     fn access(&self, start: usize, len: usize, copy: impl FnOnce(*mut u8)) -> Result<(), Refused> {

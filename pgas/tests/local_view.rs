@@ -348,3 +348,31 @@ fn stress_many_ranks_viewing_and_hammering_under_load() {
         assert_eq!(ops, 400 * out.len() as u64, "every operation accounted for");
     }
 }
+
+#[test]
+fn an_emulated_memory_loss_poisons_viewable_memory_but_not_an_open_view() {
+    for n in ranks() {
+        run(n, 1, RpcTable::new(), move || {
+            let me = rank_me();
+            let cells = new_viewable::<u64>(32).unwrap();
+            with_local_mut(cells, 32, |v| v.fill(me as u64 + 1)).unwrap();
+            barrier();
+            let poison = u64::from_ne_bytes([pgas::runtime_hooks::POISON; 8]);
+            if me == 0 {
+                // Bytes under the view stay the closure's; the rest of the area is lost.
+                with_local_mut(cells + 8, 4, |v| {
+                    pgas::runtime_hooks::emulate_memory_loss();
+                    assert_eq!(v, [1; 4]);
+                })
+                .unwrap();
+            }
+            let mut got = [0u64; 32];
+            view_get(cells, &mut got).unwrap();
+            for (i, &x) in got.iter().enumerate() {
+                let lost = me == 0 && !(8..12).contains(&i);
+                assert_eq!(x, if lost { poison } else { me as u64 + 1 }, "cell {i}");
+            }
+            barrier();
+        });
+    }
+}

@@ -135,6 +135,12 @@ fn own_write(rt: &CdRuntime, ack: WriteAck) {
 }
 
 impl Interceptor for RelaxedHook {
+    /// Refused: viewable memory is private to its owner under a relaxed CD (preserved, not
+    /// logged), and a replay would not know of a write into another rank's.
+    fn allows_view_put(&self, _owner: usize) -> bool {
+        false
+    }
+
     fn before_put(&self, id: OpId, rma: &Rma, bytes: &[u8]) -> PutAction {
         runtime::with(|rt| select_counted(rt, rma.rank).mode().put(rt, id, rma, bytes))
     }

@@ -1,6 +1,6 @@
 // preserve(x) of a parameter that holds a global pointer would preserve the pointer, not the
 // cells it points to: refused, naming `x = len`. And `x = len` of a parameter that is not a
-// pointer.
+// pointer (a `GlobalPtr` or a `ViewPtr`).
 use cd_runtime as cd;
 use pgas::GlobalPtr;
 
@@ -19,6 +19,12 @@ fn directory(dir: &mut Vec<GlobalPtr<f64>>) -> Result<(), cd::CdError> {
 #[cd::relaxed(preserve(p))]
 fn relaxed(p: &mut GlobalPtr<u64>) -> Result<(), cd::CdError> {
     let _ = p;
+    Ok(())
+}
+
+#[cd::strict(preserve(v))]
+fn view_pointer(v: pgas::ViewPtr<f64>) -> Result<(), cd::CdError> {
+    let _ = v;
     Ok(())
 }
 
