@@ -252,13 +252,7 @@ impl Cd {
         } else {
             pgas::runtime_hooks::internal(|| pgas::rget_slice(ptr, len).wait())
         };
-        let restoring = matches!(self.step_peek(name), Step::Restore(_))
-            || self
-                .frame
-                .resume
-                .borrow()
-                .as_ref()
-                .is_some_and(|r| r.contains_key(name));
+        let restoring = self.restoring(name);
         self.preserve_slice(name, &mut data);
         if restoring {
             if own {
@@ -295,13 +289,7 @@ impl Cd {
         let mut data = vec![T::zeroed(); len];
         pgas::view_get(ptr, &mut data)
             .unwrap_or_else(|e| panic!("CD {:?}: `{name}`: {e}", self.frame.name));
-        let restoring = matches!(self.step_peek(name), Step::Restore(_))
-            || self
-                .frame
-                .resume
-                .borrow()
-                .as_ref()
-                .is_some_and(|r| r.contains_key(name));
+        let restoring = self.restoring(name);
         self.preserve_slice(name, &mut data);
         if restoring {
             pgas::view_put(&data, ptr)
@@ -361,6 +349,18 @@ impl Cd {
             done.insert(name);
         }
         self.frame.rx.borrow_mut().eager_restored = done;
+    }
+
+    /// True when preserving `name` now writes its saved cells back: a re-execution, or a
+    /// resume from a checkpoint or a recovery that holds it.
+    fn restoring(&self, name: &str) -> bool {
+        matches!(self.step_peek(name), Step::Restore(_))
+            || self
+                .frame
+                .resume
+                .borrow()
+                .as_ref()
+                .is_some_and(|r| r.contains_key(name))
     }
 
     fn step_peek(&self, name: &str) -> Step {

@@ -22,8 +22,8 @@ use ulfm_job::{Campaign, Job, Ran, kill_campaign, marker};
 const HPGMG: &str = env!("CARGO_BIN_EXE_hpgmg");
 /// The job's ranks (the spares come on top).
 const RANKS: usize = 8;
-/// The problem: one 16^3 box per rank, 63 solves of about 20 ms each in a debug build, so that
-/// the moments spread over many executions of "solve".
+/// The problem: one 16^3 box per rank and many short solves, so that the moments spread over
+/// many executions of "solve".
 const PROBLEM: [&str; 2] = ["4", "1"];
 /// Every solve one execution of the strict CD "solve" (and each V-cycle one of "level"), no
 /// fault injected.
