@@ -216,6 +216,7 @@ pub mod rma;
 pub mod rpc;
 pub mod strided;
 pub mod team;
+pub mod view_array;
 // For resilience runtimes:
 mod fault;
 mod resilience;
@@ -238,7 +239,9 @@ pub use flag_sync::{Signal, put_signal, wait_until};
 pub use future::{Future, when_all};
 pub use global_ptr::GlobalPtr;
 pub use launch::{launch, launch_from_env};
-pub use local_view::{ViewPtr, delete_viewable, new_viewable, view_get, view_put, with_local_mut};
+pub use local_view::{
+    ViewPtr, delete_viewable, new_viewable, view_get, view_put, with_local, with_local_mut,
+};
 pub use lock::DistLock;
 pub use mix::mix64;
 pub use pgas_macros::remote;
@@ -254,6 +257,7 @@ pub use strided::{
     rget_irregular, rget_regular, rget_strided, rput_irregular, rput_regular, rput_strided,
 };
 pub use team::{Team, local_team, solo_team, world};
+pub use view_array::ViewArray;
 
 /// **For authors of resilience runtimes (cd-runtime), not for programs**: the interception
 /// hook that sees every operation a rank starts, the rank's counters, the runtime's own
