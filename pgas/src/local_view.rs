@@ -22,6 +22,10 @@
 //!   runs (they are refused too).
 //! - The owner's own nested views must be disjoint ([`ViewError::Overlapping`]), so two live
 //!   slices never alias; a view is only of the caller's own memory ([`ViewError::NotMine`]).
+//! - A read-only view ([`with_local`], a `&[T]`) admits gets of its bytes, which only read,
+//!   and refuses puts, atomics other than loads and exclusive views; read-only views may
+//!   overlap each other. Atomics on viewable words (the element atomics of
+//!   [`ViewArray`](crate::ViewArray)) run inside the same handshake as puts.
 //!
 //! Refusing, rather than deferring, an access keeps every call bounded: a deferred put whose
 //! writer waits for it could wait for an owner that waits for that writer in a barrier inside
