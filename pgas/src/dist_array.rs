@@ -278,12 +278,8 @@ impl Reducible for f64 {
 impl<T: Reducible> DistArray<T> {
     /// The sum of every element (0 for an empty array).
     pub fn sum(&self) -> Future<T> {
-        let partial = self.read_local().into_iter().reduce(T::add);
-        reduce_all_on(&self.team, partial, |a, b| match (a, b) {
-            (Some(a), Some(b)) => Some(T::add(a, b)),
-            (a, b) => a.or(b),
-        })
-        .then(|s| s.unwrap_or_else(T::zeroed))
+        let partial = local_sum(&self.read_local());
+        reduce_all_on(&self.team, partial, add_partials).then(|s| s.unwrap_or_else(T::zeroed))
     }
 
     /// The smallest element (`None` for an empty array).
@@ -299,22 +295,52 @@ impl<T: Reducible> DistArray<T> {
     /// The element preferred over every other (`better(x, y)`: `x` is preferred to `y`), the
     /// lowest index among ties.
     fn extreme(&self, better: fn(&T, &T) -> bool) -> Future<Option<T>> {
-        let pick = move |a: (u64, T), b: (u64, T)| {
-            let b_wins = better(&b.1, &a.1) || (!better(&a.1, &b.1) && b.0 < a.0);
-            if b_wins { b } else { a }
-        };
-        let local = self.local_range();
-        let partial = self
-            .read_local()
-            .into_iter()
-            .enumerate()
-            .map(|(k, v)| (local.global(k) as u64, v))
-            .reduce(pick);
-        reduce_all_on(&self.team, partial, move |a, b| match (a, b) {
-            (Some(a), Some(b)) => Some(pick(a, b)),
-            (a, b) => a.or(b),
-        })
-        .then(|m| m.map(|(_, v)| v))
+        let partial = local_extreme(&self.local_range(), &self.read_local(), better);
+        reduce_all_on(&self.team, partial, move |a, b| pick_partial(better, a, b))
+            .then(|m| m.map(|(_, v)| v))
+    }
+}
+
+/// A member's part of a sum: its `local` elements folded in local order (`None` for none).
+pub(crate) fn local_sum<T: Reducible>(local: &[T]) -> Option<T> {
+    local.iter().copied().reduce(T::add)
+}
+
+/// Two members' parts of a sum combined, in team-rank order (`a` before `b`).
+pub(crate) fn add_partials<T: Reducible>(a: Option<T>, b: Option<T>) -> Option<T> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(T::add(a, b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// `a` or `b` (global index, value), whichever `better` prefers, the lower index among ties.
+fn pick<T>(better: fn(&T, &T) -> bool, a: (u64, T), b: (u64, T)) -> (u64, T) {
+    let b_wins = better(&b.1, &a.1) || (!better(&a.1, &b.1) && b.0 < a.0);
+    if b_wins { b } else { a }
+}
+
+/// A member's part of `min` / `max`: the preferred of its `values` (its local block, whose
+/// global indices are `local`), with its global index.
+pub(crate) fn local_extreme<T: Reducible>(
+    local: &LocalIndices,
+    values: &[T],
+    better: fn(&T, &T) -> bool,
+) -> Option<(u64, T)> {
+    (values.iter().enumerate())
+        .map(|(k, &v)| (local.global(k) as u64, v))
+        .reduce(|a, b| pick(better, a, b))
+}
+
+/// Two members' parts of `min` / `max` combined.
+pub(crate) fn pick_partial<T: Reducible>(
+    better: fn(&T, &T) -> bool,
+    a: Option<(u64, T)>,
+    b: Option<(u64, T)>,
+) -> Option<(u64, T)> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(pick(better, a, b)),
+        (a, b) => a.or(b),
     }
 }
 

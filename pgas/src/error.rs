@@ -214,6 +214,33 @@ pub enum ArrayError {
         /// The bytes it asked for.
         bytes: usize,
     },
+    /// A member could not allocate its part of a [`ViewArray`](crate::ViewArray) in its
+    /// viewable memory.
+    #[error(
+        "rank {rank} could not allocate its {bytes} bytes of a distributed array in its viewable \
+         memory, which is as large as its segment (raise PGAS_SEGMENT_MB / \
+         LaunchConfig::segment_bytes, or free viewable memory)"
+    )]
+    OutOfViewable {
+        /// The member (world rank) that failed.
+        rank: usize,
+        /// The bytes it asked for.
+        bytes: usize,
+    },
+    /// An access to a [`ViewArray`](crate::ViewArray)'s elements refused by the view
+    /// handshake (an owner's open view of them), or a view of its block refused.
+    #[error(transparent)]
+    View(#[from] ViewError),
+    /// A reduction of a [`ViewArray`](crate::ViewArray) that a member could not fold: it holds
+    /// a view of its own block open (the reduction is collective, so every member reports it).
+    #[error(
+        "rank {rank} reduced a distributed array while it held an exclusive view of its own \
+         block, so it could not read it: reduce after the view's closure returns"
+    )]
+    ReducedInView {
+        /// The member (world rank) whose block was under its view.
+        rank: usize,
+    },
 }
 
 /// Why a [`DistObject`](crate::dist_object::DistObject) access was refused.
@@ -248,7 +275,7 @@ pub enum ViewError {
     Viewed {
         /// The rank whose put or get was refused.
         accessor: usize,
-        /// `"put"` or `"get"`.
+        /// `"put"`, `"get"` or `"atomic"`.
         op: &'static str,
         /// The rank whose memory it is, which holds the view.
         owner: usize,

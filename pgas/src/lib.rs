@@ -163,6 +163,49 @@
 //! assert!(err.starts_with("index 10 is out of range for a distributed array of length 10"));
 //! ```
 //!
+//! A [`ViewArray`] is the same array with its blocks in viewable memory: each rank updates its
+//! own block in place as a slice ([`ViewArray::with_local_mut`]; [`ViewArray::with_local`]
+//! reads it), and any access of another rank overlapping an open view is refused with an error
+//! naming both, never a data race:
+//!
+//! ```
+//! use pgas::{ArrayError, LaunchConfig, Layout, RpcTable, ViewArray, barrier, launch, rank_me};
+//!
+//! let out = launch(&LaunchConfig::new(4).segment_bytes(1 << 20), RpcTable::new(), || {
+//!     let a = ViewArray::<u64>::new(10, Layout::Block).unwrap(); // 3, 3, 2, 2 elements
+//!     let mine = a.local_range();
+//!     a.with_local_mut(|s| {
+//!         for (k, x) in s.iter_mut().enumerate() {
+//!             *x = mine.global(k) as u64; // element i holds i, written in place
+//!         }
+//!     })
+//!     .unwrap();
+//!     barrier();
+//!     let across = a.get_range(2..7).unwrap(); // from three ranks' blocks
+//!     a.fetch_add(9, 1).unwrap(); // every rank adds 1 to element 9
+//!     barrier();
+//!     // Rank 3 holds element 9 under its view while the others try to add to it.
+//!     let refused = if rank_me() == 3 {
+//!         a.with_local_mut(|s| {
+//!             barrier(); // the view is open
+//!             barrier(); // the others were refused
+//!             s[1]
+//!         })
+//!         .unwrap();
+//!         false
+//!     } else {
+//!         barrier();
+//!         let tried = a.fetch_add(9, 1);
+//!         barrier();
+//!         matches!(tried, Err(ArrayError::View(pgas::ViewError::Viewed { owner: 3, .. })))
+//!     };
+//!     (across, a.sum().unwrap(), refused)
+//! })
+//! .unwrap();
+//! assert_eq!(out[0], (vec![2, 3, 4, 5, 6], 49, true));
+//! assert_eq!(out[3], (vec![2, 3, 4, 5, 6], 49, false));
+//! ```
+//!
 //! # Running on a cluster
 //!
 //! Built with the feature `mpi` (an application crate forwards it: `mpi = ["pgas/mpi"]` in its
@@ -216,6 +259,7 @@ pub mod rma;
 pub mod rpc;
 pub mod strided;
 pub mod team;
+pub mod view_array;
 // For resilience runtimes:
 mod fault;
 mod resilience;
@@ -238,7 +282,9 @@ pub use flag_sync::{Signal, put_signal, wait_until};
 pub use future::{Future, when_all};
 pub use global_ptr::GlobalPtr;
 pub use launch::{launch, launch_from_env};
-pub use local_view::{ViewPtr, delete_viewable, new_viewable, view_get, view_put, with_local_mut};
+pub use local_view::{
+    ViewPtr, delete_viewable, new_viewable, view_get, view_put, with_local, with_local_mut,
+};
 pub use lock::DistLock;
 pub use mix::mix64;
 pub use pgas_macros::remote;
@@ -254,6 +300,7 @@ pub use strided::{
     rget_irregular, rget_regular, rget_strided, rput_irregular, rput_regular, rput_strided,
 };
 pub use team::{Team, local_team, solo_team, world};
+pub use view_array::ViewArray;
 
 /// **For authors of resilience runtimes (cd-runtime), not for programs**: the interception
 /// hook that sees every operation a rank starts, the rank's counters, the runtime's own

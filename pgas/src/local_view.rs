@@ -22,6 +22,10 @@
 //!   runs (they are refused too).
 //! - The owner's own nested views must be disjoint ([`ViewError::Overlapping`]), so two live
 //!   slices never alias; a view is only of the caller's own memory ([`ViewError::NotMine`]).
+//! - A read-only view ([`with_local`], a `&[T]`) admits gets of its bytes, which only read,
+//!   and refuses puts, atomics other than loads and exclusive views; read-only views may
+//!   overlap each other. Atomics on viewable words (the element atomics of
+//!   [`ViewArray`](crate::ViewArray)) run inside the same handshake as puts.
 //!
 //! Refusing, rather than deferring, an access keeps every call bounded: a deferred put whose
 //! writer waits for it could wait for an owner that waits for that writer in a barrier inside
@@ -90,16 +94,17 @@ use std::ops::Add;
 use std::sync::Arc;
 
 use bytemuck::Pod;
-use gasnet_bridge::{Awaiting, Token, WriteAck};
+use gasnet_bridge::{AtomicOp, Awaiting, Token, WriteAck};
 use serde::{Deserialize, Serialize};
 
+use crate::atomic_domain::AtomicValue;
 use crate::error::{PgasError, ViewError};
 use crate::future::Future;
 use crate::heap::Heap;
 use crate::messages;
 use crate::rpc::{PendingReplies, ReplyTo};
 use crate::runtime::{self, Runtime};
-use crate::view_area::{AREA_ALIGN, MAX_VIEWS, Refused, ViewArea};
+use crate::view_area::{AREA_ALIGN, MAX_VIEWS, Refused, Use, ViewArea};
 use crate::wire::{self, Kind};
 
 const NULL_RANK: u32 = u32::MAX;
@@ -359,6 +364,67 @@ fn check<T>(rt: &Runtime, p: ViewPtr<T>, len: usize, op: &'static str) -> Result
     Ok(bytes)
 }
 
+/// A view open on this rank's area, closed on drop (when the closure returns or unwinds).
+struct Opened {
+    area: Arc<ViewArea>,
+    slot: usize,
+}
+
+impl Drop for Opened {
+    fn drop(&mut self) {
+        self.area.close(self.slot);
+    }
+}
+
+/// Opens a view of `len` elements at `p` (this rank's memory), exclusive or shared (`how`):
+/// `None` for an empty range, which needs no view. Returns the view and the address of its
+/// first element.
+fn open_view<T: Pod>(
+    p: ViewPtr<T>,
+    len: usize,
+    how: Use,
+    op: &'static str,
+) -> Result<Option<(Opened, *mut T)>, ViewError> {
+    let (area, start, bytes) = runtime::with(|rt| {
+        let bytes = check(rt, p, len, op)?;
+        let me = rt.rank_me();
+        if p.rank() != me {
+            return Err(ViewError::NotMine {
+                owner: p.rank(),
+                me,
+            });
+        }
+        Ok((
+            rt.state::<ViewState>().reach[me]
+                .clone()
+                .expect("a rank reaches its own area"),
+            p.offset(),
+            bytes,
+        ))
+    })?;
+    if bytes == 0 {
+        return Ok(None);
+    }
+    let slot = area.open(start, bytes, how).map_err(|r| match r {
+        Refused::Viewed {
+            view_start,
+            view_end,
+        } => ViewError::Overlapping {
+            owner: p.rank(),
+            offset: start,
+            len: bytes,
+            view_start,
+            view_end,
+        },
+        Refused::Full => ViewError::TooManyViews {
+            owner: p.rank(),
+            max: MAX_VIEWS,
+        },
+    })?;
+    let address = area.address(start).cast::<T>();
+    Ok(Some((Opened { area, slot }, address)))
+}
+
 /// Runs `f` on this rank's `len` elements at `p` as one `&mut [T]`, in place (no copy in or
 /// out), and returns its result.
 ///
@@ -376,65 +442,98 @@ pub fn with_local_mut<T: Pod, R>(
     len: usize,
     f: impl FnOnce(&mut [T]) -> R,
 ) -> Result<R, ViewError> {
-    let (area, start, bytes) = runtime::with(|rt| {
-        let bytes = check(rt, p, len, "with_local_mut")?;
-        let me = rt.rank_me();
-        if p.rank() != me {
-            return Err(ViewError::NotMine {
-                owner: p.rank(),
-                me,
-            });
-        }
-        Ok((
-            rt.state::<ViewState>().reach[me]
-                .clone()
-                .expect("a rank reaches its own area"),
-            p.offset(),
-            bytes,
-        ))
-    })?;
-    if bytes == 0 {
+    let Some((_open, address)) = open_view(p, len, Use::Write, "with_local_mut")? else {
         return Ok(f(&mut []));
-    }
-    let slot = area.open(start, bytes).map_err(|r| match r {
-        Refused::Viewed {
-            view_start,
-            view_end,
-        } => ViewError::Overlapping {
-            owner: p.rank(),
-            offset: start,
-            len: bytes,
-            view_start,
-            view_end,
-        },
-        Refused::Full => ViewError::TooManyViews {
-            owner: p.rank(),
-            max: MAX_VIEWS,
-        },
-    })?;
-    /// Closes the view when the closure returns or unwinds.
-    struct Close<'a>(&'a ViewArea, usize);
-    impl Drop for Close<'_> {
-        fn drop(&mut self) {
-            self.0.close(self.1);
-        }
-    }
-    let _close = Close(&area, slot);
-    // SAFETY: the view just opened covers exactly `start .. start + bytes`, inside the live
-    // area (which `area`, an `Arc`, keeps alive past the slice). `check` made `start` aligned
-    // for `T` over a base aligned to `AREA_ALIGN`, which `T`'s alignment divides, and `bytes`
-    // is `len` elements of `T`. The slice is
-    // exclusive: the handshake keeps every access by anyone else out of the range while the
-    // view is open, a nested view of any of its bytes was refused by `open`, and the view
-    // closes only when `_close` drops, after `f`, the slice's only user, has returned. `T` is
-    // plain data, so any bytes there are a valid `T`.
-    let slice = unsafe { std::slice::from_raw_parts_mut(area.address(start).cast::<T>(), len) };
+    };
+    // SAFETY: the view just opened covers exactly the `len` elements at `address`, inside the
+    // live area (which `_open`'s `Arc` keeps alive past the slice). `check` made the offset
+    // aligned for `T` over a base aligned to `AREA_ALIGN`, which `T`'s alignment divides. The
+    // slice is exclusive: the handshake keeps every access by anyone else out of the range
+    // while the view is open, a nested view of any of its bytes was refused by `open`, and the
+    // view closes only when `_open` drops, after `f`, the slice's only user, has returned. `T`
+    // is plain data, so any bytes there are a valid `T`.
+    let slice = unsafe { std::slice::from_raw_parts_mut(address, len) };
     Ok(f(slice))
 }
 
-/// Whether a request is a put or a get (its first header word).
+/// Runs `f` on this rank's `len` elements at `p` as one `&[T]`, in place, and returns its
+/// result: a read-only view.
+///
+/// While `f` runs, puts and atomics into those bytes are refused ([`ViewError::Viewed`]) and
+/// gets are served (reading bytes that a shared reference covers races nothing). Shared views
+/// may overlap each other but not an exclusive one ([`with_local_mut`]). Otherwise as
+/// [`with_local_mut`].
+///
+/// # Errors
+/// As [`with_local_mut`]; [`ViewError::Overlapping`] only for an overlapping exclusive view.
+pub fn with_local<T: Pod, R>(
+    p: ViewPtr<T>,
+    len: usize,
+    f: impl FnOnce(&[T]) -> R,
+) -> Result<R, ViewError> {
+    let Some((_open, address)) = open_view(p, len, Use::Read, "with_local")? else {
+        return Ok(f(&[]));
+    };
+    // SAFETY: as in `with_local_mut`, but the slice is shared: while the view is open the
+    // handshake refuses every write and atomic to its range (other ranks', handlers', and an
+    // exclusive view of this rank), and admits only copies out of it and other shared views,
+    // which only read. The view closes after `f` has returned.
+    let slice = unsafe { std::slice::from_raw_parts(address.cast_const(), len) };
+    Ok(f(slice))
+}
+
+/// Whether a request is a put, a get or an atomic (its first header word).
 const PUT: u64 = 0;
 const GET: u64 = 1;
+const ATOMIC: u64 = 2;
+
+/// The name of a request's operation in a refusal.
+fn op_name(op: u64) -> &'static str {
+    match op {
+        PUT => "put",
+        GET => "get",
+        _ => "atomic",
+    }
+}
+
+/// `op` as three header words (a code and its operands), for an owner in another process.
+fn encode_op(op: AtomicOp) -> [u64; 3] {
+    match op {
+        AtomicOp::Load => [0, 0, 0],
+        AtomicOp::Store(v) => [1, v, 0],
+        AtomicOp::Swap(v) => [2, v, 0],
+        AtomicOp::FetchAdd(v) => [3, v, 0],
+        AtomicOp::FetchSub(v) => [4, v, 0],
+        AtomicOp::CompareExchange { current, new } => [5, current, new],
+        AtomicOp::Min(v) => [6, v, 0],
+        AtomicOp::Max(v) => [7, v, 0],
+        AtomicOp::MinI64(v) => [8, v as u64, 0],
+        AtomicOp::MaxI64(v) => [9, v as u64, 0],
+        AtomicOp::And(v) => [10, v, 0],
+        AtomicOp::Or(v) => [11, v, 0],
+        AtomicOp::Xor(v) => [12, v, 0],
+    }
+}
+
+/// The operation [`encode_op`] made these words of; `None` for an unknown code.
+fn decode_op([code, a, b]: [u64; 3]) -> Option<AtomicOp> {
+    Some(match code {
+        0 => AtomicOp::Load,
+        1 => AtomicOp::Store(a),
+        2 => AtomicOp::Swap(a),
+        3 => AtomicOp::FetchAdd(a),
+        4 => AtomicOp::FetchSub(a),
+        5 => AtomicOp::CompareExchange { current: a, new: b },
+        6 => AtomicOp::Min(a),
+        7 => AtomicOp::Max(a),
+        8 => AtomicOp::MinI64(a as i64),
+        9 => AtomicOp::MaxI64(a as i64),
+        10 => AtomicOp::And(a),
+        11 => AtomicOp::Or(a),
+        12 => AtomicOp::Xor(a),
+        _ => return None,
+    })
+}
 
 /// The first byte of a reply: served, or refused (then the view's range follows).
 const SERVED: u8 = 0;
@@ -468,6 +567,7 @@ pub fn view_put<T: Pod>(src: &[T], dst: ViewPtr<T>) -> Result<(), ViewError> {
                 PUT,
                 dst.offset(),
                 bytes.len(),
+                &[],
                 bytes,
             ))),
         }
@@ -492,7 +592,15 @@ pub fn view_get<T: Pod>(src: ViewPtr<T>, dst: &mut [T]) -> Result<(), ViewError>
                 let served = area.read(src.offset(), bytes);
                 Ok(Err(refusal(rt.rank_me(), "get", src, len, served)))
             }
-            None => Ok(Ok(request(rt, src.rank(), GET, src.offset(), len, &[]))),
+            None => Ok(Ok(request(
+                rt,
+                src.rank(),
+                GET,
+                src.offset(),
+                len,
+                &[],
+                &[],
+            ))),
         }
     })?;
     match pending {
@@ -500,6 +608,59 @@ pub fn view_get<T: Pod>(src: ViewPtr<T>, dst: &mut [T]) -> Result<(), ViewError>
         Ok(reply) => {
             bytes.copy_from_slice(&reply.wait()?);
             Ok(())
+        }
+    }
+}
+
+/// Applies `op` (`SeqCst`) to the 64-bit value at `p` in any rank's viewable memory, complete
+/// at the target on return; returns the previous value's bits. On a word this process reaches
+/// the accessor applies it inside the area's handshake, as [`view_put`] copies; otherwise the
+/// owner's thread does when it serves the request.
+///
+/// # Errors
+/// [`ViewError::Viewed`] if its owner holds a view overlapping the word (a shared one too,
+/// unless `op` is a load), [`ViewError::UnloggedPut`] for a writing `op` into another rank's
+/// memory inside a relaxed CD, and the refusals of a bad pointer.
+pub(crate) fn view_atomic<T: AtomicValue>(p: ViewPtr<T>, op: AtomicOp) -> Result<u64, ViewError> {
+    let pending = runtime::with(|rt| {
+        check(rt, p, 1, "view_atomic")?;
+        let me = rt.rank_me();
+        if op != AtomicOp::Load
+            && p.rank() != me
+            && rt.hook().is_some_and(|h| !h.allows_view_put(p.rank()))
+        {
+            return Err(ViewError::UnloggedPut {
+                owner: p.rank(),
+                me,
+            });
+        }
+        match &rt.state::<ViewState>().reach[p.rank()] {
+            Some(area) => {
+                let served = area.atomic(p.offset(), op);
+                let previous = *served.as_ref().unwrap_or(&0);
+                let done = refusal(me, "atomic", p, 8, served.map(|_| ()));
+                Ok(Err(done.map(|()| previous)))
+            }
+            None => {
+                let extra = encode_op(op);
+                Ok(Ok(request(
+                    rt,
+                    p.rank(),
+                    ATOMIC,
+                    p.offset(),
+                    8,
+                    &extra,
+                    &[],
+                )))
+            }
+        }
+    })?;
+    match pending {
+        Err(done) => done,
+        Ok(reply) => {
+            let bytes = reply.wait()?;
+            let word: [u8; 8] = bytes[..].try_into().expect("an atomic's reply is 8 bytes");
+            Ok(u64::from_le_bytes(word))
         }
     }
 }
@@ -538,6 +699,7 @@ fn request(
     op: u64,
     offset: usize,
     len: usize,
+    extra: &[u64],
     payload: &[u8],
 ) -> Future<Result<Vec<u8>, ViewError>> {
     let (future, fulfiller) = Future::pending_for(Awaiting::new("the reply of a view access"));
@@ -551,7 +713,7 @@ fn request(
                 };
                 Err(ViewError::Viewed {
                     accessor,
-                    op: if op == PUT { "put" } else { "get" },
+                    op: op_name(op),
                     owner,
                     offset,
                     len,
@@ -564,13 +726,9 @@ fn request(
         fulfiller.fulfill(out);
     });
     let slot = rt.state::<PendingReplies>().insert(ReplyTo::Call(reply));
-    messages::send(
-        rt,
-        owner,
-        Kind::View,
-        &[op, offset as u64, len as u64, slot],
-        payload,
-    );
+    let mut header = vec![op, offset as u64, len as u64, slot];
+    header.extend_from_slice(extra);
+    messages::send(rt, owner, Kind::View, &header, payload);
     future
 }
 
@@ -578,7 +736,7 @@ fn request(
 /// local access, so a range under an open view (the closure may be what polled) is refused.
 pub(crate) fn handle(rt: &Runtime, token: &Token<'_>, header: &[u64], payload: &[u8]) {
     let source = token.source();
-    let [op, offset, len, slot, ..] = *header else {
+    let [op, offset, len, slot, ref extra @ ..] = *header else {
         wire::malformed(source, "a view access without its header")
     };
     let (offset, len) = (offset as usize, len as usize);
@@ -591,6 +749,15 @@ pub(crate) fn handle(rt: &Runtime, token: &Token<'_>, header: &[u64], payload: &
     } else if op == GET {
         reply.resize(1 + len, 0);
         area.read(offset, &mut reply[1..])
+    } else if let (ATOMIC, 8, &[a, b, c]) = (op, len, extra)
+        && offset.is_multiple_of(8)
+    {
+        let Some(atomic) = decode_op([a, b, c]) else {
+            wire::malformed(source, "a view atomic of unknown operation")
+        };
+        area.atomic(offset, atomic).map(|previous| {
+            reply.extend_from_slice(&previous.to_le_bytes());
+        })
     } else {
         wire::malformed(source, "a view access of unknown kind or length")
     };

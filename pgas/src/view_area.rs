@@ -28,12 +28,20 @@
 //! when it started. The owner's wait never waits for itself: an accessor's counted section
 //! never makes progress or runs handlers, so it ends without the owner's help.
 //!
-//! Outside views, accesses are the bridge's `shared_copy` copies (inline assembly): two
-//! racing ones tear bytes, as racing transfers into a segment do, and nothing else.
+//! A view is *exclusive* (a `&mut [T]`: every access to its range is refused) or *shared* (a
+//! `&[T]`: reads are served, writes and atomics refused, since reading bytes that a shared
+//! reference covers races nothing). The owner's views never alias mutably: an exclusive view
+//! overlaps no other view, shared views may overlap each other.
+//!
+//! Outside views, accesses are the bridge's `shared_copy` copies (inline assembly) and
+//! `SeqCst` atomics on 64-bit words, as on the segment: two racing copies tear bytes, as racing
+//! transfers into a segment do, and nothing else.
 
 use std::alloc::{Layout, alloc_zeroed, dealloc};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+
+use gasnet_bridge::AtomicOp;
 
 /// Most views one rank may hold open at once (nested, of disjoint ranges).
 pub(crate) const MAX_VIEWS: usize = 8;
@@ -50,11 +58,22 @@ pub(crate) const AREA_ALIGN: usize = 16;
 struct Line(AtomicU64);
 
 /// The byte range of one open view: `end == 0` marks a free slot (an open view is never
-/// empty, so its end is positive).
+/// empty, so its end is positive); `shared` (1) for a read-only view, stored before `end`.
 #[derive(Default)]
 struct Slot {
     start: AtomicU64,
+    shared: AtomicU64,
     end: AtomicU64,
+}
+
+/// What an access or a view does to the bytes it covers, which decides the views it must stay
+/// out of: a read may overlap a shared view, a write (or an exclusive view) no view at all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Use {
+    /// Reads only (a get, a shared view).
+    Read,
+    /// Writes, or may write (a put, an atomic, an exclusive view).
+    Write,
 }
 
 /// Why an access or a view was refused: the open view `view` (a byte range) overlaps it, or
@@ -121,14 +140,18 @@ impl ViewArea {
         start.checked_add(len).is_some_and(|end| end <= self.len)
     }
 
-    /// The open view overlapping `start .. end`, if any (`end > start`).
-    fn viewed(&self, start: usize, end: usize) -> Option<Refused> {
+    /// The open view overlapping `start .. end` (`end > start`) that a `how` must stay out of,
+    /// if any: any view for a write, an exclusive one for a read.
+    fn viewed(&self, start: usize, end: usize, how: Use) -> Option<Refused> {
         if self.open.0.load(SeqCst) == 0 {
             return None;
         }
         self.slots.iter().find_map(|s| {
             let (vs, ve) = (s.start.load(SeqCst) as usize, s.end.load(SeqCst) as usize);
-            (ve != 0 && vs < end && start < ve).then_some(Refused::Viewed {
+            // Loaded after `end`, which is stored after it: a live slot's flag is its own.
+            let shared = s.shared.load(SeqCst) != 0;
+            let conflicts = how == Use::Write || !shared;
+            (ve != 0 && conflicts && vs < end && start < ve).then_some(Refused::Viewed {
                 view_start: vs,
                 view_end: ve,
             })
@@ -140,7 +163,7 @@ impl ViewArea {
     /// # Panics
     /// If the range is not inside the area (callers check it first, to name it in an error).
     pub(crate) fn write(&self, start: usize, src: &[u8]) -> Result<(), Refused> {
-        self.access(start, src.len(), |p| {
+        self.access(start, src.len(), Use::Write, |p| {
             // SAFETY: `access` hands a pointer to `src.len()` bytes inside the area, which no
             // view covers during the call (module handshake).
             unsafe { gasnet_bridge::for_runtimes::shared_copy::copy_in(p, src) }
@@ -153,8 +176,9 @@ impl ViewArea {
     /// As [`ViewArea::write`].
     pub(crate) fn read(&self, start: usize, dst: &mut [u8]) -> Result<(), Refused> {
         let len = dst.len();
-        self.access(start, len, |p| {
-            // SAFETY: as in `write`, for `len` bytes.
+        self.access(start, len, Use::Read, |p| {
+            // SAFETY: as in `write`, for `len` bytes (a shared view may cover them: both only
+            // read).
             unsafe { gasnet_bridge::for_runtimes::shared_copy::copy_out(p, dst) }
         })
     }
@@ -164,10 +188,38 @@ impl ViewArea {
     /// # Panics
     /// As [`ViewArea::write`].
     pub(crate) fn zero(&self, start: usize, len: usize) -> Result<(), Refused> {
-        self.access(start, len, |p| {
+        self.access(start, len, Use::Write, |p| {
             // SAFETY: as in `write`.
             unsafe { gasnet_bridge::for_runtimes::shared_copy::fill(p, 0, len) }
         })
+    }
+
+    /// Applies `op` to the 64-bit word at `start` (8-aligned, inside the area), unless an open
+    /// view overlaps it (a shared one too unless `op` is a load); returns the previous value.
+    ///
+    /// # Panics
+    /// If the word is not inside the area or not aligned (callers check both first).
+    pub(crate) fn atomic(&self, start: usize, op: AtomicOp) -> Result<u64, Refused> {
+        assert!(
+            start.is_multiple_of(8),
+            "a misaligned atomic in a view area"
+        );
+        let how = if op == AtomicOp::Load {
+            Use::Read
+        } else {
+            Use::Write
+        };
+        let mut previous = 0;
+        self.access(start, 8, how, |p| {
+            // SAFETY: `p` is 8-aligned (an aligned offset over a base aligned to
+            // `AREA_ALIGN`) and the 8 bytes lie inside the live area, which no view covers
+            // in a conflicting way during the call (module handshake); other accessors reach
+            // the word only by copies outside the abstract machine or by atomics, as on the
+            // segment, whose atomics are the same `AtomicU64` operations.
+            let word = unsafe { AtomicU64::from_ptr(p.cast::<u64>()) };
+            previous = op.apply(word).0;
+        })?;
+        Ok(previous)
     }
 
     /// Fills every byte of the area with `byte` except those under the owner's open views (an
@@ -200,13 +252,19 @@ impl ViewArea {
 
     /// Runs `copy` on the address of `start .. start + len` inside the handshake's counted
     /// section, unless an open view overlaps the range. `copy` must not make progress.
-    fn access(&self, start: usize, len: usize, copy: impl FnOnce(*mut u8)) -> Result<(), Refused> {
+    fn access(
+        &self,
+        start: usize,
+        len: usize,
+        how: Use,
+        copy: impl FnOnce(*mut u8),
+    ) -> Result<(), Refused> {
         assert!(self.contains(start, len), "an access outside the view area");
         if len == 0 {
             return Ok(());
         }
         self.accessors.0.fetch_add(1, SeqCst);
-        let refused = self.viewed(start, start + len);
+        let refused = self.viewed(start, start + len, how);
         if refused.is_none() {
             // Address arithmetic inside the area (checked above).
             copy(self.base.as_ptr().wrapping_add(start));
@@ -215,22 +273,25 @@ impl ViewArea {
         refused.map_or(Ok(()), Err)
     }
 
-    /// Opens a view of `start .. start + len` (`len > 0`, inside the area) for the owner: the
-    /// range is published, then every access in progress is waited for. Returns the view's
-    /// slot, for [`ViewArea::close`]. Only the owner's thread opens and closes views.
-    pub(crate) fn open(&self, start: usize, len: usize) -> Result<usize, Refused> {
+    /// Opens a view of `start .. start + len` (`len > 0`, inside the area) for the owner,
+    /// exclusive (`Use::Write`) or shared (`Use::Read`): the range is published, then every
+    /// access in progress is waited for. Returns the view's slot, for [`ViewArea::close`].
+    /// Only the owner's thread opens and closes views.
+    pub(crate) fn open(&self, start: usize, len: usize, how: Use) -> Result<usize, Refused> {
         assert!(
             len > 0 && self.contains(start, len),
             "a view outside the area"
         );
         let end = start + len;
-        if let Some(refused) = self.viewed(start, end) {
+        if let Some(refused) = self.viewed(start, end, how) {
             return Err(refused);
         }
         let slot = (self.slots.iter())
             .position(|s| s.end.load(SeqCst) == 0)
             .ok_or(Refused::Full)?;
         self.slots[slot].start.store(start as u64, SeqCst);
+        let shared = u64::from(how == Use::Read);
+        self.slots[slot].shared.store(shared, SeqCst);
         self.slots[slot].end.store(end as u64, SeqCst);
         self.open.0.fetch_add(1, SeqCst);
         let mut spins = 0u32;
@@ -260,6 +321,7 @@ impl ViewArea {
     pub(crate) fn close(&self, slot: usize) {
         self.slots[slot].end.store(0, SeqCst);
         self.slots[slot].start.store(0, SeqCst);
+        self.slots[slot].shared.store(0, SeqCst);
         self.open.0.fetch_sub(1, SeqCst);
     }
 }
@@ -284,7 +346,7 @@ mod tests {
         let mut got = [0u8; 6];
         a.read(6, &mut got).unwrap();
         assert_eq!(got, [0, 0, 1, 2, 3, 4]);
-        let slot = a.open(8, 8).unwrap();
+        let slot = a.open(8, 8, Use::Write).unwrap();
         let viewed = Refused::Viewed {
             view_start: 8,
             view_end: 16,
@@ -292,10 +354,14 @@ mod tests {
         assert_eq!(a.write(15, &[9]), Err(viewed));
         assert_eq!(a.read(0, &mut [0; 9]), Err(viewed));
         assert_eq!(a.zero(4, 100), Err(viewed));
-        assert_eq!(a.open(12, 1), Err(viewed), "a nested overlapping view");
+        assert_eq!(
+            a.open(12, 1, Use::Read),
+            Err(viewed),
+            "a nested overlapping view"
+        );
         a.write(16, &[5]).unwrap();
         a.write(0, &[6; 8]).unwrap();
-        let inner = a.open(16, 8).unwrap();
+        let inner = a.open(16, 8, Use::Write).unwrap();
         a.close(inner);
         a.close(slot);
         a.write(8, &[7; 8]).unwrap();
@@ -305,14 +371,53 @@ mod tests {
     }
 
     #[test]
+    fn shared_views_serve_reads_and_refuse_writes_and_atomics() {
+        let a = ViewArea::new(4096);
+        a.atomic(8, AtomicOp::Store(5)).unwrap();
+        let shared = a.open(8, 16, Use::Read).unwrap();
+        let viewed = Refused::Viewed {
+            view_start: 8,
+            view_end: 24,
+        };
+        let mut got = [0u8; 8];
+        a.read(8, &mut got).unwrap();
+        assert_eq!(u64::from_le_bytes(got), 5);
+        assert_eq!(a.atomic(8, AtomicOp::Load), Ok(5));
+        assert_eq!(a.atomic(16, AtomicOp::FetchAdd(1)), Err(viewed));
+        assert_eq!(a.write(23, &[1]), Err(viewed));
+        assert_eq!(
+            a.open(0, 9, Use::Write),
+            Err(viewed),
+            "exclusive over shared"
+        );
+        let inner = a.open(16, 8, Use::Read).unwrap();
+        a.close(inner);
+        a.close(shared);
+        assert_eq!(a.atomic(8, AtomicOp::FetchAdd(2)), Ok(5));
+        let exclusive = a.open(8, 8, Use::Write).unwrap();
+        assert_eq!(
+            a.atomic(8, AtomicOp::Load),
+            Err(Refused::Viewed {
+                view_start: 8,
+                view_end: 16
+            })
+        );
+        assert!(a.open(8, 8, Use::Read).is_err(), "shared over exclusive");
+        a.close(exclusive);
+        assert_eq!(a.atomic(8, AtomicOp::Load), Ok(7));
+    }
+
+    #[test]
     fn slots_run_out_and_come_back() {
         let a = ViewArea::new(1024);
-        let slots: Vec<usize> = (0..MAX_VIEWS).map(|i| a.open(i * 8, 8).unwrap()).collect();
-        assert_eq!(a.open(512, 8), Err(Refused::Full));
+        let slots: Vec<usize> = (0..MAX_VIEWS)
+            .map(|i| a.open(i * 8, 8, Use::Write).unwrap())
+            .collect();
+        assert_eq!(a.open(512, 8, Use::Write), Err(Refused::Full));
         for s in slots {
             a.close(s);
         }
-        a.close(a.open(512, 8).unwrap());
+        a.close(a.open(512, 8, Use::Write).unwrap());
         a.write(0, &[1; 64]).unwrap();
     }
 }

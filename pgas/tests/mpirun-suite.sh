@@ -18,7 +18,7 @@ cd "$(dirname "$0")/../.."
 [ $# -gt 0 ] || set -- 2 3 4
 
 # The targets, named explicitly; a test file added to pgas/tests must be added here.
-TESTS="atomics basics collectives dist_array dist_object errors futures handles hook in_flight local_view remote reserved rma rpc sync teams uts vis"
+TESTS="atomics basics collectives dist_array dist_object errors futures handles hook in_flight local_view remote reserved rma rpc sync teams uts view_array vis"
 for f in pgas/tests/*.rs; do
     t=$(basename "$f" .rs)
     case " $TESTS compile_fail failure_paths different_programs " in

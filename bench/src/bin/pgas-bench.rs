@@ -37,6 +37,10 @@
 //! `dist_array_fetch_add` / `u64`: `OPS` `DistArray::fetch_add`s of an element on rank 1 (index
 //! checked and placed by the layout on each) against `atomic_fetch_add`, the `AtomicDomain`
 //! fetch-add on a global pointer to a word of rank 1, paired: what global indexing costs.
+//!
+//! `view_array` / `heat_4096_f64`: a heat step on rank 0's 4096-element block of a `ViewArray`
+//! in place (`with_local_mut`) against the same step through a `DistArray`'s `read_local` and
+//! `write_local`, paired.
 
 use std::hint::black_box;
 use std::rc::Rc;
@@ -51,7 +55,7 @@ use gasnet_bridge::{AtomicOp, HandlerTable};
 use pgas::runtime_hooks::Interceptor;
 use pgas::{
     AtomicDomain, Completions, DistArray, GlobalPtr, LaunchConfig, Layout, Promise, RpcFn,
-    RpcTable, barrier, barrier_async_on, rget, rpc, rpc_ff, rput, rput_slice, rput_with,
+    RpcTable, ViewArray, barrier, barrier_async_on, rget, rpc, rpc_ff, rput, rput_slice, rput_with,
 };
 
 const FLOOD_SIZES: [usize; 6] = [8, 512, 4 << 10, 64 << 10, 1 << 20, 4 << 20];
@@ -313,6 +317,14 @@ fn pgas_lines(s: &Sizes, am_rtt: f64) -> Vec<Line> {
         let at = word.offset();
         // Element 1 of a cyclic array lives on rank 1, as `word` does.
         let array = DistArray::<u64>::new(2, Layout::Cyclic).expect("bench array");
+        // Each rank's block of 4096 f64, in the segment and in viewable memory (collective).
+        let heat_arrays = s.wants(&["view_array"]).then(|| {
+            let len = HEAT_POINTS * pgas::rank_n();
+            (
+                DistArray::<f64>::new(len, Layout::Block).expect("heat DistArray"),
+                ViewArray::<f64>::new(len, Layout::Block).expect("heat ViewArray"),
+            )
+        });
         barrier();
         if pgas::rank_me() == 0 {
             let (ops, reps) = (s.ops, s.reps);
@@ -391,6 +403,9 @@ fn pgas_lines(s: &Sizes, am_rtt: f64) -> Vec<Line> {
             }
             if s.wants(&["local_view"]) {
                 lines.push(local_view_line(s));
+            }
+            if let Some((segment, viewable)) = &heat_arrays {
+                lines.push(view_array_line(s, segment, viewable));
             }
             let round_trips = ops / 10;
             let flood = || {
@@ -577,6 +592,40 @@ fn local_view_line(s: &Sizes) -> Line {
     assert_eq!(a, b, "both kernels ran the same steps on the same data");
     Line::new("local_view", "heat_4096_f64", value, "ns", Better::Lower)
         .baseline("copy_in_out_4096_f64", base)
+}
+
+/// `view_array` / `heat_4096_f64`: one heat step on rank 0's block of 4096 f64 of a
+/// `ViewArray`, viewed in place with `with_local_mut`, against the same step on the same data
+/// in a `DistArray`'s block through `read_local` and `write_local` (the array's copying path),
+/// paired; nanoseconds per step, `OPS / 1000` steps per repetition.
+fn view_array_line(s: &Sizes, segment: &DistArray<f64>, viewable: &ViewArray<f64>) -> Line {
+    let steps = (s.ops / 1000).max(10);
+    let start: Vec<f64> = (0..HEAT_POINTS).map(|i| (i % 17) as f64).collect();
+    segment.write_local(&start).expect("heat DistArray");
+    viewable
+        .with_local_mut(|u| u.copy_from_slice(&start))
+        .expect("heat ViewArray");
+    let copied = || {
+        ns_per_op(steps, || {
+            let mut u = segment.read_local();
+            heat_step(black_box(&mut u));
+            segment.write_local(&u).expect("copy out");
+        })
+    };
+    let in_place = || {
+        ns_per_op(steps, || {
+            viewable
+                .with_local_mut(|u| heat_step(black_box(u)))
+                .expect("view")
+        })
+    };
+    let (base, value) = paired(s.reps, copied, in_place);
+    let same = viewable
+        .with_local(|u| u == segment.read_local())
+        .expect("view");
+    assert!(same, "both kernels ran the same steps on the same data");
+    Line::new("view_array", "heat_4096_f64", value, "ns", Better::Lower)
+        .baseline("read_write_local_4096_f64", base)
 }
 
 /// A 64 x 64 block of f64 written into (read from) every other element of 128-element rows
