@@ -410,8 +410,9 @@ fn prune_before(u: &Unsettled) {
 
 /// Writes the states of `part` (by rank) as one file in the directory of its lowest rank and
 /// its copy in that rank's buddy's directory, makes both durable, and answers every rank.
-/// The two files are written on threads of their own, each handing its pages to the disk as
-/// it goes ([`Streamed`]); only then are the files and their directories `fsync`ed, in one
+/// The two files are written one after the other on the writer thread, each handing its pages
+/// to the disk as it goes ([`Streamed`]): a second thread would only add a runnable thread at
+/// the writer's low priority beside the ranks' computation, and wait for a core. Only then are the files and their directories `fsync`ed, in one
 /// concurrent round: the file system commits the round together (one journal commit on
 /// ext4), where a directory's `fsync` racing the files' writes would commit its entry alone
 /// and leave the files' data to a second commit.
@@ -427,14 +428,8 @@ fn write_part(dir: &Path, part: BTreeMap<usize, Handed>) {
     let out: Result<(Vec<Placed>, u64), String> = create_new(&own)
         .and_then(|a| create_new(&copy).map(|b| (a, b)))
         .and_then(|(a, b)| {
-            let (own_done, copy_done) = std::thread::scope(|s| {
-                let own_done = s.spawn(|| write_states(&own, a, &part));
-                let copy_done = write_states(&copy, b, &part);
-                let own_done = own_done.join().unwrap_or_else(|_| Err(panicked(&own)));
-                (own_done, copy_done)
-            });
-            let (placed, a) = own_done?;
-            let (_, b) = copy_done?;
+            let (placed, a) = write_states(&own, a, &part)?;
+            let (_, b) = write_states(&copy, b, &part)?;
             let mut items = vec![
                 Durable::File(&own, a),
                 Durable::File(&copy, b),
@@ -658,10 +653,6 @@ fn start_writeback(f: &File, offset: u64, len: u64) {
 }
 
 /// The error of a writing thread that panicked.
-fn panicked(path: &Path) -> String {
-    format!("{}: the thread writing it panicked", path.display())
-}
-
 /// An error of the file `path`, as one line naming it.
 fn describe(path: &Path, e: std::io::Error) -> String {
     format!("{}: {e}", path.display())
