@@ -107,40 +107,31 @@ pub(super) fn hopeless<'a>(
     Ok(())
 }
 
-/// The one CD with a `checkpoint` key, if any, among `tables` (every table with its name): only
-/// a `[cd.NAME]` table may have it (the checkpoint is the job's), only one, and its name must be
-/// usable in a file name.
+/// The one CD with a `checkpoint` key among `tables`: only one, in a `[cd.NAME]` table whose
+/// name is usable in a file name (the checkpoint is the job's).
 pub(super) fn checkpoint<'a>(
     src: &Source,
     tables: impl Iterator<Item = (String, &'a Layer)>,
 ) -> Result<Option<(String, CheckpointPolicy)>, ConfigError> {
     let mut found: Option<(String, CheckpointPolicy)> = None;
     for (table, c) in tables.filter_map(|(t, l)| Some((t, l.checkpoint.as_ref()?))) {
-        let fail =
-            |why: String| Err(src.error(Some(c.span()), Some(format!("{table}.checkpoint")), why));
         let file_name = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b == b'.';
-        match (table.strip_prefix("cd."), &found) {
-            (None, _) => {
-                return fail(
-                    "a checkpoint is the job's: write it in the [cd.NAME] table of one \
-                             strict CD that spans every rank"
-                        .into(),
-                );
-            }
+        let why = match (table.strip_prefix("cd."), &found) {
+            (None, _) => "a checkpoint is the job's: write it in the [cd.NAME] table of one \
+                          strict CD that spans every rank"
+                .to_string(),
             (_, Some((first, _))) => {
-                return fail(format!(
-                    "[cd.{first}] has a checkpoint already: one CD per job has one"
-                ));
+                format!("[cd.{first}] has a checkpoint already: one CD per job has one")
             }
-            (Some(name), _) if !name.bytes().all(file_name) => {
-                return fail(
-                    "the CD's name names its checkpoints' directories: letters, digits, \
-                             `_` and `.` only"
-                        .into(),
-                );
+            (Some(name), _) if !name.bytes().all(file_name) => "the CD's name names its \
+                checkpoints' directories: letters, digits, `_` and `.` only"
+                .to_string(),
+            (Some(name), None) => {
+                found = Some((name.to_string(), c.get_ref().0.clone()));
+                continue;
             }
-            (Some(name), None) => found = Some((name.to_string(), c.get_ref().0.clone())),
-        }
+        };
+        return Err(src.error(Some(c.span()), Some(format!("{table}.checkpoint")), why));
     }
     Ok(found)
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
-use super::source::{Place, Source};
+use super::source::Source;
 use super::values::FaultKind;
 
 /// One fault injected at an exact place.
@@ -104,9 +104,12 @@ pub const UNREACHED_LINES: usize = 10;
 pub(super) struct FaultSites(Vec<(String, Source, ExactFaults)>);
 
 impl FaultSites {
-    /// Adds the faults `at` of the table `table`, read from `src`.
-    pub(super) fn add(&mut self, table: String, src: &Source, at: &ExactFaults) {
-        self.0.push((table, src.clone(), at.clone()));
+    /// The faults of each table, with its name, read from `src`.
+    pub(super) fn new<'a>(
+        src: &Source,
+        at: impl Iterator<Item = (String, &'a ExactFaults)>,
+    ) -> Self {
+        FaultSites(at.map(|(t, at)| (t, src.clone(), at.clone())).collect())
     }
 
     /// These faults, those of the table `table` replaced by the faults of `other`.
@@ -125,10 +128,9 @@ impl FaultSites {
         })
     }
 
-    /// The first fault on a rank a job of `ranks` ranks lacks, with its table and place.
-    pub(super) fn beyond(&self, ranks: usize) -> Option<(&str, Place, &ExactFault)> {
-        let (table, src, start, f) = self.all().find(|s| s.3.rank >= ranks)?;
-        Some((table, src.place(start), f))
+    /// The first fault on a rank a job of `ranks` ranks lacks, with its table, text and start.
+    pub(super) fn beyond(&self, ranks: usize) -> Option<(&str, &Source, usize, &ExactFault)> {
+        self.all().find(|s| s.3.rank >= ranks)
     }
 
     /// Whether no exact fault names `rank` and `iteration` (no hashing without exact faults).

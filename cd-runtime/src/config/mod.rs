@@ -8,8 +8,7 @@
 //! The layers, each importing only those before it: `values` (what a key takes, validated by
 //! its type as it is read), `source` (lines and errors), `faults` (exact faults), `settings`
 //! (each key of a CD's table declared once, and the merge), `checks` (across keys), and
-//! [`CdConfig`] here. A CD key is one line of `settings!` plus its description in the example;
-//! a global key, one field of `ConfigFile` and one of [`CdConfig`].
+//! [`CdConfig`] here. Every key is one line of `settings!` plus its description in the example.
 
 mod checks;
 mod faults;
@@ -30,85 +29,64 @@ pub use values::{
 };
 
 use faults::FaultSites;
-use settings::{Key, Layer, Merge, Tables, get};
+use settings::{Key, Layer, Merge, Tables, get, settings};
 use source::{Place, Source};
 use values::{BuddyCopies, BudgetBytes, Seconds, SegmentBytes};
 
 use crate::checkpoint::format::{CheckpointPolicy, RestartFrom};
 use crate::error::ConfigError;
 
-/// The whole file, as written (in the order the message about an unknown key lists them).
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-struct ConfigFile {
-    seed: Option<u64>,
-    report: Option<bool>,
-    report_file: Key<PathBuf>,
-    trace_file: Key<PathBuf>,
-    file_dir: Key<PathBuf>,
-    buddy_segment_bytes: Option<SegmentBytes>,
-    memory_budget_bytes: Option<BudgetBytes>,
-    buddy_domain: Option<BuddyDomain>,
-    buddy_copies: Option<BuddyCopies>,
-    node_mtbf_seconds: Option<Seconds>,
-    recovery_seconds: Option<Seconds>,
-    defaults: Layer,
-    level: BTreeMap<String, Spanned<Layer>>,
-    cd: BTreeMap<String, Spanned<Layer>>,
-}
-
 /// Default of [`CdConfig::buddy_segment_bytes`]: 16 MiB.
 pub const DEFAULT_BUDDY_SEGMENT_BYTES: usize = 16 << 20;
 
-/// Default of [`CdConfig::recovery_seconds`]: a minute to detect a node's loss, restart its
-/// ranks and rebuild their copies.
+/// Default of [`CdConfig::recovery_seconds`]: a minute to detect a node's loss and rebuild.
 pub const DEFAULT_RECOVERY_SECONDS: f64 = 60.0;
 
-/// The whole configuration; the keys of the file are described in `cd.example.toml`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CdConfig {
-    /// Seed of the injector and of `cd::rng()`.
-    pub seed: u64,
-    /// Print the report table at the end.
-    pub report: bool,
-    /// Write the report as JSON here.
-    pub report_file: Option<PathBuf>,
-    /// Write the timeline (Chrome trace events) here; `PGAS_TRACE` wins ([`crate::timeline`]).
-    pub trace_file: Option<PathBuf>,
-    /// Where each launch makes its private directory (`None`: the system's temporary one).
-    pub file_dir: Option<PathBuf>,
-    /// Bytes [`crate::launch`] adds to each rank's segment for buddy copies (a multiple of 64).
-    pub buddy_segment_bytes: usize,
-    /// Bytes of preserved state a rank keeps in memory before spilling to files (`spill.rs`).
-    pub memory_budget_bytes: Option<usize>,
-    /// Where a rank's buddy is: on another node, or the next rank.
-    pub buddy_domain: BuddyDomain,
-    /// Copies the buddy medium keeps of an entry: 2 (at the buddy and locally) or 1.
-    pub buddy_copies: usize,
-    /// Mean time between failures of one node, in seconds, for P_cf ([`crate::xor::p_cf`]).
-    pub node_mtbf_seconds: Option<f64>,
-    /// Seconds a group stays without redundancy after a node failure, for P_cf.
-    pub recovery_seconds: f64,
-    defaults: Layer,
-    levels: BTreeMap<usize, Layer>,
-    names: BTreeMap<String, Layer>,
-    /// Where tables and path keys were written (`cd.<name>`, `level.<n>`, `file_dir`).
-    places: BTreeMap<String, Place>,
-    faults: FaultSites,
-    /// The file read (`None` for the default configuration and inline text).
-    source: Option<PathBuf>,
-    /// The CD whose completions write checkpoints to disk, and its policy.
-    pub checkpoint: Option<(String, CheckpointPolicy)>,
-    /// Where a relaunch resumes from (`--restart`, `CD_RESTART`; set by the program).
-    pub restart: Option<RestartFrom>,
-    /// The program and the parameters that shape its state (set by the program), which a
-    /// checkpoint's manifest records and a restart compares.
-    pub program: String,
-}
-
-impl Default for CdConfig {
-    fn default() -> Self {
-        CdConfig::parse("", "<string>").expect("the empty configuration is valid")
+settings! {
+    /// The whole configuration; the keys of the file are described in `cd.example.toml`, and
+    /// listed in this order by the message about an unknown key.
+    CdConfig, written as ConfigFile {
+        /// Seed of the injector and of `cd::rng()`.
+        seed: u64 = 0, read as Key<u64>;
+        /// Print the report table at the end.
+        report: bool = false, read as Key<bool>;
+        /// Write the report as JSON here.
+        report_file: Option<PathBuf> = None, read as Key<PathBuf>;
+        /// Write the timeline (Chrome trace events) here; `PGAS_TRACE` wins ([`crate::timeline`]).
+        trace_file: Option<PathBuf> = None, read as Key<PathBuf>;
+        /// Where each launch makes its private directory (`None`: the system's temporary one).
+        file_dir: Option<PathBuf> = None, read as Key<PathBuf>;
+        /// Bytes [`crate::launch`] adds to each rank's segment for buddy copies (a multiple of 64).
+        buddy_segment_bytes: usize = DEFAULT_BUDDY_SEGMENT_BYTES, read as Key<SegmentBytes>;
+        /// Bytes of preserved state a rank keeps in memory before spilling to files (`spill.rs`).
+        memory_budget_bytes: Option<usize> = None, read as Key<BudgetBytes>;
+        /// Where a rank's buddy is: on another node, or the next rank.
+        buddy_domain: BuddyDomain = BuddyDomain::Node, read as Key<BuddyDomain>;
+        /// Copies the buddy medium keeps of an entry: 2 (at the buddy and locally) or 1.
+        buddy_copies: usize = 2, read as Key<BuddyCopies>;
+        /// Mean time between failures of one node, in seconds, for P_cf ([`crate::xor::p_cf`]).
+        node_mtbf_seconds: Option<f64> = None, read as Key<Seconds>;
+        /// Seconds a group stays without redundancy after a node failure, for P_cf.
+        recovery_seconds: f64 = DEFAULT_RECOVERY_SECONDS, read as Key<Seconds>;
+    } also {
+        /// The CD whose completions write checkpoints to disk, and its policy.
+        pub checkpoint: Option<(String, CheckpointPolicy)>,
+        /// Where a relaunch resumes from (`--restart`, `CD_RESTART`; set by the program).
+        pub restart: Option<RestartFrom>,
+        /// The program and the parameters that shape its state, which a checkpoint records.
+        pub program: String,
+        defaults: Layer,
+        levels: BTreeMap<usize, Layer>,
+        names: BTreeMap<String, Layer>,
+        /// Where tables and path keys were written (`cd.<name>`, `level.<n>`, `file_dir`).
+        places: BTreeMap<String, Place>,
+        faults: FaultSites,
+        /// The file read (`None` for the default configuration and inline text).
+        source: Option<PathBuf>,
+    } written with {
+        defaults: Layer,
+        level: BTreeMap<String, Spanned<Layer>>,
+        cd: BTreeMap<String, Spanned<Layer>>,
     }
 }
 
@@ -117,13 +95,8 @@ impl CdConfig {
     pub fn from_file(path: impl AsRef<Path>) -> Result<CdConfig, ConfigError> {
         let file = path.as_ref().to_path_buf();
         let text = std::fs::read_to_string(&file).map_err(|e| {
-            let message = format!("cannot read the CD configuration: {e}");
-            ConfigError {
-                file: file.clone(),
-                line: None,
-                key: None,
-                message,
-            }
+            let why = format!("cannot read the CD configuration: {e}");
+            Source::new("", &file).error(None, None, why)
         })?;
         Self::parse(&text, file)
     }
@@ -155,70 +128,39 @@ impl CdConfig {
         let file = file.as_ref();
         let src = Source::new(text, file);
         let raw: ConfigFile = toml::from_str(text).map_err(|e| src.toml_error(text, &e))?;
-        let mut places = BTreeMap::new();
-        let mut place =
-            |key: String, t: std::ops::Range<usize>| places.insert(key, src.place(t.start));
-        let mut levels = BTreeMap::new();
+        let mut config = ConfigFile::merge([Some(&raw), None, None], CdConfig::default());
+        config.source = (file != Path::new("<string>")).then(|| file.to_path_buf());
+        let mut place = |key: String, at: usize| config.places.insert(key, src.place(at));
+        for (key, v) in [
+            ("file_dir", &raw.file_dir),
+            ("report_file", &raw.report_file),
+        ] {
+            if let Some(v) = v {
+                place(key.to_string(), v.span().start);
+            }
+        }
         for (k, t) in raw.level {
             let Ok(level) = k.parse::<usize>() else {
                 let why = "a level must be a whole number (the root is level 0)";
                 return Err(src.error(Some(t.span()), Some(format!("level.{k}")), why.into()));
             };
-            place(format!("level.{level}"), t.span());
-            levels.insert(level, t.into_inner());
+            place(format!("level.{level}"), t.span().start);
+            config.levels.insert(level, t.into_inner());
         }
-        let mut names = BTreeMap::new();
         for (k, t) in raw.cd {
-            place(format!("cd.{k}"), t.span());
-            names.insert(k, t.into_inner());
+            place(format!("cd.{k}"), t.span().start);
+            config.names.insert(k, t.into_inner());
         }
-        for (key, v) in [
-            ("file_dir", &raw.file_dir),
-            ("report_file", &raw.report_file),
-            ("trace_file", &raw.trace_file),
-        ] {
-            if let Some(v) = v {
-                place(key.to_string(), v.span());
-            }
-        }
-        let mut config = CdConfig {
-            seed: raw.seed.unwrap_or(0),
-            report: raw.report.unwrap_or(false),
-            report_file: raw.report_file.map(Spanned::into_inner),
-            trace_file: raw.trace_file.map(Spanned::into_inner),
-            file_dir: raw.file_dir.map(Spanned::into_inner),
-            buddy_segment_bytes: raw
-                .buddy_segment_bytes
-                .map_or(DEFAULT_BUDDY_SEGMENT_BYTES, Into::into),
-            memory_budget_bytes: raw.memory_budget_bytes.map(Into::into),
-            buddy_domain: raw.buddy_domain.unwrap_or_default(),
-            buddy_copies: raw.buddy_copies.map_or(2, Into::into),
-            node_mtbf_seconds: raw.node_mtbf_seconds.map(Into::into),
-            recovery_seconds: raw
-                .recovery_seconds
-                .map_or(DEFAULT_RECOVERY_SECONDS, Into::into),
-            defaults: raw.defaults,
-            levels,
-            names,
-            places,
-            faults: FaultSites::default(),
-            source: (file != Path::new("<string>")).then(|| file.to_path_buf()),
-            checkpoint: None,
-            restart: None,
-            program: String::new(),
-        };
+        config.defaults = raw.defaults;
         for (table, l) in config.named_tables() {
             checks::table(&src, &table, l, &config.defaults)?;
         }
         checks::hopeless(&src, config.named_tables())?;
         config.checkpoint = checks::checkpoint(&src, config.named_tables())?;
-        let mut faults = FaultSites::default();
-        for (table, l) in config.named_tables() {
-            if let Some(at) = &l.inject.at {
-                faults.add(table, &src, at.get_ref());
-            }
-        }
-        Ok(CdConfig { faults, ..config })
+        let at = config.named_tables();
+        let at = at.filter_map(|(t, l)| Some((t, l.inject.at.as_ref()?.get_ref())));
+        config.faults = FaultSites::new(&src, at);
+        Ok(config)
     }
 
     /// Every table of the configuration with its name (`defaults`, `level.1`, `cd.step`).
@@ -295,18 +237,14 @@ impl CdConfig {
             );
             return Err(self.config_error("xor_group", why));
         }
-        if let Some((table, place, f)) = self.faults.beyond(ranks) {
-            let last = ranks.saturating_sub(1);
-            return Err(ConfigError {
-                file: place.file.to_path_buf(),
-                line: Some(place.line),
-                key: Some(format!("{table}.inject.at.rank")),
-                message: format!(
-                    "a fault on rank {}, but the job has {ranks} rank(s) (0 to {last}): it would \
-                     never happen; name a rank of the job",
-                    f.rank
-                ),
-            });
+        if let Some((table, src, at, f)) = self.faults.beyond(ranks) {
+            let why = format!(
+                "a fault on rank {}, but the job has {ranks} rank(s) (0 to {}): it would never \
+                 happen; name a rank of the job",
+                f.rank,
+                ranks.saturating_sub(1)
+            );
+            return Err(src.error(Some(at..at), Some(format!("{table}.inject.at.rank")), why));
         }
         if let Some(dir) = &self.file_dir {
             // The job's own directory, made and removed again: the proof it can be made there.
