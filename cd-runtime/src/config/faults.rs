@@ -1,6 +1,5 @@
-//! Exact faults (`inject = { at = [...] }`): shared by the CDs that take them, indexed by rank
-//! and iteration so a lookup is one hash probe however many faults a table lists, and the
-//! warnings about those a run never reached.
+//! Exact faults (`inject = { at = [...] }`), indexed by rank and iteration (one hash probe
+//! however many a table lists), and the warnings about those a run never reached.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -21,20 +20,17 @@ pub struct ExactFault {
     pub iteration: u64,
     /// What happens.
     pub kind: FaultKind,
-    /// Strike right before the `at_op`-th (from 0) intercepted operation of a logging relaxed
-    /// CD's body instead of at its end (`relaxed/op_fault.rs`).
+    /// Strike before the `at_op`-th operation of a logging relaxed CD's body, not at its end.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub at_op: Option<u64>,
 }
 
-/// The exact faults of one table in the order written, shared by every CD that takes them (its
-/// settings hold a reference, made at every CD begin: the empty list allocates nothing).
+/// The exact faults of one table in the order written, shared by every CD that takes them.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(from = "Vec<Spanned<ExactFault>>")]
 pub struct ExactFaults(Option<Arc<ExactFaultList>>);
 
-/// The faults of [`ExactFaults`], where each starts in its text (empty when made in code), and
-/// the faults of each (rank, iteration), in order.
+/// The faults of [`ExactFaults`], where each starts in its text, and those of each place.
 #[derive(Debug, Default)]
 struct ExactFaultList {
     faults: Vec<ExactFault>,
@@ -52,8 +48,7 @@ impl ExactFaults {
         ExactFaults(Some(Arc::new(ExactFaultList { faults, starts, at })))
     }
 
-    /// The first fault for instance `iteration` on `rank` that strikes at an operation (`at_op`
-    /// set) if `at_op`, else at the end of the body.
+    /// The first fault of instance `iteration` on `rank`, at an operation if `at_op`, else at end.
     pub fn find_striking(&self, rank: usize, iteration: u64, at_op: bool) -> Option<&ExactFault> {
         let faults = self.as_slice();
         (self.indices(rank, iteration).iter())

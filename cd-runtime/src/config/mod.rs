@@ -1,14 +1,10 @@
-//! The TOML configuration of the CD tree: per CD name or level, the preservation medium, the
-//! retries, which failures a level contains, the fault injector; globally the seed, the report
-//! and the media's room. The schema is `cd-runtime/cd.example.toml`, every key with its meaning
-//! and default (`tests/config_example.rs` checks it names every key the parser knows):
+//! The TOML configuration of the CD tree, per CD name or level and global; the schema, every key
+//! with its meaning and default, is `cd-runtime/cd.example.toml` (`tests/config_example.rs`):
 //!
 #![doc = concat!("```toml\n", include_str!("../../cd.example.toml"), "```")]
 //!
-//! The layers, each importing only those before it: `values` (what a key takes, validated by
-//! its type as it is read), `source` (lines and errors), `faults` (exact faults), `settings`
-//! (each key of a CD's table declared once, and the merge), `checks` (across keys), and
-//! [`CdConfig`] here. Every key is one line of `settings!` plus its description in the example.
+//! Layers: `values` (validated as read), `source` (lines, errors), `faults`, `settings` (each
+//! key declared once, the merge), `checks` (across keys), and [`CdConfig`] here.
 
 mod checks;
 mod faults;
@@ -16,7 +12,7 @@ mod settings;
 mod source;
 mod values;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
@@ -43,8 +39,7 @@ pub const DEFAULT_BUDDY_SEGMENT_BYTES: usize = 16 << 20;
 pub const DEFAULT_RECOVERY_SECONDS: f64 = 60.0;
 
 settings! {
-    /// The whole configuration; the keys of the file are described in `cd.example.toml`, and
-    /// listed in this order by the message about an unknown key.
+    /// The whole configuration; its keys are described in `cd.example.toml`.
     CdConfig, written as ConfigFile {
         /// Seed of the injector and of `cd::rng()`.
         seed: u64 = 0, read as Key<u64>;
@@ -106,9 +101,7 @@ impl CdConfig {
         Ok(Self::for_program(None)?.unwrap_or_default())
     }
 
-    /// The configuration of a program, by the rule every binary follows: the file given on the
-    /// command line (`cli`, e.g. `--cd-config`) wins, else the file named by `CD_CONFIG` (unset
-    /// or empty: none), else `None` (the program's default).
+    /// A program's configuration: the file given on the command line (`cli`), else `CD_CONFIG`'s.
     pub fn for_program(cli: Option<&Path>) -> Result<Option<CdConfig>, ConfigError> {
         let (path, from) = match (cli, std::env::var_os("CD_CONFIG")) {
             (Some(p), _) => (p.to_path_buf(), "--cd-config"),
@@ -142,7 +135,11 @@ impl CdConfig {
         for (k, t) in raw.level {
             let Ok(level) = k.parse::<usize>() else {
                 let why = "a level must be a whole number (the root is level 0)";
-                return Err(src.error(Some(t.span()), Some(format!("level.{k}")), why.into()));
+                return Err(src.error(
+                    Some(t.span().start),
+                    Some(format!("level.{k}")),
+                    why.into(),
+                ));
             };
             place(format!("level.{level}"), t.span().start);
             config.levels.insert(level, t.into_inner());
@@ -179,14 +176,12 @@ impl CdConfig {
         ]
     }
 
-    /// The settings of the CD called `name` at `level`: its name's table over its level's over
-    /// the defaults, key by key.
+    /// The settings of the CD called `name` at `level`, its tables merged key by key.
     pub fn settings(&self, name: &str, level: usize) -> CdSettings {
         Layer::merge(self.tables(name, level), CdSettings::default())
     }
 
-    /// The `kind` of the CD called `name` at `level`, if set: what every CD begin asks first,
-    /// without merging the other keys.
+    /// The `kind` of the CD called `name` at `level`, if set, without merging the other keys.
     pub fn kind(&self, name: &str, level: usize) -> Option<CdKindSetting> {
         self.tables(name, level)
             .iter()
@@ -199,8 +194,7 @@ impl CdConfig {
         self.source.as_deref()
     }
 
-    /// Where to change the settings of the CD `name`, for messages: `[cd.<name>]` of the file
-    /// (with its line when the table exists).
+    /// Where to change the settings of the CD `name`, for messages (`[cd.<name>]` of the file).
     pub fn table_of(&self, name: &str) -> String {
         let key = format!("cd.{name}");
         match (self.places.get(&key), &self.source) {
@@ -226,9 +220,8 @@ impl CdConfig {
         }
     }
 
-    /// Checks what can be checked against a job of `ranks` ranks before it starts: checksum
-    /// groups and exact faults fit in the job, `file_dir` is a directory this process can write
-    /// in that no other user can redirect (`private_files.rs`), `report_file` can be written.
+    /// Checks the configuration against a job of `ranks` ranks before it starts (groups, faults,
+    /// `file_dir` private and writable (`private_files.rs`), `report_file` writable).
     pub fn check_job(&self, ranks: usize) -> Result<(), ConfigError> {
         if let Some(k) = self.xor_group_sizes().into_iter().find(|&k| k > ranks) {
             let why = format!(
@@ -244,7 +237,7 @@ impl CdConfig {
                 f.rank,
                 ranks.saturating_sub(1)
             );
-            return Err(src.error(Some(at..at), Some(format!("{table}.inject.at.rank")), why));
+            return Err(src.error(Some(at), Some(format!("{table}.inject.at.rank")), why));
         }
         if let Some(dir) = &self.file_dir {
             // The job's own directory, made and removed again: the proof it can be made there.
@@ -252,38 +245,33 @@ impl CdConfig {
                 .map_err(|e| self.config_error("file_dir", e.to_string()))?;
         }
         if let Some(path) = &self.report_file {
-            let bad = |m: String| Err(self.config_error("report_file", m));
-            if path.is_dir() {
-                return bad(format!(
-                    "{} is a directory; name a file for the JSON report",
-                    path.display()
-                ));
-            }
-            let existed = path.exists();
-            let open = std::fs::OpenOptions::new()
+            let (existed, shown) = (path.exists(), path.display());
+            let why = if path.is_dir() {
+                format!("{shown} is a directory; name a file for the JSON report")
+            } else if let Err(e) = std::fs::OpenOptions::new()
                 .append(true)
                 .create(true)
-                .open(path);
-            if let Err(e) = open {
-                return bad(format!("cannot write {}: {e}", path.display()));
-            }
-            if !existed {
-                let _ = std::fs::remove_file(path);
-            }
+                .open(path)
+            {
+                format!("cannot write {shown}: {e}")
+            } else {
+                if !existed {
+                    let _ = std::fs::remove_file(path);
+                }
+                return Ok(());
+            };
+            return Err(self.config_error("report_file", why));
         }
         Ok(())
     }
 
-    /// True when some CD may keep preserved state in files: a table sets `medium = "file"`, or a
-    /// memory budget moves copies to files.
+    /// True when some CD may keep preserved state in files (`medium = "file"`, or a budget).
     pub(crate) fn keeps_files(&self) -> bool {
         self.memory_budget_bytes.is_some()
             || (self.named_tables()).any(|(_, l)| get(&l.medium) == Some(Medium::File))
     }
 
-    /// The checksum group sizes (`xor_group`) written anywhere, in increasing order:
-    /// [`crate::launch`] forms the groups of each size at start-up (a collective over every
-    /// rank, so not when a CD first asks).
+    /// The checksum group sizes written anywhere, increasing, which [`crate::launch`] forms.
     pub fn xor_group_sizes(&self) -> Vec<usize> {
         let tables = self.named_tables();
         let mut sizes: Vec<usize> = tables
@@ -294,19 +282,11 @@ impl CdConfig {
         sizes
     }
 
-    /// What the configuration names but a run whose CDs were `ran` (name and level of each)
-    /// never used: tables of CD names no CD had, levels no CD ran at; one line each, naming the
-    /// file and line.
+    /// The tables a run whose CDs were `ran` (name, level) never used, one line each.
     pub fn unused<'a>(&self, ran: impl IntoIterator<Item = (&'a str, usize)>) -> Vec<String> {
         let ran: Vec<(&str, usize)> = ran.into_iter().collect();
-        let mut entered: Vec<&str> = ran.iter().map(|&(name, _)| name).collect();
-        entered.sort_unstable();
-        entered.dedup();
-        let entered = if entered.is_empty() {
-            "none".to_string()
-        } else {
-            entered.join(", ")
-        };
+        let entered = Vec::from_iter(BTreeSet::from_iter(ran.iter().map(|r| r.0))).join(", ");
+        let entered = if entered.is_empty() { "none" } else { &entered };
         let deepest = ran.iter().map(|&(_, level)| level).max().unwrap_or(0);
         let at = |key: String| self.places.get(&key).map(Place::prefix).unwrap_or_default();
         let names = (self.names.keys()).filter(|n| *n != "root" && !ran.iter().any(|r| r.0 == *n));
@@ -328,10 +308,8 @@ impl CdConfig {
         names.chain(levels).collect()
     }
 
-    /// The exact faults (indices for [`CdConfig::unreached`]) that instance `iteration` of the
-    /// CD `name` at `level` on `rank` reaches: those at that rank and iteration in the most
-    /// specific table that sets `inject.at` for the CD. Allocates nothing unless some exact
-    /// fault names this rank and iteration.
+    /// The exact faults (numbers for [`CdConfig::unreached`]) instance `iteration` of the CD
+    /// `name` at `level` on `rank` reaches; allocates nothing unless one is there.
     pub(crate) fn exact_sites(
         &self,
         name: &str,
@@ -350,16 +328,13 @@ impl CdConfig {
         })
     }
 
-    /// The exact faults (`inject = { at = [...] }`) the run never reached, given those it
-    /// reached (`CdConfig::exact_sites` of every execution on every rank): one line each
-    /// naming the file, the line and the fault for the first [`UNREACHED_LINES`], then one with
-    /// the count of the others.
+    /// The exact faults the run never reached, given those it reached: at most
+    /// [`UNREACHED_LINES`] lines naming them, then one with the count of the others.
     pub fn unreached(&self, reached: &[usize]) -> Vec<String> {
         self.faults.unreached(reached)
     }
 
-    /// Sets the settings table of CDs named `name` from TOML text (for programs and tests that
-    /// configure in code); errors name `<string>`.
+    /// Sets the table of CDs named `name` from TOML text; errors name `<string>`.
     pub fn with_cd(mut self, name: &str, table: &str) -> Result<CdConfig, ConfigError> {
         let parsed = CdConfig::parse(&format!("[cd.{name}]\n{table}"), "<string>")?;
         self.names.extend(parsed.names);

@@ -2,8 +2,6 @@
 //! as, which validates it), and the one merge rule: the most specific table that sets a key wins
 //! (`[cd.<name>]` over `[level.<n>]` over `[defaults]` over the built-in defaults).
 
-use std::ops::Range;
-
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -24,8 +22,8 @@ pub(super) fn get<T: Clone>(key: &Key<T>) -> Option<T> {
 }
 
 /// Where a key is written, if the table sets it.
-pub(super) fn span<T>(key: &Key<T>) -> Option<Range<usize>> {
-    key.as_ref().map(Spanned::span)
+pub(super) fn span<T>(key: &Key<T>) -> Option<usize> {
+    key.as_ref().map(|k| k.span().start)
 }
 
 /// The tables of one CD, most specific first: its name's, its level's, `[defaults]`.
@@ -89,8 +87,7 @@ macro_rules! settings {
 pub(super) use settings;
 
 settings! {
-    /// The settings of one CD, merged from its tables; each key is described in
-    /// `cd.example.toml`, and listed in this order by the message about an unknown key.
+    /// The settings of one CD, merged from its tables; each key is described in `cd.example.toml`.
     CdSettings, written as pub(super) Layer {
         /// Where `preserve` keeps copies by default.
         medium: Medium = Medium::Local, read as Key<Medium>;
