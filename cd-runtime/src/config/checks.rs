@@ -1,6 +1,4 @@
-//! The checks across keys: settings that each are valid but together make a CD that cannot
-//! work (an xor medium without its group size, a log replicated for a loss that takes the
-//! preserved state, a CD that fails every execution and retries it, a second checkpoint).
+//! The checks across keys: settings each valid that together make a CD that cannot work.
 
 use super::settings::{CdSettings, Key, Layer, get, span};
 use super::source::Source;
@@ -8,8 +6,7 @@ use super::values::{CdKindSetting, Interval, LogMedium, Medium, Probability};
 use crate::checkpoint::format::CheckpointPolicy;
 use crate::error::{ConfigError, FaultKinds};
 
-/// Checks the table `l` called `table` (`cd.step`, `level.1`, `defaults`), with `[defaults]`
-/// `d` filling in what it leaves out. The error names the key and its line.
+/// Checks the table `l` called `table`, with `[defaults]` `d` filling in what it leaves out.
 pub(super) fn table(src: &Source, table: &str, l: &Layer, d: &Layer) -> Result<(), ConfigError> {
     let xor = get(&l.medium) == Some(Medium::Xor);
     let buddy_log = get(&l.log_medium) == Some(LogMedium::Buddy);
@@ -61,10 +58,7 @@ pub(super) fn table(src: &Source, table: &str, l: &Layer, d: &Layer) -> Result<(
 type Getter<T> = fn(&Layer) -> &Key<T>;
 
 /// A CD whose every execution fails (an injection probability of 1) with retries to spend: it
-/// never completes, and its retries repeat the failure without a word. Checked for a CD of
-/// each name table (or none) at each level table (or none) of `tables` (every table with its
-/// name; only those that set a probability or `retries` change anything). The error names the
-/// probability's key and where the retries come from.
+/// never completes, and its retries repeat the failure: checked for each name and level table.
 pub(super) fn hopeless<'a>(
     src: &Source,
     tables: impl Iterator<Item = (String, &'a Layer)>,
@@ -99,7 +93,11 @@ pub(super) fn hopeless<'a>(
                          set {key} below 1, or retries = 0 there to see the escalation at once",
                         p.get_ref().0
                     );
-                    return Err(src.error(Some(p.span()), Some(format!("{at}.inject.{key}")), why));
+                    return Err(src.error(
+                        Some(p.span().start),
+                        Some(format!("{at}.inject.{key}")),
+                        why,
+                    ));
                 }
             }
         }
@@ -107,40 +105,34 @@ pub(super) fn hopeless<'a>(
     Ok(())
 }
 
-/// The one CD with a `checkpoint` key, if any, among `tables` (every table with its name): only
-/// a `[cd.NAME]` table may have it (the checkpoint is the job's), only one, and its name must be
-/// usable in a file name.
+/// The one CD with a `checkpoint` key, in a `[cd.NAME]` table usable in a file name.
 pub(super) fn checkpoint<'a>(
     src: &Source,
     tables: impl Iterator<Item = (String, &'a Layer)>,
 ) -> Result<Option<(String, CheckpointPolicy)>, ConfigError> {
     let mut found: Option<(String, CheckpointPolicy)> = None;
     for (table, c) in tables.filter_map(|(t, l)| Some((t, l.checkpoint.as_ref()?))) {
-        let fail =
-            |why: String| Err(src.error(Some(c.span()), Some(format!("{table}.checkpoint")), why));
         let file_name = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b == b'.';
-        match (table.strip_prefix("cd."), &found) {
-            (None, _) => {
-                return fail(
-                    "a checkpoint is the job's: write it in the [cd.NAME] table of one \
-                             strict CD that spans every rank"
-                        .into(),
-                );
-            }
+        let why = match (table.strip_prefix("cd."), &found) {
+            (None, _) => "a checkpoint is the job's: write it in the [cd.NAME] table of one \
+                          strict CD that spans every rank"
+                .to_string(),
             (_, Some((first, _))) => {
-                return fail(format!(
-                    "[cd.{first}] has a checkpoint already: one CD per job has one"
-                ));
+                format!("[cd.{first}] has a checkpoint already: one CD per job has one")
             }
-            (Some(name), _) if !name.bytes().all(file_name) => {
-                return fail(
-                    "the CD's name names its checkpoints' directories: letters, digits, \
-                             `_` and `.` only"
-                        .into(),
-                );
+            (Some(name), _) if !name.bytes().all(file_name) => "the CD's name names its \
+                checkpoints' directories: letters, digits, `_` and `.` only"
+                .to_string(),
+            (Some(name), None) => {
+                found = Some((name.to_string(), c.get_ref().0.clone()));
+                continue;
             }
-            (Some(name), None) => found = Some((name.to_string(), c.get_ref().0.clone())),
-        }
+        };
+        return Err(src.error(
+            Some(c.span().start),
+            Some(format!("{table}.checkpoint")),
+            why,
+        ));
     }
     Ok(found)
 }

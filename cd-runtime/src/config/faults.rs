@@ -1,6 +1,5 @@
-//! Exact faults (`inject = { at = [...] }`): shared by the CDs that take them, indexed by rank
-//! and iteration so a lookup is one hash probe however many faults a table lists, and the
-//! warnings about those a run never reached.
+//! Exact faults (`inject = { at = [...] }`), indexed by rank and iteration (one hash probe
+//! however many a table lists), and the warnings about those a run never reached.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -8,7 +7,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
-use super::source::{Place, Source};
+use super::source::Source;
 use super::values::FaultKind;
 
 /// One fault injected at an exact place.
@@ -21,20 +20,17 @@ pub struct ExactFault {
     pub iteration: u64,
     /// What happens.
     pub kind: FaultKind,
-    /// Strike right before the `at_op`-th (from 0) intercepted operation of a logging relaxed
-    /// CD's body instead of at its end (`relaxed/op_fault.rs`).
+    /// Strike before the `at_op`-th operation of a logging relaxed CD's body, not at its end.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub at_op: Option<u64>,
 }
 
-/// The exact faults of one table in the order written, shared by every CD that takes them (its
-/// settings hold a reference, made at every CD begin: the empty list allocates nothing).
+/// The exact faults of one table in the order written, shared by every CD that takes them.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(from = "Vec<Spanned<ExactFault>>")]
 pub struct ExactFaults(Option<Arc<ExactFaultList>>);
 
-/// The faults of [`ExactFaults`], where each starts in its text (empty when made in code), and
-/// the faults of each (rank, iteration), in order.
+/// The faults of [`ExactFaults`], where each starts in its text, and those of each place.
 #[derive(Debug, Default)]
 struct ExactFaultList {
     faults: Vec<ExactFault>,
@@ -52,8 +48,7 @@ impl ExactFaults {
         ExactFaults(Some(Arc::new(ExactFaultList { faults, starts, at })))
     }
 
-    /// The first fault for instance `iteration` on `rank` that strikes at an operation (`at_op`
-    /// set) if `at_op`, else at the end of the body.
+    /// The first fault of instance `iteration` on `rank`, at an operation if `at_op`, else at end.
     pub fn find_striking(&self, rank: usize, iteration: u64, at_op: bool) -> Option<&ExactFault> {
         let faults = self.as_slice();
         (self.indices(rank, iteration).iter())
@@ -104,9 +99,12 @@ pub const UNREACHED_LINES: usize = 10;
 pub(super) struct FaultSites(Vec<(String, Source, ExactFaults)>);
 
 impl FaultSites {
-    /// Adds the faults `at` of the table `table`, read from `src`.
-    pub(super) fn add(&mut self, table: String, src: &Source, at: &ExactFaults) {
-        self.0.push((table, src.clone(), at.clone()));
+    /// The faults of each table, with its name, read from `src`.
+    pub(super) fn new<'a>(
+        src: &Source,
+        at: impl Iterator<Item = (String, &'a ExactFaults)>,
+    ) -> Self {
+        FaultSites(at.map(|(t, at)| (t, src.clone(), at.clone())).collect())
     }
 
     /// These faults, those of the table `table` replaced by the faults of `other`.
@@ -125,10 +123,9 @@ impl FaultSites {
         })
     }
 
-    /// The first fault on a rank a job of `ranks` ranks lacks, with its table and place.
-    pub(super) fn beyond(&self, ranks: usize) -> Option<(&str, Place, &ExactFault)> {
-        let (table, src, start, f) = self.all().find(|s| s.3.rank >= ranks)?;
-        Some((table, src.place(start), f))
+    /// The first fault on a rank a job of `ranks` ranks lacks, with its table, text and start.
+    pub(super) fn beyond(&self, ranks: usize) -> Option<(&str, &Source, usize, &ExactFault)> {
+        self.all().find(|s| s.3.rank >= ranks)
     }
 
     /// Whether no exact fault names `rank` and `iteration` (no hashing without exact faults).

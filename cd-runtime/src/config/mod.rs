@@ -1,15 +1,10 @@
-//! The TOML configuration of the CD tree: per CD name or level, the preservation medium, the
-//! retries, which failures a level contains, the fault injector; globally the seed, the report
-//! and the media's room. The schema is `cd-runtime/cd.example.toml`, every key with its meaning
-//! and default (`tests/config_example.rs` checks it names every key the parser knows):
+//! The TOML configuration of the CD tree, per CD name or level and global; the schema, every key
+//! with its meaning and default, is `cd-runtime/cd.example.toml` (`tests/config_example.rs`):
 //!
 #![doc = concat!("```toml\n", include_str!("../../cd.example.toml"), "```")]
 //!
-//! The layers, each importing only those before it: `values` (what a key takes, validated by
-//! its type as it is read), `source` (lines and errors), `faults` (exact faults), `settings`
-//! (each key of a CD's table declared once, and the merge), `checks` (across keys), and
-//! [`CdConfig`] here. A CD key is one line of `settings!` plus its description in the example;
-//! a global key, one field of `ConfigFile` and one of [`CdConfig`].
+//! Layers: `values` (validated as read), `source` (lines, errors), `faults`, `settings` (each
+//! key declared once, the merge), `checks` (across keys), and [`CdConfig`] here.
 
 mod checks;
 mod faults;
@@ -17,7 +12,7 @@ mod settings;
 mod source;
 mod values;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
@@ -30,85 +25,63 @@ pub use values::{
 };
 
 use faults::FaultSites;
-use settings::{Key, Layer, Merge, Tables, get};
+use settings::{Key, Layer, Merge, Tables, get, settings};
 use source::{Place, Source};
 use values::{BuddyCopies, BudgetBytes, Seconds, SegmentBytes};
 
 use crate::checkpoint::format::{CheckpointPolicy, RestartFrom};
 use crate::error::ConfigError;
 
-/// The whole file, as written (in the order the message about an unknown key lists them).
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-struct ConfigFile {
-    seed: Option<u64>,
-    report: Option<bool>,
-    report_file: Key<PathBuf>,
-    trace_file: Key<PathBuf>,
-    file_dir: Key<PathBuf>,
-    buddy_segment_bytes: Option<SegmentBytes>,
-    memory_budget_bytes: Option<BudgetBytes>,
-    buddy_domain: Option<BuddyDomain>,
-    buddy_copies: Option<BuddyCopies>,
-    node_mtbf_seconds: Option<Seconds>,
-    recovery_seconds: Option<Seconds>,
-    defaults: Layer,
-    level: BTreeMap<String, Spanned<Layer>>,
-    cd: BTreeMap<String, Spanned<Layer>>,
-}
-
 /// Default of [`CdConfig::buddy_segment_bytes`]: 16 MiB.
 pub const DEFAULT_BUDDY_SEGMENT_BYTES: usize = 16 << 20;
 
-/// Default of [`CdConfig::recovery_seconds`]: a minute to detect a node's loss, restart its
-/// ranks and rebuild their copies.
+/// Default of [`CdConfig::recovery_seconds`]: a minute to detect a node's loss and rebuild.
 pub const DEFAULT_RECOVERY_SECONDS: f64 = 60.0;
 
-/// The whole configuration; the keys of the file are described in `cd.example.toml`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CdConfig {
-    /// Seed of the injector and of `cd::rng()`.
-    pub seed: u64,
-    /// Print the report table at the end.
-    pub report: bool,
-    /// Write the report as JSON here.
-    pub report_file: Option<PathBuf>,
-    /// Write the timeline (Chrome trace events) here; `PGAS_TRACE` wins ([`crate::timeline`]).
-    pub trace_file: Option<PathBuf>,
-    /// Where each launch makes its private directory (`None`: the system's temporary one).
-    pub file_dir: Option<PathBuf>,
-    /// Bytes [`crate::launch`] adds to each rank's segment for buddy copies (a multiple of 64).
-    pub buddy_segment_bytes: usize,
-    /// Bytes of preserved state a rank keeps in memory before spilling to files (`spill.rs`).
-    pub memory_budget_bytes: Option<usize>,
-    /// Where a rank's buddy is: on another node, or the next rank.
-    pub buddy_domain: BuddyDomain,
-    /// Copies the buddy medium keeps of an entry: 2 (at the buddy and locally) or 1.
-    pub buddy_copies: usize,
-    /// Mean time between failures of one node, in seconds, for P_cf ([`crate::xor::p_cf`]).
-    pub node_mtbf_seconds: Option<f64>,
-    /// Seconds a group stays without redundancy after a node failure, for P_cf.
-    pub recovery_seconds: f64,
-    defaults: Layer,
-    levels: BTreeMap<usize, Layer>,
-    names: BTreeMap<String, Layer>,
-    /// Where tables and path keys were written (`cd.<name>`, `level.<n>`, `file_dir`).
-    places: BTreeMap<String, Place>,
-    faults: FaultSites,
-    /// The file read (`None` for the default configuration and inline text).
-    source: Option<PathBuf>,
-    /// The CD whose completions write checkpoints to disk, and its policy.
-    pub checkpoint: Option<(String, CheckpointPolicy)>,
-    /// Where a relaunch resumes from (`--restart`, `CD_RESTART`; set by the program).
-    pub restart: Option<RestartFrom>,
-    /// The program and the parameters that shape its state (set by the program), which a
-    /// checkpoint's manifest records and a restart compares.
-    pub program: String,
-}
-
-impl Default for CdConfig {
-    fn default() -> Self {
-        CdConfig::parse("", "<string>").expect("the empty configuration is valid")
+settings! {
+    /// The whole configuration; its keys are described in `cd.example.toml`.
+    CdConfig, written as ConfigFile {
+        /// Seed of the injector and of `cd::rng()`.
+        seed: u64 = 0, read as Key<u64>;
+        /// Print the report table at the end.
+        report: bool = false, read as Key<bool>;
+        /// Write the report as JSON here.
+        report_file: Option<PathBuf> = None, read as Key<PathBuf>;
+        /// Write the timeline (Chrome trace events) here; `PGAS_TRACE` wins ([`crate::timeline`]).
+        trace_file: Option<PathBuf> = None, read as Key<PathBuf>;
+        /// Where each launch makes its private directory (`None`: the system's temporary one).
+        file_dir: Option<PathBuf> = None, read as Key<PathBuf>;
+        /// Bytes [`crate::launch`] adds to each rank's segment for buddy copies (a multiple of 64).
+        buddy_segment_bytes: usize = DEFAULT_BUDDY_SEGMENT_BYTES, read as Key<SegmentBytes>;
+        /// Bytes of preserved state a rank keeps in memory before spilling to files (`spill.rs`).
+        memory_budget_bytes: Option<usize> = None, read as Key<BudgetBytes>;
+        /// Where a rank's buddy is: on another node, or the next rank.
+        buddy_domain: BuddyDomain = BuddyDomain::Node, read as Key<BuddyDomain>;
+        /// Copies the buddy medium keeps of an entry: 2 (at the buddy and locally) or 1.
+        buddy_copies: usize = 2, read as Key<BuddyCopies>;
+        /// Mean time between failures of one node, in seconds, for P_cf ([`crate::xor::p_cf`]).
+        node_mtbf_seconds: Option<f64> = None, read as Key<Seconds>;
+        /// Seconds a group stays without redundancy after a node failure, for P_cf.
+        recovery_seconds: f64 = DEFAULT_RECOVERY_SECONDS, read as Key<Seconds>;
+    } also {
+        /// The CD whose completions write checkpoints to disk, and its policy.
+        pub checkpoint: Option<(String, CheckpointPolicy)>,
+        /// Where a relaunch resumes from (`--restart`, `CD_RESTART`; set by the program).
+        pub restart: Option<RestartFrom>,
+        /// The program and the parameters that shape its state, which a checkpoint records.
+        pub program: String,
+        defaults: Layer,
+        levels: BTreeMap<usize, Layer>,
+        names: BTreeMap<String, Layer>,
+        /// Where tables and path keys were written (`cd.<name>`, `level.<n>`, `file_dir`).
+        places: BTreeMap<String, Place>,
+        faults: FaultSites,
+        /// The file read (`None` for the default configuration and inline text).
+        source: Option<PathBuf>,
+    } written with {
+        defaults: Layer,
+        level: BTreeMap<String, Spanned<Layer>>,
+        cd: BTreeMap<String, Spanned<Layer>>,
     }
 }
 
@@ -117,13 +90,8 @@ impl CdConfig {
     pub fn from_file(path: impl AsRef<Path>) -> Result<CdConfig, ConfigError> {
         let file = path.as_ref().to_path_buf();
         let text = std::fs::read_to_string(&file).map_err(|e| {
-            let message = format!("cannot read the CD configuration: {e}");
-            ConfigError {
-                file: file.clone(),
-                line: None,
-                key: None,
-                message,
-            }
+            let why = format!("cannot read the CD configuration: {e}");
+            Source::new("", &file).error(None, None, why)
         })?;
         Self::parse(&text, file)
     }
@@ -133,9 +101,7 @@ impl CdConfig {
         Ok(Self::for_program(None)?.unwrap_or_default())
     }
 
-    /// The configuration of a program, by the rule every binary follows: the file given on the
-    /// command line (`cli`, e.g. `--cd-config`) wins, else the file named by `CD_CONFIG` (unset
-    /// or empty: none), else `None` (the program's default).
+    /// A program's configuration: the file given on the command line (`cli`), else `CD_CONFIG`'s.
     pub fn for_program(cli: Option<&Path>) -> Result<Option<CdConfig>, ConfigError> {
         let (path, from) = match (cli, std::env::var_os("CD_CONFIG")) {
             (Some(p), _) => (p.to_path_buf(), "--cd-config"),
@@ -155,70 +121,43 @@ impl CdConfig {
         let file = file.as_ref();
         let src = Source::new(text, file);
         let raw: ConfigFile = toml::from_str(text).map_err(|e| src.toml_error(text, &e))?;
-        let mut places = BTreeMap::new();
-        let mut place =
-            |key: String, t: std::ops::Range<usize>| places.insert(key, src.place(t.start));
-        let mut levels = BTreeMap::new();
-        for (k, t) in raw.level {
-            let Ok(level) = k.parse::<usize>() else {
-                let why = "a level must be a whole number (the root is level 0)";
-                return Err(src.error(Some(t.span()), Some(format!("level.{k}")), why.into()));
-            };
-            place(format!("level.{level}"), t.span());
-            levels.insert(level, t.into_inner());
-        }
-        let mut names = BTreeMap::new();
-        for (k, t) in raw.cd {
-            place(format!("cd.{k}"), t.span());
-            names.insert(k, t.into_inner());
-        }
+        let mut config = ConfigFile::merge([Some(&raw), None, None], CdConfig::default());
+        config.source = (file != Path::new("<string>")).then(|| file.to_path_buf());
+        let mut place = |key: String, at: usize| config.places.insert(key, src.place(at));
         for (key, v) in [
             ("file_dir", &raw.file_dir),
             ("report_file", &raw.report_file),
-            ("trace_file", &raw.trace_file),
         ] {
             if let Some(v) = v {
-                place(key.to_string(), v.span());
+                place(key.to_string(), v.span().start);
             }
         }
-        let mut config = CdConfig {
-            seed: raw.seed.unwrap_or(0),
-            report: raw.report.unwrap_or(false),
-            report_file: raw.report_file.map(Spanned::into_inner),
-            trace_file: raw.trace_file.map(Spanned::into_inner),
-            file_dir: raw.file_dir.map(Spanned::into_inner),
-            buddy_segment_bytes: raw
-                .buddy_segment_bytes
-                .map_or(DEFAULT_BUDDY_SEGMENT_BYTES, Into::into),
-            memory_budget_bytes: raw.memory_budget_bytes.map(Into::into),
-            buddy_domain: raw.buddy_domain.unwrap_or_default(),
-            buddy_copies: raw.buddy_copies.map_or(2, Into::into),
-            node_mtbf_seconds: raw.node_mtbf_seconds.map(Into::into),
-            recovery_seconds: raw
-                .recovery_seconds
-                .map_or(DEFAULT_RECOVERY_SECONDS, Into::into),
-            defaults: raw.defaults,
-            levels,
-            names,
-            places,
-            faults: FaultSites::default(),
-            source: (file != Path::new("<string>")).then(|| file.to_path_buf()),
-            checkpoint: None,
-            restart: None,
-            program: String::new(),
-        };
+        for (k, t) in raw.level {
+            let Ok(level) = k.parse::<usize>() else {
+                let why = "a level must be a whole number (the root is level 0)";
+                return Err(src.error(
+                    Some(t.span().start),
+                    Some(format!("level.{k}")),
+                    why.into(),
+                ));
+            };
+            place(format!("level.{level}"), t.span().start);
+            config.levels.insert(level, t.into_inner());
+        }
+        for (k, t) in raw.cd {
+            place(format!("cd.{k}"), t.span().start);
+            config.names.insert(k, t.into_inner());
+        }
+        config.defaults = raw.defaults;
         for (table, l) in config.named_tables() {
             checks::table(&src, &table, l, &config.defaults)?;
         }
         checks::hopeless(&src, config.named_tables())?;
         config.checkpoint = checks::checkpoint(&src, config.named_tables())?;
-        let mut faults = FaultSites::default();
-        for (table, l) in config.named_tables() {
-            if let Some(at) = &l.inject.at {
-                faults.add(table, &src, at.get_ref());
-            }
-        }
-        Ok(CdConfig { faults, ..config })
+        let at = config.named_tables();
+        let at = at.filter_map(|(t, l)| Some((t, l.inject.at.as_ref()?.get_ref())));
+        config.faults = FaultSites::new(&src, at);
+        Ok(config)
     }
 
     /// Every table of the configuration with its name (`defaults`, `level.1`, `cd.step`).
@@ -237,14 +176,12 @@ impl CdConfig {
         ]
     }
 
-    /// The settings of the CD called `name` at `level`: its name's table over its level's over
-    /// the defaults, key by key.
+    /// The settings of the CD called `name` at `level`, its tables merged key by key.
     pub fn settings(&self, name: &str, level: usize) -> CdSettings {
         Layer::merge(self.tables(name, level), CdSettings::default())
     }
 
-    /// The `kind` of the CD called `name` at `level`, if set: what every CD begin asks first,
-    /// without merging the other keys.
+    /// The `kind` of the CD called `name` at `level`, if set, without merging the other keys.
     pub fn kind(&self, name: &str, level: usize) -> Option<CdKindSetting> {
         self.tables(name, level)
             .iter()
@@ -257,8 +194,7 @@ impl CdConfig {
         self.source.as_deref()
     }
 
-    /// Where to change the settings of the CD `name`, for messages: `[cd.<name>]` of the file
-    /// (with its line when the table exists).
+    /// Where to change the settings of the CD `name`, for messages (`[cd.<name>]` of the file).
     pub fn table_of(&self, name: &str) -> String {
         let key = format!("cd.{name}");
         match (self.places.get(&key), &self.source) {
@@ -284,9 +220,8 @@ impl CdConfig {
         }
     }
 
-    /// Checks what can be checked against a job of `ranks` ranks before it starts: checksum
-    /// groups and exact faults fit in the job, `file_dir` is a directory this process can write
-    /// in that no other user can redirect (`private_files.rs`), `report_file` can be written.
+    /// Checks the configuration against a job of `ranks` ranks before it starts (groups, faults,
+    /// `file_dir` private and writable (`private_files.rs`), `report_file` writable).
     pub fn check_job(&self, ranks: usize) -> Result<(), ConfigError> {
         if let Some(k) = self.xor_group_sizes().into_iter().find(|&k| k > ranks) {
             let why = format!(
@@ -295,18 +230,14 @@ impl CdConfig {
             );
             return Err(self.config_error("xor_group", why));
         }
-        if let Some((table, place, f)) = self.faults.beyond(ranks) {
-            let last = ranks.saturating_sub(1);
-            return Err(ConfigError {
-                file: place.file.to_path_buf(),
-                line: Some(place.line),
-                key: Some(format!("{table}.inject.at.rank")),
-                message: format!(
-                    "a fault on rank {}, but the job has {ranks} rank(s) (0 to {last}): it would \
-                     never happen; name a rank of the job",
-                    f.rank
-                ),
-            });
+        if let Some((table, src, at, f)) = self.faults.beyond(ranks) {
+            let why = format!(
+                "a fault on rank {}, but the job has {ranks} rank(s) (0 to {}): it would never \
+                 happen; name a rank of the job",
+                f.rank,
+                ranks.saturating_sub(1)
+            );
+            return Err(src.error(Some(at), Some(format!("{table}.inject.at.rank")), why));
         }
         if let Some(dir) = &self.file_dir {
             // The job's own directory, made and removed again: the proof it can be made there.
@@ -314,38 +245,33 @@ impl CdConfig {
                 .map_err(|e| self.config_error("file_dir", e.to_string()))?;
         }
         if let Some(path) = &self.report_file {
-            let bad = |m: String| Err(self.config_error("report_file", m));
-            if path.is_dir() {
-                return bad(format!(
-                    "{} is a directory; name a file for the JSON report",
-                    path.display()
-                ));
-            }
-            let existed = path.exists();
-            let open = std::fs::OpenOptions::new()
+            let (existed, shown) = (path.exists(), path.display());
+            let why = if path.is_dir() {
+                format!("{shown} is a directory; name a file for the JSON report")
+            } else if let Err(e) = std::fs::OpenOptions::new()
                 .append(true)
                 .create(true)
-                .open(path);
-            if let Err(e) = open {
-                return bad(format!("cannot write {}: {e}", path.display()));
-            }
-            if !existed {
-                let _ = std::fs::remove_file(path);
-            }
+                .open(path)
+            {
+                format!("cannot write {shown}: {e}")
+            } else {
+                if !existed {
+                    let _ = std::fs::remove_file(path);
+                }
+                return Ok(());
+            };
+            return Err(self.config_error("report_file", why));
         }
         Ok(())
     }
 
-    /// True when some CD may keep preserved state in files: a table sets `medium = "file"`, or a
-    /// memory budget moves copies to files.
+    /// True when some CD may keep preserved state in files (`medium = "file"`, or a budget).
     pub(crate) fn keeps_files(&self) -> bool {
         self.memory_budget_bytes.is_some()
             || (self.named_tables()).any(|(_, l)| get(&l.medium) == Some(Medium::File))
     }
 
-    /// The checksum group sizes (`xor_group`) written anywhere, in increasing order:
-    /// [`crate::launch`] forms the groups of each size at start-up (a collective over every
-    /// rank, so not when a CD first asks).
+    /// The checksum group sizes written anywhere, increasing, which [`crate::launch`] forms.
     pub fn xor_group_sizes(&self) -> Vec<usize> {
         let tables = self.named_tables();
         let mut sizes: Vec<usize> = tables
@@ -356,19 +282,11 @@ impl CdConfig {
         sizes
     }
 
-    /// What the configuration names but a run whose CDs were `ran` (name and level of each)
-    /// never used: tables of CD names no CD had, levels no CD ran at; one line each, naming the
-    /// file and line.
+    /// The tables a run whose CDs were `ran` (name, level) never used, one line each.
     pub fn unused<'a>(&self, ran: impl IntoIterator<Item = (&'a str, usize)>) -> Vec<String> {
         let ran: Vec<(&str, usize)> = ran.into_iter().collect();
-        let mut entered: Vec<&str> = ran.iter().map(|&(name, _)| name).collect();
-        entered.sort_unstable();
-        entered.dedup();
-        let entered = if entered.is_empty() {
-            "none".to_string()
-        } else {
-            entered.join(", ")
-        };
+        let entered = Vec::from_iter(BTreeSet::from_iter(ran.iter().map(|r| r.0))).join(", ");
+        let entered = if entered.is_empty() { "none" } else { &entered };
         let deepest = ran.iter().map(|&(_, level)| level).max().unwrap_or(0);
         let at = |key: String| self.places.get(&key).map(Place::prefix).unwrap_or_default();
         let names = (self.names.keys()).filter(|n| *n != "root" && !ran.iter().any(|r| r.0 == *n));
@@ -390,10 +308,8 @@ impl CdConfig {
         names.chain(levels).collect()
     }
 
-    /// The exact faults (indices for [`CdConfig::unreached`]) that instance `iteration` of the
-    /// CD `name` at `level` on `rank` reaches: those at that rank and iteration in the most
-    /// specific table that sets `inject.at` for the CD. Allocates nothing unless some exact
-    /// fault names this rank and iteration.
+    /// The exact faults (numbers for [`CdConfig::unreached`]) instance `iteration` of the CD
+    /// `name` at `level` on `rank` reaches; allocates nothing unless one is there.
     pub(crate) fn exact_sites(
         &self,
         name: &str,
@@ -412,16 +328,13 @@ impl CdConfig {
         })
     }
 
-    /// The exact faults (`inject = { at = [...] }`) the run never reached, given those it
-    /// reached (`CdConfig::exact_sites` of every execution on every rank): one line each
-    /// naming the file, the line and the fault for the first [`UNREACHED_LINES`], then one with
-    /// the count of the others.
+    /// The exact faults the run never reached, given those it reached: at most
+    /// [`UNREACHED_LINES`] lines naming them, then one with the count of the others.
     pub fn unreached(&self, reached: &[usize]) -> Vec<String> {
         self.faults.unreached(reached)
     }
 
-    /// Sets the settings table of CDs named `name` from TOML text (for programs and tests that
-    /// configure in code); errors name `<string>`.
+    /// Sets the table of CDs named `name` from TOML text; errors name `<string>`.
     pub fn with_cd(mut self, name: &str, table: &str) -> Result<CdConfig, ConfigError> {
         let parsed = CdConfig::parse(&format!("[cd.{name}]\n{table}"), "<string>")?;
         self.names.extend(parsed.names);

@@ -2,8 +2,6 @@
 //! as, which validates it), and the one merge rule: the most specific table that sets a key wins
 //! (`[cd.<name>]` over `[level.<n>]` over `[defaults]` over the built-in defaults).
 
-use std::ops::Range;
-
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -24,8 +22,8 @@ pub(super) fn get<T: Clone>(key: &Key<T>) -> Option<T> {
 }
 
 /// Where a key is written, if the table sets it.
-pub(super) fn span<T>(key: &Key<T>) -> Option<Range<usize>> {
-    key.as_ref().map(Spanned::span)
+pub(super) fn span<T>(key: &Key<T>) -> Option<usize> {
+    key.as_ref().map(|k| k.span().start)
 }
 
 /// The tables of one CD, most specific first: its name's, its level's, `[defaults]`.
@@ -45,42 +43,52 @@ impl<W: Clone + Into<Out>, Out> Merge<Out> for Key<W> {
 }
 
 /// Declares settings (`$settings`, with its `Default`) and their table as written (`$table`,
-/// merged key by key): each key once, as `name: type = default, read as Written`.
+/// merged key by key): each key once, as `name: type = default, read as Written`; `also` adds
+/// fields that are no keys (to each, its `Default`).
 macro_rules! settings {
-    ($(#[$doc:meta])* $settings:ident, written as $table:ident {
+    ($(#[$doc:meta])* $settings:ident, written as $tvis:vis $table:ident {
         $($(#[$fdoc:meta])* $field:ident: $ty:ty = $default:expr, read as $written:ty;)*
-    }) => {
+    } $(also {
+        $($(#[$xdoc:meta])* $xvis:vis $xfield:ident: $xty:ty,)*
+    } written with {
+        $($tfield:ident: $tty:ty,)*
+    })?) => {
         $(#[$doc])*
         #[derive(Debug, Clone, PartialEq)]
         pub struct $settings {
             $($(#[$fdoc])* pub $field: $ty,)*
+            $($($(#[$xdoc])* $xvis $xfield: $xty,)*)?
         }
 
         impl Default for $settings {
             fn default() -> Self {
-                $settings { $($field: $default,)* }
+                $settings { $($field: $default,)* $($($xfield: Default::default(),)*)? }
             }
         }
 
         #[doc = concat!("[`", stringify!($settings), "`] as one table of the file sets them.")]
         #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
         #[serde(deny_unknown_fields, default)]
-        pub(super) struct $table {
-            $(pub(super) $field: $written,)*
+        $tvis struct $table {
+            $($tvis $field: $written,)*
+            $($($tvis $tfield: $tty,)*)?
         }
 
         impl Merge<$settings> for $table {
             fn merge(t: Tables<'_, Self>, d: $settings) -> $settings {
-                $settings { $($field: Merge::merge(t.map(|t| t.map(|t| &t.$field)), d.$field),)* }
+                $settings {
+                    $($field: Merge::merge(t.map(|t| t.map(|t| &t.$field)), d.$field),)*
+                    $($($xfield: d.$xfield,)*)?
+                }
             }
         }
     };
 }
+pub(super) use settings;
 
 settings! {
-    /// The settings of one CD, merged from its tables; each key is described in
-    /// `cd.example.toml`, and listed in this order by the message about an unknown key.
-    CdSettings, written as Layer {
+    /// The settings of one CD, merged from its tables; each key is described in `cd.example.toml`.
+    CdSettings, written as pub(super) Layer {
         /// Where `preserve` keeps copies by default.
         medium: Medium = Medium::Local, read as Key<Medium>;
         /// Re-executions after the first execution before escalating.
@@ -119,7 +127,7 @@ settings! {
 
 settings! {
     /// The injector of one CD: probabilities and exact faults.
-    Injection, written as InjectTable {
+    Injection, written as pub(super) InjectTable {
         /// Probability that an execution fails its check.
         soft_error: f64 = 0.0, read as Key<Probability>;
         /// Probability that an execution loses the rank's memory.

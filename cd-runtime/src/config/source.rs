@@ -1,7 +1,5 @@
-//! Where a key of the configuration text was written (lines found in time linear in the text),
-//! and the [`ConfigError`]s that name the file, the line and the key.
+//! Where a key of the configuration text was written, and the [`ConfigError`]s naming it.
 
-use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -21,16 +19,14 @@ impl Place {
     }
 }
 
-/// One configuration text's file name and the offsets of its newlines, found once: placing each
-/// of many keys is a binary search, not a count from the start of the text.
+/// A configuration text's file name and its newlines' offsets: a place is one binary search.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct Source {
     pub(super) file: Arc<Path>,
     newlines: Arc<[usize]>,
 }
 
-/// Keys the configuration no longer takes, refused with why and what to do instead of as
-/// unknown keys, so a file written for an earlier release says what to change.
+/// Keys the configuration no longer takes, refused with why and what to do instead.
 const REMOVED: &[(&str, &str)] = &[(
     "restart_threads",
     "`restart_threads` was removed: a re-execution's kernels on a thread pool were measured \
@@ -58,25 +54,17 @@ impl Source {
         }
     }
 
-    /// An error at `span` (the line) about `key`.
-    pub(super) fn error(
-        &self,
-        span: Option<Range<usize>>,
-        key: Option<String>,
-        message: String,
-    ) -> ConfigError {
-        let line = span.map(|s| self.place(s.start).line);
+    /// An error about `key`, written at the byte `at`.
+    pub(super) fn error(&self, at: Option<usize>, key: Option<String>, why: String) -> ConfigError {
         ConfigError {
             file: self.file.to_path_buf(),
-            line,
+            line: at.map(|a| self.place(a).line),
             key,
-            message,
+            message: why,
         }
     }
 
-    /// The error of the toml parser reading `text`. A bad value is named by its whole key
-    /// (`cd.step.retries`), an unknown or missing key as the message names it (a removed one
-    /// with why it went), a syntax error by the key its value follows, if any.
+    /// The error of the toml parser reading `text`, named by the key it is about.
     pub(super) fn toml_error(&self, text: &str, e: &toml::de::Error) -> ConfigError {
         let (message, named) = (e.message().trim(), ["unknown field `", "missing field `"]);
         let named = named
@@ -89,15 +77,14 @@ impl Source {
             .or_else(|| key_path(e))
             .or_else(|| key_before(text, e.span()?.start));
         self.error(
-            e.span(),
+            e.span().map(|s| s.start),
             key,
             removed.map_or(message, |(_, why)| why).to_string(),
         )
     }
 }
 
-/// The dotted key whose value a toml error is about (`level.1.inject.rank_loss`). The parser
-/// keeps it but shows it only in its text, and only when it has no input to quote.
+/// The dotted key a toml error is about, which the parser shows only when it has no input.
 fn key_path(e: &toml::de::Error) -> Option<String> {
     let mut bare = e.clone();
     bare.set_input(None);
@@ -106,8 +93,7 @@ fn key_path(e: &toml::de::Error) -> Option<String> {
     key.strip_suffix('`').map(str::to_string)
 }
 
-/// The key whose value starts at `at` (`seed` in `seed = 1x`): the name before the `=` that
-/// precedes the value, if the text there is `key =`.
+/// The key whose value starts at `at` (`seed` in `seed = 1x`), if the text there is `key =`.
 fn key_before(text: &str, at: usize) -> Option<String> {
     let before = text.get(..at)?.trim_end().strip_suffix('=')?.trim_end();
     let start = before

@@ -105,8 +105,7 @@ impl From<Contain> for FaultKinds {
     }
 }
 
-/// How often a CD run with [`crate::strict_steps`] preserves (`interval`; read in
-/// [`crate::interval`]).
+/// How often a CD run with [`crate::strict_steps`] preserves (`interval`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(try_from = "Written")]
 pub enum Interval {
@@ -161,8 +160,7 @@ impl TryFrom<Written> for Every {
     }
 }
 
-/// `checkpoint = { dir, every, keep, mtbf_seconds, node_local }`: a [`CheckpointPolicy`], its
-/// defaults where the table leaves a key out.
+/// `checkpoint = { dir, every, keep, mtbf_seconds, node_local }`: a [`CheckpointPolicy`].
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(try_from = "CheckpointTable")]
 pub(super) struct Checkpoint(pub(super) CheckpointPolicy);
@@ -211,17 +209,14 @@ impl From<Checkpoint> for Option<CheckpointPolicy> {
     }
 }
 
-/// Largest `retries` accepted: a failure that comes back a thousand times in a row is not
-/// contained by re-executing again, which would only repeat it, silently.
+/// Largest `retries` accepted: re-executing a failure that came back that often only repeats it.
 pub const MAX_RETRIES: i64 = 1000;
 
-/// Largest `buddy_segment_bytes` accepted (1 TiB), so that adding it to a segment size cannot
-/// overflow.
+/// Largest `buddy_segment_bytes` accepted (1 TiB): added to a segment size, it cannot overflow.
 const MAX_BUDDY_SEGMENT_BYTES: i64 = 1 << 40;
 
-/// Declares the validated numbers: each a newtype over its inner type, read from the raw value
-/// `n` in the file when its rule accepts it, and the [`ValueError`] variant of the same name
-/// saying what the key takes when the rule refuses `n`.
+/// Declares the validated numbers: each a newtype read from the raw value `n` when its rule
+/// accepts it, else refused by the [`ValueError`] variant of the same name.
 macro_rules! validated {
     ($($(#[$doc:meta])* $name:ident($inner:ty) from $raw:ty = |$n:ident| $ok:expr,
        $msg:literal;)*) => {
@@ -300,8 +295,7 @@ validated! {
     /// A probability (`inject.soft_error` and the other injection rates): 0 to 1.
     Probability(f64) from f64 = |p| (0.0..=1.0).contains(&p).then_some(p),
         "a probability must be between 0 and 1, got {0}";
-    /// A duration in seconds (`mtbf_seconds`, `node_mtbf_seconds`, `recovery_seconds`): finite
-    /// and above 0.
+    /// A duration in seconds (`mtbf_seconds`, `node_mtbf_seconds`, `recovery_seconds`).
     Seconds(f64) from f64 = |s| (s.is_finite() && s > 0.0).then_some(s),
         "must be a number of seconds above 0, got {0}";
 }
