@@ -436,10 +436,7 @@ impl Job {
             let left = JOB_LIMIT.saturating_sub(started.elapsed());
             let Ok(line) = self.stdout.recv_timeout(left) else {
                 self.end_group();
-                panic!(
-                    "process {process} printed no pid: {:?}",
-                    self.stdout_seen
-                );
+                panic!("process {process} printed no pid: {:?}", self.stdout_seen);
             };
             let pid = find(&line);
             self.stdout_seen.push(line);
@@ -860,12 +857,14 @@ fn main() {
             "recover_a_second_loss_without_a_spare_ends_with_one_line",
             a_second_loss_without_a_spare_ends_with_one_line,
         ),
-        ("a_rank_lost_after_the_job_ends_it_with_one_line_rank_2", || {
-            a_rank_lost_after_the_job_ends_it_with_one_line(2)
-        }),
-        ("a_rank_lost_after_the_job_ends_it_with_one_line_rank_0", || {
-            a_rank_lost_after_the_job_ends_it_with_one_line(0)
-        }),
+        (
+            "a_rank_lost_after_the_job_ends_it_with_one_line_rank_2",
+            || a_rank_lost_after_the_job_ends_it_with_one_line(2),
+        ),
+        (
+            "a_rank_lost_after_the_job_ends_it_with_one_line_rank_0",
+            || a_rank_lost_after_the_job_ends_it_with_one_line(0),
+        ),
         (
             "the_idle_spare_killed_the_job_goes_on",
             the_idle_spare_killed_the_job_goes_on,

@@ -3,8 +3,8 @@
 //! roles"). Kept per thread: only the thread that runs the rank calls MPI.
 
 use std::cell::RefCell;
-use std::mem::ManuallyDrop;
 use std::ffi::c_int;
+use std::mem::ManuallyDrop;
 
 use ::mpi::ffi;
 
