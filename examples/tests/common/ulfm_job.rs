@@ -234,6 +234,9 @@ pub fn kill_campaign(
                 })
                 .count();
             assert_eq!(lines, 1, "{what}: {}", ran.context());
+            if let Some(line) = ran.stderr.lines().find(|l| l.contains("gasnet-bridge")) {
+                println!("{what}: {line}");
+            }
             // After every body finished the program may have printed its whole answer
             // before the kill; never a part of it, never another.
             let printed = answer(&ran);
