@@ -40,6 +40,9 @@ const OVER_MPI: &str = "ULFM_SPARES_OVER_MPI";
 /// Set in a rank's environment (by [`start`]) to the number of losses the body recovers from
 /// (`Endpoint::recover`); unset, the body catches nothing.
 const RECOVER: &str = "ULFM_SPARES_RECOVER";
+/// Set in a rank's environment to a rank that kills itself once its job has ended (`launch`
+/// returned and it printed its last line): a loss after the job's end, before `MPI_Finalize`.
+const DIE_AFTER: &str = "ULFM_SPARES_DIE_AFTER";
 
 /// Where each rank writes its mark into its own segment before any loss, and where the rounds
 /// after each recovery put into the next rank's (one 8-byte word per epoch).
@@ -72,6 +75,15 @@ fn rank_main(rounds: u64) {
     let recover_from: Option<u64> = std::env::var(RECOVER)
         .ok()
         .map(|v| v.parse().expect("losses"));
+    // Every process, a spare too (it runs no body), says its pid before the job.
+    println!(
+        "process {} pid {}",
+        std::env::var("OMPI_COMM_WORLD_RANK").unwrap_or_default(),
+        std::process::id()
+    );
+    let die_after: Option<usize> = std::env::var(DIE_AFTER)
+        .ok()
+        .map(|v| v.parse().expect("a rank"));
     let result = launch(&config, table, |ep| {
         println!("rank {} pid {}", ep.rank(), std::process::id());
         let ops = Ops {
@@ -87,7 +99,13 @@ fn rank_main(rounds: u64) {
         ep.rank()
     });
     match result {
-        Ok(r) => println!("rank {} done", r[0]),
+        Ok(r) => {
+            println!("rank {} done", r[0]);
+            if die_after == Some(r[0]) {
+                // SAFETY: kill(2) of this process; nothing runs after it.
+                unsafe { libc::kill(std::process::id() as i32, libc::SIGKILL) };
+            }
+        }
         Err(e) => {
             eprintln!("ulfm_spares rank: {e}");
             std::process::exit(1)
@@ -327,6 +345,18 @@ impl Paths {
 /// Starts `processes` processes, `spares` of them spares, for `rounds` rounds, the operations
 /// on `paths`; with `recover`, the bodies recover from that many losses.
 fn start(processes: usize, spares: usize, rounds: u64, paths: Paths, recover: Option<u64>) -> Job {
+    start_with(processes, spares, rounds, paths, recover, &[])
+}
+
+/// [`start`] with `env` set in every process too.
+fn start_with(
+    processes: usize,
+    spares: usize,
+    rounds: u64,
+    paths: Paths,
+    recover: Option<u64>,
+    env: &[(&str, &str)],
+) -> Job {
     let launcher = std::env::var("PGAS_ULFM_MPIRUN")
         .expect("PGAS_ULFM_MPIRUN is unset: source .ci/ulfm-env before running this test");
     let mut words = launcher.split_whitespace();
@@ -342,6 +372,7 @@ fn start(processes: usize, spares: usize, rounds: u64, paths: Paths, recover: Op
         .env("RUST_BACKTRACE", "0")
         .envs(paths.env().iter().copied())
         .envs(recover.map(|k| (RECOVER, k.to_string())))
+        .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         // Its own process group, so that a hung job can be ended whole.
@@ -390,6 +421,29 @@ impl Job {
             self.stdout_seen.push(line);
         }
         pids.into_iter().map(Option::unwrap).collect()
+    }
+
+    /// The pid process `process` of `MPI_COMM_WORLD` printed before its job (a spare's too).
+    fn process_pid(&mut self, process: usize, started: Instant) -> u32 {
+        let find = |line: &str| match line.split_whitespace().collect::<Vec<_>>()[..] {
+            ["process", w, "pid", p] if w.parse() == Ok(process) => p.parse().ok(),
+            _ => None,
+        };
+        if let Some(pid) = self.stdout_seen.iter().find_map(|l| find(l)) {
+            return pid;
+        }
+        loop {
+            let left = JOB_LIMIT.saturating_sub(started.elapsed());
+            let Ok(line) = self.stdout.recv_timeout(left) else {
+                self.end_group();
+                panic!("process {process} printed no pid: {:?}", self.stdout_seen);
+            };
+            let pid = find(&line);
+            self.stdout_seen.push(line);
+            if let Some(pid) = pid {
+                return pid;
+            }
+        }
     }
 
     /// Reads standard output until `count` lines contain `needle` (failing the test after
@@ -674,13 +728,87 @@ fn an_unneeded_spare_is_released() {
     );
 }
 
+/// A rank killed after its job ended (its body, the teardown and the spare's release done,
+/// its last line printed), before the processes' `MPI_Finalize`, which would wait for it
+/// forever: the others learn of it at their exit and the job ends with one line naming it, a
+/// nonzero status, the answer printed in full.
+fn a_rank_lost_after_the_job_ends_it_with_one_line(victim: usize) {
+    let started = Instant::now();
+    let die = victim.to_string();
+    let job = start_with(5, 1, 20, Paths::Shm, None, &[(DIE_AFTER, &die)]);
+    let (status, out, err) = job.finish(started);
+    let context = format!("stdout:\n{out}\nstderr:\n{err}");
+    assert!(status.failed_or_lingered(), "{context}");
+    let lines = lines_with(&err, "after every rank had finished the job's body");
+    assert_eq!(lines.len(), 1, "one line\n{context}");
+    assert!(
+        lines[0].contains(&format!("rank {victim} was lost")),
+        "{context}"
+    );
+    for r in 0..4 {
+        let line = format!("rank {r} done");
+        assert_eq!(lines_with(&out, &line).len(), 1, "{line}\n{context}");
+    }
+    assert!(
+        !err.contains("did not finish within") && !err.contains("panicked"),
+        "{context}"
+    );
+}
+
+/// The idle spare killed while the job runs: the job goes on to its end (every rank's last
+/// line, status 0) and one line says the spare died unneeded; no hang in `MPI_Finalize`.
+fn the_idle_spare_killed_the_job_goes_on() {
+    let started = Instant::now();
+    let mut job = start(5, 1, 300, Paths::Shm, None);
+    job.pids(4, started);
+    let spare = job.process_pid(4, started);
+    std::thread::sleep(Duration::from_millis(300));
+    kill9(spare);
+    let (status, out, err) = job.finish(started);
+    let context = format!("stdout:\n{out}\nstderr:\n{err}");
+    assert!(status.exited_0_or_lingered(), "{context}");
+    for r in 0..4 {
+        let line = format!("rank {r} done");
+        assert_eq!(lines_with(&out, &line).len(), 1, "{line}\n{context}");
+    }
+    assert_eq!(
+        lines_with(&err, "an idle spare process died").len(),
+        1,
+        "one line\n{context}"
+    );
+    assert!(
+        !err.contains("did not finish within") && !err.contains("panicked"),
+        "{context}"
+    );
+}
+
+/// The idle spare killed, then a rank: nothing is left to replace it, and the job ends with
+/// the one line naming the rank and saying no spare is left.
+fn the_idle_spare_killed_then_a_rank_ends_with_the_no_spare_line() {
+    let started = Instant::now();
+    let mut job = start(5, 1, 3000, Paths::Shm, Some(1));
+    let pids = job.pids(4, started);
+    let spare = job.process_pid(4, started);
+    std::thread::sleep(Duration::from_millis(300));
+    kill9(spare);
+    std::thread::sleep(Duration::from_millis(300));
+    kill9(pids[1]);
+    let (status, out, err) = job.finish(started);
+    let context = format!("stdout:\n{out}\nstderr:\n{err}");
+    assert!(status.failed_or_lingered(), "{context}");
+    let lines = lines_with(&err, "no spare is left");
+    assert_eq!(lines.len(), 1, "one line\n{context}");
+    assert!(lines[0].contains("rank 1 lost"), "{context}");
+    assert!(!err.contains("panicked"), "{context}");
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if let Some(i) = args.iter().position(|a| a == "--rank") {
         rank_main(args[i + 1].parse().expect("rounds"));
         return;
     }
-    let tests: [(&str, fn()); 14] = [
+    let tests: [(&str, fn()); 18] = [
         (
             "an_unneeded_spare_is_released",
             an_unneeded_spare_is_released,
@@ -728,6 +856,22 @@ fn main() {
         (
             "recover_a_second_loss_without_a_spare_ends_with_one_line",
             a_second_loss_without_a_spare_ends_with_one_line,
+        ),
+        (
+            "a_rank_lost_after_the_job_ends_it_with_one_line_rank_2",
+            || a_rank_lost_after_the_job_ends_it_with_one_line(2),
+        ),
+        (
+            "a_rank_lost_after_the_job_ends_it_with_one_line_rank_0",
+            || a_rank_lost_after_the_job_ends_it_with_one_line(0),
+        ),
+        (
+            "the_idle_spare_killed_the_job_goes_on",
+            the_idle_spare_killed_the_job_goes_on,
+        ),
+        (
+            "the_idle_spare_killed_then_a_rank_ends_with_the_no_spare_line",
+            the_idle_spare_killed_then_a_rank_ends_with_the_no_spare_line,
         ),
     ];
     let filter = args.iter().skip(1).find(|a| !a.starts_with('-'));

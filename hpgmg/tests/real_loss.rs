@@ -116,9 +116,10 @@ fn reference(config: &Config) -> (Ran, Duration) {
 }
 
 #[test]
-#[ignore = "not yet reliable: in one of three runs a kill left one process past the conduit's \
-            20 s recovery deadline and the others waiting (ROADMAP, ULFM area); run with \
-            --ignored"]
+#[ignore = "not yet reliable: a kill in the set-up (rank 5 at 835 ms) was recovered by a rerun \
+            from the beginning, after which the ranks waited on each other in different places \
+            of one solve (rank 0 for restriction arrivals that the others had sent); not yet \
+            diagnosed (ROADMAP, ULFM area); run with --ignored"]
 fn killed_at_thirty_seeded_moments_the_spare_takes_over_and_the_report_is_the_fault_free_one() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let config = Config::new("kills.toml");

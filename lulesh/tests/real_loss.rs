@@ -1,9 +1,10 @@
 //! `lulesh -s 6 --spares 1` under a strict CD configuration on 8+1 processes under
 //! `mpirun --with-ft ulfm` (feature `ulfm`; the launcher `$PGAS_ULFM_MPIRUN` from
 //! `. .ci/ulfm-env`): one rank's process killed with SIGKILL from outside at seeded moments
-//! uniform over the run; the spare takes its rank, every rank resumes the strict CD "step"
-//! from memory (`cd-runtime/src/REAL_LOSS.md`), and the run prints the fault-free report's
-//! physics bit for bit. Without a spare the job ends with one line. Every run is bounded in
+//! uniform over the run (ignored until it holds, also with relaxed CDs per rank inside the
+//! strict step); the spare takes its rank, every rank resumes the strict CD "step" from memory
+//! (`cd-runtime/src/REAL_LOSS.md`), and the run prints the fault-free report's physics bit for
+//! bit. Without a spare the job ends with one line. Every run is bounded in
 //! time: a hang fails the test.
 
 use std::sync::Mutex;
@@ -72,33 +73,57 @@ fn reference(config: &TempFile) -> Ran {
     ran
 }
 
-#[test]
-#[ignore = "not yet reliable: a kill of rank 0 in the job's first second once left the recovery \
-            waiting past the conduit's 20 s deadline and the job hung (ROADMAP, ULFM area); \
-            run with --ignored"]
-fn killed_at_thirty_seeded_moments_the_spare_takes_over_and_the_report_is_the_fault_free_one() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let config = TempFile::new("real-loss.toml", STRICT);
+/// The seeded campaign of `kills` kills under the CD configuration `text` (`name` marks its
+/// runs); returns how many runs ended with one line.
+fn campaign(name: &str, text: &str, seed: u64, kills: usize) -> usize {
+    let config = TempFile::new(&format!("real-loss-{name}.toml"), text);
     let reference = reference(&config);
     let expected = reference.physics().unwrap().to_string();
-    let body = reference.elapsed();
     let answer = |ran: &Ran| ran.physics().map(str::to_string);
     let campaign = Campaign {
-        seed: 0x1015_4E5B,
-        kills: KILLS,
+        seed,
+        kills,
         ranks: RANKS,
-        span: body,
+        span: reference.elapsed(),
         reference: &reference,
         expected: &expected,
     };
     let tally = kill_campaign(campaign, answer, |k| {
-        start(1, &marker("kill", k), &config, &PROBLEM)
+        start(1, &marker(&format!("kill-{name}"), k), &config, &PROBLEM)
     });
+    tally.ended
+}
+
+#[test]
+#[ignore = "not yet reliable: of two full runs one passed (28 of 30 resumed, 2 designed lines) \
+            and one failed at kill 25 (rank 0 at 237 ms): the launcher exited 255 with no line \
+            on stderr, not yet diagnosed (ROADMAP, ULFM area); run with --ignored"]
+fn killed_at_thirty_seeded_moments_the_spare_takes_over_and_the_report_is_the_fault_free_one() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let ended = campaign("strict", STRICT, 0x1015_4E5B, KILLS);
+    // The moments span the loop's time from when the job is seen running, so the set-up
+    // pushes some past the loop's end: the signal misses (run again earlier) or lands in the
+    // job's end, which ends with the designed line (2 of 30 in a run under load).
     assert!(
-        tally.ended <= 2,
-        "{} of {KILLS} runs ended with one line: more than a few percent",
-        tally.ended
+        ended <= 4,
+        "{ended} of {KILLS} runs ended with one line: more than a few percent"
     );
+}
+
+/// The same kills with one relaxed CD "rank_step" per rank inside the strict "step", its
+/// neighbours' halo puts logged (`configs/relaxed.toml`): a relaxed CD re-executes with the
+/// strict one it is in, so the recovery is the strict one's.
+#[test]
+#[ignore = "not yet reliable: in the second kill (rank 3, resumed at step 99 from memory) the \
+            ranks then waited on each other's halo flags in different exchanges of one cycle \
+            (ranks 0 and 2 in sum_boundary_nodes, 1 and 4 in sync_pos_vel): the flag protocol of \
+            relaxed CDs (sequence numbers and generation per rank, flags in the survivors' kept \
+            segments) does not survive a rerun yet (ROADMAP, ULFM area); run with --ignored"]
+fn with_relaxed_cds_killed_at_fifteen_seeded_moments_the_report_is_the_fault_free_one() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let text = format!("{STRICT}{}", include_str!("../configs/relaxed.toml"));
+    let ended = campaign("relaxed", &text, 0x2E1A_C5ED, KILLS / 2);
+    assert!(ended <= 1, "{ended} runs ended with one line");
 }
 
 #[test]

@@ -104,9 +104,21 @@ pub(crate) fn recover(
 /// every rank. The link stays valid: the job completed every operation, so handles kept past
 /// it answer from what it left.
 pub(crate) fn end_normally(world: Rc<MpiWorld>) -> Result<(), LaunchError> {
-    world
-        .teardown()
-        .map_err(|e| LaunchError::Conduit(e.to_string()))?;
+    if let Err(e) = world.teardown() {
+        // A process lost in the teardown, after every body returned: the job ends with one
+        // line, as for a loss at a process's exit.
+        #[cfg(feature = "ulfm")]
+        {
+            let lost = world
+                .job
+                .shared
+                .failure
+                .first()
+                .is_some_and(|(r, m)| m == watchdog::lost_message(r));
+            super::ulfm::lifecycle::teardown_failed(world.job.comm, lost);
+        }
+        return Err(LaunchError::Conduit(e.to_string()));
+    }
     JOB_ACTIVE.store(false, Ordering::Release);
     #[cfg(feature = "ulfm")]
     super::ulfm::lifecycle::ended(world.rank())?;

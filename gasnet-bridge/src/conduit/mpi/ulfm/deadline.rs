@@ -1,7 +1,7 @@
 //! The recovery deadline (`RECOVERY.md`, "Detection"): a process that has not finished the
 //! recovery within [`RECOVERY_DEADLINE`] ends itself with a line, so that a survivor that never
 //! joins (or a recovery that cannot finish) holds nobody forever. Disarmed when the recovery
-//! finished and the job goes on.
+//! finished and the job goes on. The end of a process (`exit_check.rs`) is bounded the same way.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -19,6 +19,11 @@ pub(crate) struct Deadline(Arc<AtomicBool>);
 impl Deadline {
     /// Ends the process [`RECOVERY_DEADLINE`] from now, with a line, unless disarmed first.
     pub(crate) fn arm() -> Deadline {
+        Deadline::arm_for("the recovery after a lost process")
+    }
+
+    /// As [`Deadline::arm`], the line naming `what` did not finish.
+    pub(crate) fn arm_for(what: &'static str) -> Deadline {
         let disarmed = Arc::new(AtomicBool::new(false));
         let seen = disarmed.clone();
         let _ = std::thread::Builder::new()
@@ -29,8 +34,8 @@ impl Deadline {
                     return;
                 }
                 crate::stderr_line::stderr_line(format_args!(
-                    "gasnet-bridge (mpi conduit): pid {}: the recovery after a lost process did \
-                     not finish within {} s; ending this process",
+                    "gasnet-bridge (mpi conduit): pid {}: {what} did not finish within {} s; \
+                     ending this process",
                     std::process::id(),
                     RECOVERY_DEADLINE.as_secs()
                 ));

@@ -14,13 +14,14 @@ use super::super::pending::Link;
 use super::super::process::POISONED;
 use super::super::world::MpiWorld;
 use super::deadline::Deadline;
+use super::exit_check;
 use super::members::{self, Place};
 use super::mpix;
 use super::rebuild;
 use super::recovery::{NewJob, recover};
 use super::spare::{self, Called};
 use super::unrecovered::{
-    UNCAUGHT, end_after_loss, end_failed_recovery, end_recovered, go_on, say_place,
+    AFTER_END, UNCAUGHT, end_after_loss, end_failed_recovery, end_recovered, go_on, say_place,
 };
 
 /// What this process does in the job.
@@ -37,6 +38,9 @@ pub(crate) enum Holders {
 /// a lost rank. A spare that is not needed does not return: it ends with the job.
 pub(crate) fn rank_holders() -> Result<Holders, LaunchError> {
     let conduit = |e: BridgeError| LaunchError::Conduit(e.to_string());
+    // From the membership on, a process lost after the job's end must not leave the others
+    // in `MPI_Finalize` (MPI's own finalize was registered at its initialization, before).
+    exit_check::register();
     match members::split().map_err(conduit)? {
         Place::Rank(comm) => Ok(Holders::Start(comm)),
         Place::Spare => loop {
@@ -89,12 +93,26 @@ pub(crate) fn started(rank: usize) -> Result<(), LaunchError> {
     members::publish(Some(rank)).map_err(|e| LaunchError::Conduit(e.to_string()))
 }
 
-/// After a normal end of the job: job rank 0 releases the spares.
+/// After a normal end of the job: job rank 0 releases the spares. A process lost meanwhile
+/// (the release failing with its loss) is not this job's error: every process learns of it in
+/// the check at its exit (`exit_check.rs`), and an idle spare that saw it takes part there.
 pub(crate) fn ended(rank: usize) -> Result<(), LaunchError> {
     if rank == 0 {
-        spare::release().map_err(|e| LaunchError::Conduit(e.to_string()))?;
+        match spare::release() {
+            Err(_) if mpix::failure_seen() => {}
+            r => r.map_err(|e| LaunchError::Conduit(e.to_string()))?,
+        }
     }
     Ok(())
+}
+
+/// After the teardown of a job whose bodies all returned failed (`error`): if a process was
+/// lost, the recovery runs and the job ends with one line (`AFTER_END`), and this does not
+/// return; otherwise the error is the caller's.
+pub(crate) fn teardown_failed(job: ffi::MPI_Comm, lost: bool) {
+    if lost || mpix::failure_seen() || mpix::comm_has_failure(job) {
+        end_after_loss(job, AFTER_END);
+    }
 }
 
 /// After the rank's body unwound: if a process was lost (`lost`, the watchdog's word, or an MPI
@@ -103,7 +121,7 @@ pub(crate) fn ended(rank: usize) -> Result<(), LaunchError> {
 /// the spares are told the job failed, and the caller ends it as without spares.
 pub(crate) fn failed(job: ffi::MPI_Comm, lost: bool) {
     if lost || mpix::failure_seen() || mpix::comm_has_failure(job) {
-        end_after_loss(job);
+        end_after_loss(job, UNCAUGHT);
     }
     spare::dismiss();
 }

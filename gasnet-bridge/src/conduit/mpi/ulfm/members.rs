@@ -4,6 +4,7 @@
 
 use std::cell::RefCell;
 use std::ffi::c_int;
+use std::mem::ManuallyDrop;
 
 use ::mpi::ffi;
 
@@ -27,7 +28,10 @@ pub(crate) struct Membership {
 }
 
 thread_local! {
-    static MEMBERSHIP: RefCell<Option<Membership>> = const { RefCell::new(None) };
+    // Never dropped: the check at the process's exit (`exit_check.rs`) reads it after the
+    // exiting thread's destructors ran, and a value with a destructor would be gone by then.
+    static MEMBERSHIP: RefCell<ManuallyDrop<Option<Membership>>> =
+        const { RefCell::new(ManuallyDrop::new(None)) };
 }
 
 /// Runs `f` on this thread's membership; `None` before [`split`] and [`publish`] made it.
@@ -98,7 +102,7 @@ pub(crate) fn split() -> Result<Place, BridgeError> {
         "MPI_Comm_split(rank holders)",
     )?;
     MEMBERSHIP.with(|m| {
-        *m.borrow_mut() = Some(Membership {
+        **m.borrow_mut() = Some(Membership {
             all,
             me,
             roles: Roles {

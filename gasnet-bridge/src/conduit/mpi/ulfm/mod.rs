@@ -2,6 +2,7 @@
 //! `ulfm`). The protocol is told in `RECOVERY.md` beside this file.
 
 mod deadline;
+mod exit_check;
 pub(crate) mod lifecycle;
 mod members;
 pub(crate) mod mpix;

@@ -11,7 +11,7 @@ use crate::error::BridgeError;
 use super::super::calls::check;
 use super::members::{self, rank_and_size};
 use super::mpix;
-use super::roles::{RenumberError, digest};
+use super::roles::{RenumberError, Roles, digest};
 
 /// Why the recovery did not produce a new job communicator.
 #[derive(Debug, Error)]
@@ -88,10 +88,7 @@ fn failed(first: bool) -> impl FnOnce(RecoveryError) -> Failed {
 /// every process, then shrinks, agrees and renumbers (collective over every live process).
 pub(crate) fn recover(job: Option<ffi::MPI_Comm>) -> Result<NewJob, Failed> {
     super::super::process::RECOVERED.store(true, std::sync::atomic::Ordering::Release);
-    let (all, me, roles) = members::with(|m| {
-        let m = m.expect("the job has its membership");
-        (m.all, m.me, m.roles.clone())
-    });
+    let (all, me, roles) = membership();
     // Revoking wakes every process blocked on either communicator; a second revoke by another
     // survivor is harmless, so every survivor does it. Their errors are not acted on: a
     // communicator that is already revoked is what is wanted.
@@ -102,9 +99,39 @@ pub(crate) fn recover(job: Option<ffi::MPI_Comm>) -> Result<NewJob, Failed> {
         }
         mpix::MPIX_Comm_revoke(all);
     }
+    let (alive, dead) = agreed_dead(all, me)?;
+    renumber(alive, &dead, me, &roles)
+}
+
+/// The recovery's steps from the shrink on, without a revoke, at a process's end
+/// (`exit_check.rs`): `Ok(None)` when no process of the job is dead; otherwise the renumbering,
+/// so that every live process, a spare that [`recover`]s included, takes the same collective
+/// steps from the shrink on.
+pub(crate) fn recover_if_lost() -> Result<Option<NewJob>, Failed> {
+    let (all, me, roles) = membership();
+    let (alive, dead) = agreed_dead(all, me)?;
+    if dead.is_empty() {
+        return Ok(None);
+    }
+    super::super::process::RECOVERED.store(true, std::sync::atomic::Ordering::Release);
+    renumber(alive, &dead, me, &roles).map(Some)
+}
+
+/// The communicator of every process, this process's number in it and the role table.
+fn membership() -> (ffi::MPI_Comm, usize, Roles) {
+    members::with(|m| {
+        let m = m.expect("the job has its membership");
+        (m.all, m.me, m.roles.clone())
+    })
+}
+
+/// Shrinks `all` into the live processes and agrees on the dead (`me` is this process's number
+/// in `all`); a process dying meanwhile starts the round again (collective over every live
+/// process; works on a revoked `all`).
+fn agreed_dead(all: ffi::MPI_Comm, me: usize) -> Result<(ffi::MPI_Comm, Vec<usize>), Failed> {
     let (_, processes) = rank_and_size(all).map_err(|e| failed(me == 0)(e.into()))?;
     let mut round = 0;
-    let (alive, dead) = loop {
+    loop {
         round += 1;
         if round > processes {
             return Err(failed(false)(RecoveryError::Unstable(round - 1)));
@@ -113,7 +140,7 @@ pub(crate) fn recover(job: Option<ffi::MPI_Comm>) -> Result<NewJob, Failed> {
         let dead = dead_of(all, alive).map_err(|e| failed(false)(e.into()))?;
         let first = first_live(&dead, me);
         match agree_on(alive, &dead) {
-            Ok(true) => break (alive, dead),
+            Ok(true) => return Ok((alive, dead)),
             Ok(false) => return Err(failed(first)(RecoveryError::Disagreement)),
             // Another process died after the shrink: shrink the original again, which leaves
             // it out too.
@@ -126,9 +153,20 @@ pub(crate) fn recover(job: Option<ffi::MPI_Comm>) -> Result<NewJob, Failed> {
                 ));
             }
         }
-    };
-    let first = first_live(&dead, me);
-    let renumbered = roles.renumber(&dead).map_err(|e| failed(first)(e.into()))?;
+    }
+}
+
+/// The new numbering after the agreed loss of `dead` (numbers in the communicator of every
+/// process, of which `alive` holds the rest, `me` among them), the new communicators made and
+/// kept in the membership (collective over `alive`).
+fn renumber(
+    alive: ffi::MPI_Comm,
+    dead: &[usize],
+    me: usize,
+    roles: &Roles,
+) -> Result<NewJob, Failed> {
+    let first = first_live(dead, me);
+    let renumbered = roles.renumber(dead).map_err(|e| failed(first)(e.into()))?;
     let new = &renumbered.roles;
     let key = new.all_key(me).expect("a live process has a role");
     let new_all = split(alive, Some(0), key).map_err(|e| failed(first)(e.into()))?;

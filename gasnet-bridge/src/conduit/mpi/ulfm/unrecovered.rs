@@ -25,16 +25,22 @@ const VERBOSE_ENV: &str = "PGAS_MPI_RECOVERY_VERBOSE";
 pub(crate) const UNCAUGHT: &str = "a rank's program did not catch the peer failure to go on \
                         (std::panic::catch_unwind, then Endpoint::recover), so the job ends";
 
+/// Why the job ends when a process was lost after every rank had finished the body: in the
+/// end of the job (its teardown, the spares' release) or at a process's exit (`exit_check.rs`).
+pub(crate) const AFTER_END: &str = "the loss came after every rank had finished the job's body, \
+                        so nothing is left to recover and the job ends (what the program \
+                        printed after its body may be whole or cut short)";
+
 /// Ends the process after a lost process whose unwind reached `launch`: the recovery over
 /// every live process (collective; `job` is this process's job communicator), then the
-/// agreement that the job does not go on, the report and the exit.
-pub(crate) fn end_after_loss(job: ffi::MPI_Comm) -> ! {
+/// agreement that the job does not go on, the report and the exit; `why` says why it does not.
+pub(crate) fn end_after_loss(job: ffi::MPI_Comm, why: &str) -> ! {
     // Never disarmed: this process ends either way.
     let _deadline = Deadline::arm();
     match recover(Some(job)) {
         Ok(r) => {
             go_on(false);
-            end_recovered(&r, UNCAUGHT)
+            end_recovered(&r, why)
         }
         Err(f) => end_failed_recovery(f),
     }
