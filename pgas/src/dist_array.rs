@@ -12,14 +12,14 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::alloc::{delete_, new_array};
+use crate::array_blocks::{Block, Blocks};
 use crate::array_layout::{Layout, LocalIndices};
 use crate::atomic_domain::{AtomicDomain, AtomicValue};
-use crate::collectives::{allgather_on, barrier_on, reduce_all_on};
-use crate::error::ArrayError;
+use crate::collectives::reduce_all_on;
+use crate::error::{ArrayError, PgasError};
 use crate::future::{Future, when_all};
 use crate::global_ptr::GlobalPtr;
 use crate::rma::{rget, rget_slice, rput, rput_slice};
-use crate::runtime;
 use crate::team::{Team, world};
 
 /// A distributed array of `T` over a team, in a block or cyclic [`Layout`].
@@ -29,12 +29,27 @@ use crate::team::{Team, world};
 /// then frees this member's block, so an access another member completed before its drop never
 /// lands in freed memory; accesses must therefore be complete (their futures waited) before a
 /// member drops its handle.
-pub struct DistArray<T: 'static> {
-    team: Team,
-    layout: Layout,
-    len: usize,
-    /// Every member's local block, by team rank.
-    blocks: Vec<GlobalPtr<T>>,
+pub struct DistArray<T: bytemuck::Pod> {
+    blocks: Blocks<GlobalPtr<T>>,
+}
+
+impl<T: bytemuck::Pod> Block for GlobalPtr<T> {
+    const ARRAY: &'static str = "DistArray";
+    fn null() -> Self {
+        GlobalPtr::null()
+    }
+    fn is_null(&self) -> bool {
+        GlobalPtr::is_null(self)
+    }
+    fn allocate(count: usize) -> Option<Self> {
+        new_array::<T>(count).ok()
+    }
+    fn free(self) -> Result<(), PgasError> {
+        delete_(self)
+    }
+    fn out_of_memory(rank: usize, bytes: usize) -> ArrayError {
+        ArrayError::OutOfMemory { rank, bytes }
+    }
 }
 
 impl<T: bytemuck::Pod> DistArray<T> {
@@ -46,73 +61,51 @@ impl<T: bytemuck::Pod> DistArray<T> {
     /// A zeroed array of `len` elements over `team` (collective over it). If any member cannot
     /// allocate its block, every member returns the error naming it (nothing stays allocated).
     pub fn new_on(team: &Team, len: usize, layout: Layout) -> Result<Self, ArrayError> {
-        let (me, n) = (team.rank_me(), team.rank_n());
-        // At least one element: every member has a distinct, non-null block, and a null
-        // pointer in the exchange below means a failed allocation.
-        let count = layout.local_len(me, len, n).max(1);
-        let mine = new_array::<T>(count).unwrap_or_else(|_| GlobalPtr::null());
-        let blocks = allgather_on(team, mine).wait();
-        if let Some(failed) = blocks.iter().position(GlobalPtr::is_null) {
-            if !mine.is_null() {
-                delete_(mine).expect("this rank's block was allocated just above");
-            }
-            return Err(ArrayError::OutOfMemory {
-                rank: team.to_world(failed),
-                bytes: layout.local_len(failed, len, n).max(1) * size_of::<T>(),
-            });
-        }
-        Ok(DistArray {
-            team: team.clone(),
-            layout,
-            len,
-            blocks,
-        })
+        let blocks = Blocks::new_on(team, len, layout, size_of::<T>())?;
+        Ok(DistArray { blocks })
     }
 
     /// The number of elements.
     pub fn len(&self) -> usize {
-        self.len
+        self.blocks.len
     }
 
     /// True for an array of no elements.
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.blocks.len == 0
     }
 
     /// How the elements are spread over the team.
     pub fn layout(&self) -> Layout {
-        self.layout
+        self.blocks.layout
     }
 
     /// The team the array is spread over.
     pub fn team(&self) -> &Team {
-        &self.team
+        &self.blocks.team
     }
 
     /// The world rank that holds element `i`.
     #[inline]
     pub fn owner_of(&self, i: usize) -> Result<usize, ArrayError> {
-        let (rank, _) = self.place(i)?;
-        Ok(self.team.to_world(rank))
+        self.blocks.owner_of(i)
     }
 
     /// The global pointer to element `i`, for operations this type does not wrap (the
     /// `*_sync` atomics, `put_signal`, completions).
     #[inline]
     pub fn ptr(&self, i: usize) -> Result<GlobalPtr<T>, ArrayError> {
-        let (rank, local) = self.place(i)?;
-        Ok(self.blocks[rank] + local)
+        self.blocks.ptr(i)
     }
 
     /// The global indices this rank owns, in increasing order (the order of its local block).
     pub fn local_range(&self) -> LocalIndices {
-        let n = self.team.rank_n();
-        self.layout.local_indices(self.team.rank_me(), self.len, n)
+        self.blocks.local_range()
     }
 
     /// This rank's local block (its first element; `local_range().len()` of them).
     pub fn local_block(&self) -> GlobalPtr<T> {
-        self.blocks[self.team.rank_me()]
+        self.blocks.mine()
     }
 
     /// A copy of this rank's elements, in local order.
@@ -130,7 +123,7 @@ impl<T: bytemuck::Pod> DistArray<T> {
         let owned = self.local_range().len();
         if src.len() != owned {
             return Err(ArrayError::LocalLength {
-                rank: self.team.to_world(self.team.rank_me()),
+                rank: self.blocks.team.to_world(self.blocks.team.rank_me()),
                 given: src.len(),
                 owned,
             });
@@ -156,12 +149,15 @@ impl<T: bytemuck::Pod> DistArray<T> {
     /// Reads the elements of `range`, which may span several owners: one get per owner, all
     /// in flight together, one future for the whole range.
     pub fn get_range(&self, range: Range<usize>) -> Result<Future<Vec<T>>, ArrayError> {
-        self.check_range(&range)?;
+        self.blocks.check_range(&range)?;
         let total = range.len();
-        let pieces = self.layout.pieces(range, self.len, self.team.rank_n());
+        let pieces = self
+            .blocks
+            .layout
+            .pieces(range, self.blocks.len, self.blocks.team.rank_n());
         let gets = pieces
             .iter()
-            .map(|p| rget_slice(self.blocks[p.rank] + p.local_start, p.count))
+            .map(|p| rget_slice(self.blocks.of(p.rank) + p.local_start, p.count))
             .collect();
         Ok(when_all(gets).then(move |parts| {
             let mut out = vec![T::zeroed(); total];
@@ -179,18 +175,21 @@ impl<T: bytemuck::Pod> DistArray<T> {
     /// when every one has landed.
     pub fn put_range(&self, start: usize, src: &[T]) -> Result<Future<()>, ArrayError> {
         let range = start..start.saturating_add(src.len());
-        self.check_range(&range)?;
-        let pieces = self.layout.pieces(range, self.len, self.team.rank_n());
+        self.blocks.check_range(&range)?;
+        let pieces = self
+            .blocks
+            .layout
+            .pieces(range, self.blocks.len, self.blocks.team.rank_n());
         if let [p] = pieces[..]
             && p.stride == 1
         {
             // Within one owner's block: the put's own future.
-            return Ok(rput_slice(src, self.blocks[p.rank] + p.local_start));
+            return Ok(rput_slice(src, self.blocks.of(p.rank) + p.local_start));
         }
         let puts = pieces
             .into_iter()
             .map(|p| {
-                let dst = self.blocks[p.rank] + p.local_start;
+                let dst = self.blocks.of(p.rank) + p.local_start;
                 if p.stride == 1 {
                     rput_slice(&src[p.first..p.first + p.count], dst)
                 } else {
@@ -200,29 +199,6 @@ impl<T: bytemuck::Pod> DistArray<T> {
             })
             .collect();
         Ok(when_all(puts).then(|_| ()))
-    }
-
-    /// The owner (team rank) and local index of element `i`.
-    #[inline]
-    fn place(&self, i: usize) -> Result<(usize, usize), ArrayError> {
-        if i >= self.len {
-            return Err(ArrayError::IndexOutOfRange {
-                index: i,
-                len: self.len,
-            });
-        }
-        Ok(self.layout.place(i, self.len, self.team.rank_n()))
-    }
-
-    fn check_range(&self, range: &Range<usize>) -> Result<(), ArrayError> {
-        if range.start > range.end || range.end > self.len {
-            return Err(ArrayError::RangeOutOfBounds {
-                start: range.start,
-                end: range.end,
-                len: self.len,
-            });
-        }
-        Ok(())
     }
 }
 
@@ -279,7 +255,8 @@ impl<T: Reducible> DistArray<T> {
     /// The sum of every element (0 for an empty array).
     pub fn sum(&self) -> Future<T> {
         let partial = local_sum(&self.read_local());
-        reduce_all_on(&self.team, partial, add_partials).then(|s| s.unwrap_or_else(T::zeroed))
+        reduce_all_on(&self.blocks.team, partial, add_partials)
+            .then(|s| s.unwrap_or_else(T::zeroed))
     }
 
     /// The smallest element (`None` for an empty array).
@@ -296,8 +273,10 @@ impl<T: Reducible> DistArray<T> {
     /// lowest index among ties.
     fn extreme(&self, better: fn(&T, &T) -> bool) -> Future<Option<T>> {
         let partial = local_extreme(&self.local_range(), &self.read_local(), better);
-        reduce_all_on(&self.team, partial, move |a, b| pick_partial(better, a, b))
-            .then(|m| m.map(|(_, v)| v))
+        reduce_all_on(&self.blocks.team, partial, move |a, b| {
+            pick_partial(better, a, b)
+        })
+        .then(|m| m.map(|(_, v)| v))
     }
 }
 
@@ -410,16 +389,3 @@ element_atomics!(f64:
     fetch_min: "Atomically stores the minimum of element `i` and `v`; returns the previous value.",
     fetch_max: "Atomically stores the maximum of element `i` and `v`; returns the previous value."
 );
-
-impl<T: 'static> Drop for DistArray<T> {
-    fn drop(&mut self) {
-        if !runtime::in_launch() || std::thread::panicking() {
-            // Past the job, or unwinding from a failed rank: no collective can complete, and
-            // the segment goes with the job.
-            return;
-        }
-        barrier_on(&self.team);
-        let mine = self.blocks[self.team.rank_me()];
-        delete_(mine).unwrap_or_else(|e| panic!("freeing this rank's block of a DistArray: {e}"));
-    }
-}

@@ -244,6 +244,7 @@ mod pending;
 pub mod promise;
 // The mechanisms:
 pub mod alloc;
+mod array_blocks;
 pub mod atomic_domain;
 pub mod collectives;
 pub mod dist_array;

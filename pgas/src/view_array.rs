@@ -21,16 +21,16 @@ use std::ops::Range;
 
 use bytemuck::Pod;
 
+use crate::array_blocks::{Block, Blocks};
 use crate::array_layout::{Layout, LocalIndices};
 use crate::atomic_domain::AtomicValue;
-use crate::collectives::{allgather_on, barrier_on, reduce_all_on};
+use crate::collectives::reduce_all_on;
 use crate::dist_array::{Reducible, add_partials, local_extreme, local_sum, pick_partial};
-use crate::error::ArrayError;
+use crate::error::{ArrayError, PgasError};
 use crate::local_view::{
     ViewPtr, delete_viewable, new_viewable, view_atomic, view_get, view_put, with_local,
     with_local_mut,
 };
-use crate::runtime;
 use crate::team::{Team, world};
 use gasnet_bridge::AtomicOp;
 
@@ -39,12 +39,27 @@ use gasnet_bridge::AtomicOp;
 ///
 /// Construction and drop are collective over the team, as for `DistArray`; drop waits for
 /// every member (a barrier) before freeing this member's block.
-pub struct ViewArray<T: 'static> {
-    team: Team,
-    layout: Layout,
-    len: usize,
-    /// Every member's local block, by team rank.
-    blocks: Vec<ViewPtr<T>>,
+pub struct ViewArray<T: Pod> {
+    blocks: Blocks<ViewPtr<T>>,
+}
+
+impl<T: Pod> Block for ViewPtr<T> {
+    const ARRAY: &'static str = "ViewArray";
+    fn null() -> Self {
+        ViewPtr::null()
+    }
+    fn is_null(&self) -> bool {
+        ViewPtr::is_null(self)
+    }
+    fn allocate(count: usize) -> Option<Self> {
+        new_viewable::<T>(count).ok()
+    }
+    fn free(self) -> Result<(), PgasError> {
+        delete_viewable(self)
+    }
+    fn out_of_memory(rank: usize, bytes: usize) -> ArrayError {
+        ArrayError::OutOfViewable { rank, bytes }
+    }
 }
 
 impl<T: Pod> ViewArray<T> {
@@ -56,65 +71,44 @@ impl<T: Pod> ViewArray<T> {
     /// A zeroed array of `len` elements over `team` (collective over it). If any member cannot
     /// allocate its block, every member returns the error naming it (nothing stays allocated).
     pub fn new_on(team: &Team, len: usize, layout: Layout) -> Result<Self, ArrayError> {
-        let (me, n) = (team.rank_me(), team.rank_n());
-        // At least one element: a null pointer in the exchange means a failed allocation.
-        let count = layout.local_len(me, len, n).max(1);
-        let mine = new_viewable::<T>(count).unwrap_or_else(|_| ViewPtr::null());
-        let blocks = allgather_on(team, mine).wait();
-        if let Some(failed) = blocks.iter().position(ViewPtr::is_null) {
-            if !mine.is_null() {
-                delete_viewable(mine).expect("this rank's block was allocated just above");
-            }
-            return Err(ArrayError::OutOfViewable {
-                rank: team.to_world(failed),
-                bytes: layout.local_len(failed, len, n).max(1) * size_of::<T>(),
-            });
-        }
-        Ok(ViewArray {
-            team: team.clone(),
-            layout,
-            len,
-            blocks,
-        })
+        let blocks = Blocks::new_on(team, len, layout, size_of::<T>())?;
+        Ok(ViewArray { blocks })
     }
 
     /// The number of elements.
     pub fn len(&self) -> usize {
-        self.len
+        self.blocks.len
     }
 
     /// True for an array of no elements.
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.blocks.len == 0
     }
 
     /// How the elements are spread over the team.
     pub fn layout(&self) -> Layout {
-        self.layout
+        self.blocks.layout
     }
 
     /// The team the array is spread over.
     pub fn team(&self) -> &Team {
-        &self.team
+        &self.blocks.team
     }
 
     /// The world rank that holds element `i`.
     pub fn owner_of(&self, i: usize) -> Result<usize, ArrayError> {
-        let (rank, _) = self.place(i)?;
-        Ok(self.team.to_world(rank))
+        self.blocks.owner_of(i)
     }
 
     /// The view pointer to element `i`, for `view_put` / `view_get` of runs this type does not
     /// wrap.
     pub fn ptr(&self, i: usize) -> Result<ViewPtr<T>, ArrayError> {
-        let (rank, local) = self.place(i)?;
-        Ok(self.blocks[rank] + local)
+        self.blocks.ptr(i)
     }
 
     /// The global indices this rank owns, in increasing order (the order of its local block).
     pub fn local_range(&self) -> LocalIndices {
-        let n = self.team.rank_n();
-        self.layout.local_indices(self.team.rank_me(), self.len, n)
+        self.blocks.local_range()
     }
 
     /// Runs `f` on this rank's elements (in local order, `local_range()`) as one `&mut [T]`,
@@ -124,7 +118,7 @@ impl<T: Pod> ViewArray<T> {
     /// # Errors
     /// [`ArrayError::View`] with [`ViewError::Overlapping`](crate::ViewError::Overlapping) inside another view of the block.
     pub fn with_local_mut<R>(&self, f: impl FnOnce(&mut [T]) -> R) -> Result<R, ArrayError> {
-        let mine = self.blocks[self.team.rank_me()];
+        let mine = self.blocks.mine();
         Ok(with_local_mut(mine, self.local_range().len(), f)?)
     }
 
@@ -134,7 +128,7 @@ impl<T: Pod> ViewArray<T> {
     /// # Errors
     /// [`ArrayError::View`] with [`ViewError::Overlapping`](crate::ViewError::Overlapping) inside an exclusive view.
     pub fn with_local<R>(&self, f: impl FnOnce(&[T]) -> R) -> Result<R, ArrayError> {
-        let mine = self.blocks[self.team.rank_me()];
+        let mine = self.blocks.mine();
         Ok(with_local(mine, self.local_range().len(), f)?)
     }
 
@@ -161,12 +155,16 @@ impl<T: Pod> ViewArray<T> {
     /// # Errors
     /// [`ArrayError::View`] for the first owner whose view covers part of the range.
     pub fn get_range(&self, range: Range<usize>) -> Result<Vec<T>, ArrayError> {
-        self.check_range(&range)?;
+        self.blocks.check_range(&range)?;
         let mut out = vec![T::zeroed(); range.len()];
         let mut run = Vec::new();
-        for p in self.layout.pieces(range, self.len, self.team.rank_n()) {
+        for p in self
+            .blocks
+            .layout
+            .pieces(range, self.blocks.len, self.blocks.team.rank_n())
+        {
             run.resize(p.count, T::zeroed());
-            view_get(self.blocks[p.rank] + p.local_start, &mut run)?;
+            view_get(self.blocks.of(p.rank) + p.local_start, &mut run)?;
             for (k, &v) in run.iter().enumerate() {
                 out[p.first + k * p.stride] = v;
             }
@@ -182,37 +180,19 @@ impl<T: Pod> ViewArray<T> {
     /// pieces of owners before it in the range's order have landed, the others not.
     pub fn put_range(&self, start: usize, src: &[T]) -> Result<(), ArrayError> {
         let range = start..start.saturating_add(src.len());
-        self.check_range(&range)?;
-        for p in self.layout.pieces(range, self.len, self.team.rank_n()) {
-            let dst = self.blocks[p.rank] + p.local_start;
+        self.blocks.check_range(&range)?;
+        for p in self
+            .blocks
+            .layout
+            .pieces(range, self.blocks.len, self.blocks.team.rank_n())
+        {
+            let dst = self.blocks.of(p.rank) + p.local_start;
             if p.stride == 1 {
                 view_put(&src[p.first..p.first + p.count], dst)?;
             } else {
                 let run: Vec<T> = (0..p.count).map(|k| src[p.first + k * p.stride]).collect();
                 view_put(&run, dst)?;
             }
-        }
-        Ok(())
-    }
-
-    /// The owner (team rank) and local index of element `i`.
-    fn place(&self, i: usize) -> Result<(usize, usize), ArrayError> {
-        if i >= self.len {
-            return Err(ArrayError::IndexOutOfRange {
-                index: i,
-                len: self.len,
-            });
-        }
-        Ok(self.layout.place(i, self.len, self.team.rank_n()))
-    }
-
-    fn check_range(&self, range: &Range<usize>) -> Result<(), ArrayError> {
-        if range.start > range.end || range.end > self.len {
-            return Err(ArrayError::RangeOutOfBounds {
-                start: range.start,
-                end: range.end,
-                len: self.len,
-            });
         }
         Ok(())
     }
@@ -229,7 +209,7 @@ impl<T: Reducible> ViewArray<T> {
     /// The sum of every element (0 for an empty array).
     pub fn sum(&self) -> Result<T, ArrayError> {
         let partial = self.fold(|block| local_sum(block));
-        let total = reduce_all_on(&self.team, partial, |a, b| match (a, b) {
+        let total = reduce_all_on(&self.blocks.team, partial, |a, b| match (a, b) {
             (Ok(a), Ok(b)) => Ok(add_partials(a, b)),
             (Err(r), _) | (_, Err(r)) => Err(r),
         })
@@ -252,7 +232,7 @@ impl<T: Reducible> ViewArray<T> {
     fn extreme(&self, better: fn(&T, &T) -> bool) -> Result<Option<T>, ArrayError> {
         let local = self.local_range();
         let partial = self.fold(|block| local_extreme(&local, block, better));
-        let best = reduce_all_on(&self.team, partial, move |a, b| match (a, b) {
+        let best = reduce_all_on(&self.blocks.team, partial, move |a, b| match (a, b) {
             (Ok(a), Ok(b)) => Ok(pick_partial(better, a, b)),
             (Err(r), _) | (_, Err(r)) => Err(r),
         })
@@ -265,7 +245,7 @@ impl<T: Reducible> ViewArray<T> {
     /// exclusive view refused that.
     fn fold<P>(&self, f: impl FnOnce(&[T]) -> P) -> Result<P, usize> {
         self.with_local(f)
-            .map_err(|_| self.team.to_world(self.team.rank_me()))
+            .map_err(|_| self.blocks.team.to_world(self.blocks.team.rank_me()))
     }
 }
 
@@ -371,19 +351,5 @@ impl ViewArray<f64> {
     /// Atomically stores the maximum of element `i` and `v`; returns the previous value.
     pub fn fetch_max(&self, i: usize, v: f64) -> Result<f64, ArrayError> {
         self.update(i, |x| x.max(v))
-    }
-}
-
-impl<T: 'static> Drop for ViewArray<T> {
-    fn drop(&mut self) {
-        if !runtime::in_launch() || std::thread::panicking() {
-            // Past the job, or unwinding from a failed rank: no collective can complete, and
-            // the viewable area goes with the job.
-            return;
-        }
-        barrier_on(&self.team);
-        let mine = self.blocks[self.team.rank_me()];
-        delete_viewable(mine)
-            .unwrap_or_else(|e| panic!("freeing this rank's block of a ViewArray: {e}"));
     }
 }
