@@ -70,12 +70,7 @@ pub(crate) fn recover(
 ) -> Result<Recovered, BridgeError> {
     #[cfg(feature = "ulfm")]
     {
-        let lost = world
-            .job
-            .shared
-            .failure
-            .first()
-            .is_some_and(|(r, m)| m == watchdog::lost_message(r));
+        let lost = lost_a_process(world);
         let failed = world.job.shared.failure.is_failed();
         if !lost
             && (failed
@@ -100,6 +95,18 @@ pub(crate) fn recover(
     }
 }
 
+/// Whether the job's first failure is a lost process (the watchdog's message for it), not a
+/// rank that panicked or stopped.
+#[cfg(feature = "ulfm")]
+fn lost_a_process(world: &MpiWorld) -> bool {
+    world
+        .job
+        .shared
+        .failure
+        .first()
+        .is_some_and(|(r, m)| m == watchdog::lost_message(r))
+}
+
 /// Frees the world's MPI objects after the body returned and the job reached quiescence on
 /// every rank. The link stays valid: the job completed every operation, so handles kept past
 /// it answer from what it left.
@@ -109,13 +116,7 @@ pub(crate) fn end_normally(world: Rc<MpiWorld>) -> Result<(), LaunchError> {
         // line, as for a loss at a process's exit.
         #[cfg(feature = "ulfm")]
         {
-            let lost = world
-                .job
-                .shared
-                .failure
-                .first()
-                .is_some_and(|(r, m)| m == watchdog::lost_message(r));
-            super::ulfm::lifecycle::teardown_failed(world.job.comm, lost);
+            super::ulfm::lifecycle::teardown_failed(world.job.comm, lost_a_process(&world));
         }
         return Err(LaunchError::Conduit(e.to_string()));
     }
