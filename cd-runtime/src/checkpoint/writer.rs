@@ -412,10 +412,11 @@ fn prune_before(u: &Unsettled) {
 /// its copy in that rank's buddy's directory, makes both durable, and answers every rank.
 /// The two files are written one after the other on the writer thread, each handing its pages
 /// to the disk as it goes ([`Streamed`]): a second thread would only add a runnable thread at
-/// the writer's low priority beside the ranks' computation, and wait for a core. Only then are the files and their directories `fsync`ed, in one
-/// concurrent round: the file system commits the round together (one journal commit on
-/// ext4), where a directory's `fsync` racing the files' writes would commit its entry alone
-/// and leave the files' data to a second commit.
+/// the writer's low priority beside the ranks' computation, and wait for a core. Only then
+/// are the files and their directories `fsync`ed, in one concurrent round: the file system
+/// commits the round together (one journal commit on ext4), where a directory's `fsync`
+/// racing the files' writes would commit its entry alone and leave the files' data to a
+/// second commit.
 fn write_part(dir: &Path, part: BTreeMap<usize, Handed>) {
     let (&lead, first) = part.iter().next().expect("a part has a rank");
     if first.remote {
