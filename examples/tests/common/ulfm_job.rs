@@ -12,8 +12,8 @@ use super::kills::{has_thread, kill9, processes_with, wait_for};
 /// How long a run may take, kill and recovery included.
 pub const JOB_LIMIT: Duration = Duration::from_secs(90);
 /// How long the launcher may outlive the last rank process of its run. Open MPI 5.0.11's
-/// `prterun --with-ft ulfm` deadlocks now and then (about 1 run in 10 of LULESH's no-spare
-/// ending, seen at 8 processes): every rank process has exited, one line printed, and the
+/// `prterun --with-ft ulfm` deadlocks now and then after a job that lost a process (seen in
+/// LULESH's no-spare ending): every rank process has exited, one line printed, and the
 /// launcher's main thread waits forever on a mutex inside `libprrte` (gdb: `pthread_mutex_lock`
 /// under `event_base_loop`), so the run would end only at [`JOB_LIMIT`].
 const LAUNCHER_GRACE: Duration = Duration::from_secs(10);
@@ -115,14 +115,14 @@ impl Job {
     pub fn finish(mut self) -> Ran {
         let launcher = self.child.id();
         let (mut ranks_seen, mut ranks_gone) = (false, None::<Instant>);
-        let (mut scanned, mut note) = (Instant::now() - LAUNCHER_GRACE, String::new());
+        let (mut scanned, mut note) = (None::<Instant>, String::new());
         let status = loop {
             if let Some(s) = self.child.try_wait().unwrap() {
                 break s;
             }
             // A scan of /proc reads every process's environment: a few times a second is enough.
-            if scanned.elapsed() > Duration::from_millis(250) {
-                scanned = Instant::now();
+            if scanned.is_none_or(|t| t.elapsed() > Duration::from_millis(250)) {
+                let now = *scanned.insert(Instant::now());
                 let ranks = processes_with(&[(MARKER, &self.marker)])
                     .into_iter()
                     .any(|p| p != launcher);
@@ -130,7 +130,7 @@ impl Job {
                 if ranks || !ranks_seen {
                     ranks_gone = None;
                 } else {
-                    ranks_gone.get_or_insert(scanned);
+                    ranks_gone.get_or_insert(now);
                 }
             }
             if ranks_gone.is_some_and(|t| t.elapsed() > LAUNCHER_GRACE) {
