@@ -27,10 +27,10 @@ use crate::xor::XorRpcs;
 pub struct CdOutcome<R> {
     /// The results of the ranks this process ran, in rank order (every rank's on smp).
     pub results: pgas::RankResults<R>,
-    /// The CD report (counts summed over ranks).
+    /// The CD report (counts summed over every rank of the job, in every process).
     pub report: Report,
     /// What the configuration named but the run never used ([`CdConfig::unused`],
-    /// [`CdConfig::unreached`]; in the process that ran rank 0).
+    /// [`CdConfig::unreached`]).
     pub unused: Vec<String>,
 }
 
@@ -372,24 +372,26 @@ where
             ra.extend(rb);
             (a.merge(b), ra)
         };
-        let total = pgas::runtime_hooks::internal(|| pgas::reduce_one(mine, merge, 0).wait());
-        if let Some((mut report, reached)) = total {
-            let mut unused = config.unused(report.cds.iter().map(|c| (c.name.as_str(), c.level)));
-            unused.extend(config.unreached(&reached));
+        // Every rank gets the sum, so that each process's outcome holds the whole job's report
+        // (under mpirun a process runs one rank); rank 0 alone prints and writes it.
+        let (mut report, reached) =
+            pgas::runtime_hooks::internal(|| pgas::reduce_all(mine, merge).wait());
+        let mut unused = config.unused(report.cds.iter().map(|c| (c.name.as_str(), c.level)));
+        unused.extend(config.unreached(&reached));
+        if let Some(mtbf) = config.node_mtbf_seconds {
+            for c in report.cds.iter_mut() {
+                let s = config.settings(&c.name, c.level);
+                c.pcf = crate::xor::pcf_of(&s, &nodes, &config, mtbf);
+            }
+        }
+        // `report = false` in a CD's settings leaves it out of the report (it was ignored).
+        report
+            .cds
+            .retain(|c| config.settings(&c.name, c.level).report);
+        if rank == 0 {
             for line in &unused {
                 eprint_line(&format!("cd: warning: {line}"));
             }
-            *unused_out.lock().unwrap_or_else(|e| e.into_inner()) = unused;
-            if let Some(mtbf) = config.node_mtbf_seconds {
-                for c in report.cds.iter_mut() {
-                    let s = config.settings(&c.name, c.level);
-                    c.pcf = crate::xor::pcf_of(&s, &nodes, &config, mtbf);
-                }
-            }
-            // `report = false` in a CD's settings leaves it out of the report (it was ignored).
-            report
-                .cds
-                .retain(|c| config.settings(&c.name, c.level).report);
             if config.report {
                 print!("{}", report.table());
             }
@@ -402,8 +404,10 @@ where
                         });
                 }
             }
-            *report_out.lock().unwrap_or_else(|e| e.into_inner()) = Some(report);
         }
+        // The same on every rank: the last store wins.
+        *unused_out.lock().unwrap_or_else(|e| e.into_inner()) = unused;
+        *report_out.lock().unwrap_or_else(|e| e.into_inner()) = Some(report);
         value
     });
     // What this launch made goes (also when the job failed); a configured `file_dir` keeps

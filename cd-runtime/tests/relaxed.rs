@@ -85,46 +85,50 @@ fn worked_example_counters_and_replay_order() {
         Ok((got, mine, trace_begin, traces))
     })
     .unwrap();
-    let (got, mine, _, traces) = &out.results[1];
-    assert_eq!(
-        *got,
-        (Z, 7),
-        "z served from the log, EC 7 after the skipped barrier"
-    );
-    assert_eq!(*mine, [X, Y]);
-    assert_eq!(traces.len(), 1);
-    let t: &RecoveryTrace = &traces[0];
-    assert_eq!((t.ec_begin, t.iwc_begin, t.iwc_end), (5, 10, 12));
-    assert_eq!(t.asked, [0, 2]);
-    use ReplayEvent::*;
-    assert_eq!(
-        t.events,
-        [
-            Incoming {
-                from: 0,
-                ec: 5,
-                iwc: 11
-            },
-            Incoming {
-                from: 2,
-                ec: 5,
-                iwc: 12
-            },
-            Epoch(6),
-            Served {
-                lsn: 0,
-                what: "collective"
-            },
-            Epoch(7),
-            Served {
-                lsn: 1,
-                what: "read"
-            },
-            Forward { ec: 7 },
-        ]
-    );
+    // Under mpirun each process checks the ranks it ran; the report is the job's everywhere.
+    if let Some((got, mine, _, traces)) = out.results.get(1) {
+        assert_eq!(
+            *got,
+            (Z, 7),
+            "z served from the log, EC 7 after the skipped barrier"
+        );
+        assert_eq!(*mine, [X, Y]);
+        assert_eq!(traces.len(), 1);
+        let t: &RecoveryTrace = &traces[0];
+        assert_eq!((t.ec_begin, t.iwc_begin, t.iwc_end), (5, 10, 12));
+        assert_eq!(t.asked, [0, 2]);
+        use ReplayEvent::*;
+        assert_eq!(
+            t.events,
+            [
+                Incoming {
+                    from: 0,
+                    ec: 5,
+                    iwc: 11
+                },
+                Incoming {
+                    from: 2,
+                    ec: 5,
+                    iwc: 12
+                },
+                Epoch(6),
+                Served {
+                    lsn: 0,
+                    what: "collective"
+                },
+                Epoch(7),
+                Served {
+                    lsn: 1,
+                    what: "read"
+                },
+                Forward { ec: 7 },
+            ]
+        );
+    }
     for r in [0, 2] {
-        assert!(out.results[r].3.is_empty(), "rank {r} never re-executed");
+        if let Some((.., traces)) = out.results.get(r) {
+            assert!(traces.is_empty(), "rank {r} never re-executed");
+        }
     }
     let s = out.report.cd("c").unwrap();
     assert_eq!((s.executions, s.reexecutions, s.escalations), (4, 1, 0));
@@ -162,12 +166,20 @@ fn a_non_deterministic_body_gets_the_squash_mismatch_error() {
             Ok(r)
         })
         .unwrap();
-        assert_eq!(out.results[1], Ok(()));
+        if let Some(r1) = out.results.get(1) {
+            assert_eq!(*r1, Ok(()));
+        }
         if !nondeterministic {
-            assert_eq!(out.results[0], Ok(()), "the control recovers");
+            if let Some(r0) = out.results.get(0) {
+                assert_eq!(*r0, Ok(()), "the control recovers");
+            }
             continue;
         }
-        match &out.results[0] {
+        assert_eq!(out.report.cd("nd").unwrap().escalations, 1);
+        let Some(r0) = out.results.get(0) else {
+            continue;
+        };
+        match r0 {
             Err(CdError::Replay {
                 cd, rank, reason, ..
             }) => {
@@ -176,9 +188,8 @@ fn a_non_deterministic_body_gets_the_squash_mismatch_error() {
             }
             other => panic!("expected the squash-mismatch error, got {other:?}"),
         }
-        let msg = out.results[0].clone().unwrap_err().to_string();
+        let msg = r0.clone().unwrap_err().to_string();
         assert!(msg.contains("\"nd\"") && msg.contains("rank 0"), "{msg}");
-        assert_eq!(out.report.cd("nd").unwrap().escalations, 1);
     }
 }
 
@@ -214,7 +225,9 @@ fn an_uncovered_combining_write_escalates() {
             Ok((r, value))
         })
         .unwrap();
-        let (r, value) = &out.results[1];
+        let Some((r, value)) = out.results.get(1) else {
+            continue;
+        };
         if covered {
             assert_eq!(*r, Ok(()));
             assert_eq!(*value, 5, "restored, then the add replayed once");
@@ -265,18 +278,19 @@ fn a_combining_write_already_in_the_preserved_copy_is_not_applied_twice() {
         Ok((r, value, cd::relaxed::recoveries()))
     })
     .unwrap();
-    let (r, value, traces) = &out.results[1];
-    assert_eq!(*r, Ok(()));
-    assert_eq!(*value, 5, "the add counted once");
-    assert_eq!(traces.len(), 1);
-    assert!(
-        traces[0]
-            .events
-            .iter()
-            .any(|e| matches!(e, ReplayEvent::InCopy { from: 0, .. })),
-        "{:?}",
-        traces[0].events
-    );
+    if let Some((r, value, traces)) = out.results.get(1) {
+        assert_eq!(*r, Ok(()));
+        assert_eq!(*value, 5, "the add counted once");
+        assert_eq!(traces.len(), 1);
+        assert!(
+            traces[0]
+                .events
+                .iter()
+                .any(|e| matches!(e, ReplayEvent::InCopy { from: 0, .. })),
+            "{:?}",
+            traces[0].events
+        );
+    }
 }
 
 /// Rank 1 declares its buffer private; rank 0's relaxed CD writes into it.
@@ -309,12 +323,17 @@ fn a_misclassified_access_is_a_classification_error() {
             Ok(r)
         })
         .unwrap();
-        assert_eq!(out.results[1], Ok(()));
+        if let Some(r1) = out.results.get(1) {
+            assert_eq!(*r1, Ok(()));
+        }
+        let Some(r0) = out.results.get(0) else {
+            continue;
+        };
         if !misclassified {
-            assert_eq!(out.results[0], Ok(()));
+            assert_eq!(*r0, Ok(()));
             continue;
         }
-        match &out.results[0] {
+        match r0 {
             Err(CdError::Classification(e)) => {
                 assert_eq!((e.cd.as_str(), e.rank), ("cls", 0));
                 assert_eq!((e.owner_cd.as_str(), e.owner), ("cls", 1));
@@ -396,7 +415,7 @@ fn logs_spill_to_files_and_are_deleted_at_strict_completion() {
         Ok((sums, seen, after))
     })
     .unwrap();
-    for (r, (sums, seen, after)) in out.results.iter().enumerate() {
+    for (r, (sums, seen, after)) in out.results.with_ranks() {
         let remote = 16_000 * (1 - r as u64) + 120;
         let want: Vec<u64> = (0..3).map(|round| remote + round * 1600 + 120).collect();
         assert_eq!(*sums, want, "rank {r}");

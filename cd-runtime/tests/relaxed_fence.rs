@@ -1,6 +1,9 @@
 //! The recovery fence (`relaxed/fence.rs`): writers that run ahead of a rank replaying its
 //! log wait until it runs forward again, instead of landing in the middle of the replay
 //! (which made the recovery escalate).
+//!
+//! Also under mpirun (`cd-runtime/tests/mpirun-relaxed.sh`: -n 3 and -n 6), each process
+//! checking its own rank's values.
 
 mod common;
 
@@ -94,23 +97,26 @@ fn writers_that_run_ahead_wait_for_the_replay_to_end() {
         Ok((mine, waited, traces))
     })
     .unwrap();
-    let (mine, _, traces) = &out.results[1];
-    assert_eq!(
-        *mine,
-        [B, C],
-        "both writes made during the replay arrived after it"
-    );
-    assert_eq!(traces.len(), 1, "rank 1 recovered once");
+    // Under mpirun each process checks the ranks it ran; the report is the job's everywhere.
+    if let Some((mine, _, traces)) = out.results.get(1) {
+        assert_eq!(
+            *mine,
+            [B, C],
+            "both writes made during the replay arrived after it"
+        );
+        assert_eq!(traces.len(), 1, "rank 1 recovered once");
+    }
     let s = out.report.cd("c").unwrap();
     assert_eq!(s.escalations, 0, "the recovery did not escalate");
     assert_eq!(s.failures.len(), 1);
     assert_eq!(s.failures[0].ranks, [1], "rank 1 alone re-executed");
     for w in [0, 2] {
-        let waited = out.results[w].1;
-        assert!(
-            waited >= Duration::from_millis(50),
-            "rank {w}'s write waited for the replay to end (waited {waited:?})"
-        );
+        if let Some((_, waited, _)) = out.results.get(w) {
+            assert!(
+                *waited >= Duration::from_millis(50),
+                "rank {w}'s write waited for the replay to end (waited {waited:?})"
+            );
+        }
     }
 }
 
@@ -128,7 +134,7 @@ fn tag(g: usize) -> u64 {
 /// rank puts a value derived from its left neighbour's previous one into its right
 /// neighbour's slot for the round, then waits for its own. Left neighbours run ahead into
 /// the next round (and write into a rank) while that rank replays a failed round. Returns
-/// each rank's slots, the reexecutions and escalations of "c".
+/// the slots of the ranks this process ran, the reexecutions and escalations of "c".
 fn ring(faults: &[(usize, usize)]) -> (Vec<Vec<u64>>, u64, u64) {
     let at: Vec<String> = faults
         .iter()

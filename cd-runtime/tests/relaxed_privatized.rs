@@ -96,21 +96,24 @@ fn a_reader_never_sees_the_re_execution_of_a_completed_privatized_region() {
         Ok((reader, mine, inner_seen.into_inner()))
     })
     .unwrap();
-    let (reader, _, _) = &out.results[0];
-    assert!(
-        reader.is_empty(),
-        "rank 0 saw bytes other than the final ones {} times while rank 1 re-executed, first \
-         {:?}",
-        reader.len(),
-        reader.first()
-    );
-    let (_, mine, seen) = &out.results[1];
-    assert_eq!(*mine, FINAL);
-    assert_eq!(
-        *seen,
-        [(0, true, INTERMEDIATE), (1, false, FINAL)],
-        "first execution in place; the re-execution in a shadow, the region untouched"
-    );
+    // Under mpirun each process checks the ranks it ran; the report is the job's everywhere.
+    if let Some((reader, _, _)) = out.results.get(0) {
+        assert!(
+            reader.is_empty(),
+            "rank 0 saw bytes other than the final ones {} times while rank 1 re-executed, first \
+             {:?}",
+            reader.len(),
+            reader.first()
+        );
+    }
+    if let Some((_, mine, seen)) = out.results.get(1) {
+        assert_eq!(*mine, FINAL);
+        assert_eq!(
+            *seen,
+            [(0, true, INTERMEDIATE), (1, false, FINAL)],
+            "first execution in place; the re-execution in a shadow, the region untouched"
+        );
+    }
     let pz = out.report.cd("pz").unwrap();
     assert_eq!(pz.reexecutions, 1);
     assert_eq!(pz.escalations, 0);
@@ -153,16 +156,17 @@ fn a_re_execution_computing_other_bytes_is_a_replay_error_and_escalates() {
         Ok((mine, first_pz_error))
     })
     .unwrap();
-    let (mine, err) = &out.results[1];
-    assert_eq!(
-        *mine, FINAL,
-        "the strict re-execution computed the region again"
-    );
-    let err = err.as_deref().expect("pz's replay failed");
-    assert!(
-        err.contains("privatized region `out`") && err.contains("not deterministic"),
-        "{err}"
-    );
+    if let Some((mine, err)) = out.results.get(1) {
+        assert_eq!(
+            *mine, FINAL,
+            "the strict re-execution computed the region again"
+        );
+        let err = err.as_deref().expect("pz's replay failed");
+        assert!(
+            err.contains("privatized region `out`") && err.contains("not deterministic"),
+            "{err}"
+        );
+    }
     assert_eq!(out.report.cd("pz").unwrap().escalations, 1);
     assert_eq!(
         out.report.cd("outer").unwrap().reexecutions,
@@ -213,11 +217,9 @@ fn entries_logged_after_a_privatized_completion_are_still_served_from_the_log() 
         Ok(got.into_inner())
     })
     .unwrap();
-    assert_eq!(
-        out.results[1],
-        [5, 5],
-        "the replayed get returns the logged bytes"
-    );
+    if let Some(got) = out.results.get(1) {
+        assert_eq!(*got, [5, 5], "the replayed get returns the logged bytes");
+    }
     let pz = out.report.cd("pz").unwrap();
     assert_eq!((pz.reexecutions, pz.escalations), (1, 0));
 }
@@ -231,7 +233,7 @@ fn privatized_outside_a_relaxed_cd_returns_the_region_itself() {
         Ok(p == buf)
     })
     .unwrap();
-    assert!(out.results[0]);
+    assert!(out.results.iter().all(|&same| same));
 }
 
 #[test]
@@ -254,11 +256,13 @@ fn a_privatized_region_re_executed_when_its_own_cd_failed_is_recomputed_in_place
         Ok(in_place.into_inner())
     })
     .unwrap();
-    assert_eq!(
-        out.results[1],
-        [true, true],
-        "not completed: still private, in place"
-    );
+    if let Some(in_place) = out.results.get(1) {
+        assert_eq!(
+            *in_place,
+            [true, true],
+            "not completed: still private, in place"
+        );
+    }
     assert_eq!(out.report.cd("inner").unwrap().reexecutions, 1);
 }
 
@@ -303,13 +307,14 @@ fn a_recovering_cd_that_privatized_the_region_re_executes_it_in_place() {
         Ok((mine, seen.into_inner()))
     })
     .unwrap();
-    let (mine, seen) = &out.results[1];
-    assert_eq!(*mine, [101, 102, 30, 40]);
-    assert_eq!(
-        *seen,
-        [true, true],
-        "the recovering CD computes in the region itself"
-    );
+    if let Some((mine, seen)) = out.results.get(1) {
+        assert_eq!(*mine, [101, 102, 30, 40]);
+        assert_eq!(
+            *seen,
+            [true, true],
+            "the recovering CD computes in the region itself"
+        );
+    }
     let pz = out.report.cd("pz").unwrap();
     assert_eq!((pz.reexecutions, pz.escalations), (1, 0));
 }

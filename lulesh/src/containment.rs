@@ -516,7 +516,7 @@ pub fn run(
     });
     match outcome {
         Ok(out) => {
-            // The CD report is summed at rank 0: it goes with rank 0's report.
+            // The CD report (summed over the ranks, in every process) goes with rank 0's report.
             let cd_report = out.report;
             Ok(distributed::rank0_result(out.results)
                 .map(|report| CdRunOutput { report, cd_report }))

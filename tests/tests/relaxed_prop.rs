@@ -50,7 +50,12 @@
 //! exhausted under a random soft-error rate (incoming rpc requests are replayed: their
 //! functions touch only the target's preserved array). A
 //! wrong answer, another error, a panic or a hang (a deadline per run) fails the property.
+//!
+//! Under mpirun (`cd-runtime/tests/mpirun-relaxed.sh`) the cases have the world's rank count
+//! and a fixed seed (every process draws the same ones), each process compares its own rank's
+//! output, and the ranks' errors are gathered in the job so every process judges them all.
 
+use std::ops::RangeInclusive;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -58,12 +63,13 @@ use std::time::Duration;
 use cd_runtime as cd;
 use cd_runtime::{CdConfig, CdError};
 use gasnet_bridge::LaunchConfig;
+use pgas::runtime_hooks::internal;
 use pgas::{
-    AtomicDomain, DistLock, GlobalPtr, RpcFn, RpcTable, Signal, SyncOrder, barrier, mix64,
-    put_signal, rank_me, rget, rput, wait_until,
+    AtomicDomain, DistLock, GlobalPtr, RankResults, RpcFn, RpcTable, Signal, SyncOrder, barrier,
+    mix64, put_signal, rank_me, rget, rput, wait_until,
 };
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use proptest::test_runner::{Config, TestCaseError, TestRng, TestRunner};
 
 /// Data slots per writer column.
 const K: usize = 3;
@@ -177,8 +183,9 @@ fn phase(ranks: usize) -> impl Strategy<Value = Phase> {
         })
 }
 
-fn case() -> impl Strategy<Value = Case> {
-    (2..=8usize, 1..=3usize).prop_flat_map(|(ranks, nsteps)| {
+/// Cases of `ranks` ranks (2-8 on smp; the world's size under mpirun).
+fn case(ranks: RangeInclusive<usize>) -> impl Strategy<Value = Case> {
+    (ranks, 1..=3usize).prop_flat_map(|(ranks, nsteps)| {
         (
             Just(ranks),
             prop::collection::vec(prop::collection::vec(phase(ranks), 1..=3), nsteps),
@@ -442,6 +449,13 @@ fn job(ranks: usize) -> LaunchConfig {
     LaunchConfig::new(ranks).segment_bytes(1 << 20)
 }
 
+/// The size of the MPI world this test process belongs to, `None` on smp.
+fn mpi_world_size() -> Option<usize> {
+    gasnet_bridge::conduit::mpi_world()
+        .expect("the MPI world's shape")
+        .map(|(_, size)| size)
+}
+
 /// Runs `f` on another thread; a run past the deadline is a hang: the process stops (the
 /// stuck ranks cannot be cancelled).
 fn with_deadline<T: Send + 'static>(what: String, f: impl FnOnce() -> T + Send + 'static) -> T {
@@ -459,13 +473,12 @@ fn with_deadline<T: Send + 'static>(what: String, f: impl FnOnce() -> T + Send +
     }
 }
 
-fn reference(case: &Case) -> Vec<Out> {
+/// The outputs of the ranks this process ran, without CDs.
+fn reference(case: &Case) -> RankResults<Out> {
     let c = case.clone();
     with_deadline(format!("the reference run of {case:?}"), move || {
         let (t, f) = rpcs();
-        pgas::launch(&job(c.ranks), t, || program(&c, f, false).unwrap())
-            .unwrap()
-            .into_vec()
+        pgas::launch(&job(c.ranks), t, || program(&c, f, false).unwrap()).unwrap()
     })
 }
 
@@ -487,13 +500,30 @@ fn config(case: &Case) -> CdConfig {
     CdConfig::parse(&toml, "prop.toml").unwrap_or_else(|e| panic!("{e}"))
 }
 
-fn with_cds(case: &Case) -> cd::CdOutcome<Result<Out, CdError>> {
+/// A rank's error as every rank sees it: whether it is the strict CD's escalation, and its
+/// message.
+type Seen = (bool, String);
+
+/// A rank's result with CDs and every rank's error.
+type WithCds = (Result<Out, CdError>, Vec<Option<Seen>>);
+
+/// The outputs of the ranks this process ran, with CDs, each with every rank's error (under
+/// mpirun a process sees only its own rank's result, so the errors are gathered in the job).
+fn with_cds(case: &Case) -> cd::CdOutcome<WithCds> {
     let c = case.clone();
     with_deadline(format!("the CD run of {case:?}"), move || {
         let (t, f) = rpcs();
         let cfg = config(&c);
-        cd::launch(&job(c.ranks), cfg, t, || Ok(program(&c, f, true)))
-            .unwrap_or_else(|e| panic!("the CD run failed: {e}"))
+        cd::launch(&job(c.ranks), cfg, t, || {
+            let out = program(&c, f, true);
+            let seen = out.as_ref().err().map(|e| {
+                let step = matches!(e, CdError::Escalated { cd, .. } if cd == "step");
+                (step, e.to_string())
+            });
+            let errors = internal(|| pgas::allgather(seen).wait());
+            Ok((out, errors))
+        })
+        .unwrap_or_else(|e| panic!("the CD run failed: {e}"))
     })
 }
 
@@ -509,12 +539,14 @@ fn accepted_cause(case: &Case, msg: &str) -> bool {
 
 /// Every rank ends with the strict CD's escalation (agreed); the ranks that failed name the
 /// cause, the others only that "a rank of the CD failed".
-fn accepted(case: &Case, errors: &[&CdError]) -> Result<(), String> {
-    let msgs: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
-    let all = msgs.join("\n");
-    let escalations = errors
+fn accepted(case: &Case, errors: &[&Seen]) -> Result<(), String> {
+    let msgs: Vec<&String> = errors.iter().map(|(_, m)| m).collect();
+    let all = msgs
         .iter()
-        .all(|e| matches!(e, CdError::Escalated { cd, .. } if cd == "step"));
+        .map(|m| m.as_str())
+        .collect::<Vec<_>>()
+        .join("\n");
+    let escalations = errors.iter().all(|(step, _)| *step);
     let causes = msgs.iter().filter(|m| accepted_cause(case, m)).count();
     // Bystanders: ranks that did not fail, and ranks whose own recovery found a write into
     // them missing because its initiator's relaxed CD escalated (an escalated CD's log goes
@@ -537,11 +569,11 @@ fn accepted(case: &Case, errors: &[&CdError]) -> Result<(), String> {
 fn check(case: &Case) -> Result<(), TestCaseError> {
     let want = reference(case);
     let got = with_cds(case);
-    let errors: Vec<&CdError> = got
-        .results
-        .iter()
-        .filter_map(|r| r.as_ref().err())
-        .collect();
+    // Every rank's, the same in every process.
+    let Some((_, seen)) = got.results.first() else {
+        return Err(TestCaseError::fail("this process ran no rank"));
+    };
+    let errors: Vec<&Seen> = seen.iter().flatten().collect();
     if !errors.is_empty() {
         prop_assert_eq!(
             errors.len(),
@@ -552,9 +584,14 @@ fn check(case: &Case) -> Result<(), TestCaseError> {
         TALLY[2].fetch_add(1, Ordering::Relaxed);
         return Ok(());
     }
-    for (r, o) in got.results.iter().enumerate() {
+    for (r, (o, _)) in got.results.with_ranks() {
         let o = o.as_ref().unwrap();
-        prop_assert_eq!(o, &want[r], "rank {} differs from the run without CDs", r);
+        prop_assert_eq!(
+            Some(o),
+            want.get(r),
+            "rank {} differs from the run without CDs",
+            r
+        );
     }
     let replays = got.report.cd("rx").map_or(0, |s| s.reexecutions);
     TALLY[usize::from(replays == 0)].fetch_add(1, Ordering::Relaxed);
@@ -570,14 +607,28 @@ fn cases() -> u32 {
 
 #[test]
 fn random_programs_with_relaxed_failures_equal_the_fault_free_run_or_end_in_an_error() {
-    let mut runner = TestRunner::new(Config {
+    let world = mpi_world_size();
+    let config = Config {
         cases: cases(),
-        max_shrink_iters: 200,
+        // Under mpirun every process must draw the same cases: no shrinking (only the failing
+        // process would shrink) and a fixed seed.
+        max_shrink_iters: if world.is_some() { 0 } else { 200 },
         failure_persistence: None,
         ..Config::default()
-    });
+    };
+    let (mut runner, ranks) = match world {
+        None => (TestRunner::new(config), 2..=8),
+        Some(size) => {
+            assert!(
+                size >= 2,
+                "the property needs at least 2 ranks, not `mpirun -n {size}`"
+            );
+            let rng = TestRng::deterministic_rng(config.rng_algorithm);
+            (TestRunner::new_with_rng(config, rng), size..=size)
+        }
+    };
     runner
-        .run(&case(), |c| check(&c))
+        .run(&case(ranks), |c| check(&c))
         .unwrap_or_else(|e| panic!("{e}"));
     let [replayed, plain, errors] = TALLY.each_ref().map(|t| t.load(Ordering::Relaxed));
     eprintln!(

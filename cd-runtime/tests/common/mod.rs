@@ -1,6 +1,13 @@
 //! Shared helpers of the cd-runtime integration tests: job shapes, a ring exchange in the
 //! segment, and integer-valued arithmetic on f64 (exact, so runs compare bit for bit).
+//!
+//! The relaxed tests also run on the mpi conduit, one process per rank
+//! (`cd-runtime/tests/mpirun-relaxed.sh`): there a launch returns only this process's rank's
+//! result, so they check each rank's result where that rank ran, and a job's rank count must
+//! be the MPI world's size ([`job`] fails the test otherwise, naming the size to run it at).
 #![allow(dead_code)]
+
+use std::sync::OnceLock;
 
 use cd_runtime as cd;
 use cd_runtime::{CdConfig, CdError, CdLaunchError, CdOutcome};
@@ -10,8 +17,42 @@ use pgas::{GlobalPtr, Team};
 /// Modulus of the test arithmetic: values stay small integers, so f64 is exact.
 pub const M: f64 = 1_000_003.0;
 
-/// A job of `ranks` ranks with a 1 MiB segment each.
+/// The size of the MPI world this test process belongs to, `None` on smp.
+pub fn mpi_world_size() -> Option<usize> {
+    static SIZE: OnceLock<Option<usize>> = OnceLock::new();
+    *SIZE.get_or_init(|| {
+        gasnet_bridge::conduit::mpi_world()
+            .expect("the MPI world's shape")
+            .map(|(_, size)| size)
+    })
+}
+
+/// The rank counts a test sweeps: `smp` on smp; under mpirun the world's size, which must be
+/// one of them.
+pub fn rank_counts(smp: &[usize]) -> Vec<usize> {
+    match mpi_world_size() {
+        None => smp.to_vec(),
+        Some(size) => {
+            assert!(
+                smp.contains(&size),
+                "this test runs at {smp:?} ranks, not under `mpirun -n {size}` \
+                 (cd-runtime/tests/mpirun-relaxed.sh names each test's sizes)"
+            );
+            vec![size]
+        }
+    }
+}
+
+/// A job of `ranks` ranks with a 1 MiB segment each. Under mpirun the world is the job, so a
+/// test asking for another rank count fails here instead of hanging or checking nothing.
 pub fn job(ranks: usize) -> LaunchConfig {
+    if let Some(size) = mpi_world_size() {
+        assert_eq!(
+            size, ranks,
+            "this test's job has {ranks} ranks but runs under `mpirun -n {size}`: run it at \
+             -n {ranks} (cd-runtime/tests/mpirun-relaxed.sh names each test's size)"
+        );
+    }
     LaunchConfig::new(ranks).segment_bytes(1 << 20)
 }
 
