@@ -36,6 +36,8 @@ cd-runtime relaxed_writers 6 a_recovery_asks_only_the_ranks_that_wrote_into_it
 cd-runtime relaxed_writers 4 a_write_the_marks_miss_is_found_by_asking_every_member
 integration-tests relaxed_prop 4 *
 integration-tests relaxed_prop 3 *
+integration-tests relaxed_halo 4 *
+integration-tests relaxed_rank_loss 8 *
 '
 
 host=$(rustc -vV | sed -n 's/^host: //p')
