@@ -100,7 +100,7 @@ pub(crate) struct Frame {
     pub(crate) id: u64,
     pub(crate) iteration: u64,
     pub(crate) team: Team,
-    pub(crate) settings: CdSettings,
+    pub(crate) settings: Rc<CdSettings>,
     seed: u64,
     pub(crate) state: RefCell<FrameState>,
     /// Strict or relaxed.
@@ -135,7 +135,7 @@ impl Frame {
             0,
             0,
             pgas::world(),
-            config.settings("root", 0),
+            Rc::new(config.settings("root", 0)),
             config.seed,
             rank,
         )
@@ -148,7 +148,7 @@ impl Frame {
         id: u64,
         iteration: u64,
         team: Team,
-        settings: CdSettings,
+        settings: Rc<CdSettings>,
         seed: u64,
         rank: usize,
     ) -> Frame {

@@ -76,7 +76,7 @@ pub fn strict_steps(
 ) -> Result<(), CdError> {
     let (settings, team, relaxed) = runtime::with(|rt| {
         let level = rt.top().level + 1;
-        let settings = rt.config.settings(name, level);
+        let settings = rt.settings(name, level);
         let relaxed = settings.kind == Some(CdKindSetting::Relaxed);
         (settings, rt.top().team.clone(), relaxed)
     });

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use crate::buddy::{self, BuddyRpcs, BuddyStore, buddy_map};
 use crate::buffer_pool::BufferPool;
 use crate::checkpoint::state::RankCheckpoint;
-use crate::config::CdConfig;
+use crate::config::{CdConfig, CdSettings};
 use crate::error::CdError;
 use crate::file_medium::FileWriter;
 use crate::frame::{CdKind, Frame, Store};
@@ -35,6 +35,8 @@ pub(crate) struct CdRuntime {
     pub(crate) buddy: Rc<BuddyStore>,
     pub(crate) rpcs: BuddyRpcs,
     iterations: RefCell<HashMap<String, u64>>,
+    /// The merged settings of each CD name and level met so far ([`CdRuntime::settings`]).
+    settings: RefCell<HashMap<String, HashMap<usize, Rc<CdSettings>>>>,
     /// The exact faults of the configuration this rank reached ([`CdConfig::exact_sites`]).
     reached: RefCell<BTreeSet<usize>>,
     /// This rank's directory in the job's private directory (spilled logs go below it).
@@ -189,6 +191,7 @@ impl CdRuntime {
             )),
             rpcs: rpcs.buddy,
             iterations: RefCell::new(HashMap::new()),
+            settings: RefCell::new(HashMap::new()),
             reached: RefCell::new(BTreeSet::new()),
             files: FileWriter::new(file_dir.clone()),
             file_dir,
@@ -324,6 +327,22 @@ impl CdRuntime {
     /// run continues the interrupted run's numbering).
     pub(crate) fn set_next_iteration(&self, name: &str, next: u64) {
         self.iterations.borrow_mut().insert(name.to_string(), next);
+    }
+
+    /// The settings of the CD called `name` at `level`: merged from the configuration's tables
+    /// once per name and level, then shared by every instance (a CD's begin stays cheap).
+    pub(crate) fn settings(&self, name: &str, level: usize) -> Rc<CdSettings> {
+        let mut cache = self.settings.borrow_mut();
+        // Looked up by `&str` first: no allocation once the name is known.
+        if let Some(s) = cache.get(name).and_then(|levels| levels.get(&level)) {
+            return s.clone();
+        }
+        let s = Rc::new(self.config.settings(name, level));
+        cache
+            .entry(name.to_string())
+            .or_default()
+            .insert(level, s.clone());
+        s
     }
 
     /// The instance number of the next CD called `name` on this rank.

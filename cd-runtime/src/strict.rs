@@ -186,7 +186,7 @@ pub(crate) fn run<R>(
         let level = parent.level + 1;
         let id = parent.next_child_id(name);
         let iteration = rt.next_iteration(name);
-        let settings = rt.config.settings(name, level);
+        let settings = rt.settings(name, level);
         let frame = Rc::new(Frame::new(
             name,
             level,

@@ -26,7 +26,7 @@ use crate::strict;
 pub fn relaxed<R>(name: &str, body: impl FnMut(&Cd) -> Result<R, CdError>) -> Result<R, CdError> {
     let rt = runtime::handle();
     let parent = rt.top();
-    let settings = rt.config.settings(name, parent.level + 1);
+    let settings = rt.settings(name, parent.level + 1);
     if settings.kind == Some(CdKindSetting::Strict) {
         // The configuration makes this CD strict: same ranks as the parent.
         return strict::strict_as_configured(name, body);

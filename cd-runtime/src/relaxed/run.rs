@@ -27,7 +27,7 @@ pub(crate) fn relaxed_as_configured<R>(
 ) -> Result<R, CdError> {
     let rt = runtime::handle();
     let parent = rt.top();
-    let settings = rt.config.settings(name, parent.level + 1);
+    let settings = rt.settings(name, parent.level + 1);
     run(rt, parent, settings, name, body)
 }
 
@@ -36,7 +36,7 @@ pub(crate) fn relaxed_as_configured<R>(
 pub(crate) fn run<R>(
     rt: Rc<CdRuntime>,
     parent: Rc<Frame>,
-    settings: CdSettings,
+    settings: Rc<CdSettings>,
     name: &str,
     mut body: impl FnMut(&Cd) -> Result<R, CdError>,
 ) -> Result<R, CdError> {
