@@ -179,6 +179,9 @@ pub struct Tally {
     pub from_start: usize,
     /// Runs that ended with one line, as the design says (`REAL_LOSS.md`).
     pub ended: usize,
+    /// Of those, runs whose kill came after every rank had finished its body (the job's
+    /// teardown): the last moments of the span, whose share grows as the run gets shorter.
+    pub after_end: usize,
     /// Runs the signal missed (ended before it), run again with an earlier kill.
     pub missed: usize,
     /// Each resumed run's wall time over the fault-free run's.
@@ -272,9 +275,18 @@ pub fn kill_campaign(
             // After every body finished the program may have printed its whole answer
             // before the kill; never a part of it, never another.
             let printed = answer(&ran);
-            let whole = ran.stderr.lines().any(after_end) && printed.as_deref() == Some(expected);
+            let teardown = ran.stderr.lines().any(after_end);
+            let whole = teardown && printed.as_deref() == Some(expected);
             assert!(printed.is_none() || whole, "{what}: {}", ran.context());
+            // The bodies cannot have ended in less than half the fault-free run's time.
+            assert!(
+                !teardown || at >= span / 2,
+                "{what}: the loss came after every body had finished, in the first half of \
+                 the run: {}",
+                ran.context()
+            );
             tally.ended += 1;
+            tally.after_end += usize::from(teardown);
             continue;
         }
         assert_eq!(
