@@ -95,9 +95,6 @@ fn campaign(name: &str, text: &str, seed: u64, kills: usize) -> usize {
 }
 
 #[test]
-#[ignore = "not yet reliable: of two full runs one passed (28 of 30 resumed, 2 designed lines) \
-            and one failed at kill 25 (rank 0 at 237 ms): the launcher exited 255 with no line \
-            on stderr, not yet diagnosed (ROADMAP, ULFM area); run with --ignored"]
 fn killed_at_thirty_seeded_moments_the_spare_takes_over_and_the_report_is_the_fault_free_one() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let ended = campaign("strict", STRICT, 0x1015_4E5B, KILLS);
