@@ -30,7 +30,8 @@ cd-runtime relaxed_frees 2 *
 cd-runtime relaxed_privatized 1 privatized_outside_a_relaxed_cd_returns_the_region_itself
 cd-runtime relaxed_privatized 2 *
 cd-runtime relaxed_rpc 2 *
-cd-runtime relaxed_rpc 3 rpcs_into_a_failed_rank_are_replayed_once_in_iwc_order remote_functions_are_replayed_like_the_table_s
+cd-runtime relaxed_rpc 3 rpcs_into_a_failed_rank_are_replayed_once_in_iwc_order
+cd-runtime relaxed_rpc 3 remote_functions_are_replayed_like_the_table_s
 cd-runtime relaxed_sync 2 *
 cd-runtime relaxed_writers 6 a_recovery_asks_only_the_ranks_that_wrote_into_it
 cd-runtime relaxed_writers 4 a_write_the_marks_miss_is_found_by_asking_every_member
