@@ -16,8 +16,13 @@ use common::ulfm_job::{Campaign, Job, Ran, kill_campaign, marker};
 const CD_STENCIL: &str = env!("CARGO_BIN_EXE_cd_stencil");
 /// The job's ranks (the spares come on top).
 const RANKS: usize = 4;
-/// The problem: one to two seconds of iterations, so that the moments spread over many.
-const PROBLEM: [&str; 4] = ["--n", "64", "--iters", "200"];
+/// The problem: 200 iterations of a 64^2 grid, whose executions the campaign's moments spread
+/// over (the kills are drawn from the run's printed time, the iterations alone).
+const N: [&str; 2] = ["--n", "64"];
+const ITERS: &str = "200";
+/// Iterations of the run without a spare: enough that the kill at 200 ms lands in them on a
+/// quiet machine too (200 take some 60 ms there).
+const LONG_ITERS: &str = "20000";
 
 /// One run at a time: the machine's cores are few, and a run's timing sets where kills land.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
@@ -45,17 +50,19 @@ impl Ran {
     }
 }
 
-/// Starts `cd_stencil` on the ranks and `spares` spares, `env` set in every process.
-fn start(spares: usize, marker: &str, env: &[(&str, &str)]) -> Job {
+/// Starts `cd_stencil` on the ranks and `spares` spares for `iters` iterations, `env` set in
+/// every process.
+fn start(spares: usize, marker: &str, iters: &str, env: &[(&str, &str)]) -> Job {
     let s = spares.to_string();
     let mut args = vec!["--spares", &s];
-    args.extend(PROBLEM);
+    args.extend(N);
+    args.extend(["--iters", iters]);
     Job::start(RANKS + spares, CD_STENCIL, &args, marker, env)
 }
 
 /// The fault-free run with a spare that is never needed.
 fn reference() -> Ran {
-    let ran = start(1, &marker("reference", 0), &[]).finish();
+    let ran = start(1, &marker("reference", 0), ITERS, &[]).finish();
     assert!(ran.status.success(), "{}", ran.context());
     assert!(ran.checksum().is_some(), "{}", ran.context());
     ran
@@ -83,7 +90,9 @@ fn killed_at_thirty_seeded_moments_the_spare_takes_over_and_the_checksum_is_the_
         reference: &reference,
         expected: &expected,
     };
-    let tally = kill_campaign(campaign, answer, |k| start(1, &marker("kill", k), &[]));
+    let tally = kill_campaign(campaign, answer, |k| {
+        start(1, &marker("kill", k), ITERS, &[])
+    });
     assert!(
         tally.ended <= 1,
         "{} of 30 runs ended with one line: more than a few percent",
@@ -100,7 +109,13 @@ fn killed_at_named_points_the_run_resumes_at_that_execution_or_the_one_before() 
         .enumerate()
     {
         let at = format!("{point}:{rank}:100");
-        let ran = start(1, &marker("point", k), &[("CD_REAL_LOSS_KILL_AT", &at)]).finish();
+        let ran = start(
+            1,
+            &marker("point", k),
+            ITERS,
+            &[("CD_REAL_LOSS_KILL_AT", &at)],
+        )
+        .finish();
         assert!(ran.status.success(), "{at}: {}", ran.context());
         assert_eq!(
             ran.checksum(),
@@ -121,7 +136,7 @@ fn killed_at_named_points_the_run_resumes_at_that_execution_or_the_one_before() 
 #[test]
 fn without_a_spare_a_killed_rank_ends_the_job_with_one_line() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let mut job = start(0, &marker("nospare", 0), &[]);
+    let mut job = start(0, &marker("nospare", 0), LONG_ITERS, &[]);
     let pid = job.rank_pid(1).expect("rank 1's job runs");
     std::thread::sleep(Duration::from_millis(200));
     kill9(pid);
