@@ -8,13 +8,17 @@
 //! CD `step` per time step (with `dependency_tracking`) holds one relaxed CD `cell` per rank;
 //! the failing rank's `cell` reports a detected error at its end with `retries = 0`, so it
 //! escalates to `step`.
+//!
+//! Also under mpirun without shared memory (`cd-runtime/tests/mpirun-relaxed.sh`, each test at
+//! its shape's rank count): every rank is then a node, so the shapes run with nodes of 1, and
+//! each process checks its own rank's bits.
 
 use std::collections::BTreeSet;
 
 use cd_runtime as cd;
 use cd_runtime::{CdConfig, CdError};
 use gasnet_bridge::LaunchConfig;
-use pgas::{GlobalPtr, barrier, rank_me, rget};
+use pgas::{GlobalPtr, RankResults, barrier, rank_me, rget};
 
 /// Values per rank.
 const K: usize = 4;
@@ -227,12 +231,34 @@ fn job(shape: &Shape) -> LaunchConfig {
         .ranks_per_node(shape.ranks_per_node)
 }
 
-fn reference(shape: Shape) -> Vec<Vec<u64>> {
+/// The bits of the ranks this process ran, without CDs.
+fn reference(shape: Shape) -> RankResults<Vec<u64>> {
     pgas::launch(&job(&shape), pgas::RpcTable::new(), move || {
         program(shape, false, &[]).unwrap().bits
     })
     .unwrap()
-    .into_vec()
+}
+
+/// The size of the MPI world this test process belongs to, `None` on smp.
+fn mpi_world_size() -> Option<usize> {
+    gasnet_bridge::conduit::mpi_world()
+        .expect("the MPI world's shape")
+        .map(|(_, size)| size)
+}
+
+/// The node sizes a test sweeps: `smp` on smp; under mpirun only 1, since without shared
+/// memory between the processes (`PGAS_MPI_PSHM=0`) every rank is a node of its own.
+fn node_sizes(smp: &[usize]) -> Vec<usize> {
+    match mpi_world_size() {
+        None => smp.to_vec(),
+        Some(_) => {
+            assert!(
+                smp.contains(&1),
+                "under mpirun every rank is a node: {smp:?}"
+            );
+            vec![1]
+        }
+    }
 }
 
 fn config(tracking: bool) -> CdConfig {
@@ -245,13 +271,18 @@ fn config(tracking: bool) -> CdConfig {
 
 /// Runs `shape` with an escalation from rank `f` at step 1 and returns the ranks that
 /// re-executed `step` (checking the bits against `want`).
-fn reexecuted(shape: Shape, f: usize, tracking: bool, want: &[Vec<u64>]) -> Vec<usize> {
+fn reexecuted(shape: Shape, f: usize, tracking: bool, want: &RankResults<Vec<u64>>) -> Vec<usize> {
     run(shape, &[(f, 1, 2)], tracking, want).0
 }
 
 /// Runs `shape` with the failures `fail`; returns the ranks that re-executed `step` and the
 /// relaxed re-executions of `cell`.
-fn run(shape: Shape, fail: Fail, tracking: bool, want: &[Vec<u64>]) -> (Vec<usize>, u64) {
+fn run(
+    shape: Shape,
+    fail: Fail,
+    tracking: bool,
+    want: &RankResults<Vec<u64>>,
+) -> (Vec<usize>, u64) {
     let f = fail.to_vec();
     let out = cd::launch(
         &job(&shape),
@@ -260,9 +291,10 @@ fn run(shape: Shape, fail: Fail, tracking: bool, want: &[Vec<u64>]) -> (Vec<usiz
         move || program(shape, true, &f),
     )
     .unwrap_or_else(|e| panic!("{shape:?}, failures {fail:?}: {e}"));
-    for (r, o) in out.results.iter().enumerate() {
+    for (r, o) in out.results.with_ranks() {
         assert_eq!(
-            o.bits, want[r],
+            Some(&o.bits),
+            want.get(r),
             "{shape:?}, failures {fail:?}, tracking {tracking}: rank {r} differs from the run \
              without CDs"
         );
@@ -310,7 +342,7 @@ fn figure_5_chain_reexecutes_a_b_and_c_only() {
 
 #[test]
 fn pull_2d_16_ranks_nodes_of_1_and_2() {
-    for rpn in [1, 2] {
+    for rpn in node_sizes(&[1, 2]) {
         let shape = Shape {
             dims: [4, 4, 1],
             pull: [true, true, true],
@@ -323,7 +355,7 @@ fn pull_2d_16_ranks_nodes_of_1_and_2() {
 
 #[test]
 fn push_2d_16_ranks_nodes_of_1_and_4() {
-    for rpn in [1, 4] {
+    for rpn in node_sizes(&[1, 4]) {
         let shape = Shape {
             dims: [4, 4, 1],
             pull: [false, false, false],
@@ -338,7 +370,7 @@ fn push_2d_16_ranks_nodes_of_1_and_4() {
 /// nodes pushing into it, the nodes it pulls from, and the nodes pushing into those).
 #[test]
 fn mixed_3d_27_ranks_all_four_criteria() {
-    for rpn in [1, 3] {
+    for rpn in node_sizes(&[1, 3]) {
         let shape = Shape {
             dims: [3, 3, 3],
             pull: [true, false, false],
@@ -411,8 +443,12 @@ fn a_failed_preparation_falls_back_to_the_whole_group() {
         move || program(shape, true, &[(3, 1, 1)]),
     )
     .unwrap_or_else(|e| panic!("{e}"));
-    for (r, o) in out.results.iter().enumerate() {
-        assert_eq!(o.bits, want[r], "rank {r} differs from the run without CDs");
+    for (r, o) in out.results.with_ranks() {
+        assert_eq!(
+            Some(&o.bits),
+            want.get(r),
+            "rank {r} differs from the run without CDs"
+        );
     }
     let step = out.report.cd("step").unwrap();
     assert_eq!(step.escalations, 0);
@@ -453,8 +489,12 @@ fn tracking_is_on_by_default_from_the_second_instance() {
             move || program(shape, true, &fail),
         )
         .unwrap();
-        for (r, o) in out.results.iter().enumerate() {
-            assert_eq!(o.bits, want[r], "failure at step {step}: rank {r} differs");
+        for (r, o) in out.results.with_ranks() {
+            assert_eq!(
+                Some(&o.bits),
+                want.get(r),
+                "failure at step {step}: rank {r} differs"
+            );
         }
         let report = out.report.cd("step").unwrap();
         assert_eq!(report.escalations, 0);
