@@ -35,7 +35,7 @@ pub fn strict<R>(name: &str, body: impl FnMut(&Cd) -> Result<R, CdError>) -> Res
 /// CD, `kind = "relaxed"`.
 fn configured_relaxed(rt: &CdRuntime, name: &str) -> bool {
     let level = rt.top().level + 1;
-    rt.config.kind(name, level) == Some(CdKindSetting::Relaxed)
+    rt.settings(name, level).kind == Some(CdKindSetting::Relaxed)
 }
 
 /// A CD the program calls relaxed and the configuration makes strict: spans the parent's

@@ -181,14 +181,6 @@ impl CdConfig {
         Layer::merge(self.tables(name, level), CdSettings::default())
     }
 
-    /// The `kind` of the CD called `name` at `level`, if set, without merging the other keys.
-    pub fn kind(&self, name: &str, level: usize) -> Option<CdKindSetting> {
-        self.tables(name, level)
-            .iter()
-            .flatten()
-            .find_map(|l| get(&l.kind))
-    }
-
     /// The file this configuration was read from, if any.
     pub fn source(&self) -> Option<&Path> {
         self.source.as_deref()
