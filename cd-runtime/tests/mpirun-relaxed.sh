@@ -73,15 +73,23 @@ echo "$SCHEDULE" | while read -r pkg target _ _; do
 done | sort -u >"${TMPDIR:-/tmp}/mpirun-relaxed.$$"
 trap 'rm -f "${TMPDIR:-/tmp}/mpirun-relaxed.$$"' EXIT
 
-# Build, then check that every test of each target is run by some line.
+# Build, then check that every name a line gives is a test of its target (an `--exact` name
+# that matches nothing would pass running nothing), and that every test of each target is run
+# by some line.
 while read -r pkg target; do
     cargo test -q -p "$pkg" --features pgas/mpi --test "$target" --no-run </dev/null
     all=$(cargo test -q -p "$pkg" --features pgas/mpi --test "$target" -- --list --format terse \
         | sed -n 's/: test$//p' | sort)
+    names=$(named "$pkg" "$target")
+    unknown=$(echo "$names" | grep -vxF "$all" || true)
+    if [ -n "$names" ] && [ -n "$unknown" ]; then
+        echo "$0: SCHEDULE names tests $pkg's $target does not have: $unknown" >&2
+        exit 2
+    fi
     if echo "$SCHEDULE" | grep -q "^$pkg $target [0-9]* \*$"; then
         continue
     fi
-    missing=$(echo "$all" | grep -vxF "$(named "$pkg" "$target")" || true)
+    missing=$(echo "$all" | grep -vxF "$names" || true)
     if [ -n "$missing" ]; then
         echo "$0: $pkg's $target has tests no SCHEDULE line runs: $missing" >&2
         exit 2

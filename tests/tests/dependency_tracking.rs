@@ -13,10 +13,13 @@
 //! its shape's rank count): every rank is then a node, so the shapes run with nodes of 1, and
 //! each process checks its own rank's bits.
 
+mod common;
+
 use std::collections::BTreeSet;
 
 use cd_runtime as cd;
 use cd_runtime::{CdConfig, CdError};
+use common::mpi_world_size;
 use gasnet_bridge::LaunchConfig;
 use pgas::{GlobalPtr, RankResults, barrier, rank_me, rget};
 
@@ -237,13 +240,6 @@ fn reference(shape: Shape) -> RankResults<Vec<u64>> {
         program(shape, false, &[]).unwrap().bits
     })
     .unwrap()
-}
-
-/// The size of the MPI world this test process belongs to, `None` on smp.
-fn mpi_world_size() -> Option<usize> {
-    gasnet_bridge::conduit::mpi_world()
-        .expect("the MPI world's shape")
-        .map(|(_, size)| size)
 }
 
 /// The node sizes a test sweeps: `smp` on smp; under mpirun only 1, since without shared

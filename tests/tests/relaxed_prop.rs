@@ -55,6 +55,8 @@
 //! and a fixed seed (every process draws the same ones), each process compares its own rank's
 //! output, and the ranks' errors are gathered in the job so every process judges them all.
 
+mod common;
+
 use std::ops::RangeInclusive;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
@@ -62,6 +64,7 @@ use std::time::Duration;
 
 use cd_runtime as cd;
 use cd_runtime::{CdConfig, CdError};
+use common::mpi_world_size;
 use gasnet_bridge::LaunchConfig;
 use pgas::runtime_hooks::internal;
 use pgas::{
@@ -447,13 +450,6 @@ fn program(case: &Case, f: Fns, cds: bool) -> Result<Out, CdError> {
 
 fn job(ranks: usize) -> LaunchConfig {
     LaunchConfig::new(ranks).segment_bytes(1 << 20)
-}
-
-/// The size of the MPI world this test process belongs to, `None` on smp.
-fn mpi_world_size() -> Option<usize> {
-    gasnet_bridge::conduit::mpi_world()
-        .expect("the MPI world's shape")
-        .map(|(_, size)| size)
 }
 
 /// Runs `f` on another thread; a run past the deadline is a hang: the process stops (the
