@@ -20,8 +20,8 @@ const RANKS: usize = 4;
 /// over (the kills are drawn from the run's printed time, the iterations alone).
 const N: [&str; 2] = ["--n", "64"];
 const ITERS: &str = "200";
-/// Iterations of the run without a spare: enough that the kill at 200 ms lands in them on a
-/// quiet machine too (200 take some 60 ms there).
+/// Iterations of the run without a spare: enough that its kill, at a fixed moment, lands in
+/// them however fast the machine is.
 const LONG_ITERS: &str = "20000";
 
 /// One run at a time: the machine's cores are few, and a run's timing sets where kills land.

@@ -12,10 +12,9 @@ use super::kills::{has_thread, kill9, processes_with, wait_for};
 /// How long a run may take, kill and recovery included.
 pub const JOB_LIMIT: Duration = Duration::from_secs(90);
 /// How long the launcher may outlive the last rank process of its run. Open MPI 5.0.11's
-/// `prterun --with-ft ulfm` deadlocks now and then after a job that lost a process (seen in
-/// LULESH's no-spare ending): every rank process has exited, one line printed, and the
-/// launcher's main thread waits forever on a mutex inside `libprrte` (gdb: `pthread_mutex_lock`
-/// under `event_base_loop`), so the run would end only at [`JOB_LIMIT`].
+/// `prterun --with-ft ulfm` can deadlock after a job that lost a process: every rank process
+/// has exited, its line printed, and the launcher's main thread waits on a mutex inside
+/// `libprrte` forever, so the run would otherwise end only at [`JOB_LIMIT`].
 const LAUNCHER_GRACE: Duration = Duration::from_secs(10);
 /// The variable that tells a run's rank processes apart from any other's.
 const MARKER: &str = "PGAS_REAL_LOSS_TEST_RUN";
