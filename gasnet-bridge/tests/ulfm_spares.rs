@@ -802,13 +802,46 @@ fn the_idle_spare_killed_then_a_rank_ends_with_the_no_spare_line() {
     assert!(!err.contains("panicked"), "{context}");
 }
 
+/// A process killed during the conduit's start-up (`PGAS_MPI_KILL_AT_START=point:process`),
+/// before any body ran: no rank printed its pid, every live process ends and one line names
+/// the dead process, a nonzero status, no hang, no deadline line.
+fn a_process_lost_at_start_ends_the_job_with_one_line(point: &str, process: usize) {
+    let started = Instant::now();
+    let at = format!("{point}:{process}");
+    let job = start_with(
+        4,
+        1,
+        20,
+        Paths::Shm,
+        Some(1),
+        &[("PGAS_MPI_KILL_AT_START", &at)],
+    );
+    let (status, out, err) = job.finish(started);
+    let context = format!("{at}\nstdout:\n{out}\nstderr:\n{err}");
+    assert!(status.failed_or_lingered(), "{context}");
+    let lines = lines_with(&err, "died during the conduit's start-up");
+    assert_eq!(lines.len(), 1, "one line\n{context}");
+    assert!(
+        lines[0].contains(&format!("process [{process}] of MPI_COMM_WORLD")),
+        "{context}"
+    );
+    assert!(
+        lines_with(&out, "rank").is_empty(),
+        "no body ran\n{context}"
+    );
+    assert!(
+        !err.contains("did not finish within") && !err.contains("panicked"),
+        "{context}"
+    );
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if let Some(i) = args.iter().position(|a| a == "--rank") {
         rank_main(args[i + 1].parse().expect("rounds"));
         return;
     }
-    let tests: [(&str, fn()); 18] = [
+    let tests: [(&str, fn()); 21] = [
         (
             "an_unneeded_spare_is_released",
             an_unneeded_spare_is_released,
@@ -865,6 +898,19 @@ fn main() {
             "a_rank_lost_after_the_job_ends_it_with_one_line_rank_0",
             || a_rank_lost_after_the_job_ends_it_with_one_line(0),
         ),
+        // A holder before its world's set-up: the others' set-up fails over the holders.
+        ("a_holder_lost_before_the_set_up_ends_with_one_line", || {
+            a_process_lost_at_start_ends_the_job_with_one_line("split", 1)
+        }),
+        // A holder in the last collective of the start-up, every world set up.
+        (
+            "a_holder_lost_in_the_exchange_of_ranks_ends_with_one_line",
+            || a_process_lost_at_start_ends_the_job_with_one_line("publish", 0),
+        ),
+        // The spare before its part of the exchange.
+        ("the_spare_lost_at_start_ends_with_one_line", || {
+            a_process_lost_at_start_ends_the_job_with_one_line("split", 3)
+        }),
         (
             "the_idle_spare_killed_the_job_goes_on",
             the_idle_spare_killed_the_job_goes_on,

@@ -264,7 +264,7 @@ pub fn kill_campaign(
                 .filter(|l| {
                     l.contains("did not catch the peer failure")
                         || after_end(l)
-                        || (l.contains("conduit error") && l.contains("job ranks"))
+                        || l.contains("died during the conduit's start-up")
                 })
                 .count();
             assert_eq!(lines, 1, "{what}: {}", ran.context());

@@ -50,9 +50,13 @@ pub(crate) fn start(config: &LaunchConfig) -> Result<Joined, LaunchError> {
     #[cfg(not(feature = "ulfm"))]
     // SAFETY: reading a link-time constant of rsmpi's C shim.
     let members = unsafe { ::mpi::ffi::RSMPI_COMM_WORLD };
+    #[cfg(feature = "ulfm")]
+    let world = MpiWorld::new(config, members)
+        .map_err(|e| super::ulfm::lifecycle::set_up_failed(members, e))?;
+    #[cfg(not(feature = "ulfm"))]
     let world = MpiWorld::new(config, members).map_err(|e| LaunchError::Conduit(e.to_string()))?;
     #[cfg(feature = "ulfm")]
-    super::ulfm::lifecycle::started(world.rank())?;
+    super::ulfm::lifecycle::started(members, world.rank())?;
     let link = Link::new(world.clone());
     Ok(Joined {
         world,

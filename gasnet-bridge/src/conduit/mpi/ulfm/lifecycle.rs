@@ -21,7 +21,8 @@ use super::rebuild;
 use super::recovery::{NewJob, recover};
 use super::spare::{self, Called};
 use super::unrecovered::{
-    AFTER_END, UNCAUGHT, end_after_loss, end_failed_recovery, end_recovered, go_on, say_place,
+    AFTER_END, UNCAUGHT, end_after_loss, end_failed_recovery, end_if_lost_at_start, end_recovered,
+    go_on, say_place,
 };
 
 /// What this process does in the job.
@@ -41,7 +42,11 @@ pub(crate) fn rank_holders() -> Result<Holders, LaunchError> {
     // From the membership on, a process lost after the job's end must not leave the others
     // in `MPI_Finalize` (MPI's own finalize was registered at its initialization, before).
     exit_check::register();
-    match members::split().map_err(conduit)? {
+    let split = members::split().map_err(|e| {
+        end_if_lost_at_start(None, &e);
+        conduit(e)
+    });
+    match split? {
         Place::Rank(comm) => Ok(Holders::Start(comm)),
         Place::Spare => loop {
             match spare::wait().map_err(conduit)? {
@@ -88,9 +93,17 @@ pub(crate) fn replacement(
     rebuild::replacement(config, new, deadline)
 }
 
-/// Tells every process which job rank this process holds, once its world is set up.
-pub(crate) fn started(rank: usize) -> Result<(), LaunchError> {
-    members::publish(Some(rank)).map_err(|e| LaunchError::Conduit(e.to_string()))
+/// Tells every process which job rank this process holds, once its world is set up over the
+/// communicator of the rank holders `holders`.
+pub(crate) fn started(holders: ffi::MPI_Comm, rank: usize) -> Result<(), LaunchError> {
+    members::publish(Some(rank)).map_err(|e| set_up_failed(holders, e))
+}
+
+/// The error of a rank holder's start-up over `holders`; when a process was lost meanwhile the
+/// job ends with one line instead, and this does not return (`unrecovered.rs`).
+pub(crate) fn set_up_failed(holders: ffi::MPI_Comm, e: BridgeError) -> LaunchError {
+    end_if_lost_at_start(Some(holders), &e);
+    LaunchError::Conduit(e.to_string())
 }
 
 /// After a normal end of the job: job rank 0 releases the spares. A process lost meanwhile

@@ -12,6 +12,7 @@ use crate::error::BridgeError;
 
 use super::super::calls::{check, mpi_len};
 use super::super::spares;
+use super::kill_at_start::{StartPoint, kill_at};
 use super::roles::Roles;
 
 /// This process's place among every process of the job.
@@ -87,6 +88,19 @@ pub(crate) fn split() -> Result<Place, BridgeError> {
     let (me, size) = rank_and_size(all)?;
     let spares = spares::from_env(size).map_err(|e| BridgeError::Conduit(e.to_string()))?;
     let spare = me >= size - spares;
+    // Kept before the first collective over `all`: a loss during the start-up revokes it
+    // (`lifecycle::end_at_start`).
+    MEMBERSHIP.with(|m| {
+        **m.borrow_mut() = Some(Membership {
+            all,
+            me,
+            roles: Roles {
+                holders: Vec::new(),
+                spares: Vec::new(),
+            },
+            epoch: 0,
+        })
+    });
     // SAFETY: reading link-time constants of rsmpi's C shim.
     let (mut holders, undefined) = unsafe { (ffi::RSMPI_COMM_NULL, ffi::RSMPI_UNDEFINED) };
     // SAFETY: `all` is valid; `holders` is written (MPI_COMM_NULL at a spare).
@@ -101,17 +115,7 @@ pub(crate) fn split() -> Result<Place, BridgeError> {
         },
         "MPI_Comm_split(rank holders)",
     )?;
-    MEMBERSHIP.with(|m| {
-        **m.borrow_mut() = Some(Membership {
-            all,
-            me,
-            roles: Roles {
-                holders: Vec::new(),
-                spares: Vec::new(),
-            },
-            epoch: 0,
-        })
-    });
+    kill_at(StartPoint::Split, me);
     if spare {
         // The spare's side of the exchange the rank holders make once their world is set up.
         publish(None)?;
@@ -129,7 +133,8 @@ pub(crate) fn split() -> Result<Place, BridgeError> {
 /// table from the answers (collective over every process; after [`split`]).
 pub(crate) fn publish(rank: Option<usize>) -> Result<(), BridgeError> {
     let all = with(|m| m.map(|m| m.all)).expect("split made the membership");
-    let (_, size) = rank_and_size(all)?;
+    let (me, size) = rank_and_size(all)?;
+    kill_at(StartPoint::Publish, me);
     let mine: i64 = rank.map_or(-1, |r| r as i64);
     let mut every = vec![0i64; size];
     // SAFETY: one i64 sent and one per process of `all` received; both buffers live across

@@ -3,6 +3,7 @@
 
 mod deadline;
 mod exit_check;
+mod kill_at_start;
 pub(crate) mod lifecycle;
 mod members;
 pub(crate) mod mpix;

@@ -117,6 +117,26 @@ pub(crate) fn recover_if_lost() -> Result<Option<NewJob>, Failed> {
     renumber(alive, &dead, me, &roles).map(Some)
 }
 
+/// After a loss during the start-up, before every process knew the job ranks: revokes
+/// `holders` (this process's communicator of the rank holders, `None` at a spare) and the
+/// communicator of every process, and agrees on the dead (collective over every live process).
+/// The communicator of the live processes replaces `all` in the membership; the answer is the
+/// dead processes' numbers in `MPI_COMM_WORLD` and whether this process speaks for the live.
+pub(crate) fn lost_at_start(holders: Option<ffi::MPI_Comm>) -> Result<(Vec<usize>, bool), Failed> {
+    let (all, me, _) = membership();
+    // SAFETY: both are valid communicators of this process; a second revoke is harmless.
+    unsafe {
+        if let Some(holders) = holders {
+            mpix::MPIX_Comm_revoke(holders);
+        }
+        mpix::MPIX_Comm_revoke(all);
+    }
+    let (alive, dead) = agreed_dead(all, me)?;
+    members::with(|m| m.expect("the job has its membership").all = alive);
+    let first = first_live(&dead, me);
+    Ok((dead, first))
+}
+
 /// The communicator of every process, this process's number in it and the role table.
 fn membership() -> (ffi::MPI_Comm, usize, Roles) {
     members::with(|m| {

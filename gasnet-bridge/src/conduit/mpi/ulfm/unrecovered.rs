@@ -14,7 +14,8 @@ use crate::error::BridgeError;
 use super::super::calls::check;
 use super::deadline::Deadline;
 use super::members;
-use super::recovery::{Failed, NewJob, recover};
+use super::mpix;
+use super::recovery::{Failed, NewJob, lost_at_start, recover};
 
 /// How long a process waits after the last barrier before it ends, so that the launcher
 /// forwards its last lines (Open MPI's may drop the output of a process that exits at once).
@@ -42,6 +43,33 @@ pub(crate) fn end_after_loss(job: ffi::MPI_Comm, why: &str) -> ! {
             go_on(false);
             end_recovered(&r, why)
         }
+        Err(f) => end_failed_recovery(f),
+    }
+}
+
+/// Ends the process after a start-up that failed with `error` (`holders`: this process's
+/// communicator of the rank holders, `None` at a spare) if a process was lost meanwhile: every
+/// live process ends with status 1 and the first prints one line. No body ran, so nothing is
+/// recovered. Returns when no process was lost: `error` is then this process's own.
+pub(crate) fn end_if_lost_at_start(holders: Option<ffi::MPI_Comm>, error: &BridgeError) {
+    let all = members::with(|m| m.map(|m| m.all));
+    let lost = mpix::failure_seen()
+        || all.is_some_and(mpix::comm_has_failure)
+        || holders.is_some_and(mpix::comm_has_failure);
+    if !lost || all.is_none() {
+        return;
+    }
+    // Never disarmed: this process ends either way.
+    let _deadline = Deadline::arm_for("the end of a start-up that lost a process");
+    match lost_at_start(holders) {
+        Ok((dead, first)) => end_with(first.then(|| {
+            format!(
+                "process{} {dead:?} of MPI_COMM_WORLD died during the conduit's start-up, \
+                 before any rank's body ran ({error}); nothing was computed and the job ends: \
+                 run it again (spares replace processes lost once the job has started)",
+                if dead.len() == 1 { "" } else { "es" }
+            )
+        })),
         Err(f) => end_failed_recovery(f),
     }
 }
