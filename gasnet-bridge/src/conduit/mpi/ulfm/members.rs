@@ -13,6 +13,7 @@ use crate::error::BridgeError;
 use super::super::calls::{check, mpi_len};
 use super::super::spares;
 use super::kill_at_start::{StartPoint, kill_at};
+use super::mpix;
 use super::roles::Roles;
 
 /// This process's place among every process of the job.
@@ -26,6 +27,8 @@ pub(crate) struct Membership {
     pub(crate) roles: Roles,
     /// The recoveries this process took part in (the same at every live process).
     pub(crate) epoch: u64,
+    /// Whether this process made the start-up's agreement ([`agree_start`]).
+    agreed_start: bool,
 }
 
 thread_local! {
@@ -99,6 +102,7 @@ pub(crate) fn split() -> Result<Place, BridgeError> {
                 spares: Vec::new(),
             },
             epoch: 0,
+            agreed_start: false,
         })
     });
     // SAFETY: reading link-time constants of rsmpi's C shim.
@@ -139,7 +143,7 @@ pub(crate) fn publish(rank: Option<usize>) -> Result<(), BridgeError> {
     let mut every = vec![0i64; size];
     // SAFETY: one i64 sent and one per process of `all` received; both buffers live across
     // this blocking call.
-    check(
+    let exchanged = check(
         unsafe {
             ffi::MPI_Allgather(
                 (&raw const mine).cast(),
@@ -152,8 +156,39 @@ pub(crate) fn publish(rank: Option<usize>) -> Result<(), BridgeError> {
             )
         },
         "MPI_Allgather(job ranks)",
-    )?;
+    );
+    agree_start(exchanged.is_ok())?;
+    exchanged?;
     let rank_of: Vec<Option<usize>> = every.iter().map(|&r| usize::try_from(r).ok()).collect();
     with(|m| m.expect("split made the membership").roles = Roles::from_ranks(&rank_of));
+    Ok(())
+}
+
+/// The start-up's last step, once per process (collective over every process; later calls
+/// return at once): a fault-tolerant agreement over `all` that every process's start-up
+/// succeeded (`mine`). The allgather of job ranks can succeed at some processes and fail at
+/// others; the agreement is uniform, so either every live process starts the job or every one
+/// ends its start-up, and none meets a loss in its body that the others met at start-up.
+pub(crate) fn agree_start(mine: bool) -> Result<(), BridgeError> {
+    let Some(all) = with(|m| {
+        m.filter(|m| !m.agreed_start).map(|m| {
+            m.agreed_start = true;
+            m.all
+        })
+    }) else {
+        return Ok(());
+    };
+    let mut flag = c_int::from(mine);
+    // SAFETY: `all` is valid (it may be revoked: agree works on a revoked communicator); one
+    // int read and written.
+    check(
+        unsafe { mpix::MPIX_Comm_agree(all, &mut flag) },
+        "MPIX_Comm_agree(start-up)",
+    )?;
+    if flag == 0 {
+        return Err(BridgeError::Conduit(
+            "the start-up failed at another process (MPIX_Comm_agree(start-up))".into(),
+        ));
+    }
     Ok(())
 }

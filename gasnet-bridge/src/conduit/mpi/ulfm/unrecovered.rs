@@ -52,15 +52,31 @@ pub(crate) fn end_after_loss(job: ffi::MPI_Comm, why: &str) -> ! {
 /// live process ends with status 1 and the first prints one line. No body ran, so nothing is
 /// recovered. Returns when no process was lost: `error` is then this process's own.
 pub(crate) fn end_if_lost_at_start(holders: Option<ffi::MPI_Comm>, error: &BridgeError) {
-    let all = members::with(|m| m.map(|m| m.all));
-    let lost = mpix::failure_seen()
-        || all.is_some_and(mpix::comm_has_failure)
-        || holders.is_some_and(mpix::comm_has_failure);
-    if !lost || all.is_none() {
+    let Some(all) = members::with(|m| m.map(|m| m.all)) else {
+        return;
+    };
+    let lost = || {
+        mpix::failure_seen()
+            || mpix::comm_has_failure(all)
+            || holders.is_some_and(mpix::comm_has_failure)
+    };
+    // Never disarmed: this process ends either way. Armed before the agreement: a holder
+    // still in a set-up collective over a communicator made from the holders' (its host's)
+    // is not woken by the revoke below, and must not hold this process forever.
+    let deadline = lost().then(|| Deadline::arm_for("the end of a start-up that lost a process"));
+    if let (Some(holders), Some(_)) = (holders, &deadline) {
+        // Wakes the holders still in a set-up collective, so that they reach the agreement.
+        // SAFETY: a valid communicator of this process; a second revoke is harmless.
+        unsafe { mpix::MPIX_Comm_revoke(holders) };
+    }
+    // This process's part of the start-up's agreement, if it failed before making it: the
+    // others then learn that the start-up failed, uniformly.
+    let _ = members::agree_start(false);
+    if !lost() {
         return;
     }
-    // Never disarmed: this process ends either way.
-    let _deadline = Deadline::arm_for("the end of a start-up that lost a process");
+    let _deadline =
+        deadline.unwrap_or_else(|| Deadline::arm_for("the end of a start-up that lost a process"));
     match lost_at_start(holders) {
         Ok((dead, first)) => end_with(first.then(|| {
             format!(
