@@ -239,6 +239,13 @@ impl Ops<'_> {
         ep.get(prev, MARK_AT, &mut theirs)
             .expect("get the mark of the previous rank");
         assert_eq!(theirs, mark(prev), "rank {me}: rank {prev}'s mark");
+        if !self.over_mpi {
+            // One host with shared memory: the replacement joined its window, so every rank
+            // maps every other, and RMA to none travels as messages.
+            let unmapped: Vec<usize> = (0..n).filter(|&r| !ep.maps(r)).collect();
+            assert!(unmapped.is_empty(), "rank {me} does not map {unmapped:?}");
+            assert!((0..n).all(|r| !ep.rma_by_messages(r)), "rank {me}");
+        }
         println!("rank {me} rebuilt at epoch {epoch}");
     }
 }

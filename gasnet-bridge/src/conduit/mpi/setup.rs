@@ -22,7 +22,7 @@ use crate::topology::Topology;
 
 use super::calls::{allgather_text, check, uint8};
 use super::counting::CountingSwitch;
-use super::inbox::{Inbox, Outboxes, RingLayouts};
+use super::inbox::{Inbox, Outboxes};
 use super::process::{self, JOB_ACTIVE};
 use super::rma_window::{Flavor, RmaWindow};
 use super::slots::Slots;
@@ -123,8 +123,16 @@ fn job_comm(world: ffi::MPI_Comm, key: usize) -> Result<ffi::MPI_Comm, BridgeErr
     Ok(comm)
 }
 
+/// Whether the ranks of a host map each other's segments (`PGAS_MPI_PSHM`, on unless `0`).
+pub(super) fn pshm_wanted() -> bool {
+    std::env::var("PGAS_MPI_PSHM").map_or(true, |v| v.trim() != "0")
+}
+
 /// The host's shared-memory communicator, and the job rank of each of its processes.
-fn host_comm(comm: ffi::MPI_Comm, rank: usize) -> Result<(ffi::MPI_Comm, Vec<usize>), BridgeError> {
+pub(super) fn host_comm(
+    comm: ffi::MPI_Comm,
+    rank: usize,
+) -> Result<(ffi::MPI_Comm, Vec<usize>), BridgeError> {
     // SAFETY: reading a link-time constant of rsmpi's C shim.
     let mut node_comm = unsafe { ffi::RSMPI_COMM_NULL };
     // SAFETY: `comm` is valid; `node_comm` is written with the new communicator.
@@ -214,7 +222,7 @@ impl MpiWorld {
         let (rank, _) = rank_and_size(comm)?;
         let (node_comm, node_ranks) = host_comm(comm, rank)?;
         let segment_len = config.segment_bytes;
-        let pshm = std::env::var("PGAS_MPI_PSHM").map_or(true, |v| v.trim() != "0");
+        let pshm = pshm_wanted();
         // Whether this process maps any segment but its own, and reaches some rank through MPI.
         let alone = !pshm || node_ranks.len() == 1;
         let needs = ranks > node_ranks.len() || (!pshm && ranks > 1);
@@ -250,11 +258,7 @@ impl MpiWorld {
             )?);
         }
 
-        let rings = RingLayouts {
-            outboxes: std::mem::take(&mut host.outboxes),
-            inbox: host.inbox.take(),
-            ring_per_sender: host.ring_per_sender,
-        };
+        let rings = host.take_rings();
 
         let kept = Kept {
             rank,

@@ -18,7 +18,7 @@ use crate::error::BridgeError;
 use crate::segment::Segment;
 
 use super::calls::check;
-use super::inbox::{InboxLayout, inbox_bytes, rings_per_inbox};
+use super::inbox::{InboxLayout, RingLayouts, inbox_bytes, rings_per_inbox};
 
 /// The page size the window's layout is built on.
 const PAGE: usize = 4096;
@@ -63,6 +63,23 @@ impl Mapped {
         Ok(AtomicResult { previous, ack })
     }
 
+    /// Takes the bytes and counters of `old`, this rank's own segment in the window the host
+    /// had before a loss (`rebuild.rs`): the segment moves to this new mapping, its `(rank,
+    /// offset)` addresses naming the same bytes. Nobody else accesses either meanwhile.
+    #[cfg_attr(not(feature = "ulfm"), allow(dead_code))]
+    pub(super) fn take_over(&self, old: &Mapped) -> Result<(), BridgeError> {
+        const CHUNK: usize = 1 << 20;
+        let len = old.segment.len().min(self.segment.len());
+        let mut buf = vec![0u8; CHUNK.min(len)];
+        for at in (0..len).step_by(CHUNK) {
+            let part = &mut buf[..CHUNK.min(len - at)];
+            old.segment.read(at, part)?;
+            self.segment.write(at, part)?;
+        }
+        self.counters().take_over(old.counters());
+        Ok(())
+    }
+
     /// Writes `src` at `offset` and counts the write (if the job counts): a put into mapped
     /// memory, as on smp.
     #[inline]
@@ -86,6 +103,17 @@ pub(super) struct HostMapping {
     /// Every other rank of the host can have a ring in every inbox (else some send through
     /// MPI).
     pub(super) ring_per_sender: bool,
+}
+
+impl HostMapping {
+    /// The rings' layouts in this mapping, taken out of it for the world to keep.
+    pub(super) fn take_rings(&mut self) -> RingLayouts {
+        RingLayouts {
+            outboxes: std::mem::take(&mut self.outboxes),
+            inbox: self.inbox.take(),
+            ring_per_sender: self.ring_per_sender,
+        }
+    }
 }
 
 /// The host's shared window as this process keeps it for the job's life: the segments it

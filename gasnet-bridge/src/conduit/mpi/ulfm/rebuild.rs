@@ -18,8 +18,8 @@ use super::super::calls::{allgather_text, check, uint8};
 use super::super::inbox::RingLayouts;
 use super::super::pending::Link;
 use super::super::process;
-use super::super::setup::Watched;
-use super::super::window::{HostSegments, map_host};
+use super::super::setup::{Watched, host_comm, pshm_wanted};
+use super::super::window::{HostMapping, HostSegments, map_host};
 use super::super::world::{JobParts, Kept, MpiWorld};
 use super::deadline::Deadline;
 use super::mpix;
@@ -194,15 +194,9 @@ fn rebuild_in_place(w: &mut MpiWorld, new: &NewJob, lost: &[usize]) -> Result<()
         dog.abandon();
     }
     w.job.shared.disarm();
-    // 3. The kept parts: no mapping of a dead rank, the window orphaned if one shared it.
-    let node = w.kept.topology.node_of(w.kept.rank) as u64;
-    w.kept.host.after_loss(lost);
-    // 4. The rings: this rank's inbox emptied for new claims.
-    // SAFETY: every live process of the host is inside this rebuild (each unwound out of its
-    // operations before it entered the shrink, which completed), so nobody writes into this
-    // inbox until `JobParts::build`'s barrier below; the old job's ring views are leaked with
-    // its parts and never used again.
-    w.kept.rings = unsafe { w.kept.rings.after_loss(lost) };
+    let host = Host::of(comm, w.kept.rank, lost)?;
+    let old_node = w.kept.topology.node_of(w.kept.rank) as u64;
+    let node = host.node(Some(old_node))?;
     let counting = w.write_counting();
     let agreed = agree(
         comm,
@@ -215,15 +209,127 @@ fn rebuild_in_place(w: &mut MpiWorld, new: &NewJob, lost: &[usize]) -> Result<()
         },
     )?;
     w.kept.topology = agreed.topology;
+    let mut scope = w.job.counting.scope();
+    if host.joined {
+        // 3. A replacement joined this host: a new window over the host's processes, every
+        // survivor's segment moved into it (`RECOVERY.md`, "What each part becomes").
+        let (rank, ranks, len) = (w.kept.rank, w.kept.ranks, w.kept.segment_len);
+        let mut mapping = host.map(rank, ranks, len, counting)?;
+        let own = mapping.mapped[rank]
+            .as_ref()
+            .expect("own segment is mapped");
+        own.take_over(w.kept.host.own())?;
+        w.kept.rings = mapping.take_rings();
+        let new_host = HostSegments::new(rank, host.comm, host.ranks.clone(), mapping);
+        // The old window is never freed (a dead process may share it; freeing is collective)
+        // and stays mapped: an address taken from it before the loss still points at memory.
+        std::mem::forget(std::mem::replace(&mut w.kept.host, new_host));
+        if host.ranks.len() > 1 {
+            scope = Scope::Host;
+        }
+    } else {
+        host.free()?;
+        // 3. The kept parts: no mapping of a dead rank, the window orphaned if one shared it.
+        w.kept.host.after_loss(lost);
+        // 4. The rings: this rank's inbox emptied for new claims.
+        // SAFETY: every live process of the host is inside this rebuild (each unwound out of
+        // its operations before it entered the shrink, which completed), so nobody writes into
+        // this inbox until `JobParts::build`'s barrier below; the old job's ring views are
+        // leaked with its parts and never used again.
+        w.kept.rings = unsafe { w.kept.rings.after_loss(lost) };
+    }
     // 5. New job parts over the new communicator: no RMA window (RMA to unmapped ranks as
-    // active messages), the counting switch over the same scope as before.
-    let scope = w.job.counting.scope();
+    // active messages), the counting switch over the same scope as before (the host's when
+    // this process now maps another's segment).
     let job = JobParts::build(comm, &w.kept, &agreed.watched, None, scope)?;
     let old = std::mem::replace(&mut w.job, job);
     // Its MPI objects live on a revoked communicator with a dead member (freeing them is
     // collective), and MPI may still complete its posted receives into its buffers.
     std::mem::forget(old);
     Ok(())
+}
+
+/// This process's host in the rebuilt job: its processes' communicator and job ranks, and
+/// whether a replacement joined it (then the host's window is made again, so that the
+/// replacement maps its host's segments and they map its own).
+struct Host {
+    comm: ffi::MPI_Comm,
+    ranks: Vec<usize>,
+    joined: bool,
+}
+
+impl Host {
+    /// The host of job rank `rank` over the new job communicator `comm` (collective), the
+    /// ranks `lost` taken by replacements. Without shared memory no window is made again.
+    fn of(comm: ffi::MPI_Comm, rank: usize, lost: &[usize]) -> Result<Host, BridgeError> {
+        let (host, ranks) = host_comm(comm, rank)?;
+        // The same at every process of the host: `ranks` came from one allgather over it.
+        let joined = pshm_wanted() && ranks.iter().any(|r| lost.contains(r));
+        Ok(Host {
+            comm: host,
+            ranks,
+            joined,
+        })
+    }
+
+    /// The node this process offers for the rebuilt topology: a survivor its node before
+    /// (`old`); a replacement that joined a host with survivors the least of theirs, so that
+    /// it is in their node; otherwise a number no other rank offers (collective over the host
+    /// when a replacement joined it).
+    fn node(&self, old: Option<u64>) -> Result<u64, BridgeError> {
+        let mine = old.unwrap_or(u64::MAX);
+        if !self.joined {
+            return Ok(mine);
+        }
+        let mut least = 0u64;
+        // SAFETY: one u64 in and out, both live across this blocking collective over the
+        // host's communicator, which every process of the host enters (`joined` is the same
+        // at all of them).
+        check(
+            unsafe {
+                ffi::MPI_Allreduce(
+                    (&raw const mine).cast(),
+                    (&raw mut least).cast(),
+                    1,
+                    ffi::RSMPI_UINT64_T,
+                    ffi::RSMPI_MIN,
+                    self.comm,
+                )
+            },
+            "MPI_Allreduce(host node)",
+        )?;
+        Ok(old.unwrap_or(least))
+    }
+
+    /// The host's new window (collective over it): every process's piece, every segment
+    /// zeroed and mapped by every process of the host.
+    fn map(
+        &self,
+        rank: usize,
+        ranks: usize,
+        segment_len: usize,
+        counting: WriteCounting,
+    ) -> Result<HostMapping, BridgeError> {
+        map_host(
+            self.comm,
+            &self.ranks,
+            rank,
+            ranks,
+            segment_len,
+            true,
+            counting,
+            None,
+        )
+    }
+
+    /// Frees the host's communicator when no window is made over it.
+    fn free(mut self) -> Result<(), BridgeError> {
+        // SAFETY: `comm` was made by `of` and is used by nothing else.
+        check(
+            unsafe { ffi::MPI_Comm_free(&mut self.comm) },
+            "MPI_Comm_free(host, rebuilt job)",
+        )
+    }
 }
 
 /// A spare that took a lost rank in the recovery `new`: its world over the new job
@@ -255,6 +361,12 @@ fn build_replacement(config: &LaunchConfig, new: &NewJob) -> Result<MpiWorld, Br
     let rank = new.rank.expect("a replacement holds a rank");
     let ranks = new.ranks;
     let segment_len = config.segment_bytes;
+    let host = Host::of(comm, rank, &new.lost())?;
+    let node = match host.node(None)? {
+        // Alone on its host, or without shared memory: a node of its own.
+        u64::MAX => u64::MAX - rank as u64,
+        node => node,
+    };
     let agreed = agree(
         comm,
         rank,
@@ -262,31 +374,46 @@ fn build_replacement(config: &LaunchConfig, new: &NewJob) -> Result<MpiWorld, Br
         Offer {
             segment_len,
             counting: ADOPT,
-            node: u64::MAX - rank as u64,
+            node,
         },
     )?;
-    // A new process cannot map the host's old window, and a new shared window would move
-    // every survivor's segment: its segment is its own, in a window of this process alone.
-    let alone = self_comm()?;
-    let mapping = map_host(
-        alone,
-        &[rank],
-        rank,
-        ranks,
-        segment_len,
-        false,
-        agreed.counting,
-        None,
-    )?;
+    let (host, rings, scope) = if host.joined {
+        // With shared memory its host's window is made again with it (`rebuild_in_place`).
+        let mut mapping = host.map(rank, ranks, segment_len, agreed.counting)?;
+        let rings = mapping.take_rings();
+        let scope = if host.ranks.len() > 1 {
+            Scope::Host
+        } else {
+            Scope::Thread
+        };
+        let segments = HostSegments::new(rank, host.comm, host.ranks, mapping);
+        (segments, rings, scope)
+    } else {
+        host.free()?;
+        // Without shared memory its segment is its own, in a window of this process alone.
+        let alone = self_comm()?;
+        let mapping = map_host(
+            alone,
+            &[rank],
+            rank,
+            ranks,
+            segment_len,
+            false,
+            agreed.counting,
+            None,
+        )?;
+        let segments = HostSegments::new(rank, alone, vec![rank], mapping);
+        (segments, RingLayouts::none(ranks), Scope::Thread)
+    };
     let kept = Kept {
         rank,
         ranks,
         topology: agreed.topology,
         segment_len,
-        host: HostSegments::new(rank, alone, vec![rank], mapping),
-        rings: RingLayouts::none(ranks),
+        host,
+        rings,
     };
-    let job = JobParts::build(comm, &kept, &agreed.watched, None, Scope::Thread)?;
+    let job = JobParts::build(comm, &kept, &agreed.watched, None, scope)?;
     Ok(MpiWorld::from_parts(kept, job))
 }
 
