@@ -65,7 +65,8 @@ impl Mapped {
 
     /// Takes the bytes and counters of `old`, this rank's own segment in the window the host
     /// had before a loss (`rebuild.rs`): the segment moves to this new mapping, its `(rank,
-    /// offset)` addresses naming the same bytes. Nobody else accesses either meanwhile.
+    /// offset)` addresses naming the same bytes, and the old pages are released. Nobody else
+    /// accesses either meanwhile.
     #[cfg_attr(not(feature = "ulfm"), allow(dead_code))]
     pub(super) fn take_over(&self, old: &Mapped) -> Result<(), BridgeError> {
         const CHUNK: usize = 1 << 20;
@@ -77,6 +78,22 @@ impl Mapped {
             self.segment.write(at, part)?;
         }
         self.counters().take_over(old.counters());
+        // The old pages' memory goes back to the system where the window's memory allows it
+        // (shared memory on tmpfs); elsewhere the call fails and the pages stay, unused.
+        // Whole pages inside the segment only: the memory around it (the window's, or the RMA
+        // window's that held the segment) is not this segment's to release.
+        let base = old.segment.base() as usize;
+        let (start, end) = (base.next_multiple_of(PAGE), (base + len) / PAGE * PAGE);
+        if start < end {
+            // SAFETY: `start..end` are whole pages inside `old`'s segment, whose bytes were
+            // copied above; they stay mapped (madvise does not unmap), so an address taken
+            // before the move reads zeroes, not freed memory; every access to segment memory
+            // is a raw copy or atomic, never a Rust reference, and no process accesses this
+            // segment any more (the others dropped their old mappings of it).
+            let _ = unsafe {
+                libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_REMOVE)
+            };
+        }
         Ok(())
     }
 
