@@ -810,9 +810,10 @@ fn the_idle_spare_killed_then_a_rank_ends_with_the_no_spare_line() {
 }
 
 /// A process killed during the conduit's start-up (`PGAS_MPI_KILL_AT_START=point:process`),
-/// before any body ran: no rank printed its pid, every live process ends and one line names
-/// the dead process, a nonzero status, no hang, no deadline line.
-fn a_process_lost_at_start_ends_the_job_with_one_line(point: &str, process: usize) {
+/// before any body ran: the live processes agree on it and the start-up runs again over them,
+/// the spare holding a rank if the dead one held one; one line says so, every rank runs its
+/// body to its end, status 0, no deadline line.
+fn a_process_lost_at_start_the_start_up_runs_again(point: &str, process: usize) {
     let started = Instant::now();
     let at = format!("{point}:{process}");
     let job = start_with(
@@ -825,11 +826,43 @@ fn a_process_lost_at_start_ends_the_job_with_one_line(point: &str, process: usiz
     );
     let (status, out, err) = job.finish(started);
     let context = format!("{at}\nstdout:\n{out}\nstderr:\n{err}");
+    assert!(status.exited_0_or_lingered(), "{context}");
+    let lines = lines_with(&err, "died during the conduit's start-up");
+    assert_eq!(lines.len(), 1, "one line\n{context}");
+    assert!(
+        lines[0].contains(&format!("process [{process}] of MPI_COMM_WORLD"))
+            && lines[0].contains("the start-up runs again over the 3 live processes, 0 of them"),
+        "{context}"
+    );
+    for r in 0..3 {
+        let line = format!("rank {r} done");
+        assert_eq!(lines_with(&out, &line).len(), 1, "{line}\n{context}");
+    }
+    assert!(
+        !err.contains("did not finish within") && !err.contains("panicked"),
+        "{context}"
+    );
+}
+
+/// Without a spare, a process killed during the start-up ends the job: one line naming it and
+/// saying no spare is left, a nonzero status, no body ran.
+fn without_a_spare_a_process_lost_at_start_ends_the_job_with_one_line() {
+    let started = Instant::now();
+    let job = start_with(
+        3,
+        0,
+        20,
+        Paths::Shm,
+        Some(1),
+        &[("PGAS_MPI_KILL_AT_START", "split:1")],
+    );
+    let (status, out, err) = job.finish(started);
+    let context = format!("stdout:\n{out}\nstderr:\n{err}");
     assert!(status.failed_or_lingered(), "{context}");
     let lines = lines_with(&err, "died during the conduit's start-up");
     assert_eq!(lines.len(), 1, "one line\n{context}");
     assert!(
-        lines[0].contains(&format!("process [{process}] of MPI_COMM_WORLD")),
+        lines[0].contains("process [1] of MPI_COMM_WORLD") && lines[0].contains("no spare is left"),
         "{context}"
     );
     assert!(
@@ -848,7 +881,7 @@ fn main() {
         rank_main(args[i + 1].parse().expect("rounds"));
         return;
     }
-    let tests: [(&str, fn()); 21] = [
+    let tests: [(&str, fn()); 22] = [
         (
             "an_unneeded_spare_is_released",
             an_unneeded_spare_is_released,
@@ -906,18 +939,23 @@ fn main() {
             || a_rank_lost_after_the_job_ends_it_with_one_line(0),
         ),
         // A holder before its world's set-up: the others' set-up fails over the holders.
-        ("a_holder_lost_before_the_set_up_ends_with_one_line", || {
-            a_process_lost_at_start_ends_the_job_with_one_line("split", 1)
-        }),
+        (
+            "a_holder_lost_before_the_set_up_the_start_up_runs_again",
+            || a_process_lost_at_start_the_start_up_runs_again("split", 1),
+        ),
         // A holder in the last collective of the start-up, every world set up.
         (
-            "a_holder_lost_in_the_exchange_of_ranks_ends_with_one_line",
-            || a_process_lost_at_start_ends_the_job_with_one_line("publish", 0),
+            "a_holder_lost_in_the_exchange_of_ranks_the_start_up_runs_again",
+            || a_process_lost_at_start_the_start_up_runs_again("publish", 0),
         ),
         // The spare before its part of the exchange.
-        ("the_spare_lost_at_start_ends_with_one_line", || {
-            a_process_lost_at_start_ends_the_job_with_one_line("split", 3)
+        ("the_spare_lost_at_start_the_start_up_runs_again", || {
+            a_process_lost_at_start_the_start_up_runs_again("split", 3)
         }),
+        (
+            "without_a_spare_a_process_lost_at_start_ends_the_job_with_one_line",
+            without_a_spare_a_process_lost_at_start_ends_the_job_with_one_line,
+        ),
         (
             "the_idle_spare_killed_the_job_goes_on",
             the_idle_spare_killed_the_job_goes_on,

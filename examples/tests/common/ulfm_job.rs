@@ -181,6 +181,9 @@ pub struct Tally {
     /// Of those, runs whose kill came after every rank had finished its body (the job's
     /// teardown): the last moments of the span, whose share grows as the run gets shorter.
     pub after_end: usize,
+    /// Runs whose kill came during the conduit's start-up, which ran again over the live
+    /// processes, a spare among the ranks.
+    pub at_start: usize,
     /// Runs the signal missed (ended before it), run again with an earlier kill.
     pub missed: usize,
     /// Each resumed run's wall time over the fault-free run's.
@@ -255,8 +258,8 @@ pub fn kill_campaign(
             // The cases the design ends with one line (`REAL_LOSS.md`): a rank already past
             // its body, in the conduit's end of the job, when the other died; a kill after
             // every rank had finished its body (the job's teardown, the program's last lines,
-            // the processes' exit); or a kill during the conduit's start-up collectives,
-            // before any body ran.
+            // the processes' exit); or a kill during the conduit's start-up with no spare
+            // left.
             let after_end = |l: &str| l.contains("after every rank had finished the job's body");
             let lines = ran
                 .stderr
@@ -299,6 +302,8 @@ pub fn kill_campaign(
             tally.extra.push(ran.wall.saturating_sub(reference.wall));
         } else if ran.stderr.contains("from its beginning") {
             tally.from_start += 1;
+        } else if ran.stderr.contains("the start-up runs again") {
+            tally.at_start += 1;
         } else {
             panic!("{what}: no line says the rank was lost\n{}", ran.context());
         }
@@ -306,11 +311,12 @@ pub fn kill_campaign(
     let mean = tally.extra.iter().sum::<Duration>() / tally.extra.len().max(1) as u32;
     let max = tally.extra.iter().max().copied().unwrap_or_default();
     println!(
-        "{kills} kills: {} resumed from memory, {} from the beginning, {} ended with one line \
-         ({} runs again: the run had ended before the signal); the killed run's wall time over \
-         the fault-free run's ({:.2} s, span {:.3} s): mean {:.2} s, max {:.2} s",
+        "{kills} kills: {} resumed from memory, {} from the beginning, {} at start-up, {} ended \
+         with one line ({} runs again: the run had ended before the signal); the killed run's \
+         wall time over the fault-free run's ({:.2} s, span {:.3} s): mean {:.2} s, max {:.2} s",
         tally.resumed,
         tally.from_start,
+        tally.at_start,
         tally.ended,
         tally.missed,
         reference.wall.as_secs_f64(),

@@ -35,28 +35,28 @@ pub(crate) fn start(config: &LaunchConfig) -> Result<Joined, LaunchError> {
     }
     process::check_thread(process::process()?)?;
     #[cfg(feature = "ulfm")]
-    let members = match super::ulfm::lifecycle::rank_holders()? {
-        super::ulfm::lifecycle::Holders::Start(comm) => comm,
-        super::ulfm::lifecycle::Holders::Replace(new, deadline) => {
-            let (world, recovered) = super::ulfm::lifecycle::replacement(config, new, deadline);
-            let link = Link::new(world.clone());
-            return Ok(Joined {
-                world,
-                link,
-                recovered: Some(recovered),
-            });
+    let world = loop {
+        use super::ulfm::lifecycle::{self, Holders, SetUp};
+        match lifecycle::rank_holders()? {
+            Holders::Start(holders) => match lifecycle::set_up(config, holders)? {
+                SetUp::Started(world) => break world,
+                SetUp::Again => {}
+            },
+            Holders::Replace(new, deadline) => {
+                let (world, recovered) = lifecycle::replacement(config, new, deadline);
+                let link = Link::new(world.clone());
+                return Ok(Joined {
+                    world,
+                    link,
+                    recovered: Some(recovered),
+                });
+            }
         }
     };
     #[cfg(not(feature = "ulfm"))]
     // SAFETY: reading a link-time constant of rsmpi's C shim.
-    let members = unsafe { ::mpi::ffi::RSMPI_COMM_WORLD };
-    #[cfg(feature = "ulfm")]
-    let world = MpiWorld::new(config, members)
-        .map_err(|e| super::ulfm::lifecycle::set_up_failed(members, e))?;
-    #[cfg(not(feature = "ulfm"))]
-    let world = MpiWorld::new(config, members).map_err(|e| LaunchError::Conduit(e.to_string()))?;
-    #[cfg(feature = "ulfm")]
-    super::ulfm::lifecycle::started(members, world.rank())?;
+    let world = MpiWorld::new(config, unsafe { ::mpi::ffi::RSMPI_COMM_WORLD })
+        .map_err(|e| LaunchError::Conduit(e.to_string()))?;
     let link = Link::new(world.clone());
     Ok(Joined {
         world,

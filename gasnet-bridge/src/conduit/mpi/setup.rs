@@ -319,9 +319,19 @@ impl JobParts {
         )));
         shared.sleeper.register_current();
         let dog = Watchdog::start(comm, rank, &watched.names, shared.clone())?;
-        let slots = Slots::post(comm)?;
-        // SAFETY: `comm` is the job communicator, valid until teardown.
-        check(unsafe { ffi::MPI_Barrier(comm) }, "MPI_Barrier")?;
+        let posted = Slots::post(comm).and_then(|slots| {
+            // SAFETY: `comm` is the job communicator, valid until teardown.
+            check(unsafe { ffi::MPI_Barrier(comm) }, "MPI_Barrier").map(|()| slots)
+        });
+        let slots = match posted {
+            Ok(slots) => slots,
+            Err(e) => {
+                // A failed set-up must not leave the tree's thread watching a job that is gone
+                // (it would end the process when a neighbour's link closes).
+                dog.abandon();
+                return Err(e);
+            }
+        };
         JOB_ACTIVE.store(true, Ordering::Release);
         // Senders of this host that found every ring of an inbox taken use MPI too.
         let mpi_peers =

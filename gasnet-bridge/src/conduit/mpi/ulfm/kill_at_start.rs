@@ -39,10 +39,17 @@ fn named() -> Option<(StartPoint, usize)> {
     })
 }
 
-/// Kills this process (number `me` in `MPI_COMM_WORLD`) with SIGKILL when
-/// [`KILL_AT_START_ENV`] names `point` and `me`; returns otherwise.
-pub(crate) fn kill_at(point: StartPoint, me: usize) {
-    if named() == Some((point, me)) {
+/// Kills this process with SIGKILL when [`KILL_AT_START_ENV`] names `point` and its number in
+/// `MPI_COMM_WORLD` (not in the live processes a start-up that runs again counts: the process
+/// named is the one that dies, once); returns otherwise.
+pub(crate) fn kill_at(point: StartPoint) {
+    let Some((at, process)) = named() else {
+        return;
+    };
+    let mut me: std::ffi::c_int = -1;
+    // SAFETY: MPI is initialized (the start-up runs after `process()`); one int written.
+    unsafe { ::mpi::ffi::MPI_Comm_rank(::mpi::ffi::RSMPI_COMM_WORLD, &mut me) };
+    if at == point && usize::try_from(me) == Ok(process) {
         // SAFETY: kill(2) of this process with SIGKILL: nothing runs after it.
         unsafe { libc::kill(std::process::id() as libc::pid_t, libc::SIGKILL) };
     }

@@ -21,8 +21,8 @@ use super::rebuild;
 use super::recovery::{NewJob, recover};
 use super::spare::{self, Called};
 use super::unrecovered::{
-    AFTER_END, UNCAUGHT, end_after_loss, end_failed_recovery, end_if_lost_at_start, end_recovered,
-    go_on, say_place,
+    AFTER_END, UNCAUGHT, end_after_loss, end_failed_recovery, end_recovered, go_on, say_place,
+    start_again_if_lost,
 };
 
 /// What this process does in the job.
@@ -36,46 +36,52 @@ pub(crate) enum Holders {
 }
 
 /// Where this process stands: a rank holder from the start, or a spare that waited and took
-/// a lost rank. A spare that is not needed does not return: it ends with the job.
+/// a lost rank. A spare that is not needed does not return: it ends with the job. A process
+/// lost during the split makes it run again over the live processes (`start_again_if_lost`).
 pub(crate) fn rank_holders() -> Result<Holders, LaunchError> {
-    let conduit = |e: BridgeError| LaunchError::Conduit(e.to_string());
     // From the membership on, a process lost after the job's end must not leave the others
     // in `MPI_Finalize` (MPI's own finalize was registered at its initialization, before).
     exit_check::register();
-    let split = members::split().map_err(|e| {
-        end_if_lost_at_start(None, &e);
-        conduit(e)
-    });
-    match split? {
-        Place::Rank(comm) => Ok(Holders::Start(comm)),
-        Place::Spare => loop {
-            match spare::wait().map_err(conduit)? {
-                // Not needed: MPI is finalized at exit, with every other process.
-                Called::Released => std::process::exit(0),
-                Called::Dismissed => {
-                    // The ranks end without finalizing MPI (their job failed), so neither does it.
-                    POISONED.store(true, Ordering::Release);
-                    std::process::exit(1)
-                }
-                Called::ToRecover => {
-                    let deadline = Deadline::arm();
-                    let new = match recover(None) {
-                        Ok(r) => r,
-                        Err(f) => end_failed_recovery(f),
-                    };
-                    if !go_on(true) {
-                        end_recovered(&new, UNCAUGHT);
-                    }
-                    if new.rank.is_some() {
-                        return Ok(Holders::Replace(new, deadline));
-                    }
-                    // Still idle: wait again, on the communicator the recovery made.
-                    say_place(&new);
-                    mpix::forget_failure();
-                    deadline.disarm();
-                }
+    loop {
+        match members::split() {
+            Ok(Place::Rank(comm)) => return Ok(Holders::Start(comm)),
+            Ok(Place::Spare) => return wait_as_spare(),
+            Err(e) if start_again_if_lost(None, &e) => {}
+            Err(e) => return Err(LaunchError::Conduit(e.to_string())),
+        }
+    }
+}
+
+/// A spare's life: idle until released, dismissed, or given a lost rank by a recovery.
+fn wait_as_spare() -> Result<Holders, LaunchError> {
+    let conduit = |e: BridgeError| LaunchError::Conduit(e.to_string());
+    loop {
+        match spare::wait().map_err(conduit)? {
+            // Not needed: MPI is finalized at exit, with every other process.
+            Called::Released => std::process::exit(0),
+            Called::Dismissed => {
+                // The ranks end without finalizing MPI (their job failed), so neither does it.
+                POISONED.store(true, Ordering::Release);
+                std::process::exit(1)
             }
-        },
+            Called::ToRecover => {
+                let deadline = Deadline::arm();
+                let new = match recover(None) {
+                    Ok(r) => r,
+                    Err(f) => end_failed_recovery(f),
+                };
+                if !go_on(true) {
+                    end_recovered(&new, UNCAUGHT);
+                }
+                if new.rank.is_some() {
+                    return Ok(Holders::Replace(new, deadline));
+                }
+                // Still idle: wait again, on the communicator the recovery made.
+                say_place(&new);
+                mpix::forget_failure();
+                deadline.disarm();
+            }
+        }
     }
 }
 
@@ -93,17 +99,47 @@ pub(crate) fn replacement(
     rebuild::replacement(config, new, deadline)
 }
 
-/// Tells every process which job rank this process holds, once its world is set up over the
-/// communicator of the rank holders `holders`.
-pub(crate) fn started(holders: ffi::MPI_Comm, rank: usize) -> Result<(), LaunchError> {
-    members::publish(Some(rank)).map_err(|e| set_up_failed(holders, e))
+/// How a rank holder's start-up over its communicator of the rank holders ended.
+pub(crate) enum SetUp {
+    /// The world is set up and every process knows the job ranks.
+    Started(Rc<MpiWorld>),
+    /// A process was lost and enough live: the start-up runs again (`rank_holders` first).
+    Again,
 }
 
-/// The error of a rank holder's start-up over `holders`; when a process was lost meanwhile the
-/// job ends with one line instead, and this does not return (`unrecovered.rs`).
-pub(crate) fn set_up_failed(holders: ffi::MPI_Comm, e: BridgeError) -> LaunchError {
-    end_if_lost_at_start(Some(holders), &e);
-    LaunchError::Conduit(e.to_string())
+/// Sets up this rank holder's world over `holders` and tells every process which job rank it
+/// holds (collective over every process). A process lost meanwhile makes the start-up run
+/// again, or ends the job with one line when no spare is left.
+pub(crate) fn set_up(config: &LaunchConfig, holders: ffi::MPI_Comm) -> Result<SetUp, LaunchError> {
+    let failed = |e: BridgeError| {
+        if start_again_if_lost(Some(holders), &e) {
+            Ok(SetUp::Again)
+        } else {
+            Err(LaunchError::Conduit(e.to_string()))
+        }
+    };
+    let world = match MpiWorld::new(config, holders) {
+        Ok(w) => w,
+        Err(e) => return failed(e),
+    };
+    match members::publish(Some(world.rank())) {
+        Ok(()) => Ok(SetUp::Started(world)),
+        Err(e) => {
+            abandon(world);
+            failed(e)
+        }
+    }
+}
+
+/// Leaves a world whose start-up failed: its watchdog stopped without a word to its
+/// neighbours, its MPI objects leaked (freeing them is collective, and a member may be dead).
+fn abandon(world: Rc<MpiWorld>) {
+    world.job.ended.set(true);
+    if let Some(dog) = world.job.watchdog.borrow_mut().take() {
+        dog.abandon();
+    }
+    world.job.shared.disarm();
+    std::mem::forget(world);
 }
 
 /// After a normal end of the job: job rank 0 releases the spares. A process lost meanwhile

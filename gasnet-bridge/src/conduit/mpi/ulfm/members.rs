@@ -29,6 +29,8 @@ pub(crate) struct Membership {
     pub(crate) epoch: u64,
     /// Whether this process made the start-up's agreement ([`agree_start`]).
     agreed_start: bool,
+    /// The job's rank count: the processes of `all` beyond it are spares at start.
+    pub(crate) ranks: usize,
 }
 
 thread_local! {
@@ -85,14 +87,24 @@ pub(crate) fn rank_and_size(comm: ffi::MPI_Comm) -> Result<(usize, usize), Bridg
 }
 
 /// Splits the processes into rank holders and spares (collective over every process): the
-/// last `PGAS_SPARES` processes of `MPI_COMM_WORLD` are spares.
+/// last `PGAS_SPARES` processes of `MPI_COMM_WORLD` are spares. When a start-up lost a process
+/// and runs again (`unrecovered::lost_at_start`), over the live processes of the membership:
+/// the first of them hold the job's ranks, the rest are spares.
 pub(crate) fn split() -> Result<Place, BridgeError> {
-    let all = all_processes()?;
-    let (me, size) = rank_and_size(all)?;
-    let spares = spares::from_env(size).map_err(|e| BridgeError::Conduit(e.to_string()))?;
-    let spare = me >= size - spares;
+    let again = with(|m| m.map(|m| (m.all, m.ranks)));
+    let (all, ranks) = match again {
+        Some((all, ranks)) => (all, ranks),
+        None => {
+            let all = all_processes()?;
+            let (_, size) = rank_and_size(all)?;
+            let spares = spares::from_env(size).map_err(|e| BridgeError::Conduit(e.to_string()))?;
+            (all, size - spares)
+        }
+    };
+    let (me, _) = rank_and_size(all)?;
+    let spare = me >= ranks;
     // Kept before the first collective over `all`: a loss during the start-up revokes it
-    // (`lifecycle::end_at_start`).
+    // (`unrecovered::lost_at_start`).
     MEMBERSHIP.with(|m| {
         **m.borrow_mut() = Some(Membership {
             all,
@@ -103,6 +115,7 @@ pub(crate) fn split() -> Result<Place, BridgeError> {
             },
             epoch: 0,
             agreed_start: false,
+            ranks,
         })
     });
     // SAFETY: reading link-time constants of rsmpi's C shim.
@@ -119,7 +132,7 @@ pub(crate) fn split() -> Result<Place, BridgeError> {
         },
         "MPI_Comm_split(rank holders)",
     )?;
-    kill_at(StartPoint::Split, me);
+    kill_at(StartPoint::Split);
     if spare {
         // The spare's side of the exchange the rank holders make once their world is set up.
         publish(None)?;
@@ -137,8 +150,8 @@ pub(crate) fn split() -> Result<Place, BridgeError> {
 /// table from the answers (collective over every process; after [`split`]).
 pub(crate) fn publish(rank: Option<usize>) -> Result<(), BridgeError> {
     let all = with(|m| m.map(|m| m.all)).expect("split made the membership");
-    let (me, size) = rank_and_size(all)?;
-    kill_at(StartPoint::Publish, me);
+    let (_, size) = rank_and_size(all)?;
+    kill_at(StartPoint::Publish);
     let mine: i64 = rank.map_or(-1, |r| r as i64);
     let mut every = vec![0i64; size];
     // SAFETY: one i64 sent and one per process of `all` received; both buffers live across

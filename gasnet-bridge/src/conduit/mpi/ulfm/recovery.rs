@@ -117,12 +117,24 @@ pub(crate) fn recover_if_lost() -> Result<Option<NewJob>, Failed> {
     renumber(alive, &dead, me, &roles).map(Some)
 }
 
+/// What the live processes agreed after a loss during the start-up ([`lost_at_start`]).
+#[derive(Debug)]
+pub(crate) struct LostAtStart {
+    /// The dead processes' numbers in `MPI_COMM_WORLD`.
+    pub(crate) dead: Vec<usize>,
+    /// How many processes live: the start-up runs again over them if they are enough.
+    pub(crate) live: usize,
+    /// Whether this process is the first of the live ones (it speaks for them).
+    pub(crate) first: bool,
+}
+
 /// After a loss during the start-up, before every process knew the job ranks: revokes
 /// `holders` (this process's communicator of the rank holders, `None` at a spare) and the
 /// communicator of every process, and agrees on the dead (collective over every live process).
-/// The communicator of the live processes replaces `all` in the membership; the answer is the
-/// dead processes' numbers in `MPI_COMM_WORLD` and whether this process speaks for the live.
-pub(crate) fn lost_at_start(holders: Option<ffi::MPI_Comm>) -> Result<(Vec<usize>, bool), Failed> {
+/// The communicator of the live processes replaces `all` in the membership, for the start-up
+/// to run again over it or for the end of the job.
+pub(crate) fn lost_at_start(holders: Option<ffi::MPI_Comm>) -> Result<LostAtStart, Failed> {
+    super::super::process::RECOVERED.store(true, std::sync::atomic::Ordering::Release);
     let (all, me, _) = membership();
     // SAFETY: both are valid communicators of this process; a second revoke is harmless.
     unsafe {
@@ -132,9 +144,14 @@ pub(crate) fn lost_at_start(holders: Option<ffi::MPI_Comm>) -> Result<(Vec<usize
         mpix::MPIX_Comm_revoke(all);
     }
     let (alive, dead) = agreed_dead(all, me)?;
-    members::with(|m| m.expect("the job has its membership").all = alive);
     let first = first_live(&dead, me);
-    Ok((dead, first))
+    let on_failure = |e: BridgeError| failed(first)(e.into());
+    // SAFETY: reading a link-time constant of rsmpi's C shim.
+    let world = unsafe { ffi::RSMPI_COMM_WORLD };
+    let dead = translate(all, &dead, world).map_err(on_failure)?;
+    let (_, live) = rank_and_size(alive).map_err(on_failure)?;
+    members::with(|m| m.expect("the job has its membership").all = alive);
+    Ok(LostAtStart { dead, live, first })
 }
 
 /// The communicator of every process, this process's number in it and the role table.
@@ -242,6 +259,47 @@ fn shrink(comm: ffi::MPI_Comm) -> Result<ffi::MPI_Comm, BridgeError> {
         "MPI_Comm_set_errhandler(shrunk)",
     )?;
     Ok(alive)
+}
+
+/// The numbers in `to` of the processes numbered `numbers` in `from`.
+fn translate(
+    from: ffi::MPI_Comm,
+    numbers: &[usize],
+    to: ffi::MPI_Comm,
+) -> Result<Vec<usize>, BridgeError> {
+    // SAFETY: reading link-time constants of rsmpi's C shim.
+    let (mut g_from, mut g_to) = unsafe { (ffi::RSMPI_GROUP_NULL, ffi::RSMPI_GROUP_NULL) };
+    // SAFETY: both communicators are valid (a revoked one has its group); each call writes one
+    // group handle.
+    check(
+        unsafe { ffi::MPI_Comm_group(from, &mut g_from) },
+        "MPI_Comm_group",
+    )?;
+    // SAFETY: as above.
+    check(
+        unsafe { ffi::MPI_Comm_group(to, &mut g_to) },
+        "MPI_Comm_group",
+    )?;
+    let within: Vec<c_int> = numbers.iter().map(|&n| n as c_int).collect();
+    let mut out = vec![0 as c_int; numbers.len()];
+    // SAFETY: `within` and `out` hold `numbers.len()` ints each; both groups are valid.
+    check(
+        unsafe {
+            ffi::MPI_Group_translate_ranks(
+                g_from,
+                within.len() as c_int,
+                within.as_ptr(),
+                g_to,
+                out.as_mut_ptr(),
+            )
+        },
+        "MPI_Group_translate_ranks",
+    )?;
+    for g in [&mut g_from, &mut g_to] {
+        // SAFETY: each group was made above and is freed once.
+        check(unsafe { ffi::MPI_Group_free(g) }, "MPI_Group_free")?;
+    }
+    Ok(out.into_iter().map(|p| p as usize).collect())
 }
 
 /// The processes of `all` (by number there) that are not in `alive`.
