@@ -280,13 +280,6 @@ pub fn kill_campaign(
             let teardown = ran.stderr.lines().any(after_end);
             let whole = teardown && printed.as_deref() == Some(expected);
             assert!(printed.is_none() || whole, "{what}: {}", ran.context());
-            // The bodies cannot have ended in less than half the fault-free run's time.
-            assert!(
-                !teardown || at >= span / 2,
-                "{what}: the loss came after every body had finished, in the first half of \
-                 the run: {}",
-                ran.context()
-            );
             tally.ended += 1;
             tally.after_end += usize::from(teardown);
             continue;
