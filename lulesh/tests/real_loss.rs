@@ -75,7 +75,10 @@ fn reference(config: &TempFile) -> Ran {
 
 /// The seeded campaign of `kills` kills under the CD configuration `text` (`name` marks its
 /// runs); returns how many runs ended with one line.
-fn campaign(name: &str, text: &str, seed: u64, kills: usize) -> usize {
+/// Runs a campaign of `kills` and checks its endings: at most `mid_run` runs end with one line
+/// while bodies still ran, and at most a quarter after every body had finished (the job's
+/// teardown, a larger share of the moments when a run is faster than the reference).
+fn campaign(name: &str, text: &str, seed: u64, kills: usize, mid_run: usize) {
     let config = TempFile::new(&format!("real-loss-{name}.toml"), text);
     let reference = reference(&config);
     let expected = reference.physics().unwrap().to_string();
@@ -91,20 +94,25 @@ fn campaign(name: &str, text: &str, seed: u64, kills: usize) -> usize {
     let tally = kill_campaign(campaign, answer, |k| {
         start(1, &marker(&format!("kill-{name}"), k), &config, &PROBLEM)
     });
-    tally.ended
+    let during = tally.ended - tally.after_end;
+    assert!(
+        during <= mid_run,
+        "{during} of {kills} runs ended with one line while bodies ran: more than {mid_run}"
+    );
+    assert!(
+        tally.after_end <= kills / 4,
+        "{} of {kills} kills came after every body had finished: the moments miss the loop",
+        tally.after_end
+    );
 }
 
 #[test]
 fn killed_at_thirty_seeded_moments_the_spare_takes_over_and_the_report_is_the_fault_free_one() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let ended = campaign("strict", STRICT, 0x1015_4E5B, KILLS);
     // The moments span the loop's time from when the job is seen running, so the set-up
     // pushes some past the loop's end: the signal misses (run again earlier) or lands in the
-    // job's end, which ends with the designed line (2 of 30 in a run under load).
-    assert!(
-        ended <= 4,
-        "{ended} of {KILLS} runs ended with one line: more than a few percent"
-    );
+    // job's end, which ends with the designed line.
+    campaign("strict", STRICT, 0x1015_4E5B, KILLS, 2);
 }
 
 /// The same kills with one relaxed CD "rank_step" per rank inside the strict "step", its
@@ -114,12 +122,12 @@ fn killed_at_thirty_seeded_moments_the_spare_takes_over_and_the_report_is_the_fa
 #[ignore = "not yet known reliable: once, after the second kill (rank 3, resumed at step 99 \
             from memory), the ranks waited on each other's halo flags in different exchanges of \
             one cycle (ranks 0 and 2 in sum_boundary_nodes, 1 and 4 in sync_pos_vel), cause not \
-            found; three later campaigns passed 15 of 15 (ROADMAP, ULFM area); run with --ignored"]
+            found, not seen since in some 15 campaigns; once a run's job was not seen starting (the \
+            harness's rank_pid); run with --ignored"]
 fn with_relaxed_cds_killed_at_fifteen_seeded_moments_the_report_is_the_fault_free_one() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let text = format!("{STRICT}{}", include_str!("../configs/relaxed.toml"));
-    let ended = campaign("relaxed", &text, 0x2E1A_C5ED, KILLS / 2);
-    assert!(ended <= 1, "{ended} runs ended with one line");
+    campaign("relaxed", &text, 0x2E1A_C5ED, KILLS / 2, 1);
 }
 
 #[test]
