@@ -37,6 +37,13 @@ pub(crate) fn spans_others(rt: &CdRuntime) -> bool {
     (0..pgas::rank_n()).any(|r| same(rt, r))
 }
 
+/// True if this rank's cluster holds every rank of `members` (at least one other): a failure
+/// re-executes them all, so nothing needs logging.
+pub(crate) fn holds_team(rt: &CdRuntime, members: &[usize]) -> bool {
+    let c = rt.config.cluster;
+    c.is_on() && members.len() > 1 && members.iter().all(|&r| c.of(r) == c.of(rt.rank))
+}
+
 /// The CD whose notes hold this rank's unlogged writes: the innermost logging relaxed CD,
 /// else the LCSA (a tracking strict CD's body outside relaxed children).
 fn notes_frame(rt: &CdRuntime) -> Rc<Frame> {

@@ -41,6 +41,16 @@ pub(crate) fn run<R>(
     mut body: impl FnMut(&Cd) -> Result<R, CdError>,
 ) -> Result<R, CdError> {
     let level = parent.level + 1;
+    // A cluster holding every rank of the team: a failure re-executes them all, so no log
+    // could ever serve anyone.
+    let settings = if settings.logging && cluster::holds_team(&rt, parent.team.members()) {
+        Rc::new(CdSettings {
+            logging: false,
+            ..(*settings).clone()
+        })
+    } else {
+        settings
+    };
     let frame = {
         let id = parent.next_child_id(name);
         let iteration = rt.next_iteration(name);
@@ -220,6 +230,13 @@ pub(crate) fn run<R>(
             Some(format!(
                 "a relaxed CD cannot recover alone from the loss of its rank's memory: {cause}"
             ))
+        } else if !logging && cluster::holds_team(&rt, frame.team.members()) {
+            frame.rx.borrow_mut().for_cluster = true;
+            Some(
+                "its rank's SPBC cluster (`cluster`) holds every rank of the team, so nothing \
+                 is logged and the whole team re-executes"
+                    .to_string(),
+            )
         } else if !logging {
             Some("logging is off for this CD, so it cannot replay".to_string())
         } else if cluster::spans_others(&rt) {
