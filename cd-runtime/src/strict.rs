@@ -548,12 +548,9 @@ fn plan_limited(
     };
     let records: Vec<Record> =
         pgas::runtime_hooks::internal(|| pgas::allgather_on(&frame.team, record).wait());
-    let d = match reexecution_set(
-        &records,
-        frame.team.members(),
-        pgas::node_of,
-        |r| rt.config.cluster.of(r),
-    ) {
+    let d = match reexecution_set(&records, frame.team.members(), pgas::node_of, |r| {
+        rt.config.cluster.of(r)
+    }) {
         Ok(d) => d,
         Err(why) => {
             if frame.team.rank_me() == 0 {

@@ -252,7 +252,12 @@ fn inline_tables_name_the_string() {
 
 #[test]
 fn a_bad_cluster_names_the_key() {
-    at(&err("seed = 1\ncluster = 0\n"), 2, "cluster", "at least 1 rank");
+    at(
+        &err("seed = 1\ncluster = 0\n"),
+        2,
+        "cluster",
+        "at least 1 rank",
+    );
     at(&err("cluster = -3\n"), 1, "cluster", "at least 1 rank");
     at(&err("cluster = \"rack\"\n"), 1, "cluster", "\"node\"");
     // Larger than the job: refused when the job's size is known.

@@ -21,7 +21,8 @@ use toml::Spanned;
 pub use faults::{ExactFault, ExactFaults, UNREACHED_LINES};
 pub use settings::{CdSettings, Injection};
 pub use values::{
-    BuddyDomain, CdKindSetting, Cluster, FaultKind, Interval, LogDurable, LogMedium, MAX_RETRIES, Medium,
+    BuddyDomain, CdKindSetting, Cluster, FaultKind, Interval, LogDurable, LogMedium, MAX_RETRIES,
+    Medium,
 };
 
 use faults::FaultSites;

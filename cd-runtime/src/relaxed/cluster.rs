@@ -67,12 +67,17 @@ pub(crate) fn access(
             .note_access(rank, read, write.is_some());
     }
     if let Some(atomic) = write {
-        notes_frame(rt).rx.borrow_mut().cluster.writes.push(ClusterWrite {
-            target: rank,
-            atomic,
-            counters: None,
-            op,
-        });
+        notes_frame(rt)
+            .rx
+            .borrow_mut()
+            .cluster
+            .writes
+            .push(ClusterWrite {
+                target: rank,
+                atomic,
+                counters: None,
+                op,
+            });
     }
 }
 

@@ -10,10 +10,10 @@ use std::rc::Rc;
 use pgas::runtime_hooks::internal;
 
 use crate::frame::Frame;
-use crate::relaxed::{cluster, epochs};
 use crate::relaxed::log_store::{EntryKind, LogEntry};
 use crate::relaxed::state::incoming::{Incoming, IncomingWhat};
 use crate::relaxed::writers;
+use crate::relaxed::{cluster, epochs};
 use crate::runtime::CdRuntime;
 
 /// How often F asks again for writes whose ack had not reached their initiator yet.

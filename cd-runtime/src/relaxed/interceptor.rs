@@ -16,10 +16,10 @@ use pgas::runtime_hooks::{
 use crate::buddy::Bytes;
 use crate::frame::CdKind;
 use crate::relaxed::ReplayEvent;
+use crate::relaxed::cluster;
 use crate::relaxed::limited;
 use crate::relaxed::log_store::{EntryKind, TargetCounters};
 use crate::relaxed::logging::{complete, log};
-use crate::relaxed::cluster;
 use crate::relaxed::modes::Mode;
 use crate::relaxed::modes::cluster::ClusterPeer;
 use crate::relaxed::modes::forward::Forward;

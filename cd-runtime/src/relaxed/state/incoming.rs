@@ -47,7 +47,8 @@ impl IncomingWhat {
     /// apply on top of a copy that holds it.
     pub(crate) fn combining(&self) -> Option<(usize, LoggedOp)> {
         match self {
-            IncomingWhat::Atomic { offset, op } | IncomingWhat::Unlogged {
+            IncomingWhat::Atomic { offset, op }
+            | IncomingWhat::Unlogged {
                 atomic: Some((offset, op)),
             } if op.is_combining() => Some((*offset, *op)),
             _ => None,
