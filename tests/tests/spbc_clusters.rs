@@ -122,10 +122,15 @@ fn reference() -> RankResults<Vec<u64>> {
 
 /// The configuration with `cluster` set to `cluster` (TOML text; `None`: unset).
 fn config(cluster: Option<&str>) -> CdConfig {
+    config_with(cluster, "", "")
+}
+
+/// [`config`] with `step` and `cell` lines added.
+fn config_with(cluster: Option<&str>, step: &str, cell: &str) -> CdConfig {
     let key = cluster.map_or(String::new(), |c| format!("cluster = {c}\n"));
     let text = format!(
-        "{key}[cd.step]\ndependency_tracking = true\nretries = 2\n[cd.cell]\nretries = 1\n\
-         check_classes = false\n"
+        "{key}[cd.step]\ndependency_tracking = true\nretries = 2\n{step}[cd.cell]\nretries = 1\n\
+         check_classes = false\n{cell}"
     );
     CdConfig::parse(&text, "spbc.toml").unwrap()
 }
@@ -137,7 +142,17 @@ fn run(
     fail: Option<(usize, usize)>,
     want: &RankResults<Vec<u64>>,
 ) -> (CdStats, CdStats) {
-    let out = cd::launch(&job(), config(cluster), pgas::RpcTable::new(), move || {
+    run_with(config(cluster), cluster, fail, want)
+}
+
+/// [`run`] with the configuration `cfg`.
+fn run_with(
+    cfg: CdConfig,
+    cluster: Option<&str>,
+    fail: Option<(usize, usize)>,
+    want: &RankResults<Vec<u64>>,
+) -> (CdStats, CdStats) {
+    let out = cd::launch(&job(), cfg, pgas::RpcTable::new(), move || {
         program(true, fail)
     })
     .unwrap_or_else(|e| panic!("cluster {cluster:?}, failure {fail:?}: {e}"));
@@ -236,5 +251,28 @@ fn without_clusters_the_cell_recovers_alone() {
     let want = reference();
     let (step, cell) = run(None, Some((3, 1)), &want);
     assert_eq!(cell.reexecutions, 1);
+    assert!(step.failures.is_empty(), "{:?}", step.failures);
+}
+
+/// A loss of rank 3's memory in the middle of its cell (buddy logs, durable at every
+/// operation), which without clusters it recovers from alone: in a cluster of 2 its cell
+/// escalates, the body goes on to take part in the barriers (the others would wait for it
+/// otherwise), and the step re-executes every rank (a loss is no relaxed escalation).
+#[test]
+fn a_mid_body_loss_in_a_cluster_escalates_and_the_others_do_not_wait() {
+    let want = reference();
+    let buddy = "medium = \"buddy\"\n";
+    let cell_text = format!(
+        "{buddy}log_medium = \"buddy\"\n\
+         inject = {{ at = [{{ rank = 3, iteration = 1, kind = \"rank_loss\", at_op = 1 }}] }}\n"
+    );
+    let cfg = config_with(Some("2"), buddy, &cell_text);
+    let (step, cell) = run_with(cfg, Some("2"), None, &want);
+    assert_eq!((cell.injected, cell.reexecutions), (1, 0));
+    assert_eq!(step.failures.len(), 1, "{:?}", step.failures);
+    assert_eq!(step.failures[0].ranks, (0..N).collect::<Vec<_>>());
+    // Without clusters the same loss recovers alone.
+    let (step, cell) = run_with(config_with(None, buddy, &cell_text), None, None, &want);
+    assert_eq!((cell.injected, cell.reexecutions), (1, 1));
     assert!(step.failures.is_empty(), "{:?}", step.failures);
 }
