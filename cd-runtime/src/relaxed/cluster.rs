@@ -81,15 +81,20 @@ pub(crate) fn access(
     }
 }
 
-/// The ack of a write into this cluster came: keeps the target's counters.
-pub(crate) fn acked(rt: &CdRuntime, op: u64, ack: WriteAck) {
-    if !rt.config.cluster.is_on() {
+/// The ack of a write into `rank` came: if `rank` is of this cluster, keeps the target's
+/// counters in its note (searched from the innermost CD out, newest first: a child CD may have
+/// begun since the write left).
+pub(crate) fn acked(rt: &CdRuntime, op: u64, rank: usize, ack: WriteAck) {
+    if !same(rt, rank) {
         return;
     }
-    let frame = notes_frame(rt);
-    let mut rx = frame.rx.borrow_mut();
-    if let Some(w) = rx.cluster.writes.iter_mut().rev().find(|w| w.op == op) {
-        w.counters = Some((ack.ec, ack.iwc));
+    let frames: Vec<Rc<Frame>> = rt.frames.borrow().clone();
+    for f in frames.iter().rev() {
+        let mut rx = f.rx.borrow_mut();
+        if let Some(w) = rx.cluster.writes.iter_mut().rev().find(|w| w.op == op) {
+            w.counters = Some((ack.ec, ack.iwc));
+            return;
+        }
     }
 }
 

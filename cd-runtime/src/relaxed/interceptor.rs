@@ -161,7 +161,7 @@ impl Interceptor for RelaxedHook {
                 own_write(rt, ack);
                 return;
             }
-            cluster::acked(rt, id.0, ack);
+            cluster::acked(rt, id.0, rma.rank, ack);
             complete(rt, id.0, |k| {
                 if let EntryKind::Write { counters: c, .. } = k {
                     *c = Some(counters(ack));
@@ -197,7 +197,7 @@ impl Interceptor for RelaxedHook {
                 own_write(rt, ack);
                 return;
             }
-            cluster::acked(rt, id.0, ack);
+            cluster::acked(rt, id.0, call.rank, ack);
             complete(rt, id.0, |k| {
                 if let EntryKind::Rpc {
                     reply: r,
@@ -237,7 +237,7 @@ impl Interceptor for RelaxedHook {
                 return;
             }
             if let Some(ack) = result.ack {
-                cluster::acked(rt, id.0, ack);
+                cluster::acked(rt, id.0, rank, ack);
             }
             complete(rt, id.0, |k| {
                 if let EntryKind::Atomic {
