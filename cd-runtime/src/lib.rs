@@ -239,7 +239,7 @@ pub use checkpoint::format::{
 };
 pub use checkpoint::restart::{restarted, restarted_value};
 pub use config::{
-    BuddyDomain, CdConfig, CdKindSetting, CdSettings, ExactFault, ExactFaults, FaultKind,
+    BuddyDomain, CdConfig, CdKindSetting, CdSettings, Cluster, ExactFault, ExactFaults, FaultKind,
     Injection, Interval, LogDurable, LogMedium, Medium, UNREACHED_LINES,
 };
 pub use error::{CdError, CdLaunchError, ConfigError, FaultKinds};

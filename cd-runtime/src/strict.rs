@@ -482,7 +482,11 @@ pub(crate) fn run<R>(
         limited = None;
         if enabled && relaxed_ran && !limited_tried {
             limited_tried = true;
-            let relaxed_only = frame.rx.borrow().deps.escalated_child
+            let (escalated, for_cluster) = {
+                let rx = frame.rx.borrow();
+                (rx.deps.escalated_child, rx.deps.cluster_child)
+            };
+            let relaxed_only = (escalated || for_cluster)
                 && frame.state.borrow().failure.is_empty()
                 && injected.is_none()
                 && !kinds.contains(FaultKinds::RANK_LOSS)
@@ -490,8 +494,10 @@ pub(crate) fn run<R>(
                 && !matches!(out, Err(CdError::Detected { .. }));
             let failure = if kinds.is_empty() {
                 Failure::None
-            } else if relaxed_only {
+            } else if relaxed_only && escalated {
                 Failure::RelaxedEscalation
+            } else if relaxed_only {
+                Failure::Cluster
             } else {
                 Failure::Other
             };
@@ -542,7 +548,9 @@ fn plan_limited(
     };
     let records: Vec<Record> =
         pgas::runtime_hooks::internal(|| pgas::allgather_on(&frame.team, record).wait());
-    let d = match reexecution_set(&records, frame.team.members(), pgas::node_of) {
+    let d = match reexecution_set(&records, frame.team.members(), pgas::node_of, |r| {
+        rt.config.cluster.of(r)
+    }) {
         Ok(d) => d,
         Err(why) => {
             if frame.team.rank_me() == 0 {

@@ -249,3 +249,23 @@ fn inline_tables_name_the_string() {
     assert_eq!(e.file, PathBuf::from("<string>"));
     assert_eq!(e.key.as_deref(), Some("cd.step.retries"));
 }
+
+#[test]
+fn a_bad_cluster_names_the_key() {
+    at(
+        &err("seed = 1\ncluster = 0\n"),
+        2,
+        "cluster",
+        "at least 1 rank",
+    );
+    at(&err("cluster = -3\n"), 1, "cluster", "at least 1 rank");
+    at(&err("cluster = \"rack\"\n"), 1, "cluster", "\"node\"");
+    // Larger than the job: refused when the job's size is known.
+    let c = CdConfig::parse("seed = 1\ncluster = 9\n", "cd.toml").unwrap();
+    assert_eq!(c.cluster, cd_runtime::Cluster::Ranks(9));
+    c.check_job(9).unwrap();
+    at(&c.check_job(8).unwrap_err(), 2, "cluster", "at most 8");
+    let c = CdConfig::parse("cluster = \"node\"\n", "cd.toml").unwrap();
+    assert_eq!(c.cluster, cd_runtime::Cluster::Node);
+    c.check_job(1).unwrap();
+}

@@ -45,6 +45,16 @@
 //! `--quick` uses `4 1`/`5 1` and `4 8 --ranks 8` (case names say so) and one solve per pass
 //! (the checkpoint lines: `4 1`, two solves per pass).
 //! `--ranks` is ignored: the multi-rank cases use 8 ranks on smp, or the mpirun world.
+//!
+//! `--spbc-table` prints instead a markdown table of SPBC clusters of relaxed CDs (`cluster`
+//! in the CD configuration) on `hpgmg 4 8 --ranks 8` (smp, 3 solves per pass) with
+//! `hpgmg/configs/relaxed.toml`, for clusters of 1 (none), 2, 4 and 8 consecutive ranks: the
+//! bytes logged per rank per smoother call (the report's `bytes_logged` of "smooth" over its
+//! executions), the logging overhead (seconds per solve with logging over the same
+//! configuration with `logging = false`, alternating in order after a warm-up pair, the median
+//! of `--reps` per-pair ratios), and the ranks re-executed for one soft error in "smooth" on
+//! rank 5 (the failure record of "level", or of "smooth" when the rank recovered alone), that
+//! run checked to give the fault-free norms bit for bit.
 
 use bench::checkpoint_dir::CheckpointDir;
 use bench::cpu_time::cpu_seconds;
@@ -114,7 +124,16 @@ fn reference(bin: &str, log2: i64, boxes: i64) -> Option<f64> {
 }
 
 fn main() {
-    let args = BenchArgs::from_env("hpgmg-bench");
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    let spbc = argv.iter().any(|a| a == "--spbc-table");
+    let args = BenchArgs::from_args(
+        "hpgmg-bench",
+        argv.into_iter().filter(|a| a != "--spbc-table"),
+    );
+    if spbc {
+        spbc_table(&args);
+        return;
+    }
     let solves = if args.quick {
         1
     } else {
@@ -415,4 +434,87 @@ fn checkpoint_lines(args: &BenchArgs) -> Vec<Line> {
         )
         .on("smp", 1),
     ]
+}
+
+/// Cluster sizes of the SPBC table (1: no clusters), its ranks and the rank that fails.
+const SPBC_CLUSTERS: [usize; 4] = [1, 2, 4, 8];
+const SPBC_RANKS: usize = 8;
+const SPBC_FAILING: usize = 5;
+
+/// `hpgmg/configs/relaxed.toml` with clusters of `cluster` ranks (1: none), logging on
+/// "smooth" or not, and `extra` appended to its table.
+fn spbc_config(cluster: usize, logging: bool, extra: &str) -> cd_runtime::CdConfig {
+    let key = if cluster > 1 {
+        format!("cluster = {cluster}\n")
+    } else {
+        String::new()
+    };
+    let relaxed = include_str!("../../../hpgmg/configs/relaxed.toml")
+        .replace("logging = true", &format!("logging = {logging}"));
+    cd_runtime::CdConfig::parse(&format!("{key}{relaxed}{extra}"), "spbc.toml")
+        .expect("valid configuration")
+}
+
+/// One job of the SPBC table: rank 0's report and the CD report.
+fn spbc_job(cfg: hpgmg::Config, cd: cd_runtime::CdConfig) -> (Report, cd_runtime::Report) {
+    let opts = JobOptions {
+        ranks: SPBC_RANKS,
+        mode: ExchangeMode::Aggregated,
+    };
+    let out = run_job(cfg, opts, false, Some(cd))
+        .unwrap_or_else(|e| panic!("hpgmg job: {e}"))
+        .expect("rank 0 runs in this process");
+    (out.report, out.cd_report.expect("a CD report"))
+}
+
+/// `--spbc-table`: the markdown table of SPBC clusters on HPGMG (module doc).
+fn spbc_table(args: &BenchArgs) {
+    let cfg = config(4, 8, SPBC_RANKS, 3);
+    let bits = |r: &Report| r.norms.map(f64::to_bits);
+    let clean = bits(&spbc_job(cfg, spbc_config(1, true, "")).0);
+    println!(
+        "| cluster (ranks) | log bytes per rank per smoother call | logging overhead | ranks \
+         re-executed for one failure |"
+    );
+    println!("|---|---|---|---|");
+    for cluster in SPBC_CLUSTERS {
+        let (mut ratios, mut bytes) = (Vec::new(), 0.0);
+        for rep in 0..=args.reps.max(1) {
+            let mut t = [0.0; 2];
+            for k in 0..2 {
+                let logging = (k + rep) % 2 == 0;
+                let (report, cds) = spbc_job(cfg, spbc_config(cluster, logging, ""));
+                assert_eq!(bits(&report), clean, "cluster {cluster}: the norms differ");
+                if logging {
+                    let smooth = cds.cd("smooth").expect("smooth ran");
+                    bytes = smooth.bytes_logged as f64 / smooth.executions as f64;
+                }
+                t[usize::from(!logging)] = report.seconds[0];
+            }
+            if rep > 0 {
+                ratios.push(t[0] / t[1]);
+            }
+        }
+        let fail = format!(
+            "inject = {{ at = [{{ rank = {SPBC_FAILING}, iteration = 13, kind = \"soft\" }}] }}\n"
+        );
+        let (report, cds) = spbc_job(cfg, spbc_config(cluster, true, &fail));
+        assert_eq!(
+            bits(&report),
+            clean,
+            "cluster {cluster}, one failure: the norms differ"
+        );
+        let level = cds.cd(hpgmg::mg::LEVEL_CD).expect("level ran");
+        let smooth = cds.cd("smooth").expect("smooth ran");
+        let record = level.failures.first().or(smooth.failures.first());
+        let ranks = record.expect("the failure was recovered").ranks.len();
+        let why = level
+            .whole_group
+            .first()
+            .map_or(String::new(), |w| format!(" ({w})"));
+        println!(
+            "| {cluster} | {bytes:.0} | {:.3} | {ranks} / {SPBC_RANKS}{why} |",
+            median(&mut ratios)
+        );
+    }
 }

@@ -117,6 +117,16 @@
 //!   strict CD, the slowest re-executing rank), against `escalation_recovery_no_deps`. Target:
 //!   at most 0.3.
 //!
+//! `--spbc-table` prints instead a markdown table of SPBC clusters of relaxed CDs (`cluster`
+//! in the CD configuration): LULESH on 64 ranks (`-s 10`, `-s 3` with `--quick`; 10 cycles),
+//! the relaxed configuration, for clusters of 1 (none), 2, 4, 8, 16 and 64 consecutive
+//! ranks. Per size: the bytes logged per rank per cycle (the report's `bytes_logged` of
+//! "rank_step" over its executions), the logging overhead (the cycle loop's time with logging
+//! over the same configuration with `logging = false` on "rank_step", alternating in order
+//! after a warm-up pair, the median of `--reps` per-pair ratios), and the ranks re-executed for
+//! one soft error in "rank_step" on rank 21 (the report's failure record of "step", or of
+//! "rank_step" when the rank recovered alone), that run checked to print the fault-free energy.
+//!
 //! Both runs of a case are checked to print the fault-free run's energy (LULESH) or checksum
 //! (stencil) bit for bit. The stencil's tracked runs are also checked to re-execute exactly the
 //! ranks its halo pattern implies, computed here from the process grid: the failed rank's node
@@ -184,10 +194,16 @@ fn with_cds(opts: &Options) -> (FinalReport, f64) {
 fn main() {
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let table = argv.iter().any(|a| a == "--escalation-table");
+    let spbc = argv.iter().any(|a| a == "--spbc-table");
     let args = BenchArgs::from_args(
         "lulesh-bench",
-        argv.into_iter().filter(|a| a != "--escalation-table"),
+        argv.into_iter()
+            .filter(|a| a != "--escalation-table" && a != "--spbc-table"),
     );
+    if spbc {
+        spbc_table(&args);
+        return;
+    }
     if table {
         if std::env::var_os("PGAS_RANKS_PER_NODE").is_none() {
             // SAFETY: no other thread exists yet (no job has been launched), so nothing reads
@@ -1232,4 +1248,95 @@ fn checkpoint_lines(args: &BenchArgs) -> Vec<Line> {
     .into_iter()
     .map(|l| l.on("smp", 1))
     .collect()
+}
+
+/// Cluster sizes of the SPBC table (1: no clusters), its ranks and the rank that fails.
+const SPBC_CLUSTERS: [usize; 6] = [1, 2, 4, 8, 16, 64];
+const SPBC_RANKS: usize = 64;
+const SPBC_FAILING: usize = 21;
+
+/// The relaxed configuration with clusters of `cluster` ranks (1: none), logging on "rank_step"
+/// or not, and `extra` appended.
+fn spbc_config(cluster: usize, logging: bool, extra: &str) -> CdConfig {
+    let key = if cluster > 1 {
+        format!("cluster = {cluster}\n")
+    } else {
+        String::new()
+    };
+    let relaxed = RELAXED.replace("logging = true", &format!("logging = {logging}"));
+    CdConfig::parse(&format!("{key}{relaxed}{extra}"), "spbc.toml").expect("valid configuration")
+}
+
+/// One row of the SPBC table: (bytes logged per rank per cycle, logging overhead, ranks
+/// re-executed for one failure).
+fn spbc_row(opts: &Options, cluster: usize, reps: usize, clean: &FinalReport) -> (f64, f64, usize) {
+    let mut ratios = Vec::new();
+    let mut bytes = 0.0;
+    for rep in 0..=reps {
+        let mut t = [0.0; 2];
+        for k in 0..2 {
+            let logging = (k + rep) % 2 == 0;
+            let out = containment::run(opts, SPBC_RANKS, spbc_config(cluster, logging, ""), |_| {})
+                .expect("the run completes")
+                .expect("rank 0 runs in this process");
+            same_physics(&out.report, clean);
+            if logging {
+                let inner = out
+                    .cd_report
+                    .cd(containment::RANK_CD)
+                    .expect("rank_step ran");
+                bytes = inner.bytes_logged as f64 / inner.executions as f64;
+            }
+            t[usize::from(!logging)] = out.report.elapsed;
+        }
+        if rep > 0 {
+            ratios.push(t[0] / t[1]);
+        }
+    }
+    let fail = format!(
+        "inject = {{ at = [{{ rank = {SPBC_FAILING}, iteration = 3, kind = \"soft\" }}] }}\n\
+         [cd.{}]\ndependency_tracking = true\n",
+        containment::STEP_CD
+    );
+    let out = containment::run(opts, SPBC_RANKS, spbc_config(cluster, true, &fail), |_| {})
+        .expect("the run completes")
+        .expect("rank 0 runs in this process");
+    same_physics(&out.report, clean);
+    let step = out.cd_report.cd(containment::STEP_CD).expect("step ran");
+    let inner = out
+        .cd_report
+        .cd(containment::RANK_CD)
+        .expect("rank_step ran");
+    let record = step.failures.first().or(inner.failures.first());
+    let ranks = record.expect("the failure was recovered").ranks.len();
+    (bytes, median(&mut ratios), ranks)
+}
+
+/// `--spbc-table`: the markdown table of SPBC clusters on LULESH (module doc).
+fn spbc_table(args: &BenchArgs) {
+    if std::env::var_os("PGAS_RANKS_PER_NODE").is_none() {
+        // SAFETY: no other thread exists yet (no job has been launched), so nothing reads
+        // the environment concurrently.
+        unsafe { std::env::set_var("PGAS_RANKS_PER_NODE", "1") };
+    }
+    let opts = Options {
+        nx: if args.quick { 3 } else { 10 },
+        its: 10,
+        quiet: true,
+        ..Options::default()
+    };
+    let reps = args.reps.max(1);
+    let clean = containment::run(&opts, SPBC_RANKS, relaxed_config(""), |_| {})
+        .expect("the run completes")
+        .expect("rank 0 runs in this process")
+        .report;
+    println!(
+        "| cluster (ranks) | log bytes per rank per cycle | logging overhead | ranks re-executed \
+         for one failure |"
+    );
+    println!("|---|---|---|---|");
+    for cluster in SPBC_CLUSTERS {
+        let (bytes, overhead, ranks) = spbc_row(&opts, cluster, reps, &clean);
+        println!("| {cluster} | {bytes:.0} | {overhead:.3} | {ranks} / {SPBC_RANKS} |");
+    }
 }

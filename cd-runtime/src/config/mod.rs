@@ -21,7 +21,8 @@ use toml::Spanned;
 pub use faults::{ExactFault, ExactFaults, UNREACHED_LINES};
 pub use settings::{CdSettings, Injection};
 pub use values::{
-    BuddyDomain, CdKindSetting, FaultKind, Interval, LogDurable, LogMedium, MAX_RETRIES, Medium,
+    BuddyDomain, CdKindSetting, Cluster, FaultKind, Interval, LogDurable, LogMedium, MAX_RETRIES,
+    Medium,
 };
 
 use faults::FaultSites;
@@ -63,6 +64,8 @@ settings! {
         node_mtbf_seconds: Option<f64> = None, read as Key<Seconds>;
         /// Seconds a group stays without redundancy after a node failure, for P_cf.
         recovery_seconds: f64 = DEFAULT_RECOVERY_SECONDS, read as Key<Seconds>;
+        /// SPBC clusters of relaxed CDs: writes inside one are not logged.
+        cluster: Cluster = Cluster::None, read as Key<Cluster>;
     } also {
         /// The CD whose completions write checkpoints to disk, and its policy.
         pub checkpoint: Option<(String, CheckpointPolicy)>,
@@ -131,6 +134,9 @@ impl CdConfig {
             if let Some(v) = v {
                 place(key.to_string(), v.span().start);
             }
+        }
+        if let Some(v) = &raw.cluster {
+            place("cluster".to_string(), v.span().start);
         }
         for (k, t) in raw.level {
             let Ok(level) = k.parse::<usize>() else {
@@ -221,6 +227,15 @@ impl CdConfig {
                  {ranks}: set xor_group to at most {ranks}"
             );
             return Err(self.config_error("xor_group", why));
+        }
+        if let Cluster::Ranks(k) = self.cluster {
+            if k > ranks {
+                let why = format!(
+                    "cluster = {k} groups {k} consecutive ranks, but the job has {ranks}: set \
+                     cluster to at most {ranks} (or \"node\")"
+                );
+                return Err(self.config_error("cluster", why));
+            }
         }
         if let Some((table, src, at, f)) = self.faults.beyond(ranks) {
             let why = format!(

@@ -141,6 +141,51 @@ impl TryFrom<Written> for Interval {
     }
 }
 
+/// The SPBC clusters of relaxed CDs (`cluster`): writes between two ranks of one cluster are
+/// not logged, and a failure re-executes the failed rank's whole cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(try_from = "Written")]
+pub enum Cluster {
+    /// No clusters: every access between two ranks is logged.
+    #[default]
+    None,
+    /// The ranks of one node (`pgas::node_of`).
+    Node,
+    /// Blocks of this many consecutive ranks (the last block may be short).
+    Ranks(usize),
+}
+
+impl Cluster {
+    /// The cluster of `rank`, numbered by its first rank's block or its node.
+    pub fn of(self, rank: usize) -> usize {
+        match self {
+            Cluster::None => rank,
+            Cluster::Node => pgas::node_of(rank),
+            Cluster::Ranks(k) => rank / k,
+        }
+    }
+
+    /// True if clusters are set.
+    pub fn is_on(self) -> bool {
+        self != Cluster::None
+    }
+}
+
+impl TryFrom<Written> for Cluster {
+    type Error = ValueError;
+    fn try_from(w: Written) -> Result<Cluster, ValueError> {
+        match w {
+            Written::Number(n) => usize::try_from(n)
+                .ok()
+                .filter(|&k| k >= 1)
+                .map(Cluster::Ranks)
+                .ok_or(ValueError::ClusterSize(n)),
+            Written::Name(s) if s == "node" => Ok(Cluster::Node),
+            Written::Name(s) => Err(ValueError::ClusterName(s)),
+        }
+    }
+}
+
 /// `checkpoint.every`: a number of executions (at least 1; `None`) or `"daly"`.
 #[derive(Deserialize)]
 #[serde(try_from = "Written")]
@@ -230,6 +275,11 @@ macro_rules! validated {
             IntervalName(String),
             #[error("must be a number of executions or \"daly\", got {0:?}")]
             EveryName(String),
+            #[error("a cluster needs at least 1 rank (\"node\" or a number of consecutive \
+                     ranks), got {0}")]
+            ClusterSize(i64),
+            #[error("must be \"node\" or a number of consecutive ranks, got {0:?}")]
+            ClusterName(String),
             #[error("every = \"daly\" needs the mean time between the failures that end the job: \
                      add mtbf_seconds = M to the checkpoint key")]
             DalyWithoutMtbf,

@@ -34,6 +34,9 @@ pub(crate) enum Failure {
     /// Only a relaxed child escalated (it could not recover alone): the rank's memory is
     /// usable, so a limited re-execution can contain it.
     RelaxedEscalation,
+    /// A relaxed child failed and escalated only because its rank's SPBC cluster must
+    /// re-execute with it (`cluster.rs`): the cluster re-executes, not the dependents.
+    Cluster,
     /// Anything else (a failure of the strict CD's own code, an injected fault at its level,
     /// a rank loss): the whole group re-executes.
     Other,
@@ -141,11 +144,14 @@ impl NodeLists {
 }
 
 /// The world ranks (of `members`, sorted) that re-execute for the failures in `records`, or
-/// why the whole group must.
+/// why the whole group must. `cluster_of` names each rank's SPBC cluster (the rank itself
+/// without clusters): D holds whole clusters, since the writes among a cluster's ranks are
+/// in no log and only their re-execution makes them again.
 pub(crate) fn reexecution_set(
     records: &[Record],
     members: &[usize],
     node_of: impl Fn(usize) -> usize,
+    cluster_of: impl Fn(usize) -> usize,
 ) -> Result<Vec<usize>, WholeGroup> {
     if let Some(r) = records.iter().find(|r| r.failure == Failure::Other) {
         return Err(WholeGroup::OtherFailure(r.rank));
@@ -166,13 +172,25 @@ pub(crate) fn reexecution_set(
         &node_of,
     );
     let mut nodes = BTreeSet::new();
-    for r in records.iter().filter(|r| r.failure != Failure::None) {
-        nodes.extend(lists.dependents(node_of(r.rank)));
+    let mut clusters = BTreeSet::new();
+    for r in records.iter() {
+        match r.failure {
+            Failure::None => {}
+            Failure::Cluster => {
+                clusters.insert(cluster_of(r.rank));
+            }
+            _ => nodes.extend(lists.dependents(node_of(r.rank))),
+        }
+    }
+    for &m in members {
+        if nodes.contains(&node_of(m)) {
+            clusters.insert(cluster_of(m));
+        }
     }
     let mut d: Vec<usize> = members
         .iter()
         .copied()
-        .filter(|&m| nodes.contains(&node_of(m)))
+        .filter(|&m| clusters.contains(&cluster_of(m)))
         .collect();
     d.sort_unstable();
     if d.len() == members.len() {
@@ -233,7 +251,7 @@ mod tests {
             .collect();
         let members: Vec<usize> = (0..n).collect();
         assert_eq!(
-            reexecution_set(&records, &members, |r| r),
+            reexecution_set(&records, &members, |r| r, |r| r),
             Ok(vec![1, 2, 3])
         );
     }
@@ -252,14 +270,39 @@ mod tests {
         ];
         let members: Vec<usize> = (0..6).collect();
         assert_eq!(
-            reexecution_set(&records, &members, |r| r),
+            reexecution_set(&records, &members, |r| r, |r| r),
             Ok(vec![0, 1, 2, 3])
         );
         // Nodes of two ranks: F's node partner (1) comes by criterion 1 and brings nothing
         // else; node 1 (ranks 2, 3) is read from, node 2 (ranks 4, 5) reads node 0 only.
         assert_eq!(
-            reexecution_set(&records, &members, |r| r / 2),
+            reexecution_set(&records, &members, |r| r / 2, |r| r),
             Ok(vec![0, 1, 2, 3])
+        );
+    }
+
+    #[test]
+    fn clusters_reexecute_whole() {
+        // Clusters of 2; node = rank. A cluster failure on 2 brings 3 and no dependents; an
+        // escalation on 0, which read from 4, brings 1 (its cluster), 4 and 5 (4's cluster).
+        let members: Vec<usize> = (0..8).collect();
+        let mut records: Vec<Record> = (0..8).map(|r| rec(r, Failure::None, &[], &[])).collect();
+        records[2] = rec(2, Failure::Cluster, &[1], &[1]);
+        assert_eq!(
+            reexecution_set(&records, &members, |r| r, |r| r / 2),
+            Ok(vec![2, 3])
+        );
+        records[2] = rec(2, Failure::None, &[], &[]);
+        records[0] = rec(0, Failure::RelaxedEscalation, &[4], &[]);
+        assert_eq!(
+            reexecution_set(&records, &members, |r| r, |r| r / 2),
+            Ok(vec![0, 1, 4, 5])
+        );
+        // One cluster holding every rank: everyone.
+        records[0] = rec(0, Failure::Cluster, &[], &[]);
+        assert_eq!(
+            reexecution_set(&records, &members, |r| r, |_| 0),
+            Err(WholeGroup::Everyone)
         );
     }
 
@@ -272,25 +315,25 @@ mod tests {
             rec(2, Failure::None, &[], &[]),
         ];
         assert_eq!(
-            reexecution_set(&records, &members, |r| r),
+            reexecution_set(&records, &members, |r| r, |r| r),
             Err(WholeGroup::OtherFailure(1))
         );
         records[1].failure = Failure::None;
         records[2].unlogged = true;
         assert_eq!(
-            reexecution_set(&records, &members, |r| r),
+            reexecution_set(&records, &members, |r| r, |r| r),
             Err(WholeGroup::Unlogged(2))
         );
         records[2].unlogged = false;
         records[1].notes_lost = true;
         assert_eq!(
-            reexecution_set(&records, &members, |r| r),
+            reexecution_set(&records, &members, |r| r, |r| r),
             Err(WholeGroup::NotesLost(1))
         );
         records[1].notes_lost = false;
         records[0].reads_from = vec![1, 2];
         assert_eq!(
-            reexecution_set(&records, &members, |r| r),
+            reexecution_set(&records, &members, |r| r, |r| r),
             Err(WholeGroup::Everyone)
         );
     }

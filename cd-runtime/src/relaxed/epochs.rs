@@ -27,7 +27,17 @@ pub fn apply(rt: &CdRuntime, w: &Incoming) -> Result<(), String> {
         IncomingWhat::Rpc { name, args, reply } => {
             incoming_rpc::rerun(rt, w, name, &args.0, reply.as_ref().map(|r| &r.0[..]))
         }
+        IncomingWhat::Unlogged { .. } => Err(unlogged(w)),
     }
+}
+
+/// Why the unlogged write `w` (from a rank of this rank's SPBC cluster) cannot be applied.
+pub fn unlogged(w: &Incoming) -> String {
+    format!(
+        "the write from rank {} (IWC {}) was made inside this rank's SPBC cluster and not \
+         logged: only a re-execution of the whole cluster makes it again",
+        w.from, w.iwc
+    )
 }
 
 /// Checks that the gathered writes and this rank's own writes into itself are exactly the

@@ -52,6 +52,10 @@ pub(crate) struct RelaxedFrame {
     pub(crate) eager_restored: HashSet<String>,
     /// IWC values of writes this rank made into itself (not in any initiator's log).
     pub(crate) own_iwcs: Vec<u64>,
+    /// This rank's unlogged writes into the other ranks of its SPBC cluster (`cluster.rs`).
+    pub(crate) cluster: ClusterWrites,
+    /// This execution escalates only because its rank's cluster must re-execute with it.
+    pub(crate) for_cluster: bool,
     /// Regions declared private (kept until the LCSA completes: "no other CD touches the
     /// data until the relaxed group completes").
     pub(crate) private: Vec<Region>,
@@ -105,6 +109,7 @@ impl RelaxedFrame {
     pub(crate) fn clear(&mut self) -> Vec<u64> {
         self.store.clear();
         self.own_iwcs.clear();
+        self.cluster = ClusterWrites::default();
         self.private.clear();
         self.privatized.clear();
         self.class_errors.clear();
@@ -127,6 +132,25 @@ impl RelaxedFrame {
         }
         Ok(())
     }
+}
+
+/// A write into another rank of this rank's SPBC cluster: not logged, only its IWC at the
+/// target is kept, so that the target's gap check still proves its logged writes complete.
+#[derive(Debug, Clone)]
+pub(crate) struct ClusterWrite {
+    pub(crate) target: usize,
+    /// The word and operation of a writing atomic (`None`: a put or an rpc request).
+    pub(crate) atomic: Option<(usize, LoggedOp)>,
+    /// The target's EC and IWC from the ack (`None` while the ack has not come).
+    pub(crate) counters: Option<(u64, u64)>,
+    /// The operation's id, to complete it by.
+    pub(crate) op: u64,
+}
+
+/// A CD's unlogged writes into its rank's cluster, in program order.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ClusterWrites {
+    pub(crate) writes: Vec<ClusterWrite>,
 }
 
 /// A declared region of this rank's segment.
@@ -177,11 +201,25 @@ pub(crate) struct Dependencies {
     pub(crate) unlogged: bool,
     /// A relaxed child of the strict CD escalated on this rank in this execution.
     pub(crate) escalated_child: bool,
+    /// A relaxed child failed and escalated only because its rank's SPBC cluster must
+    /// re-execute with it (`cluster.rs`): the cluster, not the dependents, re-executes.
+    #[serde(default)]
+    pub(crate) cluster_child: bool,
     /// A rank loss took these notes and no replica brought them back.
     pub(crate) notes_lost: bool,
 }
 
 impl Dependencies {
+    /// Notes an access to `rank` that reads from it, writes into it, or both.
+    pub(crate) fn note_access(&mut self, rank: usize, read: bool, write: bool) {
+        if read {
+            self.reads_from.insert(rank);
+        }
+        if write {
+            self.writes_to.insert(rank);
+        }
+    }
+
     /// Notes the remote operation an entry records (`logged`: a logging relaxed CD logs it).
     pub(crate) fn note(&mut self, kind: &EntryKind, logged: bool) {
         match kind {

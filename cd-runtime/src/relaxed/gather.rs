@@ -2,16 +2,18 @@
 //! gather request from this rank's logs, and gathering from the writers (the marked ones
 //! first, `writers.rs`) until the IWC sequence is complete. Used by a relaxed recovery
 //! (`replay.rs`), a limited re-execution (`limited.rs`) and the recovery fence (`fence.rs`).
+//! A rank of an SPBC cluster answers its unlogged writes into the cluster by their IWCs
+//! (`cluster.rs`).
 
 use std::rc::Rc;
 
 use pgas::runtime_hooks::internal;
 
 use crate::frame::Frame;
-use crate::relaxed::epochs;
 use crate::relaxed::log_store::{EntryKind, LogEntry};
 use crate::relaxed::state::incoming::{Incoming, IncomingWhat};
 use crate::relaxed::writers;
+use crate::relaxed::{cluster, epochs};
 use crate::runtime::CdRuntime;
 
 /// How often F asks again for writes whose ack had not reached their initiator yet.
@@ -42,13 +44,24 @@ pub(crate) fn serve_gather(
             out.push(w);
         }
     });
-    (out, pending, uncounted)
+    if pending == RESTORING {
+        return (out, pending, uncounted);
+    }
+    // The unlogged writes into a rank of this rank's SPBC cluster: their IWCs only.
+    let frames: Vec<Rc<Frame>> = rt.frames.borrow().clone();
+    let (p, u) = cluster::serve(rt, &frames, target, iwc_begin, iwc_end, &mut out);
+    (out, pending + p, uncounted + u)
 }
 
 /// How many of this rank's writes into `target` still wait for their ack ([`RESTORING`]
 /// while this rank fetches its own log replicas back).
 pub(crate) fn pending_writes_into(rt: &CdRuntime, target: usize) -> u64 {
-    for_each_logged(rt, target, |_| {})
+    let pending = for_each_logged(rt, target, |_| {});
+    if pending == RESTORING {
+        return pending;
+    }
+    let frames: Vec<Rc<Frame>> = rt.frames.borrow().clone();
+    pending + cluster::serve(rt, &frames, target, 0, 0, &mut Vec::new()).0
 }
 
 /// Calls `f` on every entry of this rank's logs (the running CDs' stores, those their

@@ -16,10 +16,12 @@ use pgas::runtime_hooks::{
 use crate::buddy::Bytes;
 use crate::frame::CdKind;
 use crate::relaxed::ReplayEvent;
+use crate::relaxed::cluster;
 use crate::relaxed::limited;
 use crate::relaxed::log_store::{EntryKind, TargetCounters};
 use crate::relaxed::logging::{complete, log};
 use crate::relaxed::modes::Mode;
+use crate::relaxed::modes::cluster::ClusterPeer;
 use crate::relaxed::modes::forward::Forward;
 use crate::relaxed::modes::limited::LimitedMode;
 use crate::relaxed::modes::live::Live;
@@ -53,6 +55,7 @@ enum Chosen {
     Refuse,
     Limited,
     Replay(Replaying),
+    Cluster,
     Forward,
 }
 
@@ -63,6 +66,7 @@ impl Chosen {
             Chosen::Refuse => &Refuse,
             Chosen::Limited => &LimitedMode,
             Chosen::Replay(r) => r,
+            Chosen::Cluster => &ClusterPeer,
             Chosen::Forward => &Forward,
         }
     }
@@ -71,8 +75,9 @@ impl Chosen {
 /// Picks the mode that serves `op`, first match wins: an access to this rank's own memory
 /// is live; an rpc function the replay runs again refuses; a limited re-execution serves
 /// the operations with ranks outside it (and lets those with ranks inside it run live);
-/// a replay serves the next logged entry (the replay switches to forward mode when its log
-/// ran out); otherwise forward mode logs.
+/// an access to another rank of this rank's SPBC cluster is not logged; a replay serves the
+/// next logged entry (the replay switches to forward mode when its log ran out); otherwise
+/// forward mode logs.
 fn select(rt: &CdRuntime, op: Op) -> Chosen {
     if matches!(op, Op::Access(rank) if rank == rt.rank) {
         return Chosen::Live;
@@ -94,6 +99,11 @@ fn select(rt: &CdRuntime, op: Op) -> Chosen {
         // A limited re-execution's allocations are live: a relaxed CD replaying inside one
         // still serves them from its own log.
         Op::Alloc => {}
+    }
+    if let Op::Access(rank) | Op::Fetch(rank) = op {
+        if cluster::same(rt, rank) {
+            return Chosen::Cluster;
+        }
     }
     match replay::next_entry(rt) {
         Some(entry) => Chosen::Replay(Replaying { entry }),
@@ -151,6 +161,7 @@ impl Interceptor for RelaxedHook {
                 own_write(rt, ack);
                 return;
             }
+            cluster::acked(rt, id.0, rma.rank, ack);
             complete(rt, id.0, |k| {
                 if let EntryKind::Write { counters: c, .. } = k {
                     *c = Some(counters(ack));
@@ -186,6 +197,7 @@ impl Interceptor for RelaxedHook {
                 own_write(rt, ack);
                 return;
             }
+            cluster::acked(rt, id.0, call.rank, ack);
             complete(rt, id.0, |k| {
                 if let EntryKind::Rpc {
                     reply: r,
@@ -223,6 +235,9 @@ impl Interceptor for RelaxedHook {
                     own_write(rt, ack);
                 }
                 return;
+            }
+            if let Some(ack) = result.ack {
+                cluster::acked(rt, id.0, rank, ack);
             }
             complete(rt, id.0, |k| {
                 if let EntryKind::Atomic {

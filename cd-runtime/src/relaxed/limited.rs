@@ -113,31 +113,35 @@ pub(crate) fn prepare(
     let mut in_copy = Vec::new();
     for w in writes {
         let from_d = members.binary_search(&w.from).is_ok();
-        match &w.what {
-            IncomingWhat::Atomic { offset, op } if op.is_combining() => {
-                let Some(g) = globals.iter().find(|g| g.covers_word(*offset)) else {
-                    return Err(format!(
-                        "a combining write ({op:?} from rank {} at offset {offset}, IWC {}) \
-                         landed in a region the CD does not preserve; re-executing would \
-                         apply it twice",
-                        w.from, w.iwc
-                    ));
-                };
-                if w.iwc <= g.iwc_after && (from_d || w.iwc > g.iwc_before) {
-                    // From D it is made again on top of a copy that holds it; from outside,
-                    // the copy may or may not hold it.
-                    return Err(format!(
-                        "a combining write ({op:?} from rank {} at offset {offset}, IWC {}) \
-                         is already in the preserved copy of `{}`",
-                        w.from, w.iwc, g.name
-                    ));
-                }
-                if !from_d && w.iwc <= g.iwc_before {
-                    in_copy.push(w);
-                    continue;
-                }
+        if !from_d && matches!(w.what, IncomingWhat::Unlogged { .. }) {
+            // D holds whole clusters: a writer outside D cannot be in this rank's cluster.
+            return Err(crate::relaxed::epochs::unlogged(&w));
+        }
+        if let Some((offset, op)) = w.what.combining() {
+            let Some(g) = globals.iter().find(|g| g.covers_word(offset)) else {
+                return Err(format!(
+                    "a combining write ({op:?} from rank {} at offset {offset}, IWC {}) \
+                     landed in a region the CD does not preserve; re-executing would \
+                     apply it twice",
+                    w.from, w.iwc
+                ));
+            };
+            if w.iwc <= g.iwc_after && (from_d || w.iwc > g.iwc_before) {
+                // From D it is made again on top of a copy that holds it; from outside,
+                // the copy may or may not hold it.
+                return Err(format!(
+                    "a combining write ({op:?} from rank {} at offset {offset}, IWC {}) \
+                     is already in the preserved copy of `{}`",
+                    w.from, w.iwc, g.name
+                ));
             }
-            IncomingWhat::Rpc { name, .. } if !from_d => {
+            if !from_d && w.iwc <= g.iwc_before {
+                in_copy.push(w);
+                continue;
+            }
+        }
+        if let IncomingWhat::Rpc { name, .. } = &w.what {
+            if !from_d {
                 return Err(format!(
                     "rank {} (outside the re-executing ranks) ran the rpc `{name}` here (IWC \
                      {}); a dependency-limited re-execution does not replay incoming rpc \
@@ -145,7 +149,6 @@ pub(crate) fn prepare(
                     w.from, w.iwc
                 ));
             }
-            _ => {}
         }
         if !from_d {
             outside.push(w);

@@ -9,6 +9,7 @@
 //! running. Beginning and completing a relaxed CD involve no communication.
 
 pub mod classes;
+pub(crate) mod cluster;
 pub mod dependencies;
 pub(crate) mod durable;
 pub(crate) mod entry;

@@ -22,7 +22,7 @@ use crate::error::FaultKinds;
 use crate::frame::{CdKind, Frame};
 use crate::injector::{Injected, OpFaults};
 use crate::recovery;
-use crate::relaxed::{fence, replica};
+use crate::relaxed::{cluster, fence, replica};
 use crate::runtime::CdRuntime;
 
 /// The payload a body unwinds with when its rank is lost at one of its operations.
@@ -110,10 +110,11 @@ pub(crate) fn count(rt: &CdRuntime) {
                     rt.rank
                 ),
             );
-            if replica::cannot_recover_alone(rt, &frame).is_some() {
-                // It escalates: the whole group re-executes, so, as after a loss detected at
-                // the end, the rank goes on with the body (on lost memory) and takes part
-                // in its synchronizations until the LCSA's agreement.
+            if replica::cannot_recover_alone(rt, &frame).is_some() || cluster::spans_others(rt) {
+                // It escalates (a rank of an SPBC cluster never recovers alone): the whole
+                // group re-executes, so, as after a loss detected at the end, the rank goes on
+                // with the body (on lost memory) and takes part in its synchronizations until
+                // the LCSA's agreement.
                 fence::lower(rt);
                 return;
             }

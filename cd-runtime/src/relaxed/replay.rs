@@ -132,6 +132,12 @@ pub(crate) fn rebuild_before_begin(rt: &CdRuntime, frame: &Frame) -> Result<(), 
             rt.rank, frame.name
         ));
     }
+    if let Some(w) = got
+        .iter()
+        .find(|w| matches!(w.what, IncomingWhat::Unlogged { .. }))
+    {
+        return Err(epochs::unlogged(w));
+    }
     got.sort_by_key(|w| w.iwc);
     got.dedup_by_key(|w| w.iwc);
     for w in got {
@@ -212,6 +218,13 @@ fn begin_fenced(rt: &CdRuntime, cd: &Cd, after_loss: bool) -> Result<(), String>
     resilience::set_epoch(ec_begin);
     // Step 2: gather and sort.
     let (asked, mut writes) = gather::gather_writes(rt, iwc_begin, iwc_end, &own)?;
+    // A write from the rank's cluster was not logged: this rank cannot recover alone.
+    if let Some(w) = writes
+        .iter()
+        .find(|w| matches!(w.what, IncomingWhat::Unlogged { .. }))
+    {
+        return Err(epochs::unlogged(w));
+    }
     // Combining writes replayed on top of their own effect corrupt data: each must land in
     // a region this CD restored, after that region's copy was taken; one already in the copy
     // is not replayed again (see `PreservedRegion`).

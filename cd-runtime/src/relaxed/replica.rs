@@ -369,6 +369,8 @@ pub(crate) fn wipe(frame: &Frame, truncate: bool, notes_redone: bool) {
     let notes_uncovered = tracks(frame, &rx) && rx.deps != sent && !notes_redone;
     let uncovered = rx.store.len() > rx.replica.entries
         || rx.own_iwcs.len() > rx.replica.iwcs
+        // The IWCs of unlogged writes into the rank's SPBC cluster are never replicated.
+        || !rx.cluster.writes.is_empty()
         || notes_uncovered;
     if uncovered && !truncate && rx.log_lost.is_none() {
         rx.log_lost = Some(format!(
@@ -380,6 +382,7 @@ pub(crate) fn wipe(frame: &Frame, truncate: bool, notes_redone: bool) {
     let had_notes = rx.deps != Dependencies::default();
     rx.store.clear();
     rx.own_iwcs.clear();
+    rx.cluster = Default::default();
     rx.deps = Dependencies {
         notes_lost: tracks(frame, &rx) && had_notes && !notes_redone,
         ..Dependencies::default()

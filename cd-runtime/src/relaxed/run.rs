@@ -15,7 +15,7 @@ use crate::injector::Injected;
 use crate::recovery;
 use crate::relaxed::frame_state::Region;
 use crate::relaxed::log_store::{EntryKind, LogEntry, TargetCounters};
-use crate::relaxed::{durable, fence, logging, op_fault, replay, replica, shadow};
+use crate::relaxed::{cluster, durable, fence, logging, op_fault, replay, replica, shadow};
 use crate::report::FailureRecord;
 use crate::runtime::{self, CdRuntime};
 
@@ -41,6 +41,16 @@ pub(crate) fn run<R>(
     mut body: impl FnMut(&Cd) -> Result<R, CdError>,
 ) -> Result<R, CdError> {
     let level = parent.level + 1;
+    // A cluster holding every rank of the team: a failure re-executes them all, so no log
+    // could ever serve anyone.
+    let settings = if settings.logging && cluster::holds_team(&rt, parent.team.members()) {
+        Rc::new(CdSettings {
+            logging: false,
+            ..(*settings).clone()
+        })
+    } else {
+        settings
+    };
     let frame = {
         let id = parent.next_child_id(name);
         let iteration = rt.next_iteration(name);
@@ -220,8 +230,22 @@ pub(crate) fn run<R>(
             Some(format!(
                 "a relaxed CD cannot recover alone from the loss of its rank's memory: {cause}"
             ))
+        } else if !logging && cluster::holds_team(&rt, frame.team.members()) {
+            frame.rx.borrow_mut().for_cluster = true;
+            Some(
+                "its rank's SPBC cluster (`cluster`) holds every rank of the team, so nothing \
+                 is logged and the whole team re-executes"
+                    .to_string(),
+            )
         } else if !logging {
             Some("logging is off for this CD, so it cannot replay".to_string())
+        } else if cluster::spans_others(&rt) {
+            frame.rx.borrow_mut().for_cluster = true;
+            Some(
+                "its rank's SPBC cluster (`cluster`) does not log the writes among its ranks, \
+                 so the cluster re-executes with it"
+                    .to_string(),
+            )
         } else if attempt >= frame.settings.retries {
             Some(format!("{} retries exhausted", frame.settings.retries))
         } else {
@@ -322,7 +346,7 @@ fn finish<R>(
     let popped = rt.frames.borrow_mut().pop();
     debug_assert!(popped.is_some_and(|f| Rc::ptr_eq(&f, frame)));
     let parent = rt.top();
-    {
+    let for_cluster = {
         let mut rx = std::mem::take(&mut *frame.rx.borrow_mut());
         let mut prx = parent.rx.borrow_mut();
         // Pushed to the parent, not deleted: an escalation may re-execute a completed
@@ -333,6 +357,7 @@ fn finish<R>(
         let before = (prx.store.len(), prx.own_iwcs.len());
         prx.store.append(std::mem::take(&mut rx.store));
         prx.own_iwcs.append(&mut rx.own_iwcs);
+        prx.cluster.writes.append(&mut rx.cluster.writes);
         let unused = replica::adopt(
             &mut prx,
             before,
@@ -352,14 +377,17 @@ fn finish<R>(
         if let Some(limit) = frame.settings.log_spill_bytes {
             logging::spill(rt, &parent, limit);
         }
-    }
+        rx.for_cluster
+    };
     // Mark the LCSA too; an escalation it sees came from a relaxed child (dependency
     // tracking limits its re-execution to the ranks that depend on this one).
     {
         let lcsa = rt.lcsa();
         let mut srx = lcsa.rx.borrow_mut();
         srx.had_relaxed = true;
-        if !completed {
+        if for_cluster {
+            srx.deps.cluster_child = true;
+        } else if !completed {
             srx.deps.escalated_child = true;
         }
     }

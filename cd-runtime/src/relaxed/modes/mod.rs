@@ -9,10 +9,13 @@
 //!   (an operation with a rank outside a limited re-execution);
 //! - [`replay::Replaying`]: served from the recovering CD's log, or squashed (a replay
 //!   whose log still holds entries);
+//! - [`cluster::ClusterPeer`]: performed unlogged, its IWC kept (an access to another rank
+//!   of this rank's SPBC cluster, `relaxed/cluster.rs`);
 //! - [`forward::Forward`]: performed and logged.
 //!
 //! The squash check of the two modes that squash writes is [`squash`].
 
+pub(crate) mod cluster;
 pub(crate) mod forward;
 pub(crate) mod limited;
 pub(crate) mod live;

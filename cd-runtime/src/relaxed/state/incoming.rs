@@ -34,6 +34,26 @@ pub enum IncomingWhat {
         /// The serialized result the initiator got back (`None` for `rpc_ff`: none came).
         reply: Option<Bytes>,
     },
+    /// A write from a rank of this rank's SPBC cluster, not logged: only its IWC is known, so
+    /// only a re-execution of the cluster makes it again (`cluster.rs`).
+    Unlogged {
+        /// The word and operation of a writing atomic (`None`: a put or an rpc request).
+        atomic: Option<(usize, LoggedOp)>,
+    },
+}
+
+impl IncomingWhat {
+    /// The word and operation of a combining atomic (logged or not), which a recovery must not
+    /// apply on top of a copy that holds it.
+    pub(crate) fn combining(&self) -> Option<(usize, LoggedOp)> {
+        match self {
+            IncomingWhat::Atomic { offset, op }
+            | IncomingWhat::Unlogged {
+                atomic: Some((offset, op)),
+            } if op.is_combining() => Some((*offset, *op)),
+            _ => None,
+        }
+    }
 }
 
 /// One write into the recovering rank, from its initiator's log.
