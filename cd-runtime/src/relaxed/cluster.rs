@@ -19,10 +19,6 @@ use std::rc::Rc;
 use gasnet_bridge::WriteAck;
 
 use crate::frame::Frame;
-use crate::relaxed::dependencies;
-use crate::relaxed::frame_state::ClusterWrite;
-use crate::relaxed::log_store::LoggedOp;
-use crate::relaxed::logging::logging_frame;
 use crate::relaxed::state::incoming::{Incoming, IncomingWhat};
 use crate::runtime::CdRuntime;
 
@@ -42,43 +38,6 @@ pub(crate) fn spans_others(rt: &CdRuntime) -> bool {
 pub(crate) fn holds_team(rt: &CdRuntime, members: &[usize]) -> bool {
     let c = rt.config.cluster;
     c.is_on() && members.len() > 1 && members.iter().all(|&r| c.of(r) == c.of(rt.rank))
-}
-
-/// The CD whose notes hold this rank's unlogged writes: the innermost logging relaxed CD,
-/// else the LCSA (a tracking strict CD's body outside relaxed children).
-fn notes_frame(rt: &CdRuntime) -> Rc<Frame> {
-    logging_frame(rt).unwrap_or_else(|| rt.lcsa())
-}
-
-/// An access to `rank` of this cluster starts: noted for a tracking strict CD (as logged:
-/// both ends of it are in or out of any limited re-execution together), and a write is kept
-/// until its ack gives its IWC. `write`: `Some(atomic)` for a write (`atomic`: the word and
-/// operation of a writing atomic).
-pub(crate) fn access(
-    rt: &CdRuntime,
-    op: u64,
-    rank: usize,
-    read: bool,
-    write: Option<Option<(usize, LoggedOp)>>,
-) {
-    if let Some(f) = dependencies::tracking_frame(rt) {
-        f.rx.borrow_mut()
-            .deps
-            .note_access(rank, read, write.is_some());
-    }
-    if let Some(atomic) = write {
-        notes_frame(rt)
-            .rx
-            .borrow_mut()
-            .cluster
-            .writes
-            .push(ClusterWrite {
-                target: rank,
-                atomic,
-                counters: None,
-                op,
-            });
-    }
 }
 
 /// The ack of a write into `rank` came: if `rank` is of this cluster, keeps the target's

@@ -2,14 +2,19 @@
 //! logged (`relaxed/cluster.rs`); a write keeps its IWC at the target, and a tracking strict
 //! CD notes the access.
 
+use std::rc::Rc;
+
 use gasnet_bridge::AtomicOp;
 use pgas::runtime_hooks::{
     AllocAction, AtomicAction, Collective, CollectiveAction, Fetch, FetchAction, GetAction, OpId,
     PutAction, Rma, RpcAction, RpcCall,
 };
 
-use crate::relaxed::cluster::access;
+use crate::frame::Frame;
+use crate::relaxed::dependencies;
+use crate::relaxed::frame_state::ClusterWrite;
 use crate::relaxed::log_store::LoggedOp;
+use crate::relaxed::logging::logging_frame;
 use crate::relaxed::modes::Mode;
 use crate::runtime::CdRuntime;
 
@@ -63,5 +68,42 @@ impl Mode for ClusterPeer {
 
     fn rng(&self, _rt: &CdRuntime, dst: &mut [u8], draw: &mut dyn FnMut(&mut [u8])) {
         draw(dst);
+    }
+}
+
+/// The CD whose notes hold this rank's unlogged writes: the innermost logging relaxed CD,
+/// else the LCSA (a tracking strict CD's body outside relaxed children).
+fn notes_frame(rt: &CdRuntime) -> Rc<Frame> {
+    logging_frame(rt).unwrap_or_else(|| rt.lcsa())
+}
+
+/// An access to `rank` of this cluster starts: noted for a tracking strict CD (as logged:
+/// both ends of it are in or out of any limited re-execution together), and a write is kept
+/// until its ack gives its IWC. `write`: `Some(atomic)` for a write (`atomic`: the word and
+/// operation of a writing atomic).
+fn access(
+    rt: &CdRuntime,
+    op: u64,
+    rank: usize,
+    read: bool,
+    write: Option<Option<(usize, LoggedOp)>>,
+) {
+    if let Some(f) = dependencies::tracking_frame(rt) {
+        f.rx.borrow_mut()
+            .deps
+            .note_access(rank, read, write.is_some());
+    }
+    if let Some(atomic) = write {
+        notes_frame(rt)
+            .rx
+            .borrow_mut()
+            .cluster
+            .writes
+            .push(ClusterWrite {
+                target: rank,
+                atomic,
+                counters: None,
+                op,
+            });
     }
 }
