@@ -42,15 +42,58 @@ impl Ran {
 /// A started run, its rank processes marked with its marker.
 pub struct Job {
     child: Child,
-    marker: String,
-    out: PathBuf,
-    err: PathBuf,
+    spec: Spec,
+    /// How many times the launcher failed to start and the run was launched again.
+    relaunched: usize,
     started: Instant,
 }
+
+/// What a run is launched with, kept to launch it again when the launcher itself failed.
+struct Spec {
+    processes: usize,
+    program: String,
+    args: Vec<String>,
+    marker: String,
+    env: Vec<(String, String)>,
+    out: PathBuf,
+    err: PathBuf,
+}
+
+/// The line of Open MPI 5.0.11's launcher when it fails before starting any process (seen
+/// once in a while on this machine kind): the run says nothing of the program, so it is
+/// launched again, up to [`RELAUNCHES`] times.
+const LAUNCHER_FAILED: &str = "PMIx server's listener thread failed to start";
+/// How many times a run whose launcher failed to start is launched again.
+const RELAUNCHES: usize = 2;
 
 /// A marker for run `k` of `test`, unique to this test process.
 pub fn marker(test: &str, k: usize) -> String {
     format!("{test}-{}-{k}", std::process::id())
+}
+
+impl Spec {
+    /// Starts the launcher, its streams into fresh files.
+    fn spawn(&self) -> Child {
+        let launcher = std::env::var("PGAS_ULFM_MPIRUN")
+            .expect("PGAS_ULFM_MPIRUN is unset: source .ci/ulfm-env before running this test");
+        let mut parts = launcher.split_whitespace();
+        let mut c = Command::new(parts.next().expect("a launcher"));
+        c.args(parts).args(["-x", MARKER]);
+        for (k, v) in &self.env {
+            c.args(["-x", k]).env(k, v);
+        }
+        c.args(["-n", &self.processes.to_string(), &self.program])
+            .args(&self.args)
+            .env(MARKER, &self.marker)
+            .env_remove("CD_CONFIG")
+            .env_remove("CD_RESTART")
+            .env_remove("PGAS_RANKS")
+            .env_remove("PGAS_SPARES")
+            .env_remove("PGAS_SEGMENT_MB");
+        c.stdout(Stdio::from(std::fs::File::create(&self.out).unwrap()))
+            .stderr(Stdio::from(std::fs::File::create(&self.err).unwrap()));
+        c.spawn().expect("start the launcher")
+    }
 }
 
 impl Job {
@@ -64,47 +107,61 @@ impl Job {
         marker: &str,
         env: &[(&str, &str)],
     ) -> Job {
-        let launcher = std::env::var("PGAS_ULFM_MPIRUN")
-            .expect("PGAS_ULFM_MPIRUN is unset: source .ci/ulfm-env before running this test");
-        let mut parts = launcher.split_whitespace();
-        let mut c = Command::new(parts.next().expect("a launcher"));
-        c.args(parts).args(["-x", MARKER]);
-        for (k, v) in env {
-            c.args(["-x", k]).env(k, v);
-        }
-        c.args(["-n", &processes.to_string(), program])
-            .args(args)
-            .env(MARKER, marker)
-            .env_remove("CD_CONFIG")
-            .env_remove("CD_RESTART")
-            .env_remove("PGAS_RANKS")
-            .env_remove("PGAS_SPARES")
-            .env_remove("PGAS_SEGMENT_MB");
         let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-        let out = dir.join(format!("{marker}.out"));
-        let err = dir.join(format!("{marker}.err"));
-        c.stdout(Stdio::from(std::fs::File::create(&out).unwrap()))
-            .stderr(Stdio::from(std::fs::File::create(&err).unwrap()));
-        Job {
-            child: c.spawn().expect("start the launcher"),
+        let spec = Spec {
+            processes,
+            program: program.to_string(),
+            args: args.iter().map(|a| a.to_string()).collect(),
             marker: marker.to_string(),
-            out,
-            err,
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            out: dir.join(format!("{marker}.out")),
+            err: dir.join(format!("{marker}.err")),
+        };
+        Job {
+            child: spec.spawn(),
+            spec,
+            relaunched: 0,
             started: Instant::now(),
         }
     }
 
+    /// If the launcher ended having failed to start (no process of the run ran), launches
+    /// the run again, at most [`RELAUNCHES`] times, and says so; true if it did.
+    fn relaunch_if_launcher_failed(&mut self) -> bool {
+        let ended = self.child.try_wait().ok().flatten();
+        let failed = ended.is_some_and(|s| !s.success())
+            && std::fs::read_to_string(&self.spec.err).is_ok_and(|e| e.contains(LAUNCHER_FAILED));
+        if !failed || self.relaunched >= RELAUNCHES {
+            return false;
+        }
+        self.relaunched += 1;
+        println!(
+            "harness: run {}: the launcher failed to start ({LAUNCHER_FAILED}); launched again",
+            self.spec.marker
+        );
+        self.child = self.spec.spawn();
+        self.started = Instant::now();
+        true
+    }
+
     /// The pid of rank `rank`'s process once its job runs (`None`: the run ended first).
     pub fn rank_pid(&mut self, rank: usize) -> Option<u32> {
-        let (marker, r) = (self.marker.clone(), rank.to_string());
-        let mut pid = None;
-        wait_for(&mut self.child, JOB_LIMIT, || {
-            pid = processes_with(&[(MARKER, &marker), ("OMPI_COMM_WORLD_RANK", &r)])
-                .into_iter()
-                .find(|p| has_thread(*p, JOB_THREAD));
-            pid.is_some()
-        });
-        pid
+        let (marker, r) = (self.spec.marker.clone(), rank.to_string());
+        loop {
+            let mut pid = None;
+            wait_for(&mut self.child, JOB_LIMIT, || {
+                pid = processes_with(&[(MARKER, &marker), ("OMPI_COMM_WORLD_RANK", &r)])
+                    .into_iter()
+                    .find(|p| has_thread(*p, JOB_THREAD));
+                pid.is_some()
+            });
+            if pid.is_some() || !self.relaunch_if_launcher_failed() {
+                return pid;
+            }
+        }
     }
 
     /// Waits for the run's end within [`JOB_LIMIT`]; a run that takes longer is killed with
@@ -112,6 +169,17 @@ impl Job {
     /// every rank process of the run has ended is killed (see [`LAUNCHER_GRACE`]) and its run
     /// counts as failed, with a line saying so at the end of its stderr.
     pub fn finish(mut self) -> Ran {
+        let ran = self.wait_end();
+        if self.relaunch_if_launcher_failed() {
+            return self.finish();
+        }
+        let _ = std::fs::remove_file(&self.spec.out);
+        let _ = std::fs::remove_file(&self.spec.err);
+        ran
+    }
+
+    /// [`Job::finish`] for the launcher running now.
+    fn wait_end(&mut self) -> Ran {
         let launcher = self.child.id();
         let (mut ranks_seen, mut ranks_gone) = (false, None::<Instant>);
         let (mut scanned, mut note) = (None::<Instant>, String::new());
@@ -122,7 +190,7 @@ impl Job {
             // A scan of /proc reads every process's environment: a few times a second is enough.
             if scanned.is_none_or(|t| t.elapsed() > Duration::from_millis(250)) {
                 let now = *scanned.insert(Instant::now());
-                let ranks = processes_with(&[(MARKER, &self.marker)])
+                let ranks = processes_with(&[(MARKER, &self.spec.marker)])
                     .into_iter()
                     .any(|p| p != launcher);
                 ranks_seen |= ranks;
@@ -141,29 +209,28 @@ impl Job {
                 break self.child.wait().unwrap();
             }
             if self.started.elapsed() > JOB_LIMIT {
-                for p in processes_with(&[(MARKER, &self.marker)]) {
+                for p in processes_with(&[(MARKER, &self.spec.marker)]) {
                     kill9(p);
                 }
                 let _ = self.child.kill();
                 let _ = self.child.wait();
                 panic!(
                     "run {} hung past {JOB_LIMIT:?}; stderr:\n{}",
-                    self.marker,
-                    std::fs::read_to_string(&self.err).unwrap_or_default()
+                    self.spec.marker,
+                    std::fs::read_to_string(&self.spec.err).unwrap_or_default()
                 );
             }
             std::thread::sleep(Duration::from_millis(5));
         };
         let wall = self.started.elapsed();
+        // Read, not removed yet: a relaunch finds the launcher's failure there.
         let read = |p: &PathBuf| {
-            let s = String::from_utf8_lossy(&std::fs::read(p).unwrap_or_default()).into_owned();
-            let _ = std::fs::remove_file(p);
-            s
+            String::from_utf8_lossy(&std::fs::read(p).unwrap_or_default()).into_owned()
         };
         Ran {
             status,
-            stdout: read(&self.out),
-            stderr: read(&self.err) + &note,
+            stdout: read(&self.spec.out),
+            stderr: read(&self.spec.err) + &note,
             wall,
         }
     }
