@@ -89,18 +89,23 @@ fn failed(first: bool) -> impl FnOnce(RecoveryError) -> Failed {
 pub(crate) fn recover(job: Option<ffi::MPI_Comm>) -> Result<NewJob, Failed> {
     super::super::process::RECOVERED.store(true, std::sync::atomic::Ordering::Release);
     let (all, me, roles) = membership();
+    revoke(job, all);
+    let (alive, dead) = agreed_dead(all, me)?;
+    renumber(alive, &dead, me, &roles)
+}
+
+/// Revokes `own` (this process's job or holders' communicator, if any) and `all`.
+fn revoke(own: Option<ffi::MPI_Comm>, all: ffi::MPI_Comm) {
     // Revoking wakes every process blocked on either communicator; a second revoke by another
     // survivor is harmless, so every survivor does it. Their errors are not acted on: a
     // communicator that is already revoked is what is wanted.
     // SAFETY: both are valid communicators of this process.
     unsafe {
-        if let Some(job) = job {
-            mpix::MPIX_Comm_revoke(job);
+        if let Some(own) = own {
+            mpix::MPIX_Comm_revoke(own);
         }
         mpix::MPIX_Comm_revoke(all);
     }
-    let (alive, dead) = agreed_dead(all, me)?;
-    renumber(alive, &dead, me, &roles)
 }
 
 /// The recovery's steps from the shrink on, without a revoke, at a process's end
@@ -136,13 +141,7 @@ pub(crate) struct LostAtStart {
 pub(crate) fn lost_at_start(holders: Option<ffi::MPI_Comm>) -> Result<LostAtStart, Failed> {
     super::super::process::RECOVERED.store(true, std::sync::atomic::Ordering::Release);
     let (all, me, _) = membership();
-    // SAFETY: both are valid communicators of this process; a second revoke is harmless.
-    unsafe {
-        if let Some(holders) = holders {
-            mpix::MPIX_Comm_revoke(holders);
-        }
-        mpix::MPIX_Comm_revoke(all);
-    }
+    revoke(holders, all);
     let (alive, dead) = agreed_dead(all, me)?;
     let first = first_live(&dead, me);
     let on_failure = |e: BridgeError| failed(first)(e.into());
