@@ -355,8 +355,41 @@ fn start(processes: usize, spares: usize, rounds: u64, paths: Paths, recover: Op
     start_with(processes, spares, rounds, paths, recover, &[])
 }
 
-/// [`start`] with `env` set in every process too.
+/// The line of Open MPI 5.0.11's launcher when it fails before starting any process (seen once
+/// in a while): such a run says nothing of the conduit, so it is launched again.
+const LAUNCHER_FAILED: &str = "PMIx server's listener thread failed to start";
+
+/// [`start`] with `env` set in every process too. Waits for the first line a process prints
+/// (every process prints its pid before its job); a launcher that ended without one, having
+/// failed to start, is started again, at most twice.
 fn start_with(
+    processes: usize,
+    spares: usize,
+    rounds: u64,
+    paths: Paths,
+    recover: Option<u64>,
+    env: &[(&str, &str)],
+) -> Job {
+    for _ in 0..2 {
+        let mut job = spawn_job(processes, spares, rounds, paths, recover, env);
+        if let Ok(line) = job.stdout.recv_timeout(JOB_LIMIT) {
+            job.stdout_seen.push(line);
+            return job;
+        }
+        // The launcher's standard output closed with no line: it ended.
+        let _ = job.child.wait();
+        let err = job.stderr.join().unwrap_or_default();
+        if !err.contains(LAUNCHER_FAILED) {
+            job.stderr = std::thread::spawn(move || err);
+            return job;
+        }
+        println!("  (the launcher failed to start, {LAUNCHER_FAILED:?}: started again)");
+    }
+    spawn_job(processes, spares, rounds, paths, recover, env)
+}
+
+/// Starts the launcher of one run ([`start_with`]).
+fn spawn_job(
     processes: usize,
     spares: usize,
     rounds: u64,
