@@ -687,10 +687,7 @@ fn survivors_recover_and_replacements_run(
         victims.len(),
         "one replacement per loss\n{context}"
     );
-    for r in 0..ranks {
-        let line = format!("rank {r} done");
-        assert_eq!(lines_with(&out, &line).len(), 1, "{line}\n{context}");
-    }
+    each_rank_done_once(&out, ranks, &context);
     assert!(
         !err.contains("panicked") && !err.contains("gives up") && !err.contains("job ends"),
         "nothing but the recovery's lines\n{context}"
@@ -785,14 +782,8 @@ fn a_rank_lost_after_the_job_ends_it_with_one_line(victim: usize) {
         lines[0].contains(&format!("rank {victim} was lost")),
         "{context}"
     );
-    for r in 0..4 {
-        let line = format!("rank {r} done");
-        assert_eq!(lines_with(&out, &line).len(), 1, "{line}\n{context}");
-    }
-    assert!(
-        !err.contains("did not finish within") && !err.contains("panicked"),
-        "{context}"
-    );
+    each_rank_done_once(&out, 4, &context);
+    no_deadline_line_or_panic(&err, &context);
 }
 
 /// The idle spare killed while the job runs: the job goes on to its end (every rank's last
@@ -807,19 +798,13 @@ fn the_idle_spare_killed_the_job_goes_on() {
     let (status, out, err) = job.finish(started);
     let context = format!("stdout:\n{out}\nstderr:\n{err}");
     assert!(status.exited_0_or_lingered(), "{context}");
-    for r in 0..4 {
-        let line = format!("rank {r} done");
-        assert_eq!(lines_with(&out, &line).len(), 1, "{line}\n{context}");
-    }
+    each_rank_done_once(&out, 4, &context);
     assert_eq!(
         lines_with(&err, "an idle spare process died").len(),
         1,
         "one line\n{context}"
     );
-    assert!(
-        !err.contains("did not finish within") && !err.contains("panicked"),
-        "{context}"
-    );
+    no_deadline_line_or_panic(&err, &context);
 }
 
 /// The idle spare killed, then a rank: nothing is left to replace it, and the job ends with
@@ -867,14 +852,8 @@ fn a_process_lost_at_start_the_start_up_runs_again(point: &str, process: usize) 
             && lines[0].contains("the start-up runs again over the 3 live processes, 0 of them"),
         "{context}"
     );
-    for r in 0..3 {
-        let line = format!("rank {r} done");
-        assert_eq!(lines_with(&out, &line).len(), 1, "{line}\n{context}");
-    }
-    assert!(
-        !err.contains("did not finish within") && !err.contains("panicked"),
-        "{context}"
-    );
+    each_rank_done_once(&out, 3, &context);
+    no_deadline_line_or_panic(&err, &context);
 }
 
 /// Without a spare, a process killed during the start-up ends the job: one line naming it and
@@ -902,6 +881,19 @@ fn without_a_spare_a_process_lost_at_start_ends_the_job_with_one_line() {
         lines_with(&out, "rank").is_empty(),
         "no body ran\n{context}"
     );
+    no_deadline_line_or_panic(&err, &context);
+}
+
+/// Every one of `ranks` ranks printed its last line once.
+fn each_rank_done_once(out: &str, ranks: usize, context: &str) {
+    for r in 0..ranks {
+        let line = format!("rank {r} done");
+        assert_eq!(lines_with(out, &line).len(), 1, "{line}\n{context}");
+    }
+}
+
+/// No process hit a deadline of the conduit, and none panicked.
+fn no_deadline_line_or_panic(err: &str, context: &str) {
     assert!(
         !err.contains("did not finish within") && !err.contains("panicked"),
         "{context}"
