@@ -20,9 +20,9 @@ use super::mpix;
 use super::rebuild;
 use super::recovery::{NewJob, recover};
 use super::spare::{self, Called};
+use super::start_again::start_again_if_lost;
 use super::unrecovered::{
     AFTER_END, UNCAUGHT, end_after_loss, end_failed_recovery, end_recovered, go_on, say_place,
-    start_again_if_lost,
 };
 
 /// What this process does in the job.

@@ -87,9 +87,10 @@ pub(crate) fn rank_and_size(comm: ffi::MPI_Comm) -> Result<(usize, usize), Bridg
 }
 
 /// Splits the processes into rank holders and spares (collective over every process): the
-/// last `PGAS_SPARES` processes of `MPI_COMM_WORLD` are spares. When a start-up lost a process
-/// and runs again (`unrecovered::lost_at_start`), over the live processes of the membership:
-/// the first of them hold the job's ranks, the rest are spares.
+/// last `PGAS_SPARES` processes of `MPI_COMM_WORLD` are spares. A process that has a membership
+/// already (a start-up that lost a process and runs again, `start_again.rs`; or a later job of
+/// the process) splits the live processes of that membership: the first of them hold the
+/// job's ranks, the rest are spares.
 pub(crate) fn split() -> Result<Place, BridgeError> {
     let again = with(|m| m.map(|m| (m.all, m.ranks)));
     let (all, ranks) = match again {
@@ -104,7 +105,7 @@ pub(crate) fn split() -> Result<Place, BridgeError> {
     let (me, _) = rank_and_size(all)?;
     let spare = me >= ranks;
     // Kept before the first collective over `all`: a loss during the start-up revokes it
-    // (`unrecovered::lost_at_start`).
+    // (`start_again.rs`).
     MEMBERSHIP.with(|m| {
         **m.borrow_mut() = Some(Membership {
             all,

@@ -11,4 +11,5 @@ mod rebuild;
 mod recovery;
 mod roles;
 mod spare;
+mod start_again;
 mod unrecovered;
