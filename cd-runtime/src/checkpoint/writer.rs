@@ -430,7 +430,7 @@ fn write_part(dir: &Path, part: BTreeMap<usize, Handed>) {
         .and_then(|a| create_new(&copy).map(|b| (a, b)))
         .and_then(|(a, b)| {
             let (placed, a) = write_states(&own, a, &part)?;
-            let (_, b) = write_states(&copy, b, &part)?;
+            let b = stream_states(&copy, b, &part, |_, _| {})?;
             let mut items = vec![
                 Durable::File(&own, a),
                 Durable::File(&copy, b),
@@ -568,22 +568,45 @@ fn write_states(
     f: File,
     part: &BTreeMap<usize, Handed>,
 ) -> Result<(Vec<Placed>, File), String> {
-    let mut w = Streamed::new(f);
-    let mut placed = Vec::with_capacity(part.len());
+    let mut placed: Vec<Placed> = Vec::with_capacity(part.len());
+    let mut crc = crc32fast::Hasher::new();
     let mut offset = 0u64;
+    let f = stream_states(path, f, part, |rank, piece| {
+        if placed.last().is_none_or(|p| p.0 != rank) {
+            if let Some(last) = placed.last_mut() {
+                last.3 = std::mem::take(&mut crc).finalize();
+            }
+            placed.push((rank, offset, 0, 0));
+        }
+        crc.update(piece);
+        placed.last_mut().expect("pushed above").2 += piece.len() as u64;
+        offset += piece.len() as u64;
+    })?;
+    if let Some(last) = placed.last_mut() {
+        last.3 = crc.finalize();
+    }
+    Ok((placed, f))
+}
+
+/// Streams the states of `part` in rank order into the new file `f` (at `path`), showing
+/// `seen` each rank before its pieces (an empty piece) and then each piece: the part's copy
+/// passes a `seen` that does nothing, its checksums being the part's file's.
+fn stream_states(
+    path: &Path,
+    f: File,
+    part: &BTreeMap<usize, Handed>,
+    mut seen: impl FnMut(usize, &[u8]),
+) -> Result<File, String> {
+    let mut w = Streamed::new(f);
     for (&r, h) in part {
-        let (mut crc, mut len) = (crc32fast::Hasher::new(), 0u64);
+        seen(r, &[]);
         write_entries(&h.entries, |piece| {
-            crc.update(piece);
-            len += piece.len() as u64;
+            seen(r, piece);
             w.write_all(piece)
         })
         .map_err(|e| describe(path, e))?;
-        placed.push((r, offset, len, crc.finalize()));
-        offset += len;
     }
-    let f = w.finish().map_err(|e| describe(path, e))?;
-    Ok((placed, f))
+    w.finish().map_err(|e| describe(path, e))
 }
 
 /// Bytes written between two hand-overs of a file's pages to the disk.
