@@ -53,7 +53,7 @@ use std::ops::Range;
 use std::time::Instant;
 
 use crate::cd::Cd;
-use crate::config::{CdKindSetting, Interval};
+use crate::config::Interval;
 use crate::error::CdError;
 use crate::runtime;
 
@@ -74,12 +74,13 @@ pub fn strict_steps(
     steps: Range<u64>,
     mut body: impl FnMut(&Cd, u64) -> Result<(), CdError>,
 ) -> Result<(), CdError> {
-    let (settings, team, relaxed) = runtime::with(|rt| {
-        let level = rt.top().level + 1;
-        let settings = rt.settings(name, level);
-        let relaxed = settings.kind == Some(CdKindSetting::Relaxed);
-        (settings, rt.top().team.clone(), relaxed)
+    let (settings, team) = runtime::with(|rt| {
+        (
+            crate::strict::child_settings(rt, name),
+            rt.top().team.clone(),
+        )
     });
+    let relaxed = crate::strict::is_relaxed(&settings);
     // One execution of the CD running steps `range`: later `preserve` calls of a name keep
     // the first copy; a failed step does not stop the others.
     let mut group = |range: Range<u64>, mut measure: Option<&mut (u64, u64)>| {
@@ -106,7 +107,7 @@ pub fn strict_steps(
         if relaxed {
             crate::relaxed::relaxed(name, run)
         } else {
-            crate::strict::run(name, team.clone(), run)
+            crate::strict::run(name, team.clone(), settings.clone(), run)
         }
     };
     // A restart resumes the loop at the step its checkpoint's execution began with.

@@ -3,10 +3,12 @@
 //! CDs' rank state; found through a thread-local while the rank runs (`launch.rs` installs it).
 
 use std::cell::{Cell, RefCell};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::Arc;
+
+use rustc_hash::FxHashMap;
 
 use crate::buddy::{self, BuddyRpcs, BuddyStore, buddy_map};
 use crate::buffer_pool::BufferPool;
@@ -34,9 +36,9 @@ pub(crate) struct CdRuntime {
     /// with the medium's rpc handlers, [`buddy::serve`]).
     pub(crate) buddy: Rc<BuddyStore>,
     pub(crate) rpcs: BuddyRpcs,
-    iterations: RefCell<HashMap<String, u64>>,
+    iterations: RefCell<FxHashMap<String, u64>>,
     /// The merged settings of each CD name and level met so far ([`CdRuntime::settings`]).
-    settings: RefCell<HashMap<String, HashMap<usize, Rc<CdSettings>>>>,
+    settings: RefCell<FxHashMap<String, FxHashMap<usize, Rc<CdSettings>>>>,
     /// The exact faults of the configuration this rank reached ([`CdConfig::exact_sites`]).
     reached: RefCell<BTreeSet<usize>>,
     /// This rank's directory in the job's private directory (spilled logs go below it).
@@ -190,8 +192,8 @@ impl CdRuntime {
                 buddy_rank,
             )),
             rpcs: rpcs.buddy,
-            iterations: RefCell::new(HashMap::new()),
-            settings: RefCell::new(HashMap::new()),
+            iterations: RefCell::default(),
+            settings: RefCell::default(),
             reached: RefCell::new(BTreeSet::new()),
             files: FileWriter::new(file_dir.clone()),
             file_dir,

@@ -13,7 +13,7 @@ use std::time::Instant;
 use pgas::Team;
 
 use crate::cd::Cd;
-use crate::config::CdKindSetting;
+use crate::config::{CdKindSetting, CdSettings};
 use crate::error::{CdError, FaultKinds};
 use crate::frame::{Frame, restorable};
 use crate::relaxed::dependencies::{Failure, Record, reexecution_set};
@@ -24,18 +24,22 @@ use crate::runtime::{self, CdRuntime};
 /// With `kind = "relaxed"` in the CD's configuration it runs as [`crate::relaxed()`] instead
 /// (the rule is in [`crate::config`]).
 pub fn strict<R>(name: &str, body: impl FnMut(&Cd) -> Result<R, CdError>) -> Result<R, CdError> {
-    let (team, relaxed) = runtime::with(|rt| (rt.top().team.clone(), configured_relaxed(rt, name)));
-    if relaxed {
+    let (team, settings) = runtime::with(|rt| (rt.top().team.clone(), child_settings(rt, name)));
+    if is_relaxed(&settings) {
         return crate::relaxed::run::relaxed_as_configured(name, body);
     }
-    run(name, team, body)
+    run(name, team, settings, body)
 }
 
-/// True when the configuration gives the CD `name`, entered now as a child of the current
-/// CD, `kind = "relaxed"`.
-fn configured_relaxed(rt: &CdRuntime, name: &str) -> bool {
-    let level = rt.top().level + 1;
-    rt.settings(name, level).kind == Some(CdKindSetting::Relaxed)
+/// The settings of the CD `name` entered now as a child of the current CD: looked up once
+/// per CD and handed to [`run`].
+pub(crate) fn child_settings(rt: &CdRuntime, name: &str) -> Rc<CdSettings> {
+    rt.settings(name, rt.top().level + 1)
+}
+
+/// True when `settings` give the CD `kind = "relaxed"`.
+pub(crate) fn is_relaxed(settings: &CdSettings) -> bool {
+    settings.kind == Some(CdKindSetting::Relaxed)
 }
 
 /// A CD the program calls relaxed and the configuration makes strict: spans the parent's
@@ -44,8 +48,8 @@ pub(crate) fn strict_as_configured<R>(
     name: &str,
     body: impl FnMut(&Cd) -> Result<R, CdError>,
 ) -> Result<R, CdError> {
-    let team = runtime::with(|rt| rt.top().team.clone());
-    run(name, team, body)
+    let (team, settings) = runtime::with(|rt| (rt.top().team.clone(), child_settings(rt, name)));
+    run(name, team, settings, body)
 }
 
 /// Runs `body` as a strict child CD spanning the ranks of `team` (which must include this
@@ -58,10 +62,11 @@ pub fn strict_on<R>(
     team: &Team,
     body: impl FnMut(&Cd) -> Result<R, CdError>,
 ) -> Result<R, CdError> {
-    if runtime::with(|rt| configured_relaxed(rt, name)) {
+    let settings = runtime::with(|rt| child_settings(rt, name));
+    if is_relaxed(&settings) {
         return crate::relaxed::run::relaxed_as_configured(name, body);
     }
-    run(name, team.clone(), body)
+    run(name, team.clone(), settings, body)
 }
 
 /// Runs `body` as a strict child CD of this rank alone (no agreement with other ranks).
@@ -71,11 +76,11 @@ pub fn strict_local<R>(
     name: &str,
     body: impl FnMut(&Cd) -> Result<R, CdError>,
 ) -> Result<R, CdError> {
-    if runtime::with(|rt| configured_relaxed(rt, name)) {
+    let settings = runtime::with(|rt| child_settings(rt, name));
+    if is_relaxed(&settings) {
         return crate::relaxed::run::relaxed_as_configured(name, body);
     }
-    let team = pgas::solo_team();
-    run(name, team, body)
+    run(name, pgas::solo_team(), settings, body)
 }
 
 /// The failure set a body's result contributes.
@@ -162,9 +167,11 @@ fn agree_reason(team: &Team, mine: Option<(usize, String)>) -> (Option<usize>, S
     }
 }
 
+/// Runs `body` as the strict CD `name` over `team`, with `settings` ([`child_settings`]).
 pub(crate) fn run<R>(
     name: &str,
     team: Team,
+    settings: Rc<CdSettings>,
     mut body: impl FnMut(&Cd) -> Result<R, CdError>,
 ) -> Result<R, CdError> {
     let rt = runtime::handle();
@@ -186,7 +193,6 @@ pub(crate) fn run<R>(
         let level = parent.level + 1;
         let id = parent.next_child_id(name);
         let iteration = rt.next_iteration(name);
-        let settings = rt.settings(name, level);
         let frame = Rc::new(Frame::new(
             name,
             level,
