@@ -24,7 +24,13 @@
 //!
 //! **Removal.** [`PrivateDir`] removes the directory and everything in it when dropped (every
 //! exit path that unwinds), and registers it with [`gasnet_bridge::for_runtimes::exit_cleanup`] meanwhile, so
-//! the mpi conduit's watchdog removes it too before it ends the process with `_exit`.
+//! the mpi conduit's watchdog removes it too before it ends the process with `_exit`. A process
+//! killed outright (SIGKILL, the out-of-memory killer) removes nothing, so the name carries the
+//! host and process id before its random part (`cd-files-HOST-PID-RANDOM`), and each new
+//! directory's creation first removes the ones its parent holds from this host whose process
+//! is gone (Linux: no `/proc/PID`), if they are this user's directories. A reused process id
+//! only keeps a stale directory longer; one on another host (a shared `file_dir`) is never
+//! judged here.
 
 use std::fs::{DirBuilder, File, OpenOptions, Permissions};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
@@ -163,8 +169,10 @@ impl PrivateDir {
     pub fn create(parent: Option<&Path>) -> Result<PrivateDir, PrivateDirError> {
         let parent = parent.map_or_else(std::env::temp_dir, Path::to_path_buf);
         check_parent(&parent)?;
+        let host = host_name();
+        remove_stale(&parent, &host);
         let dir = tempfile::Builder::new()
-            .prefix(PREFIX)
+            .prefix(&format!("{PREFIX}{host}-{}-", std::process::id()))
             .rand_bytes(RANDOM_CHARS)
             .permissions(Permissions::from_mode(DIR_MODE))
             .tempdir_in(&parent)
@@ -189,6 +197,57 @@ impl Drop for PrivateDir {
         // Removed before it is unregistered: an `_exit` in between finds it still registered.
         let _ = std::fs::remove_dir_all(&self.path);
         gasnet_bridge::for_runtimes::exit_cleanup::unregister(&self.path);
+    }
+}
+
+/// This host's name as a directory name may hold it (`host` where it cannot be read).
+fn host_name() -> String {
+    let name = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let name: String = name
+        .trim()
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_'))
+        .collect();
+    if name.is_empty() { "host".into() } else { name }
+}
+
+/// The process id in the name of a private directory made on `host`, if `name` is one.
+fn creator_on(name: &str, host: &str) -> Option<u32> {
+    let rest = name
+        .strip_prefix(PREFIX)?
+        .strip_prefix(host)?
+        .strip_prefix('-')?;
+    let (pid, random) = rest.split_once('-')?;
+    (random.len() == RANDOM_CHARS && random.chars().all(|c| c.is_ascii_alphanumeric()))
+        .then(|| pid.parse().ok())
+        .flatten()
+}
+
+/// Removes the private directories in `parent` made on `host` by processes that are gone
+/// (module doc, "Removal"): never a symbolic link, never another user's directory. Best
+/// effort: an error leaves the directory where it is.
+fn remove_stale(parent: &Path, host: &str) {
+    if !Path::new("/proc/self").exists() {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    let me = effective_uid();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(|n| creator_on(n, host)) else {
+            continue;
+        };
+        if pid == std::process::id() || Path::new("/proc").join(pid.to_string()).exists() {
+            continue;
+        }
+        let path = entry.path();
+        let ours =
+            std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_dir() && m.uid() == me);
+        if ours {
+            let _ = std::fs::remove_dir_all(&path);
+        }
     }
 }
 
@@ -240,9 +299,11 @@ mod tests {
             assert!(meta.is_dir());
             assert_eq!(meta.mode() & 0o7777, 0o700, "{}", d.path().display());
             let name = d.path().file_name().unwrap().to_str().unwrap();
-            let random = name.strip_prefix(PREFIX).expect("prefixed");
+            let pid = std::process::id();
+            let prefix = format!("{PREFIX}{}-{pid}-", host_name());
+            let random = name.strip_prefix(&prefix).expect("prefixed");
             assert_eq!(random.len(), RANDOM_CHARS, "{name}");
-            assert!(!random.contains(&std::process::id().to_string()), "{name}");
+            assert_eq!(creator_on(name, &host_name()), Some(pid));
             assert!(
                 gasnet_bridge::for_runtimes::exit_cleanup::registered()
                     .contains(&d.path().to_path_buf())
@@ -343,5 +404,49 @@ mod tests {
         // The system's temporary directory is root's and sticky: accepted.
         check_parent(Path::new("/tmp")).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_killed_processs_directory_goes_at_the_next_creation_and_nothing_else_does() {
+        let parent = scratch("stale");
+        std::fs::create_dir_all(&parent).unwrap();
+        let host = host_name();
+        let gone = {
+            let mut child = std::process::Command::new("true").spawn().unwrap();
+            let pid = child.id();
+            child.wait().unwrap();
+            pid
+        };
+        let live = std::process::id();
+        let name = |host: &str, pid: u32| format!("{PREFIX}{host}-{pid}-abcdefABCDEF");
+        let stale = parent.join(name(&host, gone));
+        let kept = [
+            parent.join(name(&host, live)),
+            parent.join(name("another-host", gone)),
+            parent.join(format!("{PREFIX}{host}-{gone}-short")),
+            parent.join(format!("{PREFIX}0lQ9xcCbfde1")),
+        ];
+        for d in kept.iter().chain([&stale]) {
+            create_dir(d).unwrap();
+            create_file(&d.join("arena.bin")).unwrap();
+        }
+        // A symbolic link with a stale name is not followed, nor removed.
+        let target = scratch("stale-target");
+        create_dir(&target).unwrap();
+        let link = parent.join(name(&host, gone + 1_000_000));
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+
+        let fresh = PrivateDir::create(Some(&parent)).unwrap();
+        assert!(
+            !stale.exists(),
+            "the directory of a process that is gone is removed"
+        );
+        for d in &kept {
+            assert!(d.join("arena.bin").exists(), "{} kept", d.display());
+        }
+        assert!(std::fs::symlink_metadata(&link).is_ok() && target.exists());
+        drop(fresh);
+        std::fs::remove_dir_all(&parent).unwrap();
+        std::fs::remove_dir_all(&target).unwrap();
     }
 }

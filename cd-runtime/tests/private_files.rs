@@ -148,9 +148,16 @@ fn the_default_directory_is_0700_randomly_named_its_files_0600_and_removed_at_th
         );
         assert_eq!(job_dir.parent(), Some(std::env::temp_dir().as_path()));
         let name = job_dir.file_name().unwrap().to_string_lossy().into_owned();
+        // `cd-files-HOST-PID-` and 12 random characters: a name another user cannot
+        // predict, whose process id lets a later launch remove it if this process is killed.
+        let random = name
+            .rsplit_once(&format!("-{}-", std::process::id()))
+            .map_or("", |(_, r)| r);
         assert!(
-            !name.contains(&std::process::id().to_string()),
-            "a name another user could not predict, not from the process id: {name}"
+            name.starts_with("cd-files-")
+                && random.len() == 12
+                && random.chars().all(|c| c.is_ascii_alphanumeric()),
+            "cd-files-HOST-PID-RANDOM: {name}"
         );
         for (path, mode, is_dir) in &ranks[0].1 {
             let want = if *is_dir { 0o700 } else { 0o600 };
