@@ -40,6 +40,7 @@ integration-tests relaxed_prop 4 *
 integration-tests relaxed_prop 3 *
 integration-tests relaxed_halo 4 *
 integration-tests relaxed_rank_loss 8 *
+integration-tests spbc_clusters 8 *
 integration-tests dependency_tracking 7 *
 integration-tests dependency_tracking 9 two_escalations_far_apart
 integration-tests dependency_tracking 16 pull_2d_16_ranks_nodes_of_1_and_2
