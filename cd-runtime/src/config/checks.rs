@@ -124,7 +124,7 @@ pub(super) fn checkpoint<'a>(
                 checkpoints' directories: letters, digits, `_` and `.` only"
                 .to_string(),
             (Some(name), None) => {
-                found = Some((name.to_string(), c.get_ref().0.clone()));
+                found = Some((name.to_string(), c.get_ref().clone()));
                 continue;
             }
         };

@@ -7,8 +7,8 @@ use toml::Spanned;
 
 use super::faults::ExactFaults;
 use super::values::{
-    Bytes, CdKindSetting, Checkpoint, Contain, GroupSize, Interval, LogDurable, LogMedium, Medium,
-    Probability, Retries, Seconds,
+    Bytes, CdKindSetting, Contain, GroupSize, Interval, LogDurable, LogMedium, Medium, Probability,
+    Retries, Seconds,
 };
 use crate::checkpoint::format::CheckpointPolicy;
 use crate::error::FaultKinds;
@@ -121,7 +121,7 @@ settings! {
         /// Members of a checksum group of the xor medium.
         xor_group: Option<usize> = None, read as Key<GroupSize>;
         /// The job's checkpoints to disk, when this is the CD that writes them.
-        checkpoint: Option<CheckpointPolicy> = None, read as Key<Checkpoint>;
+        checkpoint: Option<CheckpointPolicy> = None, read as Key<CheckpointPolicy>;
     }
 }
 
