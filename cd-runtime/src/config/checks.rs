@@ -10,19 +10,16 @@ use crate::error::{ConfigError, FaultKinds};
 pub(super) fn table(src: &Source, table: &str, l: &Layer, d: &Layer) -> Result<(), ConfigError> {
     let xor = get(&l.medium) == Some(Medium::Xor);
     let buddy_log = get(&l.log_medium) == Some(LogMedium::Buddy);
+    let no_mtbf = l.mtbf_seconds.is_none() && d.mtbf_seconds.is_none();
     let checks = [
         (
-            get(&l.interval) == Some(Interval::Daly)
-                && l.mtbf_seconds
-                    .as_ref()
-                    .or(d.mtbf_seconds.as_ref())
-                    .is_none(),
+            get(&l.interval) == Some(Interval::Daly) && no_mtbf,
             (span(&l.interval), "interval"),
             "interval = \"daly\" needs the mean time between failures: set mtbf_seconds in the \
              same table or in [defaults]",
         ),
         (
-            xor && l.xor_group.as_ref().or(d.xor_group.as_ref()).is_none(),
+            xor && l.xor_group.is_none() && d.xor_group.is_none(),
             (span(&l.medium), "medium"),
             "medium = \"xor\" needs the size of its checksum groups: set xor_group (2 or more) in \
              the same table or in [defaults]",
@@ -49,7 +46,7 @@ pub(super) fn table(src: &Source, table: &str, l: &Layer, d: &Layer) -> Result<(
         ),
     ];
     match checks.into_iter().find(|c| c.0) {
-        Some((_, (at, key), why)) => Err(src.error(at, Some(format!("{table}.{key}")), why.into())),
+        Some((_, (at, key), why)) => Err(src.error(at, format!("{table}.{key}"), why)),
         None => Ok(()),
     }
 }
@@ -93,11 +90,8 @@ pub(super) fn hopeless<'a>(
                          set {key} below 1, or retries = 0 there to see the escalation at once",
                         p.get_ref().0
                     );
-                    return Err(src.error(
-                        Some(p.span().start),
-                        Some(format!("{at}.inject.{key}")),
-                        why,
-                    ));
+                    let key = format!("{at}.inject.{key}");
+                    return Err(src.error(p.span().start, key, why));
                 }
             }
         }
@@ -128,11 +122,7 @@ pub(super) fn checkpoint<'a>(
                 continue;
             }
         };
-        return Err(src.error(
-            Some(c.span().start),
-            Some(format!("{table}.checkpoint")),
-            why,
-        ));
+        return Err(src.error(c.span().start, format!("{table}.checkpoint"), why));
     }
     Ok(found)
 }
