@@ -2,9 +2,9 @@
 
 use super::settings::{CdSettings, Key, Layer, get, span};
 use super::source::Source;
-use super::values::{CdKindSetting, Interval, LogMedium, Medium, Probability};
+use super::values::{CdKindSetting, FaultKind, Interval, LogMedium, Medium, Probability};
 use crate::checkpoint::format::CheckpointPolicy;
-use crate::error::{ConfigError, FaultKinds};
+use crate::error::ConfigError;
 
 /// Checks the table `l` called `table`, with `[defaults]` `d` filling in what it leaves out.
 pub(super) fn table(src: &Source, table: &str, l: &Layer, d: &Layer) -> Result<(), ConfigError> {
@@ -39,7 +39,7 @@ pub(super) fn table(src: &Source, table: &str, l: &Layer, d: &Layer) -> Result<(
              takes: set medium = \"buddy\" (or \"file\")",
         ),
         (
-            buddy_log && get(&l.contain).is_some_and(|c| !c.0.contains(FaultKinds::RANK_LOSS)),
+            buddy_log && get(&l.contain).is_some_and(|c| !c.contains(&FaultKind::RankLoss)),
             (span(&l.log_medium), "log_medium"),
             "log_medium = \"buddy\" replicates the log for rank losses, but `contain` (in the \
              same table) leaves out \"rank_loss\": add it, or drop log_medium",

@@ -164,11 +164,8 @@ impl CdConfig {
 
     /// The tables of the CD called `name` at `level`, most specific first.
     fn tables(&self, name: &str, level: usize) -> Tables<'_, Layer> {
-        [
-            self.names.get(name),
-            self.levels.get(&level),
-            Some(&self.defaults),
-        ]
+        let (by_name, by_level) = (self.names.get(name), self.levels.get(&level));
+        [by_name, by_level, Some(&self.defaults)]
     }
 
     /// The settings of the CD called `name` at `level`, its tables merged key by key.
@@ -266,13 +263,8 @@ impl CdConfig {
 
     /// The checksum group sizes written anywhere, increasing, which [`crate::launch`] forms.
     pub fn xor_group_sizes(&self) -> Vec<usize> {
-        let tables = self.named_tables();
-        let mut sizes: Vec<usize> = tables
-            .filter_map(|(_, l)| get(&l.xor_group)?.into())
-            .collect();
-        sizes.sort_unstable();
-        sizes.dedup();
-        sizes
+        let sizes = (self.named_tables()).filter_map(|(_, l)| get(&l.xor_group)?.into());
+        Vec::from_iter(BTreeSet::<usize>::from_iter(sizes))
     }
 
     /// The tables a run whose CDs were `ran` (name, level) never used, one line each.

@@ -7,8 +7,8 @@ use toml::Spanned;
 
 use super::faults::ExactFaults;
 use super::values::{
-    Bytes, CdKindSetting, Contain, GroupSize, Interval, LogDurable, LogMedium, Medium, Probability,
-    Retries, Seconds,
+    Bytes, CdKindSetting, FaultKind, GroupSize, Interval, LogDurable, LogMedium, Medium,
+    Probability, Retries, Seconds,
 };
 use crate::checkpoint::format::CheckpointPolicy;
 use crate::error::FaultKinds;
@@ -95,7 +95,7 @@ settings! {
         retries: u32 = 2, read as Key<Retries>;
         /// Failures this CD contains (others escalate at once).
         contain: FaultKinds = FaultKinds::SOFT.union(FaultKinds::RANK_LOSS),
-            read as Key<Contain>;
+            read as Key<Vec<FaultKind>>;
         /// Whether this CD appears in the report.
         report: bool = true, read as Key<bool>;
         /// Its fault injector.

@@ -85,23 +85,13 @@ impl FaultKind {
     }
 }
 
-/// The failures a level contains (`contain`), read from the list of their kinds.
-#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
-#[serde(from = "Vec<FaultKind>")]
-pub(super) struct Contain(pub(super) FaultKinds);
-
-impl From<Vec<FaultKind>> for Contain {
-    fn from(kinds: Vec<FaultKind>) -> Contain {
-        Contain(kinds.iter().fold(FaultKinds::NONE, |acc, k| match k {
+/// The failures a level contains (`contain`), from the list of their kinds.
+impl From<Vec<FaultKind>> for FaultKinds {
+    fn from(kinds: Vec<FaultKind>) -> FaultKinds {
+        kinds.iter().fold(FaultKinds::NONE, |acc, k| match k {
             FaultKind::Soft => acc.union(FaultKinds::SOFT),
             FaultKind::RankLoss => acc.union(FaultKinds::RANK_LOSS),
-        }))
-    }
-}
-
-impl From<Contain> for FaultKinds {
-    fn from(c: Contain) -> FaultKinds {
-        c.0
+        })
     }
 }
 
