@@ -2,27 +2,24 @@
 
 use super::settings::{CdSettings, Key, Layer, get, span};
 use super::source::Source;
-use super::values::{CdKindSetting, Interval, LogMedium, Medium, Probability};
+use super::values::{CdKindSetting, FaultKind, Interval, LogMedium, Medium, Probability};
 use crate::checkpoint::format::CheckpointPolicy;
-use crate::error::{ConfigError, FaultKinds};
+use crate::error::ConfigError;
 
 /// Checks the table `l` called `table`, with `[defaults]` `d` filling in what it leaves out.
 pub(super) fn table(src: &Source, table: &str, l: &Layer, d: &Layer) -> Result<(), ConfigError> {
     let xor = get(&l.medium) == Some(Medium::Xor);
     let buddy_log = get(&l.log_medium) == Some(LogMedium::Buddy);
+    let no_mtbf = l.mtbf_seconds.is_none() && d.mtbf_seconds.is_none();
     let checks = [
         (
-            get(&l.interval) == Some(Interval::Daly)
-                && l.mtbf_seconds
-                    .as_ref()
-                    .or(d.mtbf_seconds.as_ref())
-                    .is_none(),
+            get(&l.interval) == Some(Interval::Daly) && no_mtbf,
             (span(&l.interval), "interval"),
             "interval = \"daly\" needs the mean time between failures: set mtbf_seconds in the \
              same table or in [defaults]",
         ),
         (
-            xor && l.xor_group.as_ref().or(d.xor_group.as_ref()).is_none(),
+            xor && l.xor_group.is_none() && d.xor_group.is_none(),
             (span(&l.medium), "medium"),
             "medium = \"xor\" needs the size of its checksum groups: set xor_group (2 or more) in \
              the same table or in [defaults]",
@@ -42,14 +39,14 @@ pub(super) fn table(src: &Source, table: &str, l: &Layer, d: &Layer) -> Result<(
              takes: set medium = \"buddy\" (or \"file\")",
         ),
         (
-            buddy_log && get(&l.contain).is_some_and(|c| !c.0.contains(FaultKinds::RANK_LOSS)),
+            buddy_log && get(&l.contain).is_some_and(|c| !c.contains(&FaultKind::RankLoss)),
             (span(&l.log_medium), "log_medium"),
             "log_medium = \"buddy\" replicates the log for rank losses, but `contain` (in the \
              same table) leaves out \"rank_loss\": add it, or drop log_medium",
         ),
     ];
     match checks.into_iter().find(|c| c.0) {
-        Some((_, (at, key), why)) => Err(src.error(at, Some(format!("{table}.{key}")), why.into())),
+        Some((_, (at, key), why)) => Err(src.error(at, format!("{table}.{key}"), why)),
         None => Ok(()),
     }
 }
@@ -93,11 +90,8 @@ pub(super) fn hopeless<'a>(
                          set {key} below 1, or retries = 0 there to see the escalation at once",
                         p.get_ref().0
                     );
-                    return Err(src.error(
-                        Some(p.span().start),
-                        Some(format!("{at}.inject.{key}")),
-                        why,
-                    ));
+                    let key = format!("{at}.inject.{key}");
+                    return Err(src.error(p.span().start, key, why));
                 }
             }
         }
@@ -124,15 +118,11 @@ pub(super) fn checkpoint<'a>(
                 checkpoints' directories: letters, digits, `_` and `.` only"
                 .to_string(),
             (Some(name), None) => {
-                found = Some((name.to_string(), c.get_ref().0.clone()));
+                found = Some((name.to_string(), c.get_ref().clone()));
                 continue;
             }
         };
-        return Err(src.error(
-            Some(c.span().start),
-            Some(format!("{table}.checkpoint")),
-            why,
-        ));
+        return Err(src.error(c.span().start, format!("{table}.checkpoint"), why));
     }
     Ok(found)
 }

@@ -83,10 +83,8 @@ impl From<Vec<ExactFault>> for ExactFaults {
 impl From<Vec<Spanned<ExactFault>>> for ExactFaults {
     fn from(written: Vec<Spanned<ExactFault>>) -> Self {
         let starts = written.iter().map(|f| f.span().start).collect();
-        ExactFaults::written(
-            written.into_iter().map(Spanned::into_inner).collect(),
-            starts,
-        )
+        let faults = written.into_iter().map(Spanned::into_inner).collect();
+        ExactFaults::written(faults, starts)
     }
 }
 

@@ -26,7 +26,7 @@ pub use values::{
 };
 
 use faults::FaultSites;
-use settings::{Key, Layer, Merge, Tables, get, settings};
+use settings::{Key, Layer, Merge, Tables, get, settings, span};
 use source::{Place, Source};
 use values::{BuddyCopies, BudgetBytes, Seconds, SegmentBytes};
 
@@ -126,32 +126,21 @@ impl CdConfig {
         let raw: ConfigFile = toml::from_str(text).map_err(|e| src.toml_error(text, &e))?;
         let mut config = ConfigFile::merge([Some(&raw), None, None], CdConfig::default());
         config.source = (file != Path::new("<string>")).then(|| file.to_path_buf());
-        let mut place = |key: String, at: usize| config.places.insert(key, src.place(at));
-        for (key, v) in [
-            ("file_dir", &raw.file_dir),
-            ("report_file", &raw.report_file),
-        ] {
-            if let Some(v) = v {
-                place(key.to_string(), v.span().start);
-            }
-        }
-        if let Some(v) = &raw.cluster {
-            place("cluster".to_string(), v.span().start);
-        }
+        let mut place =
+            |key: String, at: Option<usize>| at.map(|at| config.places.insert(key, src.place(at)));
+        place("file_dir".into(), span(&raw.file_dir));
+        place("report_file".into(), span(&raw.report_file));
+        place("cluster".into(), span(&raw.cluster));
         for (k, t) in raw.level {
             let Ok(level) = k.parse::<usize>() else {
                 let why = "a level must be a whole number (the root is level 0)";
-                return Err(src.error(
-                    Some(t.span().start),
-                    Some(format!("level.{k}")),
-                    why.into(),
-                ));
+                return Err(src.error(t.span().start, format!("level.{k}"), why));
             };
-            place(format!("level.{level}"), t.span().start);
+            place(format!("level.{level}"), Some(t.span().start));
             config.levels.insert(level, t.into_inner());
         }
         for (k, t) in raw.cd {
-            place(format!("cd.{k}"), t.span().start);
+            place(format!("cd.{k}"), Some(t.span().start));
             config.names.insert(k, t.into_inner());
         }
         config.defaults = raw.defaults;
@@ -175,11 +164,8 @@ impl CdConfig {
 
     /// The tables of the CD called `name` at `level`, most specific first.
     fn tables(&self, name: &str, level: usize) -> Tables<'_, Layer> {
-        [
-            self.names.get(name),
-            self.levels.get(&level),
-            Some(&self.defaults),
-        ]
+        let (by_name, by_level) = (self.names.get(name), self.levels.get(&level));
+        [by_name, by_level, Some(&self.defaults)]
     }
 
     /// The settings of the CD called `name` at `level`, its tables merged key by key.
@@ -228,14 +214,14 @@ impl CdConfig {
             );
             return Err(self.config_error("xor_group", why));
         }
-        if let Cluster::Ranks(k) = self.cluster {
-            if k > ranks {
-                let why = format!(
-                    "cluster = {k} groups {k} consecutive ranks, but the job has {ranks}: set \
-                     cluster to at most {ranks} (or \"node\")"
-                );
-                return Err(self.config_error("cluster", why));
-            }
+        if let Cluster::Ranks(k) = self.cluster
+            && k > ranks
+        {
+            let why = format!(
+                "cluster = {k} groups {k} consecutive ranks, but the job has {ranks}: set cluster \
+                 to at most {ranks} (or \"node\")"
+            );
+            return Err(self.config_error("cluster", why));
         }
         if let Some((table, src, at, f)) = self.faults.beyond(ranks) {
             let why = format!(
@@ -244,30 +230,27 @@ impl CdConfig {
                 f.rank,
                 ranks.saturating_sub(1)
             );
-            return Err(src.error(Some(at), Some(format!("{table}.inject.at.rank")), why));
+            return Err(src.error(at, format!("{table}.inject.at.rank"), why));
         }
         if let Some(dir) = &self.file_dir {
             // The job's own directory, made and removed again: the proof it can be made there.
             crate::private_files::PrivateDir::create(Some(dir))
                 .map_err(|e| self.config_error("file_dir", e.to_string()))?;
         }
-        if let Some(path) = &self.report_file {
-            let (existed, shown) = (path.exists(), path.display());
-            let why = if path.is_dir() {
-                format!("{shown} is a directory; name a file for the JSON report")
-            } else if let Err(e) = std::fs::OpenOptions::new()
-                .append(true)
-                .create(true)
-                .open(path)
-            {
-                format!("cannot write {shown}: {e}")
-            } else {
-                if !existed {
-                    let _ = std::fs::remove_file(path);
-                }
-                return Ok(());
-            };
-            return Err(self.config_error("report_file", why));
+        let Some(path) = &self.report_file else {
+            return Ok(());
+        };
+        let (existed, shown) = (path.exists(), path.display());
+        let error = |why: String| self.config_error("report_file", why);
+        if path.is_dir() {
+            let why = format!("{shown} is a directory; name a file for the JSON report");
+            return Err(error(why));
+        }
+        let mut open = std::fs::OpenOptions::new();
+        let opened = open.append(true).create(true).open(path);
+        opened.map_err(|e| error(format!("cannot write {shown}: {e}")))?;
+        if !existed {
+            let _ = std::fs::remove_file(path);
         }
         Ok(())
     }
@@ -280,13 +263,8 @@ impl CdConfig {
 
     /// The checksum group sizes written anywhere, increasing, which [`crate::launch`] forms.
     pub fn xor_group_sizes(&self) -> Vec<usize> {
-        let tables = self.named_tables();
-        let mut sizes: Vec<usize> = tables
-            .filter_map(|(_, l)| get(&l.xor_group)?.into())
-            .collect();
-        sizes.sort_unstable();
-        sizes.dedup();
-        sizes
+        let sizes = (self.named_tables()).filter_map(|(_, l)| get(&l.xor_group)?.into());
+        Vec::from_iter(BTreeSet::<usize>::from_iter(sizes))
     }
 
     /// The tables a run whose CDs were `ran` (name, level) never used, one line each.

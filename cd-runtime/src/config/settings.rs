@@ -7,7 +7,7 @@ use toml::Spanned;
 
 use super::faults::ExactFaults;
 use super::values::{
-    Bytes, CdKindSetting, Checkpoint, Contain, GroupSize, Interval, LogDurable, LogMedium, Medium,
+    Bytes, CdKindSetting, FaultKind, GroupSize, Interval, LogDurable, LogMedium, Medium,
     Probability, Retries, Seconds,
 };
 use crate::checkpoint::format::CheckpointPolicy;
@@ -95,7 +95,7 @@ settings! {
         retries: u32 = 2, read as Key<Retries>;
         /// Failures this CD contains (others escalate at once).
         contain: FaultKinds = FaultKinds::SOFT.union(FaultKinds::RANK_LOSS),
-            read as Key<Contain>;
+            read as Key<Vec<FaultKind>>;
         /// Whether this CD appears in the report.
         report: bool = true, read as Key<bool>;
         /// Its fault injector.
@@ -121,7 +121,7 @@ settings! {
         /// Members of a checksum group of the xor medium.
         xor_group: Option<usize> = None, read as Key<GroupSize>;
         /// The job's checkpoints to disk, when this is the CD that writes them.
-        checkpoint: Option<CheckpointPolicy> = None, read as Key<Checkpoint>;
+        checkpoint: Option<CheckpointPolicy> = None, read as Key<CheckpointPolicy>;
     }
 }
 

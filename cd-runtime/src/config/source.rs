@@ -55,12 +55,17 @@ impl Source {
     }
 
     /// An error about `key`, written at the byte `at`.
-    pub(super) fn error(&self, at: Option<usize>, key: Option<String>, why: String) -> ConfigError {
+    pub(super) fn error(
+        &self,
+        at: impl Into<Option<usize>>,
+        key: impl Into<Option<String>>,
+        why: impl Into<String>,
+    ) -> ConfigError {
         ConfigError {
             file: self.file.to_path_buf(),
-            line: at.map(|a| self.place(a).line),
-            key,
-            message: why,
+            line: at.into().map(|a| self.place(a).line),
+            key: key.into(),
+            message: why.into(),
         }
     }
 
@@ -76,11 +81,8 @@ impl Source {
         let key = (named.map(str::to_string))
             .or_else(|| key_path(e))
             .or_else(|| key_before(text, e.span()?.start));
-        self.error(
-            e.span().map(|s| s.start),
-            key,
-            removed.map_or(message, |(_, why)| why).to_string(),
-        )
+        let why = removed.map_or(message, |(_, why)| why);
+        self.error(e.span().map(|s| s.start), key, why)
     }
 }
 

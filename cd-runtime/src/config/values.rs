@@ -85,23 +85,13 @@ impl FaultKind {
     }
 }
 
-/// The failures a level contains (`contain`), read from the list of their kinds.
-#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
-#[serde(from = "Vec<FaultKind>")]
-pub(super) struct Contain(pub(super) FaultKinds);
-
-impl From<Vec<FaultKind>> for Contain {
-    fn from(kinds: Vec<FaultKind>) -> Contain {
-        Contain(kinds.iter().fold(FaultKinds::NONE, |acc, k| match k {
+/// The failures a level contains (`contain`), from the list of their kinds.
+impl From<Vec<FaultKind>> for FaultKinds {
+    fn from(kinds: Vec<FaultKind>) -> FaultKinds {
+        kinds.iter().fold(FaultKinds::NONE, |acc, k| match k {
             FaultKind::Soft => acc.union(FaultKinds::SOFT),
             FaultKind::RankLoss => acc.union(FaultKinds::RANK_LOSS),
-        }))
-    }
-}
-
-impl From<Contain> for FaultKinds {
-    fn from(c: Contain) -> FaultKinds {
-        c.0
+        })
     }
 }
 
@@ -118,7 +108,7 @@ pub enum Interval {
     Daly,
 }
 
-/// `interval` or `checkpoint.every` as written: a number or a name.
+/// `interval`, `cluster` or `checkpoint.every` as written: a number or a name.
 #[derive(Deserialize)]
 #[serde(untagged)]
 pub(super) enum Written {
@@ -126,19 +116,32 @@ pub(super) enum Written {
     Name(String),
 }
 
-impl TryFrom<Written> for Interval {
-    type Error = ValueError;
-    fn try_from(w: Written) -> Result<Interval, ValueError> {
-        match w {
-            Written::Number(1) => Ok(Interval::Every),
-            Written::Number(n) => (u64::try_from(n).ok().filter(|&n| n > 1))
-                .map(Interval::Steps)
-                .ok_or(ValueError::Steps(n)),
-            Written::Name(s) if s == "every" => Ok(Interval::Every),
-            Written::Name(s) if s == "daly" => Ok(Interval::Daly),
-            Written::Name(s) => Err(ValueError::IntervalName(s)),
+/// Reads each type from [`Written`]: a number its rule accepts, else the first [`ValueError`];
+/// one of its names, else the second.
+macro_rules! from_written {
+    ($($ty:ty: |$n:ident| $number:expr, $($name:literal => $v:expr),+;
+       $bad_n:ident, $bad_s:ident;)*) => {$(
+        impl TryFrom<Written> for $ty {
+            type Error = ValueError;
+            fn try_from(w: Written) -> Result<$ty, ValueError> {
+                match w {
+                    Written::Number($n) => $number.ok_or(ValueError::$bad_n($n)),
+                    $(Written::Name(s) if s == $name => Ok($v),)+
+                    Written::Name(s) => Err(ValueError::$bad_s(s)),
+                }
+            }
         }
-    }
+    )*};
+}
+
+from_written! {
+    Interval: |n| u64::try_from(n).ok().filter(|&n| n >= 1)
+            .map(|n| if n == 1 { Interval::Every } else { Interval::Steps(n) }),
+        "every" => Interval::Every, "daly" => Interval::Daly; Steps, IntervalName;
+    Cluster: |n| usize::try_from(n).ok().filter(|&k| k >= 1).map(Cluster::Ranks),
+        "node" => Cluster::Node; ClusterSize, ClusterName;
+    Every: |n| u64::try_from(n).ok().filter(|&n| n >= 1).map(|n| Every(Some(n))),
+        "daly" => Every(None); Count, EveryName;
 }
 
 /// The SPBC clusters of relaxed CDs (`cluster`): writes between two ranks of one cluster are
@@ -171,49 +174,15 @@ impl Cluster {
     }
 }
 
-impl TryFrom<Written> for Cluster {
-    type Error = ValueError;
-    fn try_from(w: Written) -> Result<Cluster, ValueError> {
-        match w {
-            Written::Number(n) => usize::try_from(n)
-                .ok()
-                .filter(|&k| k >= 1)
-                .map(Cluster::Ranks)
-                .ok_or(ValueError::ClusterSize(n)),
-            Written::Name(s) if s == "node" => Ok(Cluster::Node),
-            Written::Name(s) => Err(ValueError::ClusterName(s)),
-        }
-    }
-}
-
 /// `checkpoint.every`: a number of executions (at least 1; `None`) or `"daly"`.
 #[derive(Deserialize)]
 #[serde(try_from = "Written")]
 pub(super) struct Every(Option<u64>);
 
-impl TryFrom<Written> for Every {
-    type Error = ValueError;
-    fn try_from(w: Written) -> Result<Every, ValueError> {
-        match w {
-            Written::Number(n) => match u64::try_from(n) {
-                Ok(n) if n >= 1 => Ok(Every(Some(n))),
-                _ => Err(ValueError::Count(n)),
-            },
-            Written::Name(s) if s == "daly" => Ok(Every(None)),
-            Written::Name(s) => Err(ValueError::EveryName(s)),
-        }
-    }
-}
-
-/// `checkpoint = { dir, every, keep, mtbf_seconds, node_local }`: a [`CheckpointPolicy`].
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(try_from = "CheckpointTable")]
-pub(super) struct Checkpoint(pub(super) CheckpointPolicy);
-
-/// `checkpoint` as written.
+/// `checkpoint = { dir, every, keep, mtbf_seconds, node_local }` as written.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(super) struct CheckpointTable {
+struct CheckpointTable {
     dir: Option<PathBuf>,
     every: Option<Every>,
     keep: Option<Count>,
@@ -221,36 +190,33 @@ pub(super) struct CheckpointTable {
     node_local: Option<bool>,
 }
 
-impl TryFrom<CheckpointTable> for Checkpoint {
-    type Error = ValueError;
-    fn try_from(c: CheckpointTable) -> Result<Checkpoint, ValueError> {
-        let d = CheckpointPolicy::default();
+/// The `checkpoint` key, its keys checked together as it is read.
+impl<'de> Deserialize<'de> for CheckpointPolicy {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<CheckpointPolicy, D::Error> {
+        let (c, d) = (
+            CheckpointTable::deserialize(d)?,
+            CheckpointPolicy::default(),
+        );
         let every = match (c.every, c.mtbf_seconds) {
             (None, None) => d.every,
             (Some(Every(Some(n))), None) => CheckpointEvery::Executions(n),
             (Some(Every(None)), Some(m)) => CheckpointEvery::Daly { mtbf_seconds: m.0 },
-            (Some(Every(None)), None) => return Err(ValueError::DalyWithoutMtbf),
-            (_, Some(_)) => return Err(ValueError::MtbfWithoutDaly),
+            (Some(Every(None)), None) => Err(D::Error::custom(ValueError::DalyWithoutMtbf))?,
+            (_, Some(_)) => Err(D::Error::custom(ValueError::MtbfWithoutDaly))?,
         };
         let dir = c.dir.unwrap_or(d.dir);
         let per_rank = dir.to_str().is_some_and(|s| s.contains(RANK_PLACEHOLDER));
         let node_local = match c.node_local {
-            Some(false) if per_rank => return Err(ValueError::RankDirShared),
+            Some(false) if per_rank => Err(D::Error::custom(ValueError::RankDirShared))?,
             n => n.unwrap_or(per_rank),
         };
         let keep = c.keep.map_or(d.keep, |n| n.0);
-        Ok(Checkpoint(CheckpointPolicy {
+        Ok(CheckpointPolicy {
             dir,
             every,
             keep,
             node_local,
-        }))
-    }
-}
-
-impl From<Checkpoint> for Option<CheckpointPolicy> {
-    fn from(c: Checkpoint) -> Option<CheckpointPolicy> {
-        Some(c.0)
+        })
     }
 }
 
