@@ -196,12 +196,14 @@ pub(crate) fn fold_flush(rt: &Runtime, id: FlushId, promise: Option<&Promise<()>
 #[inline]
 pub(crate) fn push_put(rt: &Runtime, p: PendingPut) {
     rt.in_flight::<Pending>().puts.borrow_mut().push(p);
+    rt.in_flight_added();
 }
 
 /// Keeps `r` until its reply arrives.
 #[inline]
 pub(crate) fn push_read(rt: &Runtime, r: PendingRead) {
     rt.in_flight::<Pending>().reads.borrow_mut().push(r);
+    rt.in_flight_added();
 }
 
 /// Folds an unhooked put that completes nothing but `promise`'s count (one dependency, added
@@ -303,8 +305,8 @@ impl PendingRead {
 }
 
 impl InFlight for Pending {
-    fn is_empty(&self) -> bool {
-        self.puts.borrow().is_empty() && self.reads.borrow().is_empty()
+    fn records(&self) -> usize {
+        self.puts.borrow().len() + self.reads.borrow().len()
     }
 
     /// Completes the puts whose acks and the gets and atomics whose replies have arrived
@@ -325,6 +327,7 @@ impl InFlight for Pending {
                 }
             }
         }
+        rt.in_flight_done(arrived.len());
         for (p, ack) in arrived.drain(..) {
             p.complete(rt, ack);
         }
@@ -341,6 +344,7 @@ impl InFlight for Pending {
             }
             replies
         };
+        rt.in_flight_done(replies.len());
         for (op, reply) in replies {
             op.complete(rt, reply);
         }
@@ -350,5 +354,6 @@ impl InFlight for Pending {
         let mut p = PendingPut::new(rt.ep().write_handle(id), None);
         p.then = Some(done);
         self.puts.borrow_mut().push(p);
+        rt.in_flight_added();
     }
 }

@@ -48,8 +48,9 @@ pub(crate) fn reserved(rank: usize, offset: usize) -> PgasError {
 /// The puts, gets and atomics of this rank still in flight, kept by the layer above
 /// (`pending.rs`) and driven from here: every wait completes what has arrived.
 pub(crate) trait InFlight: Any {
-    /// True if no put, get or atomic of this rank is in flight.
-    fn is_empty(&self) -> bool;
+    /// How many records of operations in flight it keeps (what [`Runtime::in_flight_added`]
+    /// and [`Runtime::in_flight_done`] must have counted).
+    fn records(&self) -> usize;
     /// Completes the operations whose acks or replies have arrived, making no progress.
     fn complete_arrived(&self, rt: &Runtime);
     /// Keeps write `id` (one that a flush completes) until it has completed, then runs `done`
@@ -80,6 +81,9 @@ pub(crate) struct Runtime {
     pub(crate) deferred_frees: RefCell<BTreeSet<usize>>,
     /// Puts, gets and atomics to other hosts whose acks or replies have not come yet.
     in_flight: Box<dyn InFlight>,
+    /// The records `in_flight` keeps, counted as they are added and completed: the test every
+    /// round of progress makes, a load where asking `in_flight` is a call through its vtable.
+    in_flight_records: Cell<usize>,
     /// True while a pgas message (an rpc, a reply, a collective step) is being handled.
     pub(crate) in_handler: Cell<bool>,
     /// The program's rpc request whose function is running on this rank, if any
@@ -176,6 +180,7 @@ impl Runtime {
             acks_pending: Cell::new(0),
             deferred_frees: RefCell::new(BTreeSet::new()),
             in_flight,
+            in_flight_records: Cell::new(0),
             in_handler: Cell::new(false),
             serving: Cell::new(None),
             next_message: Cell::new(0),
@@ -364,7 +369,25 @@ impl Runtime {
     /// True if no put, get or atomic of this rank is in flight.
     #[inline]
     pub(crate) fn nothing_in_flight(&self) -> bool {
-        self.in_flight.is_empty()
+        self.in_flight_records.get() == 0
+    }
+
+    /// The in-flight operations keep one record more.
+    #[inline]
+    pub(crate) fn in_flight_added(&self) {
+        self.in_flight_records.set(self.in_flight_records.get() + 1);
+    }
+
+    /// The in-flight operations completed `n` records (and keep them no more).
+    #[inline]
+    pub(crate) fn in_flight_done(&self, n: usize) {
+        let left = self.in_flight_records.get() - n;
+        self.in_flight_records.set(left);
+        debug_assert_eq!(
+            left,
+            self.in_flight.records(),
+            "in-flight records miscounted"
+        );
     }
 
     /// Keeps write `id` until it has completed, then runs `done` ([`InFlight::track_write`]).
