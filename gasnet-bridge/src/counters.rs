@@ -253,18 +253,6 @@ impl WriteCounters {
     pub fn switch_off(&self) {
         self.switch.store(0, Ordering::Relaxed);
     }
-
-    /// Takes the values of `old` (the owning rank only, while no other writes either): its
-    /// counters moved to new memory when the host's window was made again after a loss.
-    #[cfg_attr(not(feature = "ulfm"), allow(dead_code))]
-    pub(crate) fn take_over(&self, old: &WriteCounters) {
-        self.ec
-            .store(old.ec.load(Ordering::Acquire), Ordering::Release);
-        self.iwc
-            .store(old.iwc.load(Ordering::Acquire), Ordering::Release);
-        self.switch
-            .store(old.switch.load(Ordering::Acquire), Ordering::Release);
-    }
 }
 
 // Std threads at full size; under loom the models in tests/loom_*.rs take their place.

@@ -105,7 +105,8 @@ impl RingLayouts {
     }
 
     /// The layouts after the processes of the ranks `lost` died: no ring toward them (a
-    /// replacement does not map this host's window), and this rank's inbox emptied, claims
+    /// replacement's inbox is added by the caller when it joins this host), and this rank's
+    /// inbox emptied, claims
     /// and records, so that the rebuilt job's senders claim its rings again.
     ///
     /// # Safety
@@ -134,7 +135,7 @@ impl RingLayouts {
     }
 }
 
-/// Where an inbox lies in its owner's piece of the host's window.
+/// Where an inbox lies in its owner's piece of the host's shared memory.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct InboxLayout {
     base: *mut u8,
@@ -145,7 +146,7 @@ impl InboxLayout {
     /// The inbox of `rings` rings at `base`.
     ///
     /// # Safety
-    /// `base` is page-aligned and points to [`inbox_bytes`]`(rings)` bytes of a host window
+    /// `base` is page-aligned and points to [`inbox_bytes`]`(rings)` bytes of a host's piece
     /// that were zeroed before any rank used them and stay mapped while any view of them is
     /// used; they are accessed only through `InboxLayout` (claim words, atomically) and the
     /// `Ring` views it hands out.

@@ -1,4 +1,4 @@
-//! Puts, gets and atomics: through the shared window to ranks of this host, as requests over
+//! Puts, gets and atomics: through the shared memory to ranks of this host, as requests over
 //! MPI to the others, and the acknowledgements that carry the target's EC and IWC back.
 //!
 //! These are `impl MpiWorld` because each operation chooses among the parts: the mapped

@@ -20,7 +20,7 @@
 //!
 //! **How.** One window on the job communicator over every segment ([`Flavor`]:
 //! `MPI_Win_allocate` when no process maps another's segment, else `MPI_Win_create` over the
-//! segments in the host's shared window), then `MPI_Win_lock_all` once (`MPI_MODE_NOCHECK`: nothing ever takes an exclusive lock) until
+//! segments in the host's shared memory), then `MPI_Win_lock_all` once (`MPI_MODE_NOCHECK`: nothing ever takes an exclusive lock) until
 //! teardown. A blocking put or get is `MPI_Put` / `MPI_Get` and `MPI_Win_flush` on its target.
 //! A non-blocking put returns with its source free: a small one is copied into a staging chunk
 //! that lives until the next flush, a large one is followed by `MPI_Win_flush_local`; it stays
@@ -79,7 +79,7 @@ pub(super) enum Flavor {
     /// `MPI_Win_allocate`: MPI allocates every segment (registered or shared memory, the
     /// fastest RMA MPI offers); possible when no process maps another rank's segment.
     Allocate,
-    /// `MPI_Win_create` over segments that live in the host's shared window (ranks of a host
+    /// `MPI_Win_create` over segments that live in the host's shared memory (ranks of a host
     /// map each other's segments, and reach other hosts through this window).
     Create,
 }
@@ -342,7 +342,7 @@ impl RmaWindow {
     }
 
     /// `MPI_Win_create` over this rank's segment (`base`, `segment_len` bytes), which lives
-    /// in the host's shared window (collective).
+    /// in the host's shared memory (collective).
     pub(super) fn create(
         comm: ffi::MPI_Comm,
         ranks: usize,
@@ -814,7 +814,7 @@ impl RmaWindow {
             "MPI_Win_unlock_all",
         )?;
         self.freed.set(true);
-        // SAFETY: freed once, before the memory under it (the host's window).
+        // SAFETY: freed once, before the memory under it (the host's shared memory).
         check(
             unsafe { ffi::MPI_Win_free(&mut win) },
             "MPI_Win_free(segments)",

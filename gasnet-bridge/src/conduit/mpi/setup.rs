@@ -1,4 +1,4 @@
-//! Setting a job up: ranks numbered host by host, the job's communicators, the shared window,
+//! Setting a job up: ranks numbered host by host, the job's communicators, the shared memory,
 //! the watchdog (the kept parts), then the job parts over the job's communicator.
 //!
 //! `MpiWorld::new` and `JobParts::build` are here because setting up spans every part: the

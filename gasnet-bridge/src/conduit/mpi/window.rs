@@ -1,13 +1,13 @@
-//! The host's shared-memory window: where this rank's segment, its counters and its AM inbox
-//! live, and how this process maps those of the other ranks of its host.
+//! The host's shared memory as the conduit lays it out: where this rank's segment, its
+//! counters and its AM inbox live, and how this process maps those of the other ranks of its
+//! host.
 //!
-//! Each rank's piece of the window is: slack to align to a page, the counters page, the
-//! segment (rounded up to pages), then (with shared-memory AMs) its inbox: a claim table and
-//! at most `PGAS_MPI_RINGS` rings, each taken by a sender of the host on first use
-//! (`inbox.rs`). Page-aligned offsets are the same in every process's mapping of the window, so
-//! aligning up finds the same bytes everywhere.
+//! Each rank's piece (`host_memory.rs`) is: the counters page, the segment (rounded up to
+//! pages), then (with shared-memory AMs) its inbox: a claim table and at most `PGAS_MPI_RINGS`
+//! rings, each taken by a sender of the host on first use (`inbox.rs`), then the token page.
+//! Every mapping of a piece starts at a page, so offsets name the same bytes everywhere.
 
-use std::ffi::{CString, c_int, c_void};
+use std::cell::RefCell;
 use std::ptr::NonNull;
 
 use ::mpi::ffi;
@@ -18,12 +18,10 @@ use crate::error::BridgeError;
 use crate::segment::Segment;
 
 use super::calls::check;
+use super::host_memory::{Mapping, OwnPiece, PAGE, PieceId, exchange, map_peer};
 use super::inbox::{InboxLayout, RingLayouts, inbox_bytes, rings_per_inbox};
 
-/// The page size the window's layout is built on.
-const PAGE: usize = 4096;
-
-/// A segment of a rank on this host, mapped from the shared window, with its counters.
+/// A segment of a rank on this host, mapped from the shared memory, with its counters.
 pub(super) struct Mapped {
     pub(super) segment: Segment,
     /// Points into the same window, the page before the segment; valid while the window is.
@@ -35,7 +33,7 @@ pub(super) struct Mapped {
 impl Mapped {
     #[inline]
     pub(super) fn counters(&self) -> &WriteCounters {
-        // SAFETY: the counters page lies in the shared window, which outlives every use (the
+        // SAFETY: the counters page lies in the shared memory, which outlives every use (the
         // world frees it in `teardown`, after the endpoint is gone); it holds three u64 atomics
         // only ever accessed atomically (`WriteCounters` is `repr(C)`), zeroed at creation.
         unsafe { self.counters.as_ref() }
@@ -63,40 +61,6 @@ impl Mapped {
         Ok(AtomicResult { previous, ack })
     }
 
-    /// Takes the bytes and counters of `old`, this rank's own segment in the window the host
-    /// had before a loss (`rebuild.rs`): the segment moves to this new mapping, its `(rank,
-    /// offset)` addresses naming the same bytes, and the old pages are released. Nobody else
-    /// accesses either meanwhile.
-    #[cfg_attr(not(feature = "ulfm"), allow(dead_code))]
-    pub(super) fn take_over(&self, old: &Mapped) -> Result<(), BridgeError> {
-        const CHUNK: usize = 1 << 20;
-        let len = old.segment.len().min(self.segment.len());
-        let mut buf = vec![0u8; CHUNK.min(len)];
-        for at in (0..len).step_by(CHUNK) {
-            let part = &mut buf[..CHUNK.min(len - at)];
-            old.segment.read(at, part)?;
-            self.segment.write(at, part)?;
-        }
-        self.counters().take_over(old.counters());
-        // The old pages' memory goes back to the system where the window's memory allows it
-        // (shared memory on tmpfs); elsewhere the call fails and the pages stay, unused.
-        // Whole pages inside the segment only: the memory around it (the window's, or the RMA
-        // window's that held the segment) is not this segment's to release.
-        let base = old.segment.base() as usize;
-        let (start, end) = (base.next_multiple_of(PAGE), (base + len) / PAGE * PAGE);
-        if start < end {
-            // SAFETY: `start..end` are whole pages inside `old`'s segment, whose bytes were
-            // copied above; they stay mapped (madvise does not unmap), so an address taken
-            // before the move reads zeroes, not freed memory; every access to segment memory
-            // is a raw copy or atomic, never a Rust reference, and no process accesses this
-            // segment any more (the others dropped their old mappings of it).
-            let _ = unsafe {
-                libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_REMOVE)
-            };
-        }
-        Ok(())
-    }
-
     /// Writes `src` at `offset` and counts the write (if the job counts): a put into mapped
     /// memory, as on smp.
     #[inline]
@@ -107,9 +71,12 @@ impl Mapped {
     }
 }
 
-/// What this process maps of its host's window, by job rank.
+/// What this process maps of its host's memory, by job rank.
 pub(super) struct HostMapping {
-    pub(super) win: ffi::MPI_Win,
+    /// This process's piece.
+    own: OwnPiece,
+    /// Every piece this process mapped, its own included.
+    maps: Vec<Mapping>,
     /// By rank: the segments this process maps.
     pub(super) mapped: Vec<Option<Mapped>>,
     /// By rank: the inbox of that rank of this host (`inbox.rs`), for this rank to claim a
@@ -133,27 +100,30 @@ impl HostMapping {
     }
 }
 
-/// The host's shared window as this process keeps it for the job's life: the segments it
+/// The host's shared memory as this process keeps it for the job's life: the segments it
 /// maps, by job rank. A rebuild over a new communicator keeps it while the host's processes
-/// live, so the segments keep their contents.
+/// live, so the segments keep their contents and their addresses.
 pub(super) struct HostSegments {
     /// This process's job rank.
     me: usize,
-    win: ffi::MPI_Win,
-    /// The host's communicator the window was allocated on.
+    /// This process's piece, kept open so that a replacement joining the host can map it.
+    own: OwnPiece,
+    /// Every piece this process mapped, unmapped by [`HostSegments::free`].
+    maps: RefCell<Vec<Mapping>>,
+    /// The host's communicator the pieces were exchanged on.
     node_comm: ffi::MPI_Comm,
     /// By rank: the segments this process maps (its own always, its host's unless
     /// `PGAS_MPI_PSHM=0`).
     mapped: Box<[Option<Mapped>]>,
-    /// The job ranks of the processes of `node_comm`, which a free waits for.
+    /// The job ranks of the processes of `node_comm`.
     node_ranks: Vec<usize>,
-    /// A process of `node_comm` was lost: freeing is collective over it and would never
-    /// complete, so the window and its communicator stay (MPI finalizes with them).
+    /// A process of `node_comm` was lost: freeing the communicator is collective over it and
+    /// would never complete, so it stays (MPI finalizes with it).
     orphaned: bool,
 }
 
 impl HostSegments {
-    /// The segments of `mapping` (allocated on `node_comm`), seen by job rank `me`.
+    /// The segments of `mapping` (exchanged on `node_comm`), seen by job rank `me`.
     pub(super) fn new(
         me: usize,
         node_comm: ffi::MPI_Comm,
@@ -162,7 +132,8 @@ impl HostSegments {
     ) -> HostSegments {
         HostSegments {
             me,
-            win: mapping.win,
+            own: mapping.own,
+            maps: RefCell::new(mapping.maps),
             node_comm,
             mapped: mapping.mapped.into_boxed_slice(),
             node_ranks,
@@ -172,8 +143,10 @@ impl HostSegments {
 
     /// After the processes of the ranks `lost` died: their segments are no longer mapped
     /// (their bytes were the dead processes', a replacement has a segment of its own), and
-    /// if one of them shared this window it is never freed. The other mappings stay, so
-    /// the survivors' segments keep their contents and addresses.
+    /// if one of them was of this host its communicator is never freed. The other mappings
+    /// stay, so the survivors' segments keep their contents and addresses. The dead pieces
+    /// stay mapped until [`HostSegments::free`]: an address taken from one before the loss
+    /// still points at memory.
     #[cfg_attr(not(feature = "ulfm"), allow(dead_code))]
     pub(super) fn after_loss(&mut self, lost: &[usize]) {
         for &rank in lost {
@@ -184,6 +157,40 @@ impl HostSegments {
             }
         }
         self.orphaned |= self.node_ranks.iter().any(|r| lost.contains(r));
+    }
+
+    /// After [`HostSegments::after_loss`], in a rebuilt job whose host communicator is
+    /// `node_comm` (its processes' job ranks `node_ranks`): maps the pieces of the
+    /// replacements that joined this host, among `lost` (collective over the host, matching a
+    /// replacement's [`map_host`]). Returns the replacements' inboxes, for this rank's rings
+    /// toward them, and whether every inbox of the host has a ring per sender.
+    #[cfg_attr(not(feature = "ulfm"), allow(dead_code))]
+    pub(super) fn join(
+        &mut self,
+        node_comm: ffi::MPI_Comm,
+        node_ranks: &[usize],
+        lost: &[usize],
+        segment_len: usize,
+        counting: WriteCounting,
+    ) -> Result<(Vec<(usize, InboxLayout)>, bool), BridgeError> {
+        let ids = exchange(node_comm, node_ranks.len(), self.own.id())?;
+        let mut inboxes = Vec::new();
+        let mut ring_per_sender = true;
+        for (&rank, &id) in node_ranks.iter().zip(&ids) {
+            ring_per_sender &= id.rings() + 1 >= node_ranks.len();
+            if rank == self.me || !lost.contains(&rank) {
+                continue;
+            }
+            let m = map_peer(id, rank)?;
+            let (mapped, inbox) = lay_out(&m, rank, segment_len, id.rings(), counting, None);
+            self.mapped[rank] = Some(mapped);
+            inboxes.extend(inbox.map(|i| (rank, i)));
+            self.maps.borrow_mut().push(m);
+        }
+        self.node_comm = node_comm;
+        self.node_ranks = node_ranks.to_vec();
+        self.orphaned = false;
+        Ok((inboxes, ring_per_sender))
     }
 
     /// This rank's own segment.
@@ -209,18 +216,21 @@ impl HostSegments {
         self.mapped.iter().map(Option::is_none)
     }
 
-    /// Frees the window and the host's communicator (collective over the host): after every
-    /// `Segment` over it was dropped and no process accesses it any more. An orphaned window
-    /// (`after_loss`) is left as it is.
+    /// Unmaps every piece and frees the host's communicator (unless a process of it was
+    /// lost): after every `Segment` over them was dropped and no process of the host accesses
+    /// them any more. The own piece's memory goes when the last process unmaps it.
     pub(super) fn free(&self) -> Result<(), BridgeError> {
+        for m in self.maps.take() {
+            // SAFETY: the teardown that ends the job calls this once, after its barrier (no
+            // process of the job accesses any segment any more) and after the endpoint and
+            // every `Segment`, counters view and ring over these pieces were dropped
+            // (`launch`).
+            unsafe { m.unmap() };
+        }
         if self.orphaned {
             return Ok(());
         }
-        let (mut win, mut node_comm) = (self.win, self.node_comm);
-        // SAFETY: the window is freed exactly once, by the teardown that ends the job, after
-        // its barrier (no access remains) and after the endpoint and every `Segment` over it
-        // were dropped (`launch`).
-        check(unsafe { ffi::MPI_Win_free(&mut win) }, "MPI_Win_free")?;
+        let mut node_comm = self.node_comm;
         // SAFETY: freed exactly once; nothing uses the host communicator any more.
         check(
             unsafe { ffi::MPI_Comm_free(&mut node_comm) },
@@ -229,19 +239,59 @@ impl HostSegments {
     }
 }
 
-/// Bytes of one rank's piece of the window, and of its segment rounded up to pages; `rings`
-/// per inbox (0 without shared memory).
+/// Bytes of one rank's piece, and of its segment rounded up to pages; `rings` per inbox (0
+/// without shared memory).
 fn piece_len(segment_len: usize, rings: usize) -> (usize, usize) {
     let segment_pages = segment_len.div_ceil(PAGE) * PAGE;
-    (2 * PAGE + segment_pages + inbox_bytes(rings), segment_pages)
+    let inbox_pages = inbox_bytes(rings).next_multiple_of(PAGE);
+    (PAGE + segment_pages + inbox_pages + PAGE, segment_pages)
 }
 
-/// Allocates the host's window on `node_comm` (collective) and maps this rank's piece and,
-/// with `pshm`, those of the other ranks of the host. `node_ranks[i]` is the job rank of the
-/// host's `i`-th process; `rank` is this process's job rank. Ends with a barrier of the host,
-/// after which every piece is zeroed and may be written. With `own_segment` (the job's RMA
-/// window allocated the segments, `rma_window.rs`; only when no process maps another's) the
-/// pieces hold no segment and this rank's segment is that memory.
+/// The segment (with its counters) and the inbox of job rank `rank` in the piece `m`, whose
+/// inbox has `rings` rings; with `elsewhere` the segment is that memory instead (the job's
+/// RMA window allocated it) and the piece holds its counters only.
+fn lay_out(
+    m: &Mapping,
+    rank: usize,
+    segment_len: usize,
+    rings: usize,
+    counting: WriteCounting,
+    elsewhere: Option<NonNull<u8>>,
+) -> (Mapped, Option<InboxLayout>) {
+    let counters = m.base();
+    let segment_start = counters.wrapping_add(PAGE);
+    let start = elsewhere.unwrap_or(NonNull::new(segment_start).expect("inside a mapping"));
+    // SAFETY: the segment's `segment_len` bytes lie inside the piece (after the counters
+    // page), page-aligned, or in the RMA window MPI allocated for it; either is mapped until
+    // `teardown` frees it after the endpoint and every `Segment` are gone; they are accessed
+    // only through `Segment` and MPI.
+    let segment = unsafe { Segment::borrowed(rank, start, segment_len) };
+    let mapped = Mapped {
+        segment,
+        counters: NonNull::new(counters.cast()).expect("inside a mapping"),
+        counting,
+    };
+    if rings == 0 {
+        return (mapped, None);
+    }
+    let segment_pages = if elsewhere.is_some() {
+        0
+    } else {
+        segment_len.div_ceil(PAGE) * PAGE
+    };
+    // SAFETY: the inbox follows the segment's pages inside the piece (`piece_len` counts it),
+    // page-aligned, zeroed by the kernel (a new memory file) or by `RingLayouts::after_loss`
+    // before any rank uses it, and mapped until teardown; it is used only through
+    // `InboxLayout` and the rings it hands out (`inbox.rs`).
+    let inbox = unsafe { InboxLayout::new(segment_start.wrapping_add(segment_pages), rings) };
+    (mapped, Some(inbox))
+}
+
+/// Makes this rank's piece (zeroed) and maps it and, with `pshm`, those of the other ranks of
+/// the host (collective over `node_comm`, whose `i`-th process holds job rank `node_ranks[i]`;
+/// `rank` is this process's). With `own_segment` (the job's RMA window allocated the segments,
+/// `rma_window.rs`; only when no process maps another's) the pieces hold no segment and this
+/// rank's segment is that memory.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn map_host(
     node_comm: ffi::MPI_Comm,
@@ -258,157 +308,48 @@ pub(super) fn map_host(
     } else {
         0
     };
-    let (piece, segment_pages) = piece_len(
-        if own_segment.is_some() {
-            0
-        } else {
-            segment_len
-        },
-        rings,
-    );
-    let (win, base) = allocate(node_comm, piece)?;
-    // Segments start zeroed, as on smp: MPI does not promise zeroed memory. This touches every
-    // page of the piece (see the top-level README on memory).
-    // SAFETY: `base` is this process's own piece of `piece` bytes, just allocated; no other
-    // process touches it before the node barrier at the end of this function, and the fill is
-    // `shared_copy`'s, like every other access to window memory.
-    unsafe { crate::shared_copy::fill(base, 0, piece) };
-
+    let in_piece = if own_segment.is_some() {
+        0
+    } else {
+        segment_len
+    };
+    let (piece, _) = piece_len(in_piece, rings);
+    let (own, own_map) = OwnPiece::create(rank, piece, rings)?;
+    let ids = if pshm {
+        exchange(node_comm, node_ranks.len(), own.id())?
+    } else {
+        Vec::new()
+    };
     let mut mapped: Vec<Option<Mapped>> = (0..ranks).map(|_| None).collect();
     let mut outboxes: Vec<Option<InboxLayout>> = (0..ranks).map(|_| None).collect();
-    let mut inbox = None;
+    let (mut inbox, mut maps) = (None, Vec::new());
+    let mut own_map = Some(own_map);
+    let mut ring_per_sender = true;
     for (place, &job_rank) in node_ranks.iter().enumerate() {
-        if !pshm && job_rank != rank {
-            continue;
-        }
-        let ptr = query(win, place, piece, job_rank)?;
-        // Aligning up inside the piece: the slack page makes room, so both the counters page
-        // and the segment after it lie inside the piece.
-        let counters = ptr.wrapping_add(ptr.align_offset(PAGE));
-        let segment_start = counters.wrapping_add(PAGE);
-        let start = match own_segment {
-            Some(elsewhere) if job_rank == rank => elsewhere,
-            _ => NonNull::new(segment_start).expect("inside a mapped window"),
-        };
-        // SAFETY: the segment's `segment_len` bytes lie inside the piece (after the counters
-        // page), page-aligned, or in the RMA window MPI allocated for it; either is mapped until `teardown` frees the window after the endpoint
-        // and every `Segment` are gone; they are accessed only through `Segment` and MPI.
-        let segment = unsafe { Segment::borrowed(job_rank, start, segment_len) };
-        mapped[job_rank] = Some(Mapped {
-            segment,
-            counters: NonNull::new(counters.cast()).expect("inside a mapped window"),
-            counting,
-        });
-        if rings == 0 {
-            continue;
-        }
-        // SAFETY: the inbox follows the segment's pages inside the piece (`piece_len` counts
-        // it), page-aligned, zeroed before the node barrier below and mapped until teardown;
-        // it is used only through `InboxLayout` and the rings it hands out (`inbox.rs`).
-        let layout = unsafe { InboxLayout::new(segment_start.wrapping_add(segment_pages), rings) };
-        if job_rank == rank {
-            inbox = Some(layout);
+        let (m, elsewhere, id_rings) = if job_rank == rank {
+            (own_map.take().expect("one own rank"), own_segment, rings)
+        } else if pshm {
+            let id: PieceId = ids[place];
+            (map_peer(id, job_rank)?, None, id.rings())
         } else {
-            outboxes[job_rank] = Some(layout);
+            continue;
+        };
+        ring_per_sender &= !pshm || id_rings + 1 >= node_ranks.len();
+        let (segment, layout) = lay_out(&m, job_rank, segment_len, id_rings, counting, elsewhere);
+        mapped[job_rank] = Some(segment);
+        if job_rank == rank {
+            inbox = layout;
+        } else {
+            outboxes[job_rank] = layout;
         }
+        maps.push(m);
     }
-    // Everyone has zeroed its piece before anyone may write into it.
-    // SAFETY: `node_comm` is a valid communicator of this job.
-    check(unsafe { ffi::MPI_Barrier(node_comm) }, "MPI_Barrier(host)")?;
     Ok(HostMapping {
-        win,
+        own,
+        maps,
         mapped,
         outboxes,
         inbox,
-        ring_per_sender: !pshm || rings + 1 >= node_ranks.len(),
+        ring_per_sender,
     })
-}
-
-/// `MPI_Win_allocate_shared` of `piece` bytes per process, non-contiguous (each process's
-/// piece on its own pages, near its core), with errors returned rather than fatal.
-fn allocate(
-    node_comm: ffi::MPI_Comm,
-    piece: usize,
-) -> Result<(ffi::MPI_Win, *mut u8), BridgeError> {
-    // SAFETY: reading a link-time constant of rsmpi's C shim.
-    let mut info = unsafe { ffi::RSMPI_INFO_NULL };
-    // SAFETY: MPI is initialized; `info` is written with a new info object.
-    check(
-        unsafe { ffi::MPI_Info_create(&mut info) },
-        "MPI_Info_create",
-    )?;
-    let key = CString::new("alloc_shared_noncontig").expect("no nul");
-    let value = CString::new("true").expect("no nul");
-    // SAFETY: `info` was just created; both strings are nul-terminated and live across the call.
-    let set = check(
-        unsafe { ffi::MPI_Info_set(info, key.as_ptr(), value.as_ptr()) },
-        "MPI_Info_set(alloc_shared_noncontig)",
-    );
-    let mut base: *mut c_void = std::ptr::null_mut();
-    // SAFETY: reading a link-time constant of rsmpi's C shim.
-    let mut win = unsafe { ffi::RSMPI_WIN_NULL };
-    let allocated = set.and_then(|()| {
-        // SAFETY: `info` and `node_comm` are valid handles; `base` and `win` are written by
-        // the call (baseptr is passed as the address of a pointer, as MPI specifies).
-        check(
-            unsafe {
-                ffi::MPI_Win_allocate_shared(
-                    piece as ffi::MPI_Aint,
-                    1,
-                    info,
-                    node_comm,
-                    (&mut base as *mut *mut c_void).cast(),
-                    &mut win,
-                )
-            },
-            "MPI_Win_allocate_shared",
-        )
-    });
-    // SAFETY: `info` is a valid info object, freed once; MPI copied what it needed.
-    let freed = check(unsafe { ffi::MPI_Info_free(&mut info) }, "MPI_Info_free");
-    allocated?;
-    freed?;
-    // SAFETY: `win` is the window just allocated; ERRORS_RETURN is a predefined handler.
-    check(
-        unsafe { ffi::MPI_Win_set_errhandler(win, ffi::RSMPI_ERRORS_RETURN) },
-        "MPI_Win_set_errhandler",
-    )?;
-    if base.is_null() {
-        return Err(BridgeError::Conduit(format!(
-            "MPI_Win_allocate_shared returned no memory for a piece of {piece} bytes"
-        )));
-    }
-    Ok((win, base.cast()))
-}
-
-/// The address in this process of the piece of the host's `place`-th process (job rank
-/// `job_rank`), after checking it holds `piece` bytes.
-fn query(
-    win: ffi::MPI_Win,
-    place: usize,
-    piece: usize,
-    job_rank: usize,
-) -> Result<*mut u8, BridgeError> {
-    let (mut size, mut disp, mut ptr): (ffi::MPI_Aint, c_int, *mut c_void) =
-        (0, 0, std::ptr::null_mut());
-    // SAFETY: `win` is a valid shared window and `place` a rank of its communicator; the
-    // three outputs are written by the call (baseptr as the address of a pointer).
-    check(
-        unsafe {
-            ffi::MPI_Win_shared_query(
-                win,
-                place as c_int,
-                &mut size,
-                &mut disp,
-                (&mut ptr as *mut *mut c_void).cast(),
-            )
-        },
-        "MPI_Win_shared_query",
-    )?;
-    if ptr.is_null() || (size as usize) < piece {
-        return Err(BridgeError::Conduit(format!(
-            "the shared window of rank {job_rank} has {size} bytes, {piece} expected"
-        )));
-    }
-    Ok(ptr.cast())
 }

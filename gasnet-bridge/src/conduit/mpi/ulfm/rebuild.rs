@@ -210,33 +210,30 @@ fn rebuild_in_place(w: &mut MpiWorld, new: &NewJob, lost: &[usize]) -> Result<()
     )?;
     w.kept.topology = agreed.topology;
     let mut scope = w.job.counting.scope();
+    // 3. The kept parts: no mapping of a dead rank.
+    w.kept.host.after_loss(lost);
+    // 4. The rings: this rank's inbox emptied for new claims, none toward the dead.
+    // SAFETY: every live process of the host is inside this rebuild (each unwound out of its
+    // operations before it entered the shrink, which completed), so nobody writes into this
+    // inbox until `JobParts::build`'s barrier below; the old job's ring views are leaked with
+    // its parts and never used again.
+    w.kept.rings = unsafe { w.kept.rings.after_loss(lost) };
     if host.joined {
-        // 3. A replacement joined this host: a new window over the host's processes, every
-        // survivor's segment moved into it (`RECOVERY.md`, "What each part becomes").
-        let (rank, ranks, len) = (w.kept.rank, w.kept.ranks, w.kept.segment_len);
-        let mut mapping = host.map(rank, ranks, len, counting)?;
-        let own = mapping.mapped[rank]
-            .as_ref()
-            .expect("own segment is mapped");
-        own.take_over(w.kept.host.own())?;
-        w.kept.rings = mapping.take_rings();
-        let new_host = HostSegments::new(rank, host.comm, host.ranks.clone(), mapping);
-        // The old window is never freed (a dead process may share it; freeing is collective)
-        // and stays mapped: an address taken from it before the loss still points at memory.
-        std::mem::forget(std::mem::replace(&mut w.kept.host, new_host));
+        // A replacement joined this host: its piece mapped here, this process's by it
+        // (`RECOVERY.md`, "What each part becomes").
+        let (inboxes, ring_per_sender) =
+            w.kept
+                .host
+                .join(host.comm, &host.ranks, lost, w.kept.segment_len, counting)?;
+        for (rank, inbox) in inboxes {
+            w.kept.rings.outboxes[rank] = Some(inbox);
+        }
+        w.kept.rings.ring_per_sender = ring_per_sender;
         if host.ranks.len() > 1 {
             scope = Scope::Host;
         }
     } else {
         host.free()?;
-        // 3. The kept parts: no mapping of a dead rank, the window orphaned if one shared it.
-        w.kept.host.after_loss(lost);
-        // 4. The rings: this rank's inbox emptied for new claims.
-        // SAFETY: every live process of the host is inside this rebuild (each unwound out of
-        // its operations before it entered the shrink, which completed), so nobody writes into
-        // this inbox until `JobParts::build`'s barrier below; the old job's ring views are
-        // leaked with its parts and never used again.
-        w.kept.rings = unsafe { w.kept.rings.after_loss(lost) };
     }
     // 5. New job parts over the new communicator: no RMA window (RMA to unmapped ranks as
     // active messages), the counting switch over the same scope as before (the host's when
@@ -250,7 +247,7 @@ fn rebuild_in_place(w: &mut MpiWorld, new: &NewJob, lost: &[usize]) -> Result<()
 }
 
 /// This process's host in the rebuilt job: its processes' communicator and job ranks, and
-/// whether a replacement joined it (then the host's window is made again, so that the
+/// whether a replacement joined it (then the host's pieces are exchanged again, so that the
 /// replacement maps its host's segments and they map its own).
 struct Host {
     comm: ffi::MPI_Comm,
@@ -378,7 +375,7 @@ fn build_replacement(config: &LaunchConfig, new: &NewJob) -> Result<MpiWorld, Br
         },
     )?;
     let (host, rings, scope) = if host.joined {
-        // With shared memory its host's window is made again with it (`rebuild_in_place`).
+        // With shared memory it maps its host's pieces, and they its own (`rebuild_in_place`).
         let mut mapping = host.map(rank, ranks, segment_len, agreed.counting)?;
         let rings = mapping.take_rings();
         let scope = if host.ranks.len() > 1 {
