@@ -237,6 +237,7 @@ where
         relaxed: RelaxedRpcs::register(&mut rpcs),
         xor: XorRpcs::register(&mut rpcs),
         generations: GenerationRpcs::register(&mut rpcs),
+        setup: crate::setup_values::SetupRpcs::register(&mut rpcs),
     };
     let checkpoint_rpcs = crate::checkpoint::transfer::register(&mut rpcs);
     // This launch's own directory (in the process: each process under mpirun makes its own),
@@ -285,6 +286,7 @@ where
     let results = pgas::runtime_hooks::launch_rerunning(job, rpcs, || {
         let recovered = pgas::runtime_hooks::recovered();
         crate::generations::reset(recovered.is_some(), pgas::spares_wanted() > 0);
+        crate::setup_values::reset(recovered.is_some(), pgas::spares_wanted() > 0);
         let rank = pgas::rank_me();
         let ranks = pgas::rank_n();
         // Until the rank's body and report are done: its events go to its own track.

@@ -147,6 +147,8 @@ pub mod report;
 pub mod resume;
 pub mod rng;
 mod runtime;
+mod setup_once;
+mod setup_values;
 mod spill;
 pub mod strict;
 /// Observability for tests (feature `testing`).
@@ -249,6 +251,7 @@ pub use relaxed::{ClassificationError, relaxed};
 pub use report::{CdStats, FailureRecord, Report};
 pub use resume::{ResumeSource, Resumed};
 pub use rng::{CdRng, rng};
+pub use setup_once::setup_once;
 pub use strict::{strict, strict_local, strict_on};
 
 pub use macro_support::HoldsGlobalPtr;

@@ -21,6 +21,7 @@ use crate::generations::GenerationRpcs;
 use crate::injector::{self, Injected};
 use crate::relaxed::rank_state::{RankState, RelaxedRpcs};
 use crate::report::Collector;
+use crate::setup_values::SetupRpcs;
 use crate::xor::{self, XorError, XorRpcs, XorStore};
 use crate::xor_entries::XorContext;
 
@@ -55,6 +56,8 @@ pub(crate) struct CdRuntime {
     pub(crate) xor_rpcs: XorRpcs,
     /// The generations a real loss rolls back to (`REAL_LOSS.md`).
     pub(crate) gen_rpcs: GenerationRpcs,
+    /// The set-up values a real loss keeps (`setup_once.rs`).
+    pub(crate) setup_rpcs: SetupRpcs,
     /// This rank has switched counting its incoming writes on ([`CdRuntime::count_incoming_writes`]).
     counting: Cell<bool>,
     /// Checkpoints to disk and the resume position of a restart (`checkpoint/`).
@@ -68,6 +71,7 @@ pub(crate) struct RuntimeRpcs {
     pub(crate) relaxed: RelaxedRpcs,
     pub(crate) xor: XorRpcs,
     pub(crate) generations: GenerationRpcs,
+    pub(crate) setup: SetupRpcs,
 }
 
 thread_local! {
@@ -202,6 +206,7 @@ impl CdRuntime {
             xor: Rc::new(xor),
             xor_rpcs: rpcs.xor,
             gen_rpcs: rpcs.generations,
+            setup_rpcs: rpcs.setup,
             counting: Cell::new(false),
             checkpoint: RankCheckpoint::default(),
             config,

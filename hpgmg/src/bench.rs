@@ -7,7 +7,7 @@ use crate::format::fmt_e;
 use crate::held_report::ReportOut;
 use crate::level::{Level, VECTOR_F, VECTOR_U, VECTORS_RESERVED};
 use crate::mg::{MgHierarchy, SOLVE_CD, print_create_level, print_rebuild};
-use crate::operator::{STENCIL_RADIUS, rebuild_operator};
+use crate::operator::STENCIL_RADIUS;
 use crate::problem::initialize_problem;
 use crate::progress::{PROGRESS, Progress};
 use crate::restriction::{RestrictionType, restriction};
@@ -188,9 +188,20 @@ fn run_to<W: Write>(cfg: Config, out: &mut ReportOut<'_, W>) -> std::io::Result<
     print_create_level(out, &fine)?;
     writeln!(out, "  Creating Poisson (a={a:.6}, b={b:.6}) test problem")?;
     initialize_problem(&mut fine, h);
-    rebuild_operator(&mut fine, None, b);
     print_rebuild(out, &fine)?;
-    let mut mg = MgHierarchy::build(fine, b, 1, out)?;
+    let mut mg = MgHierarchy::create(fine, 1, out)?;
+    if cfg.containment.is_on() {
+        // A rerun after a lost process takes the operators back (a replacement from its
+        // buddy's copy) instead of every rank computing them again.
+        let vectors = cd::setup_once("hpgmg.operators", || {
+            mg.rebuild_operators(b);
+            mg.vectors()
+        });
+        mg.set_vectors(vectors);
+    } else {
+        mg.rebuild_operators(b);
+    }
+    mg.print_rebuilds(out)?;
     mg.containment = cfg.containment;
     mg.max_vcycles = cfg.max_vcycles;
     // A relaunch from a checkpoint skips the solves before the resumed one (`progress.rs`).

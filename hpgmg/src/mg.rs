@@ -27,6 +27,10 @@ pub const RTOL: f64 = 1e-10;
 /// `maxVCycles` under `-DUNLIMIT_FMG_ITERATIONS`).
 pub const UNLIMITED_FMG_VCYCLES: usize = 20;
 
+/// Every level's vectors (level, box, vector), as [`MgHierarchy::vectors`] takes them.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct LevelVectors(Vec<Vec<Vec<Vec<f64>>>>);
+
 /// The levels of the hierarchy, finest first, with solve statistics.
 #[derive(Debug)]
 pub struct MgHierarchy {
@@ -212,11 +216,10 @@ pub fn print_rebuild(out: &mut impl Write, level: &Level) -> std::io::Result<()>
 }
 
 impl MgHierarchy {
-    /// Builds the hierarchy below `fine` (whose operator is already built), restricting the
-    /// coefficients level by level and rebuilding D^{-1} on each.
-    pub fn build(
+    /// Creates the levels below `fine` and the transfers between them, without their
+    /// operators ([`MgHierarchy::rebuild_operators`]).
+    pub fn create(
         fine: Level,
-        b: f64,
         min_coarse_dim: i32,
         out: &mut impl Write,
     ) -> std::io::Result<MgHierarchy> {
@@ -250,12 +253,6 @@ impl MgHierarchy {
             "\n  Building restriction and interpolation lists... done"
         )?;
         writeln!(out)?;
-        for l in 1..levels.len() {
-            let (lo, hi) = levels.split_at_mut(l);
-            rebuild_operator(&mut hi[0], Some(&lo[l - 1]), b);
-            print_rebuild(out, &hi[0])?;
-        }
-        writeln!(out)?;
         Ok(MgHierarchy {
             levels,
             solves_performed: 0,
@@ -266,6 +263,48 @@ impl MgHierarchy {
             progress: Progress::default(),
             finer_solutions_kept: false,
         })
+    }
+
+    /// Builds every level's operator: the finest from its coefficients, each coarser one by
+    /// restricting the coefficients of the level above and rebuilding D^{-1} (collective).
+    pub fn rebuild_operators(&mut self, b: f64) {
+        rebuild_operator(&mut self.levels[0], None, b);
+        // The reference's MGBuild times the coarse levels only.
+        let start = Instant::now();
+        for l in 1..self.levels.len() {
+            let (lo, hi) = self.levels.split_at_mut(l);
+            rebuild_operator(&mut hi[0], Some(&lo[l - 1]), b);
+        }
+        self.build_seconds += start.elapsed().as_secs_f64();
+    }
+
+    /// Prints what building the coarse levels' operators printed in the reference.
+    pub fn print_rebuilds(&self, out: &mut impl Write) -> std::io::Result<()> {
+        for level in &self.levels[1..] {
+            print_rebuild(out, level)?;
+        }
+        writeln!(out)
+    }
+
+    /// Every level's vectors, by level, box and vector: after the set-up, what the operators'
+    /// rebuild left, which a rerun after a lost process takes back (`cd::setup_once`).
+    pub fn vectors(&self) -> LevelVectors {
+        let of = |l: &Level| l.boxes.iter().map(|b| b.vectors.clone()).collect();
+        LevelVectors(self.levels.iter().map(of).collect())
+    }
+
+    /// Puts back every level's [`MgHierarchy::vectors`].
+    ///
+    /// # Panics
+    /// If `v` has another shape than this hierarchy (another problem's).
+    pub fn set_vectors(&mut self, v: LevelVectors) {
+        assert_eq!(v.0.len(), self.levels.len(), "the kept vectors' levels");
+        for (level, boxes) in self.levels.iter_mut().zip(v.0) {
+            assert_eq!(boxes.len(), level.boxes.len(), "the kept vectors' boxes");
+            for (bx, vectors) in level.boxes.iter_mut().zip(boxes) {
+                bx.vectors = vectors;
+            }
+        }
     }
 
     /// Clears the per-level and solve statistics.

@@ -4,7 +4,9 @@
 //! uniform over the run; the spare takes its rank, every rank resumes the strict CD "solve"
 //! from memory (`cd-runtime/src/REAL_LOSS.md`), and the run prints the fault-free report bit
 //! for bit but for its timings (held until the job's end: `src/held_report.rs`). Without a
-//! spare the job ends with one line. Every run is bounded in time: a hang fails the test.
+//! spare the job ends with one line. The operators, kept by `cd::setup_once`, are taken back
+//! by every resumed run, not computed again. Every run is bounded in time: a hang fails the
+//! test.
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -144,6 +146,12 @@ fn killed_at_thirty_seeded_moments_the_spare_takes_over_and_the_report_is_the_fa
         tally.after_end <= KILLS / 4,
         "{} of {KILLS} kills came in the teardown: the solves are too short a share of the run",
         tally.after_end
+    );
+    // A run resumes at a solve only after the set-up kept the operators on every rank and at
+    // every buddy: each such rerun takes them back instead of computing them again.
+    assert_eq!(
+        tally.setup_kept, tally.resumed,
+        "every run that resumed from memory takes the operators back (`cd::setup_once`)"
     );
 }
 

@@ -243,6 +243,9 @@ pub struct Tally {
     pub resumed: usize,
     /// Runs that started again from the beginning (killed in the set-up).
     pub from_start: usize,
+    /// Runs whose ranks took a set-up value back from memory (`cd::setup_once`) instead of
+    /// computing it again.
+    pub setup_kept: usize,
     /// Runs that ended with one line, as the design says (`REAL_LOSS.md`).
     pub ended: usize,
     /// Of those, runs whose kill came after every rank had finished its body (the job's
@@ -357,6 +360,7 @@ pub fn kill_campaign(
             "{what}: {}",
             ran.context()
         );
+        tally.setup_kept += usize::from(ran.stderr.contains("taken back from memory"));
         if ran.stderr.contains("lost and replaced") && ran.stderr.contains("from memory") {
             tally.resumed += 1;
             tally.extra.push(ran.wall.saturating_sub(reference.wall));
