@@ -193,11 +193,11 @@ fn run_to<W: Write>(cfg: Config, out: &mut ReportOut<'_, W>) -> std::io::Result<
     if cfg.containment.is_on() {
         // A rerun after a lost process takes the operators back (a replacement from its
         // buddy's copy) instead of every rank computing them again.
-        let vectors = cd::setup_once("hpgmg.operators", || {
+        let operators = cd::setup_once("hpgmg.operators", || {
             mg.rebuild_operators(b);
-            mg.vectors()
+            mg.operators()
         });
-        mg.set_vectors(vectors);
+        mg.set_operators(operators);
     } else {
         mg.rebuild_operators(b);
     }

@@ -9,7 +9,9 @@ use crate::comm::world_ranks;
 use crate::containment::{Containment, Smoothing};
 use crate::format::fmt_e;
 use crate::interpolation::{interpolation_v2, interpolation_v4};
-use crate::level::{Level, VECTOR_R, VECTOR_TEMP};
+use crate::level::{
+    GridBox, Level, VECTOR_BETA_I, VECTOR_BETA_J, VECTOR_BETA_K, VECTOR_DINV, VECTOR_R, VECTOR_TEMP,
+};
 use crate::operator::{STENCIL_RADIUS, rebuild_operator, residual};
 use crate::progress::{PROGRESS, Progress};
 use crate::restriction::{RestrictionType, build_transfer, restriction};
@@ -27,7 +29,10 @@ pub const RTOL: f64 = 1e-10;
 /// `maxVCycles` under `-DUNLIMIT_FMG_ITERATIONS`).
 pub const UNLIMITED_FMG_VCYCLES: usize = 20;
 
-/// Every level's vectors (level, box, vector), as [`MgHierarchy::vectors`] takes them.
+/// The vectors the operators' rebuild computes: the face coefficients and D^{-1}.
+pub const OPERATOR_VECTORS: [usize; 4] = [VECTOR_BETA_I, VECTOR_BETA_J, VECTOR_BETA_K, VECTOR_DINV];
+
+/// Every level's operator (level, box, vector), as [`MgHierarchy::operators`] takes it.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct LevelVectors(Vec<Vec<Vec<Vec<f64>>>>);
 
@@ -286,23 +291,29 @@ impl MgHierarchy {
         writeln!(out)
     }
 
-    /// Every level's vectors, by level, box and vector: after the set-up, what the operators'
-    /// rebuild left, which a rerun after a lost process takes back (`cd::setup_once`).
-    pub fn vectors(&self) -> LevelVectors {
-        let of = |l: &Level| l.boxes.iter().map(|b| b.vectors.clone()).collect();
+    /// Every level's operator ([`OPERATOR_VECTORS`]), by level, box and vector: what the
+    /// operators' rebuild computed, which a rerun after a lost process takes back
+    /// (`cd::setup_once`).
+    pub fn operators(&self) -> LevelVectors {
+        let of = |l: &Level| {
+            let of_box = |b: &GridBox| OPERATOR_VECTORS.map(|id| b.vectors[id].clone()).to_vec();
+            l.boxes.iter().map(of_box).collect()
+        };
         LevelVectors(self.levels.iter().map(of).collect())
     }
 
-    /// Puts back every level's [`MgHierarchy::vectors`].
+    /// Puts back every level's [`MgHierarchy::operators`].
     ///
     /// # Panics
     /// If `v` has another shape than this hierarchy (another problem's).
-    pub fn set_vectors(&mut self, v: LevelVectors) {
-        assert_eq!(v.0.len(), self.levels.len(), "the kept vectors' levels");
+    pub fn set_operators(&mut self, v: LevelVectors) {
+        assert_eq!(v.0.len(), self.levels.len(), "the kept operators' levels");
         for (level, boxes) in self.levels.iter_mut().zip(v.0) {
-            assert_eq!(boxes.len(), level.boxes.len(), "the kept vectors' boxes");
+            assert_eq!(boxes.len(), level.boxes.len(), "the kept operators' boxes");
             for (bx, vectors) in level.boxes.iter_mut().zip(boxes) {
-                bx.vectors = vectors;
+                for (id, v) in OPERATOR_VECTORS.into_iter().zip(vectors) {
+                    bx.vectors[id] = v;
+                }
             }
         }
     }
