@@ -2,10 +2,10 @@
 //! file (`memfd`) per process, which the others map through `/proc/PID/fd/FD`.
 //!
 //! Why not `MPI_Win_allocate_shared`: a process that joins after a loss (a spare taking a dead
-//! rank's place) cannot map a window allocated before it existed, so a recovery had to build
-//! a new window for the whole host, zero it and copy every survivor's segment into it. A memory
-//! file can be mapped by any process of the same user at any time, and the kernel gives it
-//! zeroed: the survivors keep their memory where it is and only map the replacement's.
+//! rank's place) cannot map a window allocated before it existed; a window it can map is a new
+//! one for the whole host, zeroed, with every survivor's segment copied in. A memory file can
+//! be mapped by any process of the same user at any time, and the kernel gives it zeroed: the
+//! survivors keep their memory where it is and only map the replacement's.
 //!
 //! Each piece ends with a page holding a token (the owner's job rank and a random number sent
 //! with its identity), which a process mapping it checks: a `/proc` path of another pid
@@ -68,8 +68,8 @@ impl Mapping {
     }
 }
 
-/// This process's own piece: the file (kept open for the process's life, so that a process
-/// joining later can open it) and its mapping.
+/// This process's own piece: the file, kept open for the job's life so that a process joining
+/// later can open it.
 #[derive(Debug)]
 pub(super) struct OwnPiece {
     /// Never read: open, it keeps the piece mappable through `/proc`.
@@ -189,11 +189,9 @@ pub(super) fn map_peer(id: PieceId, rank: usize) -> Result<Mapping, BridgeError>
     if token != id.token {
         // SAFETY: the mapping was made just above and nothing else refers to it.
         unsafe { mapping.unmap() };
-        return Err(refused(
-            "the memory found there is not that rank's (another pid \
-                            namespace, or a reused pid)"
-                .into(),
-        ));
+        let why = "the memory found there is not that rank's (another pid namespace, or a \
+                   reused pid)";
+        return Err(refused(why.into()));
     }
     Ok(mapping)
 }

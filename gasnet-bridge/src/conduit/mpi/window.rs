@@ -24,7 +24,7 @@ use super::inbox::{InboxLayout, RingLayouts, inbox_bytes, rings_per_inbox};
 /// A segment of a rank on this host, mapped from the shared memory, with its counters.
 pub(super) struct Mapped {
     pub(super) segment: Segment,
-    /// Points into the same window, the page before the segment; valid while the window is.
+    /// Points into the same piece, the page before the segment; valid while the piece is mapped.
     counters: NonNull<WriteCounters>,
     /// The job's mode: whether writes into this segment bump its counters.
     counting: WriteCounting,
