@@ -144,8 +144,9 @@ pub const KILL_AT_ENV: &str = "CD_REAL_LOSS_KILL_AT";
 
 /// The named points of [`KILL_AT_ENV`]: inside the preservation (after the first entry is
 /// saved), inside the end agreement (before this rank's part), while sending the generation's
-/// copy to the buddy (sent, its reply not yet waited for).
-pub const KILL_POINTS: [&str; 3] = ["preserve", "agreement", "buddy_copy"];
+/// copy to the buddy (sent, its reply not yet waited for), and in `cd::setup_once` before the
+/// set-up value's copy is sent to the buddy (ITERATION 0).
+pub const KILL_POINTS: [&str; 4] = ["preserve", "agreement", "buddy_copy", "setup"];
 
 /// The point [`KILL_AT_ENV`] names, read once (`None`: unset or not of the form).
 fn kill_point() -> Option<&'static (String, usize, u64)> {

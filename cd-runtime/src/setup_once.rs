@@ -105,6 +105,7 @@ fn keep(name: &str, rank: usize, bytes: Bytes, rpcs: SetupRpcs, domain: crate::B
     setup_values::keep_own(name, bytes.clone());
     let nodes: Vec<usize> = (0..pgas::rank_n()).map(pgas::node_of).collect();
     let buddy = buddy_map(&nodes, domain)[rank];
+    crate::injector::kill_at("setup", rank, 0);
     if buddy != rank {
         rpcs.store_at(buddy, rank, name, bytes);
     }

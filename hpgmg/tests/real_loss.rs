@@ -156,6 +156,48 @@ fn killed_at_thirty_seeded_moments_the_spare_takes_over_and_the_report_is_the_fa
 }
 
 #[test]
+fn killed_before_its_operators_reached_its_buddy_every_rank_computes_them_again() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let config = Config::new("setup.toml");
+    let (reference, _) = reference(&config);
+    let expected = answer(&reference).unwrap();
+    // Rank 3 dies in `cd::setup_once` before sending its operators to its buddy: nobody
+    // holds them, so the rerun must compute them on every rank (the computation exchanges
+    // halos: all or none), and still print the fault-free report.
+    let kill = [("CD_REAL_LOSS_KILL_AT", "setup:3:0")];
+    let ran = Job::start(
+        RANKS + 1,
+        HPGMG,
+        &[
+            PROBLEM.as_slice(),
+            &["--spares", "1", "--cd-config", config.arg()],
+        ]
+        .concat(),
+        &marker("setup", 0),
+        &kill,
+    )
+    .finish();
+    assert!(ran.status.success(), "{}", ran.context());
+    assert_eq!(
+        answer(&ran).as_deref(),
+        Some(expected.as_str()),
+        "{}",
+        ran.context()
+    );
+    assert!(
+        ran.stderr
+            .contains("\"hpgmg.operators\" computed again on every rank"),
+        "{}",
+        ran.context()
+    );
+    assert!(
+        ran.stderr.contains("from its beginning"),
+        "{}",
+        ran.context()
+    );
+}
+
+#[test]
 fn without_a_spare_a_killed_rank_ends_the_job_with_one_line() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let config = Config::new("nospare.toml");
