@@ -6,6 +6,7 @@
 //! (`cd-runtime/src/REAL_LOSS.md`). Without a spare the job ends with one line. Every run is
 //! bounded in time: a hang fails the test.
 
+use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -150,4 +151,63 @@ fn without_a_spare_a_killed_rank_ends_the_job_with_one_line() {
     assert_eq!(lines.len(), 1, "one line\n{}", ran.context());
     assert!(lines[0].contains("rank 1 lost"), "{}", ran.context());
     assert!(ran.checksum().is_none(), "{}", ran.context());
+}
+
+#[test]
+fn with_checkpoints_to_disk_a_killed_rank_is_recovered_and_the_checkpoints_go_on() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("cd-stencil-real-loss-ckpt-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("the test's directory");
+    let config = dir.join("cd.toml");
+    let ckpt = dir.join("ckpt");
+    std::fs::write(
+        &config,
+        format!(
+            "[cd.iteration]\nmedium = \"buddy\"\ncheckpoint = {{ dir = {ckpt:?}, every = 10 }}\n"
+        ),
+    )
+    .expect("write the configuration");
+    let config_arg = config.to_str().expect("a UTF-8 path").to_string();
+    let with_checkpoints = |spares: usize, marker: &str, extra: &[&str]| {
+        let s = spares.to_string();
+        let mut args = vec!["--spares", &s];
+        args.extend(N);
+        args.extend(["--iters", ITERS, "--cd-config", &config_arg]);
+        args.extend(extra);
+        Job::start(RANKS + spares, CD_STENCIL, &args, marker, &[])
+    };
+    let reference = with_checkpoints(1, &marker("ckpt-reference", 0), &[]).finish();
+    assert!(reference.status.success(), "{}", reference.context());
+    let expected = reference.checksum().expect("a checksum").to_string();
+    let answer = |ran: &Ran| ran.checksum().map(str::to_string);
+    let campaign = Campaign {
+        seed: 0xC4EC_5A7E,
+        kills: 8,
+        ranks: RANKS,
+        span: reference.body_time(),
+        reference: &reference,
+        expected: &expected,
+    };
+    // The rerun after a loss joins the process's checkpoint writer again: the checkpoints must
+    // go on being written and committed, never wait for a hand-over that does not come.
+    let tally = kill_campaign(campaign, answer, |k| {
+        with_checkpoints(1, &marker("ckpt-kill", k), &[])
+    });
+    assert!(
+        tally.resumed >= 4,
+        "most kills resume from memory: {}",
+        tally.resumed
+    );
+    // The last run's newest checkpoint is whole: a relaunch resumes from it, bit for bit.
+    let ran = with_checkpoints(1, &marker("ckpt-restart", 0), &["--restart", "auto"]).finish();
+    assert!(ran.status.success(), "{}", ran.context());
+    assert_eq!(ran.checksum(), Some(expected.as_str()), "{}", ran.context());
+    assert!(
+        ran.stderr.contains("cd: restart: resuming CD \"iteration\" at execution 190"),
+        "the last run's newest checkpoint (every 10 of 200 iterations) is whole\n{}",
+        ran.context()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -6,7 +6,7 @@
 //! (write-then-rename) and deletes the checkpoints no longer kept. Every job has a [`Ticket`]
 //! the rank waits on only when it needs the result. See `README.md` beside this file.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::os::unix::fs::OpenOptionsExt;
@@ -162,8 +162,11 @@ enum Job {
 /// The process's checkpoint writer (shared by the ranks of the process).
 pub(crate) struct CheckpointWriter {
     queue: Mutex<Option<(Sender<Job>, JoinHandle<()>)>>,
-    /// Ranks of this process that hand over their state (each joins before the first CD).
+    /// How many ranks of this process hand over their state (each joins before the first CD).
     ranks: Arc<AtomicUsize>,
+    /// Those ranks: a rank whose body runs again after a lost process (`REAL_LOSS.md`) joins
+    /// again, and must not count twice (the writer would wait for a second hand-over).
+    joined: Mutex<BTreeSet<usize>>,
     /// The lowest of them: the process's directory of a node-local checkpoint is named by it.
     lead: AtomicUsize,
 }
@@ -174,6 +177,7 @@ impl CheckpointWriter {
         CheckpointWriter {
             queue: Mutex::new(None),
             ranks: Arc::new(AtomicUsize::new(0)),
+            joined: Mutex::new(BTreeSet::new()),
             lead: AtomicUsize::new(usize::MAX),
         }
     }
@@ -181,7 +185,10 @@ impl CheckpointWriter {
     /// Counts rank `rank` of this process among those whose states make a part. Every rank
     /// that shares the writer joins before any rank hands over (launch's barrier is between).
     pub(crate) fn join(&self, rank: usize) {
-        self.ranks.fetch_add(1, Ordering::SeqCst);
+        let mut joined = self.joined.lock().unwrap_or_else(|e| e.into_inner());
+        if joined.insert(rank) {
+            self.ranks.fetch_add(1, Ordering::SeqCst);
+        }
         self.lead.fetch_min(rank, Ordering::SeqCst);
     }
 
@@ -943,6 +950,23 @@ mod tests {
             2,
             "rank 0's directory and rank 1's (the copy)"
         );
+        drop(w);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn a_rank_that_joins_again_after_a_rerun_counts_once() {
+        let root = scratch("rejoin");
+        let w = CheckpointWriter::new();
+        // The body ran, a lost process made it run again: the rank joins a second time.
+        w.join(0);
+        w.join(0);
+        let dir = checkpoint_dir(&root, "step", 7);
+        let t = w.write_rank(dir.clone(), 0, 0, false, entries(3));
+        // One hand-over makes the part: the writer does not wait for a second one.
+        let got = t.wait(|| {}).expect("written");
+        let file = std::fs::read(own_file(&dir, 0)).unwrap();
+        assert_eq!(got.file_len, file.len() as u64);
         drop(w);
         std::fs::remove_dir_all(&root).unwrap();
     }
