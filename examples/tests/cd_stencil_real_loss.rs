@@ -205,7 +205,8 @@ fn with_checkpoints_to_disk_a_killed_rank_is_recovered_and_the_checkpoints_go_on
     assert!(ran.status.success(), "{}", ran.context());
     assert_eq!(ran.checksum(), Some(expected.as_str()), "{}", ran.context());
     assert!(
-        ran.stderr.contains("cd: restart: resuming CD \"iteration\" at execution 190"),
+        ran.stderr
+            .contains("cd: restart: resuming CD \"iteration\" at execution 190"),
         "the last run's newest checkpoint (every 10 of 200 iterations) is whole\n{}",
         ran.context()
     );
