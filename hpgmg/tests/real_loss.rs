@@ -95,13 +95,12 @@ impl Drop for Config {
 }
 
 /// Starts `hpgmg` on the ranks and `spares` spares with the CD configuration `config`, on
-/// `problem` (with `extra` arguments).
-fn start(spares: usize, marker: &str, config: &Config, extra: &[&str]) -> Job {
+/// [`PROBLEM`], `env` set in every process.
+fn start(spares: usize, marker: &str, config: &Config, env: &[(&str, &str)]) -> Job {
     let s = spares.to_string();
     let mut args = PROBLEM.to_vec();
     args.extend(["--spares", &s, "--cd-config", config.arg()]);
-    args.extend(extra);
-    Job::start(RANKS + spares, HPGMG, &args, marker, &[])
+    Job::start(RANKS + spares, HPGMG, &args, marker, env)
 }
 
 /// The fault-free run with a spare that is never needed, and how long its job ran from the
@@ -165,18 +164,7 @@ fn killed_before_its_operators_reached_its_buddy_every_rank_computes_them_again(
     // holds them, so the rerun must compute them on every rank (the computation exchanges
     // halos: all or none), and still print the fault-free report.
     let kill = [("CD_REAL_LOSS_KILL_AT", "setup:3:0")];
-    let ran = Job::start(
-        RANKS + 1,
-        HPGMG,
-        &[
-            PROBLEM.as_slice(),
-            &["--spares", "1", "--cd-config", config.arg()],
-        ]
-        .concat(),
-        &marker("setup", 0),
-        &kill,
-    )
-    .finish();
+    let ran = start(1, &marker("setup", 0), &config, &kill).finish();
     assert!(ran.status.success(), "{}", ran.context());
     assert_eq!(
         answer(&ran).as_deref(),

@@ -239,12 +239,10 @@ impl HostSegments {
     }
 }
 
-/// Bytes of one rank's piece, and of its segment rounded up to pages; `rings` per inbox (0
-/// without shared memory).
-fn piece_len(segment_len: usize, rings: usize) -> (usize, usize) {
-    let segment_pages = segment_len.div_ceil(PAGE) * PAGE;
-    let inbox_pages = inbox_bytes(rings).next_multiple_of(PAGE);
-    (PAGE + segment_pages + inbox_pages + PAGE, segment_pages)
+/// Bytes of one rank's piece: the counters page, `segment_len` rounded up to pages, the inbox
+/// of `rings` rings (0 without shared memory) rounded up to pages, the token page.
+fn piece_len(segment_len: usize, rings: usize) -> usize {
+    PAGE + segment_len.next_multiple_of(PAGE) + inbox_bytes(rings).next_multiple_of(PAGE) + PAGE
 }
 
 /// The segment (with its counters) and the inbox of job rank `rank` in the piece `m`, whose
@@ -277,7 +275,7 @@ fn lay_out(
     let segment_pages = if elsewhere.is_some() {
         0
     } else {
-        segment_len.div_ceil(PAGE) * PAGE
+        segment_len.next_multiple_of(PAGE)
     };
     // SAFETY: the inbox follows the segment's pages inside the piece (`piece_len` counts it),
     // page-aligned, zeroed by the kernel (a new memory file) or by `RingLayouts::after_loss`
@@ -313,7 +311,7 @@ pub(super) fn map_host(
     } else {
         segment_len
     };
-    let (piece, _) = piece_len(in_piece, rings);
+    let piece = piece_len(in_piece, rings);
     let (own, own_map) = OwnPiece::create(rank, piece, rings)?;
     let ids = if pshm {
         exchange(node_comm, node_ranks.len(), own.id())?
