@@ -44,6 +44,10 @@ const RECOVER: &str = "ULFM_SPARES_RECOVER";
 /// returned and it printed its last line): a loss after the job's end, before `MPI_Finalize`.
 const DIE_AFTER: &str = "ULFM_SPARES_DIE_AFTER";
 
+/// Set in a rank's environment to a process (its number in `MPI_COMM_WORLD`, as the launcher
+/// tells it) that kills itself before it calls `MPI_Init`.
+const DIE_BEFORE_INIT: &str = "ULFM_SPARES_DIE_BEFORE_INIT";
+
 /// Where each rank writes its mark into its own segment before any loss, and where the rounds
 /// after each recovery put into the next rank's (one 8-byte word per epoch).
 const MARK_AT: usize = 512 << 10;
@@ -76,11 +80,12 @@ fn rank_main(rounds: u64) {
         .ok()
         .map(|v| v.parse().expect("losses"));
     // Every process, a spare too (it runs no body), says its pid before the job.
-    println!(
-        "process {} pid {}",
-        std::env::var("OMPI_COMM_WORLD_RANK").unwrap_or_default(),
-        std::process::id()
-    );
+    let process = std::env::var("OMPI_COMM_WORLD_RANK").unwrap_or_default();
+    println!("process {process} pid {}", std::process::id());
+    if std::env::var(DIE_BEFORE_INIT).is_ok_and(|v| v == process) {
+        // SAFETY: kill(2) of this process; nothing runs after it.
+        unsafe { libc::kill(std::process::id() as i32, libc::SIGKILL) };
+    }
     let die_after: Option<usize> = std::env::var(DIE_AFTER)
         .ok()
         .map(|v| v.parse().expect("a rank"));
@@ -884,6 +889,38 @@ fn without_a_spare_a_process_lost_at_start_ends_the_job_with_one_line() {
     no_deadline_line_or_panic(&err, &context);
 }
 
+/// A process killed before it calls `MPI_Init`: the others wait in theirs for it, which no
+/// failure notice ends (MPI is not initialized), until the deadline of `PGAS_MPI_INIT_TIMEOUT`
+/// ends each with one line; the job ends, nonzero, with no body run and no other line.
+fn a_process_lost_before_mpi_init_ends_the_job_at_the_init_deadline() {
+    let started = Instant::now();
+    let job = start_with(
+        3,
+        1,
+        20,
+        Paths::Shm,
+        Some(1),
+        &[(DIE_BEFORE_INIT, "1"), ("PGAS_MPI_INIT_TIMEOUT", "2")],
+    );
+    let (status, out, err) = job.finish(started);
+    let context = format!("stdout:\n{out}\nstderr:\n{err}");
+    assert!(status.failed_or_lingered(), "{context}");
+    let lines = lines_with(&err, "MPI_Init did not return within 2 s");
+    assert!(
+        (1..=2).contains(&lines.len()),
+        "one line per live process\n{context}"
+    );
+    assert_eq!(
+        err.lines().filter(|l| !l.trim().is_empty()).count(),
+        lines.len(),
+        "no other line\n{context}"
+    );
+    assert!(
+        lines_with(&out, "rank").is_empty(),
+        "no body ran\n{context}"
+    );
+}
+
 /// Every one of `ranks` ranks printed its last line once.
 fn each_rank_done_once(out: &str, ranks: usize, context: &str) {
     for r in 0..ranks {
@@ -906,7 +943,7 @@ fn main() {
         rank_main(args[i + 1].parse().expect("rounds"));
         return;
     }
-    let tests: [(&str, fn()); 22] = [
+    let tests: [(&str, fn()); 23] = [
         (
             "an_unneeded_spare_is_released",
             an_unneeded_spare_is_released,
@@ -980,6 +1017,10 @@ fn main() {
         (
             "without_a_spare_a_process_lost_at_start_ends_the_job_with_one_line",
             without_a_spare_a_process_lost_at_start_ends_the_job_with_one_line,
+        ),
+        (
+            "a_process_lost_before_mpi_init_ends_the_job_at_the_init_deadline",
+            a_process_lost_before_mpi_init_ends_the_job_at_the_init_deadline,
         ),
         (
             "the_idle_spare_killed_the_job_goes_on",

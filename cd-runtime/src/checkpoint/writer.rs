@@ -683,7 +683,6 @@ fn start_writeback(f: &File, offset: u64, len: u64) {
     let _ = (f, offset, len);
 }
 
-/// The error of a writing thread that panicked.
 /// An error of the file `path`, as one line naming it.
 fn describe(path: &Path, e: std::io::Error) -> String {
     format!("{}: {e}", path.display())

@@ -15,6 +15,7 @@ mod credits;
 mod datatype;
 mod host_memory;
 mod inbox;
+mod init_deadline;
 mod job;
 mod lent;
 mod lent_lost;

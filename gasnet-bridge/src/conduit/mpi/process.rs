@@ -186,6 +186,7 @@ fn init() -> Result<Process, String> {
         let rc = unsafe { ffi::MPI_Query_thread(&mut provided) };
         check(rc, "MPI_Query_thread").map_err(|e| e.to_string())?;
     } else {
+        let deadline = super::init_deadline::arm()?;
         // SAFETY: null argc/argv is allowed by MPI-2 and later; `provided` is written.
         let rc = unsafe {
             ffi::MPI_Init_thread(
@@ -195,6 +196,7 @@ fn init() -> Result<Process, String> {
                 &mut provided,
             )
         };
+        drop(deadline);
         if rc != ffi::MPI_SUCCESS as c_int {
             return Err(format!("MPI_Init_thread failed with code {rc}"));
         }
