@@ -53,6 +53,8 @@ const DIE_BEFORE_INIT: &str = "ULFM_SPARES_DIE_BEFORE_INIT";
 const MARK_AT: usize = 512 << 10;
 const MARK_LEN: usize = 256;
 const AFTER_AT: usize = MARK_AT + MARK_LEN;
+/// Where each rank tells every other the process that holds it, one word per rank.
+const HOSTS_AT: usize = AFTER_AT + 4096;
 
 /// The bytes rank `r` marks its segment with.
 fn mark(r: usize) -> Vec<u8> {
@@ -245,14 +247,47 @@ impl Ops<'_> {
             .expect("get the mark of the previous rank");
         assert_eq!(theirs, mark(prev), "rank {me}: rank {prev}'s mark");
         if !self.over_mpi {
-            // One host with shared memory: the replacement joined its window, so every rank
-            // maps every other, and RMA to none travels as messages.
-            let unmapped: Vec<usize> = (0..n).filter(|&r| !ep.maps(r)).collect();
-            assert!(unmapped.is_empty(), "rank {me} does not map {unmapped:?}");
-            assert!((0..n).all(|r| !ep.rma_by_messages(r)), "rank {me}");
+            // Shared memory: the replacement joined its host's window, so every rank maps the
+            // ranks of its host (every rank on one host), and RMA to those never travels as
+            // messages.
+            let host = host_of_every_rank(ep);
+            let expected: Vec<usize> = (0..n).filter(|&r| host[r] == host[me]).collect();
+            let mapped: Vec<usize> = (0..n).filter(|&r| ep.maps(r)).collect();
+            assert_eq!(mapped, expected, "rank {me}: the ranks it maps");
+            assert!(
+                expected.iter().all(|&r| !ep.rma_by_messages(r)),
+                "rank {me}"
+            );
         }
         println!("rank {me} rebuilt at epoch {epoch}");
     }
+}
+
+/// The host of each rank's process (collective): under `PGAS_MPI_HOST_SIZE=k` its number in
+/// `MPI_COMM_WORLD` over k, told by each rank into every segment; else every rank's host is 0.
+fn host_of_every_rank(ep: &Endpoint) -> Vec<usize> {
+    let n = ep.ranks();
+    let Ok(k) = std::env::var("PGAS_MPI_HOST_SIZE") else {
+        return vec![0; n];
+    };
+    let k: usize = k.parse().expect("PGAS_MPI_HOST_SIZE: a number");
+    let process: u64 = std::env::var("OMPI_COMM_WORLD_RANK")
+        .expect("the launcher's process number")
+        .parse()
+        .expect("a number");
+    for r in 0..n {
+        ep.put(r, HOSTS_AT + 8 * ep.rank(), &process.to_le_bytes())
+            .expect("tell the process");
+    }
+    ep.barrier().expect("barrier after telling the processes");
+    (0..n)
+        .map(|r| {
+            let mut word = [0u8; 8];
+            ep.get(ep.rank(), HOSTS_AT + 8 * r, &mut word)
+                .expect("read own segment");
+            u64::from_le_bytes(word) as usize / k
+        })
+        .collect()
 }
 
 /// A handle of the job before the rebuild: nothing arrived (its link is cut), and a wait
@@ -503,8 +538,11 @@ impl Job {
             let left = JOB_LIMIT.saturating_sub(started.elapsed());
             let Ok(line) = self.stdout.recv_timeout(left) else {
                 self.end_group();
+                let err = std::mem::replace(&mut self.stderr, std::thread::spawn(String::new))
+                    .join()
+                    .unwrap_or_default();
                 panic!(
-                    "{count} lines with {needle:?} expected: {:?}",
+                    "{count} lines with {needle:?} expected: {:?}\nstderr:\n{err}",
                     self.stdout_seen
                 );
             };

@@ -1,8 +1,8 @@
 //! `lulesh -s 6 --spares 1` under a strict CD configuration on 8+1 processes under
 //! `mpirun --with-ft ulfm` (feature `ulfm`; the launcher `$PGAS_ULFM_MPIRUN` from
 //! `. .ci/ulfm-env`): one rank's process killed with SIGKILL from outside at seeded moments
-//! uniform over the run (ignored until it holds, also with relaxed CDs per rank inside the
-//! strict step); the spare takes its rank, every rank resumes the strict CD "step" from memory
+//! uniform over the run (also with relaxed CDs per rank inside the strict step); the spare
+//! takes its rank, every rank resumes the strict CD "step" from memory
 //! (`cd-runtime/src/REAL_LOSS.md`), and the run prints the fault-free report's physics bit for
 //! bit. Without a spare the job ends with one line. Every run is bounded in
 //! time: a hang fails the test.
@@ -119,10 +119,6 @@ fn killed_at_thirty_seeded_moments_the_spare_takes_over_and_the_report_is_the_fa
 /// neighbours' halo puts logged (`configs/relaxed.toml`): a relaxed CD re-executes with the
 /// strict one it is in, so the recovery is the strict one's.
 #[test]
-#[ignore = "not yet known reliable: once, after the second kill (rank 3, resumed at step 99 \
-            from memory), the ranks waited on each other's halo flags in different exchanges of \
-            one cycle (ranks 0 and 2 in sum_boundary_nodes, 1 and 4 in sync_pos_vel), cause not \
-            found, not seen since in some 15 campaigns; run with --ignored"]
 fn with_relaxed_cds_killed_at_fifteen_seeded_moments_the_report_is_the_fault_free_one() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let text = format!("{STRICT}{}", include_str!("../configs/relaxed.toml"));

@@ -243,11 +243,20 @@ where
 /// `ranks_per_node` is ignored and a node is a host, so it is the host each rank's process
 /// runs on, gathered from the ranks themselves (a collective: every rank calls it), except
 /// with `PGAS_MPI_PSHM=0`, where the processes of a host share no memory and every rank is a
-/// node of its own.
+/// node of its own, and with `PGAS_MPI_HOST_SIZE=k`, where each block of k processes (by
+/// their number in `MPI_COMM_WORLD`, as the launcher tells it) is a host.
 pub fn expected_nodes(ranks_per_node: Option<usize>) -> Vec<String> {
     if on_mpi() {
         let pshm = std::env::var("PGAS_MPI_PSHM").map_or(true, |v| v.trim() != "0");
-        let host = host_name();
+        let mut host = host_name();
+        if let Ok(k) = std::env::var("PGAS_MPI_HOST_SIZE") {
+            let k: usize = k.trim().parse().expect("PGAS_MPI_HOST_SIZE: a number");
+            let process: usize = std::env::var("OMPI_COMM_WORLD_RANK")
+                .expect("OMPI_COMM_WORLD_RANK from the launcher")
+                .parse()
+                .expect("a process number");
+            host = format!("{host}#{}", process / k);
+        }
         let me = pgas::rank_me();
         allgather(if pshm {
             host

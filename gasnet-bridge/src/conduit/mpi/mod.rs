@@ -13,6 +13,7 @@ mod counting;
 mod counting_notice;
 mod credits;
 mod datatype;
+mod emulated_hosts;
 mod host_memory;
 mod inbox;
 mod init_deadline;

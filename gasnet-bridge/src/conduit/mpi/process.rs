@@ -291,9 +291,14 @@ pub(crate) fn processor_name() -> String {
     if check(rc, "MPI_Get_processor_name").is_err() {
         return "unknown-host".into();
     }
-    CStr::from_bytes_until_nul(bytemuck_bytes(&buf))
+    let name = CStr::from_bytes_until_nul(bytemuck_bytes(&buf))
         .map(|c| c.to_string_lossy().into_owned())
-        .unwrap_or_else(|_| "unknown-host".into())
+        .unwrap_or_else(|_| "unknown-host".into());
+    // A refused value is reported by `host_comm`, which fails the set-up with it.
+    match super::emulated_hosts::this_host() {
+        Ok(Some(host)) => format!("{name}#{host}"),
+        _ => name,
+    }
 }
 
 #[cfg(test)]

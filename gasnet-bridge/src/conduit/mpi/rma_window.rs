@@ -50,7 +50,8 @@ use super::calls::{check, mpi_len, uint8};
 use super::datatype::TargetPieces;
 use super::lent_lost::lent_memory_lost;
 
-/// Environment switch of the cross-host RMA path: `window` (the default) or `am`.
+/// Environment switch of the cross-host RMA path: `window` (the default without spares) or
+/// `am` (the default with `PGAS_SPARES`: see [`RmaPath::from_env`]).
 pub const RMA_ENV: &str = "PGAS_MPI_RMA";
 
 /// Puts of at most this many bytes are copied into a staging chunk (their source is then free
@@ -105,22 +106,31 @@ impl std::fmt::Display for RmaPathError {
         match self {
             RmaPathError::BadSwitch(v) => write!(
                 f,
-                "{RMA_ENV}={v:?}: expected \"window\" (MPI-3 window, the default) or \"am\" \
-                 (active messages)"
+                "{RMA_ENV}={v:?}: expected \"window\" (an MPI-3 window, the default without spares) or \
+                 \"am\" (active messages)"
             ),
         }
     }
 }
 
 impl RmaPath {
-    /// The path `PGAS_MPI_RMA` asks for (this process's view, before the job agrees).
+    /// The path `PGAS_MPI_RMA` asks for (this process's view, before the job agrees). Unset,
+    /// a job with spares takes active messages: MPI's one-sided components are not made to
+    /// survive a failure (Open MPI 5 says so when fault tolerance is on), and a window flush
+    /// toward a process that died was seen never to return (`osc/rdma`, hosts emulated with
+    /// `PGAS_MPI_HOST_SIZE`), where a message's wait sees the loss and unwinds.
     pub(super) fn from_env() -> Result<RmaPath, RmaPathError> {
-        RmaPath::parse(std::env::var(RMA_ENV).ok().as_deref())
+        RmaPath::parse(
+            std::env::var(RMA_ENV).ok().as_deref(),
+            crate::spares_wanted() > 0,
+        )
     }
 
-    /// The path a value of `PGAS_MPI_RMA` (unset: `None`) names.
-    fn parse(value: Option<&str>) -> Result<RmaPath, RmaPathError> {
+    /// The path a value of `PGAS_MPI_RMA` (unset: `None`) names, in a job with `spares` or
+    /// without.
+    fn parse(value: Option<&str>, spares: bool) -> Result<RmaPath, RmaPathError> {
         match value.map(str::trim) {
+            None | Some("") if spares => Ok(RmaPath::ActiveMessages),
             None | Some("" | "window") => Ok(RmaPath::Window),
             Some("am") => Ok(RmaPath::ActiveMessages),
             Some(other) => Err(RmaPathError::BadSwitch(other.to_string())),
@@ -828,10 +838,15 @@ mod tests {
 
     #[test]
     fn the_switch_names_a_path_or_is_refused_by_name() {
-        assert_eq!(RmaPath::parse(None), Ok(RmaPath::Window));
-        assert_eq!(RmaPath::parse(Some(" window ")), Ok(RmaPath::Window));
-        assert_eq!(RmaPath::parse(Some("am")), Ok(RmaPath::ActiveMessages));
-        let e = RmaPath::parse(Some("rdma")).unwrap_err();
+        assert_eq!(RmaPath::parse(None, false), Ok(RmaPath::Window));
+        assert_eq!(RmaPath::parse(Some(" window "), false), Ok(RmaPath::Window));
+        assert_eq!(
+            RmaPath::parse(Some("am"), false),
+            Ok(RmaPath::ActiveMessages)
+        );
+        assert_eq!(RmaPath::parse(None, true), Ok(RmaPath::ActiveMessages));
+        assert_eq!(RmaPath::parse(Some("window"), true), Ok(RmaPath::Window));
+        let e = RmaPath::parse(Some("rdma"), false).unwrap_err();
         assert!(e.to_string().contains("PGAS_MPI_RMA=\"rdma\""), "{e}");
     }
 

@@ -22,6 +22,7 @@ use crate::topology::Topology;
 
 use super::calls::{allgather_text, check, uint8};
 use super::counting::CountingSwitch;
+use super::emulated_hosts;
 use super::inbox::{Inbox, Outboxes};
 use super::process::{self, JOB_ACTIVE};
 use super::rma_window::{Flavor, RmaWindow};
@@ -135,19 +136,26 @@ pub(super) fn host_comm(
 ) -> Result<(ffi::MPI_Comm, Vec<usize>), BridgeError> {
     // SAFETY: reading a link-time constant of rsmpi's C shim.
     let mut node_comm = unsafe { ffi::RSMPI_COMM_NULL };
-    // SAFETY: `comm` is valid; `node_comm` is written with the new communicator.
-    check(
-        unsafe {
-            ffi::MPI_Comm_split_type(
-                comm,
-                ffi::RSMPI_COMM_TYPE_SHARED,
-                rank as c_int,
-                ffi::RSMPI_INFO_NULL,
-                &mut node_comm,
-            )
-        },
-        "MPI_Comm_split_type",
-    )?;
+    match emulated_hosts::this_host().map_err(BridgeError::Conduit)? {
+        // SAFETY: `comm` is valid; `node_comm` is written with the new communicator.
+        Some(host) => check(
+            unsafe { ffi::MPI_Comm_split(comm, host as c_int, rank as c_int, &mut node_comm) },
+            "MPI_Comm_split(emulated host)",
+        )?,
+        // SAFETY: as above.
+        None => check(
+            unsafe {
+                ffi::MPI_Comm_split_type(
+                    comm,
+                    ffi::RSMPI_COMM_TYPE_SHARED,
+                    rank as c_int,
+                    ffi::RSMPI_INFO_NULL,
+                    &mut node_comm,
+                )
+            },
+            "MPI_Comm_split_type",
+        )?,
+    }
     let (_, node_size) = rank_and_size(node_comm)?;
     let mine = rank as u64;
     let mut node_ranks = vec![0u64; node_size];

@@ -68,6 +68,7 @@ use crate::failure::Failure;
 use crate::sleep::Sleeper;
 
 use super::calls::{allgather_text, check, uint8};
+use super::emulated_hosts;
 use super::process::SIGTERM_READ;
 use handshake::{Refusal, Secret};
 use lobby::Lobby;
@@ -341,8 +342,10 @@ impl Watchdog {
         let mut lobby = if kids.is_empty() {
             None
         } else {
-            let elsewhere = kids.clone().any(|c| hosts[c] != hosts[me]);
-            let ip = handshake::listen_ip(&hosts[me], elsewhere)?;
+            // Emulated hosts share the machine: their loopback address reaches them.
+            let machine = |r: usize| emulated_hosts::machine(&hosts[r]);
+            let elsewhere = kids.clone().any(|c| machine(c) != machine(me));
+            let ip = handshake::listen_ip(machine(me), elsewhere)?;
             let l = TcpListener::bind((ip, 0)).map_err(|e| conduit_err("bind", e))?;
             Some(Lobby::new(l).map_err(|e| conduit_err("listen", e))?)
         };
