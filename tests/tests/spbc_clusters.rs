@@ -8,8 +8,9 @@
 //! per rank; the failing rank's `cell` reports a detected error at the end of its first
 //! execution, which it would recover from alone without clusters (`retries = 1`).
 //!
-//! Under mpirun (`cd-runtime/tests/mpirun-relaxed.sh`, no shared memory between the
-//! processes) every rank is a node of its own, so `cluster = "node"` means clusters of one.
+//! Under mpirun without shared memory between the processes (`cd-runtime/tests/
+//! mpirun-relaxed.sh`) every rank is a node of its own, so `cluster = "node"` means clusters of
+//! one; with hosts emulated by `PGAS_MPI_HOST_SIZE=k` (`.ci/run`) a node is k processes.
 
 mod common;
 
@@ -24,13 +25,19 @@ const N: usize = 8;
 /// Ranks per node on smp (for `cluster = "node"`).
 const PER_NODE: usize = 4;
 
-/// Ranks per node in this job: [`PER_NODE`] on smp, 1 under mpirun (module doc).
+/// Ranks per node in this job: [`PER_NODE`] on smp; under mpirun the emulated host's
+/// processes, or 1 (module doc).
 fn per_node() -> usize {
-    if mpi_world_size().is_some() {
-        1
-    } else {
-        PER_NODE
+    if mpi_world_size().is_none() {
+        return PER_NODE;
     }
+    let pshm = std::env::var("PGAS_MPI_PSHM").map_or(true, |v| v.trim() != "0");
+    std::env::var("PGAS_MPI_HOST_SIZE")
+        .ok()
+        .filter(|_| pshm)
+        .map_or(1, |k| {
+            k.trim().parse().expect("PGAS_MPI_HOST_SIZE: a number")
+        })
 }
 /// Values per rank.
 const K: usize = 4;
