@@ -870,21 +870,14 @@ fn the_idle_spare_killed_then_a_rank_ends_with_the_no_spare_line() {
     assert!(!err.contains("panicked"), "{context}");
 }
 
-/// A process killed during the conduit's start-up (`PGAS_MPI_KILL_AT_START=point:process`),
+/// A process killed during the conduit's start-up (`PGAS_MPI_KILL_AT=point:process`),
 /// before any body ran: the live processes agree on it and the start-up runs again over them,
 /// the spare holding a rank if the dead one held one; one line says so, every rank runs its
 /// body to its end, status 0, no deadline line.
 fn a_process_lost_at_start_the_start_up_runs_again(point: &str, process: usize) {
     let started = Instant::now();
     let at = format!("{point}:{process}");
-    let job = start_with(
-        4,
-        1,
-        20,
-        Paths::Shm,
-        Some(1),
-        &[("PGAS_MPI_KILL_AT_START", &at)],
-    );
+    let job = start_with(4, 1, 20, Paths::Shm, Some(1), &[("PGAS_MPI_KILL_AT", &at)]);
     let (status, out, err) = job.finish(started);
     let context = format!("{at}\nstdout:\n{out}\nstderr:\n{err}");
     assert!(status.exited_0_or_lingered(), "{context}");
@@ -909,7 +902,7 @@ fn without_a_spare_a_process_lost_at_start_ends_the_job_with_one_line() {
         20,
         Paths::Shm,
         Some(1),
-        &[("PGAS_MPI_KILL_AT_START", "split:1")],
+        &[("PGAS_MPI_KILL_AT", "split:1")],
     );
     let (status, out, err) = job.finish(started);
     let context = format!("stdout:\n{out}\nstderr:\n{err}");
@@ -959,6 +952,75 @@ fn a_process_lost_before_mpi_init_ends_the_job_at_the_init_deadline() {
     );
 }
 
+/// Rank 2 killed from outside, and process 1 (rank 1) killing itself in the recovery's
+/// agreement on the dead (`PGAS_MPI_KILL_AT=agree:1`): the others' agreement fails, their
+/// round starts again from the shrink and agrees on both, and the two spares take ranks 1 and
+/// 2; every rank is rebuilt once and the job exits 0.
+fn a_second_loss_in_the_agreement_is_recovered_in_the_same_recovery() {
+    let started = Instant::now();
+    let mut job = start_with(
+        6,
+        2,
+        3000,
+        Paths::Shm,
+        Some(1),
+        &[("PGAS_MPI_KILL_AT", "agree:1")],
+    );
+    let mut pids = job.pids(4, started);
+    std::thread::sleep(Duration::from_millis(300));
+    kill9(pids[2]);
+    job.wait_lines("rebuilt at epoch 1", 4, &mut pids, started);
+    let (status, out, err) = job.finish(started);
+    let context = format!("stdout:\n{out}\nstderr:\n{err}");
+    assert!(status.exited_0_or_lingered(), "the job exits 0\n{context}");
+    for r in 0..4 {
+        let line = format!("rank {r} rebuilt at epoch 1");
+        assert_eq!(lines_with(&out, &line).len(), 1, "{line}\n{context}");
+    }
+    for r in [1, 2] {
+        let line = format!("rank {r} replacement at epoch 1");
+        assert_eq!(lines_with(&out, &line).len(), 1, "{line}\n{context}");
+    }
+    assert_eq!(lines_with(&out, "replacement at").len(), 2, "{context}");
+    each_rank_done_once(&out, 4, &context);
+    assert!(
+        !err.contains("panicked") && !err.contains("gives up") && !err.contains("job ends"),
+        "nothing but the recovery's lines\n{context}"
+    );
+}
+
+/// Rank 2 killed from outside, and process 1 (rank 1) killing itself once the new job
+/// communicator exists, before it rebuilds its world (`PGAS_MPI_KILL_AT=rebuild:1`): the
+/// others' rebuild fails, which ends the job with one line naming the replaced rank and the
+/// failed rebuild, a nonzero status, no hang.
+fn a_loss_during_the_rebuild_ends_the_job_with_one_line() {
+    let started = Instant::now();
+    let mut job = start_with(
+        6,
+        2,
+        3000,
+        Paths::Shm,
+        Some(1),
+        &[("PGAS_MPI_KILL_AT", "rebuild:1")],
+    );
+    let pids = job.pids(4, started);
+    std::thread::sleep(Duration::from_millis(300));
+    kill9(pids[2]);
+    let (status, out, err) = job.finish(started);
+    let context = format!("stdout:\n{out}\nstderr:\n{err}");
+    assert!(status.failed_or_lingered(), "{context}");
+    let lines = lines_with(
+        &err,
+        "rebuilding the conduit over the new job communicator failed",
+    );
+    assert_eq!(lines.len(), 1, "one line\n{context}");
+    assert!(
+        lines[0].contains("rank 2 was lost and spare process"),
+        "{context}"
+    );
+    assert!(!err.contains("panicked"), "{context}");
+}
+
 /// Every one of `ranks` ranks printed its last line once.
 fn each_rank_done_once(out: &str, ranks: usize, context: &str) {
     for r in 0..ranks {
@@ -981,7 +1043,7 @@ fn main() {
         rank_main(args[i + 1].parse().expect("rounds"));
         return;
     }
-    let tests: [(&str, fn()); 23] = [
+    let tests: [(&str, fn()); 25] = [
         (
             "an_unneeded_spare_is_released",
             an_unneeded_spare_is_released,
@@ -1055,6 +1117,14 @@ fn main() {
         (
             "without_a_spare_a_process_lost_at_start_ends_the_job_with_one_line",
             without_a_spare_a_process_lost_at_start_ends_the_job_with_one_line,
+        ),
+        (
+            "a_second_loss_in_the_agreement_is_recovered_in_the_same_recovery",
+            a_second_loss_in_the_agreement_is_recovered_in_the_same_recovery,
+        ),
+        (
+            "a_loss_during_the_rebuild_ends_the_job_with_one_line",
+            a_loss_during_the_rebuild_ends_the_job_with_one_line,
         ),
         (
             "a_process_lost_before_mpi_init_ends_the_job_at_the_init_deadline",

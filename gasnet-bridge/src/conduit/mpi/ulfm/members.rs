@@ -12,7 +12,7 @@ use crate::error::BridgeError;
 
 use super::super::calls::{check, mpi_len};
 use super::super::spares;
-use super::kill_at_start::{StartPoint, kill_at};
+use super::kill_points::{KillPoint, kill_at};
 use super::mpix;
 use super::roles::Roles;
 
@@ -133,7 +133,7 @@ pub(crate) fn split() -> Result<Place, BridgeError> {
         },
         "MPI_Comm_split(rank holders)",
     )?;
-    kill_at(StartPoint::Split);
+    kill_at(KillPoint::Split);
     if spare {
         // The spare's side of the exchange the rank holders make once their world is set up.
         publish(None)?;
@@ -152,7 +152,7 @@ pub(crate) fn split() -> Result<Place, BridgeError> {
 pub(crate) fn publish(rank: Option<usize>) -> Result<(), BridgeError> {
     let all = with(|m| m.map(|m| m.all)).expect("split made the membership");
     let (_, size) = rank_and_size(all)?;
-    kill_at(StartPoint::Publish);
+    kill_at(KillPoint::Publish);
     let mine: i64 = rank.map_or(-1, |r| r as i64);
     let mut every = vec![0i64; size];
     // SAFETY: one i64 sent and one per process of `all` received; both buffers live across

@@ -3,7 +3,7 @@
 
 mod deadline;
 mod exit_check;
-mod kill_at_start;
+mod kill_points;
 pub(crate) mod lifecycle;
 mod members;
 pub(crate) mod mpix;

@@ -22,6 +22,7 @@ use super::super::setup::{Watched, host_comm, pshm_wanted};
 use super::super::window::{HostMapping, HostSegments, map_host};
 use super::super::world::{JobParts, Kept, MpiWorld};
 use super::deadline::Deadline;
+use super::kill_points::{KillPoint, kill_at};
 use super::mpix;
 use super::recovery::{NewJob, recover};
 use super::unrecovered::{
@@ -188,6 +189,7 @@ pub(crate) fn rebuild_survivor(world: &mut Rc<MpiWorld>, link: &mut Rc<Link>) ->
 /// Steps 2 to 5 of the rebuild on a survivor (`RECOVERY.md`, "The rebuild, in order").
 fn rebuild_in_place(w: &mut MpiWorld, new: &NewJob, lost: &[usize]) -> Result<(), BridgeError> {
     let comm = new.job.expect("a survivor holds a rank");
+    kill_at(KillPoint::Rebuild);
     // 2. The old job ends: no MPI call for it any more, its watchdog tree left without a BYE.
     w.job.ended.set(true);
     if let Some(dog) = w.job.watchdog.borrow_mut().take() {

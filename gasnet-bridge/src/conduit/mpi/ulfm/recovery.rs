@@ -9,6 +9,7 @@ use thiserror::Error;
 use crate::error::BridgeError;
 
 use super::super::calls::check;
+use super::kill_points::{KillPoint, kill_at};
 use super::members::{self, rank_and_size};
 use super::mpix;
 use super::roles::{RenumberError, Roles, digest};
@@ -175,6 +176,7 @@ fn agreed_dead(all: ffi::MPI_Comm, me: usize) -> Result<(ffi::MPI_Comm, Vec<usiz
         let alive = shrink(all).map_err(|e| failed(false)(e.into()))?;
         let dead = dead_of(all, alive).map_err(|e| failed(false)(e.into()))?;
         let first = first_live(&dead, me);
+        kill_at(KillPoint::Agree);
         match agree_on(alive, &dead) {
             Ok(true) => return Ok((alive, dead)),
             Ok(false) => return Err(failed(first)(RecoveryError::Disagreement)),
