@@ -952,23 +952,32 @@ fn a_process_lost_before_mpi_init_ends_the_job_at_the_init_deadline() {
     );
 }
 
-/// Rank 2 killed from outside, and process 1 (rank 1) killing itself in the recovery's
-/// agreement on the dead (`PGAS_MPI_KILL_AT=agree:1`): the others' agreement fails, their
-/// round starts again from the shrink and agrees on both, and the two spares take ranks 1 and
-/// 2; every rank is rebuilt once and the job exits 0.
-fn a_second_loss_in_the_agreement_is_recovered_in_the_same_recovery() {
-    let started = Instant::now();
+/// A job of 4 ranks and 2 spares whose bodies recover once, process 1 (rank 1) set to kill
+/// itself at the recovery's `point` (`PGAS_MPI_KILL_AT`), and rank 2 killed from outside once
+/// every rank runs: the job and the ranks' pids.
+fn rank_2_killed_and_process_1_at(point: &str, started: Instant) -> (Job, Vec<u32>) {
+    let at = format!("{point}:1");
     let mut job = start_with(
         6,
         2,
         3000,
         Paths::Shm,
         Some(1),
-        &[("PGAS_MPI_KILL_AT", "agree:1")],
+        &[("PGAS_MPI_KILL_AT", &at)],
     );
-    let mut pids = job.pids(4, started);
+    let pids = job.pids(4, started);
     std::thread::sleep(Duration::from_millis(300));
     kill9(pids[2]);
+    (job, pids)
+}
+
+/// Rank 2 killed from outside, and process 1 (rank 1) killing itself in the recovery's
+/// agreement on the dead (`PGAS_MPI_KILL_AT=agree:1`): the others' agreement fails, their
+/// round starts again from the shrink and agrees on both, and the two spares take ranks 1 and
+/// 2; every rank is rebuilt once and the job exits 0.
+fn a_second_loss_in_the_agreement_is_recovered_in_the_same_recovery() {
+    let started = Instant::now();
+    let (mut job, mut pids) = rank_2_killed_and_process_1_at("agree", started);
     job.wait_lines("rebuilt at epoch 1", 4, &mut pids, started);
     let (status, out, err) = job.finish(started);
     let context = format!("stdout:\n{out}\nstderr:\n{err}");
@@ -995,17 +1004,7 @@ fn a_second_loss_in_the_agreement_is_recovered_in_the_same_recovery() {
 /// failed rebuild, a nonzero status, no hang.
 fn a_loss_during_the_rebuild_ends_the_job_with_one_line() {
     let started = Instant::now();
-    let mut job = start_with(
-        6,
-        2,
-        3000,
-        Paths::Shm,
-        Some(1),
-        &[("PGAS_MPI_KILL_AT", "rebuild:1")],
-    );
-    let pids = job.pids(4, started);
-    std::thread::sleep(Duration::from_millis(300));
-    kill9(pids[2]);
+    let (job, _) = rank_2_killed_and_process_1_at("rebuild", started);
     let (status, out, err) = job.finish(started);
     let context = format!("stdout:\n{out}\nstderr:\n{err}");
     assert!(status.failed_or_lingered(), "{context}");
