@@ -106,8 +106,8 @@ impl std::fmt::Display for RmaPathError {
         match self {
             RmaPathError::BadSwitch(v) => write!(
                 f,
-                "{RMA_ENV}={v:?}: expected \"window\" (an MPI-3 window, the default without spares) or \
-                 \"am\" (active messages)"
+                "{RMA_ENV}={v:?}: expected \"window\" (an MPI-3 window, the default without \
+                 spares) or \"am\" (active messages)"
             ),
         }
     }
