@@ -54,16 +54,32 @@ pub(crate) fn encode_entries(entries: &BTreeMap<String, Vec<u8>>) -> Vec<u8> {
     postcard::to_allocvec(entries).expect("a map of byte strings serializes")
 }
 
-/// The bytes of [`encode_entries`], piece by piece to `out`, without copying the entries'
-/// bytes: postcard writes a map as its length, then each key and value as its length and its
-/// bytes (a byte vector as a sequence of `u8`s, one byte each), every length as an unsigned
-/// LEB128 varint. (Serializing through postcard instead goes byte by byte through the
-/// serializer and copies the whole state once more.)
-pub(crate) fn write_entries(
-    entries: &BTreeMap<String, Vec<u8>>,
-    mut out: impl FnMut(&[u8]) -> std::io::Result<()>,
-) -> std::io::Result<()> {
-    let varint = |mut n: usize, out: &mut dyn FnMut(&[u8]) -> std::io::Result<()>| {
+/// One piece of [`write_entries`]'s encoding: a length (an unsigned LEB128 varint, held here)
+/// or a name's or value's bytes (borrowed from the entries).
+pub(crate) enum Piece<'a> {
+    /// A varint's bytes and how many of them it uses.
+    Length([u8; 10], u8),
+    /// Bytes of the entries.
+    Bytes(&'a [u8]),
+}
+
+impl Piece<'_> {
+    /// The piece's bytes.
+    pub(crate) fn bytes(&self) -> &[u8] {
+        match self {
+            Piece::Length(buf, n) => &buf[..usize::from(*n)],
+            Piece::Bytes(b) => b,
+        }
+    }
+}
+
+/// The pieces of [`encode_entries`]' bytes, in order, the entries' bytes borrowed, not copied:
+/// postcard writes a map as its length, then each key and value as its length and its bytes
+/// (a byte vector as a sequence of `u8`s, one byte each), every length as an unsigned LEB128
+/// varint. (Serializing through postcard instead goes byte by byte through the serializer and
+/// copies the whole state once more.)
+pub(crate) fn entry_pieces(entries: &BTreeMap<String, Vec<u8>>) -> Vec<Piece<'_>> {
+    let length = |mut n: usize| {
         let mut buf = [0u8; 10];
         let mut i = 0;
         loop {
@@ -77,16 +93,27 @@ pub(crate) fn write_entries(
             buf[i] = low | 0x80;
             i += 1;
         }
-        out(&buf[..i])
+        Piece::Length(buf, i as u8)
     };
-    varint(entries.len(), &mut out)?;
+    let mut pieces = Vec::with_capacity(1 + 4 * entries.len());
+    pieces.push(length(entries.len()));
     for (name, bytes) in entries {
-        varint(name.len(), &mut out)?;
-        out(name.as_bytes())?;
-        varint(bytes.len(), &mut out)?;
-        out(bytes)?;
+        pieces.push(length(name.len()));
+        pieces.push(Piece::Bytes(name.as_bytes()));
+        pieces.push(length(bytes.len()));
+        pieces.push(Piece::Bytes(bytes));
     }
-    Ok(())
+    pieces
+}
+
+/// The bytes of [`encode_entries`], piece by piece ([`entry_pieces`]) to `out`.
+pub(crate) fn write_entries(
+    entries: &BTreeMap<String, Vec<u8>>,
+    mut out: impl FnMut(&[u8]) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    entry_pieces(entries)
+        .iter()
+        .try_for_each(|p| out(p.bytes()))
 }
 
 /// The entries [`write_entries`] wrote, or why the bytes are not such a list: the same

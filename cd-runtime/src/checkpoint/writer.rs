@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::{IoSlice, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -23,7 +23,7 @@ use crate::checkpoint::format::{
     MANIFEST, MANIFEST_TMP, Manifest, RankFile, buddy_file, own_file, parse_checkpoint_name,
 };
 use crate::private_files;
-use crate::resume::write_entries;
+use crate::resume::{Piece, entry_pieces, write_entries};
 
 /// Where a rank's state went in a part made durable, what the manifest records of it, and
 /// what the writer spent on the part.
@@ -417,9 +417,11 @@ fn prune_before(u: &Unsettled) {
 
 /// Writes the states of `part` (by rank) as one file in the directory of its lowest rank and
 /// its copy in that rank's buddy's directory, makes both durable, and answers every rank.
-/// The two files are written one after the other on the writer thread, each handing its pages
-/// to the disk as it goes ([`Streamed`]): a second thread would only add a runnable thread at
-/// the writer's low priority beside the ranks' computation, and wait for a core. Only then
+/// The states are laid out once as pieces borrowed from the entries ([`part_pieces`]), and
+/// each file is written from them by a few `writev` calls, handing its pages to the disk as
+/// it goes ([`write_pieces`]), one file after the other on the writer thread: a second thread
+/// would only add a runnable thread at the writer's low priority beside the ranks'
+/// computation, and wait for a core. Only then
 /// are the files and their directories `fsync`ed, in one concurrent round: the file system
 /// commits the round together (one journal commit on ext4), where a directory's `fsync`
 /// racing the files' writes would commit its entry alone and leave the files' data to a
@@ -436,8 +438,10 @@ fn write_part(dir: &Path, part: BTreeMap<usize, Handed>) {
     let out: Result<(Vec<Placed>, u64), String> = create_new(&own)
         .and_then(|a| create_new(&copy).map(|b| (a, b)))
         .and_then(|(a, b)| {
-            let (placed, a) = write_states(&own, a, &part)?;
-            let b = stream_states(&copy, b, &part, |_, _| {})?;
+            let pieces = part_pieces(&part);
+            let placed = place(&pieces);
+            write_pieces(&a, &pieces).map_err(|e| describe(&own, e))?;
+            write_pieces(&b, &pieces).map_err(|e| describe(&copy, e))?;
             let mut items = vec![
                 Durable::File(&own, a),
                 Durable::File(&copy, b),
@@ -567,93 +571,77 @@ fn write_copy(dir: &Path, part: usize, buddy: usize, bytes: &[u8]) -> Written {
 /// Where a rank's state is in a part: (rank, offset, length, CRC-32).
 type Placed = (usize, u64, u64, u32);
 
-/// Writes the states of `part` one after another into the new file `f` (at `path`), its pages
-/// on their way to the disk but not yet durable: where each rank's state is, in rank order,
-/// and the file to `fsync`.
-fn write_states(
-    path: &Path,
-    f: File,
-    part: &BTreeMap<usize, Handed>,
-) -> Result<(Vec<Placed>, File), String> {
-    let mut placed: Vec<Placed> = Vec::with_capacity(part.len());
+/// The pieces of the states of `part`, rank after rank, each with its rank (the entries'
+/// bytes borrowed, not copied).
+fn part_pieces(part: &BTreeMap<usize, Handed>) -> Vec<(usize, Piece<'_>)> {
+    part.iter()
+        .flat_map(|(&r, h)| entry_pieces(&h.entries).into_iter().map(move |p| (r, p)))
+        .collect()
+}
+
+/// Where each rank's state is in the file `pieces` make, in rank order.
+fn place(pieces: &[(usize, Piece<'_>)]) -> Vec<Placed> {
+    let mut placed: Vec<Placed> = Vec::new();
     let mut crc = crc32fast::Hasher::new();
     let mut offset = 0u64;
-    let f = stream_states(path, f, part, |rank, piece| {
-        if placed.last().is_none_or(|p| p.0 != rank) {
+    for (rank, piece) in pieces {
+        if placed.last().is_none_or(|p| p.0 != *rank) {
             if let Some(last) = placed.last_mut() {
                 last.3 = std::mem::take(&mut crc).finalize();
             }
-            placed.push((rank, offset, 0, 0));
+            placed.push((*rank, offset, 0, 0));
         }
-        crc.update(piece);
-        placed.last_mut().expect("pushed above").2 += piece.len() as u64;
-        offset += piece.len() as u64;
-    })?;
+        let bytes = piece.bytes();
+        crc.update(bytes);
+        placed.last_mut().expect("pushed above").2 += bytes.len() as u64;
+        offset += bytes.len() as u64;
+    }
     if let Some(last) = placed.last_mut() {
         last.3 = crc.finalize();
     }
-    Ok((placed, f))
-}
-
-/// Streams the states of `part` in rank order into the new file `f` (at `path`), showing
-/// `seen` each rank before its pieces (an empty piece) and then each piece: the part's copy
-/// passes a `seen` that does nothing, its checksums being the part's file's.
-fn stream_states(
-    path: &Path,
-    f: File,
-    part: &BTreeMap<usize, Handed>,
-    mut seen: impl FnMut(usize, &[u8]),
-) -> Result<File, String> {
-    let mut w = Streamed::new(f);
-    for (&r, h) in part {
-        seen(r, &[]);
-        write_entries(&h.entries, |piece| {
-            seen(r, piece);
-            w.write_all(piece)
-        })
-        .map_err(|e| describe(path, e))?;
-    }
-    w.finish().map_err(|e| describe(path, e))
+    placed
 }
 
 /// Bytes written between two hand-overs of a file's pages to the disk.
 const WRITEBACK_CHUNK: u64 = 4 << 20;
 
-/// A new file written front to back whose pages are handed to the disk every
-/// [`WRITEBACK_CHUNK`] bytes and at the end, so that the disk works while the rest is
-/// encoded and the `fsync` that follows waits for the last pages only, not for all of them.
-struct Streamed {
-    w: BufWriter<File>,
-    written: u64,
-    started: u64,
-}
+/// Buffers one `writev` call takes at most (Linux's `IOV_MAX`).
+const IOV_MAX: usize = 1024;
 
-impl Streamed {
-    fn new(f: File) -> Self {
-        Streamed {
-            w: BufWriter::new(f),
-            written: 0,
-            started: 0,
+/// Writes `pieces` one after another into the new file `f` by `writev` calls of up to
+/// [`WRITEBACK_CHUNK`] bytes, a state's many small pieces costing no call each, and hands
+/// the pages of each call to the disk at once, so that the disk works while the rest is
+/// written and the `fsync` that follows waits for the last pages only.
+fn write_pieces(mut f: &File, pieces: &[(usize, Piece<'_>)]) -> std::io::Result<()> {
+    let mut written = 0u64;
+    let mut rest = pieces;
+    while !rest.is_empty() {
+        let mut n = 0;
+        let mut bytes = 0u64;
+        while n < rest.len().min(IOV_MAX)
+            && (n == 0 || bytes + rest[n].1.bytes().len() as u64 <= WRITEBACK_CHUNK)
+        {
+            bytes += rest[n].1.bytes().len() as u64;
+            n += 1;
         }
-    }
-
-    fn write_all(&mut self, piece: &[u8]) -> std::io::Result<()> {
-        self.w.write_all(piece)?;
-        self.written += piece.len() as u64;
-        if self.written - self.started >= WRITEBACK_CHUNK {
-            self.w.flush()?;
-            start_writeback(self.w.get_ref(), self.started, self.written - self.started);
-            self.started = self.written;
+        let mut slices: Vec<IoSlice<'_>> = rest[..n]
+            .iter()
+            .map(|(_, p)| IoSlice::new(p.bytes()))
+            .collect();
+        let mut left = &mut slices[..];
+        while !left.is_empty() {
+            match f.write_vectored(left) {
+                Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+                Ok(k) => IoSlice::advance_slices(&mut left, k),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
         }
-        Ok(())
+        start_writeback(f, written, bytes);
+        written += bytes;
+        rest = &rest[n..];
     }
-
-    /// The file, every byte written and on its way to the disk.
-    fn finish(self) -> std::io::Result<File> {
-        let f = self.w.into_inner().map_err(|e| e.into_error())?;
-        start_writeback(&f, self.started, self.written - self.started);
-        Ok(f)
-    }
+    Ok(())
 }
 
 /// Starts the write-back of `len` bytes of `f` from `offset` without waiting for it (Linux's
