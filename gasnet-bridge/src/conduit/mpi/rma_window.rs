@@ -50,8 +50,8 @@ use super::calls::{check, mpi_len, uint8};
 use super::datatype::TargetPieces;
 use super::lent_lost::lent_memory_lost;
 
-/// Environment switch of the cross-host RMA path: `window` (the default without spares) or
-/// `am` (the default with `PGAS_SPARES`: see [`RmaPath::from_env`]).
+/// Environment switch of the cross-host RMA path: `window` (the default) or `am` (the default
+/// of a build with the `ulfm` feature: see [`RmaPath::from_env`]).
 pub const RMA_ENV: &str = "PGAS_MPI_RMA";
 
 /// Puts of at most this many bytes are copied into a staging chunk (their source is then free
@@ -107,7 +107,7 @@ impl std::fmt::Display for RmaPathError {
             RmaPathError::BadSwitch(v) => write!(
                 f,
                 "{RMA_ENV}={v:?}: expected \"window\" (an MPI-3 window, the default without \
-                 spares) or \"am\" (active messages)"
+                 the ulfm feature) or \"am\" (active messages)"
             ),
         }
     }
@@ -115,22 +115,23 @@ impl std::fmt::Display for RmaPathError {
 
 impl RmaPath {
     /// The path `PGAS_MPI_RMA` asks for (this process's view, before the job agrees). Unset,
-    /// a job with spares takes active messages: MPI's one-sided components are not made to
+    /// a build with the `ulfm` feature (whose jobs recover or end with one line after a loss,
+    /// with spares or without) takes active messages: MPI's one-sided components are not made to
     /// survive a failure (Open MPI 5 says so when fault tolerance is on), and a window flush
     /// toward a process that died was seen never to return (`osc/rdma`, hosts emulated with
     /// `PGAS_MPI_HOST_SIZE`), where a message's wait sees the loss and unwinds.
     pub(super) fn from_env() -> Result<RmaPath, RmaPathError> {
         RmaPath::parse(
             std::env::var(RMA_ENV).ok().as_deref(),
-            crate::spares_wanted() > 0,
+            cfg!(feature = "ulfm"),
         )
     }
 
-    /// The path a value of `PGAS_MPI_RMA` (unset: `None`) names, in a job with `spares` or
-    /// without.
-    fn parse(value: Option<&str>, spares: bool) -> Result<RmaPath, RmaPathError> {
+    /// The path a value of `PGAS_MPI_RMA` (unset: `None`) names, in a `fault_tolerant` build
+    /// or not.
+    fn parse(value: Option<&str>, fault_tolerant: bool) -> Result<RmaPath, RmaPathError> {
         match value.map(str::trim) {
-            None | Some("") if spares => Ok(RmaPath::ActiveMessages),
+            None | Some("") if fault_tolerant => Ok(RmaPath::ActiveMessages),
             None | Some("" | "window") => Ok(RmaPath::Window),
             Some("am") => Ok(RmaPath::ActiveMessages),
             Some(other) => Err(RmaPathError::BadSwitch(other.to_string())),
