@@ -142,6 +142,10 @@ struct Case {
     faults: Vec<(usize, u64, Option<u64>)>,
     /// A soft-error rate on every execution of `rx`.
     rate: bool,
+    /// The exact faults are rank losses (buddy logs durable at every operation, preserved
+    /// state at the buddy) instead of soft errors, at most one per instance (a second loss
+    /// in one strict CD escalates by design: the buddy's copies went with the first).
+    loss: bool,
     /// `rx` preserves the counters too (else incoming adds must escalate).
     preserve_counters: bool,
     strict_retries: u32,
@@ -203,15 +207,25 @@ fn case(ranks: RangeInclusive<usize>) -> impl Strategy<Value = Case> {
             prop::bool::weighted(0.2),
             prop::bool::weighted(0.7),
             0..=1u32,
+            prop::bool::weighted(0.4),
         )
             .prop_map(
-                |(ranks, steps, faults, rate, preserve_counters, strict_retries)| Case {
-                    ranks,
-                    steps,
-                    faults,
-                    rate,
-                    preserve_counters,
-                    strict_retries,
+                |(ranks, steps, mut faults, rate, preserve_counters, strict_retries, loss)| {
+                    if loss {
+                        let mut seen = std::collections::HashSet::new();
+                        faults.retain(|f| seen.insert(f.1));
+                    }
+                    Case {
+                        ranks,
+                        steps,
+                        faults,
+                        rate: rate && !loss,
+                        // A loss poisons the whole segment: the counters, mailbox, flags and
+                        // lock survive it only if preserved.
+                        preserve_counters: preserve_counters || loss,
+                        strict_retries,
+                        loss,
+                    }
                 },
             )
     })
@@ -420,6 +434,13 @@ fn program(case: &Case, f: Fns, cds: bool) -> Result<Out, CdError> {
         st = if cds {
             cd::strict("step", |c| {
                 c.preserve_global("array", mine, len);
+                // A loss wipes the earlier steps' allocations too: their first word (the
+                // only one read later) must come back.
+                if case.loss {
+                    for (i, p) in st.live.iter().enumerate() {
+                        c.preserve_global(&format!("live{i}"), *p, 1);
+                    }
+                }
                 let from = st.clone();
                 cd::relaxed("rx", |r| {
                     let covered = if case.preserve_counters {
@@ -428,6 +449,11 @@ fn program(case: &Case, f: Fns, cds: bool) -> Result<Out, CdError> {
                         case.ranks * K
                     };
                     r.preserve_global("array", mine, covered);
+                    if case.loss {
+                        for (i, p) in from.live.iter().enumerate() {
+                            r.preserve_global(&format!("live{i}"), *p, 1);
+                        }
+                    }
                     Ok(run_step(case, step, &arrays, f, from.clone(), signals))
                 })
             })?
@@ -484,12 +510,23 @@ fn config(case: &Case) -> CdConfig {
         .iter()
         .map(|(r, i, op)| {
             let at_op = op.map_or(String::new(), |op| format!(", at_op = {op}"));
-            format!("{{ rank = {r}, iteration = {i}, kind = \"soft\"{at_op} }}")
+            let kind = if case.loss { "rank_loss" } else { "soft" };
+            format!("{{ rank = {r}, iteration = {i}, kind = \"{kind}\"{at_op} }}")
         })
         .collect();
     let rate = if case.rate { "soft_error = 0.3, " } else { "" };
+    // Losses recover alone only from logs and preserved copies kept at the buddy.
+    let (step_medium, rx_medium) = if case.loss {
+        (
+            "medium = \"buddy\"\n",
+            "medium = \"buddy\"\nlog_medium = \"buddy\"\nlog_durable = \"operation\"\n",
+        )
+    } else {
+        ("", "")
+    };
     let toml = format!(
-        "seed = 11\n[cd.step]\nretries = {}\n[cd.rx]\ninject = {{ {rate}at = [{}] }}\n",
+        "seed = 11\n[cd.step]\n{step_medium}retries = {}\n[cd.rx]\n{rx_medium}\
+         inject = {{ {rate}at = [{}] }}\n",
         case.strict_retries,
         at.join(", ")
     );
