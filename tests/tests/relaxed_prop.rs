@@ -41,14 +41,23 @@
 //! combining add into a recovering rank must escalate). Faults: exact soft errors on random
 //! (rank, instance) of `rx`, at the end of its body or before a random operation of it
 //! (`at_op`), sometimes a soft-error rate on every execution, and the strict
-//! CD's retries 0 or 1 (0: a relaxed CD's escalation reaches the top as an error).
+//! CD's retries 0 or 1 (0: a relaxed CD's escalation reaches the top as an error). Or, in
+//! some cases, the same exact faults as rank losses (`kind = "rank_loss"`, at the end of the
+//! body or before operation `at_op`), at most one per instance, with the logs replicated at
+//! the buddy at every operation (`log_medium = "buddy"`, `log_durable = "operation"`) and
+//! both CDs' preserved state at the buddy (`medium = "buddy"`); `rx` then preserves the
+//! whole array and the first word of every live allocation (the only one read later), and
+//! `step` those words too, since a loss poisons the whole segment. The lost rank must recover
+//! alone, or its escalation must still give the fault-free answer by the strict CD's retry.
 //!
 //! Verdict: every rank's array, accumulator and live allocations equal the run without CDs
 //! bit for bit, or every rank ends with the same `CdError` whose cause is one of the
 //! accepted ones: an incoming combining write outside the preserved regions (also the lock's
 //! compare-exchanges into the last rank when only the data columns are preserved), or retries
 //! exhausted under a random soft-error rate (incoming rpc requests are replayed: their
-//! functions touch only the target's preserved array). A
+//! functions touch only the target's preserved array), or, for a rank loss under retries 0,
+//! an atomic or rpc that had left before its result reached the buddy (README, "Logs durable
+//! at every operation": doing it again would apply it twice). A
 //! wrong answer, another error, a panic or a hang (a deadline per run) fails the property.
 //!
 //! Under mpirun (`cd-runtime/tests/mpirun-relaxed.sh`) the cases have the world's rank count
@@ -568,6 +577,9 @@ static TALLY: [AtomicU64; 3] = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64:
 fn accepted_cause(case: &Case, msg: &str) -> bool {
     (!case.preserve_counters && msg.contains("combining") && msg.contains("does not preserve"))
         || (case.rate && msg.contains("retries exhausted; CD \"rx\""))
+        || (case.loss
+            && case.strict_retries == 0
+            && msg.contains("before its result reached the buddy"))
 }
 
 /// Every rank ends with the strict CD's escalation (agreed); the ranks that failed name the
