@@ -692,3 +692,28 @@ fn random_programs_with_relaxed_failures_equal_the_fault_free_run_or_end_in_an_e
         cases()
     );
 }
+
+/// A get from a rank lost in the middle of its body, racing the loss, waits for its recovery
+/// instead of reading the poison: the read fence is checked after the class check's rpc,
+/// whose progress may note the loss (the shrunk case of the property; it failed about one run
+/// in five, so 40 runs).
+#[test]
+fn a_get_racing_a_mid_body_loss_of_its_target_reads_the_recovered_value() {
+    let case = Case {
+        ranks: 2,
+        steps: vec![vec![Phase {
+            write: false,
+            ops: vec![vec![Op::Get { from: 1, slot: 1 }], vec![]],
+            signal: Some(0),
+            then: Sync::Barrier,
+        }]],
+        faults: vec![(1, 0, Some(0))],
+        rate: false,
+        loss: true,
+        preserve_counters: true,
+        strict_retries: 1,
+    };
+    for run in 0..40 {
+        check(&case).unwrap_or_else(|e| panic!("run {run}: {e}"));
+    }
+}
