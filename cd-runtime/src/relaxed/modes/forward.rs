@@ -35,7 +35,6 @@ impl Mode for Forward {
     }
 
     fn get(&self, rt: &CdRuntime, id: OpId, rma: &Rma, _dst: &mut [u8]) -> GetAction {
-        fence::before_read(rt, rma.rank);
         classes::check_access(rt, rma.rank, rma.offset, rma.len);
         log(
             rt,
@@ -46,11 +45,13 @@ impl Mode for Forward {
                 bytes: Bytes(Vec::new()),
             },
         );
+        // Last before the read: the class check's rpc runs progress, which may note a loss
+        // of the target (its drain) that a check made before it would miss.
+        fence::before_read(rt, rma.rank);
         GetAction::Proceed
     }
 
     fn rpc(&self, rt: &CdRuntime, id: OpId, call: &RpcCall, args: &[u8]) -> RpcAction {
-        fence::before_read(rt, call.rank);
         let lsn = log(
             rt,
             id.0,
@@ -64,6 +65,8 @@ impl Mode for Forward {
             },
         );
         durable::before_effect(rt, lsn);
+        // After the flush's rpc, whose progress may note a loss of the target.
+        fence::before_read(rt, call.rank);
         RpcAction::Proceed
     }
 
@@ -75,7 +78,6 @@ impl Mode for Forward {
         offset: usize,
         op: AtomicOp,
     ) -> AtomicAction {
-        fence::before_read(rt, rank);
         classes::check_access(rt, rank, offset, 8);
         let logged = LoggedOp::from(op);
         let lsn = log(
@@ -93,6 +95,9 @@ impl Mode for Forward {
         if logged != LoggedOp::Load {
             durable::before_effect(rt, lsn);
         }
+        // After the class check's and the flush's rpcs, whose progress may note a loss of
+        // the target.
+        fence::before_read(rt, rank);
         AtomicAction::Proceed
     }
 
