@@ -492,14 +492,19 @@ pub(crate) fn run<R>(
                 let rx = frame.rx.borrow();
                 (rx.deps.escalated_child, rx.deps.cluster_child)
             };
-            let relaxed_only = (escalated || for_cluster)
+            let child_only = (escalated || for_cluster)
                 && frame.state.borrow().failure.is_empty()
                 && injected.is_none()
-                && !kinds.contains(FaultKinds::RANK_LOSS)
                 && !kinds.contains(FaultKinds::UNRESTORABLE)
                 && !matches!(out, Err(CdError::Detected { .. }));
+            let relaxed_only = child_only && !kinds.contains(FaultKinds::RANK_LOSS);
+            // A loss inside a relaxed child that escalated: the strict CD's own state survived
+            // (else `restorable` made it UNRESTORABLE above), so only the child's log is gone.
+            let lost_in_child = child_only && escalated && kinds.contains(FaultKinds::RANK_LOSS);
             let failure = if kinds.is_empty() {
                 Failure::None
+            } else if lost_in_child {
+                Failure::RankLoss
             } else if relaxed_only && escalated {
                 Failure::RelaxedEscalation
             } else if relaxed_only {

@@ -393,7 +393,7 @@ fn loss_in_a_cell(pattern: Pattern, rank: usize) {
     assert!(
         step.whole_group
             .iter()
-            .any(|w| w.contains(&format!("rank {rank} failed outside a relaxed child"))),
+            .any(|w| w.contains(&format!("rank {rank} lost its dependency notes"))),
         "{what}: {:?}",
         step.whole_group
     );

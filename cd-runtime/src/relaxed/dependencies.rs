@@ -37,8 +37,12 @@ pub(crate) enum Failure {
     /// A relaxed child failed and escalated only because its rank's SPBC cluster must
     /// re-execute with it (`cluster.rs`): the cluster re-executes, not the dependents.
     Cluster,
+    /// The rank lost its memory inside a relaxed child, which escalated, and the strict CD's
+    /// own preserved state survived (a medium that survives a loss): limited like
+    /// `RelaxedEscalation` if the rank's notes survived too, else `WholeGroup::NotesLost`.
+    RankLoss,
     /// Anything else (a failure of the strict CD's own code, an injected fault at its level,
-    /// a rank loss): the whole group re-executes.
+    /// a loss that took the strict CD's state): the whole group re-executes.
     Other,
 }
 
@@ -332,6 +336,33 @@ mod tests {
         );
         records[1].notes_lost = false;
         records[0].reads_from = vec![1, 2];
+        assert_eq!(
+            reexecution_set(&records, &members, |r| r, |r| r),
+            Err(WholeGroup::Everyone)
+        );
+    }
+
+    /// A rank loss whose only consequence is a relaxed child's escalation is limited like
+    /// that escalation, by the lost rank's notes; notes lost with it mean the whole group.
+    #[test]
+    fn a_rank_loss_with_surviving_notes_is_limited() {
+        let members: Vec<usize> = (0..6).collect();
+        let mut records: Vec<Record> = (0..6).map(|r| rec(r, Failure::None, &[], &[])).collect();
+        // F = 2 read from 3; 1 wrote into 2, 4 into 3; 2's own write into 5 brings nothing.
+        records[1] = rec(1, Failure::None, &[], &[2]);
+        records[2] = rec(2, Failure::RankLoss, &[3], &[5]);
+        records[4] = rec(4, Failure::None, &[], &[3]);
+        assert_eq!(
+            reexecution_set(&records, &members, |r| r, |r| r),
+            Ok(vec![1, 2, 3, 4])
+        );
+        records[2].notes_lost = true;
+        assert_eq!(
+            reexecution_set(&records, &members, |r| r, |r| r),
+            Err(WholeGroup::NotesLost(2))
+        );
+        records[2].notes_lost = false;
+        records[2].reads_from = (0..6).collect();
         assert_eq!(
             reexecution_set(&records, &members, |r| r, |r| r),
             Err(WholeGroup::Everyone)
