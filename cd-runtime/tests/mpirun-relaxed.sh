@@ -36,6 +36,7 @@ cd-runtime relaxed_rpc 3 remote_functions_are_replayed_like_the_table_s
 cd-runtime relaxed_sync 2 *
 cd-runtime relaxed_writers 6 a_recovery_asks_only_the_ranks_that_wrote_into_it
 cd-runtime relaxed_writers 4 a_write_the_marks_miss_is_found_by_asking_every_member
+integration-tests relaxed_prop 2 a_get_racing_a_mid_body_loss_of_its_target_reads_the_recovered_value
 integration-tests relaxed_prop 4 *
 integration-tests relaxed_prop 3 *
 integration-tests relaxed_halo 4 *
