@@ -61,12 +61,14 @@ fn lose(rt: &CdRuntime, mid_body: bool) {
     // the owners below waits for rpcs, so this rank serves requests meanwhile).
     rt.relaxed.restoring.set(true);
     // Mid-body, the others are still running and may read what the lost memory held: they
-    // are fenced off first (if that fails, the replay's own fence fails and escalates).
-    let announced = mid_body && fence::announce_loss(rt).is_ok();
+    // are fenced off first.
+    if mid_body {
+        fence::announce_loss(rt);
+    }
     let top = rt.top();
     let truncate = mid_body && durable::durable(&top);
     pgas::runtime_hooks::emulate_memory_loss();
-    fence::after_loss(rt, announced);
+    fence::after_loss(rt, mid_body);
     let frames: Vec<Rc<Frame>> = rt.frames.borrow().clone();
     for f in &frames {
         f.lose_local();

@@ -17,9 +17,11 @@
 //!   and a loss before its result was replicated escalates instead of repeating it. The
 //!   result follows before the rank's next operation starts.
 //!
-//! Puts and gets in between pay nothing.
+//! A third, for the rank's own accesses: a put over remote bytes the rank read since the
+//! last flush flushes first (`UnflushedReads`), or the get performed again after a loss would
+//! read what the put wrote. Other puts and gets in between pay nothing.
 
-use pgas::runtime_hooks::SyncEvent;
+use pgas::runtime_hooks::{Rma, SyncEvent};
 
 use crate::config::{LogDurable, LogMedium};
 use crate::error::FaultKinds;
@@ -103,6 +105,31 @@ pub(crate) fn before_op(rt: &CdRuntime) {
     }
     if let Some(frame) = durable_frame(rt) {
         rt.relaxed.flush_due.set(false);
+        replica::replicate(rt, &frame, None);
+    }
+}
+
+/// A get is about to be performed in forward mode: its bytes are noted until the next flush.
+pub(crate) fn before_get(rt: &CdRuntime, rma: &Rma) {
+    if rt.relaxed.durable.get() > 0 {
+        rt.relaxed
+            .unflushed_reads
+            .note(rma.rank, rma.offset, rma.len);
+    }
+}
+
+/// A put is about to be performed in forward mode: over bytes read since the last flush, the
+/// log goes to the buddy first.
+pub(crate) fn before_put(rt: &CdRuntime, rma: &Rma) {
+    if rt.relaxed.durable.get() == 0
+        || !rt
+            .relaxed
+            .unflushed_reads
+            .overlaps(rma.rank, rma.offset, rma.len)
+    {
+        return;
+    }
+    if let Some(frame) = durable_frame(rt) {
         replica::replicate(rt, &frame, None);
     }
 }

@@ -64,10 +64,7 @@ const DRAIN_ROUNDS: usize = 100_000;
 /// Raises this rank's fence and drains its writers (steps 1-2): the marked writers under the
 /// current LCSA, or every other member of its team when `all` (the marks were lost).
 pub(crate) fn raise_and_drain(rt: &CdRuntime, all: bool) -> Result<(), String> {
-    let word = rt.relaxed.writers.fence_word(rt.rank);
-    word.write_local(RAISED).expect("own fence word");
-    // Orders the raise before the reads of the marks (Dekker with `after_mark`).
-    fence(Ordering::SeqCst);
+    raise(rt);
     let lcsa = rt.lcsa();
     let members = gather::other_members(&lcsa, rt.rank);
     let mut ask = if all {
@@ -99,6 +96,14 @@ pub(crate) fn raise_and_drain(rt: &CdRuntime, all: bool) -> Result<(), String> {
     ))
 }
 
+/// Raises this rank's fence (step 1).
+fn raise(rt: &CdRuntime) {
+    let word = rt.relaxed.writers.fence_word(rt.rank);
+    word.write_local(RAISED).expect("own fence word");
+    // Orders the raise before the reads of the marks (Dekker with `after_mark`).
+    fence(Ordering::SeqCst);
+}
+
 /// Lowers this rank's fence (step 5); harmless when it is not raised.
 pub(crate) fn lower(rt: &CdRuntime) {
     let word = rt.relaxed.writers.fence_word(rt.rank);
@@ -121,12 +126,28 @@ impl Drop for LowerOnDrop {
 /// has every other member of the LCSA's team note it, so that from now on they neither
 /// write into this rank nor read from it (`before_read`) until its replay has rebuilt its
 /// memory up to where the log ends and the fence comes down.
-pub(crate) fn announce_loss(rt: &CdRuntime) -> Result<(), String> {
-    raise_and_drain(rt, true)
+///
+/// Every member is asked once and only has to note it: the drain that bounds the replay comes
+/// when the recovery begins. Waiting here until no member has a write into this rank without
+/// an ack could wait for a member that holds its write back at this very fence, and a rank
+/// that gave up waiting would leave its poisoned memory unfenced.
+pub(crate) fn announce_loss(rt: &CdRuntime) {
+    raise(rt);
+    let lcsa = rt.lcsa();
+    let members = gather::other_members(&lcsa, rt.rank);
+    let noted: Vec<_> = internal(|| {
+        members
+            .iter()
+            .map(|&r| pgas::rpc(r, rt.relaxed.rpcs.fence, rt.rank))
+            .collect()
+    });
+    for fut in noted {
+        internal(|| fut.wait());
+    }
 }
 
 /// The loss filled this rank's segment, its fence word with it: sets the word again,
-/// [`RAISED`] after [`announce_loss`] (`raised`), 0 otherwise.
+/// [`RAISED`] after [`announce_loss`] (`raised`: a loss in the middle of a body), 0 otherwise.
 pub(crate) fn after_loss(rt: &CdRuntime, raised: bool) {
     let word = rt.relaxed.writers.fence_word(rt.rank);
     word.write_local(if raised { RAISED } else { 0 })

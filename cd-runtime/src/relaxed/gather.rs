@@ -81,8 +81,9 @@ fn for_each_logged(rt: &CdRuntime, target: usize, mut f: impl FnMut(&LogEntry)) 
             pending += 1;
             continue;
         };
+        let unsent = rt.relaxed.unsent.get();
         let read = rx.store.for_each(|e| {
-            if e.pending_write_into(target) {
+            if e.pending_write_into(target) && Some(e.lsn) != unsent {
                 pending += 1;
             }
             f(e);

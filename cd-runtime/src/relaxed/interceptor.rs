@@ -137,6 +137,12 @@ fn own_write(rt: &CdRuntime, ack: WriteAck) {
             r.own_during += 1;
         }
     }
+    if rt.relaxed.trace.borrow().is_some() {
+        // Recovering: the incoming writes of this epoch that landed after it in the first
+        // execution may be applied now.
+        rt.relaxed.incoming.borrow_mut().own_redone();
+        apply_incoming(rt, Some(pgas::runtime_hooks::epoch()));
+    }
     if let Some(frame) = logging_frame(rt) {
         frame.rx.borrow_mut().own_iwcs.push(ack.iwc);
     }

@@ -13,6 +13,7 @@ use crate::relaxed::state::incoming::{Incoming, IncomingQueue};
 use crate::relaxed::state::limited::{Arrival, Limited};
 use crate::relaxed::state::replay::Replay;
 use crate::relaxed::state::rerunning::Rerunning;
+use crate::relaxed::state::unflushed_reads::UnflushedReads;
 use crate::relaxed::trace::{RecoveryTrace, ReplayEvent};
 use crate::relaxed::writers;
 
@@ -71,6 +72,11 @@ pub(crate) struct RankState {
     /// Results of effects (atomics, rpcs, collectives) arrived that the buddy lacks: flushed
     /// before the next operation (`durable.rs`).
     pub(crate) flush_due: Cell<bool>,
+    /// Remote bytes read since the last flush (`durable.rs`): a put over them flushes first.
+    pub(crate) unflushed_reads: UnflushedReads,
+    /// The LSN of the atomic or rpc this rank logged and has not sent yet (it flushes its log
+    /// or waits at its target's fence first): no drain waits for it (`gather.rs`).
+    pub(crate) unsent: Cell<Option<u64>>,
     /// Relaxed CD executions with faults armed at their operations (`op_fault.rs` counts
     /// operations only while > 0).
     pub(crate) op_faults_armed: Cell<usize>,
@@ -106,6 +112,8 @@ impl RankState {
             log_key: Cell::new(0),
             durable: Cell::new(0),
             flush_due: Cell::new(false),
+            unflushed_reads: UnflushedReads::default(),
+            unsent: Cell::new(None),
             op_faults_armed: Cell::new(0),
             arrivals: RefCell::new(std::collections::HashMap::new()),
             rpcs,

@@ -274,7 +274,12 @@ fn begin_fenced(rt: &CdRuntime, cd: &Cd, after_loss: bool) -> Result<(), String>
         });
     }
     rt.relaxed.replay_errors.borrow_mut().clear();
-    *rt.relaxed.incoming.borrow_mut() = IncomingQueue::new(writes);
+    let own_in_window = own
+        .iter()
+        .copied()
+        .filter(|&i| i > iwc_begin && i <= iwc_end)
+        .collect();
+    *rt.relaxed.incoming.borrow_mut() = IncomingQueue::with_own(writes, own_in_window);
     // Epoch `ec_begin` starts now: its incoming writes first, then the body.
     apply_incoming(rt, Some(ec_begin));
     *rt.relaxed.replay.borrow_mut() = Some(Replay::new(

@@ -81,6 +81,7 @@ fn tracks(frame: &Frame, rx: &RelaxedFrame) -> bool {
 /// `frame`'s part. Counted in `frame`'s `bytes_replicated`.
 pub(crate) fn replicate(rt: &CdRuntime, frame: &Frame, pending: Option<u64>) {
     pgas::runtime_hooks::wait_for_acks();
+    rt.relaxed.unflushed_reads.clear();
     let frames: Vec<Rc<Frame>> = rt.frames.borrow().clone();
     let mut parts = Vec::new();
     // (frame index, key, entries covered, own IWCs covered, notes sent)

@@ -21,6 +21,7 @@ pub(crate) struct Forward;
 impl Mode for Forward {
     fn put(&self, rt: &CdRuntime, id: OpId, rma: &Rma, bytes: &[u8]) -> PutAction {
         classes::check_access(rt, rma.rank, rma.offset, rma.len);
+        durable::before_put(rt, rma);
         log(
             rt,
             id.0,
@@ -36,6 +37,7 @@ impl Mode for Forward {
 
     fn get(&self, rt: &CdRuntime, id: OpId, rma: &Rma, _dst: &mut [u8]) -> GetAction {
         classes::check_access(rt, rma.rank, rma.offset, rma.len);
+        durable::before_get(rt, rma);
         log(
             rt,
             id.0,
@@ -64,9 +66,13 @@ impl Mode for Forward {
                 counters: None,
             },
         );
+        // Until it leaves, a drain by the target does not wait for it: the target may be the
+        // rank whose fence it waits at.
+        rt.relaxed.unsent.set(lsn);
         durable::before_effect(rt, lsn);
         // After the flush's rpc, whose progress may note a loss of the target.
         fence::before_read(rt, call.rank);
+        rt.relaxed.unsent.set(None);
         RpcAction::Proceed
     }
 
@@ -92,12 +98,14 @@ impl Mode for Forward {
                 done: false,
             },
         );
+        rt.relaxed.unsent.set(lsn);
         if logged != LoggedOp::Load {
             durable::before_effect(rt, lsn);
         }
         // After the class check's and the flush's rpcs, whose progress may note a loss of
         // the target.
         fence::before_read(rt, rank);
+        rt.relaxed.unsent.set(None);
         AtomicAction::Proceed
     }
 

@@ -8,3 +8,4 @@ pub(crate) mod incoming;
 pub(crate) mod limited;
 pub(crate) mod replay;
 pub(crate) mod rerunning;
+pub(crate) mod unflushed_reads;
