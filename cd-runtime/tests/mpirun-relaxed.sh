@@ -37,6 +37,9 @@ cd-runtime relaxed_sync 2 *
 cd-runtime relaxed_writers 6 a_recovery_asks_only_the_ranks_that_wrote_into_it
 cd-runtime relaxed_writers 4 a_write_the_marks_miss_is_found_by_asking_every_member
 integration-tests relaxed_prop 2 a_get_racing_a_mid_body_loss_of_its_target_reads_the_recovered_value
+integration-tests relaxed_prop 2 a_lock_home_lost_after_handing_its_lock_over_replays_the_hand_over_in_order
+integration-tests relaxed_prop 3 a_rank_lost_after_overwriting_what_it_read_replays_the_first_read
+integration-tests relaxed_prop 3 a_loss_while_an_rpc_to_the_lost_rank_waits_is_fenced_and_drained
 integration-tests relaxed_prop 4 *
 integration-tests relaxed_prop 3 *
 integration-tests relaxed_halo 4 *
