@@ -683,77 +683,59 @@ fn random_programs_with_relaxed_failures_equal_the_fault_free_run_or_end_in_an_e
     );
 }
 
+/// A case of one phase (`ops` per rank) whose rank loss `fault` is its only fault.
+fn one_phase_loss(
+    write: bool,
+    ops: Vec<Vec<Op>>,
+    signal: Option<usize>,
+    fault: (usize, u64, Option<u64>),
+    strict_retries: u32,
+) -> Case {
+    Case {
+        ranks: ops.len(),
+        steps: vec![vec![Phase {
+            write,
+            ops,
+            signal,
+            then: Sync::Barrier,
+        }]],
+        faults: vec![fault],
+        rate: false,
+        loss: true,
+        preserve_counters: true,
+        strict_retries,
+    }
+}
+
+/// Checks `case` `runs` times (a race shows only in some of them).
+fn check_runs(case: &Case, runs: usize) {
+    for run in 0..runs {
+        check(case).unwrap_or_else(|e| panic!("run {run}: {e}"));
+    }
+}
+
 /// A get from a rank lost in the middle of its body, racing the loss, waits for its recovery
 /// instead of reading the poison: the read fence is checked after the class check's rpc,
 /// whose progress may note the loss (the shrunk case of the property; it failed about one run
 /// in five, so 40 runs).
 #[test]
 fn a_get_racing_a_mid_body_loss_of_its_target_reads_the_recovered_value() {
-    let case = Case {
-        ranks: 2,
-        steps: vec![vec![Phase {
-            write: false,
-            ops: vec![vec![Op::Get { from: 1, slot: 1 }], vec![]],
-            signal: Some(0),
-            then: Sync::Barrier,
-        }]],
-        faults: vec![(1, 0, Some(0))],
-        rate: false,
-        loss: true,
-        preserve_counters: true,
-        strict_retries: 1,
-    };
-    for run in 0..40 {
-        check(&case).unwrap_or_else(|e| panic!("run {run}: {e}"));
-    }
+    let ops = vec![vec![Op::Get { from: 1, slot: 1 }], vec![]];
+    check_runs(&one_phase_loss(false, ops, Some(0), (1, 0, Some(0)), 1), 40);
 }
 
 /// A rank lost after it read remote bytes and then overwrote them by a put recovers with the
 /// bytes it first read: the put flushed the log first, so the replay serves the get instead of
-/// performing it again on the put's bytes (deterministic; the shrunk case of the property).
+/// performing it again on the put's bytes (the shrunk case of the property; deterministic).
 #[test]
 fn a_rank_lost_after_overwriting_what_it_read_replays_the_first_read() {
-    let case = Case {
-        ranks: 3,
-        steps: vec![
-            vec![Phase {
-                write: true,
-                ops: vec![
-                    vec![],
-                    vec![],
-                    vec![
-                        Op::Get { from: 0, slot: 22 },
-                        Op::Put {
-                            to: 0,
-                            slot: 1,
-                            v: 0,
-                        },
-                        Op::Put {
-                            to: 0,
-                            slot: 0,
-                            v: 0,
-                        },
-                    ],
-                ],
-                signal: None,
-                then: Sync::Barrier,
-            }],
-            vec![Phase {
-                write: false,
-                ops: vec![vec![], vec![], vec![]],
-                signal: None,
-                then: Sync::Barrier,
-            }],
-        ],
-        faults: vec![(2, 0, Some(2))],
-        rate: false,
-        loss: true,
-        preserve_counters: true,
-        strict_retries: 0,
-    };
-    for run in 0..5 {
-        check(&case).unwrap_or_else(|e| panic!("run {run}: {e}"));
-    }
+    let (get, put) = (Op::Get { from: 0, slot: 1 }, |slot| Op::Put {
+        to: 0,
+        slot,
+        v: 0,
+    });
+    let ops = vec![vec![], vec![], vec![get, put(1), put(0)]];
+    check_runs(&one_phase_loss(true, ops, None, (2, 0, Some(2)), 0), 5);
 }
 
 /// A rank lost in the middle of its body while another rank's rpc to it has not left yet:
@@ -763,27 +745,12 @@ fn a_rank_lost_after_overwriting_what_it_read_replays_the_first_read() {
 /// shrunk case of the property; it failed within a few runs, so 40).
 #[test]
 fn a_loss_while_an_rpc_to_the_lost_rank_waits_is_fenced_and_drained() {
-    let case = Case {
-        ranks: 3,
-        steps: vec![vec![Phase {
-            write: false,
-            ops: vec![
-                vec![Op::Get { from: 1, slot: 8 }],
-                vec![Op::Get { from: 0, slot: 5 }],
-                vec![Op::Rpc { to: 1, v: 2 }],
-            ],
-            signal: None,
-            then: Sync::Barrier,
-        }]],
-        faults: vec![(1, 0, Some(0))],
-        rate: false,
-        loss: true,
-        preserve_counters: true,
-        strict_retries: 0,
-    };
-    for run in 0..40 {
-        check(&case).unwrap_or_else(|e| panic!("run {run}: {e}"));
-    }
+    let ops = vec![
+        vec![Op::Get { from: 1, slot: 8 }],
+        vec![Op::Get { from: 0, slot: 5 }],
+        vec![Op::Rpc { to: 1, v: 2 }],
+    ];
+    check_runs(&one_phase_loss(false, ops, None, (1, 0, Some(0)), 0), 40);
 }
 
 /// The lock's home is lost in the middle of its body after it freed its own lock and the
@@ -792,32 +759,16 @@ fn a_loss_while_an_rpc_to_the_lost_rank_waits_is_fenced_and_drained() {
 /// when it releases it (the shrunk case of the property; it failed every run).
 #[test]
 fn a_lock_home_lost_after_handing_its_lock_over_replays_the_hand_over_in_order() {
-    let case = Case {
-        ranks: 2,
-        steps: vec![vec![Phase {
-            write: true,
-            ops: vec![
-                vec![Op::Locked { v: 1 }],
-                vec![
-                    Op::Locked { v: 1 },
-                    Op::Rpc { to: 0, v: 1 },
-                    Op::Put {
-                        to: 0,
-                        slot: 2,
-                        v: 1,
-                    },
-                ],
-            ],
-            signal: None,
-            then: Sync::Barrier,
-        }]],
-        faults: vec![(1, 0, Some(1))],
-        rate: false,
-        loss: true,
-        preserve_counters: true,
-        strict_retries: 0,
-    };
-    for run in 0..20 {
-        check(&case).unwrap_or_else(|e| panic!("run {run}: {e}"));
-    }
+    let locked = Op::Locked { v: 1 };
+    let home = vec![
+        locked.clone(),
+        Op::Rpc { to: 0, v: 1 },
+        Op::Put {
+            to: 0,
+            slot: 2,
+            v: 1,
+        },
+    ];
+    let ops = vec![vec![locked], home];
+    check_runs(&one_phase_loss(true, ops, None, (1, 0, Some(1)), 0), 20);
 }
