@@ -40,8 +40,10 @@ integration-tests relaxed_prop 2 a_get_racing_a_mid_body_loss_of_its_target_read
 integration-tests relaxed_prop 2 a_lock_home_lost_after_handing_its_lock_over_replays_the_hand_over_in_order
 integration-tests relaxed_prop 3 a_rank_lost_after_overwriting_what_it_read_replays_the_first_read
 integration-tests relaxed_prop 3 a_loss_while_an_rpc_to_the_lost_rank_waits_is_fenced_and_drained
-integration-tests relaxed_prop 4 *
-integration-tests relaxed_prop 3 *
+integration-tests relaxed_prop 4 random_programs_with_relaxed_failures_equal_the_fault_free_run_or_end_in_an_error
+integration-tests relaxed_prop 3 random_programs_with_relaxed_failures_equal_the_fault_free_run_or_end_in_an_error
+# Five processes, each a node of its own: dependency-limited re-executions smaller than the world.
+integration-tests relaxed_prop 5 random_programs_with_relaxed_failures_equal_the_fault_free_run_or_end_in_an_error
 integration-tests relaxed_halo 4 *
 integration-tests relaxed_rank_loss 8 *
 integration-tests spbc_clusters 8 *

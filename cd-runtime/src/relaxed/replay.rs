@@ -164,6 +164,13 @@ pub(crate) fn begin(rt: &CdRuntime, cd: &Cd, after_loss: bool) -> Result<(), Str
 fn begin_fenced(rt: &CdRuntime, cd: &Cd, after_loss: bool) -> Result<(), String> {
     let frame = &cd.frame;
     let me = rt.rank;
+    if rt.relaxed.limited.borrow().is_some() {
+        // Its incoming writes and trace are the limited re-execution's (`limited.rs`).
+        return Err(
+            "this rank re-executes its strict CD limited to the ranks that depend on a failure              (dependency tracking), and a relaxed CD failing inside that re-execution escalates"
+                .into(),
+        );
+    }
     if rt.relaxed.replay.borrow().is_some() || rt.relaxed.trace.borrow().is_some() {
         return Err("an enclosing relaxed CD is replaying on this rank".into());
     }
