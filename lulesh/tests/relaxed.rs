@@ -164,6 +164,26 @@ fn a_rank_loss_in_rank_step_with_buddy_logs_is_recovered_alone() {
     }
 }
 
+/// Rank losses at seeded random operations of random cycles and ranks, one per run, the log
+/// durable at every operation: each recovers alone, bit for bit (a campaign like the ones
+/// that found the mid-body bugs of the relaxed property test).
+#[test]
+fn rank_losses_at_random_operations_are_recovered_alone() {
+    let want = clean();
+    for i in 0..12u64 {
+        let r = pgas::mix64(0x1075 ^ i);
+        let (rank, cycle, op) = ((r % 8) as usize, (r >> 8) % 230 + 1, (r >> 24) % 16);
+        let text = format!(
+            "[cd.step]\nmedium = \"buddy\"\n{RELAXED}medium = \"buddy\"\n\
+             log_medium = \"buddy\"\nlog_durable = \"operation\"\n\
+             inject = {{ at = [{{ rank = {rank}, iteration = {cycle}, kind = \"rank_loss\", \
+             at_op = {op} }}] }}\n"
+        );
+        let what = format!("loss of rank {rank} in cycle {cycle} before operation Some({op})");
+        check(&run(&text), &want, &[(rank, cycle)], &what);
+    }
+}
+
 #[test]
 fn the_binary_runs_relaxed_from_the_config_file_alone() {
     let faults = TempFile::new(
