@@ -167,7 +167,8 @@ fn begin_fenced(rt: &CdRuntime, cd: &Cd, after_loss: bool) -> Result<(), String>
     if rt.relaxed.limited.borrow().is_some() {
         // Its incoming writes and trace are the limited re-execution's (`limited.rs`).
         return Err(
-            "this rank re-executes its strict CD limited to the ranks that depend on a failure              (dependency tracking), and a relaxed CD failing inside that re-execution escalates"
+            "this rank re-executes its strict CD limited to the ranks that depend on a failure \
+             (dependency tracking), and a relaxed CD failing inside that re-execution escalates"
                 .into(),
         );
     }
