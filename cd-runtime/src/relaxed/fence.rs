@@ -76,24 +76,28 @@ pub(crate) fn raise_and_drain(rt: &CdRuntime, all: bool) -> Result<(), String> {
         if ask.is_empty() {
             return Ok(());
         }
-        let futures: Vec<_> = internal(|| {
-            ask.iter()
-                .map(|&r| (r, pgas::rpc(r, rt.relaxed.rpcs.fence, rt.rank)))
-                .collect()
-        });
-        let mut again = Vec::new();
-        for (r, fut) in futures {
-            if internal(|| fut.wait()) > 0 {
-                again.push(r);
-            }
-        }
-        ask = again;
+        let answers = note_at(rt, &ask);
+        ask = (ask.iter().zip(answers))
+            .filter(|(_, pending)| *pending > 0)
+            .map(|(&r, _)| r)
+            .collect();
         pgas::progress();
     }
     Err(format!(
         "rank(s) {ask:?} still had writes into this rank without an ack after {DRAIN_ROUNDS} \
          rounds of asking; the recovery cannot know which writes it must replay"
     ))
+}
+
+/// Has each of `ranks` note that this rank is fenced (one round, all requests in flight at
+/// once); each one's answer: how many of its writes into this rank still wait for their ack.
+fn note_at(rt: &CdRuntime, ranks: &[usize]) -> Vec<u64> {
+    let futures: Vec<_> = internal(|| {
+        (ranks.iter())
+            .map(|&r| pgas::rpc(r, rt.relaxed.rpcs.fence, rt.rank))
+            .collect()
+    });
+    futures.into_iter().map(|f| internal(|| f.wait())).collect()
 }
 
 /// Raises this rank's fence (step 1).
@@ -133,17 +137,7 @@ impl Drop for LowerOnDrop {
 /// that gave up waiting would leave its poisoned memory unfenced.
 pub(crate) fn announce_loss(rt: &CdRuntime) {
     raise(rt);
-    let lcsa = rt.lcsa();
-    let members = gather::other_members(&lcsa, rt.rank);
-    let noted: Vec<_> = internal(|| {
-        members
-            .iter()
-            .map(|&r| pgas::rpc(r, rt.relaxed.rpcs.fence, rt.rank))
-            .collect()
-    });
-    for fut in noted {
-        internal(|| fut.wait());
-    }
+    note_at(rt, &gather::other_members(&rt.lcsa(), rt.rank));
 }
 
 /// The loss filled this rank's segment, its fence word with it: sets the word again,
