@@ -554,6 +554,8 @@ fn plan_limited(
             writes_to: rx.deps.writes_to.iter().copied().collect(),
             unlogged: rx.deps.unlogged,
             notes_lost: rx.deps.notes_lost,
+            log_lost: rx.log_lost.is_some(),
+            log_served: rx.deps.log_served,
             untracked: !tracked,
         }
     };
@@ -582,7 +584,12 @@ fn plan_limited(
         .filter(|r| r.writes_to.contains(&rt.rank))
         .map(|r| r.rank)
         .collect();
-    let prepared = crate::relaxed::limited::prepare(rt, cd, d.clone(), &writers);
+    let lost_logs: Vec<usize> = records
+        .iter()
+        .filter(|r| r.log_lost)
+        .map(|r| r.rank)
+        .collect();
+    let prepared = crate::relaxed::limited::prepare(rt, cd, d.clone(), &writers, &lost_logs);
     let all = crate::relaxed::limited::agree_prepared(rt, &d, prepared.is_ok());
     if all {
         return Some((d, Ok(())));

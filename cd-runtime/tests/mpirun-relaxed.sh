@@ -49,6 +49,7 @@ integration-tests relaxed_rank_loss 8 *
 integration-tests spbc_clusters 8 *
 integration-tests dependency_tracking 7 *
 integration-tests dependency_tracking 9 two_escalations_far_apart
+integration-tests dependency_tracking 9 a_rank_loss_that_took_the_log_on_a_9_rank_grid
 integration-tests dependency_tracking 16 pull_2d_16_ranks_nodes_of_1_and_2
 integration-tests dependency_tracking 16 push_2d_16_ranks_nodes_of_1_and_4
 integration-tests dependency_tracking 27 mixed_3d_27_ranks_all_four_criteria

@@ -33,6 +33,9 @@ struct Shape {
     dims: [usize; 3],
     /// Per axis: true = pull (rget), false = push (rput).
     pull: [bool; 3],
+    /// Pushes go one way only, to the neighbour with the higher coordinate (a rank then
+    /// writes into ranks that do not write into it).
+    forward: bool,
     ranks_per_node: usize,
     /// Each rank adds 1 by an atomic to the tally of the next rank (a combining write into a
     /// word no CD preserves; its owner zeroes it at the start of the step), which enters the
@@ -80,6 +83,7 @@ impl Shape {
         (0..3)
             .filter(|&a| !self.pull[a])
             .flat_map(|a| self.neighbours(r, a))
+            .filter(|&t| !self.forward || t > r)
             .collect()
     }
     fn node(&self, r: usize) -> usize {
@@ -324,6 +328,7 @@ fn figure_5_chain_reexecutes_a_b_and_c_only() {
     let shape = Shape {
         dims: [7, 1, 1],
         pull: [true, true, true],
+        forward: false,
         ranks_per_node: 1,
         tally: false,
     };
@@ -342,6 +347,7 @@ fn pull_2d_16_ranks_nodes_of_1_and_2() {
         let shape = Shape {
             dims: [4, 4, 1],
             pull: [true, true, true],
+            forward: false,
             ranks_per_node: rpn,
             tally: false,
         };
@@ -355,6 +361,7 @@ fn push_2d_16_ranks_nodes_of_1_and_4() {
         let shape = Shape {
             dims: [4, 4, 1],
             pull: [false, false, false],
+            forward: false,
             ranks_per_node: rpn,
             tally: false,
         };
@@ -370,6 +377,7 @@ fn mixed_3d_27_ranks_all_four_criteria() {
         let shape = Shape {
             dims: [3, 3, 3],
             pull: [true, false, false],
+            forward: false,
             ranks_per_node: rpn,
             tally: false,
         };
@@ -382,6 +390,7 @@ fn mixed_3d_64_ranks_nodes_of_2() {
     let shape = Shape {
         dims: [4, 4, 4],
         pull: [true, false, true],
+        forward: false,
         ranks_per_node: 2,
         tally: false,
     };
@@ -394,6 +403,7 @@ fn two_escalations_far_apart() {
     let shape = Shape {
         dims: [9, 1, 1],
         pull: [true, true, true],
+        forward: false,
         ranks_per_node: 1,
         tally: false,
     };
@@ -409,6 +419,7 @@ fn an_escalation_while_another_rank_recovers_alone() {
     let shape = Shape {
         dims: [7, 1, 1],
         pull: [false, true, true],
+        forward: false,
         ranks_per_node: 1,
         tally: false,
     };
@@ -428,6 +439,7 @@ fn a_failed_preparation_falls_back_to_the_whole_group() {
     let shape = Shape {
         dims: [7, 1, 1],
         pull: [true, true, true],
+        forward: false,
         ranks_per_node: 1,
         tally: true,
     };
@@ -471,6 +483,7 @@ fn tracking_is_on_by_default_from_the_second_instance() {
     let shape = Shape {
         dims: [7, 1, 1],
         pull: [true, true, true],
+        forward: false,
         ranks_per_node: 1,
         tally: false,
     };
@@ -508,4 +521,123 @@ fn tracking_is_on_by_default_from_the_second_instance() {
             );
         }
     }
+}
+
+/// The configuration of a rank loss inside rank `f`'s `cell` at step 1 (`at_op`: before its
+/// n-th operation, else at the end of its body), the cell's log in the rank's memory only
+/// (`log_medium = "local"`, the default): the loss takes the log, the cell escalates, and
+/// `step` (its state at the buddy, so the loss leaves it) re-executes.
+fn loss_config(f: usize, at_op: Option<u64>) -> CdConfig {
+    let at_op = at_op.map_or(String::new(), |n| format!(", at_op = {n}"));
+    let text = format!(
+        "[cd.step]\ndependency_tracking = true\nretries = 2\nmedium = \"buddy\"\n\
+         [cd.cell]\nretries = 1\ncheck_classes = false\n\
+         inject = {{ at = [{{ rank = {f}, iteration = 1, kind = \"rank_loss\"{at_op} }}] }}\n"
+    );
+    CdConfig::parse(&text, "loss.toml").unwrap()
+}
+
+/// Runs `shape` with the loss of [`loss_config`]; checks the bits against the run without
+/// CDs and returns the `step` failure's record and the reasons for whole-group attempts.
+fn run_loss(
+    shape: Shape,
+    f: usize,
+    at_op: Option<u64>,
+) -> (cd::report::FailureRecord, Vec<String>) {
+    let want = reference(shape);
+    let out = cd::launch(
+        &job(&shape),
+        loss_config(f, at_op),
+        pgas::RpcTable::new(),
+        move || program(shape, true, &[]),
+    )
+    .unwrap_or_else(|e| panic!("{shape:?}, loss on rank {f}: {e}"));
+    for (r, o) in out.results.with_ranks() {
+        assert_eq!(
+            Some(&o.bits),
+            want.get(r),
+            "{shape:?}, loss on rank {f} at {at_op:?}: rank {r} differs from the run without CDs"
+        );
+    }
+    let step = out.report.cd("step").unwrap();
+    assert_eq!(step.escalations, 0, "{shape:?}: {:?}", step.whole_group);
+    assert_eq!(step.failures.len(), 1, "{shape:?}: {:?}", step.failures);
+    (step.failures[0].clone(), step.whole_group.clone())
+}
+
+/// D for a loss on `f` that took its log: D for an escalation there, and the nodes of the
+/// ranks it wrote into (its writes cannot be checked against a log, so they are made again
+/// where they land).
+fn expected_d_log_lost(shape: &Shape, f: usize) -> Vec<usize> {
+    let nodes: BTreeSet<usize> = shape
+        .pushes_to(f)
+        .into_iter()
+        .chain([f])
+        .map(|r| shape.node(r))
+        .collect();
+    let mut d: BTreeSet<usize> = shape.expected_d(f).into_iter().collect();
+    d.extend((0..shape.ranks()).filter(|&r| nodes.contains(&shape.node(r))));
+    d.into_iter().collect()
+}
+
+/// A rank loss that takes the rank's log (seed 003's loss of communication logs) is limited
+/// like an escalation: its dependency notes reached the buddy before each operation that grew
+/// them, and D also holds the ranks it wrote into. Pushes one way along a chain: rank 3
+/// writes into 4, which writes nothing into 3, so 4 is in D only for the lost log.
+#[test]
+fn a_rank_loss_that_took_the_log_reexecutes_d_and_the_ranks_written_into() {
+    let shape = Shape {
+        dims: [7, 1, 1],
+        pull: [false, true, true],
+        forward: true,
+        ranks_per_node: 1,
+        tally: false,
+    };
+    assert_eq!(shape.expected_d(3), vec![2, 3]);
+    for at_op in [None, Some(0)] {
+        let (record, whole) = run_loss(shape, 3, at_op);
+        assert!(record.limited, "loss at {at_op:?}: {whole:?}");
+        assert_eq!(record.ranks, vec![2, 3, 4], "loss at {at_op:?}");
+        assert_eq!(record.ranks, expected_d_log_lost(&shape, 3));
+    }
+}
+
+/// The same at the chain's ends and with ranks sharing nodes.
+#[test]
+fn a_rank_loss_that_took_the_log_at_the_ends_and_on_nodes_of_two() {
+    for rpn in node_sizes(&[1, 2]) {
+        let shape = Shape {
+            dims: [7, 1, 1],
+            pull: [false, true, true],
+            forward: true,
+            ranks_per_node: rpn,
+            tally: false,
+        };
+        for f in [0, 3, 6] {
+            let (record, whole) = run_loss(shape, f, None);
+            assert!(record.limited, "{shape:?}, rank {f}: {whole:?}");
+            assert_eq!(
+                record.ranks,
+                expected_d_log_lost(&shape, f),
+                "{shape:?}, rank {f}"
+            );
+        }
+    }
+}
+
+/// On a grid where every rank writes into the ranks that write into it (the lost log adds
+/// nobody to D).
+#[test]
+fn a_rank_loss_that_took_the_log_on_a_9_rank_grid() {
+    let shape = Shape {
+        dims: [3, 3, 1],
+        pull: [true, false, true],
+        forward: false,
+        ranks_per_node: 1,
+        tally: false,
+    };
+    let (record, whole) = run_loss(shape, 0, None);
+    assert!(record.limited, "{whole:?}");
+    assert_eq!(record.ranks, vec![0, 1, 3, 4]);
+    assert_eq!(record.ranks, shape.expected_d(0));
 }

@@ -874,16 +874,30 @@ fn escalation_lines(args: &BenchArgs) -> Vec<Line> {
     lines
 }
 
+/// What makes the escalating "rank_step" of the stencil rows fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Escalating {
+    /// A soft error: the rank's memory and log are intact.
+    Soft,
+    /// A rank loss that takes the rank's log (`log_medium = "local"`, the default), with
+    /// "iteration"'s state at the buddy so that the loss leaves it.
+    LogLost,
+}
+
 /// The CD stencil's configuration (`examples/src/bin/cd_stencil.rs`): a relaxed "rank_step" per
-/// rank inside the strict "iteration", and with `escalation = Some((failing, deps))` no
-/// retries, a soft error in `failing`'s fourth "rank_step", and `dependency_tracking = deps`
-/// on "iteration".
-fn stencil_config(escalation: Option<(usize, bool)>) -> CdConfig {
+/// rank inside the strict "iteration", and with `escalation = Some((failing, deps, fault))` no
+/// retries, `fault` in `failing`'s fourth "rank_step", and `dependency_tracking = deps` on
+/// "iteration".
+fn stencil_config(escalation: Option<(usize, bool, Escalating)>) -> CdConfig {
     let mut text = format!("[cd.{RANK_CD}]\nkind = \"relaxed\"\nlogging = true\n");
-    if let Some((failing, deps)) = escalation {
+    if let Some((failing, deps, fault)) = escalation {
+        let (kind, medium) = match fault {
+            Escalating::Soft => ("soft", ""),
+            Escalating::LogLost => ("rank_loss", "medium = \"buddy\"\n"),
+        };
         text.push_str(&format!(
-            "retries = 0\ninject = {{ at = [{{ rank = {failing}, iteration = 3, kind = \"soft\" }}] }}\n\
-             [cd.{ITERATION_CD}]\ndependency_tracking = {deps}\n"
+            "retries = 0\ninject = {{ at = [{{ rank = {failing}, iteration = 3, kind = \"{kind}\" }}] }}\n\
+             [cd.{ITERATION_CD}]\ndependency_tracking = {deps}\n{medium}"
         ));
     }
     CdConfig::parse(&text, "stencil-escalation.toml").expect("valid configuration")
@@ -938,7 +952,7 @@ fn stencil_expected(ranks: usize, failing: usize, node_of: impl Fn(usize) -> usi
 /// everyone without.
 fn stencil_escalation_run(
     (n, iters, ranks): (usize, usize, usize),
-    failing: usize,
+    (failing, fault): (usize, Escalating),
     deps: bool,
     clean: &Checksum,
 ) -> (f64, f64) {
@@ -947,7 +961,7 @@ fn stencil_escalation_run(
         iters,
         ranks,
         false,
-        stencil_config(Some((failing, deps))),
+        stencil_config(Some((failing, deps, fault))),
     )
     .unwrap_or_else(|e| panic!("cd stencil, rank {failing} escalating: {e}"))
     .expect("rank 0 runs in this process");
@@ -978,7 +992,10 @@ fn stencil_escalation_run(
 }
 
 /// The stencil rows: the CD stencil on the same rank counts, 64^3 points per rank for 10
-/// iterations (4^3 for 6 with `quick`), "rank_step" escalating from the same ranks.
+/// iterations (4^3 for 6 with `quick`), "rank_step" escalating from the same ranks, for a
+/// soft error and (cases `_log_lost`) for a rank loss that takes the rank's log: its
+/// dependency notes reached the buddy, and its face neighbours, which it wrote into, are in
+/// D anyway.
 fn stencil_escalation_lines(quick: bool, reps: usize) -> Vec<Line> {
     let (edge, iters) = if quick { (4, 6) } else { (64, 10) };
     let mut lines = Vec::new();
@@ -988,12 +1005,16 @@ fn stencil_escalation_lines(quick: bool, reps: usize) -> Vec<Line> {
             .unwrap_or_else(|e| panic!("cd stencil, fault-free: {e}"))
             .expect("rank 0 runs in this process");
         for (where_, failing) in cases {
-            lines.extend(escalation_case(
-                &format!("stencil_r{ranks}_{where_}"),
-                ranks,
-                reps,
-                |deps| stencil_escalation_run((n, iters, ranks), failing, deps, &clean),
-            ));
+            for (fault, suffix) in [(Escalating::Soft, ""), (Escalating::LogLost, "_log_lost")] {
+                lines.extend(escalation_case(
+                    &format!("stencil_r{ranks}_{where_}{suffix}"),
+                    ranks,
+                    reps,
+                    |deps| {
+                        stencil_escalation_run((n, iters, ranks), (failing, fault), deps, &clean)
+                    },
+                ));
+            }
         }
     }
     lines

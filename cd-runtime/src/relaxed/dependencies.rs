@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::frame::Frame;
 use crate::relaxed::log_store::EntryKind;
+use crate::relaxed::replica;
 use crate::runtime::CdRuntime;
 
 pub(crate) use super::frame_state::Dependencies;
@@ -39,7 +40,8 @@ pub(crate) enum Failure {
     Cluster,
     /// The rank lost its memory inside a relaxed child, which escalated, and the strict CD's
     /// own preserved state survived (a medium that survives a loss): limited like
-    /// `RelaxedEscalation` if the rank's notes survived too, else `WholeGroup::NotesLost`.
+    /// `RelaxedEscalation` if the rank's notes survived too (else `WholeGroup::NotesLost`),
+    /// D grown by the ranks it wrote into if its log did not (`Record::log_lost`).
     RankLoss,
     /// Anything else (a failure of the strict CD's own code, an injected fault at its level,
     /// a loss that took the strict CD's state): the whole group re-executes.
@@ -55,6 +57,11 @@ pub(crate) struct Record {
     pub(crate) writes_to: Vec<usize>,
     pub(crate) unlogged: bool,
     pub(crate) notes_lost: bool,
+    /// The loss took entries of this rank's log of the execution: a limited re-execution
+    /// cannot serve or check this rank's operations with ranks outside D from it.
+    pub(crate) log_lost: bool,
+    /// The rank took a collective result or an rng draw (`Dependencies::log_served`).
+    pub(crate) log_served: bool,
     /// This execution kept no notes (tracking unset, and the CD's first instance that held
     /// relaxed CDs).
     pub(crate) untracked: bool,
@@ -69,6 +76,8 @@ pub(crate) enum WholeGroup {
     Unlogged(usize),
     /// A rank lost its notes with its memory.
     NotesLost(usize),
+    /// A rank lost its log with its memory, and the log held what only it can serve.
+    LogNeeded(usize),
     /// The execution kept no notes: the first instance of the CD that held relaxed CDs.
     Untracked,
     /// D is every rank anyway.
@@ -88,8 +97,14 @@ impl std::fmt::Display for WholeGroup {
             ),
             WholeGroup::NotesLost(r) => write!(
                 f,
-                "rank {r} lost its dependency notes with its memory (no replica: log_medium = \
-                 \"local\")"
+                "rank {r} lost its dependency notes with its memory (they reach the buddy \
+                 with a log_medium = \"buddy\" log, or whenever they grow when this strict CD \
+                 keeps its state where a loss leaves it: medium other than \"local\")"
+            ),
+            WholeGroup::LogNeeded(r) => write!(
+                f,
+                "rank {r} lost its log with its memory, and took a collective result or an \
+                 rng draw in it that only the log could give a limited re-execution again"
             ),
             WholeGroup::Untracked => write!(
                 f,
@@ -169,6 +184,9 @@ pub(crate) fn reexecution_set(
     if let Some(r) = records.iter().find(|r| r.notes_lost) {
         return Err(WholeGroup::NotesLost(r.rank));
     }
+    if let Some(r) = records.iter().find(|r| r.log_lost && r.log_served) {
+        return Err(WholeGroup::LogNeeded(r.rank));
+    }
     let lists = NodeLists::from_ranks(
         records
             .iter()
@@ -184,6 +202,12 @@ pub(crate) fn reexecution_set(
                 clusters.insert(cluster_of(r.rank));
             }
             _ => nodes.extend(lists.dependents(node_of(r.rank))),
+        }
+        if r.log_lost {
+            // Its writes into a rank outside D would be squashed after a comparison with
+            // its log, which is gone: the ranks it wrote into take them live instead.
+            nodes.insert(node_of(r.rank));
+            nodes.extend(r.writes_to.iter().map(|&w| node_of(w)));
         }
     }
     for &m in members {
@@ -212,10 +236,15 @@ pub(crate) fn tracking_frame(rt: &CdRuntime) -> Option<std::rc::Rc<Frame>> {
     Some(rt.lcsa()).filter(|f| f.rx.borrow().tracked)
 }
 
-/// Notes a remote operation in the tracking strict CD's lists (no-op without one).
+/// Notes a remote operation in the tracking strict CD's lists (no-op without one), and
+/// ships the grown notes to the buddy when a loss could use them (`replica::ship_notes`)
+/// before the operation is performed.
 pub(crate) fn note(rt: &CdRuntime, kind: &EntryKind, logged: bool) {
     if let Some(f) = tracking_frame(rt) {
-        f.rx.borrow_mut().deps.note(kind, logged);
+        let grew = f.rx.borrow_mut().deps.note(kind, logged);
+        if grew && replica::ships_notes(&f) {
+            replica::ship_notes(rt, &f);
+        }
     }
 }
 
@@ -231,6 +260,8 @@ mod tests {
             writes_to: writes.to_vec(),
             unlogged: false,
             notes_lost: false,
+            log_lost: false,
+            log_served: false,
             untracked: false,
         }
     }
@@ -361,7 +392,25 @@ mod tests {
             reexecution_set(&records, &members, |r| r, |r| r),
             Err(WholeGroup::NotesLost(2))
         );
+        // Its log lost too: the ranks it wrote into (5) re-execute with D.
         records[2].notes_lost = false;
+        records[2].log_lost = true;
+        assert_eq!(
+            reexecution_set(&records, &members, |r| r, |r| r),
+            Ok(vec![1, 2, 3, 4, 5])
+        );
+        records[2].log_served = true;
+        assert_eq!(
+            reexecution_set(&records, &members, |r| r, |r| r),
+            Err(WholeGroup::LogNeeded(2))
+        );
+        records[2].log_lost = false;
+        assert_eq!(
+            reexecution_set(&records, &members, |r| r, |r| r),
+            Ok(vec![1, 2, 3, 4]),
+            "a collective or rng draw matters only with the log lost"
+        );
+        records[2].log_served = false;
         records[2].reads_from = (0..6).collect();
         assert_eq!(
             reexecution_set(&records, &members, |r| r, |r| r),

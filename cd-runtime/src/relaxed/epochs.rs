@@ -48,6 +48,24 @@ pub fn check_sequence(
     gathered: &[Incoming],
     own: &[u64],
 ) -> Result<(), String> {
+    match missing(iwc_begin, iwc_end, gathered, own)?.first() {
+        None => Ok(()),
+        Some(iwc) => Err(format!(
+            "incoming write IWC {iwc} was not found in any initiator's log (written by a rank \
+             outside a logging relaxed CD, by the runtime's own traffic, or by a rank whose \
+             log went with its memory)"
+        )),
+    }
+}
+
+/// The IWC values of `iwc_begin + 1 ..= iwc_end` that neither the gathered writes nor this
+/// rank's own writes into itself account for, in order; an error if one is accounted twice.
+pub fn missing(
+    iwc_begin: u64,
+    iwc_end: u64,
+    gathered: &[Incoming],
+    own: &[u64],
+) -> Result<Vec<u64>, String> {
     let mut seen: Vec<u64> = gathered
         .iter()
         .map(|w| w.iwc)
@@ -58,25 +76,13 @@ pub fn check_sequence(
     if let Some(w) = seen.windows(2).find(|w| w[0] == w[1]) {
         return Err(format!("incoming write IWC {} is logged twice", w[0]));
     }
+    let mut gaps = Vec::new();
     let mut expect = iwc_begin + 1;
-    for &i in &seen {
-        if i != expect {
-            return Err(format!(
-                "incoming write IWC {expect} was not found in any initiator's log (written \
-                 by a rank outside a logging relaxed CD, by the runtime's own traffic, or by a \
-                 rank whose log went with its memory)"
-            ));
-        }
-        expect += 1;
+    for i in seen.into_iter().chain([iwc_end + 1]) {
+        gaps.extend(expect..i);
+        expect = i + 1;
     }
-    if expect != iwc_end + 1 {
-        return Err(format!(
-            "incoming write IWC {expect} was not found in any initiator's log (written by a \
-             rank outside a logging relaxed CD, by the runtime's own traffic, or by a rank \
-             whose log went with its memory)"
-        ));
-    }
-    Ok(())
+    Ok(gaps)
 }
 
 #[cfg(test)]
@@ -119,5 +125,16 @@ mod tests {
         let e = check_sequence(10, 12, &[w(5, 11)], &[]).unwrap_err();
         assert!(e.contains("IWC 12"), "{e}");
         assert!(check_sequence(10, 10, &[], &[]).is_ok());
+    }
+
+    #[test]
+    fn missing_lists_every_gap_in_order() {
+        assert_eq!(
+            missing(10, 16, &[w(5, 12), w(5, 15)], &[13]),
+            Ok(vec![11, 14, 16])
+        );
+        assert_eq!(missing(10, 12, &[w(5, 11), w(5, 12)], &[]), Ok(vec![]));
+        assert_eq!(missing(10, 12, &[w(5, 9), w(5, 13)], &[]), Ok(vec![11, 12]));
+        assert!(missing(10, 12, &[w(5, 11)], &[11]).is_err());
     }
 }

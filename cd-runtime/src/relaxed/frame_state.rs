@@ -116,7 +116,8 @@ impl RelaxedFrame {
         self.deferred.clear();
         self.deps = Dependencies::default();
         self.log_lost = None;
-        std::mem::take(&mut self.replica).keys
+        let replica = std::mem::take(&mut self.replica);
+        replica.keys.into_iter().chain(replica.notes_key).collect()
     }
 
     /// Cancels the frees deferred during a failed execution of this CD (the re-execution
@@ -188,8 +189,10 @@ pub(crate) struct Shadow {
 ///
 /// The notes live in the rank's memory: a rank loss takes them. A relaxed CD with
 /// `log_medium = "buddy"` replicates them with its log (`replica.rs`), so a rank that recovers
-/// alone gets them back; otherwise they stay lost (`notes_lost`) and an escalation at this CD
-/// re-executes the whole group.
+/// alone gets them back; a strict CD whose state survives a loss ships them to the buddy
+/// whenever they grow (`replica::ship_notes`), so an escalation after a loss that took the
+/// logs is still limited. Otherwise they stay lost (`notes_lost`) and an escalation at this
+/// CD re-executes the whole group.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Dependencies {
     /// Ranks this rank read from (gets, fetched values of atomics, rpc replies, fetches).
@@ -207,6 +210,11 @@ pub(crate) struct Dependencies {
     pub(crate) cluster_child: bool,
     /// A rank loss took these notes and no replica brought them back.
     pub(crate) notes_lost: bool,
+    /// This rank took a collective's result (other than a barrier's) or a `cd::rng()` draw:
+    /// a limited re-execution serves those from its log, so a rank that lost its log cannot
+    /// take part in one.
+    #[serde(default)]
+    pub(crate) log_served: bool,
 }
 
 impl Dependencies {
@@ -220,8 +228,10 @@ impl Dependencies {
         }
     }
 
-    /// Notes the remote operation an entry records (`logged`: a logging relaxed CD logs it).
-    pub(crate) fn note(&mut self, kind: &EntryKind, logged: bool) {
+    /// Notes the operation an entry records (`logged`: a logging relaxed CD logs it); true
+    /// if the notes grew.
+    pub(crate) fn note(&mut self, kind: &EntryKind, logged: bool) -> bool {
+        let before = (self.reads_from.len(), self.writes_to.len(), self.log_served);
         match kind {
             EntryKind::Write { target, .. } => {
                 self.writes_to.insert(*target);
@@ -244,25 +254,45 @@ impl Dependencies {
             }
             // A barrier is a synchronization: never a dependency, and a limited
             // re-execution runs it among the re-executing ranks without a log.
-            EntryKind::Collective { barrier: true, .. } => return,
-            EntryKind::Collective { .. } => {}
-            EntryKind::Rng { .. } | EntryKind::Alloc { .. } | EntryKind::Privatized { .. } => {
-                return;
+            EntryKind::Collective { barrier: true, .. } => return false,
+            EntryKind::Collective { .. } => self.log_served = true,
+            EntryKind::Rng { .. } => {
+                let grew = !self.log_served;
+                self.log_served = true;
+                return grew;
             }
+            EntryKind::Alloc { .. } | EntryKind::Privatized { .. } => return false,
         }
-        if !logged {
+        let grew = before != (self.reads_from.len(), self.writes_to.len(), self.log_served);
+        if !logged && !self.unlogged {
             self.unlogged = true;
+            return true;
         }
+        grew
+    }
+
+    /// Adds the notes of `other` (an earlier or later snapshot of the same execution's: the
+    /// notes only grow, so the union is the later one).
+    pub(crate) fn merge(&mut self, other: Dependencies) {
+        self.reads_from.extend(other.reads_from);
+        self.writes_to.extend(other.writes_to);
+        self.unlogged |= other.unlogged;
+        self.escalated_child |= other.escalated_child;
+        self.cluster_child |= other.cluster_child;
+        self.notes_lost |= other.notes_lost;
+        self.log_served |= other.log_served;
     }
 }
 
 /// What of a CD's log its buddy holds: the replicas under `keys`, in order, hold the store's
 /// first `entries` entries and the first `iwcs` of its own IWCs; `deps` is the last snapshot
-/// of its dependency notes sent (tracking strict CDs).
+/// of its dependency notes sent (tracking strict CDs), with a replica or alone under
+/// `notes_key` (`replica::ship_notes`, each snapshot replacing the one before).
 #[derive(Debug, Default)]
 pub(crate) struct Replicated {
     pub(crate) keys: Vec<u64>,
     pub(crate) entries: usize,
     pub(crate) iwcs: usize,
     pub(crate) deps: Option<Dependencies>,
+    pub(crate) notes_key: Option<u64>,
 }

@@ -153,6 +153,16 @@ fn incoming_of(
     })
 }
 
+/// What a gather waits for.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Expect<'a> {
+    /// The IWC sequence complete, with this rank's own writes into itself.
+    Complete { own: &'a [u64] },
+    /// Every asked rank's writes acknowledged, each IWC at most once: writes of ranks whose
+    /// logs are lost are missing (a limited re-execution takes them live).
+    Acknowledged { own: &'a [u64] },
+}
+
 /// The members of `lcsa`'s team other than `me`.
 pub(crate) fn other_members(lcsa: &Frame, me: usize) -> Vec<usize> {
     lcsa.team
@@ -187,7 +197,8 @@ pub(crate) fn gather_writes(
     let lcsa = rt.lcsa();
     let members = other_members(&lcsa, rt.rank);
     let mut asked = marked_writers(rt, &lcsa, &members);
-    let first = gather(rt, &asked, Vec::new(), iwc_begin, iwc_end, own);
+    let expect = Expect::Complete { own };
+    let first = gather(rt, &asked, Vec::new(), iwc_begin, iwc_end, expect);
     let got = match first {
         Ok(writes) => return Ok((asked, writes)),
         Err((_, got)) => got,
@@ -195,26 +206,26 @@ pub(crate) fn gather_writes(
     let rest: Vec<usize> = members.into_iter().filter(|r| !asked.contains(r)).collect();
     if rest.is_empty() {
         // Nobody else to ask: the same gap again, with its message.
-        return gather(rt, &[], got, iwc_begin, iwc_end, own)
+        return gather(rt, &[], got, iwc_begin, iwc_end, expect)
             .map(|w| (asked, w))
             .map_err(|(e, _)| e);
     }
     asked.extend(&rest);
-    let writes = gather(rt, &rest, got, iwc_begin, iwc_end, own).map_err(|(e, _)| e)?;
+    let writes = gather(rt, &rest, got, iwc_begin, iwc_end, expect).map_err(|(e, _)| e)?;
     Ok((asked, writes))
 }
 
 /// Asks `ranks` for the writes into this rank with IWC in `(iwc_begin, iwc_end]`, again for
-/// those still waiting for acks, until the sequence (with the writes `got` already gathered
-/// from other ranks) is complete or the rounds run out. An error carries the reason and
-/// the writes gathered.
+/// those still waiting for acks, until the writes (with those `got` already gathered from
+/// other ranks) are what `expect` says or the rounds run out. An error carries the reason
+/// and the writes gathered.
 pub(crate) fn gather(
     rt: &CdRuntime,
     ranks: &[usize],
     mut got: Vec<Incoming>,
     iwc_begin: u64,
     iwc_end: u64,
-    own: &[u64],
+    expect: Expect<'_>,
 ) -> Result<Vec<Incoming>, (String, Vec<Incoming>)> {
     let mut ask: Vec<usize> = ranks.to_vec();
     let mut last_err = String::new();
@@ -249,7 +260,17 @@ pub(crate) fn gather(
         if !restoring {
             rounds += 1;
         }
-        match epochs::check_sequence(iwc_begin, iwc_end, &got, own) {
+        let checked = match expect {
+            Expect::Complete { own } => epochs::check_sequence(iwc_begin, iwc_end, &got, own),
+            Expect::Acknowledged { own } => epochs::missing(iwc_begin, iwc_end, &got, own)
+                .and_then(|_| match again.is_empty() {
+                    true => Ok(()),
+                    false => Err(format!(
+                        "ranks {again:?} still wait for acks of writes here"
+                    )),
+                }),
+        };
+        match checked {
             Ok(()) => return Ok(got),
             Err(e) => last_err = e,
         }

@@ -64,22 +64,37 @@ fn served_in_limited(e: &LogEntry, members: &[usize]) -> bool {
 /// gathers the incoming writes from `writers`. An error means the limited re-execution
 /// cannot be made correct (the caller agrees with the other ranks of D, and the next
 /// attempt is the whole group's).
+///
+/// `lost_logs`: the ranks whose logs of the first execution a loss took (`Record::log_lost`),
+/// all in D (`dependencies::reexecution_set` put them and the ranks they wrote into there).
+/// Their writes are made again live, so they are not asked, and the IWCs they leave missing
+/// are accepted if no preserved copy can hold one of them. Such a rank itself re-executes
+/// with an empty first log: it has no operation with a rank outside D to serve.
 pub(crate) fn prepare(
     rt: &CdRuntime,
     cd: &Cd,
     members: Vec<usize>,
     writers: &[usize],
+    lost_logs: &[usize],
 ) -> Result<(), String> {
     let frame: &Rc<Frame> = &cd.frame;
     let me = rt.rank;
     resilience::wait_for_acks();
+    if let Some(r) = lost_logs.iter().find(|r| members.binary_search(r).is_err()) {
+        return Err(format!(
+            "rank {r} lost its log and is outside the re-executing ranks"
+        ));
+    }
+    let mine_lost = lost_logs.contains(&me);
     let (store, own, ec_begin, iwc_begin, globals) = {
         let mut rx = frame.rx.borrow_mut();
-        if let Some(why) = &rx.log_lost {
+        if let Some(why) = rx.log_lost.as_ref().filter(|_| !mine_lost) {
             return Err(format!(
                 "this rank's log of the first execution is incomplete: {why}"
             ));
         }
+        // The re-execution's log starts empty: whole again.
+        rx.log_lost = None;
         (
             std::mem::take(&mut rx.store),
             std::mem::take(&mut rx.own_iwcs),
@@ -88,9 +103,15 @@ pub(crate) fn prepare(
             rx.globals.clone(),
         )
     };
-    let mut old = store
-        .entries()
-        .map_err(|e| format!("cannot read back the spilled log: {e}"))?;
+    let mut old = if mine_lost {
+        // What the loss left of it (the replicated part, if any) is no log of the whole
+        // execution: nothing is served from it.
+        Vec::new()
+    } else {
+        store
+            .entries()
+            .map_err(|e| format!("cannot read back the spilled log: {e}"))?
+    };
     old.sort_by_key(|e| e.lsn);
     let served = old
         .iter()
@@ -106,9 +127,31 @@ pub(crate) fn prepare(
     cd.restore_globals_now();
     let iwc_end = resilience::incoming_writes();
     resilience::set_epoch(ec_begin);
-    let ask: Vec<usize> = writers.iter().copied().filter(|&r| r != me).collect();
+    let ask: Vec<usize> = (writers.iter().copied())
+        .filter(|&r| r != me && !lost_logs.contains(&r))
+        .collect();
+    // This rank's own IWCs went with its log when it lost it.
+    let own: &[u64] = if mine_lost { &[] } else { &own };
+    let partial = mine_lost || writers.iter().any(|r| lost_logs.contains(r));
+    let expect = match partial {
+        true => gather::Expect::Acknowledged { own },
+        false => gather::Expect::Complete { own },
+    };
     let writes =
-        gather::gather(rt, &ask, Vec::new(), iwc_begin, iwc_end, &own).map_err(|(e, _)| e)?;
+        gather::gather(rt, &ask, Vec::new(), iwc_begin, iwc_end, expect).map_err(|(e, _)| e)?;
+    if partial {
+        let gaps = crate::relaxed::epochs::missing(iwc_begin, iwc_end, &writes, own)?;
+        if let Some((iwc, g)) =
+            (gaps.iter()).find_map(|&i| globals.iter().find(|g| i <= g.iwc_after).map(|g| (i, g)))
+        {
+            return Err(format!(
+                "the write with IWC {iwc}, made by a rank whose log is lost, may be in the \
+                 preserved copy of `{}` already (it landed before the copy was taken), and \
+                 its writer makes it again",
+                g.name
+            ));
+        }
+    }
     let mut outside = Vec::new();
     let mut in_copy = Vec::new();
     for w in writes {

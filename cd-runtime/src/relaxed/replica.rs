@@ -37,7 +37,7 @@ use std::rc::Rc;
 use serde::{Deserialize, Serialize};
 
 use crate::buddy::Bytes;
-use crate::config::LogMedium;
+use crate::config::{LogMedium, Medium};
 use crate::error::FaultKinds;
 use crate::frame::{CdKind, Frame};
 use crate::relaxed::dependencies::Dependencies;
@@ -71,6 +71,51 @@ pub(crate) fn replicates(frame: &Frame) -> bool {
 /// True if the dependency notes of `frame` are kept (a strict CD with tracking).
 fn tracks(frame: &Frame, rx: &RelaxedFrame) -> bool {
     frame.kind == CdKind::Strict && rx.tracked
+}
+
+/// True if `frame` (a tracking strict CD) ships its dependency notes whenever they grow: it
+/// contains rank losses and keeps its preserved state where a loss leaves it, so a loss
+/// inside it can end in a limited re-execution, which needs the lost rank's notes.
+pub(crate) fn ships_notes(frame: &Frame) -> bool {
+    frame.settings.contain.contains(FaultKinds::RANK_LOSS) && frame.settings.medium != Medium::Local
+}
+
+/// Ships the dependency notes of `frame` (a tracking strict CD) to the buddy, in one internal
+/// rpc whose reply is waited for, under one key per execution (each snapshot replaces the one
+/// before). Called before the operation that grew them is performed, so a loss at any point
+/// leaves the notes of everything the rank did at the buddy, whatever its log medium.
+pub(crate) fn ship_notes(rt: &CdRuntime, frame: &Frame) {
+    let (key, deps) = {
+        let mut rx = frame.rx.borrow_mut();
+        let key = match rx.replica.notes_key {
+            Some(k) if !rt.buddy.is_log_lost(k) => k,
+            stale => {
+                if let Some(k) = stale {
+                    rt.buddy.unmark_logs(&[k]);
+                }
+                let k = rt.relaxed.log_key.get();
+                rt.relaxed.log_key.set(k + 1);
+                rx.replica.notes_key = Some(k);
+                k
+            }
+        };
+        (key, rx.deps.clone())
+    };
+    let part = Part {
+        entries: Vec::new(),
+        own_iwcs: Vec::new(),
+        deps: Some(deps.clone()),
+        pending: Vec::new(),
+    };
+    let bytes = postcard::to_allocvec(&part).expect("dependency notes serialize");
+    let len = bytes.len() as u64;
+    rt.rpcs
+        .store_logs(rt.buddy.buddy_rank(), vec![(key, Bytes(bytes))]);
+    frame.rx.borrow_mut().replica.deps = Some(deps);
+    rt.stats
+        .borrow_mut()
+        .entry(&frame.name, frame.level)
+        .bytes_replicated += len;
 }
 
 /// The body of `frame` ended (a relaxed CD that [`replicates`]), or a flush point of
@@ -213,14 +258,20 @@ pub(crate) fn restore_logs(rt: &CdRuntime) {
                 ));
             }
         }
-        if rx.log_lost.is_some() && tracks(f, &rx) {
+        // The notes shipped alone (`ship_notes`) come back whether or not the log does.
+        let notes = (rx.replica.notes_key).filter(|_| tracks(f, &rx)).map(|k| {
+            keys.push(k);
+            keys.len() - 1
+        });
+        if rx.log_lost.is_some() && tracks(f, &rx) && notes.is_none() && rx.replica.deps.is_some() {
+            // The notes went to the buddy only with the log's replicas, not fetched now.
             rx.deps.notes_lost = true;
         }
         if rx.log_lost.is_some() || rx.replica.keys.is_empty() {
-            ranges.push(None);
+            ranges.push((None, notes));
             continue;
         }
-        ranges.push(Some(keys.len()..keys.len() + rx.replica.keys.len()));
+        ranges.push((Some(keys.len()..keys.len() + rx.replica.keys.len()), notes));
         keys.extend(&rx.replica.keys);
     }
     let got = if keys.is_empty() {
@@ -228,8 +279,15 @@ pub(crate) fn restore_logs(rt: &CdRuntime) {
     } else {
         rt.rpcs.fetch_logs(rt.buddy.buddy_rank(), keys.clone())
     };
-    for (f, range) in frames.iter().zip(ranges) {
+    for (f, (range, notes)) in frames.iter().zip(ranges) {
         let mut rx = f.rx.borrow_mut();
+        if let Some(i) = notes {
+            let part = decode(&keys[i..=i], &got[i..=i], &Replicated::default());
+            match part.map(|p| p.deps) {
+                Ok(Some(deps)) => rx.deps.merge(deps),
+                Ok(None) | Err(_) => rx.deps.notes_lost = true,
+            }
+        }
         if let Some(range) = range {
             match decode(&keys[range.clone()], &got[range], &rx.replica) {
                 Ok(part) => {
@@ -249,7 +307,9 @@ pub(crate) fn restore_logs(rt: &CdRuntime) {
                     }
                     rx.own_iwcs = part.own_iwcs;
                     if tracks(f, &rx) {
-                        rx.deps = part.deps.unwrap_or_default();
+                        if let Some(deps) = part.deps {
+                            rx.deps.merge(deps);
+                        }
                     }
                 }
                 Err(why) => {
@@ -265,7 +325,18 @@ pub(crate) fn restore_logs(rt: &CdRuntime) {
             }
         }
         if rx.log_lost.is_some() && !rx.replica.keys.is_empty() {
-            let keys = std::mem::take(&mut rx.replica).keys;
+            // The log's replicas are of no use any more; the notes shipped alone still are.
+            let notes_key = rx.replica.notes_key;
+            let deps = rx.replica.deps.take().filter(|_| notes_key.is_some());
+            let keys = std::mem::replace(
+                &mut rx.replica,
+                Replicated {
+                    notes_key,
+                    deps,
+                    ..Replicated::default()
+                },
+            )
+            .keys;
             drop(rx);
             forget(rt, keys);
         }
@@ -380,12 +451,13 @@ pub(crate) fn wipe(frame: &Frame, truncate: bool, notes_redone: bool) {
             frame.name
         ));
     }
-    let had_notes = rx.deps != Dependencies::default();
     rx.store.clear();
     rx.own_iwcs.clear();
     rx.cluster = Default::default();
+    // What the replicas hold comes back with `restore_logs`; what they lack is lost unless
+    // the replay makes it again.
     rx.deps = Dependencies {
-        notes_lost: tracks(frame, &rx) && had_notes && !notes_redone,
+        notes_lost: notes_uncovered,
         ..Dependencies::default()
     };
 }
