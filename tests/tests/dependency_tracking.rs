@@ -36,6 +36,8 @@ struct Shape {
     /// Pushes go one way only, to the neighbour with the higher coordinate (a rank then
     /// writes into ranks that do not write into it).
     forward: bool,
+    /// A reduction over every rank inside each cell, whose result enters the answer.
+    reduce: Reduce,
     ranks_per_node: usize,
     /// Each rank adds 1 by an atomic to the tally of the next rank (a combining write into a
     /// word no CD preserves; its owner zeroes it at the start of the step), which enters the
@@ -117,6 +119,16 @@ impl Shape {
     }
 }
 
+/// The reduction a cell makes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Reduce {
+    None,
+    /// `reduce_all` (every rank gets the same result).
+    All,
+    /// `reduce_one` to rank 0 (only rank 0 gets a result).
+    One,
+}
+
 /// Shared arrays of one rank: the values neighbours pull, and one inbox of K values per
 /// possible pushing neighbour (6 directions).
 struct Arrays {
@@ -155,6 +167,11 @@ fn step_body(shape: &Shape, arr: &Arrays, step: usize) {
             *a += rget(arr.cur[s] + i).wait() * (1.0 + s as f64);
         }
     }
+    acc[0] += match shape.reduce {
+        Reduce::None => 0.0,
+        Reduce::All => pgas::reduce_all(v[1], f64::max).wait(),
+        Reduce::One => pgas::reduce_one(v[1], f64::max, 0).wait().unwrap_or(-1.0),
+    };
     barrier();
     // The inboxes of the ranks that push here, in a fixed order.
     for (i, a) in acc.iter_mut().enumerate() {
@@ -329,6 +346,7 @@ fn figure_5_chain_reexecutes_a_b_and_c_only() {
         dims: [7, 1, 1],
         pull: [true, true, true],
         forward: false,
+        reduce: Reduce::None,
         ranks_per_node: 1,
         tally: false,
     };
@@ -348,6 +366,7 @@ fn pull_2d_16_ranks_nodes_of_1_and_2() {
             dims: [4, 4, 1],
             pull: [true, true, true],
             forward: false,
+            reduce: Reduce::None,
             ranks_per_node: rpn,
             tally: false,
         };
@@ -362,6 +381,7 @@ fn push_2d_16_ranks_nodes_of_1_and_4() {
             dims: [4, 4, 1],
             pull: [false, false, false],
             forward: false,
+            reduce: Reduce::None,
             ranks_per_node: rpn,
             tally: false,
         };
@@ -378,6 +398,7 @@ fn mixed_3d_27_ranks_all_four_criteria() {
             dims: [3, 3, 3],
             pull: [true, false, false],
             forward: false,
+            reduce: Reduce::None,
             ranks_per_node: rpn,
             tally: false,
         };
@@ -391,6 +412,7 @@ fn mixed_3d_64_ranks_nodes_of_2() {
         dims: [4, 4, 4],
         pull: [true, false, true],
         forward: false,
+        reduce: Reduce::None,
         ranks_per_node: 2,
         tally: false,
     };
@@ -404,6 +426,7 @@ fn two_escalations_far_apart() {
         dims: [9, 1, 1],
         pull: [true, true, true],
         forward: false,
+        reduce: Reduce::None,
         ranks_per_node: 1,
         tally: false,
     };
@@ -420,6 +443,7 @@ fn an_escalation_while_another_rank_recovers_alone() {
         dims: [7, 1, 1],
         pull: [false, true, true],
         forward: false,
+        reduce: Reduce::None,
         ranks_per_node: 1,
         tally: false,
     };
@@ -440,6 +464,7 @@ fn a_failed_preparation_falls_back_to_the_whole_group() {
         dims: [7, 1, 1],
         pull: [true, true, true],
         forward: false,
+        reduce: Reduce::None,
         ranks_per_node: 1,
         tally: true,
     };
@@ -484,6 +509,7 @@ fn tracking_is_on_by_default_from_the_second_instance() {
         dims: [7, 1, 1],
         pull: [true, true, true],
         forward: false,
+        reduce: Reduce::None,
         ranks_per_node: 1,
         tally: false,
     };
@@ -590,6 +616,7 @@ fn a_rank_loss_that_took_the_log_reexecutes_d_and_the_ranks_written_into() {
         dims: [7, 1, 1],
         pull: [false, true, true],
         forward: true,
+        reduce: Reduce::None,
         ranks_per_node: 1,
         tally: false,
     };
@@ -610,6 +637,7 @@ fn a_rank_loss_that_took_the_log_at_the_ends_and_on_nodes_of_two() {
             dims: [7, 1, 1],
             pull: [false, true, true],
             forward: true,
+            reduce: Reduce::None,
             ranks_per_node: rpn,
             tally: false,
         };
@@ -633,6 +661,7 @@ fn a_rank_loss_that_took_the_log_on_a_9_rank_grid() {
         dims: [3, 3, 1],
         pull: [true, false, true],
         forward: false,
+        reduce: Reduce::None,
         ranks_per_node: 1,
         tally: false,
     };
@@ -640,4 +669,46 @@ fn a_rank_loss_that_took_the_log_on_a_9_rank_grid() {
     assert!(record.limited, "{whole:?}");
     assert_eq!(record.ranks, vec![0, 1, 3, 4]);
     assert_eq!(record.ranks, shape.expected_d(0));
+}
+
+/// A rank that lost its log takes the results of the cell's reductions from another rank's
+/// log (every rank got the same): the loss is still limited to D.
+#[test]
+fn a_rank_that_lost_its_log_takes_reduction_results_from_another_rank() {
+    let shape = Shape {
+        dims: [7, 1, 1],
+        pull: [false, true, true],
+        forward: true,
+        reduce: Reduce::All,
+        ranks_per_node: 1,
+        tally: false,
+    };
+    for at_op in [None, Some(0)] {
+        let (record, whole) = run_loss(shape, 3, at_op);
+        assert!(record.limited, "loss at {at_op:?}: {whole:?}");
+        assert_eq!(record.ranks, vec![2, 3, 4], "loss at {at_op:?}");
+    }
+}
+
+/// A `reduce_one` gives each rank its own result, which only the lost log held: the whole
+/// group re-executes, and the report says why.
+#[test]
+fn a_lost_log_with_a_reduce_one_result_reexecutes_the_whole_group() {
+    let shape = Shape {
+        dims: [7, 1, 1],
+        pull: [false, true, true],
+        forward: true,
+        reduce: Reduce::One,
+        ranks_per_node: 1,
+        tally: false,
+    };
+    let (record, whole) = run_loss(shape, 3, None);
+    assert!(!record.limited, "{record:?}");
+    assert_eq!(record.ranks, (0..7).collect::<Vec<_>>());
+    assert!(
+        whole
+            .iter()
+            .any(|w| w.contains("rank 3 lost its log") && w.contains("collective result")),
+        "{whole:?}"
+    );
 }

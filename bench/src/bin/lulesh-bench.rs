@@ -99,7 +99,9 @@
 //! 11), on 27 and 64 ranks (one rank per emulated node unless `PGAS_RANKS_PER_NODE` says
 //! otherwise), for two programs whose relaxed CD "rank_step" (one per rank, `retries = 0`)
 //! fails once on a corner rank (0) or an interior rank (13 of 27, 21 of 64) and escalates to
-//! the strict CD around it, run with `dependency_tracking = true` and `false` on that CD:
+//! the strict CD around it (a soft error; in cases `_log_lost` a rank loss that takes the
+//! rank's log, `log_medium = "local"`, with the strict CD's state at the buddy), run with
+//! `dependency_tracking = true` and `false` on that CD:
 //! LULESH `-s 14` (`-s 3` with `--quick`), 10 cycles, "rank_step" inside "step"; and the CD
 //! stencil of the examples (`cd_stencil`, run by `pgas_examples::jacobi::cd_run`), 64^3 points
 //! per rank for 10 iterations (4^3 for 6 with `--quick`), "rank_step" inside "iteration".
@@ -764,14 +766,15 @@ fn strict_lines(args: &BenchArgs) -> Vec<Line> {
 fn escalation_run(
     opts: &Options,
     ranks: usize,
-    failing: usize,
+    (failing, fault): (usize, Escalating),
     deps: bool,
     clean: &FinalReport,
 ) -> (f64, f64) {
+    let (kind, medium) = fault.kind_and_medium();
     let config = CdConfig::parse(
         &format!(
-            "{RELAXED}retries = 0\ninject = {{ at = [{{ rank = {failing}, iteration = 3, kind = \"soft\" }}] }}\n\
-             [cd.step]\ndependency_tracking = {deps}\n"
+            "{RELAXED}retries = 0\ninject = {{ at = [{{ rank = {failing}, iteration = 3, kind = \"{kind}\" }}] }}\n\
+             [cd.step]\ndependency_tracking = {deps}\n{medium}"
         ),
         "escalation.toml",
     )
@@ -862,12 +865,14 @@ fn escalation_lines(args: &BenchArgs) -> Vec<Line> {
             .expect("rank 0 runs in this process")
             .report;
         for (where_, failing) in cases {
-            lines.extend(escalation_case(
-                &format!("lulesh_r{ranks}_{where_}"),
-                ranks,
-                reps,
-                |deps| escalation_run(&opts, ranks, failing, deps, &clean),
-            ));
+            for (fault, suffix) in Escalating::CASES {
+                lines.extend(escalation_case(
+                    &format!("lulesh_r{ranks}_{where_}{suffix}"),
+                    ranks,
+                    reps,
+                    |deps| escalation_run(&opts, ranks, (failing, fault), deps, &clean),
+                ));
+            }
         }
     }
     lines.extend(stencil_escalation_lines(args.quick, reps));
@@ -880,8 +885,22 @@ enum Escalating {
     /// A soft error: the rank's memory and log are intact.
     Soft,
     /// A rank loss that takes the rank's log (`log_medium = "local"`, the default), with
-    /// "iteration"'s state at the buddy so that the loss leaves it.
+    /// the strict CD's state at the buddy so that the loss leaves it.
     LogLost,
+}
+
+impl Escalating {
+    /// Every case, with the suffix of its rows' case names.
+    const CASES: [(Escalating, &str); 2] =
+        [(Escalating::Soft, ""), (Escalating::LogLost, "_log_lost")];
+
+    /// The injected fault's `kind`, and the strict CD's key that lets the loss leave its state.
+    fn kind_and_medium(self) -> (&'static str, &'static str) {
+        match self {
+            Escalating::Soft => ("soft", ""),
+            Escalating::LogLost => ("rank_loss", "medium = \"buddy\"\n"),
+        }
+    }
 }
 
 /// The CD stencil's configuration (`examples/src/bin/cd_stencil.rs`): a relaxed "rank_step" per
@@ -891,10 +910,7 @@ enum Escalating {
 fn stencil_config(escalation: Option<(usize, bool, Escalating)>) -> CdConfig {
     let mut text = format!("[cd.{RANK_CD}]\nkind = \"relaxed\"\nlogging = true\n");
     if let Some((failing, deps, fault)) = escalation {
-        let (kind, medium) = match fault {
-            Escalating::Soft => ("soft", ""),
-            Escalating::LogLost => ("rank_loss", "medium = \"buddy\"\n"),
-        };
+        let (kind, medium) = fault.kind_and_medium();
         text.push_str(&format!(
             "retries = 0\ninject = {{ at = [{{ rank = {failing}, iteration = 3, kind = \"{kind}\" }}] }}\n\
              [cd.{ITERATION_CD}]\ndependency_tracking = {deps}\n{medium}"
@@ -1005,7 +1021,7 @@ fn stencil_escalation_lines(quick: bool, reps: usize) -> Vec<Line> {
             .unwrap_or_else(|e| panic!("cd stencil, fault-free: {e}"))
             .expect("rank 0 runs in this process");
         for (where_, failing) in cases {
-            for (fault, suffix) in [(Escalating::Soft, ""), (Escalating::LogLost, "_log_lost")] {
+            for (fault, suffix) in Escalating::CASES {
                 lines.extend(escalation_case(
                     &format!("stencil_r{ranks}_{where_}{suffix}"),
                     ranks,

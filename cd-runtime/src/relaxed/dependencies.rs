@@ -241,7 +241,8 @@ pub(crate) fn tracking_frame(rt: &CdRuntime) -> Option<std::rc::Rc<Frame>> {
 /// before the operation is performed.
 pub(crate) fn note(rt: &CdRuntime, kind: &EntryKind, logged: bool) {
     if let Some(f) = tracking_frame(rt) {
-        let grew = f.rx.borrow_mut().deps.note(kind, logged);
+        let team = f.team.id();
+        let grew = f.rx.borrow_mut().deps.note(kind, logged, team);
         if grew && replica::ships_notes(&f) {
             replica::ship_notes(rt, &f);
         }

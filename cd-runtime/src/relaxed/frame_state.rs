@@ -210,8 +210,9 @@ pub(crate) struct Dependencies {
     pub(crate) cluster_child: bool,
     /// A rank loss took these notes and no replica brought them back.
     pub(crate) notes_lost: bool,
-    /// This rank took a collective's result (other than a barrier's) or a `cd::rng()` draw:
-    /// a limited re-execution serves those from its log, so a rank that lost its log cannot
+    /// This rank took a `cd::rng()` draw or a collective result no other rank's log can give
+    /// again (a `reduce_one`'s, or one on a team other than the strict CD's): a limited
+    /// re-execution serves those from this rank's log, so if the rank lost its log it cannot
     /// take part in one.
     #[serde(default)]
     pub(crate) log_served: bool,
@@ -228,9 +229,9 @@ impl Dependencies {
         }
     }
 
-    /// Notes the operation an entry records (`logged`: a logging relaxed CD logs it); true
-    /// if the notes grew.
-    pub(crate) fn note(&mut self, kind: &EntryKind, logged: bool) -> bool {
+    /// Notes the operation an entry records (`logged`: a logging relaxed CD logs it) under a
+    /// strict CD whose team has id `team`; true if the notes grew.
+    pub(crate) fn note(&mut self, kind: &EntryKind, logged: bool, team: u64) -> bool {
         let before = (self.reads_from.len(), self.writes_to.len(), self.log_served);
         match kind {
             EntryKind::Write { target, .. } => {
@@ -255,7 +256,9 @@ impl Dependencies {
             // A barrier is a synchronization: never a dependency, and a limited
             // re-execution runs it among the re-executing ranks without a log.
             EntryKind::Collective { barrier: true, .. } => return false,
-            EntryKind::Collective { .. } => self.log_served = true,
+            EntryKind::Collective {
+                shared, team: t, ..
+            } => self.log_served |= !(*shared && *t == team),
             EntryKind::Rng { .. } => {
                 let grew = !self.log_served;
                 self.log_served = true;

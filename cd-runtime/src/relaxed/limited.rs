@@ -28,6 +28,7 @@ use std::rc::Rc;
 use pgas::Promise;
 use pgas::runtime_hooks::{self as resilience, internal};
 
+use crate::buddy::Bytes;
 use crate::cd::Cd;
 use crate::frame::Frame;
 
@@ -118,11 +119,23 @@ pub(crate) fn prepare(
         .filter(|e| served_in_limited(e, &members))
         .cloned()
         .collect();
+    // Every member of the strict CD's team took the same results of its collectives (the
+    // notes make sure of it: `Dependencies::log_served`); a member whose log is whole serves
+    // them.
+    let result_holder = match mine_lost {
+        false => None,
+        true => Some(
+            (frame.team.members().iter().copied())
+                .find(|r| *r != me && !lost_logs.contains(r))
+                .ok_or("no other rank of the strict CD's team kept its log")?,
+        ),
+    };
     *rt.relaxed.limited.borrow_mut() = Some(Limited::new(
         members.clone(),
         frame.team.clone(),
         old,
         served,
+        result_holder,
     ));
     cd.restore_globals_now();
     let iwc_end = resilience::incoming_writes();
@@ -273,6 +286,47 @@ pub(crate) fn active(rt: &CdRuntime) -> bool {
         .borrow()
         .as_ref()
         .is_some_and(|l| l.active())
+}
+
+/// Where the next non-barrier collective's result on `team_id` comes from when this rank's
+/// log is lost (`state::limited::Limited::next_collective`).
+pub(crate) fn next_collective(rt: &CdRuntime, team_id: u64) -> Option<(usize, u64)> {
+    rt.relaxed
+        .limited
+        .borrow_mut()
+        .as_mut()?
+        .next_collective(team_id)
+}
+
+/// The result of collective `k` (from 0) on the team `team_id` in the first execution of the
+/// strict CD this rank re-executes or waits to agree on, from its log (a rank whose log is
+/// lost asks, `next_collective`); `None` if the log does not hold it.
+pub(crate) fn serve_collective(rt: &CdRuntime, team_id: u64, k: u64) -> Option<Bytes> {
+    let nth = |entries: &mut dyn Iterator<Item = &LogEntry>| {
+        entries
+            .filter_map(|e| match &e.kind {
+                EntryKind::Collective {
+                    result,
+                    barrier: false,
+                    team,
+                    ..
+                } if *team == team_id => Some(result.clone()),
+                _ => None,
+            })
+            .nth(k as usize)
+            .flatten()
+    };
+    if let Ok(l) = rt.relaxed.limited.try_borrow() {
+        if let Some(l) = l.as_ref() {
+            // A rank of D: its first execution's log moved out of the CD, in LSN order.
+            return nth(&mut l.old.iter());
+        }
+    }
+    let lcsa = rt.lcsa();
+    let rx = lcsa.rx.try_borrow().ok()?;
+    let mut entries = rx.store.entries().ok()?;
+    entries.sort_by_key(|e| e.lsn);
+    nth(&mut entries.iter())
 }
 
 /// The next logged entry for an operation with a rank outside D (`None`: the log ran out).

@@ -245,6 +245,11 @@ pub enum EntryKind {
         /// A barrier (its result is empty): a dependency-limited re-execution runs it among
         /// the re-executing ranks instead of serving it.
         barrier: bool,
+        /// The team's id.
+        team: u64,
+        /// Every member of the team got the same result (all but `reduce_one`): another
+        /// member's log can serve it to a rank whose log is lost.
+        shared: bool,
     },
     /// A `cd::rng()` draw (the bytes drawn).
     Rng {

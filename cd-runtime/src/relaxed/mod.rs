@@ -76,6 +76,12 @@ impl RelaxedRpcs {
                 // A rank without a CD runtime (its program ended) writes no more.
                 runtime::try_with(|rt| fence::serve(rt, target)).unwrap_or(0)
             }),
+            collective_result: rpcs.register(
+                "cd.relaxed.collective_result",
+                |(team, k): (u64, u64)| {
+                    runtime::try_with(|rt| limited::serve_collective(rt, team, k)).flatten()
+                },
+            ),
         }
     }
 }

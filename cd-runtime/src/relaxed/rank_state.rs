@@ -8,6 +8,8 @@ use std::rc::Rc;
 
 use pgas::RpcFn;
 
+use crate::buddy::Bytes;
+
 use crate::relaxed::state::fenced::Fenced;
 use crate::relaxed::state::incoming::{Incoming, IncomingQueue};
 use crate::relaxed::state::limited::{Arrival, Limited};
@@ -195,4 +197,7 @@ pub(crate) struct RelaxedRpcs {
     /// (target): `target` raised its recovery fence; the answer is how many of this rank's
     /// writes into it wait for their ack (`fence.rs`).
     pub(crate) fence: RpcFn<usize, u64>,
+    /// (team id, k): the result of this rank's k-th non-barrier collective on that team in
+    /// the first execution of the strict CD being re-executed (`limited::serve_collective`).
+    pub(crate) collective_result: RpcFn<(u64, u64), Option<Bytes>>,
 }

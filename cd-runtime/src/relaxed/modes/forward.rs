@@ -130,6 +130,8 @@ impl Mode for Forward {
             EntryKind::Collective {
                 result: None,
                 barrier: collective.kind == CollectiveKind::Barrier,
+                team: collective.team,
+                shared: !matches!(collective.kind, CollectiveKind::ReduceOne { .. }),
             },
         );
         durable::before_effect(rt, lsn);

@@ -2,17 +2,20 @@
 //! rank outside the re-executing set D is served from this rank's log of the first
 //! execution, in LSN order: reads, atomics' results, rpc replies, fetches, non-barrier
 //! collectives and `cd::rng()` draws come from the entry, puts are squashed; a barrier runs
-//! among the ranks of D in its team. An operation the log does not hold is non-determinism:
-//! the attempt fails, and the next one re-executes the whole group.
+//! among the ranks of D in its team. A rank whose log a loss took has no operation with a rank
+//! outside D; its collectives' results come from another member's log. An operation the log
+//! does not hold is non-determinism: the attempt fails, and the next one re-executes the
+//! whole group.
 
 use gasnet_bridge::{AtomicOp, AtomicResult, WriteAck};
+use pgas::runtime_hooks::internal;
 use pgas::runtime_hooks::{
     AllocAction, AtomicAction, Collective, CollectiveAction, CollectiveKind, Fetch, FetchAction,
     GetAction, OpId, PutAction, Rma, RpcAction, RpcCall,
 };
 
 use crate::relaxed::ReplayEvent;
-use crate::relaxed::limited::{barrier, count_served, count_squashed, next};
+use crate::relaxed::limited::{barrier, count_served, count_squashed, next, next_collective};
 use crate::relaxed::log_store::{LogEntry, LoggedOp};
 use crate::relaxed::modes::Mode;
 use crate::relaxed::modes::squash::squash;
@@ -153,6 +156,29 @@ impl Mode for LimitedMode {
         if c.kind == CollectiveKind::Barrier {
             barrier(rt, c.team);
             return CollectiveAction::Served(Vec::new());
+        }
+        if let Some((holder, k)) = next_collective(rt, c.team) {
+            // This rank's log is lost: the result every member got, from one that kept it.
+            let got = internal(|| {
+                pgas::rpc(holder, rt.relaxed.rpcs.collective_result, (c.team, k)).wait()
+            });
+            let Some(result) = got else {
+                replay_error(
+                    rt,
+                    format!(
+                        "rank {holder}'s log holds no collective {k} on team {}",
+                        c.team
+                    ),
+                );
+                panic!(
+                    "rank {}: a limited re-execution met a collective that rank {holder}'s \
+                     log does not hold (the body is not deterministic); set \
+                     dependency_tracking = false for this CD",
+                    rt.rank
+                );
+            };
+            count_served(rt);
+            return CollectiveAction::Served(result.0);
         }
         let e = next(rt);
         // Barrier entries are not served from the log, so any collective entry is this one.

@@ -22,6 +22,11 @@ pub(crate) struct Limited {
     cursor: usize,
     /// Barriers run so far per team id.
     barriers: HashMap<u64, u64>,
+    /// When this rank's log of the first execution is lost: a rank of the strict CD's team
+    /// whose log serves the collectives' results (every member got the same).
+    result_holder: Option<usize>,
+    /// Non-barrier collectives taken so far per team id (from `result_holder`).
+    collectives: HashMap<u64, u64>,
     /// The body runs (set after the preparation D agreed on).
     active: bool,
     squashed: u64,
@@ -30,12 +35,14 @@ pub(crate) struct Limited {
 
 impl Limited {
     /// A prepared re-execution among `members` of `team`, with this rank's whole log of the
-    /// first execution (`old`) and the entries of it the body consumes (`served`).
+    /// first execution (`old`) and the entries of it the body consumes (`served`); when the
+    /// log was lost, the rank whose log serves the collectives' results (`result_holder`).
     pub(crate) fn new(
         members: Vec<usize>,
         team: Team,
         old: Vec<LogEntry>,
         served: Vec<LogEntry>,
+        result_holder: Option<usize>,
     ) -> Limited {
         Limited {
             members,
@@ -44,6 +51,8 @@ impl Limited {
             served,
             cursor: 0,
             barriers: HashMap::new(),
+            result_holder,
+            collectives: HashMap::new(),
             active: false,
             squashed: 0,
             replayed: 0,
@@ -87,6 +96,16 @@ impl Limited {
     /// Entries served and writes squashed, for the report.
     pub(crate) fn counts(&self) -> (u64, u64) {
         (self.replayed, self.squashed)
+    }
+
+    /// Where the result of the next non-barrier collective on the team `team_id` comes from
+    /// when this rank's log is lost: (the holder, the collective's index among those of the
+    /// team in the first execution, from 0). `None` with the log.
+    pub(crate) fn next_collective(&mut self, team_id: u64) -> Option<(usize, u64)> {
+        let holder = self.result_holder?;
+        let k = self.collectives.entry(team_id).or_insert(0);
+        *k += 1;
+        Some((holder, *k - 1))
     }
 
     /// The re-executing ranks of the team `team_id` (the world's or the CD's) and the
