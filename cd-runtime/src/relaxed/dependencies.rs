@@ -60,7 +60,7 @@ pub(crate) struct Record {
     /// The loss took entries of this rank's log of the execution: a limited re-execution
     /// cannot serve or check this rank's operations with ranks outside D from it.
     pub(crate) log_lost: bool,
-    /// The rank took a collective result or an rng draw (`Dependencies::log_served`).
+    /// The rank took what only its own log can give again (`Dependencies::log_served`).
     pub(crate) log_served: bool,
     /// This execution kept no notes (tracking unset, and the CD's first instance that held
     /// relaxed CDs).
@@ -103,8 +103,9 @@ impl std::fmt::Display for WholeGroup {
             ),
             WholeGroup::LogNeeded(r) => write!(
                 f,
-                "rank {r} lost its log with its memory, and took a collective result or an \
-                 rng draw in it that only the log could give a limited re-execution again"
+                "rank {r} lost its log with its memory, and took an rng draw or a collective \
+                 result in it (a reduce_one's, or one on a team other than this CD's) that \
+                 only its own log could give a limited re-execution again"
             ),
             WholeGroup::Untracked => write!(
                 f,
@@ -409,7 +410,7 @@ mod tests {
         assert_eq!(
             reexecution_set(&records, &members, |r| r, |r| r),
             Ok(vec![1, 2, 3, 4]),
-            "a collective or rng draw matters only with the log lost"
+            "what only the log can give matters only with the log lost"
         );
         records[2].log_served = false;
         records[2].reads_from = (0..6).collect();
