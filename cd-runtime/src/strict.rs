@@ -423,7 +423,9 @@ pub(crate) fn run<R>(
             Some("a rank lost the state this CD preserved (kept in its own memory)".to_string())
         } else if !contained {
             Some(format!("this CD is not configured to contain {agreed}"))
-        } else if attempt >= frame.settings.retries {
+        } else if attempt >= frame.settings.retries + u32::from(limited_tried) {
+            // A dependency-limited attempt spends no retry: when it fails (or D cannot
+            // prepare it), the whole group's attempt follows as if it had not been tried.
             Some(format!("{} retries exhausted", frame.settings.retries))
         } else {
             None

@@ -712,3 +712,36 @@ fn a_lost_log_with_a_reduce_one_result_reexecutes_the_whole_group() {
         "{whole:?}"
     );
 }
+
+/// The limited attempt spends no retry: with `retries = 1` on `step`, a preparation that
+/// fails (as in [`a_failed_preparation_falls_back_to_the_whole_group`]) still leaves the
+/// whole group its re-execution, bit-exact.
+#[test]
+fn a_limited_attempt_spends_no_retry() {
+    let shape = Shape {
+        dims: [7, 1, 1],
+        pull: [true, true, true],
+        forward: false,
+        reduce: Reduce::None,
+        ranks_per_node: 1,
+        tally: true,
+    };
+    let want = reference(shape);
+    let text = "[cd.step]\ndependency_tracking = true\nretries = 1\n[cd.cell]\nretries = 1\n\
+                check_classes = false\n";
+    let out = cd::launch(
+        &job(&shape),
+        CdConfig::parse(text, "one-retry.toml").unwrap(),
+        pgas::RpcTable::new(),
+        move || program(shape, true, &[(3, 1, 1)]),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    for (r, o) in out.results.with_ranks() {
+        assert_eq!(Some(&o.bits), want.get(r), "rank {r} differs");
+    }
+    let step = out.report.cd("step").unwrap();
+    assert_eq!(step.escalations, 0, "{:?}", step.whole_group);
+    assert_eq!(step.failures.len(), 1, "{:?}", step.failures);
+    assert!(!step.failures[0].limited);
+    assert_eq!(step.failures[0].attempt, 2, "{:?}", step.failures);
+}
