@@ -457,7 +457,9 @@ fn an_escalation_while_another_rank_recovers_alone() {
 /// A preparation that fails is agreed on among D alone; nobody runs the limited body, and the
 /// next attempt re-executes the whole group, bit-exact. Rank 3's cell fails once; its replay
 /// finds the combining write from rank 2 in a word no CD preserves (replaying it would apply
-/// it twice), so it escalates, and so does the preparation of the limited re-execution.
+/// it twice), so it escalates, and so does the preparation of the limited re-execution. The
+/// limited attempt spends no retry: with `retries = 1` on `step` the whole group still
+/// re-executes.
 #[test]
 fn a_failed_preparation_falls_back_to_the_whole_group() {
     let shape = Shape {
@@ -469,34 +471,40 @@ fn a_failed_preparation_falls_back_to_the_whole_group() {
         tally: true,
     };
     let want = reference(shape);
-    let out = cd::launch(
-        &job(&shape),
-        config(true),
-        pgas::RpcTable::new(),
-        move || program(shape, true, &[(3, 1, 1)]),
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    for (r, o) in out.results.with_ranks() {
-        assert_eq!(
-            Some(&o.bits),
-            want.get(r),
-            "rank {r} differs from the run without CDs"
+    for retries in [2, 1] {
+        let text = format!(
+            "[cd.step]\ndependency_tracking = true\nretries = {retries}\n[cd.cell]\nretries = 1\n\
+             check_classes = false\n"
         );
+        let out = cd::launch(
+            &job(&shape),
+            CdConfig::parse(&text, "deps.toml").unwrap(),
+            pgas::RpcTable::new(),
+            move || program(shape, true, &[(3, 1, 1)]),
+        )
+        .unwrap_or_else(|e| panic!("retries {retries}: {e}"));
+        for (r, o) in out.results.with_ranks() {
+            assert_eq!(
+                Some(&o.bits),
+                want.get(r),
+                "retries {retries}: rank {r} differs from the run without CDs"
+            );
+        }
+        let step = out.report.cd("step").unwrap();
+        assert_eq!(step.escalations, 0, "retries {retries}");
+        assert!(
+            step.whole_group
+                .iter()
+                .any(|w| w.contains("rank 3") && w.contains("combining write")),
+            "{:?}",
+            step.whole_group
+        );
+        // The limited attempt ran no body: the one re-execution is the whole group's.
+        assert_eq!(step.failures.len(), 1, "{:?}", step.failures);
+        assert!(!step.failures[0].limited);
+        assert_eq!(step.failures[0].ranks, (0..7).collect::<Vec<_>>());
+        assert_eq!(step.failures[0].attempt, 2, "{:?}", step.failures);
     }
-    let step = out.report.cd("step").unwrap();
-    assert_eq!(step.escalations, 0);
-    assert!(
-        step.whole_group
-            .iter()
-            .any(|w| w.contains("rank 3") && w.contains("combining write")),
-        "{:?}",
-        step.whole_group
-    );
-    // The limited attempt ran no body: the one re-execution is the whole group's.
-    assert_eq!(step.failures.len(), 1, "{:?}", step.failures);
-    assert!(!step.failures[0].limited);
-    assert_eq!(step.failures[0].ranks, (0..7).collect::<Vec<_>>());
-    assert_eq!(step.failures[0].attempt, 2, "{:?}", step.failures);
 }
 
 /// The default configuration (no `dependency_tracking` key): the first instance of `step`
@@ -711,37 +719,4 @@ fn a_lost_log_with_a_reduce_one_result_reexecutes_the_whole_group() {
             .any(|w| w.contains("rank 3 lost its log") && w.contains("collective result")),
         "{whole:?}"
     );
-}
-
-/// The limited attempt spends no retry: with `retries = 1` on `step`, a preparation that
-/// fails (as in [`a_failed_preparation_falls_back_to_the_whole_group`]) still leaves the
-/// whole group its re-execution, bit-exact.
-#[test]
-fn a_limited_attempt_spends_no_retry() {
-    let shape = Shape {
-        dims: [7, 1, 1],
-        pull: [true, true, true],
-        forward: false,
-        reduce: Reduce::None,
-        ranks_per_node: 1,
-        tally: true,
-    };
-    let want = reference(shape);
-    let text = "[cd.step]\ndependency_tracking = true\nretries = 1\n[cd.cell]\nretries = 1\n\
-                check_classes = false\n";
-    let out = cd::launch(
-        &job(&shape),
-        CdConfig::parse(text, "one-retry.toml").unwrap(),
-        pgas::RpcTable::new(),
-        move || program(shape, true, &[(3, 1, 1)]),
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    for (r, o) in out.results.with_ranks() {
-        assert_eq!(Some(&o.bits), want.get(r), "rank {r} differs");
-    }
-    let step = out.report.cd("step").unwrap();
-    assert_eq!(step.escalations, 0, "{:?}", step.whole_group);
-    assert_eq!(step.failures.len(), 1, "{:?}", step.failures);
-    assert!(!step.failures[0].limited);
-    assert_eq!(step.failures[0].attempt, 2, "{:?}", step.failures);
 }

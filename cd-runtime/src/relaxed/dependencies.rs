@@ -22,7 +22,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::frame::Frame;
 use crate::relaxed::log_store::EntryKind;
-use crate::relaxed::replica;
 use crate::runtime::CdRuntime;
 
 pub(crate) use super::frame_state::Dependencies;
@@ -237,17 +236,13 @@ pub(crate) fn tracking_frame(rt: &CdRuntime) -> Option<std::rc::Rc<Frame>> {
     Some(rt.lcsa()).filter(|f| f.rx.borrow().tracked)
 }
 
-/// Notes a remote operation in the tracking strict CD's lists (no-op without one), and
-/// ships the grown notes to the buddy when a loss could use them (`replica::ship_notes`)
-/// before the operation is performed.
-pub(crate) fn note(rt: &CdRuntime, kind: &EntryKind, logged: bool) {
-    if let Some(f) = tracking_frame(rt) {
-        let team = f.team.id();
-        let grew = f.rx.borrow_mut().deps.note(kind, logged, team);
-        if grew && replica::ships_notes(&f) {
-            replica::ship_notes(rt, &f);
-        }
-    }
+/// Notes a remote operation in the tracking strict CD's lists (no-op without one); returns
+/// that CD if its notes grew (the caller ships them, `replica::ship_notes`).
+pub(crate) fn note(rt: &CdRuntime, kind: &EntryKind, logged: bool) -> Option<std::rc::Rc<Frame>> {
+    let f = tracking_frame(rt)?;
+    let team = f.team.id();
+    let grew = f.rx.borrow_mut().deps.note(kind, logged, team);
+    grew.then_some(f)
 }
 
 #[cfg(test)]

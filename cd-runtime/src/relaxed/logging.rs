@@ -7,7 +7,7 @@ use std::rc::Rc;
 use crate::clock;
 use crate::frame::{CdKind, Frame};
 use crate::relaxed::log_store::{EntryKind, LogEntry, LoggedOp};
-use crate::relaxed::{dependencies, fence, writers};
+use crate::relaxed::{dependencies, fence, replica, writers};
 use crate::runtime::CdRuntime;
 
 /// The innermost relaxed CD that logs.
@@ -21,12 +21,17 @@ pub(crate) fn logging_frame(rt: &CdRuntime) -> Option<Rc<Frame>> {
 }
 
 /// Appends an entry for operation `op` to the innermost logging relaxed CD's store, and
-/// notes the operation for a tracking strict CD around it. Returns the entry's LSN (`None`:
-/// no relaxed CD logs).
+/// notes the operation for a tracking strict CD around it (grown notes go to the buddy when a
+/// loss could use them). Returns the entry's LSN (`None`: no relaxed CD logs).
 pub(crate) fn log(rt: &CdRuntime, op: u64, kind: EntryKind) -> Option<u64> {
     let start = clock::now();
     let frame = logging_frame(rt);
-    dependencies::note(rt, &kind, frame.is_some());
+    if let Some(lcsa) = dependencies::note(rt, &kind, frame.is_some()) {
+        // Before the operation is performed: a loss at any point leaves its notes.
+        if replica::ships_notes(&lcsa) {
+            replica::ship_notes(rt, &lcsa);
+        }
+    }
     let frame = frame?;
     let written = match &kind {
         EntryKind::Write { target, .. } | EntryKind::Rpc { target, .. } => Some(*target),
