@@ -137,9 +137,10 @@ impl OpFaults {
 }
 
 /// Environment variable naming a point where a rank's process kills itself with SIGKILL, for
-/// the tests of a real loss (`REAL_LOSS.md`): `POINT:RANK:ITERATION`, POINT one of
-/// [`KILL_POINTS`], in the execution ITERATION of the covered CD on rank RANK, in a job that
-/// has not recovered yet (the replacement runs the same execution again and must not die).
+/// the tests of a real loss (`REAL_LOSS.md`): `POINT:RANKS:ITERATION`, POINT one of
+/// [`KILL_POINTS`], in the execution ITERATION of the covered CD on each rank of RANKS (one
+/// rank, or several joined by `+`: losses at once), in a job that has not recovered yet (the
+/// replacement runs the same execution again and must not die).
 pub const KILL_AT_ENV: &str = "CD_REAL_LOSS_KILL_AT";
 
 /// The named points of [`KILL_AT_ENV`]: inside the preservation (after the first entry is
@@ -149,30 +150,56 @@ pub const KILL_AT_ENV: &str = "CD_REAL_LOSS_KILL_AT";
 pub const KILL_POINTS: [&str; 4] = ["preserve", "agreement", "buddy_copy", "setup"];
 
 /// The point [`KILL_AT_ENV`] names, read once (`None`: unset or not of the form).
-fn kill_point() -> Option<&'static (String, usize, u64)> {
-    static AT: std::sync::OnceLock<Option<(String, usize, u64)>> = std::sync::OnceLock::new();
-    AT.get_or_init(|| {
-        let v = std::env::var(KILL_AT_ENV).ok()?;
-        let mut parts = v.split(':');
-        let point = parts.next()?.to_string();
-        let rank = parts.next()?.parse().ok()?;
-        let iteration = parts.next()?.parse().ok()?;
-        assert!(
-            KILL_POINTS.contains(&point.as_str()),
-            "{KILL_AT_ENV}={v:?}: the point is one of {KILL_POINTS:?}"
-        );
-        Some((point, rank, iteration))
+fn kill_point() -> Option<&'static KillPoint> {
+    static AT: std::sync::OnceLock<Option<KillPoint>> = std::sync::OnceLock::new();
+    AT.get_or_init(|| parse_kill_point(&std::env::var(KILL_AT_ENV).ok()?))
+        .as_ref()
+}
+
+/// A point of [`KILL_AT_ENV`]: where, on which ranks, in which execution.
+#[derive(Debug, PartialEq)]
+struct KillPoint {
+    point: String,
+    ranks: Vec<usize>,
+    iteration: u64,
+}
+
+/// `POINT:RANKS:ITERATION` ([`KILL_AT_ENV`]); `None` when not of the form.
+///
+/// # Panics
+/// On a point not in [`KILL_POINTS`]: a test that names one the runtime does not know would
+/// otherwise pass without its kill.
+fn parse_kill_point(v: &str) -> Option<KillPoint> {
+    let mut parts = v.split(':');
+    let point = parts.next()?.to_string();
+    let ranks = parts
+        .next()?
+        .split('+')
+        .map(|r| r.parse().ok())
+        .collect::<Option<Vec<usize>>>()?;
+    let iteration = parts.next()?.parse().ok()?;
+    assert!(
+        KILL_POINTS.contains(&point.as_str()),
+        "{KILL_AT_ENV}={v:?}: the point is one of {KILL_POINTS:?}"
+    );
+    Some(KillPoint {
+        point,
+        ranks,
+        iteration,
     })
-    .as_ref()
 }
 
 /// Kills this process with SIGKILL when [`KILL_AT_ENV`] names `point` on `rank` in execution
 /// `iteration` and the job has not recovered from a loss yet; returns otherwise.
 pub(crate) fn kill_at(point: &str, rank: usize, iteration: u64) {
-    let Some((p, r, i)) = kill_point() else {
+    let Some(at) = kill_point() else {
         return;
     };
-    if p != point || *r != rank || *i != iteration || pgas::runtime_hooks::recovered().is_some() {
+    if at.point != point
+        || !at.ranks.contains(&rank)
+        || at.iteration != iteration
+        || pgas::runtime_hooks::recovered().is_some()
+    {
         return;
     }
     // `kill -9` of this process: the signal a killed node's process gets, with no unwinding.
@@ -207,6 +234,18 @@ mod tests {
             .filter(|&i| decide(&inj, 6, 0, "step", i, 0) != decide(&inj, 5, 0, "step", i, 0))
             .count();
         assert!(other_seed > 0);
+    }
+
+    #[test]
+    fn a_kill_point_names_one_rank_or_several() {
+        let one = parse_kill_point("agreement:2:100").unwrap();
+        assert_eq!(one.ranks, vec![2]);
+        assert_eq!(one.iteration, 100);
+        let three = parse_kill_point("preserve:1+2+3:7").unwrap();
+        assert_eq!(three.ranks, vec![1, 2, 3]);
+        assert_eq!(three.point, "preserve");
+        assert_eq!(parse_kill_point("agreement:1+x:7"), None);
+        assert_eq!(parse_kill_point("agreement:1"), None);
     }
 
     #[test]

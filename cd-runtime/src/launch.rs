@@ -10,7 +10,7 @@ use gasnet_bridge::LaunchConfig;
 use pgas::RpcTable;
 
 use crate::buddy::{self, BuddyRpcs};
-use crate::checkpoint::format::JobShape;
+use crate::checkpoint::format::{JobShape, RestartFrom};
 use crate::checkpoint::writer::CheckpointWriter;
 use crate::config::{CdConfig, LogMedium, Medium};
 use crate::error::{CdError, CdLaunchError, ConfigError, FaultKinds};
@@ -337,13 +337,26 @@ where
                 ranks,
                 cd: config.checkpoint.as_ref().map(|(cd, _)| cd.clone()),
             };
-            // After a loss the job resumes from memory, not from the checkpoint it began with.
-            let restart = config.restart.as_ref().filter(|_| recovered.is_none());
-            crate::checkpoint::restart::prepare(&rt, restart, shape)
+            // After a loss the job resumes from memory; only when no execution is held in
+            // memory for every rank does it go back to disk: to its newest checkpoint (what
+            // it wrote, or the one it was launched from), not to the beginning.
+            let restart = match &recovered {
+                None => config.restart.clone(),
+                Some(r) => {
+                    let on_disk = config.checkpoint.as_ref().map(|_| RestartFrom::Auto);
+                    let on_disk = on_disk.or_else(|| config.restart.clone());
+                    let root = on_disk.as_ref().map(|from| {
+                        crate::checkpoint::restart::root(&rt, from)
+                            .unwrap_or_else(|why| stop_restart(why))
+                    });
+                    let from_memory = crate::real_loss::resume(&rt, &r.lost, root.as_deref());
+                    on_disk.filter(|_| !from_memory)
+                }
+            };
+            crate::checkpoint::restart::prepare(&rt, restart.as_ref(), shape)
                 .unwrap_or_else(|why| stop_restart(why));
-        }
-        if let Some(r) = &recovered {
-            crate::real_loss::resume(&rt, &r.lost);
+        } else if let Some(r) = &recovered {
+            crate::real_loss::resume(&rt, &r.lost, None);
         }
         let out = body();
         let value = match out {

@@ -4,6 +4,7 @@
 //! (`resume.rs`), as a restart from a checkpoint does.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
 
 use pgas::runtime_hooks::internal;
 
@@ -98,8 +99,9 @@ fn common(available: &[BTreeSet<u64>]) -> Option<u64> {
 /// After a recovery, before the body (collective over every rank, survivors and
 /// replacements alike): agrees on the execution of the covered CD to resume at, fetches a
 /// replacement's state from a rank that holds its copy, and hands the position and the state
-/// to the resume machinery. With no common generation the body starts from its beginning.
-pub(crate) fn resume(rt: &CdRuntime, lost: &[usize]) {
+/// to the resume machinery. With no common generation it says so and returns false: the body
+/// starts from its beginning, or from the newest checkpoint on disk when `on_disk` names it.
+pub(crate) fn resume(rt: &CdRuntime, lost: &[usize], on_disk: Option<&Path>) -> bool {
     let offers = internal(|| pgas::allgather(generations::offer()).wait());
     let chosen = common(&available(&offers, lost));
     let mine = chosen.map(|it| {
@@ -122,12 +124,18 @@ pub(crate) fn resume(rt: &CdRuntime, lost: &[usize]) {
     let lead = rt.rank == 0;
     let Some(g) = mine else {
         if lead {
+            let then = on_disk.map_or("every rank runs the body from its beginning".into(), |d| {
+                format!(
+                    "the job resumes from its newest whole checkpoint in {}",
+                    d.display()
+                )
+            });
             eprint_line(&format!(
                 "cd: rank(s) {lost:?} lost and replaced by spares; no execution of the covered \
-                 strict CD is held for every rank, so every rank runs the body from its beginning"
+                 strict CD is held in memory for every rank, so {then}"
             ));
         }
-        return;
+        return false;
     };
     generations::forget_after(g.iteration);
     let entries = decode_entries(&g.entries.0).unwrap_or_else(|e| {
@@ -153,6 +161,7 @@ pub(crate) fn resume(rt: &CdRuntime, lost: &[usize]) {
     rt.set_next_iteration(&at.cd, at.iteration);
     *rt.checkpoint.resumed.borrow_mut() = Some(at.clone());
     *rt.checkpoint.resume.borrow_mut() = Some(Resume { at, entries });
+    true
 }
 
 #[cfg(test)]

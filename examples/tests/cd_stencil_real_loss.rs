@@ -153,32 +153,68 @@ fn without_a_spare_a_killed_rank_ends_the_job_with_one_line() {
     assert!(ran.checksum().is_none(), "{}", ran.context());
 }
 
-#[test]
-fn with_checkpoints_to_disk_a_killed_rank_is_recovered_and_the_checkpoints_go_on() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("cd-stencil-real-loss-ckpt-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("the test's directory");
-    let config = dir.join("cd.toml");
-    let ckpt = dir.join("ckpt");
-    std::fs::write(
-        &config,
-        format!(
-            "[cd.iteration]\nmedium = \"buddy\"\ncheckpoint = {{ dir = {ckpt:?}, every = 10 }}\n"
-        ),
-    )
-    .expect("write the configuration");
-    let config_arg = config.to_str().expect("a UTF-8 path").to_string();
-    let with_checkpoints = |spares: usize, marker: &str, extra: &[&str]| {
+/// A checkpoint directory of its own (`name`) and the configuration that writes the CD
+/// "iteration"'s state into it every 10 executions; removed when dropped.
+struct Checkpointed {
+    dir: PathBuf,
+    config: String,
+}
+
+impl Checkpointed {
+    fn new(name: &str) -> Checkpointed {
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("the test's directory");
+        let config = dir.join("cd.toml");
+        let ckpt = dir.join("ckpt");
+        std::fs::write(
+            &config,
+            format!(
+                "[cd.iteration]\nmedium = \"buddy\"\ncheckpoint = {{ dir = {ckpt:?}, every = 10 }}\n"
+            ),
+        )
+        .expect("write the configuration");
+        let config = config.to_str().expect("a UTF-8 path").to_string();
+        Checkpointed { dir, config }
+    }
+
+    /// Starts the run on the ranks and `spares` spares, with `extra` arguments and `env`.
+    fn start(&self, spares: usize, marker: &str, extra: &[&str], env: &[(&str, &str)]) -> Job {
         let s = spares.to_string();
         let mut args = vec!["--spares", &s];
         args.extend(N);
-        args.extend(["--iters", ITERS, "--cd-config", &config_arg]);
+        args.extend(["--iters", ITERS, "--cd-config", &self.config]);
         args.extend(extra);
-        Job::start(RANKS + spares, CD_STENCIL, &args, marker, &[])
-    };
-    let reference = with_checkpoints(1, &marker("ckpt-reference", 0), &[]).finish();
+        Job::start(RANKS + spares, CD_STENCIL, &args, marker, env)
+    }
+
+    /// Relaunches with `--restart auto`: it must resume at execution `at` and print
+    /// `expected`.
+    fn restart_resumes_at(&self, at: u64, marker: &str, expected: &str) {
+        let ran = self.start(1, marker, &["--restart", "auto"], &[]).finish();
+        assert!(ran.status.success(), "{}", ran.context());
+        assert_eq!(ran.checksum(), Some(expected), "{}", ran.context());
+        let line = format!("cd: restart: resuming CD \"iteration\" at execution {at} ");
+        assert!(
+            ran.stderr.contains(&line),
+            "the newest checkpoint (every 10 of 200 iterations) is whole: {line:?}\n{}",
+            ran.context()
+        );
+    }
+}
+
+impl Drop for Checkpointed {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[test]
+fn with_checkpoints_to_disk_a_killed_rank_is_recovered_and_the_checkpoints_go_on() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let ck = Checkpointed::new("cd-stencil-real-loss-ckpt");
+    let reference = ck.start(1, &marker("ckpt-reference", 0), &[], &[]).finish();
     assert!(reference.status.success(), "{}", reference.context());
     let expected = reference.checksum().expect("a checksum").to_string();
     let answer = |ran: &Ran| ran.checksum().map(str::to_string);
@@ -193,22 +229,63 @@ fn with_checkpoints_to_disk_a_killed_rank_is_recovered_and_the_checkpoints_go_on
     // The rerun after a loss joins the process's checkpoint writer again: the checkpoints must
     // go on being written and committed, never wait for a hand-over that does not come.
     let tally = kill_campaign(campaign, answer, |k| {
-        with_checkpoints(1, &marker("ckpt-kill", k), &[])
+        ck.start(1, &marker("ckpt-kill", k), &[], &[])
     });
     assert!(
         tally.resumed >= 4,
         "most kills resume from memory: {}",
         tally.resumed
     );
-    // The last run's newest checkpoint is whole: a relaunch resumes from it, bit for bit.
-    let ran = with_checkpoints(1, &marker("ckpt-restart", 0), &["--restart", "auto"]).finish();
+    // A loss after the last checkpoint was committed: the rerun resumes from memory past it
+    // and must keep the checkpoints the job wrote before the loss.
+    let late = ck
+        .start(
+            1,
+            &marker("ckpt-late", 0),
+            &[],
+            &[("CD_REAL_LOSS_KILL_AT", "agreement:2:195")],
+        )
+        .finish();
+    assert!(late.status.success(), "{}", late.context());
+    assert_eq!(
+        late.checksum(),
+        Some(expected.as_str()),
+        "{}",
+        late.context()
+    );
+    let it = resumed_at(&late.stderr).unwrap_or_else(|| panic!("{}", late.context()));
+    assert!(
+        (194..=195).contains(&it),
+        "resumed at {it}\n{}",
+        late.context()
+    );
+    ck.restart_resumes_at(190, &marker("ckpt-restart", 0), &expected);
+}
+
+#[test]
+fn with_checkpoints_to_disk_a_loss_memory_cannot_cover_resumes_from_the_newest_checkpoint() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let expected = reference().checksum().unwrap().to_string();
+    let ck = Checkpointed::new("cd-stencil-real-loss-disk");
+    // Ranks 1, 2 and 3 at once: whatever the buddy map (one host, or hosts of two), one of
+    // them held the other's copies, so no execution is held in memory for every rank.
+    let ran = ck
+        .start(
+            3,
+            &marker("disk", 0),
+            &[],
+            &[("CD_REAL_LOSS_KILL_AT", "agreement:1+2+3:105")],
+        )
+        .finish();
     assert!(ran.status.success(), "{}", ran.context());
     assert_eq!(ran.checksum(), Some(expected.as_str()), "{}", ran.context());
-    assert!(
-        ran.stderr
-            .contains("cd: restart: resuming CD \"iteration\" at execution 190"),
-        "the last run's newest checkpoint (every 10 of 200 iterations) is whole\n{}",
-        ran.context()
-    );
-    let _ = std::fs::remove_dir_all(&dir);
+    for line in [
+        "lost and replaced by spares; no execution of the covered strict CD is held in memory",
+        "the job resumes from its newest whole checkpoint in",
+        "cd: restart: resuming CD \"iteration\" at execution 100 ",
+    ] {
+        assert!(ran.stderr.contains(line), "{line:?}\n{}", ran.context());
+    }
+    // The resumed run goes on writing checkpoints: a relaunch resumes from its last.
+    ck.restart_resumes_at(190, &marker("disk-restart", 0), &expected);
 }

@@ -28,33 +28,36 @@ pub(crate) fn prepare(
 ) -> Result<(), Refused> {
     let ck = &rt.checkpoint;
     let policy = ck.policy.borrow().clone();
-    // This process's lowest rank names its directory when `dir` has `{rank}`.
-    let lead = ck.writer.borrow().as_ref().map_or(rt.rank, |w| w.lead());
+    let lead = lead(rt);
     let node_local = policy.as_ref().is_some_and(|(_, p)| p.node_local);
     let resume = match restart {
         None => None,
         Some(from) => {
-            let root: PathBuf = match (from, &policy) {
-                (RestartFrom::Dir(d), _) => expand_rank(d, lead),
-                (RestartFrom::Auto, Some((_, p))) => p.dir_of(lead),
-                (RestartFrom::Auto, None) => {
-                    return Err(
-                        "--restart auto (CD_RESTART=auto) restarts from the configured \
-                                checkpoint directory, and no CD has a `checkpoint` key: add \
-                                one, or name the directory (--restart DIR)"
-                            .into(),
-                    );
-                }
-            };
+            let root = root(rt, from)?;
             *ck.restart_root.borrow_mut() = Some(root.clone());
             choose(rt, &root, &shape, node_local)?
         }
     };
+    // The rerun after a loss resumed from memory (`real_loss::resume`): the checkpoints this
+    // job wrote before it stay, those after the execution it resumed at are written again.
+    let from_memory = ck.resumed.borrow().clone().and_then(|r| match r.source {
+        ResumeSource::Memory(_) => Some((r.cd, r.iteration)),
+        ResumeSource::Checkpoint(_) => None,
+    });
     if let Some((cd, p)) = &policy {
-        let after = resume.as_ref().map_or(0, |r| r.at.iteration);
+        let after = match (&resume, &from_memory) {
+            (Some(r), _) => Some(r.at.iteration),
+            (None, Some((c, it))) => Some(if c == cd { *it } else { u64::MAX }),
+            (None, None) => None,
+        };
         // Each process cleans its own directory when they are node-local.
         if rt.rank == 0 || (node_local && lead == rt.rank) {
-            remove_newer(&p.dir_of(lead), cd, after, resume.is_none() && rt.rank == 0);
+            remove_newer(
+                &p.dir_of(lead),
+                cd,
+                after.unwrap_or(0),
+                after.is_none() && rt.rank == 0,
+            );
         }
     }
     if let Some(r) = resume {
@@ -66,6 +69,28 @@ pub(crate) fn prepare(
     // No rank writes a checkpoint before rank 0 removed the stale ones.
     pgas::runtime_hooks::internal(pgas::barrier);
     Ok(())
+}
+
+/// The rank that names this process's directory when `dir` has `{rank}`: its lowest.
+fn lead(rt: &CdRuntime) -> usize {
+    rt.checkpoint
+        .writer
+        .borrow()
+        .as_ref()
+        .map_or(rt.rank, |w| w.lead())
+}
+
+/// The directory a restart from `from` looks in, on this process.
+pub(crate) fn root(rt: &CdRuntime, from: &RestartFrom) -> Result<PathBuf, Refused> {
+    match (from, &*rt.checkpoint.policy.borrow()) {
+        (RestartFrom::Dir(d), _) => Ok(expand_rank(d, lead(rt))),
+        (RestartFrom::Auto, Some((_, p))) => Ok(p.dir_of(lead(rt))),
+        (RestartFrom::Auto, None) => Err("--restart auto (CD_RESTART=auto) restarts from the \
+                                          configured checkpoint directory, and no CD has a \
+                                          `checkpoint` key: add one, or name the directory \
+                                          (--restart DIR)"
+            .into()),
+    }
 }
 
 /// The newest whole checkpoint of this job in `root` (or `root` itself), with this rank's

@@ -243,6 +243,9 @@ pub struct Tally {
     pub resumed: usize,
     /// Runs that started again from the beginning (killed in the set-up).
     pub from_start: usize,
+    /// Runs that resumed from the newest checkpoint on disk (no execution held in memory for
+    /// every rank, and a checkpointed CD configured).
+    pub from_disk: usize,
     /// Runs whose ranks took a set-up value back from memory (`cd::setup_once`) instead of
     /// computing it again.
     pub setup_kept: usize,
@@ -364,7 +367,13 @@ pub fn kill_campaign(
         if ran.stderr.contains("lost and replaced") && ran.stderr.contains("from memory") {
             tally.resumed += 1;
             tally.extra.push(ran.wall.saturating_sub(reference.wall));
-        } else if ran.stderr.contains("from its beginning") {
+        } else if ran.stderr.contains("lost and replaced")
+            && ran.stderr.contains("cd: restart: resuming")
+        {
+            tally.from_disk += 1;
+        } else if ran.stderr.contains("from its beginning")
+            || ran.stderr.contains("no whole checkpoint of this job")
+        {
             tally.from_start += 1;
         } else if ran.stderr.contains("the start-up runs again") {
             tally.at_start += 1;
@@ -375,10 +384,11 @@ pub fn kill_campaign(
     let mean = tally.extra.iter().sum::<Duration>() / tally.extra.len().max(1) as u32;
     let max = tally.extra.iter().max().copied().unwrap_or_default();
     println!(
-        "{kills} kills: {} resumed from memory, {} from the beginning, {} at start-up, {} ended \
-         with one line ({} runs again: the run had ended before the signal); the killed run's \
-         wall time over the fault-free run's ({:.2} s, span {:.3} s): mean {:.2} s, max {:.2} s",
+        "{kills} kills: {} resumed from memory, {} from disk, {} from the beginning, {} at \
+         start-up, {} ended with one line ({} runs again: the run had ended before the signal); \
+         the killed run's wall time over the fault-free run's ({:.2} s, span {:.3} s): mean {:.2} s, max {:.2} s",
         tally.resumed,
+        tally.from_disk,
         tally.from_start,
         tally.at_start,
         tally.ended,
