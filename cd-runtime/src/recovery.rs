@@ -50,9 +50,19 @@ pub(crate) fn lose_memory(rt: &CdRuntime) {
 
 /// [`lose_memory`] in the middle of the body of the innermost CD, a relaxed CD
 /// (`relaxed/op_fault.rs`): a log durable at every operation is cut back to what its
-/// replicas hold (`replica::wipe`); any other log that lost entries escalates.
+/// replicas hold (`replica::wipe`); any other log that lost entries escalates. Everything but
+/// the segment: the caller fills it ([`poison_segment`]) now, when the CD recovers alone, or
+/// when the body ends, when it escalates (the body goes on to take part in the group's
+/// synchronizations, and a program's spin on its own words, a lock's, must still end).
 pub(crate) fn lose_memory_mid_body(rt: &CdRuntime) {
     lose(rt, true);
+}
+
+/// The lost memory's segment: filled with the poison byte, its fence word set again (raised
+/// while the rank replays after a loss in the middle of its body).
+pub(crate) fn poison_segment(rt: &CdRuntime, raised: bool) {
+    pgas::runtime_hooks::emulate_memory_loss();
+    fence::after_loss(rt, raised);
 }
 
 fn lose(rt: &CdRuntime, mid_body: bool) {
@@ -67,8 +77,9 @@ fn lose(rt: &CdRuntime, mid_body: bool) {
     }
     let top = rt.top();
     let truncate = mid_body && durable::durable(&top);
-    pgas::runtime_hooks::emulate_memory_loss();
-    fence::after_loss(rt, mid_body);
+    if !mid_body {
+        poison_segment(rt, false);
+    }
     let frames: Vec<Rc<Frame>> = rt.frames.borrow().clone();
     for f in &frames {
         f.lose_local();

@@ -162,7 +162,8 @@ struct Case {
     /// in one strict CD escalates by design: the buddy's copies went with the first).
     loss: bool,
     /// With `loss`: `rx` keeps its log in the rank's memory only (`log_medium = "local"`), so
-    /// a loss takes it and `rx` escalates; `step` re-executes (limited to the ranks that
+    /// a loss (at the end of its body or in its middle, where the body goes on to its end)
+    /// takes it and `rx` escalates; `step` re-executes (limited to the ranks that
     /// depend on the lost one, its notes being at the buddy, or the whole group), with the
     /// retries a failed limited attempt and the whole group's need.
     local_log: bool,
@@ -247,12 +248,10 @@ fn case(ranks: RangeInclusive<usize>) -> impl Strategy<Value = Case> {
                     }
                     let local_log = loss && local_log;
                     if local_log {
-                        // One loss at the end of a body: each escalation re-executes `step`,
-                        // whose new instances of `rx` a later fault would strike too; and a
-                        // body that goes on after a loss in its middle runs on lost memory
-                        // (ROADMAP: a spin on it never ends).
+                        // One loss (at the end of a body or at one of its operations): each
+                        // escalation re-executes `step`, whose new instances of `rx` a later
+                        // fault would strike too.
                         faults.truncate(1);
-                        faults.iter_mut().for_each(|f| f.2 = None);
                     }
                     Case {
                         ranks,
@@ -807,4 +806,38 @@ fn a_lock_home_lost_after_handing_its_lock_over_replays_the_hand_over_in_order()
     ];
     let ops = vec![vec![locked], home];
     check_runs(&one_phase_loss(true, ops, None, (1, 0, Some(1)), 0), 20);
+}
+
+/// The lock's home (the last rank) is lost in the middle of its body right before it takes
+/// the lock, its log local: `rx` cannot recover alone, so the body goes on to its end and
+/// `step` re-executes. On a segment the loss had already filled, the lock's word would never
+/// read free and the body would spin forever (the case the property with local logs found,
+/// shrunk).
+#[test]
+fn a_lock_home_lost_before_taking_its_lock_with_a_local_log_ends_its_body() {
+    let phase = |ops: Vec<Op>, signal| Phase {
+        write: true,
+        ops: vec![vec![], vec![], ops],
+        signal,
+        then: Sync::Barrier,
+    };
+    let gets = vec![Op::Get { from: 1, slot: 11 }, Op::Get { from: 0, slot: 54 }];
+    let case = Case {
+        ranks: 3,
+        steps: vec![vec![
+            phase(gets, Some(0)),
+            phase(vec![Op::Locked { v: 47 }], None),
+        ]],
+        faults: vec![(2, 0, Some(4))],
+        rate: false,
+        loss: true,
+        local_log: true,
+        preserve_counters: true,
+        strict_retries: 2,
+    };
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || done.send(check_runs(&case, 5)));
+    finished
+        .recv_timeout(std::time::Duration::from_secs(120))
+        .expect("the runs end (a body spinning on a lost lock word never does)");
 }

@@ -8,8 +8,12 @@
 //! (`recovery::lose_memory_mid_body`: the segment, and every log entry no replica held),
 //! and, when the CD can recover alone, the body unwinds at once, so the CD starts again from
 //! its begin as a replacement rank would, replaying from what the buddy held, while the
-//! other ranks keep running. When it cannot (its log lost entries), the body goes on, on
-//! lost memory, as after a loss detected at its end, and the CD escalates when it ends.
+//! other ranks keep running. When it cannot (its log lost entries), the body goes on to its
+//! end, taking part in the group's synchronizations, and the CD escalates when it ends. Its
+//! segment is filled only then: the emulated rank cannot stop the others' operations as a
+//! real death does (the conduit's revoke), and a body that went on on a poisoned segment
+//! could spin forever on a word it held (a lock's). What it computes in between is thrown
+//! away with the re-execution of its group, as a dead rank's would be.
 //!
 //! Faults strike only where unwinding leaves nothing half done: in the innermost CD (a
 //! relaxed CD with a CD nested inside it running counts nothing), outside rpc functions
@@ -111,13 +115,14 @@ pub(crate) fn count(rt: &CdRuntime) {
                 ),
             );
             if replica::cannot_recover_alone(rt, &frame).is_some() || cluster::spans_others(rt) {
-                // It escalates (a rank of an SPBC cluster never recovers alone): the whole
-                // group re-executes, so, as after a loss detected at the end, the rank goes on
-                // with the body (on lost memory) and takes part in its synchronizations until
-                // the LCSA's agreement.
+                // It escalates (a rank of an SPBC cluster never recovers alone): its group
+                // re-executes, so, as after a loss detected at the end, the rank goes on with
+                // the body and takes part in its synchronizations until the LCSA's agreement;
+                // its segment is filled when the body ends (`run.rs`).
                 fence::lower(rt);
                 return;
             }
+            recovery::poison_segment(rt, true);
             resume_unwind(Box::new(MidBodyLoss));
         }
     }

@@ -130,8 +130,12 @@ pub(crate) fn run<R>(
         let ran = op_fault::run_body(|| body(&cd));
         op_fault::disarm(&rt, &frame);
         let lost_mid_body = ran.is_none();
-        // Lost at an operation, the body went on to its end (the CD cannot recover alone).
+        // Lost at an operation, the body went on to its end (the CD cannot recover alone):
+        // the loss takes its segment now (`op_fault.rs`).
         let lost_and_went_on = !lost_mid_body && frame.rx.borrow().lost_mid_body;
+        if lost_and_went_on {
+            recovery::poison_segment(&rt, false);
+        }
         let mut replay_errors = if attempt > 0 {
             replay::end(&rt)
         } else {
