@@ -836,7 +836,10 @@ fn a_lock_home_lost_before_taking_its_lock_with_a_local_log_ends_its_body() {
         strict_retries: 2,
     };
     let (done, finished) = std::sync::mpsc::channel();
-    std::thread::spawn(move || done.send(check_runs(&case, 5)));
+    std::thread::spawn(move || {
+        check_runs(&case, 5);
+        done.send(())
+    });
     finished
         .recv_timeout(std::time::Duration::from_secs(120))
         .expect("the runs end (a body spinning on a lost lock word never does)");
