@@ -120,7 +120,7 @@
 //!   at most 0.3.
 //!
 //! `--spbc-table` prints instead a markdown table of SPBC clusters of relaxed CDs (`cluster`
-//! in the CD configuration): LULESH on 64 ranks (`-s 10`, `-s 3` with `--quick`; 10 cycles),
+//! in the CD configuration): LULESH on 64 ranks (`-s 10`, `-s 3` with `--quick`; 40 cycles),
 //! the relaxed configuration, for clusters of 1 (none), 2, 4, 8, 16 and 64 consecutive
 //! ranks. Per size: the bytes logged per rank per cycle (the report's `bytes_logged` of
 //! "rank_step" over its executions), the logging overhead (the cycle loop's time with logging
@@ -1358,7 +1358,7 @@ fn spbc_table(args: &BenchArgs) {
     }
     let opts = Options {
         nx: if args.quick { 3 } else { 10 },
-        its: 10,
+        its: 40,
         quiet: true,
         ..Options::default()
     };
