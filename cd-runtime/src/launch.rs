@@ -316,6 +316,8 @@ where
             rt: rt.clone(),
             _installed: installed,
         });
+        // The rerun after a loss resumed from the generations kept in memory.
+        let mut from_memory = false;
         if config.checkpoint.is_some() || config.restart.is_some() {
             *rt.checkpoint.policy.borrow_mut() = config.checkpoint.clone();
             if let (Some(w), Some((_, p))) = (&writer, &config.checkpoint) {
@@ -349,14 +351,20 @@ where
                         crate::checkpoint::restart::root(&rt, from)
                             .unwrap_or_else(|why| stop_restart(why))
                     });
-                    let from_memory = crate::real_loss::resume(&rt, &r.lost, root.as_deref());
+                    from_memory = crate::real_loss::resume(&rt, &r.lost, root.as_deref());
                     on_disk.filter(|_| !from_memory)
                 }
             };
             crate::checkpoint::restart::prepare(&rt, restart.as_ref(), shape)
                 .unwrap_or_else(|why| stop_restart(why));
         } else if let Some(r) = &recovered {
-            crate::real_loss::resume(&rt, &r.lost, None);
+            from_memory = crate::real_loss::resume(&rt, &r.lost, None);
+        }
+        if recovered.is_some() && !from_memory {
+            // Resumed from disk or from the beginning: the generations the abandoned run kept
+            // after that point are not this run's (a later loss must not resume at one).
+            let at = rt.checkpoint.resumed.borrow().as_ref().map_or(0, |r| r.iteration);
+            crate::generations::forget_after(at);
         }
         let out = body();
         let value = match out {
