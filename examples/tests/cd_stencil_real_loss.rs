@@ -160,14 +160,25 @@ struct Checkpointed {
     config: String,
 }
 
+/// Where the checkpoints go: one directory every process sees, or one per process
+/// (`ckpt-{rank}`: node-local, the copies sent to the buddies).
+#[derive(Clone, Copy, Debug)]
+enum Dirs {
+    Shared,
+    NodeLocal,
+}
+
 impl Checkpointed {
-    fn new(name: &str) -> Checkpointed {
+    fn new(name: &str, dirs: Dirs) -> Checkpointed {
         let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
             .join(format!("{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("the test's directory");
         let config = dir.join("cd.toml");
-        let ckpt = dir.join("ckpt");
+        let ckpt = dir.join(match dirs {
+            Dirs::Shared => "ckpt",
+            Dirs::NodeLocal => "ckpt-{rank}",
+        });
         std::fs::write(
             &config,
             format!(
@@ -213,7 +224,7 @@ impl Drop for Checkpointed {
 #[test]
 fn with_checkpoints_to_disk_a_killed_rank_is_recovered_and_the_checkpoints_go_on() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let ck = Checkpointed::new("cd-stencil-real-loss-ckpt");
+    let ck = Checkpointed::new("cd-stencil-real-loss-ckpt", Dirs::Shared);
     let reference = ck.start(1, &marker("ckpt-reference", 0), &[], &[]).finish();
     assert!(reference.status.success(), "{}", reference.context());
     let expected = reference.checksum().expect("a checksum").to_string();
@@ -266,26 +277,38 @@ fn with_checkpoints_to_disk_a_killed_rank_is_recovered_and_the_checkpoints_go_on
 fn with_checkpoints_to_disk_a_loss_memory_cannot_cover_resumes_from_the_newest_checkpoint() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let expected = reference().checksum().unwrap().to_string();
-    let ck = Checkpointed::new("cd-stencil-real-loss-disk");
-    // Ranks 1, 2 and 3 at once: whatever the buddy map (one host, or hosts of two), one of
-    // them held the other's copies, so no execution is held in memory for every rank.
-    let ran = ck
-        .start(
-            3,
-            &marker("disk", 0),
-            &[],
-            &[("CD_REAL_LOSS_KILL_AT", "agreement:1+2+3:105")],
-        )
-        .finish();
-    assert!(ran.status.success(), "{}", ran.context());
-    assert_eq!(ran.checksum(), Some(expected.as_str()), "{}", ran.context());
-    for line in [
-        "lost and replaced by spares; no execution of the covered strict CD is held in memory",
-        "the job resumes from its newest whole checkpoint in",
-        "cd: restart: resuming CD \"iteration\" at execution 100 ",
-    ] {
-        assert!(ran.stderr.contains(line), "{line:?}\n{}", ran.context());
+    for (k, dirs) in [Dirs::Shared, Dirs::NodeLocal].into_iter().enumerate() {
+        let ck = Checkpointed::new("cd-stencil-real-loss-disk", dirs);
+        // Ranks 1, 2 and 3 at once: whatever the buddy map (one host, or hosts of two), one of
+        // them held the other's copies, so no execution is held in memory for every rank.
+        let ran = ck
+            .start(
+                3,
+                &marker("disk", k),
+                &[],
+                &[("CD_REAL_LOSS_KILL_AT", "agreement:1+2+3:105")],
+            )
+            .finish();
+        assert!(ran.status.success(), "{dirs:?}: {}", ran.context());
+        let answer = ran.checksum();
+        assert_eq!(
+            answer,
+            Some(expected.as_str()),
+            "{dirs:?}: {}",
+            ran.context()
+        );
+        for line in [
+            "lost and replaced by spares; no execution of the covered strict CD is held in memory",
+            "the job resumes from its newest whole checkpoint in",
+            "cd: restart: resuming CD \"iteration\" at execution 100 ",
+        ] {
+            assert!(
+                ran.stderr.contains(line),
+                "{dirs:?}: {line:?}\n{}",
+                ran.context()
+            );
+        }
+        // The resumed run goes on writing checkpoints: a relaunch resumes from its last.
+        ck.restart_resumes_at(190, &marker("disk-restart", k), &expected);
     }
-    // The resumed run goes on writing checkpoints: a relaunch resumes from its last.
-    ck.restart_resumes_at(190, &marker("disk-restart", 0), &expected);
 }
