@@ -4,8 +4,9 @@
 //! uniform over the run (also with relaxed CDs per rank inside the strict step); the spare
 //! takes its rank, every rank resumes the strict CD "step" from memory
 //! (`cd-runtime/src/REAL_LOSS.md`), and the run prints the fault-free report's physics bit for
-//! bit. Without a spare the job ends with one line. Every run is bounded in
-//! time: a hang fails the test.
+//! bit. Three ranks killed at once, their copies in memory with them, resume from the
+//! checkpoint on disk inside the job. Without a spare the job ends with one line. Every run
+//! is bounded in time: a hang fails the test.
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -73,8 +74,6 @@ fn reference(config: &TempFile) -> Ran {
     ran
 }
 
-/// The seeded campaign of `kills` kills under the CD configuration `text` (`name` marks its
-/// runs); returns how many runs ended with one line.
 /// Runs a campaign of `kills` and checks its endings: at most `mid_run` runs end with one line
 /// while bodies still ran, and at most a quarter after every body had finished (the job's
 /// teardown, a larger share of the moments when a run is faster than the reference).
@@ -123,6 +122,41 @@ fn with_relaxed_cds_killed_at_fifteen_seeded_moments_the_report_is_the_fault_fre
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let text = format!("{STRICT}{}", include_str!("../configs/relaxed.toml"));
     campaign("relaxed", &text, 0x2E1A_C5ED, KILLS / 2, 1);
+}
+
+/// Ranks 1, 2 and 3 killed at once in execution 25 of "step" (`CD_REAL_LOSS_KILL_AT`), with a
+/// checkpoint on disk every 10 cycles: on one host, or on hosts of two, one of them held
+/// another's copies in memory, so no execution is held for every rank, and the job of the
+/// survivors and three spares resumes from the newest checkpoint, inside the running job,
+/// printing the fault-free report.
+#[test]
+fn three_ranks_killed_at_once_resume_from_the_checkpoint_on_disk() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("lulesh-real-loss-disk-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("the test's directory");
+    let text = format!(
+        "{STRICT}checkpoint = {{ dir = {:?}, every = 10 }}\n",
+        dir.join("ckpt")
+    );
+    let config = TempFile::new("real-loss-disk.toml", &text);
+    let expected = reference(&config).physics().unwrap().to_string();
+    let path = config.0.to_str().expect("a UTF-8 temporary path");
+    let mut args = vec!["--spares", "3"];
+    args.extend(PROBLEM);
+    args.extend(["--cd-config", path]);
+    let kill = [("CD_REAL_LOSS_KILL_AT", "agreement:1+2+3:25")];
+    let ran = Job::start(RANKS + 3, LULESH, &args, &marker("disk", 0), &kill).finish();
+    assert!(ran.status.success(), "{}", ran.context());
+    assert_eq!(ran.physics(), Some(expected.as_str()), "{}", ran.context());
+    for line in [
+        "the job resumes from its newest whole checkpoint in",
+        "cd: restart: resuming CD \"step\" at execution 20 ",
+    ] {
+        assert!(ran.stderr.contains(line), "{line:?}\n{}", ran.context());
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
