@@ -363,7 +363,12 @@ where
         if recovered.is_some() && !from_memory {
             // Resumed from disk or from the beginning: the generations the abandoned run kept
             // after that point are not this run's (a later loss must not resume at one).
-            let at = rt.checkpoint.resumed.borrow().as_ref().map_or(0, |r| r.iteration);
+            let at = rt
+                .checkpoint
+                .resumed
+                .borrow()
+                .as_ref()
+                .map_or(0, |r| r.iteration);
             crate::generations::forget_after(at);
         }
         let out = body();
