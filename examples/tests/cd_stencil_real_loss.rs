@@ -182,7 +182,8 @@ impl Checkpointed {
         std::fs::write(
             &config,
             format!(
-                "[cd.iteration]\nmedium = \"buddy\"\ncheckpoint = {{ dir = {ckpt:?}, every = 10 }}\n"
+                "[cd.iteration]\nmedium = \"buddy\"\n\
+                 checkpoint = {{ dir = {ckpt:?}, every = 10 }}\n"
             ),
         )
         .expect("write the configuration");

@@ -840,7 +840,13 @@ fn a_lock_home_lost_before_taking_its_lock_with_a_local_log_ends_its_body() {
         check_runs(&case, 5);
         done.send(())
     });
-    finished
-        .recv_timeout(std::time::Duration::from_secs(120))
-        .expect("the runs end (a body spinning on a lost lock word never does)");
+    match finished.recv_timeout(std::time::Duration::from_secs(120)) {
+        Ok(()) => {}
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+            panic!("the runs did not end: a body spinning on a lost lock word never does")
+        }
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+            panic!("a run failed (its panic is above)")
+        }
+    }
 }
