@@ -127,8 +127,8 @@ fn with_relaxed_cds_killed_at_fifteen_seeded_moments_the_report_is_the_fault_fre
 /// Ranks 1, 2 and 3 killed at once in execution 25 of "step" (`CD_REAL_LOSS_KILL_AT`), with a
 /// checkpoint on disk every 10 cycles: on one host, or on hosts of two, one of them held
 /// another's copies in memory, so no execution is held for every rank, and the job of the
-/// survivors and three spares resumes from the newest checkpoint, inside the running job,
-/// printing the fault-free report.
+/// survivors and three spares resumes from the newest checkpoint committed, inside the
+/// running job, printing the fault-free report.
 #[test]
 fn three_ranks_killed_at_once_resume_from_the_checkpoint_on_disk() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
@@ -150,12 +150,16 @@ fn three_ranks_killed_at_once_resume_from_the_checkpoint_on_disk() {
     let ran = Job::start(RANKS + 3, LULESH, &args, &marker("disk", 0), &kill).finish();
     assert!(ran.status.success(), "{}", ran.context());
     assert_eq!(ran.physics(), Some(expected.as_str()), "{}", ran.context());
-    for line in [
-        "the job resumes from its newest whole checkpoint in",
-        "cd: restart: resuming CD \"step\" at execution 20 ",
-    ] {
-        assert!(ran.stderr.contains(line), "{line:?}\n{}", ran.context());
-    }
+    let line = "the job resumes from its newest whole checkpoint in";
+    assert!(ran.stderr.contains(line), "{line:?}\n{}", ran.context());
+    // Checkpoint 20 is committed a few executions after it is handed over: the kill at 25 may
+    // come first.
+    let at = ran.restarted_at();
+    assert!(
+        matches!(at, Some(10 | 20)),
+        "resumed at {at:?}, not the newest checkpoint before the kill\n{}",
+        ran.context()
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

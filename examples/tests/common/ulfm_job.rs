@@ -30,6 +30,17 @@ pub struct Ran {
 }
 
 impl Ran {
+    /// The execution a restart from a checkpoint resumed at (rank 0's line `cd: restart:
+    /// resuming CD "NAME" at execution N ...`).
+    pub fn restarted_at(&self) -> Option<u64> {
+        let line = self
+            .stderr
+            .lines()
+            .find(|l| l.starts_with("cd: restart: resuming CD "))?;
+        let after = line.split(" at execution ").nth(1)?;
+        after.split(' ').next()?.parse().ok()
+    }
+
     /// Both streams and the status, for a failed assertion.
     pub fn context(&self) -> String {
         format!(
