@@ -147,17 +147,35 @@ fn three_ranks_killed_at_once_resume_from_the_checkpoint_on_disk() {
     args.extend(PROBLEM);
     args.extend(["--cd-config", path]);
     let kill = [("CD_REAL_LOSS_KILL_AT", "agreement:1+2+3:25")];
-    let ran = Job::start(RANKS + 3, LULESH, &args, &marker("disk", 0), &kill).finish();
-    assert!(ran.status.success(), "{}", ran.context());
-    assert_eq!(ran.physics(), Some(expected.as_str()), "{}", ran.context());
-    let line = "the job resumes from its newest whole checkpoint in";
-    assert!(ran.stderr.contains(line), "{line:?}\n{}", ran.context());
-    // Checkpoint 20 is committed a few executions after it is handed over: the kill at 25 may
-    // come first.
+    // A rank that sees another's death before reaching its own kill point survives, and the
+    // recovery may then find an execution in memory after all: a few attempts, each of which
+    // must print the fault-free report.
+    const ATTEMPTS: usize = 3;
+    let from_disk = (0..ATTEMPTS).find_map(|attempt| {
+        let ran = Job::start(RANKS + 3, LULESH, &args, &marker("disk", attempt), &kill).finish();
+        assert!(ran.status.success(), "{}", ran.context());
+        assert_eq!(ran.physics(), Some(expected.as_str()), "{}", ran.context());
+        if ran
+            .stderr
+            .contains("the job resumes from its newest whole checkpoint in")
+        {
+            return Some(ran);
+        }
+        println!(
+            "attempt {attempt} did not lose a rank with its buddy\n{}",
+            ran.context()
+        );
+        None
+    });
+    let ran = from_disk.unwrap_or_else(|| {
+        panic!("no attempt of {ATTEMPTS} resumed from disk (their output above)")
+    });
+    // A checkpoint is committed some executions after it is handed over: the kill at 25 may
+    // come before 20's commit.
     let at = ran.restarted_at();
     assert!(
         matches!(at, Some(10 | 20)),
-        "resumed at {at:?}, not the newest checkpoint before the kill\n{}",
+        "resumed at {at:?}, not a checkpoint taken before the kill\n{}",
         ran.context()
     );
     let _ = std::fs::remove_dir_all(&dir);
