@@ -286,6 +286,43 @@ fn config(tracking: bool) -> CdConfig {
     CdConfig::parse(&text, "deps.toml").unwrap()
 }
 
+/// Launches `shape` under `config` with the failures `fail`, checks every rank's bits against
+/// `want` (`what` names the run in a failed assertion), and returns the report, whose `step`
+/// escalated nothing and recorded one failure.
+fn launch_checked(
+    shape: Shape,
+    config: CdConfig,
+    fail: Fail,
+    want: &RankResults<Vec<u64>>,
+    what: &str,
+) -> cd::Report {
+    let f = fail.to_vec();
+    let out = cd::launch(&job(&shape), config, pgas::RpcTable::new(), move || {
+        program(shape, true, &f)
+    })
+    .unwrap_or_else(|e| panic!("{shape:?}, {what}: {e}"));
+    for (r, o) in out.results.with_ranks() {
+        assert_eq!(
+            Some(&o.bits),
+            want.get(r),
+            "{shape:?}, {what}: rank {r} differs from the run without CDs"
+        );
+    }
+    let step = out.report.cd("step").unwrap();
+    assert_eq!(
+        step.escalations, 0,
+        "{shape:?}, {what}: {:?}",
+        step.whole_group
+    );
+    assert_eq!(
+        step.failures.len(),
+        1,
+        "{shape:?}, {what}: {:?}",
+        step.failures
+    );
+    out.report
+}
+
 /// Runs `shape` with an escalation from rank `f` at step 1 and returns the ranks that
 /// re-executed `step` (checking the bits against `want`).
 fn reexecuted(shape: Shape, f: usize, tracking: bool, want: &RankResults<Vec<u64>>) -> Vec<usize> {
@@ -300,32 +337,16 @@ fn run(
     tracking: bool,
     want: &RankResults<Vec<u64>>,
 ) -> (Vec<usize>, u64) {
-    let f = fail.to_vec();
-    let out = cd::launch(
-        &job(&shape),
-        config(tracking),
-        pgas::RpcTable::new(),
-        move || program(shape, true, &f),
-    )
-    .unwrap_or_else(|e| panic!("{shape:?}, failures {fail:?}: {e}"));
-    for (r, o) in out.results.with_ranks() {
-        assert_eq!(
-            Some(&o.bits),
-            want.get(r),
-            "{shape:?}, failures {fail:?}, tracking {tracking}: rank {r} differs from the run \
-             without CDs"
-        );
-    }
-    let step = out.report.cd("step").unwrap();
-    assert_eq!(step.escalations, 0, "{shape:?}: {:?}", step.whole_group);
-    assert_eq!(step.failures.len(), 1, "{shape:?}: {:?}", step.failures);
+    let what = format!("failures {fail:?}, tracking {tracking}");
+    let report = launch_checked(shape, config(tracking), fail, want, &what);
+    let step = report.cd("step").unwrap();
     let record = &step.failures[0];
     assert_eq!(
         record.limited, tracking,
         "{shape:?}: {:?}",
         step.whole_group
     );
-    let cell = out.report.cd("cell").unwrap();
+    let cell = report.cd("cell").unwrap();
     (record.ranks.clone(), cell.reexecutions)
 }
 
@@ -476,22 +497,10 @@ fn a_failed_preparation_falls_back_to_the_whole_group() {
             "[cd.step]\ndependency_tracking = true\nretries = {retries}\n[cd.cell]\nretries = 1\n\
              check_classes = false\n"
         );
-        let out = cd::launch(
-            &job(&shape),
-            CdConfig::parse(&text, "deps.toml").unwrap(),
-            pgas::RpcTable::new(),
-            move || program(shape, true, &[(3, 1, 1)]),
-        )
-        .unwrap_or_else(|e| panic!("retries {retries}: {e}"));
-        for (r, o) in out.results.with_ranks() {
-            assert_eq!(
-                Some(&o.bits),
-                want.get(r),
-                "retries {retries}: rank {r} differs from the run without CDs"
-            );
-        }
-        let step = out.report.cd("step").unwrap();
-        assert_eq!(step.escalations, 0, "retries {retries}");
+        let config = CdConfig::parse(&text, "deps.toml").unwrap();
+        let what = format!("retries {retries}");
+        let report = launch_checked(shape, config, &[(3, 1, 1)], &want, &what);
+        let step = report.cd("step").unwrap();
         assert!(
             step.whole_group
                 .iter()
@@ -500,7 +509,6 @@ fn a_failed_preparation_falls_back_to_the_whole_group() {
             step.whole_group
         );
         // The limited attempt ran no body: the one re-execution is the whole group's.
-        assert_eq!(step.failures.len(), 1, "{:?}", step.failures);
         assert!(!step.failures[0].limited);
         assert_eq!(step.failures[0].ranks, (0..7).collect::<Vec<_>>());
         assert_eq!(step.failures[0].attempt, 2, "{:?}", step.failures);
@@ -524,24 +532,10 @@ fn tracking_is_on_by_default_from_the_second_instance() {
     let want = reference(shape);
     let text = "[cd.step]\nretries = 2\n[cd.cell]\nretries = 1\ncheck_classes = false\n";
     for (step, expected) in [(0, (0..7).collect::<Vec<usize>>()), (1, vec![2, 3, 4])] {
-        let fail = vec![(3, step, 2)];
-        let out = cd::launch(
-            &job(&shape),
-            CdConfig::parse(text, "default.toml").unwrap(),
-            pgas::RpcTable::new(),
-            move || program(shape, true, &fail),
-        )
-        .unwrap();
-        for (r, o) in out.results.with_ranks() {
-            assert_eq!(
-                Some(&o.bits),
-                want.get(r),
-                "failure at step {step}: rank {r} differs"
-            );
-        }
-        let report = out.report.cd("step").unwrap();
-        assert_eq!(report.escalations, 0);
-        assert_eq!(report.failures.len(), 1, "{:?}", report.failures);
+        let config = CdConfig::parse(text, "default.toml").unwrap();
+        let what = format!("failure at step {step}");
+        let report = launch_checked(shape, config, &[(3, step, 2)], &want, &what);
+        let report = report.cd("step").unwrap();
         assert_eq!(report.failures[0].ranks, expected, "failure at step {step}");
         assert_eq!(report.failures[0].limited, step > 0);
         if step == 0 {
@@ -579,23 +573,9 @@ fn run_loss(
     at_op: Option<u64>,
 ) -> (cd::report::FailureRecord, Vec<String>) {
     let want = reference(shape);
-    let out = cd::launch(
-        &job(&shape),
-        loss_config(f, at_op),
-        pgas::RpcTable::new(),
-        move || program(shape, true, &[]),
-    )
-    .unwrap_or_else(|e| panic!("{shape:?}, loss on rank {f}: {e}"));
-    for (r, o) in out.results.with_ranks() {
-        assert_eq!(
-            Some(&o.bits),
-            want.get(r),
-            "{shape:?}, loss on rank {f} at {at_op:?}: rank {r} differs from the run without CDs"
-        );
-    }
-    let step = out.report.cd("step").unwrap();
-    assert_eq!(step.escalations, 0, "{shape:?}: {:?}", step.whole_group);
-    assert_eq!(step.failures.len(), 1, "{shape:?}: {:?}", step.failures);
+    let what = format!("loss on rank {f} at {at_op:?}");
+    let report = launch_checked(shape, loss_config(f, at_op), &[], &want, &what);
+    let step = report.cd("step").unwrap();
     (step.failures[0].clone(), step.whole_group.clone())
 }
 
