@@ -76,6 +76,20 @@ fn resumed_at(stderr: &str) -> Option<u64> {
     after.split(' ').next()?.parse().ok()
 }
 
+/// Checks a run killed at a named point (`what`): it prints `expected`, and the recovery
+/// resumed from memory at an execution in `at`.
+fn resumed_in(ran: &Ran, expected: &str, at: std::ops::RangeInclusive<u64>, what: &str) {
+    assert!(ran.status.success(), "{what}: {}", ran.context());
+    assert_eq!(ran.checksum(), Some(expected), "{what}: {}", ran.context());
+    let it = resumed_at(&ran.stderr)
+        .unwrap_or_else(|| panic!("{what}: no resume line\n{}", ran.context()));
+    assert!(
+        at.contains(&it),
+        "{what}: resumed at execution {it}, not in {at:?}\n{}",
+        ran.context()
+    );
+}
+
 #[test]
 fn killed_at_thirty_seeded_moments_the_spare_takes_over_and_the_checksum_is_the_fault_free_one() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
@@ -117,20 +131,7 @@ fn killed_at_named_points_the_run_resumes_at_that_execution_or_the_one_before() 
             &[("CD_REAL_LOSS_KILL_AT", &at)],
         )
         .finish();
-        assert!(ran.status.success(), "{at}: {}", ran.context());
-        assert_eq!(
-            ran.checksum(),
-            Some(expected.as_str()),
-            "{at}: {}",
-            ran.context()
-        );
-        let it = resumed_at(&ran.stderr)
-            .unwrap_or_else(|| panic!("{at}: no resume line\n{}", ran.context()));
-        assert!(
-            (98..=100).contains(&it),
-            "{at}: resumed at execution {it}\n{}",
-            ran.context()
-        );
+        resumed_in(&ran, &expected, 98..=100, &at);
     }
 }
 
@@ -258,19 +259,7 @@ fn with_checkpoints_to_disk_a_killed_rank_is_recovered_and_the_checkpoints_go_on
             &[("CD_REAL_LOSS_KILL_AT", "agreement:2:195")],
         )
         .finish();
-    assert!(late.status.success(), "{}", late.context());
-    assert_eq!(
-        late.checksum(),
-        Some(expected.as_str()),
-        "{}",
-        late.context()
-    );
-    let it = resumed_at(&late.stderr).unwrap_or_else(|| panic!("{}", late.context()));
-    assert!(
-        (194..=195).contains(&it),
-        "resumed at {it}\n{}",
-        late.context()
-    );
+    resumed_in(&late, &expected, 194..=195, "agreement:2:195");
     ck.restart_resumes_at(190, &marker("ckpt-restart", 0), &expected);
 }
 
