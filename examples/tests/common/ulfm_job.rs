@@ -397,7 +397,8 @@ pub fn kill_campaign(
     println!(
         "{kills} kills: {} resumed from memory, {} from disk, {} from the beginning, {} at \
          start-up, {} ended with one line ({} runs again: the run had ended before the signal); \
-         the killed run's wall time over the fault-free run's ({:.2} s, span {:.3} s): mean {:.2} s, max {:.2} s",
+         the killed run's wall time over the fault-free run's ({:.2} s, span {:.3} s): mean \
+         {:.2} s, max {:.2} s",
         tally.resumed,
         tally.from_disk,
         tally.from_start,
