@@ -39,7 +39,9 @@ pub(crate) fn prepare(
         }
     };
     // The rerun after a loss resumed from memory (`real_loss::resume`): the checkpoints this
-    // job wrote before it stay, those after the execution it resumed at are written again.
+    // job wrote before it stay, those after the execution it resumed at are written again
+    // (none is removed when the CD resumed is not the checkpointed one: its executions are
+    // not comparable).
     let from_memory = ck.resumed.borrow().clone().and_then(|r| match r.source {
         ResumeSource::Memory(_) => Some((r.cd, r.iteration)),
         ResumeSource::Checkpoint(_) => None,
