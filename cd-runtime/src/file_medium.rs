@@ -2,8 +2,8 @@
 //! the critical path of the CD's body, into one arena file per CD nesting level.
 //!
 //! **Arenas, not a file per entry.** Creating, writing, closing and later unlinking one file
-//! per preserved entry made LULESH's step CD 14-23x slower than no CDs at `-s 5` (file system
-//! metadata, not bytes). A rank's CDs at one nesting level run one after another, so each
+//! per preserved entry costs file system metadata on every preservation, far more than the
+//! bytes of a small CD. A rank's CDs at one nesting level run one after another, so each
 //! level gets one file, opened once: an entry is a slice of it ([`FileSlot`]), written with one
 //! positioned write. When the last live entry of a level is released (its CD completed), the
 //! level's next entry starts at offset 0 again, overwriting in place.

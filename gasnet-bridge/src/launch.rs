@@ -67,8 +67,8 @@ where
     let handlers = &handlers;
     let body = &body;
     // Rank 0 runs on the calling thread: a one-rank job starts no thread at all, and rank 0's
-    // allocations come from the caller's malloc arena, as in a program without pgas (LULESH on
-    // a spawned rank thread ran 5-9% slower at -s 30, its arrays in a thread arena).
+    // allocations come from the caller's malloc arena, as in a program without pgas (a
+    // thread arena placed LULESH's arrays less well, and a one-rank run was measurably slower).
     let results: Vec<Option<R>> = thread::scope(|scope| {
         let mut threads = Vec::with_capacity(config.ranks);
         for rank in 1..config.ranks {

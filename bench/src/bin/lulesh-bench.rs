@@ -109,7 +109,7 @@
 //!
 //! The sizes make a rank's step cost milliseconds, as a real run's would at the least: the
 //! planning of a limited re-execution has a fixed cost (an allgather over the 64 thread-ranks
-//! on this machine's 2 cores, 1-2 ms), which at `-s 6` or 32^3 per rank is as large as the
+//! on a few cores takes milliseconds), which at `-s 6` or 32^3 per rank is as large as the
 //! step itself and measures the machine's thread switching rather than the protocol.
 //!
 //! - `escalation_ranks`: the ranks that re-executed with the lists, against
