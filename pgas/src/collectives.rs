@@ -37,7 +37,7 @@
 //! runs is [`Algorithm`]'s choice; by default ([`Algorithm::Auto`]) reductions, allgathers
 //! and barriers are flat on a team whose members share memory (every team on smp, a host's
 //! processes on mpi) and trees on any other, and broadcasts are trees everywhere (the
-//! `*_tree` lines of `pgas-bench` compare the two; their numbers are in ROADMAP.md). A tree's
+//! `*_tree` lines of `pgas-bench` compare the two on the machine at hand). A tree's
 //! reduction has 2⌈log2 P⌉ dependent hops, each of which must wake a rank and wait for a core,
 //! where the flat one has two; a message in shared memory is a store, so the root's P − 1 of
 //! them cost little. Across hosts a hop is a network message and the root's P − 1 are serial,

@@ -30,9 +30,9 @@ pub(super) struct Source {
 const REMOVED: &[(&str, &str)] = &[(
     "restart_threads",
     "`restart_threads` was removed: a re-execution's kernels on a thread pool were measured \
-     slower than the serial re-execution (hpgmg-bench parallel_restart; see ROADMAP.md, \
-     relaxed CDs). Delete the key: a re-execution runs on the rank's own thread, and a program \
-     that wants threads in its kernels starts its own pool (hpgmg's `--threads`)",
+     slower than the serial re-execution (HPGMG's smoother). Delete the key: a re-execution \
+     runs on the rank's own thread, and a program that wants threads in its kernels starts its \
+     own pool (hpgmg's `--threads`)",
 )];
 
 impl Source {
