@@ -276,7 +276,7 @@ pub struct Tally {
 
 /// A campaign of seeded SIGKILLs against a program's runs, and what every run must print.
 pub struct Campaign<'a> {
-    /// The seed of the ranks and moments.
+    /// The seed of the ranks and moments (`PGAS_KILL_SEED` replaces it).
     pub seed: u64,
     /// How many kills.
     pub kills: usize,
@@ -306,6 +306,14 @@ pub fn kill_campaign(
         reference,
         expected,
     } = campaign;
+    // A soak (`.ci/kill-soak`) runs the same campaign under other seeds.
+    let seed = match std::env::var("PGAS_KILL_SEED") {
+        Ok(s) => s
+            .parse()
+            .unwrap_or_else(|_| panic!("PGAS_KILL_SEED={s:?}: want a whole number")),
+        Err(_) => seed,
+    };
+    println!("kill campaign seed {seed} (PGAS_KILL_SEED={seed} runs it again)");
     let mut seeded = super::kills::Seeded::new(seed);
     let mut tally = Tally::default();
     for k in 0..kills {
