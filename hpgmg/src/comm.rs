@@ -22,7 +22,7 @@ use std::collections::HashMap;
 
 use std::sync::atomic::{Ordering, fence};
 
-use pgas::{Completions, GlobalPtr, Promise, allgather, new_array};
+use pgas::{Completions, GlobalPtr, Promise, Signal, allgather, new_array};
 
 use crate::kernels::NUM_SMOOTHS;
 
@@ -128,9 +128,11 @@ fn wait_arrivals(key: u32, need: usize) {
 /// another slot), and an exact match ignores what is not this execution's arrival: the
 /// numbers of an execution a strict CD abandoned, and the poison of an emulated memory loss
 /// (`0xDB..`, larger than any sequence number).
+/// The wait steps the EC after the flag held (`pgas::wait_until`): a relaxed CD replaying
+/// this rank applies the writes that landed after it in a later epoch than the message.
 fn wait_flag(flag: GlobalPtr<u64>, seq: u64) {
-    pgas::poll_until(|| flag.read_local().expect("this rank's own flags are local") == seq);
-    // The message was complete at this rank before its flag was put.
+    pgas::wait_until(flag, |v| v == seq).expect("this rank's own flags");
+    // The message was complete at this rank before its flag was set.
     fence(Ordering::Acquire);
 }
 
@@ -375,9 +377,11 @@ impl<T: Clone> Plan<T> {
                     sent.finalize().wait();
                 }
                 Arrival::Flags => {
-                    // The message is complete at the receiver before its flag is put.
-                    pgas::rput_slice(&buf, dst).wait();
-                    pgas::rput(slot.seq, m.flag + slot.index * m.flag_stride).wait();
+                    // A synchronization of the program: the EC steps before the message
+                    // leaves, and the flag is set once its bytes landed.
+                    let flag = m.flag + slot.index * m.flag_stride;
+                    pgas::put_signal(&buf, dst, flag, Signal::Set(slot.seq))
+                        .expect("a message and its flag are on the receiver");
                 }
             }
         }

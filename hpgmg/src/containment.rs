@@ -3,6 +3,18 @@
 //! when the configuration says `kind = "relaxed"` for it (`[cd.smooth]`, `hpgmg/configs/`).
 //! A soft error in it is recovered by the failing rank alone, replaying its log.
 //!
+//! Around them, when they log (`logging`, on by default), one relaxed CD [`RANK_LEVEL_CD`]
+//! per rank spans the rank's part of each strict "level" CD (the V-cycle from that level), so
+//! that every write a rank makes into another inside a "level" CD is logged, whether a
+//! smoother sends it or the residual, the restriction, the interpolation or the bottom
+//! solve: a smoother CD's recovery then accounts for every incoming write in its window, and
+//! no barrier around the smoother CDs is needed. The ranks synchronize point to point only
+//! (each ghost message's flag, set by `pgas::put_signal` and awaited by `pgas::wait_until`,
+//! steps the epoch counter at both ends); a replay applies the incoming writes epoch by
+//! epoch, and a message that a neighbour running ahead put into F before F's smoother CD
+//! began, then overwrote inside its window, is written again from the neighbour's log at the
+//! start of the replay (`cd-runtime/src/relaxed/README.md`, step 6b).
+//!
 //! What makes the replay of one rank F exact:
 //!
 //! - **Preserved**: the grid the smoother updates (vector `x` of F's boxes, Rust memory no
@@ -10,25 +22,18 @@
 //!   re-execution puts into the same inbox slots with the same sequence numbers (its puts are
 //!   squashed against the logged bytes) and reads the same slots. The other vector it writes
 //!   (`VECTOR_TEMP`) is rewritten before it is read; the right-hand side and the operator
-//!   are only read.
+//!   are only read. [`RANK_LEVEL_CD`] preserves what the strict "level" CD preserves, under
+//!   the same names (references to the strict CD's copies, no second copy).
 //! - **Incoming writes**: the neighbours' ghost messages and their arrival flags land in F's
 //!   segment by replacing puts (no combining write, so no `preserve_global` is needed); the
 //!   neighbours log them and F's recovery replays them. Arrivals are flags, not rpcs
 //!   ([`Arrival::Flags`]): a relaxed recovery replays an incoming rpc by running its function
-//!   again, and the arrival rpc counts into rank state no CD restores. The smoother
-//!   exchanges ghosts [`FLAG_SLOTS`] times and a plan has that many slots under relaxed CDs,
-//!   so each slot and flag is written once per CD: replaying the writes in any epoch order
-//!   leaves every slot as the first execution read it.
-//! - **A barrier before and after each smoother CD** (only under relaxed CDs). Before: the
-//!   incoming writes of earlier phases, which no relaxed CD logged, are all counted before
-//!   the CD records its begin counter (a rank can see a message's flag before the writer's
-//!   conduit has counted it), so they are not in the window the recovery must account for.
-//!   After: a neighbour that finished its CD cannot send the next phase's (unlogged) ghosts
-//!   into F while F still runs or replays its CD, which would make F's recovery refuse.
+//!   again, and the arrival rpc counts into rank state no CD restores.
 //!
 //! An escalated smoother CD (its recovery refused) does not end the V-cycle early: the rank
-//! keeps taking part in the level's communication and the per-level CD returns the error at
-//! its end, so every rank re-executes the level together ([`Smoothing::take_escalation`]).
+//! keeps taking part in the level's communication and [`RANK_LEVEL_CD`] returns the error at
+//! its end ([`Smoothing::take_escalation`]), escalating at once ([`program_config`]) to
+//! "level", which every rank re-executes together.
 
 use cd_runtime as cd;
 use cd_runtime::{CdConfig, CdKindSetting};
@@ -40,8 +45,13 @@ use crate::operator::smooth;
 /// Name of the per-rank smoother CD (`[cd.smooth]` in a configuration).
 pub const SMOOTH_CD: &str = "smooth";
 
-/// Level of the smoother CD in the tree: root 0, "solve" 1, "level" 2.
-pub const SMOOTH_LEVEL: usize = 3;
+/// Level of the logging smoother CD in the tree: root 0, "solve" 1, "level" 2, "rank_level"
+/// 3 (one that does not log is at 3: no "rank_level" around it). Name it `[cd.smooth]`.
+pub const SMOOTH_LEVEL: usize = 4;
+
+/// Name of the per-rank CD around a rank's part of each "level" CD under relaxed smoother
+/// CDs (`[cd.rank_level]`; level 3).
+pub const RANK_LEVEL_CD: &str = "rank_level";
 
 /// The Containment Domains a run uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -52,20 +62,32 @@ pub enum Containment {
     /// A strict CD per solve and per V-cycle of the solve (the run is inside
     /// `cd_runtime::launch`).
     Strict,
-    /// As `Strict`, and a relaxed CD per rank around each smoother call.
-    RelaxedSmoother,
+    /// As `Strict`, and a relaxed CD [`SMOOTH_CD`] per rank around each smoother call; when
+    /// it logs (`logging`, on by default), inside a relaxed CD [`RANK_LEVEL_CD`] per rank and
+    /// "level" CD. One that does not log cannot replay (a failure escalates to "level"), so
+    /// it needs no logging around it.
+    RelaxedSmoother {
+        /// Whether the smoother CD logs (`logging` in `[cd.smooth]`).
+        logging: bool,
+    },
 }
 
 impl Containment {
     /// The CDs a configuration asks for: the relaxed smoother CD when `[cd.smooth]` (or
-    /// `[level.3]`) says `kind = "relaxed"`.
+    /// `[level.4]`) says `kind = "relaxed"`.
     pub fn of(config: Option<&CdConfig>) -> Containment {
         match config {
             None => Containment::Off,
-            Some(c) if c.settings(SMOOTH_CD, SMOOTH_LEVEL).kind == Some(CdKindSetting::Relaxed) => {
-                Containment::RelaxedSmoother
+            Some(c) => {
+                let smooth = c.settings(SMOOTH_CD, SMOOTH_LEVEL);
+                if smooth.kind == Some(CdKindSetting::Relaxed) {
+                    Containment::RelaxedSmoother {
+                        logging: smooth.logging,
+                    }
+                } else {
+                    Containment::Strict
+                }
             }
-            Some(_) => Containment::Strict,
         }
     }
 
@@ -77,10 +99,33 @@ impl Containment {
     /// How ghost and transfer messages signal their arrival under these CDs.
     pub fn arrival(self) -> Arrival {
         match self {
-            Containment::RelaxedSmoother => Arrival::Flags,
+            Containment::RelaxedSmoother { .. } => Arrival::Flags,
             _ => Arrival::Rpc,
         }
     }
+}
+
+/// The configuration a run under `containment` uses: `config`, and under logging relaxed
+/// smoother CDs `[cd.rank_level]` set by the program to escalate a failure at once
+/// (`retries = 0`; the strict "level" CD re-executes). [`RANK_LEVEL_CD`] is there so that
+/// every write inside a "level" CD is logged; replaying all of it alone (the bottom solve's
+/// many exchanges reusing inbox slots) is not supported. A configuration that sets
+/// `[cd.rank_level]` itself is refused.
+pub fn program_config(config: CdConfig, containment: Containment) -> Result<CdConfig, String> {
+    if containment != (Containment::RelaxedSmoother { logging: true }) {
+        return Ok(config);
+    }
+    if config.has_cd(RANK_LEVEL_CD) {
+        return Err(format!(
+            "{}: hpgmg sets the CD {RANK_LEVEL_CD:?} itself (it logs every write inside a \
+             \"level\" CD for the smoother CDs' recovery, and escalates at once); remove the \
+             table",
+            config.table_of(RANK_LEVEL_CD)
+        ));
+    }
+    config
+        .with_cd(RANK_LEVEL_CD, "retries = 0")
+        .map_err(|e| e.to_string())
 }
 
 /// Runs the smoother, in a relaxed CD per call when asked, and keeps the first failure such
@@ -88,14 +133,16 @@ impl Containment {
 #[derive(Debug, Default)]
 pub struct Smoothing {
     relaxed: bool,
+    rank_level: bool,
     escalated: Option<cd::CdError>,
 }
 
 impl Smoothing {
-    /// Relaxed smoother CDs when `relaxed` (the caller is inside a strict CD).
-    pub fn new(relaxed: bool) -> Smoothing {
+    /// The smoother CDs `containment` asks for (the caller is inside a strict CD).
+    pub fn new(containment: Containment) -> Smoothing {
         Smoothing {
-            relaxed,
+            relaxed: matches!(containment, Containment::RelaxedSmoother { .. }),
+            rank_level: containment == Containment::RelaxedSmoother { logging: true },
             escalated: None,
         }
     }
@@ -106,7 +153,6 @@ impl Smoothing {
             smooth(level, x_id, rhs_id, b);
             return;
         }
-        pgas::barrier();
         let out = cd::relaxed(SMOOTH_CD, |c| {
             for bx in level.boxes.iter_mut() {
                 c.preserve_slice(&format!("x.{}", bx.global_id), &mut bx.vectors[x_id]);
@@ -126,7 +172,27 @@ impl Smoothing {
         if let Err(e) = out {
             self.escalated.get_or_insert(e);
         }
-        pgas::barrier();
+    }
+
+    /// Runs `body`, this rank's part of a strict "level" CD, inside [`RANK_LEVEL_CD`] under
+    /// logging relaxed smoother CDs (directly otherwise); `preserve` preserves what the strict CD
+    /// preserved, under the same names. Returns the first escalation of the smoother CDs
+    /// inside that the relaxed CD could not recover.
+    pub fn rank_level<S>(
+        &mut self,
+        state: &mut S,
+        preserve: impl Fn(&cd::Cd, &mut S),
+        mut body: impl FnMut(&mut S, &mut Smoothing),
+    ) -> Result<(), cd::CdError> {
+        if !self.rank_level {
+            body(state, self);
+            return self.take_escalation();
+        }
+        cd::relaxed(RANK_LEVEL_CD, |c| {
+            preserve(c, state);
+            body(state, self);
+            self.take_escalation()
+        })
     }
 
     /// The first escalation since the last call, to be returned by the enclosing strict CD

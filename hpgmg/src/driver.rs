@@ -8,7 +8,7 @@ use cd_runtime as cd;
 
 use crate::bench::{Config, Report, run};
 use crate::comm::{self, ExchangeMode};
-use crate::containment::Containment;
+use crate::containment::{self, Containment};
 use crate::operator::STENCIL_RADIUS;
 
 /// How a job runs.
@@ -62,6 +62,9 @@ pub fn run_job(
     let mut config = pgas::LaunchConfig::from_env(job.ranks).map_err(|e| e.to_string())?;
     config.ranks = job.ranks;
     cfg.containment = Containment::of(cd_config.as_ref());
+    let cd_config = cd_config
+        .map(|c| containment::program_config(c, cfg.containment))
+        .transpose()?;
     let arrival = cfg.containment.arrival();
     config.segment_bytes = config
         .segment_bytes

@@ -465,7 +465,7 @@ fn fmg_body(levels: &mut [Level], s: &Solve) -> Result<(f64, Vec<f64>), cd::CdEr
     let r_id = VECTOR_R;
     let bottom = levels.len() - 1;
     let cd_on = s.containment.is_on();
-    let mut smoothing = Smoothing::new(s.containment == Containment::RelaxedSmoother);
+    let mut smoothing = Smoothing::new(s.containment);
     let norm_of_f = norm(&levels[on_level], f_id);
     scale_vector(&mut levels[on_level], r_id, 1.0, f_id);
     for l in on_level..bottom {
@@ -500,13 +500,18 @@ fn fmg_body(levels: &mut [Level], s: &Solve) -> Result<(f64, Vec<f64>), cd::CdEr
             vcycle(levels, smoothing, e_id, r_id, b, l);
         };
         if cd_on {
-            cd::strict(LEVEL_CD, |c| {
-                let solution = if interpolate { l + 1 } else { l };
+            let solution = if interpolate { l + 1 } else { l };
+            let preserve = |c: &cd::Cd, levels: &mut &mut [Level]| {
                 preserve_vector(c, &mut levels[solution], e_id, "e");
                 preserve_vector(c, &mut levels[l], r_id, "r");
                 preserve_counters(c, levels);
-                step(levels, &mut smoothing);
-                smoothing.take_escalation()
+            };
+            let mut levels = &mut *levels;
+            cd::strict(LEVEL_CD, |c| {
+                preserve(c, &mut levels);
+                smoothing.rank_level(&mut levels, preserve, |levels, smoothing| {
+                    step(levels, smoothing)
+                })
             })?;
         } else {
             step(levels, &mut smoothing);

@@ -131,7 +131,7 @@ fn check_recovered(out: &str, clean: &str, faults: &[(usize, u64)], what: &str) 
     let n = faults.len() as u64;
     assert_eq!(
         row(out, "smooth"),
-        [3, 8 * SMOOTHS_PER_RANK + n, n, 0, n],
+        [4, 8 * SMOOTHS_PER_RANK + n, n, 0, n],
         "{what}: each fault re-executes one smoother CD, none escalates"
     );
     assert_eq!(row(out, "level")[2], 0, "{what}: no strict re-execution");
@@ -150,7 +150,7 @@ fn fault_free_relaxed_run_equals_the_run_without_cds() {
     let out = hpgmg(&["--cd-config", config.arg()]);
     assert_richardson(&out, &REF_5_8, "relaxed, fault-free");
     assert_eq!(physics(&out), physics(&clean));
-    assert_eq!(row(&out, "smooth"), [3, 8 * SMOOTHS_PER_RANK, 0, 0, 0]);
+    assert_eq!(row(&out, "smooth"), [4, 8 * SMOOTHS_PER_RANK, 0, 0, 0]);
     let (bytes, entries, squashed) = logged(&out, "smooth");
     assert!(
         bytes > 0 && entries > 0,
@@ -370,5 +370,49 @@ fn vcycles_after_the_fcycle_under_smoother_faults_are_bit_exact() {
     assert_eq!(
         failures(&out),
         expected_records(&[(0, 20), (5, 13), (7, 58)])
+    );
+}
+
+#[test]
+fn a_smoother_escalation_passes_the_ranks_cd_and_reexecutes_the_level() {
+    let clean = hpgmg(&[]);
+    // No retry left: the smoother CD escalates to "rank_level", which the program makes
+    // escalate at once, so every rank re-executes the level.
+    let config = TempFile::new(
+        "noretry.toml",
+        "[cd.smooth]\nkind = \"relaxed\"\nretries = 0\n\
+         inject = { at = [{ rank = 4, iteration = 20, kind = \"soft\" }] }\n",
+    );
+    let out = hpgmg(&["--cd-config", config.arg()]);
+    assert_richardson(&out, &REF_5_8, "escalated through rank_level");
+    assert_eq!(physics(&out), physics(&clean));
+    assert_eq!(row(&out, "smooth")[3..], [1, 1], "one escalation of smooth");
+    assert_eq!(
+        row(&out, "rank_level")[2..4],
+        [0, 1],
+        "rank_level escalates, no replay"
+    );
+    assert_eq!(
+        row(&out, "level")[2],
+        8,
+        "the level re-executed on every rank"
+    );
+}
+
+#[test]
+fn a_configuration_setting_the_ranks_cd_is_refused() {
+    let config = TempFile::new(
+        "rank_level.toml",
+        "[cd.smooth]\nkind = \"relaxed\"\n[cd.rank_level]\nretries = 2\n",
+    );
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hpgmg"))
+        .args(["4", "1", "--cd-config", config.arg()])
+        .output()
+        .expect("hpgmg runs");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("[cd.rank_level]") && err.contains("remove the table"),
+        "{err}"
     );
 }

@@ -18,8 +18,8 @@
 //!   32^3, 8 per rank) with a strict CD per solve and per level (default configuration, no
 //!   faults), baseline `hpgmg_no_cd_5_8_r8` (the same run without CDs); target ratio <= 1.02.
 //! - `hpgmg_relaxed_overhead` / `5_8_r8`: the same with `hpgmg/configs/relaxed.toml` (a
-//!   relaxed CD per rank around each smoother call inside the strict ones, ghost puts logged,
-//!   arrivals by flags, a barrier before and after each smoother CD), baseline
+//!   relaxed CD per rank around each smoother call inside the strict ones and one per rank
+//!   around each "level", every put logged, arrivals by flags, no barrier), baseline
 //!   `hpgmg_no_cd_5_8_r8`.
 //! - `hpgmg_exchange` / `agg_5_8_r8`: seconds per solve with ghost zones aggregated per
 //!   neighbour rank (the default), baseline `hpgmg_exchange_box_5_8_r8` (one rput per

@@ -319,6 +319,11 @@ impl CdConfig {
         self.faults.unreached(reached)
     }
 
+    /// Whether the configuration has a table for the CDs named `name` (`[cd.<name>]`).
+    pub fn has_cd(&self, name: &str) -> bool {
+        self.names.contains_key(name)
+    }
+
     /// Sets the table of CDs named `name` from TOML text; errors name `<string>`.
     pub fn with_cd(mut self, name: &str, table: &str) -> Result<CdConfig, ConfigError> {
         let parsed = CdConfig::parse(&format!("[cd.{name}]\n{table}"), "<string>")?;

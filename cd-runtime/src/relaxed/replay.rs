@@ -84,16 +84,50 @@ pub(crate) fn apply_incoming(rt: &CdRuntime, ec: Option<u64>) {
 ///
 /// Without them, a neighbour that began its CD first and put into this rank before this
 /// rank's begin (nothing orders the two) leaves bytes the loss took and no replay brings
-/// back: a re-execution waiting for them would wait forever. Writes no log holds (made
-/// outside logging relaxed CDs, before the LCSA) and atomics or rpcs are not rebuilt: the
-/// region they wrote must be preserved (`preserve_global`) to survive a loss.
+/// back: a re-execution waiting for them would wait forever (a flag set by `put_signal` is
+/// an atomic store, rebuilt like a put). Writes no log holds (made outside logging relaxed
+/// CDs, before the LCSA), combining atomics and rpcs are not rebuilt: the region they wrote
+/// must be preserved (`preserve_global`) to survive a loss.
 ///
 /// The puts were made in the LCSA's instance; any that landed before this rank switched
 /// counting on carry no IWC (`CdRuntime::count_incoming_writes`), so their order is unknown:
 /// if the logs hold one, the rebuild is refused (an error: the CD escalates).
 pub(crate) fn rebuild_before_begin(rt: &CdRuntime, frame: &Frame) -> Result<(), String> {
-    let mut uncounted = 0;
     let iwc_begin = frame.rx.borrow().iwc_begin;
+    let (got, uncounted) = logged_before_begin(rt, iwc_begin)?;
+    if uncounted > 0 {
+        return Err(format!(
+            "rank {} lost its memory in CD {:?}; {uncounted} write(s) into it that other \
+             ranks logged before the CD began landed before it counted incoming writes (it \
+             switches counting on at its first relaxed or dependency-tracking CD), so they \
+             cannot be put back in order",
+            rt.rank, frame.name
+        ));
+    }
+    if let Some(w) = got
+        .iter()
+        .find(|w| matches!(w.what, IncomingWhat::Unlogged { .. }))
+    {
+        return Err(epochs::unlogged(w));
+    }
+    for w in got {
+        let replaces = match &w.what {
+            IncomingWhat::Put { .. } => true,
+            IncomingWhat::Atomic { op, .. } => !op.is_combining(),
+            IncomingWhat::Rpc { .. } | IncomingWhat::Unlogged { .. } => false,
+        };
+        if replaces {
+            // Inside the segment: the initiator's write landed there.
+            let _ = epochs::apply(rt, &w);
+        }
+    }
+    Ok(())
+}
+
+/// The writes into this rank with IWC up to `iwc_begin` that the LCSA's other members
+/// logged, in IWC order, and how many of theirs landed before this rank counted writes.
+fn logged_before_begin(rt: &CdRuntime, iwc_begin: u64) -> Result<(Vec<Incoming>, u64), String> {
+    let mut uncounted = 0;
     let mut got: Vec<Incoming> = Vec::new();
     let mut ask = gather::other_members(&rt.lcsa(), rt.rank);
     for _ in 0..gather::GATHER_ROUNDS {
@@ -123,28 +157,83 @@ pub(crate) fn rebuild_before_begin(rt: &CdRuntime, frame: &Frame) -> Result<(), 
         ask = again;
         pgas::progress();
     }
-    if uncounted > 0 {
+    if !ask.is_empty() {
         return Err(format!(
-            "rank {} lost its memory in CD {:?}; {uncounted} write(s) into it that other \
-             ranks logged before the CD began landed before it counted incoming writes (it \
-             switches counting on at its first relaxed or dependency-tracking CD), so they \
-             cannot be put back in order",
-            rt.rank, frame.name
+            "ranks {ask:?} still wait for the acks of writes into rank {} made before its CD \
+             began",
+            rt.rank
         ));
     }
-    if let Some(w) = got
+    got.sort_by_key(|w| w.iwc);
+    got.dedup_by_key(|w| w.iwc);
+    Ok((got, uncounted))
+}
+
+/// The byte range a gathered write covers in this rank's segment (`None`: an rpc request).
+fn range_of(w: &Incoming) -> Option<std::ops::Range<usize>> {
+    match &w.what {
+        IncomingWhat::Put { offset, bytes } => Some(*offset..*offset + bytes.0.len()),
+        IncomingWhat::Atomic { offset, .. } => Some(*offset..*offset + 8),
+        IncomingWhat::Rpc { .. } | IncomingWhat::Unlogged { .. } => None,
+    }
+}
+
+/// After a soft error: gives back the bytes that the CD's window overwrote where they came
+/// from a write logged before the CD began. The body may have read such bytes (a neighbour ran
+/// ahead and its message landed before this rank's begin) and a later write in the window
+/// replaced them (the neighbour's next message into the same slot); the replay, which
+/// applies the window's writes epoch by epoch from the begin's memory, must read them again.
+/// For each range the window's writes cover outside the regions the CD restored, the logged
+/// puts and replacing atomics before the begin that overlap it are applied, in IWC order. Assumes the rank
+/// does not write locally into memory that other ranks put into (the seed's proper
+/// synchronization); a range no logged put wrote before the begin is left as it is.
+fn rebuild_overwritten(
+    rt: &CdRuntime,
+    iwc_begin: u64,
+    window: &[Incoming],
+    restored: &[std::ops::Range<usize>],
+) -> Result<(), String> {
+    let overlaps =
+        |a: &std::ops::Range<usize>, b: &std::ops::Range<usize>| a.start < b.end && b.start < a.end;
+    let covered: Vec<std::ops::Range<usize>> = window
+        .iter()
+        .filter_map(range_of)
+        .filter(|r| {
+            !restored
+                .iter()
+                .any(|g| g.start <= r.start && r.end <= g.end)
+        })
+        .collect();
+    if covered.is_empty() {
+        return Ok(());
+    }
+    let (before, _) = logged_before_begin(rt, iwc_begin)?;
+    if let Some(w) = before
         .iter()
         .find(|w| matches!(w.what, IncomingWhat::Unlogged { .. }))
     {
         return Err(epochs::unlogged(w));
     }
-    got.sort_by_key(|w| w.iwc);
-    got.dedup_by_key(|w| w.iwc);
-    for w in got {
-        if matches!(w.what, IncomingWhat::Put { .. }) {
-            // Inside the segment: the initiator's put landed there.
-            let _ = epochs::apply(rt, &w);
+    // Puts and replacing atomics (a store or swap) replace the bytes they cover, so applying
+    // every one that overlaps an overwritten range, in IWC order, leaves the begin's bytes.
+    // A combining atomic cannot be applied on top of a value that may already hold it.
+    for w in before
+        .iter()
+        .filter(|w| range_of(w).is_some_and(|r| covered.iter().any(|c| overlaps(&r, c))))
+    {
+        if let Some((offset, op)) = w.what.combining() {
+            return Err(format!(
+                "a combining write ({op:?} from rank {} at offset {offset}, IWC {}) landed \
+                 before the CD began where a write of its window landed after; its value at \
+                 the begin cannot be rebuilt",
+                w.from, w.iwc
+            ));
         }
+        epochs::apply(rt, w)?;
+        rt.relaxed.event(ReplayEvent::Rebuilt {
+            from: w.from,
+            iwc: w.iwc,
+        });
     }
     Ok(())
 }
@@ -280,6 +369,10 @@ fn begin_fenced(rt: &CdRuntime, cd: &Cd, after_loss: bool) -> Result<(), String>
             from: w.from,
             iwc: w.iwc,
         });
+    }
+    if !after_loss {
+        let restored: Vec<_> = globals.iter().map(|g| g.offset..g.offset + g.len).collect();
+        rebuild_overwritten(rt, iwc_begin, &writes, &restored)?;
     }
     rt.relaxed.replay_errors.borrow_mut().clear();
     let own_in_window = own

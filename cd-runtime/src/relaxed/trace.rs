@@ -33,6 +33,14 @@ pub enum ReplayEvent {
         /// Its IWC at the target.
         iwc: u64,
     },
+    /// A put that landed before the CD began, written again at the start of the replay
+    /// because a write in the window had replaced its bytes (`replay::rebuild_overwritten`).
+    Rebuilt {
+        /// The initiator rank.
+        from: usize,
+        /// Its IWC at the target.
+        iwc: u64,
+    },
     /// A synchronization of the re-executed body advanced the EC to this value.
     Epoch(u64),
     /// A logged entry served to the re-executed body (read, atomic, rpc reply, fetch,

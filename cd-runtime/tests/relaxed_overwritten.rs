@@ -1,0 +1,107 @@
+//! A message that landed before a relaxed CD began, read by its body, and overwritten inside
+//! its window by the same writer's next message (a neighbour running ahead, no barrier): the
+//! replay after a soft error must read the first message and its flag again, which the
+//! recovery rebuilds from the writer's log (`replay::rebuild_overwritten`); without that step
+//! the replay waits forever for the first flag, or, past it, reads the second message in
+//! place of the first. After a rank loss the memory is gone: the message and its flag (an
+//! atomic store) are rebuilt from the log before the replay (`replay::rebuild_before_begin`).
+
+mod common;
+
+use cd_runtime as cd;
+use cd_runtime::relaxed::ReplayEvent;
+use common::{config, run};
+use pgas::runtime_hooks::internal;
+use std::time::{Duration, Instant};
+
+use pgas::{GlobalPtr, Signal, barrier, put_signal, rank_me, wait_until};
+
+/// The rank that fails and replays.
+const F: usize = 0;
+/// The rank that runs ahead and writes into it.
+const R: usize = 1;
+/// Words per rank: `X` the message slot, `FLAG` its arrival flag, `DONE` a flag of R's.
+const X: usize = 0;
+const FLAG: usize = 1;
+const DONE: usize = 2;
+const WORDS: usize = 3;
+
+/// Waits until `flag` holds `want`, for at most ten seconds (a replay that lost the value
+/// would otherwise wait forever); whether it did.
+fn wait_for(flag: GlobalPtr<u64>, want: u64) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    wait_until(flag, |v| v == want || Instant::now() > deadline).unwrap() == want
+}
+
+/// Each rank's answer, relaxed recoveries and replay events, rank 0 failing with `fault`
+/// ("soft", "rank_loss") in its CD or not.
+fn scenario(fault: Option<&str>) -> Vec<(usize, u64, usize, Vec<ReplayEvent>)> {
+    let inject = fault.map_or(String::new(), |kind| {
+        format!("inject = {{ at = [{{ rank = 0, iteration = 0, kind = \"{kind}\" }}] }}\n")
+    });
+    let cfg = config(&format!(
+        "[cd.s]\ncheck_classes = false\nmedium = \"buddy\"\nlog_medium = \"buddy\"\n{inject}"
+    ));
+    let out = run(2, cfg, || {
+        let me = rank_me();
+        let w = pgas::new_array::<u64>(WORDS).unwrap();
+        w.write_local_slice(&[0; WORDS]).unwrap();
+        let ws: Vec<GlobalPtr<u64>> = internal(|| pgas::allgather(w).wait());
+        // Counting incoming writes switches on at a rank's first relaxed CD: before R's
+        // first message, so that it carries an IWC.
+        cd::relaxed("warm", |_| Ok(()))?;
+        internal(barrier);
+        let got = if me == F {
+            // The first message landed before F's CD begins.
+            wait_until(ws[F] + FLAG, |v| v == 1).unwrap();
+            cd::relaxed("s", |_| {
+                if !wait_for(ws[F] + FLAG, 1) {
+                    return Ok(0);
+                }
+                let first = (ws[F] + X).read_local().unwrap();
+                put_signal::<u64>(&[], ws[R] + DONE, ws[R] + DONE, Signal::Set(1)).unwrap();
+                wait_until(ws[F] + FLAG, |v| v == 2).unwrap();
+                let second = (ws[F] + X).read_local().unwrap();
+                Ok(first * 100 + second)
+            })?
+        } else {
+            cd::relaxed("s", |_| {
+                put_signal(&[11u64], ws[F] + X, ws[F] + FLAG, Signal::Set(1)).unwrap();
+                wait_until(ws[R] + DONE, |v| v == 1).unwrap();
+                put_signal(&[22u64], ws[F] + X, ws[F] + FLAG, Signal::Set(2)).unwrap();
+                Ok(0)
+            })?
+        };
+        let traces = cd::relaxed::recoveries();
+        barrier();
+        let events = traces.first().map(|t| t.events.clone()).unwrap_or_default();
+        Ok((got, traces.len(), events))
+    })
+    .unwrap();
+    out.results
+        .with_ranks()
+        .map(|(r, (got, n, events))| (r, *got, *n, events.clone()))
+        .collect()
+}
+
+#[test]
+fn a_message_overwritten_in_the_window_is_read_again_in_the_replay() {
+    for fault in [None, Some("soft"), Some("rank_loss")] {
+        for (r, got, recoveries, events) in scenario(fault) {
+            if r != F {
+                assert_eq!(recoveries, 0, "rank {r} never re-executes");
+                continue;
+            }
+            assert_eq!(got, 1122, "fault: {fault:?}; replay events {events:?}");
+            assert_eq!(recoveries, usize::from(fault.is_some()), "{fault:?}");
+            if fault == Some("soft") {
+                assert!(
+                    events
+                        .iter()
+                        .any(|e| matches!(e, ReplayEvent::Rebuilt { from: R, .. })),
+                    "the first message was written again: {events:?}"
+                );
+            }
+        }
+    }
+}
