@@ -13,7 +13,8 @@
 //! steps the epoch counter at both ends); a replay applies the incoming writes epoch by
 //! epoch, and a message that a neighbour running ahead put into F before F's smoother CD
 //! began, then overwrote inside its window, is written again from the neighbour's log at the
-//! start of the replay (`cd-runtime/src/relaxed/README.md`, step 6b).
+//! start of the replay (`cd-runtime/src/relaxed/README.md`, step 6b). Under SPBC clusters
+//! the smoother CDs keep a barrier before and after instead ([`Window`]).
 //!
 //! What makes the replay of one rank F exact:
 //!
@@ -36,11 +37,26 @@
 //! "level", which every rank re-executes together.
 
 use cd_runtime as cd;
-use cd_runtime::{CdConfig, CdKindSetting};
+use cd_runtime::{CdConfig, CdKindSetting, Cluster};
 
 use crate::comm::{Arrival, FLAG_SLOTS};
 use crate::level::{Level, STENCIL_SHAPE_NO_CORNERS};
 use crate::operator::smooth;
+
+/// What keeps the writes no log holds out of a relaxed smoother CD's window, so that its
+/// replay can account for every incoming write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Window {
+    /// A relaxed CD [`RANK_LEVEL_CD`] per rank and "level" CD logs every other write of the
+    /// level; no barrier (the default).
+    RankLevel,
+    /// A barrier before and after each smoother CD, under SPBC clusters (`cluster`), whose
+    /// failures re-execute the whole group: the dependency-limited re-execution of a
+    /// cluster over a whole level is not supported.
+    Barriers,
+    /// Nothing: the smoother CD does not log (`logging = false`), so it never replays.
+    Unneeded,
+}
 
 /// Name of the per-rank smoother CD (`[cd.smooth]` in a configuration).
 pub const SMOOTH_CD: &str = "smooth";
@@ -62,13 +78,10 @@ pub enum Containment {
     /// A strict CD per solve and per V-cycle of the solve (the run is inside
     /// `cd_runtime::launch`).
     Strict,
-    /// As `Strict`, and a relaxed CD [`SMOOTH_CD`] per rank around each smoother call; when
-    /// it logs (`logging`, on by default), inside a relaxed CD [`RANK_LEVEL_CD`] per rank and
-    /// "level" CD. One that does not log cannot replay (a failure escalates to "level"), so
-    /// it needs no logging around it.
+    /// As `Strict`, and a relaxed CD [`SMOOTH_CD`] per rank around each smoother call.
     RelaxedSmoother {
-        /// Whether the smoother CD logs (`logging` in `[cd.smooth]`).
-        logging: bool,
+        /// What keeps the writes no log holds out of a smoother CD's window.
+        window: Window,
     },
 }
 
@@ -81,9 +94,12 @@ impl Containment {
             Some(c) => {
                 let smooth = c.settings(SMOOTH_CD, SMOOTH_LEVEL);
                 if smooth.kind == Some(CdKindSetting::Relaxed) {
-                    Containment::RelaxedSmoother {
-                        logging: smooth.logging,
-                    }
+                    let window = match (smooth.logging, c.cluster) {
+                        (false, _) => Window::Unneeded,
+                        (true, Cluster::None) => Window::RankLevel,
+                        (true, _) => Window::Barriers,
+                    };
+                    Containment::RelaxedSmoother { window }
                 } else {
                     Containment::Strict
                 }
@@ -105,14 +121,18 @@ impl Containment {
     }
 }
 
-/// The configuration a run under `containment` uses: `config`, and under logging relaxed
-/// smoother CDs `[cd.rank_level]` set by the program to escalate a failure at once
+/// The configuration a run under `containment` uses: `config`, and under
+/// [`Window::RankLevel`] `[cd.rank_level]` set by the program to escalate a failure at once
 /// (`retries = 0`; the strict "level" CD re-executes). [`RANK_LEVEL_CD`] is there so that
 /// every write inside a "level" CD is logged; replaying all of it alone (the bottom solve's
 /// many exchanges reusing inbox slots) is not supported. A configuration that sets
 /// `[cd.rank_level]` itself is refused.
 pub fn program_config(config: CdConfig, containment: Containment) -> Result<CdConfig, String> {
-    if containment != (Containment::RelaxedSmoother { logging: true }) {
+    if containment
+        != (Containment::RelaxedSmoother {
+            window: Window::RankLevel,
+        })
+    {
         return Ok(config);
     }
     if config.has_cd(RANK_LEVEL_CD) {
@@ -132,8 +152,7 @@ pub fn program_config(config: CdConfig, containment: Containment) -> Result<CdCo
 /// a CD escalated.
 #[derive(Debug, Default)]
 pub struct Smoothing {
-    relaxed: bool,
-    rank_level: bool,
+    relaxed: Option<Window>,
     escalated: Option<cd::CdError>,
 }
 
@@ -141,17 +160,22 @@ impl Smoothing {
     /// The smoother CDs `containment` asks for (the caller is inside a strict CD).
     pub fn new(containment: Containment) -> Smoothing {
         Smoothing {
-            relaxed: matches!(containment, Containment::RelaxedSmoother { .. }),
-            rank_level: containment == Containment::RelaxedSmoother { logging: true },
+            relaxed: match containment {
+                Containment::RelaxedSmoother { window } => Some(window),
+                _ => None,
+            },
             escalated: None,
         }
     }
 
     /// [`smooth`] on `level`: `x_id` relaxed towards `A x = rhs_id`.
     pub fn smooth(&mut self, level: &mut Level, x_id: usize, rhs_id: usize, b: f64) {
-        if !self.relaxed {
+        let Some(window) = self.relaxed else {
             smooth(level, x_id, rhs_id, b);
             return;
+        };
+        if window == Window::Barriers {
+            pgas::barrier();
         }
         let out = cd::relaxed(SMOOTH_CD, |c| {
             for bx in level.boxes.iter_mut() {
@@ -172,10 +196,13 @@ impl Smoothing {
         if let Err(e) = out {
             self.escalated.get_or_insert(e);
         }
+        if window == Window::Barriers {
+            pgas::barrier();
+        }
     }
 
     /// Runs `body`, this rank's part of a strict "level" CD, inside [`RANK_LEVEL_CD`] under
-    /// logging relaxed smoother CDs (directly otherwise); `preserve` preserves what the strict CD
+    /// [`Window::RankLevel`] (directly otherwise); `preserve` preserves what the strict CD
     /// preserved, under the same names. Returns the first escalation of the smoother CDs
     /// inside that the relaxed CD could not recover.
     pub fn rank_level<S>(
@@ -184,7 +211,7 @@ impl Smoothing {
         preserve: impl Fn(&cd::Cd, &mut S),
         mut body: impl FnMut(&mut S, &mut Smoothing),
     ) -> Result<(), cd::CdError> {
-        if !self.rank_level {
+        if self.relaxed != Some(Window::RankLevel) {
             body(state, self);
             return self.take_escalation();
         }

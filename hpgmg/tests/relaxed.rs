@@ -416,3 +416,31 @@ fn a_configuration_setting_the_ranks_cd_is_refused() {
         "{err}"
     );
 }
+
+#[test]
+fn under_spbc_clusters_a_smoother_fault_reexecutes_the_level_exactly() {
+    let clean = hpgmg(&[]);
+    // A relaxed CD in a cluster of two never recovers alone; the smoother CDs keep their
+    // barriers there, and the level re-executes on every rank.
+    let config = TempFile::new(
+        "cluster.toml",
+        &format!(
+            "cluster = 2\n{RELAXED}inject = {{ at = [{{ rank = 5, iteration = 13, kind = \
+             \"soft\" }}] }}\n"
+        ),
+    );
+    let out = hpgmg(&["--cd-config", config.arg()]);
+    assert_richardson(&out, &REF_5_8, "clusters of two");
+    assert_eq!(physics(&out), physics(&clean));
+    assert_eq!(
+        row(&out, "smooth")[..1],
+        [3],
+        "no rank_level around the smoother"
+    );
+    assert_eq!(row(&out, "smooth")[3..], [1, 1], "the fault escalated");
+    assert_eq!(
+        row(&out, "level")[2],
+        8,
+        "the level re-executed on every rank"
+    );
+}
