@@ -128,6 +128,7 @@ fn wait_arrivals(key: u32, need: usize) {
 /// another slot), and an exact match ignores what is not this execution's arrival: the
 /// numbers of an execution a strict CD abandoned, and the poison of an emulated memory loss
 /// (`0xDB..`, larger than any sequence number).
+///
 /// The wait steps the EC after the flag held (`pgas::wait_until`): a relaxed CD replaying
 /// this rank applies the writes that landed after it in a later epoch than the message.
 fn wait_flag(flag: GlobalPtr<u64>, seq: u64) {
