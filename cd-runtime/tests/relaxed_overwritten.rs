@@ -8,12 +8,12 @@
 
 mod common;
 
+use std::time::{Duration, Instant};
+
 use cd_runtime as cd;
 use cd_runtime::relaxed::ReplayEvent;
 use common::{config, run};
 use pgas::runtime_hooks::internal;
-use std::time::{Duration, Instant};
-
 use pgas::{GlobalPtr, Signal, barrier, put_signal, rank_me, wait_until};
 
 /// The rank that fails and replays.

@@ -110,16 +110,13 @@ pub(crate) fn rebuild_before_begin(rt: &CdRuntime, frame: &Frame) -> Result<(), 
     {
         return Err(epochs::unlogged(w));
     }
-    for w in got {
-        let replaces = match &w.what {
-            IncomingWhat::Put { .. } => true,
-            IncomingWhat::Atomic { op, .. } => !op.is_combining(),
-            IncomingWhat::Rpc { .. } | IncomingWhat::Unlogged { .. } => false,
-        };
-        if replaces {
-            // Inside the segment: the initiator's write landed there.
-            let _ = epochs::apply(rt, &w);
-        }
+    // Puts and replacing atomics: a combining one cannot be applied on top of what it left.
+    for w in got
+        .iter()
+        .filter(|w| range_of(w).is_some() && w.what.combining().is_none())
+    {
+        // Inside the segment: the initiator's write landed there.
+        let _ = epochs::apply(rt, w);
     }
     Ok(())
 }
@@ -169,7 +166,8 @@ fn logged_before_begin(rt: &CdRuntime, iwc_begin: u64) -> Result<(Vec<Incoming>,
     Ok((got, uncounted))
 }
 
-/// The byte range a gathered write covers in this rank's segment (`None`: an rpc request).
+/// The byte range a gathered write covers in this rank's segment (`None`: an rpc request or
+/// an unlogged write, whose bytes no log holds).
 fn range_of(w: &Incoming) -> Option<std::ops::Range<usize>> {
     match &w.what {
         IncomingWhat::Put { offset, bytes } => Some(*offset..*offset + bytes.0.len()),
@@ -184,9 +182,10 @@ fn range_of(w: &Incoming) -> Option<std::ops::Range<usize>> {
 /// replaced them (the neighbour's next message into the same slot); the replay, which
 /// applies the window's writes epoch by epoch from the begin's memory, must read them again.
 /// For each range the window's writes cover outside the regions the CD restored, the logged
-/// puts and replacing atomics before the begin that overlap it are applied, in IWC order. Assumes the rank
-/// does not write locally into memory that other ranks put into (the seed's proper
-/// synchronization); a range no logged put wrote before the begin is left as it is.
+/// puts and replacing atomics before the begin that overlap it are applied, in IWC order.
+/// Assumes the rank does not write locally into memory that other ranks put into (the seed's
+/// proper synchronization); a range no logged write reached before the begin is left as it
+/// is.
 fn rebuild_overwritten(
     rt: &CdRuntime,
     iwc_begin: u64,

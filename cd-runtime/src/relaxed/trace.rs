@@ -33,8 +33,9 @@ pub enum ReplayEvent {
         /// Its IWC at the target.
         iwc: u64,
     },
-    /// A put that landed before the CD began, written again at the start of the replay
-    /// because a write in the window had replaced its bytes (`replay::rebuild_overwritten`).
+    /// A put or replacing atomic that landed before the CD began, written again at the start
+    /// of the replay because a write in the window had replaced its bytes
+    /// (`replay::rebuild_overwritten`).
     Rebuilt {
         /// The initiator rank.
         from: usize,
