@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use cd_runtime as cd;
 use cd_runtime::relaxed::ReplayEvent;
-use common::{config, run};
+use common::{config, job, mpi_world_size, run};
 use pgas::runtime_hooks::internal;
 use pgas::{GlobalPtr, Signal, barrier, put_signal, rank_me, wait_until};
 
@@ -102,6 +102,105 @@ fn a_message_overwritten_in_the_window_is_read_again_in_the_replay() {
                     "the first message was written again: {events:?}"
                 );
             }
+        }
+    }
+}
+
+/// The rank that writes into R in the limited scenario, outside the re-executing ranks.
+const W: usize = 2;
+
+/// The same hazard in a dependency-limited re-execution of the strict CD "outer" around the
+/// relaxed CDs: F's relaxed CD escalates at once; R wrote into F, so F and R re-execute
+/// "outer" (seed 003's criteria), and W, which only wrote into R, does not: its writes into
+/// R are applied epoch by epoch from its log. W's first message landed before R began
+/// "outer", and its second overwrote it inside the window: without the rebuild
+/// (`limited::prepare`) R's re-execution finds the second flag and waits for the first in
+/// vain. Returns R's answer and replay events, and the failures of "outer".
+fn limited_scenario(fault: bool) -> (Option<(u64, Vec<ReplayEvent>)>, Vec<cd::FailureRecord>) {
+    let inject = match fault {
+        true => "inject = { at = [{ rank = 0, iteration = 0, kind = \"soft\" }] }\n",
+        false => "",
+    };
+    let cfg = config(&format!(
+        "[cd.s]\ncheck_classes = false\nretries = 0\n{inject}\
+         [cd.outer]\ndependency_tracking = true\n"
+    ));
+    // Dependency lists are per node: one rank per node, so that W's node is apart.
+    let launch = job(3).ranks_per_node(1);
+    let out = cd::launch(&launch, cfg, pgas::RpcTable::new(), || {
+        let me = rank_me();
+        let w = pgas::new_array::<u64>(WORDS).unwrap();
+        w.write_local_slice(&[0; WORDS]).unwrap();
+        let ws: Vec<GlobalPtr<u64>> = internal(|| pgas::allgather(w).wait());
+        cd::relaxed("warm", |_| Ok(()))?;
+        internal(barrier);
+        if me == R {
+            // W's first message lands before R's "outer" begins.
+            wait_until(ws[R] + FLAG, |v| v == 1).unwrap();
+        }
+        let got = cd::strict("outer", |_| {
+            cd::relaxed("s", |_| match me {
+                F => {
+                    barrier();
+                    Ok(0)
+                }
+                R => {
+                    // A message whose flag never comes counts 0 (F waits in the barrier).
+                    let read = |flag| match wait_for(ws[R] + FLAG, flag) {
+                        true => (ws[R] + X).read_local().unwrap(),
+                        false => 0,
+                    };
+                    let first = read(1);
+                    barrier();
+                    let got = first * 100 + read(2);
+                    pgas::rput(got, ws[F] + X).wait();
+                    Ok(got)
+                }
+                W => {
+                    put_signal(&[11u64], ws[R] + X, ws[R] + FLAG, Signal::Set(1)).unwrap();
+                    barrier();
+                    put_signal(&[22u64], ws[R] + X, ws[R] + FLAG, Signal::Set(2)).unwrap();
+                    Ok(0)
+                }
+                _ => unreachable!("three ranks"),
+            })
+        })?;
+        let events = cd::relaxed::recoveries()
+            .into_iter()
+            .flat_map(|t| t.events)
+            .collect::<Vec<_>>();
+        barrier();
+        Ok((got, events))
+    })
+    .unwrap();
+    let failures = out
+        .report
+        .cd("outer")
+        .map(|s| s.failures.clone())
+        .unwrap_or_default();
+    (out.results.get(R).cloned(), failures)
+}
+
+#[test]
+fn a_message_overwritten_in_the_window_is_read_again_in_a_limited_re_execution() {
+    for fault in [false, true] {
+        let (r, failures) = limited_scenario(fault);
+        if let Some((got, events)) = r {
+            assert_eq!(got, 1122, "fault: {fault}; failures {failures:?}");
+            let rebuilt = events
+                .iter()
+                .any(|e| matches!(e, ReplayEvent::Rebuilt { from: W, .. }));
+            assert_eq!(
+                rebuilt, fault,
+                "W's first message written again: {events:?}"
+            );
+        }
+        if !fault {
+            assert!(failures.is_empty(), "{failures:?}");
+        } else if mpi_world_size().is_none() {
+            assert_eq!(failures.len(), 1, "{failures:?}");
+            assert!(failures[0].limited, "{failures:?}");
+            assert_eq!(failures[0].ranks, vec![F, R], "W does not re-execute");
         }
     }
 }

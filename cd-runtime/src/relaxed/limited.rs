@@ -11,7 +11,8 @@
 //!   (reads, atomics' results, rpc replies, fetches) or squashed after a comparison with it
 //!   (writes: the target already holds them);
 //! - writes from ranks outside D are applied epoch by epoch, as in a relaxed replay; writes
-//!   from ranks in D are made again, live;
+//!   from ranks in D are made again, live; bytes the window's writes overwrote are first
+//!   given back from the writes logged before the CD began (`replay::rebuild_overwritten`);
 //! - barriers (of the world team or the CD's team) run among the ranks of D that are in the
 //!   team; other collectives' results come from the log; `cd::rng()` draws come from the log.
 //!
@@ -34,7 +35,7 @@ use crate::frame::Frame;
 
 use crate::relaxed::gather;
 use crate::relaxed::log_store::{EntryKind, LogEntry};
-use crate::relaxed::replay::{apply_incoming, replay_error};
+use crate::relaxed::replay::{apply_incoming, rebuild_overwritten, replay_error, written_ranges};
 use crate::relaxed::state::incoming::{IncomingQueue, IncomingWhat};
 use crate::relaxed::state::limited::Limited;
 use crate::relaxed::{RecoveryTrace, ReplayEvent};
@@ -165,6 +166,8 @@ pub(crate) fn prepare(
             ));
         }
     }
+    // Where the window's writes landed, for the rebuild of the bytes they overwrote.
+    let window = written_ranges(&writes);
     let mut outside = Vec::new();
     let mut in_copy = Vec::new();
     for w in writes {
@@ -225,6 +228,10 @@ pub(crate) fn prepare(
             iwc: w.iwc,
         });
     }
+    // A rank running ahead may have written into this one before the strict CD began and
+    // again inside its window, at the same bytes: the re-execution must find the first write.
+    let restored: Vec<_> = globals.iter().map(|g| g.offset..g.offset + g.len).collect();
+    rebuild_overwritten(rt, iwc_begin, window, &restored)?;
     rt.relaxed.replay_errors.borrow_mut().clear();
     *rt.relaxed.incoming.borrow_mut() = IncomingQueue::new(outside);
     apply_incoming(rt, Some(ec_begin));

@@ -166,6 +166,11 @@ fn logged_before_begin(rt: &CdRuntime, iwc_begin: u64) -> Result<(Vec<Incoming>,
     Ok((got, uncounted))
 }
 
+/// The byte ranges that `writes` cover in this rank's segment.
+pub(crate) fn written_ranges(writes: &[Incoming]) -> Vec<std::ops::Range<usize>> {
+    writes.iter().filter_map(range_of).collect()
+}
+
 /// The byte range a gathered write covers in this rank's segment (`None`: an rpc request or
 /// an unlogged write, whose bytes no log holds).
 fn range_of(w: &Incoming) -> Option<std::ops::Range<usize>> {
@@ -186,17 +191,19 @@ fn range_of(w: &Incoming) -> Option<std::ops::Range<usize>> {
 /// Assumes the rank does not write locally into memory that other ranks put into (the seed's
 /// proper synchronization); a range no logged write reached before the begin is left as it
 /// is.
-fn rebuild_overwritten(
+///
+/// A dependency-limited re-execution of the strict CD around (`limited.rs`) meets the same
+/// hazard on each re-executing rank, with the strict CD's window and restored regions.
+pub(crate) fn rebuild_overwritten(
     rt: &CdRuntime,
     iwc_begin: u64,
-    window: &[Incoming],
+    window: Vec<std::ops::Range<usize>>,
     restored: &[std::ops::Range<usize>],
 ) -> Result<(), String> {
     let overlaps =
         |a: &std::ops::Range<usize>, b: &std::ops::Range<usize>| a.start < b.end && b.start < a.end;
     let covered: Vec<std::ops::Range<usize>> = window
-        .iter()
-        .filter_map(range_of)
+        .into_iter()
         .filter(|r| {
             !restored
                 .iter()
@@ -371,7 +378,7 @@ fn begin_fenced(rt: &CdRuntime, cd: &Cd, after_loss: bool) -> Result<(), String>
     }
     if !after_loss {
         let restored: Vec<_> = globals.iter().map(|g| g.offset..g.offset + g.len).collect();
-        rebuild_overwritten(rt, iwc_begin, &writes, &restored)?;
+        rebuild_overwritten(rt, iwc_begin, written_ranges(&writes), &restored)?;
     }
     rt.relaxed.replay_errors.borrow_mut().clear();
     let own_in_window = own
