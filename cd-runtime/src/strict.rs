@@ -490,9 +490,10 @@ pub(crate) fn run<R>(
         limited = None;
         if enabled && relaxed_ran && !limited_tried {
             limited_tried = true;
-            let (escalated, for_cluster) = {
+            let (escalated, for_cluster, mid_body) = {
                 let rx = frame.rx.borrow();
-                (rx.deps.escalated_child, rx.deps.cluster_child)
+                let d = &rx.deps;
+                (d.escalated_child, d.cluster_child, d.cluster_loss_mid_body)
             };
             let child_only = (escalated || for_cluster)
                 && frame.state.borrow().failure.is_empty()
@@ -503,10 +504,16 @@ pub(crate) fn run<R>(
             // A loss inside a relaxed child that escalated: the strict CD's own state survived
             // (else `restorable` made it UNRESTORABLE above), so only the child's log is gone.
             let lost_in_child = child_only && escalated && kinds.contains(FaultKinds::RANK_LOSS);
+            // A loss at the end of a child's body that it could recover from alone but for
+            // its cluster (its whole log came back): the cluster re-executes.
+            let lost_for_cluster =
+                child_only && !escalated && !mid_body && kinds.contains(FaultKinds::RANK_LOSS);
             let failure = if kinds.is_empty() {
                 Failure::None
             } else if lost_in_child {
                 Failure::RankLoss
+            } else if lost_for_cluster {
+                Failure::ClusterLoss
             } else if relaxed_only && escalated {
                 Failure::RelaxedEscalation
             } else if relaxed_only {
@@ -586,12 +593,12 @@ fn plan_limited(
         .filter(|r| r.writes_to.contains(&rt.rank))
         .map(|r| r.rank)
         .collect();
-    let lost_logs: Vec<usize> = records
-        .iter()
-        .filter(|r| r.log_lost)
-        .map(|r| r.rank)
-        .collect();
-    let prepared = crate::relaxed::limited::prepare(rt, cd, d.clone(), &writers, &lost_logs);
+    let ranks = |f: fn(&Record) -> bool| records.iter().filter(|r| f(r)).map(|r| r.rank).collect();
+    let losses = crate::relaxed::limited::Losses {
+        logs: ranks(|r| r.log_lost),
+        cluster_memory: ranks(|r| r.failure == Failure::ClusterLoss),
+    };
+    let prepared = crate::relaxed::limited::prepare(rt, cd, d.clone(), &writers, &losses);
     let all = crate::relaxed::limited::agree_prepared(rt, &d, prepared.is_ok());
     if all {
         return Some((d, Ok(())));

@@ -5,6 +5,9 @@
 //! the replay waits forever for the first flag, or, past it, reads the second message in
 //! place of the first. After a rank loss the memory is gone: the message and its flag (an
 //! atomic store) are rebuilt from the log before the replay (`replay::rebuild_before_begin`).
+//! The same two hazards in a dependency-limited re-execution of the strict CD around: a
+//! message overwritten in its window, and, after a loss in an SPBC cluster that only the
+//! cluster re-executes, a message from outside the cluster that landed before it began.
 
 mod common;
 
@@ -201,6 +204,87 @@ fn a_message_overwritten_in_the_window_is_read_again_in_a_limited_re_execution()
             assert_eq!(failures.len(), 1, "{failures:?}");
             assert!(failures[0].limited, "{failures:?}");
             assert_eq!(failures[0].ranks, vec![F, R], "W does not re-execute");
+        }
+    }
+}
+
+/// A loss at the end of a relaxed CD in an SPBC cluster of two (ranks 0 and 1): only the
+/// cluster re-executes the strict CD "outer" (its log came back from the buddy), and rank 2,
+/// outside it, had put its message and flag into rank 0 before rank 0 began "outer". The loss
+/// took them, and no re-executing rank makes them again: rank 0 writes them back from rank
+/// 2's log first (`limited::prepare`), or its re-execution waits for the flag in vain.
+/// Returns rank 0's answer and the failures of "outer".
+fn cluster_loss_scenario(fault: bool) -> (Option<u64>, Vec<cd::FailureRecord>) {
+    let inject = match fault {
+        true => "inject = { at = [{ rank = 0, iteration = 0, kind = \"rank_loss\" }] }\n",
+        false => "",
+    };
+    let cfg = config(&format!(
+        "cluster = 2\n[cd.outer]\ndependency_tracking = true\nmedium = \"buddy\"\n\
+         [cd.s]\ncheck_classes = false\nmedium = \"buddy\"\nlog_medium = \"buddy\"\n{inject}"
+    ));
+    let out = cd::launch(
+        &job(4).ranks_per_node(1),
+        cfg,
+        pgas::RpcTable::new(),
+        || {
+            let me = rank_me();
+            let w = pgas::new_array::<u64>(WORDS).unwrap();
+            w.write_local_slice(&[0; WORDS]).unwrap();
+            let ws: Vec<GlobalPtr<u64>> = internal(|| pgas::allgather(w).wait());
+            cd::relaxed("warm", |_| Ok(()))?;
+            internal(barrier);
+            if me == 0 {
+                // Rank 2's message lands before rank 0's "outer" begins.
+                wait_until(ws[0] + FLAG, |v| v == 1).unwrap();
+            }
+            let got = cd::strict("outer", |_| {
+                cd::relaxed("s", |_| {
+                    let got = match me {
+                        0 => match wait_for(ws[0] + FLAG, 1) {
+                            true => (ws[0] + X).read_local().unwrap(),
+                            false => 0,
+                        },
+                        2 => {
+                            put_signal(&[33u64], ws[0] + X, ws[0] + FLAG, Signal::Set(1)).unwrap();
+                            0
+                        }
+                        _ => 0,
+                    };
+                    barrier();
+                    Ok(got)
+                })
+            })?;
+            barrier();
+            Ok(got)
+        },
+    )
+    .unwrap();
+    let failures = out
+        .report
+        .cd("outer")
+        .map(|s| s.failures.clone())
+        .unwrap_or_default();
+    (out.results.get(0).copied(), failures)
+}
+
+#[test]
+fn a_message_from_outside_a_cluster_is_rebuilt_after_a_loss_in_it() {
+    for fault in [false, true] {
+        let (got, failures) = cluster_loss_scenario(fault);
+        if let Some(got) = got {
+            assert_eq!(got, 33, "fault: {fault}; failures {failures:?}");
+        }
+        if !fault {
+            assert!(failures.is_empty(), "{failures:?}");
+        } else if mpi_world_size().is_none() {
+            assert_eq!(failures.len(), 1, "{failures:?}");
+            assert!(failures[0].limited, "{failures:?}");
+            assert_eq!(
+                failures[0].ranks,
+                vec![0, 1],
+                "only the cluster re-executes"
+            );
         }
     }
 }

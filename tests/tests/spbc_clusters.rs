@@ -322,3 +322,22 @@ fn a_mid_body_loss_in_a_cluster_escalates_and_the_others_do_not_wait() {
     assert_eq!((cell.injected, cell.reexecutions), (1, 1));
     assert!(step.failures.is_empty(), "{:?}", step.failures);
 }
+
+/// A loss of rank 3's memory at the end of its cell, its whole log at the buddy: only its
+/// cluster of 2 re-executes the step (`Failure::ClusterLoss`), rank 3 writing back first the
+/// messages from outside the cluster that landed before the step began, bit for bit.
+#[test]
+fn an_end_of_body_loss_in_a_cluster_reexecutes_the_cluster() {
+    let want = reference();
+    let buddy = "medium = \"buddy\"\n";
+    let cell_text = format!(
+        "{buddy}log_medium = \"buddy\"\n\
+         inject = {{ at = [{{ rank = 3, iteration = 1, kind = \"rank_loss\" }}] }}\n"
+    );
+    let cfg = config_with(Some("2"), buddy, &cell_text);
+    let (step, cell) = run_with(cfg, Some("2"), None, &want);
+    assert_eq!((cell.injected, cell.reexecutions), (1, 0));
+    assert_eq!(step.failures.len(), 1, "{:?}", step.failures);
+    assert!(step.failures[0].limited, "{:?}", step.whole_group);
+    assert_eq!(step.failures[0].ranks, vec![2, 3]);
+}

@@ -37,6 +37,10 @@ pub(crate) enum Failure {
     /// A relaxed child failed and escalated only because its rank's SPBC cluster must
     /// re-execute with it (`cluster.rs`): the cluster re-executes, not the dependents.
     Cluster,
+    /// The same after a loss of the rank's memory whose log came back from the buddy: the
+    /// cluster re-executes, and the rank first rebuilds the writes from outside D that landed
+    /// before the strict CD began (`limited::prepare`).
+    ClusterLoss,
     /// The rank lost its memory inside a relaxed child, which escalated, and the strict CD's
     /// own preserved state survived (a medium that survives a loss): limited like
     /// `RelaxedEscalation` if the rank's notes survived too (else `WholeGroup::NotesLost`),
@@ -198,7 +202,7 @@ pub(crate) fn reexecution_set(
     for r in records.iter() {
         match r.failure {
             Failure::None => {}
-            Failure::Cluster => {
+            Failure::Cluster | Failure::ClusterLoss => {
                 clusters.insert(cluster_of(r.rank));
             }
             _ => nodes.extend(lists.dependents(node_of(r.rank))),

@@ -208,6 +208,11 @@ pub(crate) struct Dependencies {
     /// re-execute with it (`cluster.rs`): the cluster, not the dependents, re-executes.
     #[serde(default)]
     pub(crate) cluster_child: bool,
+    /// Such a child escalated after a loss in the middle of its body: its log holds what came
+    /// before the loss only, while the body went on to its end, so a limited re-execution of
+    /// its cluster could not serve its operations (the whole group re-executes).
+    #[serde(default)]
+    pub(crate) cluster_loss_mid_body: bool,
     /// A rank loss took these notes and no replica brought them back.
     pub(crate) notes_lost: bool,
     /// This rank took a `cd::rng()` draw or a collective result no other rank's log can give
@@ -282,6 +287,7 @@ impl Dependencies {
         self.unlogged |= other.unlogged;
         self.escalated_child |= other.escalated_child;
         self.cluster_child |= other.cluster_child;
+        self.cluster_loss_mid_body |= other.cluster_loss_mid_body;
         self.notes_lost |= other.notes_lost;
         self.log_served |= other.log_served;
     }

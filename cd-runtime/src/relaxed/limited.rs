@@ -35,7 +35,9 @@ use crate::frame::Frame;
 
 use crate::relaxed::gather;
 use crate::relaxed::log_store::{EntryKind, LogEntry};
-use crate::relaxed::replay::{apply_incoming, rebuild_overwritten, replay_error, written_ranges};
+use crate::relaxed::replay::{
+    apply_incoming, rebuild_before_begin, rebuild_overwritten, replay_error, written_ranges,
+};
 use crate::relaxed::state::incoming::{IncomingQueue, IncomingWhat};
 use crate::relaxed::state::limited::Limited;
 use crate::relaxed::{RecoveryTrace, ReplayEvent};
@@ -61,27 +63,40 @@ fn served_in_limited(e: &LogEntry, members: &[usize]) -> bool {
     }
 }
 
+/// What a loss took from the ranks of the strict CD, as every rank learned it from the
+/// escalation's allgather (`dependencies::Record`).
+#[derive(Debug)]
+pub(crate) struct Losses {
+    /// The ranks whose logs of the first execution a loss took (`Record::log_lost`), all in D
+    /// (`dependencies::reexecution_set` put them and the ranks they wrote into there). Their
+    /// writes are made again live, so they are not asked, and the IWCs they leave missing are
+    /// accepted if no preserved copy can hold one of them. Such a rank itself re-executes with
+    /// an empty first log: it has no operation with a rank outside D to serve.
+    pub(crate) logs: Vec<usize>,
+    /// The ranks that lost their memory and whose SPBC cluster re-executes
+    /// (`Failure::ClusterLoss`): their logs came back from the buddy, but not the IWCs of
+    /// their unlogged writes into their cluster, which are made again live; the IWCs they
+    /// leave missing are accepted as for `logs`. Such a rank first writes back the writes
+    /// from outside D that landed before the strict CD began (`replay::rebuild_before_begin`).
+    pub(crate) cluster_memory: Vec<usize>,
+}
+
 /// Prepares this rank (in D) for the limited re-execution of `cd`: takes the first
 /// execution's log, restores the preserved regions of the segment, rewinds the EC and
 /// gathers the incoming writes from `writers`. An error means the limited re-execution
 /// cannot be made correct (the caller agrees with the other ranks of D, and the next
 /// attempt is the whole group's).
-///
-/// `lost_logs`: the ranks whose logs of the first execution a loss took (`Record::log_lost`),
-/// all in D (`dependencies::reexecution_set` put them and the ranks they wrote into there).
-/// Their writes are made again live, so they are not asked, and the IWCs they leave missing
-/// are accepted if no preserved copy can hold one of them. Such a rank itself re-executes
-/// with an empty first log: it has no operation with a rank outside D to serve.
 pub(crate) fn prepare(
     rt: &CdRuntime,
     cd: &Cd,
     members: Vec<usize>,
     writers: &[usize],
-    lost_logs: &[usize],
+    losses: &Losses,
 ) -> Result<(), String> {
     let frame: &Rc<Frame> = &cd.frame;
     let me = rt.rank;
     resilience::wait_for_acks();
+    let lost_logs = &losses.logs[..];
     if let Some(r) = lost_logs.iter().find(|r| members.binary_search(r).is_err()) {
         return Err(format!(
             "rank {r} lost its log and is outside the re-executing ranks"
@@ -131,6 +146,10 @@ pub(crate) fn prepare(
                 .ok_or("no other rank of the strict CD's team kept its log")?,
         ),
     };
+    if losses.cluster_memory.contains(&me) {
+        // Before the restore, which overrides them in the preserved regions.
+        rebuild_before_begin(rt, frame, |r| members.binary_search(&r).is_ok())?;
+    }
     *rt.relaxed.limited.borrow_mut() = Some(Limited::new(
         members.clone(),
         frame.team.clone(),
@@ -146,7 +165,8 @@ pub(crate) fn prepare(
         .collect();
     // This rank's own IWCs went with its log when it lost it.
     let own: &[u64] = if mine_lost { &[] } else { &own };
-    let partial = mine_lost || writers.iter().any(|r| lost_logs.contains(r));
+    let partial = mine_lost
+        || (writers.iter()).any(|r| lost_logs.contains(r) || losses.cluster_memory.contains(r));
     let expect = match partial {
         true => gather::Expect::Acknowledged { own },
         false => gather::Expect::Complete { own },

@@ -92,9 +92,18 @@ pub(crate) fn apply_incoming(rt: &CdRuntime, ec: Option<u64>) {
 /// The puts were made in the LCSA's instance; any that landed before this rank switched
 /// counting on carry no IWC (`CdRuntime::count_incoming_writes`), so their order is unknown:
 /// if the logs hold one, the rebuild is refused (an error: the CD escalates).
-pub(crate) fn rebuild_before_begin(rt: &CdRuntime, frame: &Frame) -> Result<(), String> {
+///
+/// `remade(r)`: rank r re-executes from the CD's begin and makes its writes again (the ranks
+/// of a dependency-limited re-execution, `limited.rs`): its writes are left to it, unlogged
+/// ones (from this rank's SPBC cluster) included.
+pub(crate) fn rebuild_before_begin(
+    rt: &CdRuntime,
+    frame: &Frame,
+    remade: impl Fn(usize) -> bool,
+) -> Result<(), String> {
     let iwc_begin = frame.rx.borrow().iwc_begin;
-    let (got, uncounted) = logged_before_begin(rt, iwc_begin)?;
+    let (mut got, uncounted) = logged_before_begin(rt, iwc_begin)?;
+    got.retain(|w| !remade(w.from));
     if uncounted > 0 {
         return Err(format!(
             "rank {} lost its memory in CD {:?}; {uncounted} write(s) into it that other \

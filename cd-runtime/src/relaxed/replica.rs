@@ -439,10 +439,11 @@ pub(crate) fn wipe(frame: &Frame, truncate: bool, notes_redone: bool) {
         Dependencies::default()
     };
     let notes_uncovered = tracks(frame, &rx) && rx.deps != sent && !notes_redone;
+    // The IWCs of unlogged writes into the rank's SPBC cluster are never replicated, and are
+    // no part of the log: only a re-execution of the cluster makes those writes again, and
+    // its members then accept the IWCs the loss left missing (`limited::Losses`).
     let uncovered = rx.store.len() > rx.replica.entries
         || rx.own_iwcs.len() > rx.replica.iwcs
-        // The IWCs of unlogged writes into the rank's SPBC cluster are never replicated.
-        || !rx.cluster.writes.is_empty()
         || notes_uncovered;
     if uncovered && !truncate && rx.log_lost.is_none() {
         rx.log_lost = Some(format!(

@@ -101,7 +101,7 @@ pub(crate) fn run<R>(
                 return escalate_replay(&rt, &frame, attempt, cause, logging);
             }
             if after_loss {
-                if let Err(cause) = replay::rebuild_before_begin(&rt, &frame) {
+                if let Err(cause) = replay::rebuild_before_begin(&rt, &frame, |_| false) {
                     return escalate_replay(&rt, &frame, attempt, cause, logging);
                 }
             }
@@ -350,7 +350,7 @@ fn finish<R>(
     let popped = rt.frames.borrow_mut().pop();
     debug_assert!(popped.is_some_and(|f| Rc::ptr_eq(&f, frame)));
     let parent = rt.top();
-    let for_cluster = {
+    let (for_cluster, lost_mid_body) = {
         let mut rx = std::mem::take(&mut *frame.rx.borrow_mut());
         let mut prx = parent.rx.borrow_mut();
         // Pushed to the parent, not deleted: an escalation may re-execute a completed
@@ -381,7 +381,7 @@ fn finish<R>(
         if let Some(limit) = frame.settings.log_spill_bytes {
             logging::spill(rt, &parent, limit);
         }
-        rx.for_cluster
+        (rx.for_cluster, rx.lost_mid_body)
     };
     // Mark the LCSA too; an escalation it sees came from a relaxed child (dependency
     // tracking limits its re-execution to the ranks that depend on this one).
@@ -391,6 +391,7 @@ fn finish<R>(
         srx.had_relaxed = true;
         if for_cluster {
             srx.deps.cluster_child = true;
+            srx.deps.cluster_loss_mid_body |= lost_mid_body;
         } else if !completed {
             srx.deps.escalated_child = true;
         }
