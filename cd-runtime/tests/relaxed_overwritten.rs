@@ -36,6 +36,26 @@ fn wait_for(flag: GlobalPtr<u64>, want: u64) -> bool {
     wait_until(flag, |v| v == want || Instant::now() > deadline).unwrap() == want
 }
 
+/// This rank's `WORDS` words, zeroed, as every rank sees them; counting of incoming writes
+/// switched on (it starts at a rank's first relaxed CD) before any message, so that every
+/// message carries an IWC.
+fn words() -> Result<Vec<GlobalPtr<u64>>, cd::CdError> {
+    let w = pgas::new_array::<u64>(WORDS).unwrap();
+    w.write_local_slice(&[0; WORDS]).unwrap();
+    let ws = internal(|| pgas::allgather(w).wait());
+    cd::relaxed("warm", |_| Ok(()))?;
+    internal(barrier);
+    Ok(ws)
+}
+
+/// The failures of the CD `name` in `report`.
+fn failures_of(report: &cd::Report, name: &str) -> Vec<cd::FailureRecord> {
+    report
+        .cd(name)
+        .map(|s| s.failures.clone())
+        .unwrap_or_default()
+}
+
 /// Each rank's answer, relaxed recoveries and replay events, rank 0 failing with `fault`
 /// ("soft", "rank_loss") in its CD or not.
 fn scenario(fault: Option<&str>) -> Vec<(usize, u64, usize, Vec<ReplayEvent>)> {
@@ -47,13 +67,7 @@ fn scenario(fault: Option<&str>) -> Vec<(usize, u64, usize, Vec<ReplayEvent>)> {
     ));
     let out = run(2, cfg, || {
         let me = rank_me();
-        let w = pgas::new_array::<u64>(WORDS).unwrap();
-        w.write_local_slice(&[0; WORDS]).unwrap();
-        let ws: Vec<GlobalPtr<u64>> = internal(|| pgas::allgather(w).wait());
-        // Counting incoming writes switches on at a rank's first relaxed CD: before R's
-        // first message, so that it carries an IWC.
-        cd::relaxed("warm", |_| Ok(()))?;
-        internal(barrier);
+        let ws = words()?;
         let got = if me == F {
             // The first message landed before F's CD begins.
             wait_until(ws[F] + FLAG, |v| v == 1).unwrap();
@@ -132,11 +146,7 @@ fn limited_scenario(fault: bool) -> (Option<(u64, Vec<ReplayEvent>)>, Vec<cd::Fa
     let launch = job(3).ranks_per_node(1);
     let out = cd::launch(&launch, cfg, pgas::RpcTable::new(), || {
         let me = rank_me();
-        let w = pgas::new_array::<u64>(WORDS).unwrap();
-        w.write_local_slice(&[0; WORDS]).unwrap();
-        let ws: Vec<GlobalPtr<u64>> = internal(|| pgas::allgather(w).wait());
-        cd::relaxed("warm", |_| Ok(()))?;
-        internal(barrier);
+        let ws = words()?;
         if me == R {
             // W's first message lands before R's "outer" begins.
             wait_until(ws[R] + FLAG, |v| v == 1).unwrap();
@@ -176,11 +186,7 @@ fn limited_scenario(fault: bool) -> (Option<(u64, Vec<ReplayEvent>)>, Vec<cd::Fa
         Ok((got, events))
     })
     .unwrap();
-    let failures = out
-        .report
-        .cd("outer")
-        .map(|s| s.failures.clone())
-        .unwrap_or_default();
+    let failures = failures_of(&out.report, "outer");
     (out.results.get(R).cloned(), failures)
 }
 
@@ -229,11 +235,7 @@ fn cluster_loss_scenario(fault: bool) -> (Option<u64>, Vec<cd::FailureRecord>) {
         pgas::RpcTable::new(),
         || {
             let me = rank_me();
-            let w = pgas::new_array::<u64>(WORDS).unwrap();
-            w.write_local_slice(&[0; WORDS]).unwrap();
-            let ws: Vec<GlobalPtr<u64>> = internal(|| pgas::allgather(w).wait());
-            cd::relaxed("warm", |_| Ok(()))?;
-            internal(barrier);
+            let ws = words()?;
             if me == 0 {
                 // Rank 2's message lands before rank 0's "outer" begins.
                 wait_until(ws[0] + FLAG, |v| v == 1).unwrap();
@@ -260,11 +262,7 @@ fn cluster_loss_scenario(fault: bool) -> (Option<u64>, Vec<cd::FailureRecord>) {
         },
     )
     .unwrap();
-    let failures = out
-        .report
-        .cd("outer")
-        .map(|s| s.failures.clone())
-        .unwrap_or_default();
+    let failures = failures_of(&out.report, "outer");
     (out.results.get(0).copied(), failures)
 }
 
