@@ -324,8 +324,9 @@ fn a_mid_body_loss_in_a_cluster_escalates_and_the_others_do_not_wait() {
 }
 
 /// A loss of rank 3's memory at the end of its cell, its whole log at the buddy: only its
-/// cluster of 2 re-executes the step (`Failure::ClusterLoss`), rank 3 writing back first the
-/// messages from outside the cluster that landed before the step began, bit for bit.
+/// cluster of 2 re-executes the step (`Failure::ClusterLoss`), bit for bit. (The rebuild of
+/// messages from outside the cluster that landed before the step began is tested in
+/// `cd-runtime/tests/relaxed_overwritten.rs`: this program's messages all land inside it.)
 #[test]
 fn an_end_of_body_loss_in_a_cluster_reexecutes_the_cluster() {
     let want = reference();
