@@ -566,6 +566,7 @@ fn plan_limited(
             log_lost: rx.log_lost.is_some(),
             log_served: rx.deps.log_served,
             untracked: !tracked,
+            extents: rx.deps.extents.clone(),
         }
     };
     let records: Vec<Record> =
@@ -598,7 +599,9 @@ fn plan_limited(
         logs: ranks(|r| r.log_lost),
         cluster_memory: ranks(|r| r.failure == Failure::ClusterLoss),
     };
-    let prepared = crate::relaxed::limited::prepare(rt, cd, d.clone(), &writers, &losses);
+    let accesses = crate::relaxed::phases::accesses_into(rt.rank, &records, &d);
+    let prepared =
+        crate::relaxed::limited::prepare(rt, cd, d.clone(), &writers, &losses, &accesses);
     let all = crate::relaxed::limited::agree_prepared(rt, &d, prepared.is_ok());
     if all {
         return Some((d, Ok(())));

@@ -28,6 +28,7 @@ cd-runtime relaxed 2 *
 cd-runtime relaxed_fence 3 writers_that_run_ahead_wait_for_the_replay_to_end
 cd-runtime relaxed_fence 6 a_ring_whose_ranks_run_ahead_recovers_every_fault_alone
 cd-runtime relaxed_frees 2 *
+cd-runtime limited_order 3 *
 cd-runtime relaxed_overwritten 3 a_message_overwritten_in_the_window_is_read_again_in_a_limited_re_execution
 cd-runtime relaxed_overwritten 4 a_message_from_outside_a_cluster_is_rebuilt_after_a_loss_in_it
 cd-runtime relaxed_overwritten 2 *

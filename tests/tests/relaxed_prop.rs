@@ -53,6 +53,10 @@
 //! at the end of a body, `step` with two retries): the loss takes the log, `rx` escalates, and
 //! `step`'s re-execution (limited to the ranks that depend on the lost one, or the whole
 //! group) must give the fault-free answer.
+//! Some cases of three ranks or more form SPBC clusters of two (`cluster = 2`, `step` tracking
+//! from its first instance, one exact fault, one retry): a failure in a cluster re-executes
+//! that cluster (a dependency-limited re-execution of `step`: a lock handed between clusters
+//! and the ranks' collectives must keep their first order there) or the whole group.
 //!
 //! Verdict: every rank's array, accumulator and live allocations equal the run without CDs
 //! bit for bit, or every rank ends with the same `CdError` whose cause is one of the
@@ -170,6 +174,9 @@ struct Case {
     /// `rx` preserves the counters too (else incoming adds must escalate).
     preserve_counters: bool,
     strict_retries: u32,
+    /// SPBC clusters of two ranks (`cluster = 2`, `step` tracking from its first instance):
+    /// a failure re-executes its cluster, or the whole group.
+    cluster: bool,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -230,6 +237,7 @@ fn case(ranks: RangeInclusive<usize>) -> impl Strategy<Value = Case> {
             0..=1u32,
             prop::bool::weighted(0.4),
             prop::bool::weighted(0.4),
+            prop::bool::weighted(0.3),
         )
             .prop_map(
                 |(
@@ -241,13 +249,15 @@ fn case(ranks: RangeInclusive<usize>) -> impl Strategy<Value = Case> {
                     strict_retries,
                     loss,
                     local_log,
+                    cluster,
                 )| {
                     if loss {
                         let mut seen = std::collections::HashSet::new();
                         faults.retain(|f| seen.insert(f.1));
                     }
                     let local_log = loss && local_log;
-                    if local_log {
+                    let cluster = cluster && ranks >= 3;
+                    if local_log || cluster {
                         // One loss (at the end of a body or at one of its operations): each
                         // escalation re-executes `step`, whose new instances of `rx` a later
                         // fault would strike too.
@@ -261,9 +271,14 @@ fn case(ranks: RangeInclusive<usize>) -> impl Strategy<Value = Case> {
                         // A loss poisons the whole segment: the counters, mailbox, flags and
                         // lock survive it only if preserved.
                         preserve_counters: preserve_counters || loss,
-                        strict_retries: if local_log { 2 } else { strict_retries },
+                        strict_retries: match (local_log, cluster) {
+                            (true, _) => 2,
+                            (false, true) => 1,
+                            (false, false) => strict_retries,
+                        },
                         loss,
                         local_log,
+                        cluster,
                     }
                 },
             )
@@ -565,9 +580,13 @@ fn config(case: &Case) -> CdConfig {
     } else {
         ("", "")
     };
+    let (cluster, tracking) = match case.cluster {
+        true => ("cluster = 2\n", "dependency_tracking = true\n"),
+        false => ("", ""),
+    };
     let toml = format!(
-        "seed = 11\n[cd.step]\n{step_medium}retries = {}\n[cd.rx]\n{rx_medium}\
-         inject = {{ {rate}at = [{}] }}\n",
+        "seed = 11\n{cluster}[cd.step]\n{step_medium}{tracking}retries = {}\n[cd.rx]\n\
+         {rx_medium}inject = {{ {rate}at = [{}] }}\n",
         case.strict_retries,
         at.join(", ")
     );
@@ -604,6 +623,9 @@ fn with_cds(case: &Case) -> cd::CdOutcome<WithCds> {
 /// Cases that ended equal with at least one relaxed re-execution, equal without one, in an
 /// accepted error (printed at the end: the property must not pass by erroring everything).
 static TALLY: [AtomicU64; 3] = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
+
+/// Cluster cases that ended equal: without a limited re-execution of `step`, with one.
+static CLUSTERS: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
 
 /// Whether `msg` (a failing rank's error) names an accepted cause for `case`.
 fn accepted_cause(case: &Case, msg: &str) -> bool {
@@ -674,6 +696,11 @@ fn check(case: &Case) -> Result<(), TestCaseError> {
     }
     let replays = got.report.cd("rx").map_or(0, |s| s.reexecutions);
     TALLY[usize::from(replays == 0)].fetch_add(1, Ordering::Relaxed);
+    if case.cluster {
+        let step = got.report.cd("step");
+        let limited = step.is_some_and(|s| s.failures.iter().any(|f| f.limited));
+        CLUSTERS[usize::from(limited)].fetch_add(1, Ordering::Relaxed);
+    }
     Ok(())
 }
 
@@ -710,9 +737,11 @@ fn random_programs_with_relaxed_failures_equal_the_fault_free_run_or_end_in_an_e
         .run(&case(ranks), |c| check(&c))
         .unwrap_or_else(|e| panic!("{e}"));
     let [replayed, plain, errors] = TALLY.each_ref().map(|t| t.load(Ordering::Relaxed));
+    let [whole, limited] = CLUSTERS.each_ref().map(|t| t.load(Ordering::Relaxed));
     eprintln!(
         "{} cases: {replayed} equal with relaxed re-executions, {plain} equal without, {errors} \
-         in an accepted error",
+         in an accepted error; of the equal cluster cases, {limited} re-executed a cluster, \
+         {whole} did not",
         cases()
     );
 }
@@ -739,6 +768,7 @@ fn one_phase_loss(
         local_log: false,
         preserve_counters: true,
         strict_retries,
+        cluster: false,
     }
 }
 
@@ -834,6 +864,7 @@ fn a_lock_home_lost_before_taking_its_lock_with_a_local_log_ends_its_body() {
         local_log: true,
         preserve_counters: true,
         strict_retries: 2,
+        cluster: false,
     };
     let (done, finished) = std::sync::mpsc::channel();
     std::thread::spawn(move || {

@@ -68,6 +68,9 @@ pub(crate) struct Record {
     /// This execution kept no notes (tracking unset, and the CD's first instance that held
     /// relaxed CDs).
     pub(crate) untracked: bool,
+    /// The bytes of other ranks this rank accessed, per barrier phase
+    /// (`Dependencies::extents`).
+    pub(crate) extents: BTreeMap<(usize, u32), Vec<(usize, usize)>>,
 }
 
 /// Why an escalation re-executes the whole group instead of a limited set.
@@ -264,6 +267,7 @@ mod tests {
             log_lost: false,
             log_served: false,
             untracked: false,
+            extents: BTreeMap::new(),
         }
     }
 

@@ -2,7 +2,7 @@
 //! or declared, its shadows, its dependency notes and what of its log the buddy holds. Plain
 //! state below the frames; the mechanisms that fill and read it are the other files here.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -185,6 +185,36 @@ pub(crate) struct Shadow {
     pub(crate) len: usize,
 }
 
+/// The ranges of bytes kept per (rank, phase) in `Dependencies::extents`: past it the two
+/// closest merge, so the notes stay small and the check errs only towards refusing.
+pub(crate) const EXTENTS: usize = 8;
+
+/// Adds `[lo, hi)` to the sorted disjoint ranges `v`, merging what it touches and, past
+/// [`EXTENTS`] ranges, the two closest; true if `v` changed.
+fn add_range(v: &mut Vec<(usize, usize)>, lo: usize, hi: usize) -> bool {
+    if v.iter().any(|&(l, h)| l <= lo && hi <= h) {
+        return false;
+    }
+    let (mut lo, mut hi) = (lo, hi);
+    v.retain(|&(l, h)| {
+        let touches = l <= hi && lo <= h;
+        if touches {
+            (lo, hi) = (lo.min(l), hi.max(h));
+        }
+        !touches
+    });
+    let at = v.partition_point(|&(l, _)| l < lo);
+    v.insert(at, (lo, hi));
+    if v.len() > EXTENTS {
+        let i = (0..v.len() - 1)
+            .min_by_key(|&i| v[i + 1].0 - v[i].1)
+            .expect("more than one range");
+        v[i].1 = v[i + 1].1;
+        v.remove(i + 1);
+    }
+    true
+}
+
 /// What one rank noted during the current execution of a tracking strict CD.
 ///
 /// The notes live in the rank's memory: a rank loss takes them. A relaxed CD with
@@ -221,6 +251,14 @@ pub(crate) struct Dependencies {
     /// take part in one.
     #[serde(default)]
     pub(crate) log_served: bool,
+    /// This rank's EC after each barrier it left in the execution, in order: barrier `k`
+    /// ends phase `k` (`phases.rs`).
+    #[serde(default)]
+    pub(crate) barrier_ecs: Vec<u64>,
+    /// The bytes of other ranks' segments this rank accessed, per phase: (rank, phase) → at
+    /// most [`EXTENTS`] disjoint ranges, sorted, that hold them all (`phases.rs`).
+    #[serde(default)]
+    pub(crate) extents: BTreeMap<(usize, u32), Vec<(usize, usize)>>,
 }
 
 impl Dependencies {
@@ -234,10 +272,26 @@ impl Dependencies {
         }
     }
 
+    /// The phase this rank is in: the number of barriers it left in the execution.
+    pub(crate) fn phase(&self) -> u32 {
+        self.barrier_ecs.len() as u32
+    }
+
+    /// Notes an access to `bytes` of `rank`'s segment in the current phase; true if the
+    /// extents grew.
+    pub(crate) fn note_extent(&mut self, rank: usize, bytes: std::ops::Range<usize>) -> bool {
+        let ranges = self.extents.entry((rank, self.phase())).or_default();
+        add_range(ranges, bytes.start, bytes.end)
+    }
+
     /// Notes the operation an entry records (`logged`: a logging relaxed CD logs it) under a
     /// strict CD whose team has id `team`; true if the notes grew.
     pub(crate) fn note(&mut self, kind: &EntryKind, logged: bool, team: u64) -> bool {
         let before = (self.reads_from.len(), self.writes_to.len(), self.log_served);
+        let extended = match kind.extent() {
+            Some((rank, bytes)) => self.note_extent(rank, bytes),
+            None => false,
+        };
         match kind {
             EntryKind::Write { target, .. } => {
                 self.writes_to.insert(*target);
@@ -271,7 +325,8 @@ impl Dependencies {
             }
             EntryKind::Alloc { .. } | EntryKind::Privatized { .. } => return false,
         }
-        let grew = before != (self.reads_from.len(), self.writes_to.len(), self.log_served);
+        let grew =
+            extended || before != (self.reads_from.len(), self.writes_to.len(), self.log_served);
         if !logged && !self.unlogged {
             self.unlogged = true;
             return true;
@@ -290,6 +345,15 @@ impl Dependencies {
         self.cluster_loss_mid_body |= other.cluster_loss_mid_body;
         self.notes_lost |= other.notes_lost;
         self.log_served |= other.log_served;
+        if other.barrier_ecs.len() > self.barrier_ecs.len() {
+            self.barrier_ecs = other.barrier_ecs;
+        }
+        for (key, ranges) in other.extents {
+            let mine = self.extents.entry(key).or_default();
+            for (lo, hi) in ranges {
+                add_range(mine, lo, hi);
+            }
+        }
     }
 }
 
@@ -304,4 +368,34 @@ pub(crate) struct Replicated {
     pub(crate) iwcs: usize,
     pub(crate) deps: Option<Dependencies>,
     pub(crate) notes_key: Option<u64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_merge_what_they_touch_and_the_closest_past_the_limit() {
+        let mut v = Vec::new();
+        assert!(add_range(&mut v, 10, 20));
+        assert!(!add_range(&mut v, 12, 18), "inside: no change");
+        assert!(add_range(&mut v, 30, 40));
+        assert!(add_range(&mut v, 20, 25), "touching: merged");
+        assert_eq!(v, vec![(10, 25), (30, 40)]);
+        assert!(add_range(&mut v, 0, 35), "over both");
+        assert_eq!(v, vec![(0, 40)]);
+        let mut v = Vec::new();
+        for i in 0..EXTENTS {
+            add_range(&mut v, 100 * i, 100 * i + 10);
+        }
+        assert_eq!(v.len(), EXTENTS);
+        // A ninth range 5 bytes after the third: those two merge.
+        add_range(&mut v, 215, 220);
+        assert_eq!(v.len(), EXTENTS);
+        assert!(v.contains(&(200, 220)), "{v:?}");
+        assert!(
+            v.windows(2).all(|w| w[0].1 < w[1].0),
+            "sorted, disjoint: {v:?}"
+        );
+    }
 }

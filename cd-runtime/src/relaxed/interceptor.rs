@@ -29,7 +29,7 @@ use crate::relaxed::modes::refuse::Refuse;
 use crate::relaxed::modes::replay::Replaying;
 use crate::relaxed::rank_state::RelaxedHook;
 use crate::relaxed::replay::{self, apply_incoming};
-use crate::relaxed::{durable, op_fault};
+use crate::relaxed::{durable, op_fault, phases};
 use crate::runtime::{self, CdRuntime};
 
 // The paths `classes.rs` and `shadow.rs` import these by.
@@ -337,6 +337,9 @@ impl Interceptor for RelaxedHook {
     fn on_sync(&self, sync: SyncEvent, ec: u64) {
         runtime::with(|rt| {
             durable::on_sync(rt, sync);
+            if sync == SyncEvent::BarrierExit {
+                phases::barrier_left(rt, ec);
+            }
             let recovering = rt.relaxed.trace.borrow().is_some();
             if !recovering {
                 return;

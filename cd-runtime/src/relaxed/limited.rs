@@ -14,7 +14,12 @@
 //!   from ranks in D are made again, live; bytes the window's writes overwrote are first
 //!   given back from the writes logged before the CD began (`replay::rebuild_overwritten`);
 //! - barriers (of the world team or the CD's team) run among the ranks of D that are in the
-//!   team; other collectives' results come from the log; `cd::rng()` draws come from the log.
+//!   team; other collectives' results come from the log, and on those teams they run the same
+//!   barrier among D (they ordered D's accesses in the first execution); `cd::rng()` draws
+//!   come from the log.
+//!
+//! A rank of D refuses to prepare where a write from outside D and another rank of D's access
+//! met at the same bytes between two barriers (`phases.rs`): their order cannot be made again.
 //!
 //! Anything that does not match (a squashed write with other bytes, a log not used up, an
 //! operation the log does not hold) fails the attempt, and the next attempt re-executes the
@@ -35,10 +40,11 @@ use crate::frame::Frame;
 
 use crate::relaxed::gather;
 use crate::relaxed::log_store::{EntryKind, LogEntry};
+use crate::relaxed::phases::{self, Access};
 use crate::relaxed::replay::{
     apply_incoming, rebuild_before_begin, rebuild_overwritten, replay_error, written_ranges,
 };
-use crate::relaxed::state::incoming::{IncomingQueue, IncomingWhat};
+use crate::relaxed::state::incoming::{Incoming, IncomingQueue, IncomingWhat};
 use crate::relaxed::state::limited::Limited;
 use crate::relaxed::{RecoveryTrace, ReplayEvent};
 use crate::runtime::CdRuntime;
@@ -92,6 +98,7 @@ pub(crate) fn prepare(
     members: Vec<usize>,
     writers: &[usize],
     losses: &Losses,
+    accesses: &[Access],
 ) -> Result<(), String> {
     let frame: &Rc<Frame> = &cd.frame;
     let me = rt.rank;
@@ -103,7 +110,7 @@ pub(crate) fn prepare(
         ));
     }
     let mine_lost = lost_logs.contains(&me);
-    let (store, own, ec_begin, iwc_begin, globals) = {
+    let (store, own, ec_begin, iwc_begin, globals, barrier_ecs) = {
         let mut rx = frame.rx.borrow_mut();
         if let Some(why) = rx.log_lost.as_ref().filter(|_| !mine_lost) {
             return Err(format!(
@@ -118,6 +125,7 @@ pub(crate) fn prepare(
             rx.ec_begin,
             rx.iwc_begin,
             rx.globals.clone(),
+            rx.deps.barrier_ecs.clone(),
         )
     };
     let mut old = if mine_lost {
@@ -233,6 +241,8 @@ pub(crate) fn prepare(
             outside.push(w);
         }
     }
+    let applied: Vec<&Incoming> = outside.iter().chain(&in_copy).collect();
+    phases::check(&barrier_ecs, accesses, &applied)?;
     *rt.relaxed.trace.borrow_mut() = Some(RecoveryTrace {
         cd: frame.name.clone(),
         rank: me,
@@ -396,6 +406,16 @@ pub(crate) fn barrier(rt: &CdRuntime, team_id: u64) {
     };
     debug_assert!(team_id != PREPARED.0, "a team with the reserved id");
     arrive_all(rt, (team_id, seq), &peers, false);
+}
+
+/// The synchronization of a collective on `team_id` whose result a log serves: a barrier among
+/// the re-executing ranks of the team, in the sequence of its barriers; nothing on a team
+/// other than the world's or the CD's, whose re-executing members are not known.
+pub(crate) fn synchronize(rt: &CdRuntime, team_id: u64) {
+    let next = (rt.relaxed.limited.borrow_mut().as_mut()).and_then(|l| l.next_barrier(team_id));
+    if let Some((peers, seq)) = next {
+        arrive_all(rt, (team_id, seq), &peers, false);
+    }
 }
 
 /// The ranks of D (`members`, this rank among them) agree that each prepared (`ok`): true if

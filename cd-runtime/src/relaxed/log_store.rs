@@ -295,6 +295,25 @@ pub struct LogEntry {
 // What a replay serves for an operation when the log's next entry records that same
 // operation (`None`: it records something else, the re-execution diverged). Shared by the
 // recovery of a relaxed CD and by a dependency-limited re-execution.
+impl EntryKind {
+    /// The rank and the bytes of its segment the operation wrote or, for an atomic, read (an
+    /// rpc: all of them, its function may touch any; `None`: no other rank's segment, or a
+    /// read, whose bytes are not there when it is noted).
+    pub(crate) fn extent(&self) -> Option<(usize, std::ops::Range<usize>)> {
+        match self {
+            EntryKind::Write {
+                target,
+                offset,
+                bytes,
+                ..
+            } => Some((*target, *offset..*offset + bytes.0.len())),
+            EntryKind::Atomic { target, offset, .. } => Some((*target, *offset..*offset + 8)),
+            EntryKind::Rpc { target, .. } => Some((*target, 0..usize::MAX)),
+            _ => None,
+        }
+    }
+}
+
 impl LogEntry {
     /// A put to `rank` at `offset`: the logged bytes.
     pub fn put_to(&self, rank: usize, offset: usize) -> Option<&[u8]> {

@@ -24,6 +24,7 @@ pub(crate) mod log_store;
 pub(crate) mod logging;
 pub(crate) mod modes;
 pub(crate) mod op_fault;
+pub(crate) mod phases;
 pub(crate) mod rank_state;
 pub(crate) mod replay;
 pub(crate) mod replica;

@@ -182,7 +182,7 @@ pub(crate) fn written_ranges(writes: &[Incoming]) -> Vec<std::ops::Range<usize>>
 
 /// The byte range a gathered write covers in this rank's segment (`None`: an rpc request or
 /// an unlogged write, whose bytes no log holds).
-fn range_of(w: &Incoming) -> Option<std::ops::Range<usize>> {
+pub(crate) fn range_of(w: &Incoming) -> Option<std::ops::Range<usize>> {
     match &w.what {
         IncomingWhat::Put { offset, bytes } => Some(*offset..*offset + bytes.0.len()),
         IncomingWhat::Atomic { offset, .. } => Some(*offset..*offset + 8),

@@ -16,6 +16,7 @@ use crate::relaxed::frame_state::ClusterWrite;
 use crate::relaxed::log_store::LoggedOp;
 use crate::relaxed::logging::logging_frame;
 use crate::relaxed::modes::Mode;
+use crate::relaxed::phases;
 use crate::runtime::CdRuntime;
 
 /// Performs, unlogged, keeping the IWC of writes.
@@ -23,17 +24,32 @@ pub(crate) struct ClusterPeer;
 
 impl Mode for ClusterPeer {
     fn put(&self, rt: &CdRuntime, id: OpId, rma: &Rma, _bytes: &[u8]) -> PutAction {
-        access(rt, id.0, rma.rank, false, Some(None));
+        access(
+            rt,
+            id.0,
+            rma.rank,
+            rma.offset..rma.offset + rma.len,
+            false,
+            Some(None),
+        );
         PutAction::Proceed
     }
 
     fn get(&self, rt: &CdRuntime, id: OpId, rma: &Rma, _dst: &mut [u8]) -> GetAction {
-        access(rt, id.0, rma.rank, true, None);
+        access(
+            rt,
+            id.0,
+            rma.rank,
+            rma.offset..rma.offset + rma.len,
+            true,
+            None,
+        );
         GetAction::Proceed
     }
 
     fn rpc(&self, rt: &CdRuntime, id: OpId, call: &RpcCall, _args: &[u8]) -> RpcAction {
-        access(rt, id.0, call.rank, true, Some(None));
+        // Its function may touch any byte of the target's segment.
+        access(rt, id.0, call.rank, 0..usize::MAX, true, Some(None));
         RpcAction::Proceed
     }
 
@@ -47,12 +63,12 @@ impl Mode for ClusterPeer {
     ) -> AtomicAction {
         let logged = LoggedOp::from(op);
         let write = (logged != LoggedOp::Load).then_some(Some((offset, logged)));
-        access(rt, id.0, rank, true, write);
+        access(rt, id.0, rank, offset..offset + 8, true, write);
         AtomicAction::Proceed
     }
 
     fn fetch(&self, rt: &CdRuntime, id: OpId, fetch: &Fetch) -> FetchAction {
-        access(rt, id.0, fetch.rank, true, None);
+        access(rt, id.0, fetch.rank, 0..0, true, None);
         FetchAction::Proceed
     }
 
@@ -79,12 +95,13 @@ fn notes_frame(rt: &CdRuntime) -> Rc<Frame> {
 
 /// An access to `rank` of this cluster starts: noted for a tracking strict CD (as logged:
 /// both ends of it are in or out of any limited re-execution together), and a write is kept
-/// until its ack gives its IWC. `write`: `Some(atomic)` for a write (`atomic`: the word and
+/// until its ack gives its IWC. `bytes`: the bytes of `rank`'s segment it touches. `write`: `Some(atomic)` for a write (`atomic`: the word and
 /// operation of a writing atomic).
 fn access(
     rt: &CdRuntime,
     op: u64,
     rank: usize,
+    bytes: std::ops::Range<usize>,
     read: bool,
     write: Option<Option<(usize, LoggedOp)>>,
 ) {
@@ -92,6 +109,9 @@ fn access(
         f.rx.borrow_mut()
             .deps
             .note_access(rank, read, write.is_some());
+    }
+    if !bytes.is_empty() {
+        phases::note_extent(rt, rank, bytes);
     }
     if let Some(atomic) = write {
         notes_frame(rt)

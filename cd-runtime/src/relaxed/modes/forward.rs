@@ -12,7 +12,7 @@ use crate::buddy::Bytes;
 use crate::relaxed::log_store::{EntryKind, LoggedOp};
 use crate::relaxed::logging::log;
 use crate::relaxed::modes::Mode;
-use crate::relaxed::{classes, durable, fence};
+use crate::relaxed::{classes, durable, fence, phases};
 use crate::runtime::CdRuntime;
 
 /// Performs and logs.
@@ -38,6 +38,7 @@ impl Mode for Forward {
     fn get(&self, rt: &CdRuntime, id: OpId, rma: &Rma, _dst: &mut [u8]) -> GetAction {
         classes::check_access(rt, rma.rank, rma.offset, rma.len);
         durable::before_get(rt, rma);
+        phases::note_extent(rt, rma.rank, rma.offset..rma.offset + rma.len);
         log(
             rt,
             id.0,

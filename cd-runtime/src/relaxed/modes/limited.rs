@@ -15,7 +15,9 @@ use pgas::runtime_hooks::{
 };
 
 use crate::relaxed::ReplayEvent;
-use crate::relaxed::limited::{barrier, count_served, count_squashed, next, next_collective};
+use crate::relaxed::limited::{
+    barrier, count_served, count_squashed, next, next_collective, synchronize,
+};
 use crate::relaxed::log_store::{LogEntry, LoggedOp};
 use crate::relaxed::modes::Mode;
 use crate::relaxed::modes::squash::squash;
@@ -157,6 +159,9 @@ impl Mode for LimitedMode {
             barrier(rt, c.team);
             return CollectiveAction::Served(Vec::new());
         }
+        // Its result comes from a log, but it still orders the accesses of the ranks of D
+        // before it against theirs after it, as it did in the first execution.
+        synchronize(rt, c.team);
         if let Some((holder, k)) = next_collective(rt, c.team) {
             // This rank's log is lost: the result every member got, from one that kept it.
             let got = internal(|| {
