@@ -159,46 +159,11 @@ impl Mode for LimitedMode {
             barrier(rt, c.team);
             return CollectiveAction::Served(Vec::new());
         }
+        let result = logged_result(rt, c);
         // Its result comes from a log, but it still orders the accesses of the ranks of D
-        // before it against theirs after it, as it did in the first execution.
+        // before it against theirs after it, as it did in the first execution. After the
+        // result: a rank of D that holds it for this one cannot pass this point before.
         synchronize(rt, c.team);
-        if let Some((holder, k)) = next_collective(rt, c.team) {
-            // This rank's log is lost: the result every member got, from one that kept it.
-            let got = internal(|| {
-                pgas::rpc(holder, rt.relaxed.rpcs.collective_result, (c.team, k)).wait()
-            });
-            let Some(result) = got else {
-                replay_error(
-                    rt,
-                    format!(
-                        "rank {holder}'s log holds no collective {k} on team {}",
-                        c.team
-                    ),
-                );
-                panic!(
-                    "rank {}: a limited re-execution met a collective that rank {holder}'s \
-                     log does not hold (the body is not deterministic); set \
-                     dependency_tracking = false for this CD",
-                    rt.rank
-                );
-            };
-            count_served(rt);
-            return CollectiveAction::Served(result.0);
-        }
-        let e = next(rt);
-        // Barrier entries are not served from the log, so any collective entry is this one.
-        let Some(result) = e.as_ref().and_then(LogEntry::collective_result) else {
-            // Joining it would wait for ranks that are not re-executing, and no result can be
-            // made up. Unreachable for a deterministic body: every non-barrier collective of a
-            // tracking CD's body is logged (or the rank is `unlogged` and D is everyone).
-            unexpected(rt, "a collective".into(), e.as_ref());
-            panic!(
-                "rank {}: a limited re-execution met a collective its log does not hold (the \
-                 body is not deterministic); set dependency_tracking = false for this CD",
-                rt.rank
-            );
-        };
-        served(rt, lsn(e.as_ref()), "collective");
         CollectiveAction::Served(result)
     }
 
@@ -221,4 +186,46 @@ impl Mode for LimitedMode {
             }
         }
     }
+}
+
+/// The result of the collective `c` from the first execution's log (this rank's, or, when it
+/// lost it, another member's).
+fn logged_result(rt: &CdRuntime, c: &Collective) -> Vec<u8> {
+    if let Some((holder, k)) = next_collective(rt, c.team) {
+        // This rank's log is lost: the result every member got, from one that kept it.
+        let got =
+            internal(|| pgas::rpc(holder, rt.relaxed.rpcs.collective_result, (c.team, k)).wait());
+        let Some(result) = got else {
+            replay_error(
+                rt,
+                format!(
+                    "rank {holder}'s log holds no collective {k} on team {}",
+                    c.team
+                ),
+            );
+            panic!(
+                "rank {}: a limited re-execution met a collective that rank {holder}'s log does \
+                 not hold (the body is not deterministic); set dependency_tracking = false for \
+                 this CD",
+                rt.rank
+            );
+        };
+        count_served(rt);
+        return result.0;
+    }
+    let e = next(rt);
+    // Barrier entries are not served from the log, so any collective entry is this one.
+    let Some(result) = e.as_ref().and_then(LogEntry::collective_result) else {
+        // Joining it would wait for ranks that are not re-executing, and no result can be made
+        // up. Unreachable for a deterministic body: every non-barrier collective of a tracking
+        // CD's body is logged (or the rank is `unlogged` and D is everyone).
+        unexpected(rt, "a collective".into(), e.as_ref());
+        panic!(
+            "rank {}: a limited re-execution met a collective its log does not hold (the body \
+             is not deterministic); set dependency_tracking = false for this CD",
+            rt.rank
+        );
+    };
+    served(rt, lsn(e.as_ref()), "collective");
+    result
 }
