@@ -183,6 +183,9 @@ pub struct Plan<T> {
     /// Inbox slots per message.
     slots: usize,
     arrival: Arrival,
+    /// This rank's arrival flags under [`Arrival::Flags`] (null otherwise) and their number.
+    flags: GlobalPtr<u64>,
+    flags_len: usize,
     /// Executions so far (the slot and the flags' sequence number derive from it).
     execs: Cell<u64>,
     scratch: RefCell<Vec<f64>>,
@@ -201,6 +204,8 @@ impl<T: Clone> Plan<T> {
             inbox_len: 0,
             slots: 2,
             arrival: Arrival::Rpc,
+            flags: GlobalPtr::null(),
+            flags_len: 0,
             execs: Cell::new(0),
             scratch: RefCell::new(Vec::new()),
         }
@@ -215,6 +220,12 @@ impl<T: Clone> Plan<T> {
     /// Puts back a count from [`Plan::executions`].
     pub fn set_executions(&self, n: u64) {
         self.execs.set(n);
+    }
+
+    /// This rank's arrival flags under [`Arrival::Flags`] (a dependency-limited re-execution
+    /// must find them as they were at its begin), and their number.
+    pub fn flags(&self) -> Option<(GlobalPtr<u64>, usize)> {
+        (!self.flags.is_null()).then_some((self.flags, self.flags_len))
     }
 
     /// True when this rank neither sends nor receives.
@@ -279,8 +290,9 @@ impl<T: Clone> Plan<T> {
             panic!("hpgmg: shared segment too small for the exchange buffers: {e}")
         }
         let inbox = new_array::<f64>((slots * inbox_len).max(1)).unwrap_or_else(too_small);
+        let flags_len = (slots * incoming[me]).max(1);
         let flags = if arrival == Arrival::Flags {
-            let len = (slots * incoming[me]).max(1);
+            let len = flags_len;
             let f = new_array::<u64>(len).unwrap_or_else(too_small);
             // The segment may hold an earlier allocation's bytes; a flag starts below every
             // sequence number.
@@ -301,6 +313,8 @@ impl<T: Clone> Plan<T> {
             inbox_len,
             slots,
             arrival,
+            flags,
+            flags_len,
             execs: Cell::new(0),
             scratch: RefCell::new(Vec::new()),
         };

@@ -14,7 +14,9 @@
 //! epoch, and a message that a neighbour running ahead put into F before F's smoother CD
 //! began, then overwrote inside its window, is written again from the neighbour's log at the
 //! start of the replay (`cd-runtime/src/relaxed/README.md`, step 6b). Under SPBC clusters
-//! the smoother CDs keep a barrier before and after instead ([`Window`]).
+//! a smoother CD's failure re-executes its cluster: the dependency-limited re-execution of
+//! "level", which finds every plan's count and flags as they were at its begin
+//! (`mg::preserve_plans`), with one barrier at each "level" CD's begin ([`Window::Clusters`]).
 //!
 //! What makes the replay of one rank F exact:
 //!
@@ -50,10 +52,12 @@ pub enum Window {
     /// A relaxed CD [`RANK_LEVEL_CD`] per rank and "level" CD logs every other write of the
     /// level; no barrier (the default).
     RankLevel,
-    /// A barrier before and after each smoother CD, under SPBC clusters (`cluster`), whose
-    /// failures re-execute the whole group: the dependency-limited re-execution of a
-    /// cluster over a whole level is not supported.
-    Barriers,
+    /// As `RankLevel`, under SPBC clusters (`cluster`): a smoother CD's failure re-executes
+    /// its cluster over the "level" CD, and a barrier at each "level" CD's begin keeps every
+    /// message of the level out of a rank until it has preserved its flags there
+    /// (`mg::preserve_plans`; a message that landed before, from a rank of its own cluster,
+    /// is in no log that could give it back).
+    Clusters,
     /// Nothing: the smoother CD does not log (`logging = false`), so it never replays.
     Unneeded,
 }
@@ -97,7 +101,7 @@ impl Containment {
                     let window = match (smooth.logging, c.cluster) {
                         (false, _) => Window::Unneeded,
                         (true, Cluster::None) => Window::RankLevel,
-                        (true, _) => Window::Barriers,
+                        (true, _) => Window::Clusters,
                     };
                     Containment::RelaxedSmoother { window }
                 } else {
@@ -128,11 +132,12 @@ impl Containment {
 /// many exchanges reusing inbox slots) is not supported. A configuration that sets
 /// `[cd.rank_level]` itself is refused.
 pub fn program_config(config: CdConfig, containment: Containment) -> Result<CdConfig, String> {
-    if containment
-        != (Containment::RelaxedSmoother {
-            window: Window::RankLevel,
-        })
-    {
+    if !matches!(
+        containment,
+        Containment::RelaxedSmoother {
+            window: Window::RankLevel | Window::Clusters,
+        }
+    ) {
         return Ok(config);
     }
     if config.has_cd(RANK_LEVEL_CD) {
@@ -170,13 +175,10 @@ impl Smoothing {
 
     /// [`smooth`] on `level`: `x_id` relaxed towards `A x = rhs_id`.
     pub fn smooth(&mut self, level: &mut Level, x_id: usize, rhs_id: usize, b: f64) {
-        let Some(window) = self.relaxed else {
+        if self.relaxed.is_none() {
             smooth(level, x_id, rhs_id, b);
             return;
         };
-        if window == Window::Barriers {
-            pgas::barrier();
-        }
         let out = cd::relaxed(SMOOTH_CD, |c| {
             for bx in level.boxes.iter_mut() {
                 c.preserve_slice(&format!("x.{}", bx.global_id), &mut bx.vectors[x_id]);
@@ -196,9 +198,6 @@ impl Smoothing {
         if let Err(e) = out {
             self.escalated.get_or_insert(e);
         }
-        if window == Window::Barriers {
-            pgas::barrier();
-        }
     }
 
     /// Runs `body`, this rank's part of a strict "level" CD, inside [`RANK_LEVEL_CD`] under
@@ -211,7 +210,7 @@ impl Smoothing {
         preserve: impl Fn(&cd::Cd, &mut S),
         mut body: impl FnMut(&mut S, &mut Smoothing),
     ) -> Result<(), cd::CdError> {
-        if self.relaxed != Some(Window::RankLevel) {
+        if !matches!(self.relaxed, Some(Window::RankLevel | Window::Clusters)) {
             body(state, self);
             return self.take_escalation();
         }
@@ -220,6 +219,13 @@ impl Smoothing {
             body(state, self);
             self.take_escalation()
         })
+    }
+
+    /// A "level" CD began and preserved its state: under [`Window::Clusters`], a barrier.
+    pub fn level_begun(&self) {
+        if self.relaxed == Some(Window::Clusters) {
+            pgas::barrier();
+        }
     }
 
     /// The first escalation since the last call, to be returned by the enclosing strict CD

@@ -260,6 +260,41 @@ fn append_tiles(
 }
 
 impl Level {
+    /// The execution counts of this level's ghost and transfer plans, in a fixed order.
+    pub fn plan_executions(&self) -> Vec<u64> {
+        let mut v: Vec<u64> = self.remote.iter().map(Plan::executions).collect();
+        if let Some(t) = &self.transfer {
+            v.extend(t.restrict.iter().map(Plan::executions));
+            v.push(t.interp.executions());
+        }
+        v
+    }
+
+    /// Puts back counts from [`Level::plan_executions`].
+    pub fn set_plan_executions(&self, counts: &[u64]) {
+        let mut counts = counts.iter().copied();
+        let mut next = || counts.next().expect("one count per plan");
+        for p in &self.remote {
+            p.set_executions(next());
+        }
+        if let Some(t) = &self.transfer {
+            for p in &t.restrict {
+                p.set_executions(next());
+            }
+            t.interp.set_executions(next());
+        }
+    }
+
+    /// The arrival flags of this level's ghost and transfer plans (those that have some).
+    pub fn plan_flags(&self) -> Vec<(pgas::GlobalPtr<u64>, usize)> {
+        let mut v: Vec<_> = self.remote.iter().filter_map(Plan::flags).collect();
+        if let Some(t) = &self.transfer {
+            v.extend(t.restrict.iter().filter_map(Plan::flags));
+            v.extend(t.interp.flags());
+        }
+        v
+    }
+
     /// Creates a Dirichlet level of `boxes_in`^3 boxes of `box_dim`^3 cells, distributed over
     /// `num_ranks` ranks, keeping the boxes of `my_rank`, each with `num_vectors` zeroed vectors.
     pub fn new(

@@ -87,6 +87,30 @@ fn preserve_counters(c: &cd::Cd, levels: &mut [Level]) {
     }
 }
 
+/// What a dependency-limited re-execution of "level" by some ranks (an SPBC cluster) must
+/// find as it was at the level's begin: every plan's execution count, so that its messages
+/// carry the sequence numbers of the first execution, as the replayed messages from the ranks
+/// that do not re-execute do; and every arrival flag, so that no flag of the first execution
+/// is taken for a message of the re-execution (`Cd::preserve_incoming`). A re-execution of
+/// every rank keeps the counts it reached instead: fresh sequence numbers, no stale flag met.
+fn preserve_plans(c: &cd::Cd, levels: &[Level]) {
+    let mut counts: Vec<u64> = levels.iter().flat_map(Level::plan_executions).collect();
+    c.preserve_slice("plan_executions", &mut counts);
+    if c.is_limited_reexecution() {
+        let mut at = 0;
+        for l in levels {
+            let n = l.plan_executions().len();
+            l.set_plan_executions(&counts[at..at + n]);
+            at += n;
+        }
+    }
+    for (i, l) in levels.iter().enumerate() {
+        for (k, (flags, len)) in l.plan_flags().into_iter().enumerate() {
+            c.preserve_incoming(&format!("flags.{i}.{k}"), flags, len);
+        }
+    }
+}
+
 /// A CD failure that escalated past the solve: the run stops instead of giving a wrong answer.
 fn escalated(e: cd::CdError) -> std::io::Error {
     std::io::Error::other(format!("containment failed: {e}"))
@@ -509,6 +533,8 @@ fn fmg_body(levels: &mut [Level], s: &Solve) -> Result<(f64, Vec<f64>), cd::CdEr
             let mut levels = &mut *levels;
             cd::strict(LEVEL_CD, |c| {
                 preserve(c, &mut levels);
+                preserve_plans(c, levels);
+                smoothing.level_begun();
                 smoothing.rank_level(&mut levels, preserve, |levels, smoothing| {
                     step(levels, smoothing)
                 })

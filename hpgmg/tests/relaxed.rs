@@ -418,10 +418,10 @@ fn a_configuration_setting_the_ranks_cd_is_refused() {
 }
 
 #[test]
-fn under_spbc_clusters_a_smoother_fault_reexecutes_the_level_exactly() {
+fn under_spbc_clusters_a_smoother_fault_reexecutes_its_cluster_over_the_level() {
     let clean = hpgmg(&[]);
-    // A relaxed CD in a cluster of two never recovers alone; the smoother CDs keep their
-    // barriers there, and the level re-executes on every rank.
+    // A relaxed CD in a cluster of two never recovers alone: "level" re-executes on the
+    // cluster (ranks 4 and 5) alone, with no barrier around the smoother CDs.
     let config = TempFile::new(
         "cluster.toml",
         &format!(
@@ -434,13 +434,17 @@ fn under_spbc_clusters_a_smoother_fault_reexecutes_the_level_exactly() {
     assert_eq!(physics(&out), physics(&clean));
     assert_eq!(
         row(&out, "smooth")[..1],
-        [3],
-        "no rank_level around the smoother"
+        [4],
+        "rank_level around the smoother"
     );
     assert_eq!(row(&out, "smooth")[3..], [1, 1], "the fault escalated");
     assert_eq!(
         row(&out, "level")[2],
-        8,
-        "the level re-executed on every rank"
+        2,
+        "the level re-executed on the cluster"
+    );
+    assert!(
+        out.contains("re-executed ranks per failure of level: #") && out.contains(": [4, 5] ("),
+        "{out}"
     );
 }

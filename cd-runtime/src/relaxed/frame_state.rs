@@ -186,25 +186,24 @@ pub(crate) struct Shadow {
 }
 
 /// The ranges of bytes kept per (rank, phase) in `Dependencies::extents`: past it the two
-/// closest merge, so the notes stay small and the check errs only towards refusing.
-pub(crate) const EXTENTS: usize = 8;
+/// closest merge, so the notes stay bounded and the check errs only towards refusing. A rank's
+/// messages to a neighbour interleave with other ranks' in its inboxes and flags (a slot per
+/// sender), so the bound is that of the slots a program writes, not a handful.
+pub(crate) const EXTENTS: usize = 256;
 
 /// Adds `[lo, hi)` to the sorted disjoint ranges `v`, merging what it touches and, past
 /// [`EXTENTS`] ranges, the two closest; true if `v` changed.
 fn add_range(v: &mut Vec<(usize, usize)>, lo: usize, hi: usize) -> bool {
-    if v.iter().any(|&(l, h)| l <= lo && hi <= h) {
+    // The first range that ends at or after `lo`: the ones before cannot touch it.
+    let at = v.partition_point(|&(_, h)| h < lo);
+    if v.get(at).is_some_and(|&(l, h)| l <= lo && hi <= h) {
         return false;
     }
-    let (mut lo, mut hi) = (lo, hi);
-    v.retain(|&(l, h)| {
-        let touches = l <= hi && lo <= h;
-        if touches {
-            (lo, hi) = (lo.min(l), hi.max(h));
-        }
-        !touches
-    });
-    let at = v.partition_point(|&(l, _)| l < lo);
-    v.insert(at, (lo, hi));
+    let end = at + v[at..].iter().take_while(|&&(l, _)| l <= hi).count();
+    let merged = v[at..end]
+        .iter()
+        .fold((lo, hi), |(lo, hi), &(l, h)| (lo.min(l), hi.max(h)));
+    v.splice(at..end, [merged]);
     if v.len() > EXTENTS {
         let i = (0..v.len() - 1)
             .min_by_key(|&i| v[i + 1].0 - v[i].1)
@@ -389,7 +388,7 @@ mod tests {
             add_range(&mut v, 100 * i, 100 * i + 10);
         }
         assert_eq!(v.len(), EXTENTS);
-        // A ninth range 5 bytes after the third: those two merge.
+        // One more range 5 bytes after the third: those two merge.
         add_range(&mut v, 215, 220);
         assert_eq!(v.len(), EXTENTS);
         assert!(v.contains(&(200, 220)), "{v:?}");
@@ -397,5 +396,29 @@ mod tests {
             v.windows(2).all(|w| w[0].1 < w[1].0),
             "sorted, disjoint: {v:?}"
         );
+    }
+
+    #[test]
+    fn every_range_added_stays_covered() {
+        let mut v = Vec::new();
+        let mut added = Vec::new();
+        let mut x: u64 = 7;
+        for _ in 0..2000 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let lo = (x >> 33) as usize % 5000;
+            let hi = lo + 1 + (x >> 20) as usize % 16;
+            add_range(&mut v, lo, hi);
+            added.push((lo, hi));
+            assert!(v.len() <= EXTENTS);
+            assert!(v.windows(2).all(|w| w[0].1 < w[1].0), "sorted, disjoint");
+        }
+        for (lo, hi) in added {
+            assert!(
+                v.iter().any(|&(l, h)| l <= lo && hi <= h),
+                "{lo}..{hi} lost"
+            );
+        }
     }
 }
