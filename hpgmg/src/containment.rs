@@ -221,11 +221,10 @@ impl Smoothing {
         })
     }
 
-    /// A "level" CD began and preserved its state: under [`Window::Clusters`], a barrier.
-    pub fn level_begun(&self) {
-        if self.relaxed == Some(Window::Clusters) {
-            pgas::barrier();
-        }
+    /// True under [`Window::Clusters`]: each "level" CD preserves its plans' counts and flags
+    /// (`mg::preserve_plans`), then waits in a barrier.
+    pub fn clustered(&self) -> bool {
+        self.relaxed == Some(Window::Clusters)
     }
 
     /// The first escalation since the last call, to be returned by the enclosing strict CD

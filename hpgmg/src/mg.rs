@@ -93,20 +93,26 @@ fn preserve_counters(c: &cd::Cd, levels: &mut [Level]) {
 /// that do not re-execute do; and every arrival flag, so that no flag of the first execution
 /// is taken for a message of the re-execution (`Cd::preserve_incoming`). A re-execution of
 /// every rank keeps the counts it reached instead: fresh sequence numbers, no stale flag met.
-fn preserve_plans(c: &cd::Cd, levels: &[Level]) {
-    let mut counts: Vec<u64> = levels.iter().flat_map(Level::plan_executions).collect();
+/// A "level" CD from level `from` uses the plans of `from` and the coarser levels only.
+fn preserve_plans(c: &cd::Cd, levels: &[Level], from: usize) {
+    let used = &levels[from..];
+    let mut counts: Vec<u64> = used.iter().flat_map(Level::plan_executions).collect();
     c.preserve_slice("plan_executions", &mut counts);
     if c.is_limited_reexecution() {
         let mut at = 0;
-        for l in levels {
+        for l in used {
             let n = l.plan_executions().len();
             l.set_plan_executions(&counts[at..at + n]);
             at += n;
         }
     }
-    for (i, l) in levels.iter().enumerate() {
+    if c.attempt() > 0 {
+        // `preserve_incoming` preserves in the first execution only.
+        return;
+    }
+    for (i, l) in used.iter().enumerate() {
         for (k, (flags, len)) in l.plan_flags().into_iter().enumerate() {
-            c.preserve_incoming(&format!("flags.{i}.{k}"), flags, len);
+            c.preserve_incoming(&format!("flags.{}.{k}", from + i), flags, len);
         }
     }
 }
@@ -533,8 +539,10 @@ fn fmg_body(levels: &mut [Level], s: &Solve) -> Result<(f64, Vec<f64>), cd::CdEr
             let mut levels = &mut *levels;
             cd::strict(LEVEL_CD, |c| {
                 preserve(c, &mut levels);
-                preserve_plans(c, levels);
-                smoothing.level_begun();
+                if smoothing.clustered() {
+                    preserve_plans(c, levels, l);
+                    pgas::barrier();
+                }
                 smoothing.rank_level(&mut levels, preserve, |levels, smoothing| {
                     step(levels, smoothing)
                 })
