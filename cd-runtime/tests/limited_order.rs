@@ -99,25 +99,32 @@ fn collective_scenario(fault: bool) -> Outcome {
     outcome(out)
 }
 
-#[test]
-fn a_collective_served_from_the_log_still_orders_the_re_executing_ranks() {
+/// Runs `scenario` without and with the fault: rank 1 answers `want` both times; on smp the
+/// faulty run failed once, and `expect` holds of that failure and the whole-group reasons.
+fn check(scenario: fn(bool) -> Outcome, want: u64, expect: fn(&cd::FailureRecord, &[String])) {
     for fault in [false, true] {
-        let (got, failures, whole) = collective_scenario(fault);
+        let (got, failures, whole) = scenario(fault);
         if let Some(got) = got {
-            assert_eq!(got, 300, "fault: {fault}; failures {failures:?}");
+            assert_eq!(
+                got, want,
+                "fault: {fault}; failures {failures:?}; {whole:?}"
+            );
         }
         if !fault {
             assert!(failures.is_empty(), "{failures:?}");
         } else if mpi_world_size().is_none() {
             assert_eq!(failures.len(), 1, "{failures:?}");
-            assert!(failures[0].limited, "{failures:?} {whole:?}");
-            assert_eq!(
-                failures[0].ranks,
-                vec![0, 1],
-                "only the cluster re-executes"
-            );
+            expect(&failures[0], &whole);
         }
     }
+}
+
+#[test]
+fn a_collective_served_from_the_log_still_orders_the_re_executing_ranks() {
+    check(collective_scenario, 300, |failure, whole| {
+        assert!(failure.limited, "{failure:?} {whole:?}");
+        assert_eq!(failure.ranks, vec![0, 1], "only the cluster re-executes");
+    });
 }
 
 /// Rank 1 (the lock's home) signals rank 2 after a while; rank 2 adds 10 under the lock and
@@ -175,22 +182,13 @@ fn lock_scenario(fault: bool) -> Outcome {
 
 #[test]
 fn a_lock_handed_from_outside_into_the_cluster_in_one_phase_re_executes_the_whole_group() {
-    for fault in [false, true] {
-        let (got, failures, whole) = lock_scenario(fault);
-        if let Some(got) = got {
-            assert_eq!(got, 11, "fault: {fault}; failures {failures:?}; {whole:?}");
-        }
-        if !fault {
-            assert!(failures.is_empty(), "{failures:?}");
-        } else if mpi_world_size().is_none() {
-            assert_eq!(failures.len(), 1, "{failures:?}");
-            assert!(!failures[0].limited, "{failures:?}");
-            assert!(
-                whole
-                    .iter()
-                    .any(|w| w.contains("between the same two barriers")),
-                "{whole:?}"
-            );
-        }
-    }
+    check(lock_scenario, 11, |failure, whole| {
+        assert!(!failure.limited, "{failure:?}");
+        assert!(
+            whole
+                .iter()
+                .any(|w| w.contains("between the same two barriers")),
+            "{whole:?}"
+        );
+    });
 }
