@@ -178,7 +178,7 @@ impl Smoothing {
         if self.relaxed.is_none() {
             smooth(level, x_id, rhs_id, b);
             return;
-        };
+        }
         let out = cd::relaxed(SMOOTH_CD, |c| {
             for bx in level.boxes.iter_mut() {
                 c.preserve_slice(&format!("x.{}", bx.global_id), &mut bx.vectors[x_id]);

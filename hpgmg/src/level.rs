@@ -270,9 +270,8 @@ impl Level {
         v
     }
 
-    /// Puts back counts from [`Level::plan_executions`].
-    pub fn set_plan_executions(&self, counts: &[u64]) {
-        let mut counts = counts.iter().copied();
+    /// Puts back counts from [`Level::plan_executions`], taking this level's from `counts`.
+    pub fn set_plan_executions(&self, counts: &mut impl Iterator<Item = u64>) {
         let mut next = || counts.next().expect("one count per plan");
         for p in &self.remote {
             p.set_executions(next());

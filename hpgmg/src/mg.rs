@@ -99,16 +99,10 @@ fn preserve_plans(c: &cd::Cd, levels: &[Level], from: usize) {
     let mut counts: Vec<u64> = used.iter().flat_map(Level::plan_executions).collect();
     c.preserve_slice("plan_executions", &mut counts);
     if c.is_limited_reexecution() {
-        let mut at = 0;
+        let mut counts = counts.into_iter();
         for l in used {
-            let n = l.plan_executions().len();
-            l.set_plan_executions(&counts[at..at + n]);
-            at += n;
+            l.set_plan_executions(&mut counts);
         }
-    }
-    if c.attempt() > 0 {
-        // `preserve_incoming` preserves in the first execution only.
-        return;
     }
     for (i, l) in used.iter().enumerate() {
         for (k, (flags, len)) in l.plan_flags().into_iter().enumerate() {

@@ -292,9 +292,6 @@ pub struct LogEntry {
     pub kind: EntryKind,
 }
 
-// What a replay serves for an operation when the log's next entry records that same
-// operation (`None`: it records something else, the re-execution diverged). Shared by the
-// recovery of a relaxed CD and by a dependency-limited re-execution.
 impl EntryKind {
     /// The rank and the bytes of its segment the operation wrote or, for an atomic, read (an
     /// rpc: all of them, its function may touch any; `None`: no other rank's segment, or a
@@ -314,6 +311,9 @@ impl EntryKind {
     }
 }
 
+// What a replay serves for an operation when the log's next entry records that same
+// operation (`None`: it records something else, the re-execution diverged). Shared by the
+// recovery of a relaxed CD and by a dependency-limited re-execution.
 impl LogEntry {
     /// A put to `rank` at `offset`: the logged bytes.
     pub fn put_to(&self, rank: usize, offset: usize) -> Option<&[u8]> {

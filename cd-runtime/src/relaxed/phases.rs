@@ -17,13 +17,11 @@
 //! EC `e` is of the phase the barriers before `e` end (one landing inside barrier `k`, which
 //! Y applies when it enters it, is of phase `k`). Before a limited re-execution, Y refuses it
 //! (the whole group re-executes) if a write from outside D into Y and an access by another
-//! rank of D to the same bytes of Y fall in one phase: their order is not known. A few ranges
-//! are kept per (rank, phase), the closest merged past `frame_state::EXTENTS`, so the check
+//! rank of D to the same bytes of Y fall in one phase: their order is not known. A bounded
+//! number of ranges is kept per (rank, phase), the closest merged past `frame_state::EXTENTS`, so the check
 //! may refuse where the bytes were in fact disjoint, never the other way.
 
 use std::ops::Range;
-
-use serde::{Deserialize, Serialize};
 
 use crate::relaxed::dependencies::{Record, tracking_frame};
 use crate::relaxed::replay::range_of;
@@ -32,7 +30,7 @@ use crate::relaxed::state::incoming::Incoming;
 use crate::runtime::CdRuntime;
 
 /// An access by another rank of D to this rank's segment in the first execution.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Access {
     /// The rank that made it.
     pub(crate) from: usize,
