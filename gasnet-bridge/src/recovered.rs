@@ -9,7 +9,8 @@ pub struct Recovered {
     pub rank: usize,
     /// How many times the job's conduit has been rebuilt (1 after the first loss).
     pub epoch: u64,
-    /// The ranks whose processes were lost in the latest recovery, in increasing order.
+    /// The ranks whose processes were lost in the latest recovery (every round of it), in
+    /// increasing order: the ranks held by processes without a segment from before it.
     pub lost: Vec<usize>,
     /// Whether this process is a spare that took a lost rank (its body runs from its start).
     pub replacement: bool,

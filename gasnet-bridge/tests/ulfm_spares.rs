@@ -952,14 +952,24 @@ fn a_process_lost_before_mpi_init_ends_the_job_at_the_init_deadline() {
     );
 }
 
-/// A job of 4 ranks and 2 spares whose bodies recover once, process 1 (rank 1) set to kill
-/// itself at the recovery's `point` (`PGAS_MPI_KILL_AT`), and rank 2 killed from outside once
-/// every rank runs: the job and the ranks' pids.
-fn rank_2_killed_and_process_1_at(point: &str, started: Instant) -> (Job, Vec<u32>) {
-    let at = format!("{point}:1");
+/// A job of 4 ranks and 2 spares (processes 4 and 5) whose bodies recover once, process
+/// `process` set to kill itself at the recovery's `point` (`PGAS_MPI_KILL_AT`), and rank 2
+/// killed from outside once every rank runs: the job and the ranks' pids.
+fn rank_2_killed_and_process_at(point: &str, process: usize, started: Instant) -> (Job, Vec<u32>) {
+    rank_2_killed_and_process_at_with(2, point, process, started)
+}
+
+/// [`rank_2_killed_and_process_at`] with `spares` spares (processes 4 and up).
+fn rank_2_killed_and_process_at_with(
+    spares: usize,
+    point: &str,
+    process: usize,
+    started: Instant,
+) -> (Job, Vec<u32>) {
+    let at = format!("{point}:{process}");
     let mut job = start_with(
-        6,
-        2,
+        4 + spares,
+        spares,
         3000,
         Paths::Shm,
         Some(1),
@@ -971,26 +981,34 @@ fn rank_2_killed_and_process_1_at(point: &str, started: Instant) -> (Job, Vec<u3
     (job, pids)
 }
 
-/// Rank 2 killed from outside, and process 1 (rank 1) killing itself in the recovery's
-/// agreement on the dead (`PGAS_MPI_KILL_AT=agree:1`): the others' agreement fails, their
-/// round starts again from the shrink and agrees on both, and the two spares take ranks 1 and
-/// 2; every rank is rebuilt once and the job exits 0.
-fn a_second_loss_in_the_agreement_is_recovered_in_the_same_recovery() {
-    let started = Instant::now();
-    let (mut job, mut pids) = rank_2_killed_and_process_1_at("agree", started);
-    job.wait_lines("rebuilt at epoch 1", 4, &mut pids, started);
+/// Waits for the job of [`rank_2_killed_and_process_at`] to end after one recovery whose
+/// replacements took the ranks `replaced`, at recovery epoch `epoch` (one per round of
+/// agreement on the dead), and checks it: every rank rebuilt once, each of `replaced`
+/// started as a replacement once, every rank done, exit status 0, no line of an ending.
+fn recovered_once(
+    mut job: Job,
+    mut pids: Vec<u32>,
+    started: Instant,
+    epoch: u64,
+    replaced: &[usize],
+) {
+    job.wait_lines(&format!("rebuilt at epoch {epoch}"), 4, &mut pids, started);
     let (status, out, err) = job.finish(started);
     let context = format!("stdout:\n{out}\nstderr:\n{err}");
     assert!(status.exited_0_or_lingered(), "the job exits 0\n{context}");
     for r in 0..4 {
-        let line = format!("rank {r} rebuilt at epoch 1");
+        let line = format!("rank {r} rebuilt at epoch {epoch}");
         assert_eq!(lines_with(&out, &line).len(), 1, "{line}\n{context}");
     }
-    for r in [1, 2] {
-        let line = format!("rank {r} replacement at epoch 1");
+    for r in replaced {
+        let line = format!("rank {r} replacement at epoch {epoch}");
         assert_eq!(lines_with(&out, &line).len(), 1, "{line}\n{context}");
     }
-    assert_eq!(lines_with(&out, "replacement at").len(), 2, "{context}");
+    assert_eq!(
+        lines_with(&out, "replacement at").len(),
+        replaced.len(),
+        "{context}"
+    );
     each_rank_done_once(&out, 4, &context);
     assert!(
         !err.contains("panicked") && !err.contains("gives up") && !err.contains("job ends"),
@@ -998,26 +1016,49 @@ fn a_second_loss_in_the_agreement_is_recovered_in_the_same_recovery() {
     );
 }
 
+/// Rank 2 killed from outside, and process 1 (rank 1) killing itself in the recovery's
+/// agreement on the dead (`PGAS_MPI_KILL_AT=agree:1`): the others' agreement fails, their
+/// round starts again from the shrink and agrees on both, and the two spares take ranks 1 and
+/// 2; every rank is rebuilt once and the job exits 0.
+fn a_second_loss_in_the_agreement_is_recovered_in_the_same_recovery() {
+    let started = Instant::now();
+    let (job, pids) = rank_2_killed_and_process_at("agree", 1, started);
+    recovered_once(job, pids, started, 1, &[1, 2]);
+}
+
 /// Rank 2 killed from outside, and process 1 (rank 1) killing itself once the new job
 /// communicator exists, before it rebuilds its world (`PGAS_MPI_KILL_AT=rebuild:1`): the
-/// others' rebuild fails, which ends the job with one line naming the replaced rank and the
-/// failed rebuild, a nonzero status, no hang.
-fn a_loss_during_the_rebuild_ends_the_job_with_one_line() {
+/// others' rebuild fails, the round's agreement tells every live process so, the recovery runs
+/// again, and the second spare takes rank 1 while the first, which took rank 2, builds its
+/// world anew; every rank is rebuilt once, at epoch 2, and the job exits 0.
+fn a_loss_during_the_rebuild_is_recovered_by_a_second_round() {
     let started = Instant::now();
-    let (job, _) = rank_2_killed_and_process_1_at("rebuild", started);
+    let (job, pids) = rank_2_killed_and_process_at("rebuild", 1, started);
+    recovered_once(job, pids, started, 2, &[1, 2]);
+}
+
+/// As [`a_loss_during_the_rebuild_is_recovered_by_a_second_round`] with one spare: the
+/// second round has none left for rank 1, and the job ends with one line saying so, a nonzero
+/// status, no hang.
+fn a_loss_during_the_rebuild_with_no_spare_left_ends_with_one_line() {
+    let started = Instant::now();
+    let (job, _) = rank_2_killed_and_process_at_with(1, "rebuild", 1, started);
     let (status, out, err) = job.finish(started);
     let context = format!("stdout:\n{out}\nstderr:\n{err}");
     assert!(status.failed_or_lingered(), "{context}");
-    let lines = lines_with(
-        &err,
-        "rebuilding the conduit over the new job communicator failed",
-    );
+    let lines = lines_with(&err, "no spare is left");
     assert_eq!(lines.len(), 1, "one line\n{context}");
-    assert!(
-        lines[0].contains("rank 2 was lost and spare process"),
-        "{context}"
-    );
+    assert!(lines[0].contains("rank 1 lost"), "{context}");
     assert!(!err.contains("panicked"), "{context}");
+}
+
+/// Rank 2 killed from outside, and the spare that takes it (process 4) killing itself before it
+/// builds its world (`PGAS_MPI_KILL_AT=replace:4`): the survivors' rebuild fails, the recovery
+/// runs again and the other spare takes rank 2; the job exits 0.
+fn the_spare_lost_while_it_takes_a_rank_the_next_spare_takes_it() {
+    let started = Instant::now();
+    let (job, pids) = rank_2_killed_and_process_at("replace", 4, started);
+    recovered_once(job, pids, started, 2, &[2]);
 }
 
 /// Every one of `ranks` ranks printed its last line once.
@@ -1042,7 +1083,7 @@ fn main() {
         rank_main(args[i + 1].parse().expect("rounds"));
         return;
     }
-    let tests: [(&str, fn()); 25] = [
+    let tests: [(&str, fn()); 27] = [
         (
             "an_unneeded_spare_is_released",
             an_unneeded_spare_is_released,
@@ -1122,8 +1163,16 @@ fn main() {
             a_second_loss_in_the_agreement_is_recovered_in_the_same_recovery,
         ),
         (
-            "a_loss_during_the_rebuild_ends_the_job_with_one_line",
-            a_loss_during_the_rebuild_ends_the_job_with_one_line,
+            "a_loss_during_the_rebuild_is_recovered_by_a_second_round",
+            a_loss_during_the_rebuild_is_recovered_by_a_second_round,
+        ),
+        (
+            "a_loss_during_the_rebuild_with_no_spare_left_ends_with_one_line",
+            a_loss_during_the_rebuild_with_no_spare_left_ends_with_one_line,
+        ),
+        (
+            "the_spare_lost_while_it_takes_a_rank_the_next_spare_takes_it",
+            the_spare_lost_while_it_takes_a_rank_the_next_spare_takes_it,
         ),
         (
             "a_process_lost_before_mpi_init_ends_the_job_at_the_init_deadline",

@@ -20,14 +20,18 @@ pub(crate) enum KillPoint {
     /// In a recovery, the new job communicator made, before a survivor rebuilds its world
     /// over it.
     Rebuild,
+    /// In a recovery, a spare that took a lost rank, before it builds its world over the new
+    /// job communicator.
+    Replace,
 }
 
 /// The names of the points, in the order of [`KillPoint`]'s variants.
-const KILL_POINTS: [(&str, KillPoint); 4] = [
+const KILL_POINTS: [(&str, KillPoint); 5] = [
     ("split", KillPoint::Split),
     ("publish", KillPoint::Publish),
     ("agree", KillPoint::Agree),
     ("rebuild", KillPoint::Rebuild),
+    ("replace", KillPoint::Replace),
 ];
 
 /// The point and process [`KILL_AT_ENV`] names, read once (`None`: unset). A value not of

@@ -134,11 +134,7 @@ pub(crate) fn set_up(config: &LaunchConfig, holders: ffi::MPI_Comm) -> Result<Se
 /// Leaves a world whose start-up failed: its watchdog stopped without a word to its
 /// neighbours, its MPI objects leaked (freeing them is collective, and a member may be dead).
 fn abandon(world: Rc<MpiWorld>) {
-    world.job.ended.set(true);
-    if let Some(dog) = world.job.watchdog.borrow_mut().take() {
-        dog.abandon();
-    }
-    world.job.shared.disarm();
+    rebuild::abandon(&world.job);
     std::mem::forget(world);
 }
 

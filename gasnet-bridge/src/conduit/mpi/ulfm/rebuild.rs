@@ -3,6 +3,7 @@
 //! (its segments stay where they are), and a replacement's world made around a segment of its
 //! own, through the same collective steps, so that both meet in `JobParts::build`.
 
+use std::ffi::c_int;
 use std::rc::Rc;
 
 use ::mpi::ffi;
@@ -147,57 +148,167 @@ fn agree(
 
 /// `Endpoint::recover` on a survivor, after it caught a peer's failure: the recovery
 /// (revoke, shrink, agree, renumber), then the rebuild in place of `world`, and a new `link`
-/// for the handles of the rebuilt job. Ends the process, the first live one printing one
-/// line, when the job cannot go on.
+/// for the handles of the rebuilt job. A process lost during the rebuild runs the recovery
+/// again (`RECOVERY.md`, "A loss during the rebuild"). Ends the process, the first live one
+/// printing one line, when the job cannot go on.
 pub(crate) fn rebuild_survivor(world: &mut Rc<MpiWorld>, link: &mut Rc<Link>) -> Recovered {
     let deadline = Deadline::arm();
-    let new = match recover(Some(world.job.comm)) {
-        Ok(r) => r,
-        Err(f) => end_failed_recovery(f),
-    };
-    if !go_on(true) {
-        end_recovered(&new, UNCAUGHT);
-    }
-    let lost = new.lost();
-    // 1. Every handle of the old job answers `WorldRebuilt` from now on, without touching it.
-    link.invalidate_rebuilt(lost.clone());
-    // With the link cut, the driver holds the world's only reference.
-    let Some(w) = Rc::get_mut(world) else {
-        end_failed_rebuild(
-            &new,
-            &BridgeError::Conduit(
-                "the old world is still referenced outside the driver (a bug of the conduit)"
-                    .into(),
-            ),
-        )
-    };
-    if let Err(e) = rebuild_in_place(w, &new, &lost) {
-        end_failed_rebuild(&new, &e);
-    }
-    *link = Link::new(world.clone());
-    mpix::forget_failure();
-    say_place(&new);
-    deadline.disarm();
-    Recovered {
-        rank: world.rank(),
-        epoch: new.epoch,
-        lost,
-        replacement: false,
+    // The node this rank offers in every round: the one before the loss, not a round's
+    // topology that only some processes may have set before the round failed.
+    let old_node = world.kept.topology.node_of(world.kept.rank) as u64;
+    let mut job = world.job.comm;
+    loop {
+        let new = match recover(Some(job)) {
+            Ok(r) => r,
+            Err(f) => end_failed_recovery(f),
+        };
+        if !go_on(true) {
+            end_recovered(&new, UNCAUGHT);
+        }
+        let comm = new.job.expect("a survivor holds a rank");
+        // 1. Every handle of the old job answers `WorldRebuilt` from now on, without touching it.
+        link.invalidate_rebuilt(new.lost());
+        // With the link cut, the driver holds the world's only reference.
+        let Some(w) = Rc::get_mut(world) else {
+            end_failed_rebuild(
+                &new,
+                &BridgeError::Conduit(
+                    "the old world is still referenced outside the driver (a bug of the conduit)"
+                        .into(),
+                ),
+            )
+        };
+        let mut made = Vec::new();
+        let built = rebuild_in_place(w, comm, old_node, &mut made);
+        match settle(comm, built.is_ok(), &made) {
+            Settled::Built => {
+                let (parts, lost) = built.expect("every process built its part");
+                let old = std::mem::replace(&mut w.job, parts);
+                // Its MPI objects live on a revoked communicator with a dead member (freeing
+                // them is collective), and MPI may still complete its posted receives into
+                // its buffers.
+                std::mem::forget(old);
+                *link = Link::new(world.clone());
+                mpix::forget_failure();
+                say_place(&new);
+                deadline.disarm();
+                return Recovered {
+                    rank: world.rank(),
+                    epoch: new.epoch,
+                    lost,
+                    replacement: false,
+                };
+            }
+            Settled::AnotherLoss => {
+                if let Ok((parts, _)) = built {
+                    abandon(&parts);
+                    std::mem::forget(parts);
+                }
+                job = comm;
+            }
+            Settled::Failed(e) => end_failed_rebuild(&new, &built.err().unwrap_or(e)),
+        }
     }
 }
 
-/// Steps 2 to 5 of the rebuild on a survivor (`RECOVERY.md`, "The rebuild, in order").
-fn rebuild_in_place(w: &mut MpiWorld, new: &NewJob, lost: &[usize]) -> Result<(), BridgeError> {
-    let comm = new.job.expect("a survivor holds a rank");
-    kill_at(KillPoint::Rebuild);
-    // 2. The old job ends: no MPI call for it any more, its watchdog tree left without a BYE.
-    w.job.ended.set(true);
-    if let Some(dog) = w.job.watchdog.borrow_mut().take() {
+/// How a round of the rebuild ended, the same at every process of the new job ([`settle`]).
+enum Settled {
+    /// Every process built its part: the rebuilt job goes on.
+    Built,
+    /// A process died during the round: the recovery runs again from the revoke, the
+    /// replacements of this round building their worlds anew.
+    AnotherLoss,
+    /// No process died, but some process could not build its part (this process's error is
+    /// the caller's, where it has one).
+    Failed(BridgeError),
+}
+
+/// Ends a round of the rebuild over the new job communicator `comm` with one agreement,
+/// this process offering whether it built its part (`ok`). A process whose part failed first
+/// revokes `comm` and the round's other communicators (`made`), so that no process waits for
+/// it in a collective; ULFM's agreement then gives every live process the same outcome, also
+/// when a process died during the round (collective over `comm`).
+fn settle(comm: ffi::MPI_Comm, ok: bool, made: &[ffi::MPI_Comm]) -> Settled {
+    if !ok {
+        for &c in std::iter::once(&comm).chain(made) {
+            // SAFETY: a communicator of this round, valid at this process. A second revoke
+            // by another process is harmless; its error is not acted on.
+            unsafe { mpix::MPIX_Comm_revoke(c) };
+        }
+    }
+    let mut flag = c_int::from(ok);
+    // SAFETY: `comm` is valid (a revoked communicator can agree); `flag` is one int, read and
+    // written.
+    let rc = unsafe { mpix::MPIX_Comm_agree(comm, &mut flag) };
+    if rc != ffi::MPI_SUCCESS as c_int {
+        return if mpix::is_process_failure(rc) {
+            Settled::AnotherLoss
+        } else {
+            Settled::Failed(check(rc, "MPIX_Comm_agree(rebuilt job)").unwrap_err())
+        };
+    }
+    if flag == 1 {
+        Settled::Built
+    } else {
+        Settled::Failed(BridgeError::Conduit(
+            "another process could not rebuild its part of the job".into(),
+        ))
+    }
+}
+
+/// Leaves job parts that a failed round built or that a rebuild replaces: no MPI call for
+/// them any more, their watchdog stopped without a word to its neighbours. The caller leaks
+/// them (freeing their MPI objects is collective, and a member may be dead).
+pub(crate) fn abandon(job: &JobParts) {
+    job.ended.set(true);
+    if let Some(dog) = job.watchdog.borrow_mut().take() {
         dog.abandon();
     }
-    w.job.shared.disarm();
-    let host = Host::of(comm, w.kept.rank, lost)?;
-    let old_node = w.kept.topology.node_of(w.kept.rank) as u64;
+    job.shared.disarm();
+}
+
+/// The job ranks held by processes that have no segment from before: every process of the
+/// new job communicator `comm` (`ranks` of them) says whether it is such a *fresh* process (a
+/// spare that took a rank, in this round or in a round that failed), so that every process
+/// rebuilds for the same lost ranks (collective over `comm`).
+fn fresh_ranks(comm: ffi::MPI_Comm, ranks: usize, fresh: bool) -> Result<Vec<usize>, BridgeError> {
+    let mine = u8::from(fresh);
+    let mut every = vec![0u8; ranks];
+    // SAFETY: one byte sent and one per rank of `comm` (which has `ranks`: the recovery
+    // checked its size) received; both buffers live across this blocking call.
+    check(
+        unsafe {
+            ffi::MPI_Allgather(
+                (&raw const mine).cast(),
+                1,
+                uint8(),
+                every.as_mut_ptr().cast(),
+                1,
+                uint8(),
+                comm,
+            )
+        },
+        "MPI_Allgather(fresh ranks)",
+    )?;
+    Ok((0..ranks).filter(|&r| every[r] != 0).collect())
+}
+
+/// Steps 2 to 5 of the rebuild on a survivor (`RECOVERY.md`, "The rebuild, in order"), over
+/// the new job communicator `comm`: the kept parts fixed in place, and the new job parts and
+/// the lost ranks returned (installed once every process built its own). Communicators the
+/// round makes go into `made`.
+fn rebuild_in_place(
+    w: &mut MpiWorld,
+    comm: ffi::MPI_Comm,
+    old_node: u64,
+    made: &mut Vec<ffi::MPI_Comm>,
+) -> Result<(JobParts, Vec<usize>), BridgeError> {
+    kill_at(KillPoint::Rebuild);
+    // 2. The old job ends: no MPI call for it any more, its watchdog tree left without a BYE.
+    abandon(&w.job);
+    let lost = fresh_ranks(comm, w.kept.ranks, false)?;
+    let host = Host::of(comm, w.kept.rank, &lost)?;
+    made.push(host.comm);
     let node = host.node(Some(old_node))?;
     let counting = w.write_counting();
     let agreed = agree(
@@ -212,21 +323,22 @@ fn rebuild_in_place(w: &mut MpiWorld, new: &NewJob, lost: &[usize]) -> Result<()
     )?;
     w.kept.topology = agreed.topology;
     let mut scope = w.job.counting.scope();
-    // 3. The kept parts: no mapping of a dead rank.
-    w.kept.host.after_loss(lost);
+    // 3. The kept parts: no mapping of a dead rank (nor of a replacement of a failed round).
+    w.kept.host.after_loss(&lost);
     // 4. The rings: this rank's inbox emptied for new claims, none toward the dead.
-    // SAFETY: every live process of the host is inside this rebuild (each unwound out of its
-    // operations before it entered the shrink, which completed), so nobody writes into this
-    // inbox until `JobParts::build`'s barrier below; the old job's ring views are leaked with
-    // its parts and never used again.
-    w.kept.rings = unsafe { w.kept.rings.after_loss(lost) };
+    // SAFETY: every live process of the host is inside this round of the rebuild (each
+    // unwound out of its operations before it entered the shrink, which completed, and a
+    // round that failed ended with an agreement of every live process before this one
+    // began), so nobody writes into this inbox until `JobParts::build`'s barrier below; the
+    // old job's ring views, and a failed round's, are leaked and never used again.
+    w.kept.rings = unsafe { w.kept.rings.after_loss(&lost) };
     if host.joined {
         // A replacement joined this host: its piece mapped here, this process's by it
         // (`RECOVERY.md`, "What each part becomes").
         let (inboxes, ring_per_sender) =
             w.kept
                 .host
-                .join(host.comm, &host.ranks, lost, w.kept.segment_len, counting)?;
+                .join(host.comm, &host.ranks, &lost, w.kept.segment_len, counting)?;
         for (rank, inbox) in inboxes {
             w.kept.rings.outboxes[rank] = Some(inbox);
         }
@@ -235,17 +347,14 @@ fn rebuild_in_place(w: &mut MpiWorld, new: &NewJob, lost: &[usize]) -> Result<()
             scope = Scope::Host;
         }
     } else {
+        made.pop();
         host.free()?;
     }
     // 5. New job parts over the new communicator: no RMA window (RMA to unmapped ranks as
     // active messages), the counting switch over the same scope as before (the host's when
     // this process now maps another's segment).
     let job = JobParts::build(comm, &w.kept, &agreed.watched, None, scope)?;
-    let old = std::mem::replace(&mut w.job, job);
-    // Its MPI objects live on a revoked communicator with a dead member (freeing them is
-    // collective), and MPI may still complete its posted receives into its buffers.
-    std::mem::forget(old);
-    Ok(())
+    Ok((job, lost))
 }
 
 /// This process's host in the rebuilt job: its processes' communicator and job ranks, and
@@ -332,35 +441,65 @@ impl Host {
 }
 
 /// A spare that took a lost rank in the recovery `new`: its world over the new job
-/// communicator, with a segment of its own (zeroed), built with the survivors' rebuild.
-/// Ends the process when that fails, as the survivors do.
+/// communicator, with a segment of its own (zeroed), built with the survivors' rebuild. A
+/// process lost meanwhile runs the recovery again, this one keeping its rank and building
+/// its world anew. Ends the process when the job cannot go on, as the survivors do.
 pub(crate) fn replacement(
     config: &LaunchConfig,
-    new: NewJob,
+    mut new: NewJob,
     deadline: Deadline,
 ) -> (Rc<MpiWorld>, Recovered) {
-    let world = match build_replacement(config, &new) {
-        Ok(w) => w,
-        Err(e) => end_failed_rebuild(&new, &e),
-    };
-    mpix::forget_failure();
-    say_place(&new);
-    deadline.disarm();
-    let recovered = Recovered {
-        rank: world.rank(),
-        epoch: new.epoch,
-        lost: new.lost(),
-        replacement: true,
-    };
-    (Rc::new(world), recovered)
+    loop {
+        let comm = new.job.expect("a replacement holds a rank");
+        let mut made = Vec::new();
+        let built = build_replacement(config, &new, &mut made);
+        match settle(comm, built.is_ok(), &made) {
+            Settled::Built => {
+                let (world, lost) = built.expect("every process built its part");
+                mpix::forget_failure();
+                say_place(&new);
+                deadline.disarm();
+                let recovered = Recovered {
+                    rank: world.rank(),
+                    epoch: new.epoch,
+                    lost,
+                    replacement: true,
+                };
+                return (Rc::new(world), recovered);
+            }
+            Settled::AnotherLoss => {
+                if let Ok((world, _)) = built {
+                    abandon(&world.job);
+                    std::mem::forget(world);
+                }
+                new = match recover(Some(comm)) {
+                    Ok(r) => r,
+                    Err(f) => end_failed_recovery(f),
+                };
+                if !go_on(true) {
+                    end_recovered(&new, UNCAUGHT);
+                }
+            }
+            Settled::Failed(e) => end_failed_rebuild(&new, &built.err().unwrap_or(e)),
+        }
+    }
 }
 
-fn build_replacement(config: &LaunchConfig, new: &NewJob) -> Result<MpiWorld, BridgeError> {
+/// A replacement's world over the new job communicator of `new`, and the lost ranks;
+/// communicators the round makes go into `made`.
+fn build_replacement(
+    config: &LaunchConfig,
+    new: &NewJob,
+    made: &mut Vec<ffi::MPI_Comm>,
+) -> Result<(MpiWorld, Vec<usize>), BridgeError> {
+    kill_at(KillPoint::Replace);
     let comm = new.job.expect("a replacement holds a rank");
     let rank = new.rank.expect("a replacement holds a rank");
     let ranks = new.ranks;
     let segment_len = config.segment_bytes;
-    let host = Host::of(comm, rank, &new.lost())?;
+    let lost = fresh_ranks(comm, ranks, true)?;
+    let host = Host::of(comm, rank, &lost)?;
+    made.push(host.comm);
     let node = match host.node(None)? {
         // Alone on its host, or without shared memory: a node of its own.
         u64::MAX => u64::MAX - rank as u64,
@@ -388,6 +527,7 @@ fn build_replacement(config: &LaunchConfig, new: &NewJob) -> Result<MpiWorld, Br
         let segments = HostSegments::new(rank, host.comm, host.ranks, mapping);
         (segments, rings, scope)
     } else {
+        made.pop();
         host.free()?;
         // Without shared memory its segment is its own, in a window of this process alone.
         let alone = self_comm()?;
@@ -413,7 +553,7 @@ fn build_replacement(config: &LaunchConfig, new: &NewJob) -> Result<MpiWorld, Br
         rings,
     };
     let job = JobParts::build(comm, &kept, &agreed.watched, None, scope)?;
-    Ok(MpiWorld::from_parts(kept, job))
+    Ok((MpiWorld::from_parts(kept, job), lost))
 }
 
 /// A communicator of this process alone (a duplicate of `MPI_COMM_SELF`, which teardown may
