@@ -135,6 +135,36 @@ fn killed_at_named_points_the_run_resumes_at_that_execution_or_the_one_before() 
     }
 }
 
+/// Rank 1 killed at a named point, and rank 3's process killing itself at the start of the
+/// conduit's rebuild (`PGAS_MPI_KILL_AT=rebuild:3`): the recovery runs a second round, the
+/// second spare takes rank 3, and the strict CD resumes from memory for both lost ranks.
+#[test]
+fn a_second_loss_in_the_rebuild_is_recovered_and_the_checksum_is_the_fault_free_one() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let expected = reference().checksum().unwrap().to_string();
+    let ran = start(
+        2,
+        &marker("rebuild", 0),
+        ITERS,
+        &[
+            ("CD_REAL_LOSS_KILL_AT", "preserve:1:100"),
+            ("PGAS_MPI_KILL_AT", "rebuild:3"),
+        ],
+    )
+    .finish();
+    resumed_in(&ran, &expected, 98..=100, "a loss in the rebuild");
+    let line = ran
+        .stderr
+        .lines()
+        .find(|l| l.contains("lost and replaced"))
+        .unwrap_or_default();
+    assert!(
+        line.contains("rank(s) [1, 3] lost and replaced"),
+        "both lost ranks named: {line:?}\n{}",
+        ran.context()
+    );
+}
+
 #[test]
 fn without_a_spare_a_killed_rank_ends_the_job_with_one_line() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
