@@ -7,7 +7,8 @@
 pub struct Recovered {
     /// This process's rank: a survivor's is unchanged, a replacement holds the lost rank's.
     pub rank: usize,
-    /// How many times the job's conduit has been rebuilt (1 after the first loss).
+    /// How many rounds of recovery the job has run (1 after the first loss; a loss during a
+    /// rebuild adds a round), the same at every process.
     pub epoch: u64,
     /// The ranks whose processes were lost in the latest recovery (every round of it), in
     /// increasing order: the ranks held by processes without a segment from before it.

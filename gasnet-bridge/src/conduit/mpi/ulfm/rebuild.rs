@@ -259,7 +259,7 @@ fn settle(comm: ffi::MPI_Comm, ok: bool, made: &[ffi::MPI_Comm]) -> Settled {
 /// Leaves job parts that a failed round built or that a rebuild replaces: no MPI call for
 /// them any more, their watchdog stopped without a word to its neighbours. The caller leaks
 /// them (freeing their MPI objects is collective, and a member may be dead).
-pub(crate) fn abandon(job: &JobParts) {
+pub(super) fn abandon(job: &JobParts) {
     job.ended.set(true);
     if let Some(dog) = job.watchdog.borrow_mut().take() {
         dog.abandon();
