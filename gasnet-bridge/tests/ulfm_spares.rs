@@ -1037,6 +1037,16 @@ fn a_loss_during_the_rebuild_is_recovered_by_a_second_round() {
     recovered_once(job, pids, started, 2, &[1, 2]);
 }
 
+/// The same with process 1 dying later in its rebuild, after the rebuilt job's first
+/// collectives completed at every process (`PGAS_MPI_KILL_AT=rebuild_late:1`): the others are
+/// further on when they meet the loss, and the round's agreement still sends every process
+/// back to the recovery.
+fn a_loss_late_in_the_rebuild_is_recovered_by_a_second_round() {
+    let started = Instant::now();
+    let (job, pids) = rank_2_killed_and_process_at("rebuild_late", 1, started);
+    recovered_once(job, pids, started, 2, &[1, 2]);
+}
+
 /// As [`a_loss_during_the_rebuild_is_recovered_by_a_second_round`] with one spare: the
 /// second round has none left for rank 1, and the job ends with one line saying so, a nonzero
 /// status, no hang.
@@ -1083,7 +1093,7 @@ fn main() {
         rank_main(args[i + 1].parse().expect("rounds"));
         return;
     }
-    let tests: [(&str, fn()); 27] = [
+    let tests: [(&str, fn()); 28] = [
         (
             "an_unneeded_spare_is_released",
             an_unneeded_spare_is_released,
@@ -1165,6 +1175,10 @@ fn main() {
         (
             "a_loss_during_the_rebuild_is_recovered_by_a_second_round",
             a_loss_during_the_rebuild_is_recovered_by_a_second_round,
+        ),
+        (
+            "a_loss_late_in_the_rebuild_is_recovered_by_a_second_round",
+            a_loss_late_in_the_rebuild_is_recovered_by_a_second_round,
         ),
         (
             "a_loss_during_the_rebuild_with_no_spare_left_ends_with_one_line",

@@ -23,15 +23,19 @@ pub(crate) enum KillPoint {
     /// In a recovery, a spare that took a lost rank, before it builds its world over the new
     /// job communicator.
     Replace,
+    /// In a survivor's rebuild, after the rebuilt job's first collectives (the lost ranks, the
+    /// host, the agreement on segment length and topology), before its kept parts change.
+    RebuildLate,
 }
 
 /// The names of the points, in the order of [`KillPoint`]'s variants.
-const KILL_POINTS: [(&str, KillPoint); 5] = [
+const KILL_POINTS: [(&str, KillPoint); 6] = [
     ("split", KillPoint::Split),
     ("publish", KillPoint::Publish),
     ("agree", KillPoint::Agree),
     ("rebuild", KillPoint::Rebuild),
     ("replace", KillPoint::Replace),
+    ("rebuild_late", KillPoint::RebuildLate),
 ];
 
 /// The point and process [`KILL_AT_ENV`] names, read once (`None`: unset). A value not of

@@ -321,6 +321,7 @@ fn rebuild_in_place(
             node,
         },
     )?;
+    kill_at(KillPoint::RebuildLate);
     w.kept.topology = agreed.topology;
     let mut scope = w.job.counting.scope();
     // 3. The kept parts: no mapping of a dead rank (nor of a replacement of a failed round).
