@@ -136,24 +136,31 @@ impl OpFaults {
     }
 }
 
-/// Environment variable naming a point where a rank's process kills itself with SIGKILL, for
-/// the tests of a real loss (`REAL_LOSS.md`): `POINT:RANKS:ITERATION`, POINT one of
-/// [`KILL_POINTS`], in the execution ITERATION of the covered CD on each rank of RANKS (one
-/// rank, or several joined by `+`: losses at once), in a job that has not recovered yet (the
-/// replacement runs the same execution again and must not die).
+/// Environment variable naming points where a rank's process kills itself with SIGKILL, for
+/// the tests of a real loss (`REAL_LOSS.md`): `POINT:RANKS:ITERATION`, several joined by `,`.
+/// POINT is one of [`KILL_POINTS`], RANKS one rank or several joined by `+` (losses at once).
+/// ITERATION is the execution of the covered CD, and the point fires in a job that has not
+/// recovered yet (the replacement runs the same execution again and must not die); for
+/// `resume` it is the recovery's epoch instead, and the point fires in a survivor's process
+/// during that recovery (a second loss while the CD layer resumes from the first).
 pub const KILL_AT_ENV: &str = "CD_REAL_LOSS_KILL_AT";
 
 /// The named points of [`KILL_AT_ENV`]: inside the preservation (after the first entry is
 /// saved), inside the end agreement (before this rank's part), while sending the generation's
-/// copy to the buddy (sent, its reply not yet waited for), and in `cd::setup_once` before the
-/// set-up value's copy is sent to the buddy (ITERATION 0).
-pub const KILL_POINTS: [&str; 4] = ["preserve", "agreement", "buddy_copy", "setup"];
+/// copy to the buddy (sent, its reply not yet waited for), in `cd::setup_once` before the
+/// set-up value's copy is sent to the buddy (ITERATION 0), and in the resume after a recovery,
+/// the generations offered, before this rank serves or fetches any (`real_loss::resume`).
+pub const KILL_POINTS: [&str; 5] = ["preserve", "agreement", "buddy_copy", "setup", "resume"];
 
-/// The point [`KILL_AT_ENV`] names, read once (`None`: unset or not of the form).
-fn kill_point() -> Option<&'static KillPoint> {
-    static AT: std::sync::OnceLock<Option<KillPoint>> = std::sync::OnceLock::new();
-    AT.get_or_init(|| parse_kill_point(&std::env::var(KILL_AT_ENV).ok()?))
-        .as_ref()
+/// The points [`KILL_AT_ENV`] names, read once (empty: unset or not of the form).
+fn kill_points() -> &'static [KillPoint] {
+    static AT: std::sync::OnceLock<Vec<KillPoint>> = std::sync::OnceLock::new();
+    AT.get_or_init(|| {
+        std::env::var(KILL_AT_ENV)
+            .ok()
+            .and_then(|v| v.split(',').map(parse_kill_point).collect())
+            .unwrap_or_default()
+    })
 }
 
 /// A point of [`KILL_AT_ENV`]: where, on which ranks, in which execution.
@@ -189,17 +196,23 @@ fn parse_kill_point(v: &str) -> Option<KillPoint> {
     })
 }
 
-/// Kills this process with SIGKILL when [`KILL_AT_ENV`] names `point` on `rank` in execution
-/// `iteration` and the job has not recovered from a loss yet; returns otherwise.
+/// Kills this process with SIGKILL when [`KILL_AT_ENV`] names `point` on `rank` at
+/// `iteration` (an execution, or for `resume` a recovery's epoch) and the job is where that
+/// point fires (module doc of the variable); returns otherwise.
 pub(crate) fn kill_at(point: &str, rank: usize, iteration: u64) {
-    let Some(at) = kill_point() else {
+    let named = kill_points()
+        .iter()
+        .any(|at| at.point == point && at.ranks.contains(&rank) && at.iteration == iteration);
+    if !named {
         return;
+    }
+    let recovered = pgas::runtime_hooks::recovered();
+    let now = if point == "resume" {
+        recovered.is_some_and(|r| !r.replacement)
+    } else {
+        recovered.is_none()
     };
-    if at.point != point
-        || !at.ranks.contains(&rank)
-        || at.iteration != iteration
-        || pgas::runtime_hooks::recovered().is_some()
-    {
+    if !now {
         return;
     }
     // `kill -9` of this process: the signal a killed node's process gets, with no unwinding.
@@ -246,6 +259,8 @@ mod tests {
         assert_eq!(three.point, "preserve");
         assert_eq!(parse_kill_point("agreement:1+x:7"), None);
         assert_eq!(parse_kill_point("agreement:1"), None);
+        let resume = parse_kill_point("resume:2:1").unwrap();
+        assert_eq!((resume.point.as_str(), resume.iteration), ("resume", 1));
     }
 
     #[test]

@@ -69,12 +69,19 @@ pub(crate) fn completed(rt: &CdRuntime, frame: &Frame) {
     }
 }
 
-/// The generations available for each rank: its own when it survived the latest loss, the
-/// copies any rank holds when it was `lost`. `offers` is every rank's [`generations::offer`].
+/// Whether rank `r` takes its generation from a rank that holds its copy: it was `lost`, or
+/// it holds none of its own (a replacement of an earlier loss whose resume a second loss cut
+/// short, before its body kept one). The same at every rank: `offers` were allgathered.
+fn from_copies(offers: &[Offer], lost: &[usize], r: usize) -> bool {
+    lost.contains(&r) || offers[r].0.is_empty()
+}
+
+/// The generations available for each rank: its own, or the copies any rank holds when it
+/// takes them from copies ([`from_copies`]). `offers` is every rank's [`generations::offer`].
 fn available(offers: &[Offer], lost: &[usize]) -> Vec<BTreeSet<u64>> {
     (0..offers.len())
         .map(|r| {
-            if lost.contains(&r) {
+            if from_copies(offers, lost, r) {
                 offers
                     .iter()
                     .flat_map(|(_, held)| held.iter().filter(|(o, _)| *o == r))
@@ -103,9 +110,12 @@ fn common(available: &[BTreeSet<u64>]) -> Option<u64> {
 /// starts from its beginning, or from the newest checkpoint on disk when `on_disk` names it.
 pub(crate) fn resume(rt: &CdRuntime, lost: &[usize], on_disk: Option<&Path>) -> bool {
     let offers = internal(|| pgas::allgather(generations::offer()).wait());
+    if let Some(r) = pgas::runtime_hooks::recovered() {
+        crate::injector::kill_at("resume", rt.rank, r.epoch);
+    }
     let chosen = common(&available(&offers, lost));
     let mine = chosen.map(|it| {
-        if !lost.contains(&rt.rank) {
+        if !from_copies(&offers, lost, rt.rank) {
             return generations::own(it).expect("offered, so kept");
         }
         let holder = offers
@@ -183,5 +193,20 @@ mod tests {
         // The lost rank's buddy died too: nothing in common.
         let offers = vec![(vec![3, 4], vec![]), (vec![3, 4], vec![]), (vec![], vec![])];
         assert_eq!(common(&available(&offers, &[2])), None);
+    }
+
+    #[test]
+    fn a_replacement_whose_resume_was_cut_short_takes_its_copies_again() {
+        // Rank 1 was replaced in an earlier recovery and a second loss (rank 2) cut its resume
+        // short: it holds nothing of its own, rank 0 holds its copies, rank 3 holds rank 2's.
+        let offers = vec![
+            (vec![6, 7], vec![(1, vec![6, 7])]),
+            (vec![], vec![]),
+            (vec![6, 7], vec![]),
+            (vec![6, 7], vec![(2, vec![6, 7])]),
+        ];
+        assert!(from_copies(&offers, &[2], 1) && from_copies(&offers, &[2], 2));
+        assert!(!from_copies(&offers, &[2], 0));
+        assert_eq!(common(&available(&offers, &[2])), Some(7));
     }
 }

@@ -165,6 +165,29 @@ fn a_second_loss_in_the_rebuild_is_recovered_and_the_checksum_is_the_fault_free_
     );
 }
 
+/// Rank 1 killed at a named point, then rank 3's process killing itself in the resume that
+/// follows (`resume:3:1`), after the generations were offered: a second recovery, in which
+/// the first one's replacement, which had not kept its generation yet, takes its copy again,
+/// and the job still resumes from memory (not from its beginning).
+#[test]
+fn a_second_loss_during_the_resume_still_resumes_from_memory() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let expected = reference().checksum().unwrap().to_string();
+    let ran = start(
+        2,
+        &marker("resume", 0),
+        ITERS,
+        &[("CD_REAL_LOSS_KILL_AT", "preserve:1:100,resume:3:1")],
+    )
+    .finish();
+    resumed_in(&ran, &expected, 98..=100, "a loss during the resume");
+    assert!(
+        ran.stderr.contains("rank(s) [3] lost and replaced"),
+        "the second recovery's line\n{}",
+        ran.context()
+    );
+}
+
 #[test]
 fn without_a_spare_a_killed_rank_ends_the_job_with_one_line() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
