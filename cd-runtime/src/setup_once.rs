@@ -49,9 +49,9 @@ where
                 )
             });
         }
-        if let Some(bytes) = taken {
+        if let Some((bytes, from_copy)) = taken {
             let value = decode(name, &bytes);
-            if lost.contains(&rank) {
+            if from_copy {
                 keep(name, rank, bytes, rpcs, domain);
             }
             return value;
@@ -67,29 +67,25 @@ where
 }
 
 /// After a recovery that replaced the ranks `lost` (collective): this rank's kept value `name`
-/// when every rank can have its own (a survivor from its store, a replacement from a rank
-/// holding the lost one's copy), else `None` on every rank.
-fn kept(name: &str, rank: usize, lost: &[usize], rpcs: SetupRpcs) -> Option<Bytes> {
+/// when every rank can have its own (a survivor from its store; a replacement, or a rank that
+/// holds none, from a rank holding its copy), and whether it came from a copy; else `None` on
+/// every rank.
+fn kept(name: &str, rank: usize, lost: &[usize], rpcs: SetupRpcs) -> Option<(Bytes, bool)> {
     let has_own = !lost.contains(&rank) && setup_values::own(name).is_some();
-    let holds: Vec<usize> = lost
-        .iter()
-        .copied()
-        .filter(|&o| setup_values::holds(o, name))
+    // Every owner this rank holds a copy for: a rank that is not lost may need one too (the
+    // replacement of an earlier loss whose rerun a second loss cut short, before it kept one).
+    let holds: Vec<usize> = (0..pgas::rank_n())
+        .filter(|&o| o != rank && setup_values::holds(o, name))
         .collect();
     let offers = internal(|| pgas::allgather((has_own, holds)).wait());
     let holder = |owner: usize| offers.iter().position(|(_, h)| h.contains(&owner));
-    let everyone = (0..offers.len()).all(|r| {
-        if lost.contains(&r) {
-            holder(r).is_some()
-        } else {
-            offers[r].0
-        }
-    });
+    let from_copy = |r: usize| lost.contains(&r) || !offers[r].0;
+    let everyone = (0..offers.len()).all(|r| !from_copy(r) || holder(r).is_some());
     if !everyone {
         return None;
     }
-    let bytes = if lost.contains(&rank) {
-        let from = holder(rank).expect("every lost rank has a holder");
+    let bytes = if from_copy(rank) {
+        let from = holder(rank).expect("every rank without its own value has a holder");
         rpcs.fetch_from(from, rank, name)
             .expect("offered by the holder, so kept until this fetch")
     } else {
@@ -97,7 +93,7 @@ fn kept(name: &str, rank: usize, lost: &[usize], rpcs: SetupRpcs) -> Option<Byte
     };
     // The holders serve the fetches while they wait here.
     internal(pgas::barrier);
-    Some(bytes)
+    Some((bytes, from_copy(rank)))
 }
 
 /// Keeps `bytes` as this rank's value `name`, here and at its buddy (waiting for its reply).
