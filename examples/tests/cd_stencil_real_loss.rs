@@ -147,32 +147,34 @@ fn second_victim() -> usize {
     }
 }
 
+/// Runs the job with two spares and `env` (its kill points), and checks it as a test of two
+/// losses (`what`): the fault-free checksum, resumed from memory at execution 98 to 100, and
+/// `line` on stderr.
+fn two_losses(name: &str, env: &[(&str, &str)], what: &str, line: &str) {
+    let expected = reference().checksum().unwrap().to_string();
+    let ran = start(2, &marker(name, 0), ITERS, env).finish();
+    resumed_in(&ran, &expected, 98..=100, what);
+    assert!(
+        ran.stderr.contains(line),
+        "{what}: {line:?}\n{}",
+        ran.context()
+    );
+}
+
 /// Rank 1 killed at a named point, and a second rank's process killing itself at the start of
 /// the conduit's rebuild (`PGAS_MPI_KILL_AT=rebuild:P`): the recovery runs a second round, the
 /// second spare takes that rank, and the strict CD resumes from memory for both lost ranks.
 #[test]
 fn a_second_loss_in_the_rebuild_is_recovered_and_the_checksum_is_the_fault_free_one() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let expected = reference().checksum().unwrap().to_string();
     let second = second_victim();
     let rebuild = format!("rebuild:{second}");
-    let ran = start(
-        2,
-        &marker("rebuild", 0),
-        ITERS,
-        &[
-            ("CD_REAL_LOSS_KILL_AT", "preserve:1:100"),
-            ("PGAS_MPI_KILL_AT", &rebuild),
-        ],
-    )
-    .finish();
-    resumed_in(&ran, &expected, 98..=100, "a loss in the rebuild");
+    let env = [
+        ("CD_REAL_LOSS_KILL_AT", "preserve:1:100"),
+        ("PGAS_MPI_KILL_AT", rebuild.as_str()),
+    ];
     let both = format!("rank(s) [1, {second}] lost and replaced");
-    assert!(
-        ran.stderr.contains(&both),
-        "both lost ranks named: {both:?}\n{}",
-        ran.context()
-    );
+    two_losses("rebuild", &env, "a loss in the rebuild", &both);
 }
 
 /// Rank 1 killed at a named point, then a second rank's process killing itself in the resume
@@ -182,22 +184,14 @@ fn a_second_loss_in_the_rebuild_is_recovered_and_the_checksum_is_the_fault_free_
 #[test]
 fn a_second_loss_during_the_resume_still_resumes_from_memory() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let expected = reference().checksum().unwrap().to_string();
     let second = second_victim();
     let kills = format!("preserve:1:100,resume:{second}:1");
-    let ran = start(
-        2,
-        &marker("resume", 0),
-        ITERS,
-        &[("CD_REAL_LOSS_KILL_AT", &kills)],
-    )
-    .finish();
-    resumed_in(&ran, &expected, 98..=100, "a loss during the resume");
     let line = format!("rank(s) [{second}] lost and replaced");
-    assert!(
-        ran.stderr.contains(&line),
-        "the second recovery's line {line:?}\n{}",
-        ran.context()
+    two_losses(
+        "resume",
+        &[("CD_REAL_LOSS_KILL_AT", kills.as_str())],
+        "a loss during the resume",
+        &line,
     );
 }
 

@@ -176,6 +176,31 @@ fn with_relaxed_cds_killed_at_fifteen_seeded_moments_the_report_is_the_fault_fre
     campaign("relaxed", &text, 0x5E1A_CED5, KILLS / 2, 1);
 }
 
+/// Runs the job with `spares` spares under the kill points `kill` (`CD_REAL_LOSS_KILL_AT`) and
+/// checks that it exits 0, prints the fault-free report and says each of `lines` on stderr.
+fn killed_at_points(name: &str, spares: usize, kill: &str, lines: &[&str]) {
+    let config = Config::new(&format!("{name}.toml"));
+    let (reference, _) = reference(&config);
+    let expected = answer(&reference).unwrap();
+    let ran = start(
+        spares,
+        &marker(name, 0),
+        &config,
+        &[("CD_REAL_LOSS_KILL_AT", kill)],
+    )
+    .finish();
+    assert!(ran.status.success(), "{}", ran.context());
+    assert_eq!(
+        answer(&ran).as_deref(),
+        Some(expected.as_str()),
+        "{}",
+        ran.context()
+    );
+    for line in lines {
+        assert!(ran.stderr.contains(line), "{line}\n{}", ran.context());
+    }
+}
+
 /// Rank 1 killed in the preservation of solve 20, then rank 3 killing itself in the resume
 /// that follows (`resume:3:1`): in the second recovery the first one's replacement, whose
 /// rerun was cut short before it kept its generation and its operators, takes both from
@@ -183,54 +208,31 @@ fn with_relaxed_cds_killed_at_fifteen_seeded_moments_the_report_is_the_fault_fre
 #[test]
 fn a_second_loss_during_the_resume_still_takes_the_operators_back() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let config = Config::new("resume.toml");
-    let (reference, _) = reference(&config);
-    let expected = answer(&reference).unwrap();
-    let kill = [("CD_REAL_LOSS_KILL_AT", "preserve:1:20,resume:3:1")];
-    let ran = start(2, &marker("resume", 0), &config, &kill).finish();
-    assert!(ran.status.success(), "{}", ran.context());
-    assert_eq!(
-        answer(&ran).as_deref(),
-        Some(expected.as_str()),
-        "{}",
-        ran.context()
+    killed_at_points(
+        "resume",
+        2,
+        "preserve:1:20,resume:3:1",
+        &[
+            "rank(s) [3] lost and replaced by spares; resuming CD \"solve\" at execution",
+            "\"hpgmg.operators\" taken back from memory on every rank",
+        ],
     );
-    for line in [
-        "rank(s) [3] lost and replaced by spares; resuming CD \"solve\" at execution",
-        "\"hpgmg.operators\" taken back from memory on every rank",
-    ] {
-        assert!(ran.stderr.contains(line), "{line}\n{}", ran.context());
-    }
 }
 
+/// Rank 3 dies in `cd::setup_once` before sending its operators to its buddy: nobody holds
+/// them, so the rerun must compute them on every rank (the computation exchanges halos: all
+/// or none), and still print the fault-free report.
 #[test]
 fn killed_before_its_operators_reached_its_buddy_every_rank_computes_them_again() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let config = Config::new("setup.toml");
-    let (reference, _) = reference(&config);
-    let expected = answer(&reference).unwrap();
-    // Rank 3 dies in `cd::setup_once` before sending its operators to its buddy: nobody
-    // holds them, so the rerun must compute them on every rank (the computation exchanges
-    // halos: all or none), and still print the fault-free report.
-    let kill = [("CD_REAL_LOSS_KILL_AT", "setup:3:0")];
-    let ran = start(1, &marker("setup", 0), &config, &kill).finish();
-    assert!(ran.status.success(), "{}", ran.context());
-    assert_eq!(
-        answer(&ran).as_deref(),
-        Some(expected.as_str()),
-        "{}",
-        ran.context()
-    );
-    assert!(
-        ran.stderr
-            .contains("\"hpgmg.operators\" computed again on every rank"),
-        "{}",
-        ran.context()
-    );
-    assert!(
-        ran.stderr.contains("from its beginning"),
-        "{}",
-        ran.context()
+    killed_at_points(
+        "setup",
+        1,
+        "setup:3:0",
+        &[
+            "\"hpgmg.operators\" computed again on every rank",
+            "from its beginning",
+        ],
     );
 }
 
